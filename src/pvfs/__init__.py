@@ -1,0 +1,1 @@
+"""pvfs: a parallel file system in the line of PVFS."""
