@@ -1,0 +1,1 @@
+"""The pvfs daemons: ``mgr`` (metadata manager) and ``iod`` (I/O daemon)."""

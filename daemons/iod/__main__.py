@@ -1,0 +1,43 @@
+"""``pvfs-iod --config FILE --index N``: run one I/O daemon of a file system."""
+
+from __future__ import annotations
+
+import sys
+
+import trio
+
+from pvfs import config as cfgmod
+
+from ..common import base_arguments, claim_pidfile, release_pidfile, run_until_signal, setup_logging
+from .server import IodServer
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = base_arguments("pvfs-iod", "Run a pvfs I/O daemon (one stripe file per inode).")
+    p.add_argument("--index", type=int, required=True, help="this daemon's number in the config")
+    args = p.parse_args(argv)
+    try:
+        cfg = cfgmod.load(args.config)
+    except cfgmod.ConfigError as exc:
+        print(f"pvfs-iod: {exc}", file=sys.stderr)
+        return 2
+    if not 0 <= args.index < cfg.niods:
+        print(f"pvfs-iod: --index {args.index} but the config has {cfg.niods} I/O daemons",
+              file=sys.stderr)
+        return 2
+    setup_logging(f"iod{args.index}", args.log_file, args.verbose)
+    if args.pidfile:
+        claim_pidfile(args.pidfile)
+    try:
+        server = IodServer(cfg, args.index)
+        trio.run(run_until_signal, server.serve)
+    except OSError as exc:
+        print(f"pvfs-iod: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        release_pidfile(args.pidfile)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

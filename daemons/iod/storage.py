@@ -1,0 +1,154 @@
+"""The storage layer of an I/O daemon: a replaceable module (thesis §3.4, SPEC §2).
+
+``PosixStorage`` keeps one stripe file per inode on a local file system, named by inode
+number under ``<data_dir>/stripes/<ino % 256 as 2 hex digits>/<ino as 16 hex digits>``. Names
+are built from validated integers only, so no request can name a path outside the data
+directory. Open descriptors are cached (the engine streams from them with sendfile).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections import OrderedDict
+from typing import Iterator, Protocol
+
+
+class Storage(Protocol):
+    """What the I/O daemon needs from a storage layer."""
+
+    def open(self, ino: int, create: bool) -> int | None: ...
+    def size(self, ino: int) -> tuple[int, int]: ...
+    def truncate(self, ino: int, length: int) -> None: ...
+    def create(self, ino: int) -> None: ...
+    def unlink(self, ino: int) -> bool: ...
+    def fsync(self, ino: int, data_only: bool) -> None: ...
+    def statfs(self) -> dict: ...
+    def inodes(self, after: int, limit: int) -> list[int]: ...
+    def close(self) -> None: ...
+
+
+class PosixStorage:
+    """Stripe files on a POSIX file system."""
+
+    def __init__(self, data_dir: str, max_open: int = 1024) -> None:
+        self.root = os.path.join(os.path.abspath(data_dir), "stripes")
+        os.makedirs(self.root, exist_ok=True)
+        self.max_open = max_open
+        self._fds: OrderedDict[int, int] = OrderedDict()
+        # Descriptors the engine is using right now are pinned: never closed under it.
+        self._pins: dict[int, int] = {}
+        self._doomed: set[int] = set()
+
+    def path(self, ino: int) -> str:
+        if type(ino) is not int or ino <= 0:
+            raise ValueError("inode must be a positive integer")
+        return os.path.join(self.root, f"{ino & 0xFF:02x}", f"{ino:016x}")
+
+    def open(self, ino: int, create: bool) -> int | None:
+        """A cached read-write descriptor, or None if the file does not exist and not create."""
+        fd = self._fds.get(ino)
+        if fd is not None:
+            self._fds.move_to_end(ino)
+            return fd
+        path = self.path(ino)
+        flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            if not create:
+                return None
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, flags | os.O_CREAT, 0o600)
+        self._fds[ino] = fd
+        if len(self._fds) > self.max_open:
+            for old in [i for i in self._fds if i not in self._pins][: len(self._fds) - self.max_open]:
+                os.close(self._fds.pop(old))
+        return fd
+
+    def pin(self, ino: int) -> None:
+        self._pins[ino] = self._pins.get(ino, 0) + 1
+
+    def unpin(self, ino: int) -> None:
+        left = self._pins.get(ino, 0) - 1
+        if left > 0:
+            self._pins[ino] = left
+            return
+        self._pins.pop(ino, None)
+        if ino in self._doomed:
+            self._doomed.discard(ino)
+            self.forget(ino)
+
+    def forget(self, ino: int) -> None:
+        """Close the cached descriptor (later, if a job still uses it)."""
+        if ino in self._pins:
+            self._doomed.add(ino)
+            return
+        fd = self._fds.pop(ino, None)
+        if fd is not None:
+            os.close(fd)
+
+    def size(self, ino: int) -> tuple[int, int]:
+        """(local size, mtime_ns) of the stripe file; (0, 0) if it does not exist."""
+        fd = self._fds.get(ino)
+        try:
+            st = os.fstat(fd) if fd is not None else os.stat(self.path(ino))
+        except FileNotFoundError:
+            return 0, 0
+        return st.st_size, st.st_mtime_ns
+
+    def exists(self, ino: int) -> bool:
+        return ino in self._fds or os.path.exists(self.path(ino))
+
+    def truncate(self, ino: int, length: int) -> None:
+        fd = self.open(ino, create=True)
+        os.ftruncate(fd, length)
+
+    def create(self, ino: int) -> None:
+        self.open(ino, create=True)
+
+    def unlink(self, ino: int) -> bool:
+        self.forget(ino)
+        try:
+            os.unlink(self.path(ino))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def fsync(self, ino: int, data_only: bool) -> None:
+        fd = self.open(ino, create=False)
+        if fd is None:
+            return
+        (os.fdatasync if data_only else os.fsync)(fd)
+
+    def statfs(self) -> dict:
+        st = os.statvfs(self.root)
+        return {"bsize": st.f_frsize, "blocks": st.f_blocks, "bfree": st.f_bfree,
+                "bavail": st.f_bavail, "files": st.f_files, "ffree": st.f_ffree}
+
+    def inodes(self, after: int = 0, limit: int = 4096) -> list[int]:
+        """Inode numbers of the stripe files present, ascending, greater than ``after``."""
+        found = sorted(i for i in self._scan() if i > after)
+        return found[:limit]
+
+    def _scan(self) -> Iterator[int]:
+        for sub in os.listdir(self.root):
+            d = os.path.join(self.root, sub)
+            if not os.path.isdir(d):
+                continue
+            for name in os.listdir(d):
+                try:
+                    yield int(name, 16)
+                except ValueError:
+                    continue
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def open_storage(kind: str, data_dir: str) -> PosixStorage:
+    if kind == "posix":
+        return PosixStorage(data_dir)
+    raise OSError(errno.EINVAL, f"unknown storage layer {kind!r} (known: posix)")

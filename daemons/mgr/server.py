@@ -1,0 +1,295 @@
+"""The metadata manager: a trio server over the SQLite ``MetaStore``.
+
+The manager takes no part in reads and writes (thesis §3.2.1). It answers name-space and
+attribute calls, and talks to the I/O daemons only for what metadata needs of them: creating
+and removing stripe files, the logical size and mtime of a file (implied by the sizes of its
+stripe files), truncation, and statfs sums.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+
+import trio
+
+from pvfs import __version__
+from pvfs.client.rpc import Channel
+from pvfs.config import Config
+from pvfs.layout.stripe import Stripe, local_size, logical_size
+from pvfs.protocol.schema import MGR_SCHEMAS
+
+from ..common import serve_tcp
+from .store import Cred, MetaStore
+
+log = logging.getLogger("pvfs.mgr")
+
+
+class MgrServer:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        os.makedirs(config.manager.data_dir, exist_ok=True)
+        self.store = MetaStore(os.path.join(config.manager.data_dir, "meta.sqlite"),
+                               config.niods, config.stripe)
+        self.iods = [Channel(e.host, e.port, config.connect_timeout, config.request_timeout,
+                             name=f"iod{i} ({e.address})") for i, e in enumerate(config.iods)]
+        self.started = time.time()
+        self.address: tuple[str, int] | None = None
+
+    async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self.address = await nursery.start(
+                    serve_tcp, self.config.manager.host, self.config.manager.port,
+                    MGR_SCHEMAS, self.dispatch)
+                log.info("manager serving %s:%d, metadata in %s", *self.address[:2],
+                         self.config.manager.data_dir)
+                task_status.started(self.address)
+        finally:
+            for ch in self.iods:
+                ch.close()
+            self.store.close()
+
+    async def dispatch(self, op: str, f: dict, bulk_len: int, sock) -> dict:
+        uid, gid, groups = f.pop("cred")
+        return await getattr(self, f"op_{op}")(f, Cred(uid, gid, groups))
+
+    # ------------------------------------------------------------------ I/O daemon helpers
+    def _iods_of(self, stripe: list[int] | Stripe) -> list[tuple[int, int]]:
+        """(rank, iod index) of every share of a file."""
+        s = stripe if isinstance(stripe, Stripe) else Stripe(*stripe)
+        return [(r, s.iod_of_rank(r, self.config.niods)) for r in range(s.pcount)]
+
+    async def _each(self, calls: list[tuple[int, dict]]) -> list[dict]:
+        """Run calls to several I/O daemons concurrently; the first failure is raised."""
+        results: list[dict | None] = [None] * len(calls)
+
+        async def one(i: int, iod: int, header: dict) -> None:
+            results[i] = await self.iods[iod].call(header)
+
+        async with trio.open_nursery() as nursery:
+            for i, (iod, header) in enumerate(calls):
+                nursery.start_soon(one, i, iod, header)
+        return results  # type: ignore[return-value]
+
+    async def _with_size(self, attrs: dict) -> dict:
+        """Fill a file's size and mtime from its stripe files (SPEC §1)."""
+        if attrs.get("type") != "file":
+            return attrs
+        stripe = Stripe(*attrs["stripe"])
+        replies = await self._each([(iod, {"op": "size", "ino": attrs["ino"]})
+                                    for _, iod in self._iods_of(stripe)])
+        attrs["size"] = logical_size(stripe, [r["local_size"] for r in replies])
+        attrs["mtime_ns"] = max([attrs["mtime_ns"]] + [r["mtime_ns"] for r in replies])
+        return attrs
+
+    async def _with_sizes(self, entries: list[dict]) -> None:
+        """Fill sizes of many files with one batched call per I/O daemon."""
+        files = [a for a in entries if a.get("type") == "file"]
+        if not files:
+            return
+        wanted: dict[int, list[int]] = {}
+        for a in files:
+            for _, iod in self._iods_of(a["stripe"]):
+                wanted.setdefault(iod, []).append(a["ino"])
+        calls = [(iod, {"op": "sizes", "inos": inos}) for iod, inos in wanted.items()]
+        replies = await self._each(calls)
+        got: dict[tuple[int, int], tuple[int, int]] = {}
+        for (iod, header), reply in zip(calls, replies):
+            for ino, (size, mtime) in zip(header["inos"], reply["sizes"]):
+                got[(iod, ino)] = (size, mtime)
+        for a in files:
+            stripe = Stripe(*a["stripe"])
+            shares = [got[(iod, a["ino"])] for _, iod in self._iods_of(stripe)]
+            a["size"] = logical_size(stripe, [s for s, _ in shares])
+            a["mtime_ns"] = max([a["mtime_ns"]] + [m for _, m in shares])
+
+    async def _remove_data(self, attrs: dict | None) -> None:
+        """Remove every stripe file of an inode whose last name and handle are gone."""
+        if not attrs or attrs.get("type") != "file":
+            return
+        try:
+            await self._each([(iod, {"op": "unlink", "ino": attrs["ino"]})
+                              for _, iod in self._iods_of(attrs["stripe"])])
+        except OSError as exc:
+            # The name is already gone; fsck finds the orphan stripe file later.
+            log.warning("removing stripe files of inode %d: %s", attrs["ino"], exc)
+
+    async def _truncate(self, attrs: dict, size: int) -> None:
+        stripe = Stripe(*attrs["stripe"])
+        await self._each([(iod, {"op": "truncate", "ino": attrs["ino"],
+                                 "local_size": local_size(stripe, rank, size)})
+                          for rank, iod in self._iods_of(stripe)])
+
+    # ------------------------------------------------------------------ operations
+    async def op_ping(self, f, cred) -> dict:
+        return {"version": __version__, "uptime": time.time() - self.started}
+
+    async def op_status(self, f, cred) -> dict:
+        return {"version": __version__, "role": "mgr", "pid": os.getpid(),
+                "uptime": time.time() - self.started, **self.store.counts(),
+                "open_files": self.store.open_count() if hasattr(self.store, "open_count") else 0,
+                "niods": self.config.niods}
+
+    async def op_resolve(self, f, cred) -> dict:
+        return await self._with_size(self.store.resolve(f["path"], cred, f["follow"]))
+
+    async def op_lookup(self, f, cred) -> dict:
+        return await self._with_size(self.store.lookup(f["parent"], f["name"], cred))
+
+    async def op_getattr(self, f, cred) -> dict:
+        return await self._with_size(self.store.getattr(f["ino"]))
+
+    async def op_setattr(self, f, cred) -> dict:
+        size = f["size"]
+        attrs = self.store.setattr(f["ino"], cred, mode=f["mode"], uid=f["uid"], gid=f["gid"],
+                                   atime_ns=f["atime_ns"], mtime_ns=f["mtime_ns"], size=size,
+                                   now=f["now"])
+        if size is not None:
+            if attrs["type"] != "file":
+                raise OSError(errno.EISDIR if attrs["type"] == "dir" else errno.EINVAL,
+                              "only regular files can be truncated")
+            await self._truncate(attrs, size)
+        return await self._with_size(attrs)
+
+    async def op_create(self, f, cred) -> dict:
+        attrs, created = self.store.create(f["parent"], f["name"], f["mode"], cred,
+                                           stripe=f["stripe"], exclusive=f["exclusive"])
+        if created:
+            try:
+                await self._each([(iod, {"op": "create", "ino": attrs["ino"]})
+                                  for _, iod in self._iods_of(attrs["stripe"])])
+            except OSError:
+                # Don't leave a name whose stripe files could not be made.
+                self._undo_create(f, attrs)
+                raise
+            attrs["size"] = 0
+        else:
+            attrs = await self._with_size(attrs)
+        if f["flags"]:
+            attrs = self.store.open(attrs["ino"], f["flags"], cred) | {"size": attrs["size"]}
+            if f["flags"] & os.O_TRUNC and not created and attrs["size"]:
+                await self._truncate(attrs, 0)
+                attrs["size"] = 0
+        attrs["created"] = created
+        return attrs
+
+    def _undo_create(self, f: dict, attrs: dict) -> None:
+        try:
+            self.store.remove_inode(attrs["ino"])
+        except OSError as exc:
+            log.warning("undoing create of %s: %s", f["name"], exc)
+
+    async def op_open(self, f, cred) -> dict:
+        attrs = self.store.open(f["ino"], f["flags"], cred)
+        if attrs["type"] == "file" and f["flags"] & os.O_TRUNC and f["flags"] & os.O_ACCMODE:
+            await self._truncate(attrs, 0)
+            self.store.setattr(f["ino"], Cred(0, 0, ()), size=0)
+        return await self._with_size(attrs)
+
+    async def op_close(self, f, cred) -> dict:
+        await self._remove_data(self.store.close(f["ino"]))
+        return {}
+
+    async def op_mkdir(self, f, cred) -> dict:
+        return self.store.mkdir(f["parent"], f["name"], f["mode"], cred)
+
+    async def op_rmdir(self, f, cred) -> dict:
+        self.store.rmdir(f["parent"], f["name"], cred)
+        return {}
+
+    async def op_unlink(self, f, cred) -> dict:
+        await self._remove_data(self.store.unlink(f["parent"], f["name"], cred))
+        return {}
+
+    async def op_rename(self, f, cred) -> dict:
+        await self._remove_data(self.store.rename(f["parent"], f["name"], f["new_parent"],
+                                                  f["new_name"], cred, f["flags"]))
+        return {}
+
+    async def op_symlink(self, f, cred) -> dict:
+        return self.store.symlink(f["parent"], f["name"], f["target"], cred)
+
+    async def op_readlink(self, f, cred) -> dict:
+        return {"target": self.store.readlink(f["ino"])}
+
+    async def op_link(self, f, cred) -> dict:
+        return await self._with_size(self.store.link(f["ino"], f["new_parent"], f["new_name"], cred))
+
+    async def op_readdir(self, f, cred) -> dict:
+        rows = self.store.readdir(f["ino"], cred, f["cookie"], f["limit"])
+        entries = [[name, attrs, cookie] for name, attrs, cookie in rows]
+        if f["attrs"]:
+            await self._with_sizes([attrs for _name, attrs, _cookie in entries])
+        return {"entries": entries}
+
+    async def op_statfs(self, f, cred) -> dict:
+        replies = await self._each([(i, {"op": "statfs"}) for i in range(self.config.niods)])
+        bsize = 4096
+        total = sum(r["blocks"] * r["bsize"] for r in replies)
+        free = sum(r["bfree"] * r["bsize"] for r in replies)
+        avail = sum(r["bavail"] * r["bsize"] for r in replies)
+        counts = self.store.counts()
+        return {"bsize": bsize, "blocks": total // bsize, "bfree": free // bsize,
+                "bavail": avail // bsize, "files": counts.get("inodes", 0) + 1_000_000,
+                "ffree": 1_000_000, "namemax": 255, "iods": replies}
+
+    async def op_access(self, f, cred) -> dict:
+        self.store.access(f["ino"], f["mask"], cred)
+        return {}
+
+    async def op_getxattr(self, f, cred) -> dict:
+        return {"value": self.store.getxattr(f["ino"], f["name"], cred)}
+
+    async def op_setxattr(self, f, cred) -> dict:
+        self.store.setxattr(f["ino"], f["name"], f["value"], cred, f["flags"])
+        return {}
+
+    async def op_listxattr(self, f, cred) -> dict:
+        return {"names": self.store.listxattr(f["ino"], cred)}
+
+    async def op_removexattr(self, f, cred) -> dict:
+        self.store.removexattr(f["ino"], f["name"], cred)
+        return {}
+
+    async def op_getstripe(self, f, cred) -> dict:
+        stripe = self.store.get_stripe(f["ino"])
+        return {"stripe": stripe.to_wire() if stripe else None}
+
+    async def op_setstripe(self, f, cred) -> dict:
+        attrs = self.store.getattr(f["ino"])
+        if attrs["type"] == "dir":
+            return self.store.set_dir_stripe(f["ino"], f["stripe"], cred)
+        if attrs["type"] != "file" or f["stripe"] is None:
+            raise OSError(errno.EINVAL, "a stripe is set on a directory or a new empty file")
+        attrs = await self._with_size(attrs)
+        old = attrs["stripe"]
+        new = self.store.set_file_stripe(f["ino"], f["stripe"], cred, size_is_zero=attrs["size"] == 0)
+        if new["stripe"] != old:
+            # Move the (empty) stripe files to the new set of daemons.
+            await self._remove_data(attrs)
+            await self._each([(iod, {"op": "create", "ino": new["ino"]})
+                              for _, iod in self._iods_of(new["stripe"])])
+        return new
+
+    async def op_nfile(self, f, cred) -> dict:
+        return {"nfile": self.store.nfile(f["ino"])}
+
+    async def op_inodes(self, f, cred) -> dict:
+        if cred.uid != 0:
+            raise PermissionError(errno.EPERM, "listing every inode needs root")
+        out = []
+        for attrs in self.store.file_inodes():
+            if attrs["ino"] > f["after"]:
+                out.append(attrs)
+                if len(out) >= f["limit"]:
+                    break
+        return {"inodes": out}
+
+    async def op_remove_inode(self, f, cred) -> dict:
+        if cred.uid != 0:
+            raise PermissionError(errno.EPERM, "removing an inode needs root")
+        self.store.remove_inode(f["ino"])
+        return {}

@@ -1,0 +1,537 @@
+"""The local block cache (discretionary-caching paper §3.2, SPEC §5): the mechanism.
+
+One :class:`BlockCache` lives in the mount daemon and is shared by every process on the node.
+It holds fixed-size blocks keyed by ``(ino, block)`` in a hash table, with a dirty list (in
+dirtying order), a free list of buffers, a lock per key for fetches, a flusher task that writes
+dirty blocks back coalesced into large stripe-aligned writes, and a harvester task that frees
+clean blocks between the water marks. What to evict, when to harvest and flush and what to
+bypass are policy objects (``_policy.py``).
+
+Concurrency model: everything runs in one trio thread. State changes happen between awaits and
+are therefore atomic; the only awaits are backend calls and lock waits, and every path re-checks
+the state after one (S3QL's habit). A fetch records its file's generation and does not insert
+its blocks if the generation moved meanwhile (truncate, invalidate or a write-through).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any
+
+import trio
+
+from ._bypass import BypassTable
+from ._policy import (
+    Backend,
+    BypassPolicy,
+    ReplacementPolicy,
+    SecondChanceLRU,
+    WaterMarks,
+    WritebackPolicy,
+)
+from ._table import Entry, FileState, FreeList, KeyLocks, runs_of
+from ._writeback import WritebackMixin
+
+__all__ = ["BlockCache"]
+
+Key = tuple[int, int]
+
+
+def _piece(chunk: bytes | bytearray | memoryview, a: int, b: int) -> bytes:
+    """``chunk[a:b]`` padded with zeros to ``b - a`` bytes (holes and short reads)."""
+    out = bytes(chunk[a:b])
+    return out if len(out) == b - a else out.ljust(b - a, b"\0")
+
+
+class BlockCache(WritebackMixin):
+    """A write-behind block cache in front of an async backend.
+
+    Args:
+        backend: ``read(ino, offset, length)`` / ``write(ino, offset, data)``; optionally
+            ``stripe_size(ino)`` for stripe-aligned write-back (see :class:`StripedBackend`).
+        block_size: bytes per block (4 KiB as in the paper).
+        capacity: bytes of block buffers at most (64 MiB default).
+        low_water: the harvester frees blocks down to this fraction of the capacity...
+        high_water: ...once the blocks in use reach this fraction.
+        policy: replacement policy (default :class:`SecondChanceLRU`).
+        bypass: per-segment bypass decisions (default: a fresh :class:`BypassTable`).
+        segment_blocks: blocks per bypass segment (4 as in the paper).
+        watermarks: a :class:`WaterMarks` object overriding ``low_water``/``high_water``.
+        writeback: the flusher's :class:`WritebackPolicy`.
+
+    Raises:
+        ValueError: on a non-positive block size or segment size or a capacity below one block.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        block_size: int = 4096,
+        capacity: int = 64 << 20,
+        low_water: float = 0.85,
+        high_water: float = 0.95,
+        policy: ReplacementPolicy | None = None,
+        bypass: BypassPolicy | None = None,
+        segment_blocks: int = 4,
+        watermarks: WaterMarks | None = None,
+        writeback: WritebackPolicy | None = None,
+    ) -> None:
+        if block_size <= 0 or segment_blocks <= 0:
+            raise ValueError("block_size and segment_blocks must be positive")
+        if capacity < block_size:
+            raise ValueError(f"capacity {capacity} is less than one block ({block_size})")
+        self.backend = backend
+        self.block_size = block_size
+        self.segment_blocks = segment_blocks
+        self.capacity_blocks = capacity // block_size
+        self.watermarks = watermarks or WaterMarks(low_water, high_water)
+        self.writeback = writeback or WritebackPolicy()
+        self.policy: ReplacementPolicy = policy if policy is not None else SecondChanceLRU()
+        self.bypass: BypassPolicy = bypass if bypass is not None else BypassTable()
+        self._table: dict[Key, Entry] = {}
+        self._files: dict[int, FileState] = {}
+        self._dirty: OrderedDict[Key, None] = OrderedDict()
+        self._free = FreeList(block_size)
+        self._allocated = 0
+        self._locks = KeyLocks()
+        self._flush_wanted = trio.Event()
+        self._harvest_wanted = trio.Event()
+        self._workers: trio.CancelScope | None = None
+        self._counters: dict[str, int] = dict.fromkeys(
+            (
+                "hits", "misses", "evictions", "flushed_bytes", "bypassed_reads",
+                "bypassed_writes", "sync_writes", "rmw_reads", "backend_reads",
+                "backend_writes", "write_errors", "harvests", "flushes",
+            ),
+            0,
+        )
+
+    # ----------------------------------------------------------------- reads
+
+    async def read(self, ino: int, offset: int, length: int, *, file_size: int) -> bytes:
+        """Read ``length`` bytes at ``offset`` of file ``ino``.
+
+        Cached blocks are hits; each contiguous run of missing blocks is fetched with one
+        backend read under the blocks' locks, so concurrent readers of a missing block fetch it
+        once. The file is taken to be ``max(file_size, bytes written through this cache)``
+        long; nothing past that is returned, holes read as zeros.
+
+        Args:
+            ino: the file's inode number.
+            offset: byte offset (>= 0).
+            length: bytes wanted (>= 0).
+            file_size: the file's size as the caller knows it (from the manager).
+
+        Raises:
+            ValueError: on a negative offset or length.
+            OSError: from the backend.
+        """
+        if offset < 0 or length < 0:
+            raise ValueError("negative offset or length")
+        fs = self._files.get(ino)
+        eff = max(file_size, fs.local_end if fs is not None else 0)
+        end = min(offset + length, eff)
+        if end <= offset:
+            return b""
+        bs = self.block_size
+        first, last = offset // bs, (end - 1) // bs
+        pieces: dict[int, bytes] = {}
+        missing: list[int] = []
+        bypassed: list[int] = []
+        c = self._counters
+        for blk in range(first, last + 1):
+            key = (ino, blk)
+            a, b = self._span(blk, offset, end)
+            e = self._table.get(key)
+            if self.bypass.bypass_read(ino, blk // self.segment_blocks):
+                if e is not None and e.dirty:
+                    pieces[blk] = _piece(e.buf, a, b)
+                else:
+                    bypassed.append(blk)
+            elif e is not None and not self._locks.busy(key) and self._covers(e, blk, eff):
+                pieces[blk] = _piece(e.buf, a, b)
+                self.policy.touched(key)
+                c["hits"] += 1
+            else:
+                missing.append(blk)
+        for start, n in runs_of(missing):
+            await self._fetch_run(ino, start, n, offset, end, eff, pieces)
+        for start, n in runs_of(bypassed):
+            data = await self.backend.read(ino, start * bs, n * bs)
+            c["backend_reads"] += 1
+            c["bypassed_reads"] += n
+            for i in range(n):
+                a, b = self._span(start + i, offset, end)
+                pieces[start + i] = _piece(data, i * bs + a, i * bs + b)
+        return b"".join(pieces[blk] for blk in range(first, last + 1))
+
+    def _span(self, blk: int, start: int, end: int) -> tuple[int, int]:
+        """The part of ``[start, end)`` inside block ``blk``, as offsets within the block."""
+        base = blk * self.block_size
+        return max(start, base) - base, min(end, base + self.block_size) - base
+
+    def _covers(self, e: Entry, blk: int, eff: int) -> bool:
+        """Whether entry ``e`` can answer for block ``blk`` of a file ``eff`` bytes long.
+
+        A dirty block always can (its zeros past ``valid`` are holes we made). A clean block
+        fetched short at the old end of file cannot if the file has grown since: refetch it.
+        """
+        return e.dirty or e.valid >= min(self.block_size, eff - blk * self.block_size)
+
+    async def _fetch_run(
+        self, ino: int, start: int, n: int, offset: int, end: int, eff: int,
+        pieces: dict[int, bytes],
+    ) -> None:
+        bs = self.block_size
+        c = self._counters
+        keys = [(ino, blk) for blk in range(start, start + n)]
+        async with self._locks.hold(keys):
+            fs = self._file(ino)
+            gen = fs.gen
+            still: list[int] = []
+            for blk in range(start, start + n):
+                e = self._table.get((ino, blk))
+                if e is not None and self._covers(e, blk, eff):
+                    a, b = self._span(blk, offset, end)
+                    pieces[blk] = _piece(e.buf, a, b)
+                    self.policy.touched((ino, blk))
+                    c["hits"] += 1
+                else:
+                    still.append(blk)
+            for s, m in runs_of(still):
+                data = await self.backend.read(ino, s * bs, m * bs)
+                c["backend_reads"] += 1
+                c["misses"] += m
+                keep = self._files.get(ino) is fs and fs.gen == gen
+                for i in range(m):
+                    blk = s + i
+                    chunk = data[i * bs:(i + 1) * bs]
+                    a, b = self._span(blk, offset, end)
+                    pieces[blk] = _piece(chunk, a, b)
+                    if keep:
+                        self._install(ino, fs, blk, chunk)
+
+    def _install(self, ino: int, fs: FileState, blk: int, chunk: bytes) -> None:
+        """Put fetched clean data for ``blk`` into the cache (if a buffer is to be had)."""
+        key = (ino, blk)
+        e = self._table.get(key)
+        if e is not None:
+            if e.dirty:
+                return
+            e.buf[: len(chunk)] = chunk
+            e.buf[len(chunk):] = bytes(self.block_size - len(chunk))
+            e.valid = len(chunk)
+            e.version += 1
+            return
+        buf = self._alloc()
+        if buf is None:
+            return
+        buf[: len(chunk)] = chunk
+        e = Entry(buf)
+        e.valid = len(chunk)
+        self._insert(key, fs, e)
+
+    # ---------------------------------------------------------------- writes
+
+    async def write(
+        self, ino: int, offset: int, data: bytes | bytearray | memoryview, *,
+        sync: bool = False, file_size: int | None = None,
+    ) -> int:
+        """Write ``data`` at ``offset`` of file ``ino``; returns ``len(data)``.
+
+        Normally write-behind: the blocks are updated in the cache, marked dirty and written
+        back later by the flusher or :meth:`flush`. A partial block that is not cached is first
+        fetched (read-modify-write) unless the write covers all of its existing bytes. Blocks
+        whose segment bypasses the local cache for writes, blocks for which no buffer is free
+        (everything dirty: the writer is throttled to the backend's speed) and every block of a
+        ``sync`` write go straight to the backend before this returns; cached copies of them are
+        updated, and a sync write also caches the whole blocks it wrote.
+
+        Args:
+            ino: the file's inode number.
+            offset: byte offset (>= 0).
+            data: the bytes.
+            sync: write through (O_SYNC/O_DSYNC, the paper's sync_write).
+            file_size: the file's size if the caller knows it; blocks wholly past it need no
+                read-modify-write fetch.
+
+        Raises:
+            ValueError: on a negative offset.
+            OSError: from the backend (read-modify-write fetch or write-through).
+        """
+        if offset < 0:
+            raise ValueError("negative offset")
+        mv = memoryview(data).cast("B")
+        n = len(mv)
+        if n == 0:
+            return 0
+        bs = self.block_size
+        end = offset + n
+        fs = self._file(ino)
+        known = None if file_size is None else max(file_size, fs.local_end)
+        through: list[int] = []
+        bypassed: set[int] = set()
+        for blk in range(offset // bs, (end - 1) // bs + 1):
+            a, b = self._span(blk, offset, end)
+            if self.bypass.bypass_write(ino, blk // self.segment_blocks):
+                through.append(blk)
+                bypassed.add(blk)
+                continue
+            if sync:
+                through.append(blk)
+                continue
+            piece = mv[blk * bs + a - offset:blk * bs + b - offset]
+            if not await self._buffer_block(ino, blk, a, piece, known):
+                through.append(blk)
+            fs = self._file(ino)
+            fs.local_end = max(fs.local_end, blk * bs + b)
+        for start, cnt in runs_of(through):
+            lo = max(offset, start * bs)
+            hi = min(end, (start + cnt) * bs)
+            await self._write_through(ino, lo, mv[lo - offset:hi - offset],
+                                      cache_full=sync and start not in bypassed)
+        if len(self._dirty) >= self.writeback.dirty_high * self.capacity_blocks:
+            self._flush_wanted.set()
+        return n
+
+    async def _buffer_block(
+        self, ino: int, blk: int, lo: int, piece: memoryview, known: int | None,
+    ) -> bool:
+        """Apply ``piece`` at ``lo`` in block ``blk`` in the cache; False if no buffer."""
+        key = (ino, blk)
+        bs = self.block_size
+        while True:
+            e = self._table.get(key)
+            if e is not None and not self._locks.busy(key):
+                self._modify(key, e, lo, piece)
+                return True
+            async with self._locks.hold([key]):
+                fs = self._file(ino)
+                e = self._table.get(key)
+                if e is not None:
+                    self._modify(key, e, lo, piece)
+                    return True
+                buf = self._alloc()
+                if buf is None:
+                    return False
+                e = Entry(buf)
+                existing = bs if known is None else max(0, min(bs, known - blk * bs))
+                if existing > 0 and not (lo == 0 and lo + len(piece) >= existing):
+                    gen = fs.gen
+                    try:
+                        old = await self.backend.read(ino, blk * bs, bs)
+                    except BaseException:
+                        self._free.put(buf)
+                        raise
+                    self._counters["rmw_reads"] += 1
+                    self._counters["backend_reads"] += 1
+                    if self._files.get(ino) is not fs or fs.gen != gen:
+                        self._free.put(buf)
+                        continue
+                    buf[: len(old)] = old
+                    e.valid = len(old)
+                self._insert(key, fs, e)
+                self._modify(key, e, lo, piece)
+                return True
+
+    def _modify(self, key: Key, e: Entry, lo: int, piece: memoryview | bytes) -> None:
+        e.apply(lo, piece)
+        self.policy.touched(key)
+        if not e.dirty:
+            e.dirty = True
+            e.dirty_since = trio.current_time()
+            self._dirty[key] = None
+            self._files[key[0]].dirty.add(key[1])
+
+    async def _write_through(
+        self, ino: int, offset: int, data: memoryview, *, cache_full: bool,
+    ) -> None:
+        """Write ``data`` to the backend now, then bring cached copies up to date."""
+        bs = self.block_size
+        fs = self._file(ino)
+        async with fs.io_lock:
+            await self.backend.write(ino, offset, bytes(data))
+            c = self._counters
+            c["backend_writes"] += 1
+            c["sync_writes" if cache_full else "bypassed_writes"] += 1
+            fs.gen += 1
+            end = offset + len(data)
+            fs.local_end = max(fs.local_end, end)
+            for blk in range(offset // bs, (end - 1) // bs + 1):
+                a, b = self._span(blk, offset, end)
+                piece = data[blk * bs + a - offset:blk * bs + b - offset]
+                key = (ino, blk)
+                e = self._table.get(key)
+                if e is not None:
+                    e.apply(a, piece)
+                elif cache_full and b - a == bs and not self._locks.busy(key):
+                    buf = self._alloc()
+                    if buf is not None:
+                        e = Entry(buf)
+                        e.apply(0, piece)
+                        self._insert(key, fs, e)
+
+    # ------------------------------------------------------- table mechanics
+
+    def _file(self, ino: int) -> FileState:
+        fs = self._files.get(ino)
+        if fs is None:
+            fs = self._files[ino] = FileState()
+        return fs
+
+    def _alloc(self) -> bytearray | None:
+        """A zeroed buffer: from the free list, a new one under the capacity, or by evicting one
+        clean block right here (direct reclaim). None when every block is dirty or busy."""
+        buf = self._free.get()
+        if buf is None:
+            if self._allocated < self.capacity_blocks:
+                self._allocated += 1
+                buf = bytearray(self.block_size)
+            elif self._evict(1):
+                buf = self._free.get()
+        if buf is None:
+            self._flush_wanted.set()
+            return None
+        if self.watermarks.should_harvest(self.blocks_in_use + 1, self.capacity_blocks):
+            self._harvest_wanted.set()
+        return buf
+
+    def _insert(self, key: Key, fs: FileState, e: Entry) -> None:
+        self._table[key] = e
+        fs.blocks.add(key[1])
+        self.policy.inserted(key)
+
+    def _evictable(self, key: Any) -> bool:
+        e = self._table.get(key)
+        return e is not None and not e.dirty and not self._locks.busy(key)
+
+    def _evict(self, n: int) -> int:
+        victims = self.policy.select_victims(n, self._evictable)
+        for key in victims:
+            self._drop(key, tell_policy=False)
+        self._counters["evictions"] += len(victims)
+        return len(victims)
+
+    def _drop(self, key: Key, *, tell_policy: bool = True) -> None:
+        e = self._table.pop(key)
+        ino, blk = key
+        fs = self._files.get(ino)
+        if fs is not None:
+            fs.blocks.discard(blk)
+            fs.dirty.discard(blk)
+            if fs.idle() and fs.local_end == 0 and not tell_policy:
+                del self._files[ino]
+        self._dirty.pop(key, None)
+        if tell_policy:
+            self.policy.removed(key)
+        self._free.put(e.buf)
+
+    def harvest(self) -> int:
+        """Free clean blocks down to the low water mark (what the harvester task runs).
+
+        Returns:
+            The number of blocks evicted. If dirty blocks keep the cache above the mark, the
+            flusher is woken.
+        """
+        excess = self.blocks_in_use - self.watermarks.low_blocks(self.capacity_blocks)
+        if excess <= 0:
+            return 0
+        self._counters["harvests"] += 1
+        freed = self._evict(excess)
+        if freed < excess:
+            self._flush_wanted.set()
+        return freed
+
+    # ------------------------------------------------ invalidation and size
+
+    def invalidate(self, ino: int, offset: int = 0, length: int | None = None) -> int:
+        """Drop the clean cached blocks of ``ino`` overlapping ``[offset, offset+length)``.
+
+        Dirty blocks are kept (they hold data the backend has not seen; dropping them would
+        lose writes): to drop everything, ``await flush(ino)`` first. In-flight fetches of the
+        file do not insert their blocks. Returns the number of blocks dropped.
+        """
+        fs = self._files.get(ino)
+        if fs is None:
+            return 0
+        fs.gen += 1
+        bs = self.block_size
+        first = offset // bs
+        last = math.inf if length is None else (offset + length - 1) // bs
+        victims = [b for b in fs.blocks if first <= b <= last and b not in fs.dirty]
+        for blk in victims:
+            self._drop((ino, blk))
+        return len(victims)
+
+    async def truncate(self, ino: int, size: int) -> None:
+        """The file ``ino`` is now ``size`` bytes long: drop blocks past it, cut the last one.
+
+        Call before truncating the file at the servers, so the flusher cannot write back data
+        past the new end afterwards. Waits for a write-back of the file in progress.
+        """
+        if size < 0:
+            raise ValueError("negative size")
+        fs = self._file(ino)
+        bs = self.block_size
+        async with fs.io_lock:
+            fs.gen += 1
+            keep = -(-size // bs)
+            for blk in [b for b in fs.blocks if b >= keep]:
+                self._drop((ino, blk))
+            if size % bs:
+                e = self._table.get((ino, size // bs))
+                cut = size % bs
+                if e is not None and e.valid > cut:
+                    e.buf[cut:e.valid] = bytes(e.valid - cut)
+                    e.valid = cut
+                    e.version += 1
+            fs.local_end = size
+
+    def forget(self, ino: int) -> None:
+        """Forget file ``ino`` entirely (it was deleted): blocks, dirty data, error, bits."""
+        fs = self._files.pop(ino, None)
+        if fs is not None:
+            fs.gen += 1
+            for blk in list(fs.blocks):
+                key = (ino, blk)
+                e = self._table.pop(key)
+                self._dirty.pop(key, None)
+                self.policy.removed(key)
+                self._free.put(e.buf)
+        clear = getattr(self.bypass, "clear", None)
+        if callable(clear):
+            clear(ino)
+
+    def size_hint(self, ino: int) -> int:
+        """Bytes of ``ino`` known through this cache (writes, truncate); 0 if none.
+
+        The FUSE layer reports ``max(manager size, size_hint)`` as the file size, so write-behind
+        data is visible to ``stat`` before it reaches the servers.
+        """
+        fs = self._files.get(ino)
+        return fs.local_end if fs is not None else 0
+
+    def has_dirty(self, ino: int) -> bool:
+        fs = self._files.get(ino)
+        return bool(fs is not None and fs.dirty)
+
+    # ----------------------------------------------------------------- stats
+
+    @property
+    def blocks_in_use(self) -> int:
+        return self._allocated - len(self._free)
+
+    def stats(self) -> dict[str, int]:
+        """Counters and gauges (all ints), e.g. for ``pvfs-admin stats`` and a virtual xattr."""
+        out = dict(self._counters)
+        out["dirty_blocks"] = len(self._dirty)
+        out["dirty_bytes"] = sum(self._table[k].valid for k in self._dirty)
+        out["blocks_cached"] = len(self._table)
+        out["blocks_in_use"] = self.blocks_in_use
+        out["free_blocks"] = len(self._free)
+        out["capacity_blocks"] = self.capacity_blocks
+        out["block_size"] = self.block_size
+        out["files"] = len(self._files)
+        return out

@@ -1,0 +1,220 @@
+"""The policy side of the block cache: what to evict, when to harvest and flush, what to bypass.
+
+The mechanism (:class:`pvfs.cache.BlockCache`) owns the block table, the lists, the locks and
+the two workers; it asks these objects for decisions. Every policy here is a small class behind
+a ``typing.Protocol`` so the global cache and the runtime bypass can bring their own.
+
+Locking: the cache runs in one trio thread and calls policy methods synchronously (never across
+an ``await``), so policies need no locks of their own.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "Backend",
+    "BypassPolicy",
+    "LRU",
+    "ReplacementPolicy",
+    "SecondChanceLRU",
+    "StripedBackend",
+    "WaterMarks",
+    "WritebackPolicy",
+]
+
+
+class Backend(Protocol):
+    """Where the cache's blocks come from and go to (the native client, or the global cache).
+
+    Errors are ``OSError`` subclasses with an errno, as everywhere in the client.
+    """
+
+    async def read(self, ino: int, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes at ``offset``; shorter only at end of file."""
+        ...
+
+    async def write(self, ino: int, offset: int, data: bytes) -> None:
+        """Write all of ``data`` at ``offset`` (extending the file as needed)."""
+        ...
+
+
+@runtime_checkable
+class StripedBackend(Protocol):
+    """Optional: a backend that knows a file's stripe size.
+
+    When the backend has ``stripe_size``, write-back chunks start and end on multiples of the
+    stripe size (each chunk then maps onto whole stripe units of the I/O daemons).
+    """
+
+    def stripe_size(self, ino: int) -> int | None:
+        """The file's stripe unit in bytes, or None if unknown."""
+        ...
+
+
+class ReplacementPolicy(Protocol):
+    """Chooses victims among cached blocks. Keys are ``(ino, block)`` tuples.
+
+    Mandatory ops, all called synchronously by the cache:
+
+    * ``inserted(key)`` — a block entered the cache;
+    * ``touched(key)`` — a cached block was read or written (a hit);
+    * ``removed(key)`` — the cache dropped a block for its own reasons (truncate, forget,
+      invalidate, write error); never called for keys returned by ``select_victims``;
+    * ``select_victims(n, eligible)`` — up to ``n`` keys for which ``eligible(key)`` is true, in
+      eviction order; the policy forgets them and the cache evicts them before it next awaits.
+    """
+
+    def inserted(self, key: Hashable) -> None: ...
+
+    def touched(self, key: Hashable) -> None: ...
+
+    def removed(self, key: Hashable) -> None: ...
+
+    def select_victims(self, n: int, eligible: Callable[[Hashable], bool]) -> list[Hashable]: ...
+
+    def __len__(self) -> int: ...
+
+
+class SecondChanceLRU:
+    """Second-chance ("clock") replacement, as in the paper's local cache.
+
+    Blocks sit in a queue in insertion order with a *referenced* bit. A hit only sets the bit
+    (no list surgery on the hot path). The victim scan looks at the head: a referenced block
+    has its bit cleared and goes to the tail (its second chance); an unreferenced, eligible block
+    is a victim; an ineligible one (dirty or busy) goes to the tail with its bit untouched. The
+    scan stops after two full turns, so it ends even if nothing is eligible.
+    """
+
+    def __init__(self) -> None:
+        self._queue: OrderedDict[Hashable, bool] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def inserted(self, key: Hashable) -> None:
+        self._queue[key] = False
+        self._queue.move_to_end(key)
+
+    def touched(self, key: Hashable) -> None:
+        if key in self._queue:
+            self._queue[key] = True
+
+    def removed(self, key: Hashable) -> None:
+        self._queue.pop(key, None)
+
+    def referenced(self, key: Hashable) -> bool:
+        """The referenced bit of ``key`` (for tests and stats)."""
+        return self._queue.get(key, False)
+
+    def select_victims(self, n: int, eligible: Callable[[Hashable], bool]) -> list[Hashable]:
+        victims: list[Hashable] = []
+        budget = 2 * len(self._queue)
+        q = self._queue
+        while q and len(victims) < n and budget > 0:
+            budget -= 1
+            key, ref = next(iter(q.items()))
+            if ref:
+                q[key] = False
+                q.move_to_end(key)
+            elif not eligible(key):
+                q.move_to_end(key)
+            else:
+                del q[key]
+                victims.append(key)
+        return victims
+
+
+class LRU:
+    """Exact LRU: every hit moves the block to the tail. A second policy for comparison."""
+
+    def __init__(self) -> None:
+        self._queue: OrderedDict[Hashable, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def inserted(self, key: Hashable) -> None:
+        self._queue[key] = None
+        self._queue.move_to_end(key)
+
+    def touched(self, key: Hashable) -> None:
+        if key in self._queue:
+            self._queue.move_to_end(key)
+
+    def removed(self, key: Hashable) -> None:
+        self._queue.pop(key, None)
+
+    def select_victims(self, n: int, eligible: Callable[[Hashable], bool]) -> list[Hashable]:
+        victims = [k for k in self._queue if eligible(k)][:n]
+        for k in victims:
+            del self._queue[k]
+        return victims
+
+
+@dataclass(frozen=True, slots=True)
+class WaterMarks:
+    """When the harvester runs and how far it goes, as fractions of the capacity in blocks.
+
+    The harvester wakes when the blocks in use reach ``high`` and frees clean blocks until
+    ``low`` remain (the paper states the same rule in terms of the free list: harvest when free
+    blocks fall below a low mark, stop above a high one).
+    """
+
+    low: float = 0.85
+    high: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.low <= self.high <= 1.0):
+            raise ValueError(f"need 0 < low <= high <= 1, got low={self.low} high={self.high}")
+
+    def high_blocks(self, capacity: int) -> int:
+        return max(1, int(capacity * self.high))
+
+    def low_blocks(self, capacity: int) -> int:
+        return min(self.high_blocks(capacity), max(0, int(capacity * self.low)))
+
+    def should_harvest(self, in_use: int, capacity: int) -> bool:
+        return in_use >= self.high_blocks(capacity)
+
+
+@dataclass(frozen=True, slots=True)
+class WritebackPolicy:
+    """When the flusher writes dirty blocks back.
+
+    Args:
+        dirty_high: fraction of the capacity; above it the flusher writes files back (oldest
+            dirty first) until the dirty blocks are below ``dirty_low``.
+        dirty_low: see ``dirty_high``.
+        max_age: seconds a block may stay dirty; older ones are written back on the next pass.
+        interval: seconds between the flusher's periodic passes.
+        max_write: largest single backend write the flusher issues (bytes); runs of dirty blocks
+            are cut into chunks no longer than this, on stripe boundaries when known.
+    """
+
+    dirty_high: float = 0.5
+    dirty_low: float = 0.25
+    max_age: float = 5.0
+    interval: float = 1.0
+    max_write: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.dirty_low <= self.dirty_high <= 1.0):
+            raise ValueError("need 0 <= dirty_low <= dirty_high <= 1")
+        if self.max_age < 0 or self.interval <= 0 or self.max_write <= 0:
+            raise ValueError("max_age must be >= 0, interval and max_write > 0")
+
+
+class BypassPolicy(Protocol):
+    """Admission seam: does an operation on a segment skip the local cache?
+
+    :class:`pvfs.cache.BypassTable` answers from the per-segment bits; the runtime bypass of
+    SPEC §6 can answer from counters instead.
+    """
+
+    def bypass_read(self, ino: int, segment: int) -> bool: ...
+
+    def bypass_write(self, ino: int, segment: int) -> bool: ...

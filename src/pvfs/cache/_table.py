@@ -1,0 +1,152 @@
+"""Mechanism pieces of the block cache: entries, per-file state, key locks, the free list.
+
+Nothing here awaits except :class:`KeyLocks`; everything else is plain data the cache changes
+synchronously between awaits (the whole cache lives in one trio thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Hashable, Iterable
+from contextlib import asynccontextmanager
+
+import trio
+
+__all__ = ["Entry", "FileState", "FreeList", "KeyLocks", "runs_of"]
+
+
+class Entry:
+    """One cached block.
+
+    Invariant: ``buf[valid:]`` is all zeros, so a hole or a region past the end of file reads as
+    zeros without special cases.
+
+    Attributes:
+        buf: the block's bytes (``block_size`` long, owned by the cache, reused via the free list).
+        valid: how many leading bytes are known (the backend returned them or we wrote them).
+        dirty: modified since last written back.
+        dirty_since: trio clock when the block became dirty (for the flusher's age rule).
+        version: bumped on every modification; a write-back marks the block clean only if the
+            version did not move while the backend write was in flight.
+    """
+
+    __slots__ = ("buf", "valid", "dirty", "dirty_since", "version")
+
+    def __init__(self, buf: bytearray) -> None:
+        self.buf = buf
+        self.valid = 0
+        self.dirty = False
+        self.dirty_since = 0.0
+        self.version = 0
+
+    def apply(self, lo: int, data: bytes | memoryview) -> None:
+        hi = lo + len(data)
+        self.buf[lo:hi] = data
+        if hi > self.valid:
+            self.valid = hi
+        self.version += 1
+
+
+class FileState:
+    """What the cache knows about one file (inode).
+
+    Attributes:
+        blocks: block numbers of this file currently cached.
+        dirty: the dirty subset of ``blocks``.
+        local_end: the highest byte offset written through this cache (or set by truncate); reads
+            treat the file as at least this long, so write-behind data is visible before the
+            manager has heard of it.
+        error: the first write-back error not yet reported (errseq-style).
+        gen: bumped whenever cached data is dropped or changed behind the cache (truncate,
+            invalidate, write-through); a fetch started under an older generation does not
+            insert its blocks.
+        io_lock: serialises write-backs, write-throughs and truncates of this file, so an old
+            snapshot can never land after newer data.
+    """
+
+    __slots__ = ("blocks", "dirty", "local_end", "error", "gen", "io_lock")
+
+    def __init__(self) -> None:
+        self.blocks: set[int] = set()
+        self.dirty: set[int] = set()
+        self.local_end = 0
+        self.error: OSError | None = None
+        self.gen = 0
+        self.io_lock = trio.Lock()
+
+    def idle(self) -> bool:
+        return not self.blocks and self.error is None and not self.io_lock.locked()
+
+
+class KeyLocks:
+    """A lock per key, created on demand and dropped when nobody holds or waits for it.
+
+    ``busy(key)`` tells whether any task holds or waits for the key: the cache's fast paths
+    (hits, in-place writes) only run when the key is not busy, otherwise they take the lock and
+    re-check the state (S3QL's habit).
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[Hashable, list] = {}
+
+    def busy(self, key: Hashable) -> bool:
+        return key in self._locks
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+    @asynccontextmanager
+    async def hold(self, keys: Iterable[Hashable]) -> AsyncIterator[None]:
+        """Hold the locks of ``keys``, taken in sorted order (so holders never deadlock)."""
+        keys = sorted(set(keys))
+        slots = []
+        for k in keys:
+            slot = self._locks.get(k)
+            if slot is None:
+                slot = self._locks[k] = [trio.Lock(), 0]
+            slot[1] += 1
+            slots.append((k, slot))
+        taken = 0
+        try:
+            for _, slot in slots:
+                await slot[0].acquire()
+                taken += 1
+            yield
+        finally:
+            for i, (k, slot) in enumerate(slots):
+                if i < taken:
+                    slot[0].release()
+                slot[1] -= 1
+                if slot[1] == 0:
+                    del self._locks[k]
+
+
+class FreeList:
+    """Unused block buffers kept for reuse (the paper's free list); handed out zeroed."""
+
+    def __init__(self, block_size: int) -> None:
+        self._zero = bytes(block_size)
+        self._bufs: list[bytearray] = []
+
+    def __len__(self) -> int:
+        return len(self._bufs)
+
+    def put(self, buf: bytearray) -> None:
+        buf[:] = self._zero
+        self._bufs.append(buf)
+
+    def get(self) -> bytearray | None:
+        return self._bufs.pop() if self._bufs else None
+
+    def shrink(self, keep: int) -> None:
+        del self._bufs[keep:]
+
+
+def runs_of(blocks: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted ``(first, count)`` runs of consecutive block numbers."""
+    runs: list[tuple[int, int]] = []
+    for b in sorted(blocks):
+        if runs and runs[-1][0] + runs[-1][1] == b:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((b, 1))
+    return runs

@@ -1,0 +1,1 @@
+"""The native client: sync API (``connect``/``FileSystem``/``File``) and ``AsyncClient``."""

@@ -1,0 +1,259 @@
+"""An open pvfs file: POSIX-like calls plus list I/O, strided I/O and partitions (SPEC §4).
+
+``set_partition(offset, gsize, stride)`` gives the thesis' partitioned file interface (fig.
+3.4): afterwards ``read``/``write``/``seek`` see only the partition — ``gsize`` bytes every
+``stride`` bytes from ``offset`` — and one call moves many regions in one request per daemon.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from typing import TYPE_CHECKING
+
+from pvfs.client.modes import readable, writable
+from pvfs.layout.describe import MAX_OFFSET, Regions, Strided, validate
+from pvfs.layout.stripe import Stripe
+
+if TYPE_CHECKING:
+    from pvfs.client.fs import FileSystem
+
+
+class File:
+    """Returned by ``FileSystem.open``; use as a context manager or call ``close``."""
+
+    def __init__(self, fs: "FileSystem", path: str, attrs: dict, flags: int) -> None:
+        self.fs = fs
+        self.path = path
+        self.ino: int = attrs["ino"]
+        self.stripe = Stripe(*attrs["stripe"])
+        self.flags = flags
+        self.closed = False
+        self._pos = attrs["size"] if flags & os.O_APPEND else 0
+        self._partition: Strided | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ state
+    def _check(self, want_read: bool = False, want_write: bool = False) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on closed pvfs file")
+        if want_read and not readable(self.flags):
+            raise OSError(errno.EBADF, "file not open for reading", self.path)
+        if want_write and not writable(self.flags):
+            raise OSError(errno.EBADF, "file not open for writing", self.path)
+
+    def size(self) -> int:
+        """The file's current logical size (asks every daemon holding a share)."""
+        return self.fs.data.size(self.ino, self.stripe)
+
+    def fileno(self) -> int:
+        return self.ino
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.fs.meta("close", ino=self.ino)
+
+    def __enter__(self) -> "File":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ raw description I/O
+    def _read_desc(self, desc, buf) -> dict[int, int] | None:
+        """Fill buf; returns the daemons' local sizes when the read reached past some EOF."""
+        validate(desc)
+        if desc.total() == 0:
+            return None
+        result = self.fs.data.read(self.ino, self.stripe, desc, buf)
+        return result.local_sizes if result.needs_eof_check else None
+
+    def _write_desc(self, desc, data) -> int:
+        validate(desc)
+        view = memoryview(data).cast("B")
+        if len(view) != desc.total():
+            raise ValueError(f"data is {len(view)} bytes, the regions need {desc.total()}")
+        if not len(view):
+            return 0
+        return self.fs.data.write(self.ino, self.stripe, desc, view)
+
+    # ------------------------------------------------------------------ contiguous
+    def pread(self, length: int, offset: int) -> bytes:
+        """Up to ``length`` bytes at ``offset`` (short at end of file)."""
+        buf = bytearray(length)
+        n = self.preadinto(buf, offset)
+        del buf[n:]
+        return bytes(buf)
+
+    def preadinto(self, buf, offset: int) -> int:
+        """Read into ``buf`` (any writable buffer) at ``offset``; returns bytes read."""
+        self._check(want_read=True)
+        view = memoryview(buf).cast("B")
+        if offset < 0 or offset + len(view) > MAX_OFFSET:
+            raise OSError(errno.EINVAL, "offset out of range", self.path)
+        known = self._read_desc(Regions(((offset, len(view)),)), view)
+        if known is None:
+            return len(view)
+        end = self.fs.data.size(self.ino, self.stripe, known)
+        return max(0, min(len(view), end - offset))
+
+    def pwrite(self, data, offset: int) -> int:
+        self._check(want_write=True)
+        if offset < 0:
+            raise OSError(errno.EINVAL, "negative offset", self.path)
+        n = len(memoryview(data).cast("B"))
+        return self._write_desc(Regions(((offset, n),)), data)
+
+    def read(self, size: int = -1) -> bytes:
+        """Read from the file pointer (or the partition view, after ``set_partition``)."""
+        self._check(want_read=True)
+        with self._lock:
+            if self._partition is not None:
+                return self._read_partition(size)
+            if size is None or size < 0:
+                size = max(0, self.size() - self._pos)
+            data = self.pread(size, self._pos)
+            self._pos += len(data)
+            return data
+
+    def write(self, data) -> int:
+        self._check(want_write=True)
+        with self._lock:
+            if self._partition is not None:
+                return self._write_partition(data)
+            if self.flags & os.O_APPEND:
+                self._pos = self.size()
+            n = self.pwrite(data, self._pos)
+            self._pos += n
+            return n
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        self._check()
+        with self._lock:
+            if whence == os.SEEK_SET:
+                pos = offset
+            elif whence == os.SEEK_CUR:
+                pos = self._pos + offset
+            elif whence == os.SEEK_END:
+                end = self.size() if self._partition is None else self._view_size(self.size())
+                pos = end + offset
+            else:
+                raise ValueError(f"invalid whence {whence}")
+            if pos < 0:
+                raise OSError(errno.EINVAL, "seek to a negative position", self.path)
+            self._pos = pos
+            return pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def fsync(self) -> None:
+        self._check()
+        self.fs.data.fsync(self.ino, self.stripe)
+
+    def fdatasync(self) -> None:
+        self._check()
+        self.fs.data.fsync(self.ino, self.stripe, data_only=True)
+
+    def truncate(self, size: int | None = None) -> int:
+        self._check(want_write=True)
+        size = self._pos if size is None else size
+        self.fs.meta("setattr", ino=self.ino, size=size)
+        return size
+
+    # ------------------------------------------------------------------ list and strided I/O
+    def read_list(self, regions: list[tuple[int, int]]) -> bytes:
+        """The regions' bytes concatenated in order (zeros where the file has none)."""
+        self._check(want_read=True)
+        desc = Regions(regions)
+        buf = bytearray(desc.total())
+        self._read_desc(desc, buf)
+        return bytes(buf)
+
+    def write_list(self, regions: list[tuple[int, int]], data) -> int:
+        """Write ``data`` (the regions' bytes concatenated) to the regions; one call."""
+        self._check(want_write=True)
+        return self._write_desc(Regions(regions), data)
+
+    def read_strided(self, offset: int, gsize: int, stride: int, count: int) -> bytes:
+        """``count`` blocks of ``gsize`` bytes ``stride`` apart from ``offset`` (thesis fig. 3.4)."""
+        self._check(want_read=True)
+        desc = Strided(offset, gsize, stride, count)
+        buf = bytearray(desc.total())
+        self._read_desc(desc, buf)
+        return bytes(buf)
+
+    def write_strided(self, offset: int, gsize: int, stride: int, count: int, data) -> int:
+        self._check(want_write=True)
+        return self._write_desc(Strided(offset, gsize, stride, count), data)
+
+    def read_desc(self, desc) -> bytes:
+        """Read any description (``Regions``, ``Strided``, ``Nested``)."""
+        self._check(want_read=True)
+        buf = bytearray(desc.total())
+        self._read_desc(desc, buf)
+        return bytes(buf)
+
+    def write_desc(self, desc, data) -> int:
+        self._check(want_write=True)
+        return self._write_desc(desc, data)
+
+    # ------------------------------------------------------------------ partitions
+    def set_partition(self, offset: int, gsize: int, stride: int) -> None:
+        """Make read/write/seek see only ``gsize`` bytes every ``stride`` from ``offset``.
+
+        ``set_partition(0, 0, 0)`` (or ``clear_partition``) goes back to the whole file. The
+        file pointer is reset to the start of the view.
+        """
+        self._check()
+        if (offset, gsize, stride) == (0, 0, 0):
+            self._partition = None
+        else:
+            if offset < 0 or gsize <= 0 or stride < gsize:
+                raise ValueError("partition needs offset >= 0 and 0 < gsize <= stride")
+            self._partition = Strided(offset, gsize, stride, 0)
+        self._pos = 0
+
+    def clear_partition(self) -> None:
+        self.set_partition(0, 0, 0)
+
+    def _view_size(self, file_size: int) -> int:
+        p = self._partition
+        if p is None:
+            return file_size
+        if file_size <= p.offset:
+            return 0
+        full, rem = divmod(file_size - p.offset, p.stride)
+        return full * p.gsize + min(rem, p.gsize)
+
+    def _view_regions(self, pos: int, length: int) -> list[tuple[int, int]]:
+        """File regions behind view bytes [pos, pos+length)."""
+        p = self._partition
+        assert p is not None
+        out = []
+        while length > 0:
+            block, within = divmod(pos, p.gsize)
+            n = min(p.gsize - within, length)
+            out.append((p.offset + block * p.stride + within, n))
+            pos += n
+            length -= n
+        return out
+
+    def _read_partition(self, size: int) -> bytes:
+        limit = self._view_size(self.size()) - self._pos
+        size = limit if size is None or size < 0 else min(size, limit)
+        if size <= 0:
+            return b""
+        desc = Regions(self._view_regions(self._pos, size))
+        buf = bytearray(size)
+        self._read_desc(desc, buf)
+        self._pos += size
+        return bytes(buf)
+
+    def _write_partition(self, data) -> int:
+        n = len(memoryview(data).cast("B"))
+        written = self._write_desc(Regions(self._view_regions(self._pos, n)), data)
+        self._pos += written
+        return written

@@ -1,0 +1,245 @@
+"""The native API's file-system object: ``fs = pvfs.connect(CONFIG)`` (SPEC §4).
+
+Metadata calls go to the manager, data straight to the I/O daemons (``DataPath``). Paths are
+absolute inside the file system ("/a/b"); errors are ``OSError``s with the right errno.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+
+from pvfs import config as cfgmod
+from pvfs.client.attrs import Stat
+from pvfs.client.datapath import MGR, DataPath
+from pvfs.client.file import File
+from pvfs.client.modes import parse_mode
+from pvfs.layout.stripe import Stripe
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+class FileSystem:
+    """A connection to one pvfs file system; thread-safe; close it (or use ``with``)."""
+
+    def __init__(self, config: cfgmod.Config, uid: int | None = None, gid: int | None = None,
+                 groups: list[int] | None = None) -> None:
+        self.config = config
+        self.data = DataPath(config)
+        self.uid = os.getuid() if uid is None else uid
+        self.gid = os.getgid() if gid is None else gid
+        if groups is None:
+            groups = os.getgroups() if uid is None else []
+        self.cred = [self.uid, self.gid, list(groups)[:64]]
+        self.umask = _current_umask()
+
+    # ------------------------------------------------------------------ plumbing
+    def meta(self, op: str, **fields) -> dict:
+        """One manager call; OSError on failure."""
+        return self.data.call(MGR, {"op": op, "cred": self.cred, **fields})
+
+    def _path(self, path: str) -> str:
+        if not isinstance(path, str):
+            path = os.fsdecode(path)
+        if path.startswith("pvfs:"):
+            path = path[5:]
+        if not path.startswith("/"):
+            path = "/" + path
+        return path
+
+    def _parent(self, path: str) -> tuple[int, str]:
+        path = self._path(path).rstrip("/")
+        head, name = posixpath.split(path)
+        if not name or name in (".", ".."):
+            raise OSError(errno.EINVAL, "invalid final path component", path)
+        return self.meta("resolve", path=head or "/")["ino"], name
+
+    def _attrs(self, path: str, follow: bool = True) -> dict:
+        try:
+            return self.meta("resolve", path=self._path(path), follow=follow)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, path) from None
+
+    def close(self) -> None:
+        self.data.close()
+
+    def __enter__(self) -> "FileSystem":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ files
+    def open(self, path: str, mode: str | int = "rb", stripe: Stripe | None = None,
+             perm: int = 0o666) -> File:
+        """Open (or create) a file; ``stripe`` sets the distribution of a new file."""
+        flags = parse_mode(mode)
+        path = self._path(path)
+        if flags & os.O_CREAT:
+            parent, name = self._parent(path)
+            try:
+                attrs = self.meta("create", parent=parent, name=name, mode=perm & ~self.umask & 0o7777,
+                                  stripe=stripe.to_wire() if stripe else None,
+                                  exclusive=bool(flags & os.O_EXCL), flags=flags & ~os.O_CREAT)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, path) from None
+        else:
+            ino = self._attrs(path)["ino"]
+            try:
+                attrs = self.meta("open", ino=ino, flags=flags)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, path) from None
+        if attrs["type"] == "dir":
+            self.meta("close", ino=attrs["ino"])
+            raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+        return File(self, path, attrs, flags)
+
+    def stat(self, path: str, follow_symlinks: bool = True) -> Stat:
+        return Stat.from_wire(self._attrs(path, follow_symlinks))
+
+    def lstat(self, path: str) -> Stat:
+        return self.stat(path, follow_symlinks=False)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.stat(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def listdir(self, path: str = "/") -> list[str]:
+        return [name for name, _ in self.scandir(path, attrs=False)]
+
+    def scandir(self, path: str = "/", attrs: bool = True) -> list[tuple[str, Stat | None]]:
+        """(name, Stat) of every entry but "." and "..", read in pages."""
+        ino = self._attrs(path)["ino"]
+        out, cookie = [], 0
+        while True:
+            entries = self.meta("readdir", ino=ino, cookie=cookie, limit=1024, attrs=attrs)["entries"]
+            for name, a, cookie in entries:
+                if name not in (".", ".."):
+                    out.append((name, Stat.from_wire(a) if attrs and a else None))
+            if len(entries) < 1024:
+                return out
+
+    def mkdir(self, path: str, mode: int = 0o777) -> None:
+        parent, name = self._parent(path)
+        self.meta("mkdir", parent=parent, name=name, mode=mode & ~self.umask & 0o7777)
+
+    def makedirs(self, path: str, mode: int = 0o777, exist_ok: bool = False) -> None:
+        parts = [p for p in self._path(path).split("/") if p]
+        for i in range(1, len(parts) + 1):
+            sub = "/" + "/".join(parts[:i])
+            try:
+                self.mkdir(sub, mode)
+            except FileExistsError:
+                if i == len(parts) and not exist_ok:
+                    raise
+
+    def rmdir(self, path: str) -> None:
+        parent, name = self._parent(path)
+        self.meta("rmdir", parent=parent, name=name)
+
+    def unlink(self, path: str) -> None:
+        parent, name = self._parent(path)
+        try:
+            self.meta("unlink", parent=parent, name=name)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, path) from None
+
+    remove = unlink
+
+    def rename(self, src: str, dst: str, flags: int = 0) -> None:
+        sp, sn = self._parent(src)
+        dp, dn = self._parent(dst)
+        self.meta("rename", parent=sp, name=sn, new_parent=dp, new_name=dn, flags=flags)
+
+    def symlink(self, target: str, path: str) -> None:
+        parent, name = self._parent(path)
+        self.meta("symlink", parent=parent, name=name, target=target)
+
+    def readlink(self, path: str) -> str:
+        return self.meta("readlink", ino=self._attrs(path, follow=False)["ino"])["target"]
+
+    def link(self, src: str, dst: str) -> None:
+        ino = self._attrs(src, follow=False)["ino"]
+        parent, name = self._parent(dst)
+        self.meta("link", ino=ino, new_parent=parent, new_name=name)
+
+    def truncate(self, path: str, size: int) -> None:
+        self.meta("setattr", ino=self._attrs(path)["ino"], size=size)
+
+    def chmod(self, path: str, mode: int) -> None:
+        self.meta("setattr", ino=self._attrs(path)["ino"], mode=mode & 0o7777)
+
+    def chown(self, path: str, uid: int = -1, gid: int = -1) -> None:
+        self.meta("setattr", ino=self._attrs(path)["ino"], uid=None if uid < 0 else uid,
+                  gid=None if gid < 0 else gid)
+
+    def utime(self, path: str, ns: tuple[int, int] | None = None) -> None:
+        ino = self._attrs(path)["ino"]
+        if ns is None:
+            import time
+            now = time.time_ns()
+            self.meta("setattr", ino=ino, atime_ns=now, mtime_ns=now, now=True)
+        else:
+            self.meta("setattr", ino=ino, atime_ns=ns[0], mtime_ns=ns[1])
+
+    def access(self, path: str, mask: int) -> bool:
+        try:
+            self.meta("access", ino=self._attrs(path)["ino"], mask=mask)
+        except (PermissionError, FileNotFoundError):
+            return False
+        return True
+
+    # ------------------------------------------------------------------ striping, xattrs
+    def getstripe(self, path: str) -> Stripe | None:
+        """A file's distribution, or a directory's default for new files (None if unset)."""
+        st = self.meta("getstripe", ino=self._attrs(path)["ino"])["stripe"]
+        return Stripe(*st) if st else None
+
+    def setstripe(self, path: str, stripe: Stripe | None) -> None:
+        """Set a directory's default distribution, or that of a new, empty file."""
+        self.meta("setstripe", ino=self._attrs(path)["ino"],
+                  stripe=stripe.to_wire() if stripe else None)
+
+    def getxattr(self, path: str, name: str) -> bytes:
+        return self.meta("getxattr", ino=self._attrs(path)["ino"], name=name)["value"]
+
+    def setxattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
+        self.meta("setxattr", ino=self._attrs(path)["ino"], name=name, value=bytes(value),
+                  flags=flags)
+
+    def listxattr(self, path: str) -> list[str]:
+        return self.meta("listxattr", ino=self._attrs(path)["ino"])["names"]
+
+    def removexattr(self, path: str, name: str) -> None:
+        self.meta("removexattr", ino=self._attrs(path)["ino"], name=name)
+
+    # ------------------------------------------------------------------ whole file system
+    def statfs(self) -> dict:
+        return self.meta("statfs")
+
+    def iod_call(self, index: int, op: str, **fields) -> dict:
+        return self.data.call(index, {"op": op, "cred": self.cred, **fields})
+
+    def iod_stats(self) -> list[dict]:
+        return [self.iod_call(i, "stats") for i in range(self.config.niods)]
+
+
+def connect(config: str | os.PathLike | cfgmod.Config | None = None, *, uid: int | None = None,
+            gid: int | None = None, groups: list[int] | None = None) -> FileSystem:
+    """Connect to the file system a config file describes (default: ``$PVFS_CONFIG``).
+
+    ``uid``/``gid`` act as another user (the daemons trust the caller's credentials; shared-key
+    authentication is SPEC §10).
+    """
+    cfg = config if isinstance(config, cfgmod.Config) else cfgmod.load(config)
+    fs = FileSystem(cfg, uid, gid, groups)
+    fs.meta("ping")
+    return fs

@@ -1,0 +1,95 @@
+"""Request/reply channels to one daemon, for trio code (the async client, the manager).
+
+A channel keeps a small pool of idle connections; a call takes one (or opens one), sends a
+frame, waits for the reply under the request timeout, and gives the connection back. A
+connection that timed out or broke is closed, never reused, so a late reply can't be read as
+the answer to a later request.
+"""
+
+from __future__ import annotations
+
+import errno
+
+import trio
+
+from pvfs.protocol import aio
+from pvfs.protocol.errors import ProtocolError, raise_for
+from pvfs.protocol.framing import FrameError
+
+
+class Channel:
+    """Calls to the daemon at host:port."""
+
+    def __init__(self, host: str, port: int, connect_timeout: float, request_timeout: float,
+                 max_idle: int = 8, name: str = "") -> None:
+        self.host, self.port = host, port
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self.max_idle = max_idle
+        self.name = name or f"{host}:{port}"
+        self._idle: list = []
+        self.closed = False
+
+    async def _take(self):
+        if self.closed:
+            raise trio.ClosedResourceError(f"channel to {self.name} is closed")
+        if self._idle:
+            return self._idle.pop()
+        try:
+            return await aio.connect(self.host, self.port, self.connect_timeout)
+        except TimeoutError:
+            raise TimeoutError(errno.ETIMEDOUT,
+                               f"{self.name}: no connection within {self.connect_timeout:g} s") from None
+        except OSError as exc:
+            raise OSError(exc.errno or errno.EHOSTUNREACH,
+                          f"{self.name}: cannot connect: {exc.strerror or exc}") from None
+
+    def _give_back(self, sock) -> None:
+        if self.closed or len(self._idle) >= self.max_idle:
+            sock.close()
+        else:
+            self._idle.append(sock)
+
+    async def call(self, header: dict, bulk: bytes = b"", timeout: float | None = None,
+                   check: bool = True) -> dict:
+        """Send one request and return its reply header (OSError if it carries an error)."""
+        reply, _ = await self.call_bulk(header, bulk, timeout, check, want_bulk=False)
+        return reply
+
+    async def call_bulk(self, header: dict, bulk: bytes = b"", timeout: float | None = None,
+                        check: bool = True, want_bulk: bool = True) -> tuple[dict, bytes]:
+        sock = await self._take()
+        ok = False
+        try:
+            with trio.fail_after(timeout or self.request_timeout):
+                await aio.send_frame(sock, header, bulk)
+                got = await aio.recv_frame(sock, timeout or self.request_timeout)
+                if got is None:
+                    raise ConnectionResetError(errno.ECONNRESET, f"{self.name} closed the connection")
+                reply, blen = got
+                data = await aio.recv_exactly(sock, blen) if blen else b""
+                if blen and not want_bulk:
+                    raise ProtocolError(f"{self.name}: unexpected bulk data in reply")
+            ok = True
+        except trio.TooSlowError:
+            raise TimeoutError(errno.ETIMEDOUT,
+                               f"{self.name}: no reply within {timeout or self.request_timeout:g} s"
+                               ) from None
+        except FrameError as exc:
+            raise ProtocolError(f"{self.name}: {exc}") from None
+        except OSError as exc:
+            if isinstance(exc, (TimeoutError, ProtocolError)):
+                raise
+            raise OSError(exc.errno or errno.EIO, f"{self.name}: {exc.strerror or exc}") from None
+        finally:
+            if ok:
+                self._give_back(sock)
+            else:
+                sock.close()
+        return (raise_for(reply) if check else reply), data
+
+    def close(self) -> None:
+        self.closed = True
+        for s in self._idle:
+            s.close()
+        self._idle.clear()

@@ -1,0 +1,222 @@
+"""The file-system description every daemon and client reads: one TOML file.
+
+Example (what ``pvfs-admin init`` writes)::
+
+    [filesystem]
+    name = "pvfs"
+    run_dir = "/srv/pvfs/run"          # pidfiles and logs of daemons started by `pvfs-admin up`
+
+    [manager]
+    address = "127.0.0.1:7400"
+    data_dir = "/srv/pvfs/mgr"
+
+    [[iod]]                            # ordered: I/O daemon 0, 1, ... (thesis table 3.1 `base`)
+    address = "127.0.0.1:7401"
+    data_dir = "/srv/pvfs/iod0"
+
+    [stripe]                           # default distribution of new files
+    base = 0
+    pcount = -1                        # -1: every I/O daemon
+    ssize = 65536
+
+    [timeouts]
+    connect = 5.0                      # seconds to establish a connection
+    request = 10.0                     # seconds any single network wait may take
+
+    [scheduler]
+    algorithm = "opt1"                 # opt1 | opt2 | opt3 | opt4
+    window = 268435456                 # opt3 window in bytes (~ memory size)
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pvfs.layout.stripe import Stripe
+
+ALGORITHMS = ("opt1", "opt2", "opt3", "opt4")
+ENV_CONFIG = "PVFS_CONFIG"
+
+
+class ConfigError(ValueError):
+    """The config file is missing, unreadable or inconsistent."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+    data_dir: str
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    manager: Endpoint
+    iods: tuple[Endpoint, ...]
+    stripe: Stripe = Stripe()
+    connect_timeout: float = 5.0
+    request_timeout: float = 10.0
+    algorithm: str = "opt1"
+    window: int = 256 << 20
+    run_dir: str = ""
+    path: str = ""
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def niods(self) -> int:
+        return len(self.iods)
+
+    def default_stripe(self) -> Stripe:
+        return self.stripe.resolved(self.niods)
+
+
+def parse_address(text: object, what: str) -> tuple[str, int]:
+    if not isinstance(text, str) or ":" not in text:
+        raise ConfigError(f"{what}: address must be 'host:port', got {text!r}")
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]")
+    try:
+        num = int(port)
+    except ValueError:
+        raise ConfigError(f"{what}: port {port!r} is not a number") from None
+    if not host or not 0 < num < 65536:
+        raise ConfigError(f"{what}: bad address {text!r}")
+    return host, num
+
+
+def _endpoint(table: object, what: str, base_dir: Path) -> Endpoint:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{what}: must be a table")
+    host, port = parse_address(table.get("address"), what)
+    data_dir = table.get("data_dir")
+    if not isinstance(data_dir, str) or not data_dir:
+        raise ConfigError(f"{what}: data_dir is required")
+    return Endpoint(host, port, str((base_dir / data_dir).resolve()))
+
+
+def _number(table: dict, key: str, default, kind, what: str, minimum=None):
+    value = table.get(key, default)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ConfigError(f"{what}.{key}: expected {kind.__name__}, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{what}.{key}: must be >= {minimum}, got {value!r}")
+    return value
+
+
+def parse(data: dict, path: str = "") -> Config:
+    """Build a Config from a parsed TOML document; relative data dirs are relative to it."""
+    base_dir = Path(path).resolve().parent if path else Path.cwd()
+    fs = data.get("filesystem", {})
+    manager = _endpoint(data.get("manager"), "[manager]", base_dir)
+    iod_tables = data.get("iod")
+    if not isinstance(iod_tables, list) or not iod_tables:
+        raise ConfigError("at least one [[iod]] table is required")
+    iods = tuple(_endpoint(t, f"[[iod]] #{i}", base_dir) for i, t in enumerate(iod_tables))
+    seen = {manager.address}
+    for e in iods:
+        if e.address in seen:
+            raise ConfigError(f"address {e.address} is used twice")
+        seen.add(e.address)
+    st = data.get("stripe", {})
+    try:
+        stripe = Stripe(
+            _number(st, "base", 0, int, "[stripe]", 0),
+            _number(st, "pcount", -1, int, "[stripe]"),
+            _number(st, "ssize", 65536, int, "[stripe]"),
+        )
+        stripe.resolved(len(iods))
+    except ValueError as exc:
+        raise ConfigError(f"[stripe]: {exc}") from None
+    to = data.get("timeouts", {})
+    sched = data.get("scheduler", {})
+    algorithm = sched.get("algorithm", "opt1")
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"[scheduler].algorithm must be one of {', '.join(ALGORITHMS)}")
+    run_dir = fs.get("run_dir") or str(Path(manager.data_dir).parent / "run")
+    return Config(
+        name=str(fs.get("name", "pvfs")),
+        manager=manager,
+        iods=iods,
+        stripe=stripe,
+        connect_timeout=_number(to, "connect", 5.0, float, "[timeouts]", 0.01),
+        request_timeout=_number(to, "request", 10.0, float, "[timeouts]", 0.01),
+        algorithm=algorithm,
+        window=_number(sched, "window", 256 << 20, int, "[scheduler]", 1),
+        run_dir=str((base_dir / run_dir).resolve()),
+        path=str(Path(path).resolve()) if path else "",
+        extra={k: v for k, v in data.items()
+               if k not in ("filesystem", "manager", "iod", "stripe", "timeouts", "scheduler")},
+    )
+
+
+def default_path() -> str | None:
+    """``$PVFS_CONFIG``, else the config ``pvfs-admin init`` wrote last, else None."""
+    env = os.environ.get(ENV_CONFIG)
+    if env:
+        return env
+    marker = Path.home() / ".config" / "pvfs" / "last-config"
+    try:
+        text = marker.read_text().strip()
+    except OSError:
+        return None
+    return text or None
+
+
+def load(path: str | os.PathLike | None = None) -> Config:
+    """Read and validate a config file (default: see ``default_path``)."""
+    if path is None:
+        path = default_path()
+        if path is None:
+            raise ConfigError(
+                "no config given: pass --config FILE, set $PVFS_CONFIG, or run `pvfs-admin init`")
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    return parse(data, path)
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+def dump(cfg: Config) -> str:
+    """The TOML text of a config (round-trips through ``parse``)."""
+    out = ["# pvfs file-system description (read by every daemon and client)",
+           "[filesystem]", f"name = {_toml_value(cfg.name)}", f"run_dir = {_toml_value(cfg.run_dir)}",
+           "", "[manager]", f"address = {_toml_value(cfg.manager.address)}",
+           f"data_dir = {_toml_value(cfg.manager.data_dir)}"]
+    for i, e in enumerate(cfg.iods):
+        out += ["", f"[[iod]]  # I/O daemon {i}", f"address = {_toml_value(e.address)}",
+                f"data_dir = {_toml_value(e.data_dir)}"]
+    out += ["", "[stripe]", f"base = {cfg.stripe.base}", f"pcount = {cfg.stripe.pcount}",
+            f"ssize = {cfg.stripe.ssize}", "", "[timeouts]",
+            f"connect = {cfg.connect_timeout!r}", f"request = {cfg.request_timeout!r}",
+            "", "[scheduler]", f"algorithm = {_toml_value(cfg.algorithm)}",
+            f"window = {cfg.window}"]
+    for table, values in cfg.extra.items():
+        if isinstance(values, dict):
+            out += ["", f"[{table}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,194 @@
+"""One schema per operation: every request field is checked for type, range and size.
+
+A schema maps a field name to a ``Field``. ``check(op, header)`` returns a clean dict with
+defaults filled in, or raises ``ValueError`` (EINVAL on the wire) naming the bad field.
+Unknown fields are rejected so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pvfs.layout.describe import MAX_OFFSET, from_wire as description_from_wire
+from pvfs.layout.stripe import Stripe
+
+U64 = (1 << 64) - 1
+NAME_MAX = 255
+PATH_MAX = 4096
+XATTR_NAME_MAX = 255
+XATTR_SIZE_MAX = 64 * 1024
+MAX_GROUPS = 64
+
+
+@dataclass(frozen=True)
+class Field:
+    check: Callable[[Any], Any]
+    required: bool = True
+    default: Any = None
+
+
+def integer(lo: int = 0, hi: int = U64) -> Callable[[Any], int]:
+    def check(v: Any) -> int:
+        if type(v) is not int or not lo <= v <= hi:
+            raise ValueError(f"must be an integer in [{lo}, {hi}]")
+        return v
+    return check
+
+
+def boolean(v: Any) -> bool:
+    if type(v) is not bool:
+        raise ValueError("must be a boolean")
+    return v
+
+
+def text(max_len: int) -> Callable[[Any], str]:
+    def check(v: Any) -> str:
+        if not isinstance(v, str) or len(v.encode("utf-8", "surrogateescape")) > max_len:
+            raise ValueError(f"must be a string of at most {max_len} bytes")
+        if "\x00" in v:
+            raise ValueError("must not contain NUL")
+        return v
+    return check
+
+
+def name(v: Any) -> str:
+    """A single directory-entry name: no '/', no NUL, not empty, at most NAME_MAX bytes."""
+    v = text(NAME_MAX)(v)
+    if not v or "/" in v:
+        raise ValueError("must be a non-empty name without '/'")
+    return v
+
+
+def binary(max_len: int) -> Callable[[Any], bytes]:
+    def check(v: Any) -> bytes:
+        if not isinstance(v, bytes) or len(v) > max_len:
+            raise ValueError(f"must be at most {max_len} bytes of binary")
+        return v
+    return check
+
+
+def stripe(v: Any) -> Stripe:
+    return Stripe.from_wire(v)
+
+
+def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def inner(v: Any) -> Any:
+        return None if v is None else check(v)
+    return inner
+
+
+def cred(v: Any) -> tuple[int, int, tuple[int, ...]]:
+    if not isinstance(v, list) or len(v) != 3 or not isinstance(v[2], list):
+        raise ValueError("must be [uid, gid, [groups]]")
+    uid, gid, groups = integer(0, 2**32 - 1)(v[0]), integer(0, 2**32 - 1)(v[1]), v[2]
+    if len(groups) > MAX_GROUPS:
+        raise ValueError(f"at most {MAX_GROUPS} groups")
+    return uid, gid, tuple(integer(0, 2**32 - 1)(g) for g in groups)
+
+
+INO = Field(integer(1, 2**63 - 1))
+NAME = Field(name)
+CRED = Field(cred, required=False, default=(0, 0, ()))
+MODE = Field(integer(0, 0o7777))
+OFFSET = integer(0, MAX_OFFSET)
+
+MGR_SCHEMAS: dict[str, dict[str, Field]] = {
+    "ping": {},
+    "resolve": {"path": Field(text(PATH_MAX)), "follow": Field(boolean, False, True)},
+    "lookup": {"parent": INO, "name": NAME},
+    "getattr": {"ino": INO},
+    "setattr": {
+        "ino": INO,
+        "mode": Field(optional(integer(0, 0o7777)), False),
+        "uid": Field(optional(integer(0, 2**32 - 1)), False),
+        "gid": Field(optional(integer(0, 2**32 - 1)), False),
+        "size": Field(optional(OFFSET), False),
+        "atime_ns": Field(optional(integer(0, 2**63 - 1)), False),
+        "mtime_ns": Field(optional(integer(0, 2**63 - 1)), False),
+        "now": Field(boolean, False, False),
+    },
+    "create": {"parent": INO, "name": NAME, "mode": MODE,
+               "stripe": Field(optional(stripe), False), "exclusive": Field(boolean, False, False),
+               "flags": Field(integer(0, 2**31 - 1), False, 0)},
+    "open": {"ino": INO, "flags": Field(integer(0, 2**31 - 1))},
+    "close": {"ino": INO},
+    "mkdir": {"parent": INO, "name": NAME, "mode": MODE},
+    "rmdir": {"parent": INO, "name": NAME},
+    "unlink": {"parent": INO, "name": NAME},
+    "rename": {"parent": INO, "name": NAME, "new_parent": INO, "new_name": NAME,
+               "flags": Field(integer(0, 7), False, 0)},
+    "symlink": {"parent": INO, "name": NAME, "target": Field(text(PATH_MAX))},
+    "readlink": {"ino": INO},
+    "link": {"ino": INO, "new_parent": INO, "new_name": NAME},
+    "readdir": {"ino": INO, "cookie": Field(integer(0, 2**63 - 1), False, 0),
+                "limit": Field(integer(1, 4096), False, 1024),
+                "attrs": Field(boolean, False, True)},
+    "statfs": {},
+    "access": {"ino": INO, "mask": Field(integer(0, 7))},
+    "getxattr": {"ino": INO, "name": Field(text(XATTR_NAME_MAX))},
+    "setxattr": {"ino": INO, "name": Field(text(XATTR_NAME_MAX)),
+                 "value": Field(binary(XATTR_SIZE_MAX)), "flags": Field(integer(0, 3), False, 0)},
+    "listxattr": {"ino": INO},
+    "removexattr": {"ino": INO, "name": Field(text(XATTR_NAME_MAX))},
+    "getstripe": {"ino": INO},
+    "setstripe": {"ino": INO, "stripe": Field(optional(stripe))},
+    "nfile": {"ino": INO},
+    "inodes": {"after": Field(integer(0, 2**63 - 1), False, 0),
+               "limit": Field(integer(1, 65536), False, 4096)},
+    "remove_inode": {"ino": INO},
+    "status": {},
+}
+
+IOD_SCHEMAS: dict[str, dict[str, Field]] = {
+    "ping": {},
+    "read": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire)},
+    "write": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire)},
+    "size": {"ino": INO},
+    "sizes": {"inos": Field(lambda v: _int_list(v, 4096))},
+    "truncate": {"ino": INO, "local_size": Field(OFFSET)},
+    "create": {"ino": INO},
+    "unlink": {"ino": INO},
+    "fsync": {"ino": INO, "data_only": Field(boolean, False, False)},
+    "statfs": {},
+    "stats": {"reset": Field(boolean, False, False)},
+    "sched_get": {},
+    "sched_set": {"algorithm": Field(text(16)),
+                  "window": Field(optional(integer(1, 1 << 50)), False)},
+    "list": {"after": Field(integer(0, 2**63 - 1), False, 0),
+             "limit": Field(integer(1, 65536), False, 4096)},
+    "status": {},
+}
+
+
+def _int_list(v: Any, max_len: int) -> list[int]:
+    if not isinstance(v, list) or len(v) > max_len:
+        raise ValueError(f"must be a list of at most {max_len} integers")
+    return [integer(1, 2**63 - 1)(x) for x in v]
+
+
+def check(schemas: dict[str, dict[str, Field]], header: dict) -> tuple[str, dict]:
+    """Validate a request header against its operation's schema -> (op, clean fields)."""
+    op = header.get("op")
+    if not isinstance(op, str) or op not in schemas:
+        raise ValueError(f"unknown operation {op!r}")
+    schema = schemas[op]
+    clean: dict[str, Any] = {}
+    for key in header:
+        if key not in schema and key not in ("op", "cred", "id"):
+            raise ValueError(f"{op}: unexpected field {key!r}")
+    for key, fld in schema.items():
+        if key in header:
+            try:
+                clean[key] = fld.check(header[key])
+            except ValueError as exc:
+                raise ValueError(f"{op}: field {key!r} {exc}") from None
+        elif fld.required:
+            raise ValueError(f"{op}: missing field {key!r}")
+        else:
+            clean[key] = fld.default
+    try:
+        clean["cred"] = cred(header["cred"]) if "cred" in header else CRED.default
+    except ValueError as exc:
+        raise ValueError(f"{op}: field 'cred' {exc}") from None
+    return op, clean
