@@ -1,0 +1,189 @@
+"""The async (trio) client under the mount: inode-based calls, credentials per call.
+
+Metadata calls go to the manager over trio sockets (``rpc.Channel``). Data calls run the same
+C scatter/gather path as the sync API (``DataPath``) in a worker thread, so large transfers
+never block the trio thread and many requests proceed at once.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import trio
+
+from pvfs import config as cfgmod
+from pvfs.client.datapath import DataPath
+from pvfs.client.rpc import Channel
+from pvfs.layout.describe import Regions
+from pvfs.layout.stripe import Stripe
+
+ROOT_INO = 1
+
+
+@dataclass(frozen=True)
+class Cred:
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = ()
+
+    def to_wire(self) -> list:
+        return [self.uid, self.gid, list(self.groups)[:64]]
+
+
+ROOT = Cred(0, 0, ())
+
+
+class AsyncClient:
+    """Inode-level access to a file system; every method takes the caller's ``cred``."""
+
+    def __init__(self, config: cfgmod.Config, data_threads: int = 16) -> None:
+        self.config = config
+        self.mgr = Channel(config.manager.host, config.manager.port, config.connect_timeout,
+                           config.request_timeout, max_idle=16, name="manager")
+        self.data = DataPath(config)
+        self.limiter = trio.CapacityLimiter(data_threads)
+
+    @classmethod
+    async def connect(cls, config: str | os.PathLike | cfgmod.Config | None = None) -> "AsyncClient":
+        cfg = config if isinstance(config, cfgmod.Config) else cfgmod.load(config)
+        client = cls(cfg)
+        await client.meta("ping", ROOT)
+        return client
+
+    def close(self) -> None:
+        self.mgr.close()
+        self.data.close()
+
+    async def meta(self, op: str, cred: Cred = ROOT, **fields) -> dict:
+        return await self.mgr.call({"op": op, "cred": cred.to_wire(), **fields})
+
+    # ------------------------------------------------------------------ name space
+    async def lookup(self, parent: int, name: str, cred: Cred = ROOT) -> dict:
+        return await self.meta("lookup", cred, parent=parent, name=name)
+
+    async def resolve(self, path: str, cred: Cred = ROOT, follow: bool = True) -> dict:
+        return await self.meta("resolve", cred, path=path, follow=follow)
+
+    async def getattr(self, ino: int, cred: Cred = ROOT) -> dict:
+        return await self.meta("getattr", cred, ino=ino)
+
+    async def setattr(self, ino: int, cred: Cred = ROOT, *, mode: int | None = None,
+                      uid: int | None = None, gid: int | None = None, size: int | None = None,
+                      atime_ns: int | None = None, mtime_ns: int | None = None,
+                      now: bool = False) -> dict:
+        return await self.meta("setattr", cred, ino=ino, mode=mode, uid=uid, gid=gid, size=size,
+                               atime_ns=atime_ns, mtime_ns=mtime_ns, now=now)
+
+    async def create(self, parent: int, name: str, mode: int, cred: Cred = ROOT, *,
+                     stripe: Stripe | None = None, exclusive: bool = False,
+                     flags: int = 0) -> dict:
+        """Create (or, without ``exclusive``, open an existing) file; with ``flags`` also
+        opens it (counted in N_file; pair with ``close``)."""
+        return await self.meta("create", cred, parent=parent, name=name, mode=mode,
+                               stripe=stripe.to_wire() if stripe else None, exclusive=exclusive,
+                               flags=flags)
+
+    async def open(self, ino: int, flags: int, cred: Cred = ROOT) -> dict:
+        return await self.meta("open", cred, ino=ino, flags=flags)
+
+    async def close_file(self, ino: int, cred: Cred = ROOT) -> None:
+        await self.meta("close", cred, ino=ino)
+
+    async def mkdir(self, parent: int, name: str, mode: int, cred: Cred = ROOT) -> dict:
+        return await self.meta("mkdir", cred, parent=parent, name=name, mode=mode)
+
+    async def rmdir(self, parent: int, name: str, cred: Cred = ROOT) -> None:
+        await self.meta("rmdir", cred, parent=parent, name=name)
+
+    async def unlink(self, parent: int, name: str, cred: Cred = ROOT) -> None:
+        await self.meta("unlink", cred, parent=parent, name=name)
+
+    async def rename(self, parent: int, name: str, new_parent: int, new_name: str,
+                     cred: Cred = ROOT, flags: int = 0) -> None:
+        await self.meta("rename", cred, parent=parent, name=name, new_parent=new_parent,
+                        new_name=new_name, flags=flags)
+
+    async def symlink(self, parent: int, name: str, target: str, cred: Cred = ROOT) -> dict:
+        return await self.meta("symlink", cred, parent=parent, name=name, target=target)
+
+    async def readlink(self, ino: int, cred: Cred = ROOT) -> str:
+        return (await self.meta("readlink", cred, ino=ino))["target"]
+
+    async def link(self, ino: int, new_parent: int, new_name: str, cred: Cred = ROOT) -> dict:
+        return await self.meta("link", cred, ino=ino, new_parent=new_parent, new_name=new_name)
+
+    async def readdir(self, ino: int, cred: Cred = ROOT, cookie: int = 0, limit: int = 1024,
+                      attrs: bool = True) -> list[tuple[str, dict, int]]:
+        """Up to ``limit`` (name, attrs, next_cookie) from ``cookie``, "." and ".." included."""
+        reply = await self.meta("readdir", cred, ino=ino, cookie=cookie, limit=limit, attrs=attrs)
+        return [(n, a, c) for n, a, c in reply["entries"]]
+
+    async def access(self, ino: int, mask: int, cred: Cred = ROOT) -> None:
+        await self.meta("access", cred, ino=ino, mask=mask)
+
+    async def statfs(self, cred: Cred = ROOT) -> dict:
+        return await self.meta("statfs", cred)
+
+    async def getxattr(self, ino: int, name: str, cred: Cred = ROOT) -> bytes:
+        return (await self.meta("getxattr", cred, ino=ino, name=name))["value"]
+
+    async def setxattr(self, ino: int, name: str, value: bytes, cred: Cred = ROOT,
+                       flags: int = 0) -> None:
+        await self.meta("setxattr", cred, ino=ino, name=name, value=bytes(value), flags=flags)
+
+    async def listxattr(self, ino: int, cred: Cred = ROOT) -> list[str]:
+        return (await self.meta("listxattr", cred, ino=ino))["names"]
+
+    async def removexattr(self, ino: int, name: str, cred: Cred = ROOT) -> None:
+        await self.meta("removexattr", cred, ino=ino, name=name)
+
+    async def getstripe(self, ino: int, cred: Cred = ROOT) -> Stripe | None:
+        st = (await self.meta("getstripe", cred, ino=ino))["stripe"]
+        return Stripe(*st) if st else None
+
+    async def setstripe(self, ino: int, stripe: Stripe | None, cred: Cred = ROOT) -> dict:
+        return await self.meta("setstripe", cred, ino=ino,
+                               stripe=stripe.to_wire() if stripe else None)
+
+    # ------------------------------------------------------------------ data
+    async def read(self, ino: int, stripe: Stripe, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes at ``offset``; short at end of file."""
+        if length <= 0:
+            return b""
+        buf = bytearray(length)
+        n = await trio.to_thread.run_sync(self._read_sync, ino, stripe, offset, buf,
+                                          limiter=self.limiter)
+        del buf[n:]
+        return bytes(buf)
+
+    def _read_sync(self, ino: int, stripe: Stripe, offset: int, buf: bytearray) -> int:
+        result = self.data.read(ino, stripe, Regions(((offset, len(buf)),)), buf)
+        if not result.needs_eof_check:
+            return len(buf)
+        end = self.data.size(ino, stripe, result.local_sizes)
+        return max(0, min(len(buf), end - offset))
+
+    async def write(self, ino: int, stripe: Stripe, offset: int, data) -> int:
+        n = len(memoryview(data).cast("B"))
+        if n == 0:
+            return 0
+        return await trio.to_thread.run_sync(self.data.write, ino, stripe,
+                                             Regions(((offset, n),)), data, limiter=self.limiter)
+
+    async def write_regions(self, ino: int, stripe: Stripe, regions: list[tuple[int, int]],
+                            data) -> int:
+        """One request writing several regions (``data`` is their bytes concatenated)."""
+        return await trio.to_thread.run_sync(self.data.write, ino, stripe, Regions(regions), data,
+                                             limiter=self.limiter)
+
+    async def size(self, ino: int, stripe: Stripe) -> int:
+        return await trio.to_thread.run_sync(self.data.size, ino, stripe, limiter=self.limiter)
+
+    async def fsync(self, ino: int, stripe: Stripe, data_only: bool = False) -> None:
+        await trio.to_thread.run_sync(self.data.fsync, ino, stripe, data_only,
+                                      limiter=self.limiter)
+
+    async def iod_call(self, index: int, op: str, **fields) -> dict:
+        return await trio.to_thread.run_sync(self.data.call, index, {"op": op, **fields},
+                                             limiter=self.limiter)
