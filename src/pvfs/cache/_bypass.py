@@ -143,7 +143,7 @@ def format_bypass(default: Bypass, runs: Iterable[tuple[int, int, Bypass]]) -> s
 class _IntervalMap:
     """Disjoint half-open segment intervals ``[start, end)`` -> flags, sorted by start."""
 
-    __slots__ = ("starts", "ends", "flags")
+    __slots__ = ("ends", "flags", "starts")
 
     def __init__(self) -> None:
         self.starts: list[int] = []

@@ -359,6 +359,8 @@ class BlockCache(WritebackMixin):
             fs.gen += 1
             end = offset + len(data)
             fs.local_end = max(fs.local_end, end)
+            if self._files.get(ino) is not fs:
+                return
             for blk in range(offset // bs, (end - 1) // bs + 1):
                 a, b = self._span(blk, offset, end)
                 piece = data[blk * bs + a - offset:blk * bs + b - offset]

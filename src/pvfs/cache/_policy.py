@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "LRU",
     "Backend",
     "BypassPolicy",
-    "LRU",
     "ReplacementPolicy",
     "SecondChanceLRU",
     "StripedBackend",

@@ -29,7 +29,7 @@ class Entry:
             version did not move while the backend write was in flight.
     """
 
-    __slots__ = ("buf", "valid", "dirty", "dirty_since", "version")
+    __slots__ = ("buf", "dirty", "dirty_since", "valid", "version")
 
     def __init__(self, buf: bytearray) -> None:
         self.buf = buf
@@ -41,8 +41,7 @@ class Entry:
     def apply(self, lo: int, data: bytes | memoryview) -> None:
         hi = lo + len(data)
         self.buf[lo:hi] = data
-        if hi > self.valid:
-            self.valid = hi
+        self.valid = max(self.valid, hi)
         self.version += 1
 
 
@@ -63,7 +62,7 @@ class FileState:
             snapshot can never land after newer data.
     """
 
-    __slots__ = ("blocks", "dirty", "local_end", "error", "gen", "io_lock")
+    __slots__ = ("blocks", "dirty", "error", "gen", "io_lock", "local_end")
 
     def __init__(self) -> None:
         self.blocks: set[int] = set()

@@ -1,0 +1,228 @@
+"""Write-back half of the block cache: flush, coalescing, the flusher and harvester tasks.
+
+Kept apart from ``_cache.py`` only for size; :class:`WritebackMixin` is mixed into
+:class:`pvfs.cache.BlockCache` and uses its table.
+
+Write-back of one file runs under the file's ``io_lock`` (so snapshots reach the backend in
+order), copies the dirty blocks' bytes (writers never wait for the backend), and marks a block
+clean only if its version did not move during the write. A failed write drops the blocks it
+carried (as the kernel does: the data is lost, the cache then shows what the servers hold) and
+parks the error on the file until the next :meth:`flush` raises it once.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._table import Entry, FileState
+
+if TYPE_CHECKING:
+    from ._policy import Backend, WritebackPolicy
+
+__all__ = ["WritebackMixin"]
+
+
+class WritebackMixin:
+    backend: Backend
+    block_size: int
+    capacity_blocks: int
+    writeback: WritebackPolicy
+    _table: dict[tuple[int, int], Entry]
+    _files: dict[int, FileState]
+    _dirty: OrderedDict[tuple[int, int], None]
+    _counters: dict[str, int]
+    _flush_wanted: trio.Event
+    _harvest_wanted: trio.Event
+    _workers: trio.CancelScope | None
+
+    def _drop(self, key: tuple[int, int], *, tell_policy: bool = True) -> None:
+        raise NotImplementedError
+
+    def harvest(self) -> int:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------- flushing
+
+    async def flush(self, ino: int) -> None:
+        """Write back every dirty block of ``ino`` (fsync, flush on close).
+
+        Raises:
+            OSError: the first write-back error of this file since the last flush, whether it
+                happened now or earlier in the flusher. It is reported once.
+        """
+        fs = self._files.get(ino)
+        if fs is None:
+            return
+        await self._write_back(ino, fs)
+        if fs.error is not None:
+            err, fs.error = fs.error, None
+            raise err
+
+    async def flush_all(self) -> None:
+        """Flush every file (unmount, ``syncfs``); raises the first error after trying all."""
+        first: OSError | None = None
+        for ino in list(self._files):
+            try:
+                await self.flush(ino)
+            except OSError as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def pending_error(self, ino: int) -> OSError | None:
+        """The parked write-back error of ``ino`` without clearing it."""
+        fs = self._files.get(ino)
+        return fs.error if fs is not None else None
+
+    def _stripe_window(self, ino: int) -> int:
+        """Write-back chunks never cross a multiple of this many bytes (file offsets)."""
+        bs = self.block_size
+        max_write = max(bs, self.writeback.max_write // bs * bs)
+        stripe_size = getattr(self.backend, "stripe_size", None)
+        ss = stripe_size(ino) if callable(stripe_size) else None
+        if not ss or ss <= 0:
+            return max_write
+        return max(ss, self.writeback.max_write // ss * ss)
+
+    def _chunks(self, ino: int, blocks: list[int]) -> list[list[int]]:
+        """Cut sorted dirty ``blocks`` into contiguous chunks for single backend writes.
+
+        A chunk ends at a gap, after a short block (its bytes past ``valid`` are unknown), where
+        the next block would start in a new stripe window, or at ``max_write`` bytes.
+        """
+        bs = self.block_size
+        window = self._stripe_window(ino)
+        limit = max(bs, self.writeback.max_write, window)
+        chunks: list[list[int]] = []
+        cur: list[int] = []
+        for blk in blocks:
+            if cur and (
+                blk != cur[-1] + 1
+                or self._table[(ino, cur[-1])].valid < bs
+                or (blk * bs) // window != (cur[0] * bs) // window
+                or (len(cur) + 1) * bs > limit
+            ):
+                chunks.append(cur)
+                cur = []
+            cur.append(blk)
+        if cur:
+            chunks.append(cur)
+        return chunks
+
+    async def _write_back(self, ino: int, fs: FileState) -> int:
+        """Write back the dirty blocks of one file, coalesced. Returns bytes written."""
+        bs = self.block_size
+        c = self._counters
+        written = 0
+        async with fs.io_lock:
+            if self._files.get(ino) is not fs or not fs.dirty:
+                return 0
+            c["flushes"] += 1
+            for chunk in self._chunks(ino, sorted(fs.dirty)):
+                if self._files.get(ino) is not fs:
+                    break
+                snap = [(blk, self._table[(ino, blk)]) for blk in chunk
+                        if (ino, blk) in self._table]
+                if len(snap) != len(chunk):
+                    break
+                versions = [e.version for _, e in snap]
+                data = b"".join(bytes(e.buf[: e.valid]) for _, e in snap)
+                try:
+                    await self.backend.write(ino, chunk[0] * bs, data)
+                except OSError as exc:
+                    c["write_errors"] += 1
+                    if fs.error is None:
+                        fs.error = exc
+                    fs.gen += 1
+                    for blk, e in snap:
+                        if self._table.get((ino, blk)) is e:
+                            self._drop((ino, blk))
+                    continue
+                c["backend_writes"] += 1
+                c["flushed_bytes"] += len(data)
+                written += len(data)
+                for (blk, e), v in zip(snap, versions):
+                    key = (ino, blk)
+                    if self._table.get(key) is e and e.version == v and e.dirty:
+                        e.dirty = False
+                        fs.dirty.discard(blk)
+                        self._dirty.pop(key, None)
+        return written
+
+    async def flush_pass(self) -> int:
+        """One flusher pass: write back aged files, and oldest-first files while over the
+        dirty high mark until under the low mark. Returns bytes written."""
+        wb = self.writeback
+        now = trio.current_time()
+        high = wb.dirty_high * self.capacity_blocks
+        low = wb.dirty_low * self.capacity_blocks
+        order: list[int] = []
+        chosen: set[int] = set()
+        remaining = len(self._dirty)
+        over = remaining >= high and remaining > 0
+        for key in self._dirty:
+            ino = key[0]
+            e = self._table[key]
+            aged = e.dirty_since + wb.max_age <= now
+            if not aged and not (over and remaining > low):
+                break
+            if ino not in chosen:
+                chosen.add(ino)
+                order.append(ino)
+                remaining -= len(self._files[ino].dirty)
+        written = 0
+        for ino in order:
+            fs = self._files.get(ino)
+            if fs is not None and fs.dirty:
+                written += await self._write_back(ino, fs)
+        return written
+
+    # --------------------------------------------------------------- workers
+
+    async def _flusher(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+                       ) -> None:
+        task_status.started()
+        while True:
+            with trio.move_on_after(self.writeback.interval):
+                await self._flush_wanted.wait()
+            if self._flush_wanted.is_set():
+                self._flush_wanted = trio.Event()
+            await self.flush_pass()
+
+    async def _harvester(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+                         ) -> None:
+        task_status.started()
+        while True:
+            await self._harvest_wanted.wait()
+            self._harvest_wanted = trio.Event()
+            self.harvest()
+
+    async def _run_workers(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+                           ) -> None:
+        with trio.CancelScope() as scope:
+            self._workers = scope
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self._flusher)
+                await nursery.start(self._harvester)
+                task_status.started()
+        self._workers = None
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Start the flusher and harvester in ``nursery``.
+
+        Raises:
+            RuntimeError: if they are already running.
+        """
+        if self._workers is not None:
+            raise RuntimeError("block cache workers already running")
+        await nursery.start(self._run_workers)
+
+    async def aclose(self) -> None:
+        """Stop the workers and write back everything (unmount). Raises the first error."""
+        if self._workers is not None:
+            self._workers.cancel()
+            self._workers = None
+        await self.flush_all()
