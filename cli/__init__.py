@@ -1,0 +1,1 @@
+"""``pvfs-admin``: the administration tool (subcommands in the modules beside this one)."""

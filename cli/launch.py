@@ -1,0 +1,227 @@
+"""Writing a config and starting/stopping the daemons of it that belong to this host.
+
+Used by ``pvfs-admin init|up|down`` and by the test fixtures, so tests start clusters exactly
+as users do: one process per daemon, a pidfile and a log file each under the config's
+``run_dir``, and a wait until each daemon answers a ping.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pvfs import config as cfgmod
+from pvfs.config import Config, Endpoint
+from pvfs.daemons.common import pid_alive, read_pidfile
+from pvfs.layout.stripe import Stripe
+
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports free right now on ``host``."""
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def make_config(directory: str, iods: int = 4, hosts: list[str] | None = None,
+                stripe: Stripe = Stripe(0, -1, 65536), base_port: int | None = None,
+                **overrides) -> Config:
+    """A config for one workstation (manager + ``iods`` daemons on 127.0.0.1 under
+    ``directory``) or, with ``hosts``, for a cluster: the manager on the first host and one
+    I/O daemon per host."""
+    root = Path(directory).resolve()
+    if hosts:
+        port = base_port or 7400
+        mgr = Endpoint(hosts[0], port, str(root / "mgr"))
+        iod_list = tuple(Endpoint(h, port + 1, str(root / "iod")) for h in hosts)
+    else:
+        ports = [base_port + i for i in range(iods + 1)] if base_port else free_ports(iods + 1)
+        mgr = Endpoint("127.0.0.1", ports[0], str(root / "mgr"))
+        iod_list = tuple(Endpoint("127.0.0.1", ports[1 + i], str(root / f"iod{i}"))
+                         for i in range(iods))
+    return Config(name="pvfs", manager=mgr, iods=iod_list, stripe=stripe,
+                  run_dir=str(root / "run"), **overrides)
+
+
+def write_config(cfg: Config, path: str) -> Config:
+    """Write ``cfg`` as TOML and return it re-read (so ``path`` is set)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(cfgmod.dump(cfg))
+    os.replace(tmp, path)
+    return cfgmod.load(path)
+
+
+def remember_config(path: str) -> None:
+    """Make ``path`` the default config of later commands (``config.default_path``)."""
+    marker = Path.home() / ".config" / "pvfs" / "last-config"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(str(Path(path).resolve()) + "\n")
+
+
+def is_local(host: str) -> bool:
+    """Whether ``host`` is an address of this machine (so its daemons start here)."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except socket.gaierror:
+        return False
+    for family, *_, addr in infos:
+        ip = addr[0]
+        if ip.startswith("127.") or ip == "::1":
+            return True
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.bind((ip, 0))
+            return True
+        except OSError:
+            continue
+    return False
+
+
+@dataclass(frozen=True)
+class Daemon:
+    name: str  # "mgr", "iod0", ...
+    endpoint: Endpoint
+    argv: list[str]
+    pidfile: str
+    log_file: str
+
+
+def daemons_of(cfg: Config, local_only: bool = True) -> list[Daemon]:
+    run = Path(cfg.run_dir)
+    out = []
+    entries = [("mgr", cfg.manager, ["-m", "pvfs.daemons.mgr"])]
+    entries += [(f"iod{i}", e, ["-m", "pvfs.daemons.iod", "--index", str(i)])
+                for i, e in enumerate(cfg.iods)]
+    for name, ep, args in entries:
+        if local_only and not is_local(ep.host):
+            continue
+        pidfile, log = str(run / f"{name}.pid"), str(run / f"{name}.log")
+        argv = [sys.executable, *args, "--config", cfg.path, "--pidfile", pidfile, "--log-file", log]
+        out.append(Daemon(name, ep, argv, pidfile, log))
+    return out
+
+
+def ping(ep: Endpoint, timeout: float = 1.0) -> dict | None:
+    """The daemon's ping reply, or None if it does not answer."""
+    from pvfs.protocol.framing import PREFIX_SIZE, decode_header, frame, parse_prefix
+
+    try:
+        with socket.create_connection((ep.host, ep.port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            s.sendall(frame({"op": "ping"}))
+            buf = b""
+            while len(buf) < PREFIX_SIZE:
+                chunk = s.recv(PREFIX_SIZE - len(buf))
+                if not chunk:
+                    return None
+                buf += chunk
+            hlen, _ = parse_prefix(buf)
+            body = b""
+            while len(body) < hlen:
+                chunk = s.recv(hlen - len(body))
+                if not chunk:
+                    return None
+                body += chunk
+            return decode_header(body)
+    except (OSError, ValueError):
+        return None
+
+
+def up(cfg: Config, timeout: float = START_TIMEOUT) -> list[tuple[str, int, bool]]:
+    """Start every local daemon not already running; wait until all answer.
+
+    Returns (name, pid, started_now) per daemon. Raises RuntimeError (with the end of the
+    daemon's log) if one exits or does not answer in time.
+    """
+    Path(cfg.run_dir).mkdir(parents=True, exist_ok=True)
+    result, started = [], []
+    order = daemons_of(cfg)
+    # I/O daemons first: the manager calls them as soon as clients arrive.
+    order.sort(key=lambda d: d.name == "mgr")
+    for d in order:
+        pid = read_pidfile(d.pidfile)
+        if pid:
+            result.append((d.name, pid, False))
+            continue
+        Path(d.endpoint.data_dir).mkdir(parents=True, exist_ok=True)
+        with open(d.log_file, "ab") as log:
+            proc = subprocess.Popen(d.argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, close_fds=True)
+        started.append((d, proc))
+        result.append((d.name, proc.pid, True))
+    deadline = time.monotonic() + timeout
+    for d, proc in started:
+        while ping(d.endpoint, 0.5) is None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                for _, p in started:
+                    if p.poll() is None:
+                        p.terminate()
+                tail = _tail(d.log_file)
+                why = f"exited with status {proc.returncode}" if proc.poll() is not None \
+                    else f"did not answer within {timeout:g} s"
+                raise RuntimeError(f"{d.name} {why}; end of {d.log_file}:\n{tail}")
+            time.sleep(0.05)
+    return result
+
+
+def _tail(path: str, lines: int = 15) -> str:
+    try:
+        with open(path, errors="replace") as fh:
+            return "".join(fh.readlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def down(cfg: Config, timeout: float = STOP_TIMEOUT) -> list[tuple[str, int]]:
+    """SIGTERM every local daemon (by pidfile), wait, SIGKILL stragglers; (name, pid) stopped."""
+    stopped = []
+    for d in daemons_of(cfg):
+        pid = read_pidfile(d.pidfile)
+        if not pid:
+            continue
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        stopped.append((d.name, pid, d.pidfile))
+    deadline = time.monotonic() + timeout
+    for name, pid, pidfile in stopped:
+        while pid_alive(pid) and time.monotonic() < deadline:
+            _reap(pid)
+            time.sleep(0.05)
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+            _reap(pid)
+        try:
+            os.unlink(pidfile)
+        except OSError:
+            pass
+    return [(n, p) for n, p, _ in stopped]
+
+
+def _reap(pid: int) -> None:
+    """Collect a child we started ourselves (else it lingers as a zombie that looks alive)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

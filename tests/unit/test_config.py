@@ -1,0 +1,36 @@
+import pytest
+
+from pvfs import config as cfgmod
+from pvfs.layout.stripe import Stripe
+
+
+def test_dump_parse_round_trip(tmp_path):
+    from pvfs.cli.launch import make_config, write_config
+
+    cfg = make_config(str(tmp_path), iods=3, stripe=Stripe(1, 2, 8192))
+    again = write_config(cfg, str(tmp_path / "pvfs.toml"))
+    assert again.iods == cfg.iods and again.manager == cfg.manager
+    assert again.stripe == Stripe(1, 2, 8192) and again.niods == 3
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("", "[manager]"),
+    ('[manager]\naddress="h:1"\ndata_dir="m"\n', "[[iod]]"),
+    ('[manager]\naddress="nope"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n', "host:port"),
+    ('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:1"\ndata_dir="i"\n', "twice"),
+    ('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n'
+     '[stripe]\npcount=3\n', "pcount"),
+    ('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n'
+     '[scheduler]\nalgorithm="fifo"\n', "algorithm"),
+    ("not toml [", "not valid TOML"),
+])
+def test_bad_configs_say_why(tmp_path, text, msg):
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    with pytest.raises(cfgmod.ConfigError, match=msg.replace("[", r"\[").replace("]", r"\]")):
+        cfgmod.load(p)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(cfgmod.ConfigError, match="does not exist"):
+        cfgmod.load(tmp_path / "none.toml")
