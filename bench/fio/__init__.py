@@ -1,0 +1,1 @@
+"""fio job sets run on pvfs and its peers."""

@@ -1,0 +1,1 @@
+"""Peer systems and network baselines for side-by-side benchmarks."""
