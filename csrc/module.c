@@ -1,0 +1,480 @@
+/* module.c -- Python bindings of pvfs._native: the Engine type and the module itself.
+ *
+ * The engine proper (engine.c, sched.c, stream.c) never touches Python; this file turns
+ * Python arguments into jobs and completions into tuples. Module state, not globals, holds
+ * the Engine type (multi-phase init), as in CPython's selectmodule.c.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "native.h"
+#include "pvpy.h"
+
+/* Defaults chosen from bench/results/engine_modes.json (see docs/native.md). */
+#define PV_DEFAULT_READ_MODE "sendfile"
+#define PV_DEFAULT_WRITE_MODE "pwrite"
+#define PV_DEFAULT_MMAP_WINDOW ((Py_ssize_t)128 << 10)
+
+static const char *const read_modes[] = { "sendfile", "mmap", NULL };
+static const char *const write_modes[] = { "pwrite", "splice", NULL };
+
+typedef struct {
+    PyTypeObject *engine_type;
+} module_state;
+
+typedef struct {
+    PyObject_HEAD
+    struct pv_engine *e;
+} EngineObject;
+
+static int mode_index(const char *const *names, const char *name)
+{
+    for (int i = 0; names[i] != NULL; i++) {
+        if (strcmp(names[i], name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Raise the right exception for an engine-side message. */
+static PyObject *raise_err(PyObject *kind, const char *err)
+{
+    if (strcmp(err, "out of memory") == 0)
+        return PyErr_NoMemory();
+    PyErr_SetString(kind, err);
+    return NULL;
+}
+
+static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = { "algorithm", "window", "idle_timeout", "read_mode",
+                              "write_mode", "mmap_window", NULL };
+    const char *alg = "opt1", *rmode = PV_DEFAULT_READ_MODE, *wmode = PV_DEFAULT_WRITE_MODE;
+    long long window = (long long)256 << 20;
+    double idle = 30.0;
+    Py_ssize_t mwin = PV_DEFAULT_MMAP_WINDOW;
+    struct pv_engine_config cfg;
+    char err[PV_ERR_LEN];
+    EngineObject *self;
+    int ri, wi;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|sLdssn:Engine", kwlist, &alg, &window,
+                                     &idle, &rmode, &wmode, &mwin))
+        return NULL;
+    cfg.ops = pv_sched_find(alg);
+    if (cfg.ops == NULL)
+        return PyErr_Format(PyExc_ValueError, "unknown algorithm '%s'", alg);
+    if (window <= 0)
+        return PyErr_Format(PyExc_ValueError, "window must be > 0, not %lld", window);
+    if (!(idle > 0.0) || isnan(idle))
+        return PyErr_Format(PyExc_ValueError, "idle_timeout must be > 0");
+    ri = mode_index(read_modes, rmode);
+    wi = mode_index(write_modes, wmode);
+    if (ri < 0 || wi < 0)
+        return PyErr_Format(PyExc_ValueError, "unknown %s %s",
+                            ri < 0 ? "read_mode" : "write_mode", ri < 0 ? rmode : wmode);
+    if (mwin <= 0)
+        return PyErr_Format(PyExc_ValueError, "mmap_window must be > 0");
+    cfg.window = window;
+    /* An idle_timeout of years is "never"; keep the arithmetic far from overflow. */
+    cfg.idle_ns = idle >= 1e9 ? (int64_t)1e18 : (int64_t)(idle * 1e9);
+    if (cfg.idle_ns < 1)
+        cfg.idle_ns = 1;
+    cfg.read_mode = (enum pv_read_mode)ri;
+    cfg.write_mode = (enum pv_write_mode)wi;
+    cfg.mmap_window = (size_t)mwin;
+
+    self = (EngineObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->e = pv_engine_create(&cfg, err);
+    if (self->e == NULL) {
+        Py_DECREF(self);
+        return raise_err(PyExc_OSError, err);
+    }
+    return (PyObject *)self;
+}
+
+static void Engine_dealloc(EngineObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    struct pv_engine *e = self->e;
+
+    self->e = NULL;
+    if (e != NULL) {
+        /* Joining the loop may take a moment: let other threads run meanwhile. */
+        Py_BEGIN_ALLOW_THREADS
+        pv_engine_destroy(e);
+        Py_END_ALLOW_THREADS
+    }
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+PyDoc_STRVAR(Engine_fileno_doc,
+"fileno() -> int\n\n"
+"The completion eventfd: readable when completions() has something to return.");
+
+static PyObject *Engine_fileno(EngineObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromLong(self->e->done_fd);
+}
+
+PyDoc_STRVAR(Engine_submit_doc,
+"submit(job_id, sock_fd, file_fd, op, accesses, prefix=b'', inode=0) -> None\n\n"
+"Hand a job to the engine. accesses: packed little-endian int64 triples\n"
+"(kind, file_offset, length) in stream order. OP_READ sends prefix, then each access\n"
+"(ACC_FILE bytes of the file, ACC_ZERO zeros); OP_WRITE receives each access (ACC_FILE\n"
+"stored at its offset, ACC_DISCARD dropped) and takes no prefix. The engine never closes\n"
+"either fd; the job's result arrives through completions().\n\n"
+"Raises:\n"
+"    ValueError: malformed accesses or arguments, or the engine is closed.");
+
+static PyObject *Engine_submit(EngineObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = { "job_id", "sock_fd", "file_fd", "op", "accesses", "prefix",
+                              "inode", NULL };
+    long long id;
+    int sock, file, op;
+    Py_buffer acc = { 0 }, prefix = { 0 };
+    PyObject *inode_obj = NULL;
+    unsigned long long inode = 0;
+    char err[PV_ERR_LEN];
+    struct pv_job *j;
+    PyObject *ret = NULL;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Liiiy*|y*O:submit", kwlist, &id, &sock,
+                                     &file, &op, &acc, &prefix, &inode_obj))
+        return NULL;
+    if (inode_obj != NULL) {
+        inode = PyLong_AsUnsignedLongLong(inode_obj);
+        if (inode == (unsigned long long)-1 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError, "inode must be in 0..2**64-1");
+            }
+            goto out;
+        }
+    }
+    j = pv_job_new(id, sock, file, op, acc.buf, (size_t)acc.len,
+                   prefix.obj != NULL ? prefix.buf : NULL,
+                   prefix.obj != NULL ? (size_t)prefix.len : 0, inode, err);
+    if (j == NULL) {
+        raise_err(PyExc_ValueError, err);
+        goto out;
+    }
+    if (pv_engine_submit(self->e, j, err) < 0) {
+        pv_job_free(j);
+        raise_err(PyExc_ValueError, err);
+        goto out;
+    }
+    ret = Py_NewRef(Py_None);
+out:
+    PyBuffer_Release(&acc);
+    if (prefix.obj != NULL)
+        PyBuffer_Release(&prefix);
+    return ret;
+}
+
+PyDoc_STRVAR(Engine_completions_doc,
+"completions() -> list[tuple[int, int, int, int, int, int]]\n\n"
+"Drain the completion eventfd and return the finished jobs as (job_id, err, nbytes,\n"
+"t_submit_ns, t_start_ns, t_done_ns); err is 0 or an errno, nbytes counts bulk bytes\n"
+"(not the prefix), times are CLOCK_MONOTONIC ns and t_start_ns is 0 for a job that was\n"
+"never served. May return an empty list after a spurious wake-up.");
+
+static PyObject *Engine_completions(EngineObject *self, PyObject *Py_UNUSED(ignored))
+{
+    struct pv_job *list = pv_engine_take_completions(self->e), *next;
+    PyObject *out = PyList_New(0);
+
+    for (; list != NULL; list = next) {
+        PyObject *t;
+        next = list->next;
+        if (out != NULL) {
+            t = Py_BuildValue("(LiLLLL)", (long long)list->id, list->err,
+                              (long long)list->nbytes, (long long)list->t_submit,
+                              (long long)list->t_start, (long long)list->t_done);
+            if (t == NULL || PyList_Append(out, t) < 0)
+                Py_CLEAR(out);
+            Py_XDECREF(t);
+        }
+        pv_job_free(list);
+    }
+    return out;
+}
+
+PyDoc_STRVAR(Engine_info_doc,
+"info() -> dict\n\n"
+"algorithm, window, queued (submitted, not yet served), active (being served),\n"
+"completed, bytes_read, bytes_written (bulk bytes), read_mode, write_mode, mmap_window,\n"
+"closed.");
+
+static PyObject *Engine_info(EngineObject *self, PyObject *Py_UNUSED(ignored))
+{
+    struct pv_engine *e = self->e;
+    const char *alg;
+    long long window;
+    int closed;
+
+    pthread_mutex_lock(&e->lock);
+    alg = e->want_ops->so_name;
+    window = e->want_window;
+    closed = e->stopping;
+    pthread_mutex_unlock(&e->lock);
+    return Py_BuildValue("{s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:s,s:s,s:n,s:O}",
+                         "algorithm", alg, "window", window,
+                         "queued", (long long)atomic_load(&e->n_queued),
+                         "active", (long long)atomic_load(&e->n_active),
+                         "completed", (long long)atomic_load(&e->n_completed),
+                         "bytes_read", (long long)atomic_load(&e->bytes_read),
+                         "bytes_written", (long long)atomic_load(&e->bytes_written),
+                         "read_mode", read_modes[e->read_mode],
+                         "write_mode", write_modes[e->write_mode],
+                         "mmap_window", (Py_ssize_t)e->mmap_window,
+                         "closed", closed ? Py_True : Py_False);
+}
+
+PyDoc_STRVAR(Engine_close_doc,
+"close() -> None\n\n"
+"Stop and join the service thread; unfinished jobs complete with ECANCELED. Idempotent;\n"
+"fileno() and completions() keep working so those completions can be collected.");
+
+static PyObject *Engine_close(EngineObject *self, PyObject *Py_UNUSED(ignored))
+{
+    Py_BEGIN_ALLOW_THREADS
+    pv_engine_stop(self->e);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_enter(EngineObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *Engine_exit(EngineObject *self, PyObject *Py_UNUSED(args))
+{
+    return Engine_close(self, NULL);
+}
+
+static PyObject *Engine_get_algorithm(EngineObject *self, void *Py_UNUSED(closure))
+{
+    const char *name;
+
+    pthread_mutex_lock(&self->e->lock);
+    name = self->e->want_ops->so_name;
+    pthread_mutex_unlock(&self->e->lock);
+    return PyUnicode_FromString(name);
+}
+
+static int Engine_set_algorithm(EngineObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    const struct pv_sched_ops *ops;
+    const char *name;
+    char err[PV_ERR_LEN];
+
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "cannot delete algorithm");
+        return -1;
+    }
+    if (!PyUnicode_Check(value)) {
+        PyErr_Format(PyExc_ValueError, "algorithm must be one of opt1..opt4, not %R", value);
+        return -1;
+    }
+    name = PyUnicode_AsUTF8(value);
+    if (name == NULL)
+        return -1;
+    ops = pv_sched_find(name);
+    if (ops == NULL) {
+        PyErr_Format(PyExc_ValueError, "unknown algorithm %R", value);
+        return -1;
+    }
+    if (pv_engine_set_algorithm(self->e, ops, err) < 0) {
+        raise_err(PyExc_ValueError, err);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Engine_get_window(EngineObject *self, void *Py_UNUSED(closure))
+{
+    long long w;
+
+    pthread_mutex_lock(&self->e->lock);
+    w = self->e->want_window;
+    pthread_mutex_unlock(&self->e->lock);
+    return PyLong_FromLongLong(w);
+}
+
+static int Engine_set_window(EngineObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    long long w;
+    char err[PV_ERR_LEN];
+
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "cannot delete window");
+        return -1;
+    }
+    w = PyLong_AsLongLong(value);
+    if (w == -1 && PyErr_Occurred())
+        return -1;
+    if (w <= 0) {
+        PyErr_Format(PyExc_ValueError, "window must be > 0, not %lld", w);
+        return -1;
+    }
+    if (pv_engine_set_window(self->e, w, err) < 0) {
+        raise_err(PyExc_ValueError, err);
+        return -1;
+    }
+    return 0;
+}
+
+static PyMethodDef Engine_methods[] = {
+    { "fileno", (PyCFunction)Engine_fileno, METH_NOARGS, Engine_fileno_doc },
+    { "submit", (PyCFunction)(void (*)(void))Engine_submit, METH_VARARGS | METH_KEYWORDS,
+      Engine_submit_doc },
+    { "completions", (PyCFunction)Engine_completions, METH_NOARGS, Engine_completions_doc },
+    { "info", (PyCFunction)Engine_info, METH_NOARGS, Engine_info_doc },
+    { "close", (PyCFunction)Engine_close, METH_NOARGS, Engine_close_doc },
+    { "__enter__", (PyCFunction)Engine_enter, METH_NOARGS, NULL },
+    { "__exit__", (PyCFunction)Engine_exit, METH_VARARGS, NULL },
+    { NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef Engine_getset[] = {
+    { "algorithm", (getter)Engine_get_algorithm, (setter)Engine_set_algorithm,
+      "Scheduling algorithm, 'opt1'..'opt4'; may be switched at run time.", NULL },
+    { "window", (getter)Engine_get_window, (setter)Engine_set_window,
+      "opt3's window in bytes (> 0); jobs within window/2 of the last position.", NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
+PyDoc_STRVAR(Engine_doc,
+"Engine(algorithm='opt1', window=256 MiB, idle_timeout=30.0, read_mode=..., write_mode=...,\n"
+"       mmap_window=128 KiB)\n\n"
+"The I/O daemon's service loop: one native thread moving the bytes of submitted jobs\n"
+"between sockets and files, choosing the next job by the scheduling algorithm.");
+
+static PyType_Slot Engine_slots[] = {
+    { Py_tp_new, Engine_new },
+    { Py_tp_dealloc, Engine_dealloc },
+    { Py_tp_methods, Engine_methods },
+    { Py_tp_getset, Engine_getset },
+    { Py_tp_doc, (void *)Engine_doc },
+    { 0, NULL },
+};
+
+static PyType_Spec Engine_spec = {
+    .name = "pvfs._native.Engine",
+    .basicsize = sizeof(EngineObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = Engine_slots,
+};
+
+static PyMethodDef module_methods[] = {
+    { "transfer", (PyCFunction)(void (*)(void))pv_py_transfer, METH_VARARGS | METH_KEYWORDS,
+      pv_transfer_doc },
+    { NULL, NULL, 0, NULL },
+};
+
+static PyObject *names_tuple(const char *const *names)
+{
+    Py_ssize_t n = 0;
+    PyObject *t;
+
+    while (names[n] != NULL)
+        n++;
+    t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t != NULL && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(names[i]);
+        if (s == NULL) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
+static int add_names(PyObject *m, const char *name, const char *const *names)
+{
+    PyObject *t = names_tuple(names);
+    int rc = PyModule_AddObjectRef(m, name, t);
+
+    Py_XDECREF(t);
+    return rc;
+}
+
+static int module_exec(PyObject *m)
+{
+    module_state *st = PyModule_GetState(m);
+    const char *algs[8];
+    size_t i;
+
+    st->engine_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Engine_spec, NULL);
+    if (st->engine_type == NULL)
+        return -1;
+    if (PyModule_AddType(m, st->engine_type) < 0)
+        return -1;
+    for (i = 0; pv_sched_all[i] != NULL && i < 7; i++)
+        algs[i] = pv_sched_all[i]->so_name;
+    algs[i] = NULL;
+    if (PyModule_AddIntConstant(m, "OP_READ", PV_OP_READ) < 0
+        || PyModule_AddIntConstant(m, "OP_WRITE", PV_OP_WRITE) < 0
+        || PyModule_AddIntConstant(m, "ACC_FILE", PV_ACC_FILE) < 0
+        || PyModule_AddIntConstant(m, "ACC_ZERO", PV_ACC_ZERO) < 0
+        || PyModule_AddIntConstant(m, "ACC_DISCARD", PV_ACC_DISCARD) < 0
+        || PyModule_AddStringConstant(m, "DEFAULT_READ_MODE", PV_DEFAULT_READ_MODE) < 0
+        || PyModule_AddStringConstant(m, "DEFAULT_WRITE_MODE", PV_DEFAULT_WRITE_MODE) < 0
+        || add_names(m, "ALGORITHMS", algs) < 0
+        || add_names(m, "READ_MODES", read_modes) < 0
+        || add_names(m, "WRITE_MODES", write_modes) < 0)
+        return -1;
+    return 0;
+}
+
+static int module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    module_state *st = PyModule_GetState(m);
+    Py_VISIT(st->engine_type);
+    return 0;
+}
+
+static int module_clear(PyObject *m)
+{
+    module_state *st = PyModule_GetState(m);
+    Py_CLEAR(st->engine_type);
+    return 0;
+}
+
+static void module_free(void *m)
+{
+    module_clear((PyObject *)m);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    { Py_mod_exec, module_exec },
+    { 0, NULL },
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "pvfs._native",
+    .m_doc = "pvfs native code: the I/O daemon engine (Engine) and the client's "
+             "scatter/gather (transfer).",
+    .m_size = sizeof(module_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    return PyModuleDef_Init(&native_module);
+}

@@ -1,0 +1,199 @@
+/* sched.c -- the request scheduling policies of the I/O daemon (thesis §4.2).
+ *
+ * Each algorithm is one const ops table (struct pv_sched_ops) behind the same interface, in
+ * the manner of Lustre's NRS policies. The engine asks so_select() for the next job after
+ * every turn and every batch of events; a job's position is (inode, file offset of its next
+ * access) and e->last is where the engine last served. Positions in different inodes are
+ * "far": distance orders by inode first, then by offset.
+ *
+ * All ops run on the engine's thread without e->lock (see native.h). None of the four
+ * policies keeps state of its own, so peek changes nothing here; a stateful policy (the
+ * reactive selector, rs) would honour it.
+ *
+ * The job list is short (one job per client connection in service) and every selection moves
+ * at least one socket buffer of data, so a linear scan is cheaper than keeping a tree sorted
+ * under positions that change as jobs are served.
+ */
+#include <string.h>
+
+#include "native.h"
+
+/* Lexicographic (inode, offset) order. */
+static int pos_cmp(struct pv_pos a, struct pv_pos b)
+{
+    if (a.inode != b.inode)
+        return a.inode < b.inode ? -1 : 1;
+    if (a.off != b.off)
+        return a.off < b.off ? -1 : 1;
+    return 0;
+}
+
+struct pv_dist {
+    uint64_t dinode;              /* 0 when both positions are in the same file */
+    uint64_t doff;
+};
+
+static struct pv_dist pos_dist(struct pv_pos a, struct pv_pos b)
+{
+    struct pv_dist d;
+    d.dinode = a.inode > b.inode ? a.inode - b.inode : b.inode - a.inode;
+    d.doff = a.off > b.off ? (uint64_t)a.off - (uint64_t)b.off
+                           : (uint64_t)b.off - (uint64_t)a.off;
+    return d;
+}
+
+static int dist_cmp(struct pv_dist a, struct pv_dist b)
+{
+    if (a.dinode != b.dinode)
+        return a.dinode < b.dinode ? -1 : 1;
+    if (a.doff != b.doff)
+        return a.doff < b.doff ? -1 : 1;
+    return 0;
+}
+
+/* CSCAN comparator: is candidate c a better pick than the best so far, b?
+ * A position at or after the last one comes first (the scan goes on in its direction);
+ * only when nothing is ahead do we wrap to the lowest position. */
+static bool cscan_better(struct pv_pos last, const struct pv_job *c, const struct pv_job *b)
+{
+    struct pv_pos pc = pv_job_pos(c), pb = pv_job_pos(b);
+    bool ac = pos_cmp(pc, last) >= 0, ab = pos_cmp(pb, last) >= 0;
+    int r;
+
+    /* Ahead of the scan beats behind it (behind means waiting for the wrap). */
+    if (ac != ab)
+        return ac;
+    /* On the same side, the lower position is next in the scan. */
+    r = pos_cmp(pc, pb);
+    if (r != 0)
+        return r < 0;
+    /* Same position: the one ready longest goes first (FCFS among equals). */
+    if (c->ready_seq != b->ready_seq)
+        return c->ready_seq < b->ready_seq;
+    /* Same readiness stamp cannot happen for two ready jobs; arrival order settles it. */
+    return c->seq < b->seq;
+}
+
+/* Nearest-position comparator used by opt3's fallback and by opt4. */
+static bool nearest_better(struct pv_pos last, const struct pv_job *c, const struct pv_job *b)
+{
+    struct pv_pos pc = pv_job_pos(c), pb = pv_job_pos(b);
+    int r = dist_cmp(pos_dist(pc, last), pos_dist(pb, last));
+    bool ac, ab;
+
+    /* Shorter "seek" first; another file is always farther than this one. */
+    if (r != 0)
+        return r < 0;
+    /* Equally near: a job that can move data now beats one we would wait for. */
+    if (c->ready != b->ready)
+        return c->ready;
+    /* Equally near on both sides: keep going forward, as the disk's read-ahead does. */
+    ac = pos_cmp(pc, last) >= 0;
+    ab = pos_cmp(pb, last) >= 0;
+    if (ac != ab)
+        return ac;
+    /* Otherwise the oldest job, so that no job starves among equals. */
+    return c->seq < b->seq;
+}
+
+/* opt1: network-oriented, PVFS's original. Every ready job is served, first come first
+ * served on readiness: the job that became ready earliest goes next. A job served until it
+ * would block is ready again only after a new edge, which puts it at the back: round robin. */
+static struct pv_job *opt1_select(struct pv_engine *e, bool peek)
+{
+    struct pv_job *best = NULL;
+    (void)peek;
+
+    for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
+        if (!j->ready)
+            continue;
+        /* ready_seq is unique per readiness edge, so this is a strict FIFO. */
+        if (best == NULL || j->ready_seq < best->ready_seq)
+            best = j;
+    }
+    return best;
+}
+
+/* opt2: CSCAN over the positions of the ready jobs. */
+static struct pv_job *opt2_select(struct pv_engine *e, bool peek)
+{
+    struct pv_job *best = NULL;
+    (void)peek;
+
+    for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
+        if (j->ready && (best == NULL || cscan_better(e->last, j, best)))
+            best = j;
+    }
+    return best;
+}
+
+/* opt3: window scan. Ready jobs whose next access starts within window/2 of the last
+ * position (same file) are served in CSCAN order; if there are none, the nearest ready job. */
+static struct pv_job *opt3_select(struct pv_engine *e, bool peek)
+{
+    struct pv_job *in = NULL, *near = NULL;
+    uint64_t half = (uint64_t)e->window / 2;
+    (void)peek;
+
+    for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
+        struct pv_dist d;
+        if (!j->ready)
+            continue;
+        d = pos_dist(pv_job_pos(j), e->last);
+        /* Inside the window: "no more than one half the window size bytes" away. */
+        if (d.dinode == 0 && d.doff <= half) {
+            if (in == NULL || cscan_better(e->last, j, in))
+                in = j;
+        } else if (near == NULL || nearest_better(e->last, j, near)) {
+            near = j;
+        }
+    }
+    return in != NULL ? in : near;
+}
+
+/* opt4: SSTF / disk-directed. The job nearest the last position whether ready or not; the
+ * loop waits for it when it is not (idle_timeout still ends it if its peer stalls). */
+static struct pv_job *opt4_select(struct pv_engine *e, bool peek)
+{
+    struct pv_job *best = NULL;
+    (void)peek;
+
+    for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
+        if (best == NULL || nearest_better(e->last, j, best))
+            best = j;
+    }
+    return best;
+}
+
+const struct pv_sched_ops pv_sched_opt1 = {
+    .so_name = "opt1",
+    .so_select = opt1_select,
+};
+
+const struct pv_sched_ops pv_sched_opt2 = {
+    .so_name = "opt2",
+    .so_select = opt2_select,
+};
+
+const struct pv_sched_ops pv_sched_opt3 = {
+    .so_name = "opt3",
+    .so_select = opt3_select,
+};
+
+const struct pv_sched_ops pv_sched_opt4 = {
+    .so_name = "opt4",
+    .so_select = opt4_select,
+};
+
+const struct pv_sched_ops *const pv_sched_all[] = {
+    &pv_sched_opt1, &pv_sched_opt2, &pv_sched_opt3, &pv_sched_opt4, NULL,
+};
+
+const struct pv_sched_ops *pv_sched_find(const char *name)
+{
+    for (size_t i = 0; pv_sched_all[i] != NULL; i++) {
+        if (strcmp(pv_sched_all[i]->so_name, name) == 0)
+            return pv_sched_all[i];
+    }
+    return NULL;
+}

@@ -1,0 +1,365 @@
+/* stream.c -- moving one job's bytes between a socket and a file.
+ *
+ * A job is served "until it would block": pv_serve_job() moves as much as the socket takes
+ * (reads) or holds (writes) and returns PV_SERVE_BLOCKED on EAGAIN, PV_SERVE_DONE when the
+ * job finished or failed (j->err), PV_SERVE_YIELD when the engine is being closed.
+ *
+ * Reads stream the reply prefix, then every access in order: file bytes with sendfile(2) or
+ * with mmap(2)+send(2) in windows of e->mmap_window bytes (the thesis used 128 KiB), zero
+ * bytes for holes. A file that shrank under us is padded with zeros so the stream keeps the
+ * length promised in the prefix. Writes receive every access in order: into the engine's
+ * buffer and pwrite(2), or socket -> pipe -> file with splice(2). A storage error is kept as
+ * the job's error while the rest of the stream is drained, so the connection stays in step.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "native.h"
+
+/* Source of zero bytes for holes and for files that shrank. */
+static const char zeros[64 << 10];
+
+/* Largest single sendfile/send request; the socket takes less anyway. */
+#define PV_CHUNK ((int64_t)1 << 30)
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *acc,
+                          size_t acc_len, const void *prefix, size_t prefix_len,
+                          uint64_t inode, char *err)
+{
+    const unsigned char *p = acc;
+    struct pv_job *j = NULL;
+    size_t n, i;
+    int64_t total = 0;
+
+    if (op != PV_OP_READ && op != PV_OP_WRITE) {
+        snprintf(err, PV_ERR_LEN, "op must be OP_READ or OP_WRITE, not %d", op);
+        return NULL;
+    }
+    if (sock < 0 || file < 0) {
+        snprintf(err, PV_ERR_LEN, "file descriptors must be >= 0");
+        return NULL;
+    }
+    if (op == PV_OP_WRITE && prefix_len != 0) {
+        snprintf(err, PV_ERR_LEN, "a write job takes no prefix");
+        return NULL;
+    }
+    if (acc_len % sizeof(struct pv_access) != 0) {
+        snprintf(err, PV_ERR_LEN, "accesses must be packed int64 triples (%zu bytes)",
+                 acc_len);
+        return NULL;
+    }
+    n = acc_len / sizeof(struct pv_access);
+    j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        goto nomem;
+    j->acc = malloc(n ? n * sizeof(struct pv_access) : 1);
+    j->prefix = malloc(prefix_len ? prefix_len : 1);
+    if (j->acc == NULL || j->prefix == NULL)
+        goto nomem;
+    for (i = 0; i < n; i++) {
+        struct pv_access *a = &j->acc[i];
+        int64_t f[3];
+        /* Explicit little-endian decoding: the wire order, whatever the host's. */
+        for (int k = 0; k < 3; k++) {
+            uint64_t v = 0;
+            for (int b = 7; b >= 0; b--)
+                v = (v << 8) | p[i * 24 + (size_t)k * 8 + (size_t)b];
+            f[k] = (int64_t)v;
+        }
+        a->kind = f[0];
+        a->off = f[1];
+        a->len = f[2];
+        if (op == PV_OP_READ ? (a->kind != PV_ACC_FILE && a->kind != PV_ACC_ZERO)
+                             : (a->kind != PV_ACC_FILE && a->kind != PV_ACC_DISCARD)) {
+            snprintf(err, PV_ERR_LEN, "access %zu: kind %lld not valid for this op", i,
+                     (long long)a->kind);
+            goto fail;
+        }
+        if (a->off < 0 || a->len < 0 || a->len > INT64_MAX - a->off
+            || a->len > INT64_MAX - total) {
+            snprintf(err, PV_ERR_LEN, "access %zu: bad offset/length (%lld, %lld)", i,
+                     (long long)a->off, (long long)a->len);
+            goto fail;
+        }
+        total += a->len;
+    }
+    if (prefix_len)
+        memcpy(j->prefix, prefix, prefix_len);
+    j->id = id;
+    j->sock = sock;
+    j->file = file;
+    j->op = op;
+    j->inode = inode;
+    j->nacc = n;
+    j->prefix_len = prefix_len;
+    j->sock_flags = -1;
+    j->t_submit = pv_now_ns();
+    return j;
+
+nomem:
+    snprintf(err, PV_ERR_LEN, "out of memory");
+fail:
+    pv_job_free(j);
+    return NULL;
+}
+
+void pv_job_free(struct pv_job *j)
+{
+    if (j == NULL)
+        return;
+    pv_job_unmap(j);
+    free(j->acc);
+    free(j->prefix);
+    free(j);
+}
+
+void pv_job_unmap(struct pv_job *j)
+{
+    /* munmap of a mapping we made cannot fail short of a bug; nothing to report. */
+    if (j->map != NULL)
+        (void)munmap(j->map, j->map_len);
+    j->map = NULL;
+    j->map_len = 0;
+}
+
+/* Skip finished and empty accesses; true when nothing is left to move. */
+static bool job_skip_done(struct pv_job *j)
+{
+    while (j->cur < j->nacc && j->acc_done == j->acc[j->cur].len) {
+        j->cur++;
+        j->acc_done = 0;
+        j->zero_fill = false;
+    }
+    return j->prefix_done == j->prefix_len && j->cur == j->nacc;
+}
+
+bool pv_job_idle(const struct pv_job *j)
+{
+    if (j->prefix_len != 0)
+        return false;
+    for (size_t i = 0; i < j->nacc; i++) {
+        if (j->acc[i].len != 0)
+            return false;
+    }
+    return true;
+}
+
+struct pv_pos pv_job_pos(const struct pv_job *j)
+{
+    struct pv_pos p = { .inode = j->inode, .off = 0 };
+    if (j->cur < j->nacc)
+        p.off = j->acc[j->cur].off + j->acc_done;
+    else if (j->nacc > 0)
+        p.off = j->acc[j->nacc - 1].off + j->acc[j->nacc - 1].len;
+    return p;
+}
+
+static int64_t bytes_left(const struct pv_job *j)
+{
+    int64_t left = 0;
+    for (size_t i = j->cur; i < j->nacc; i++)
+        left += j->acc[i].len;
+    return left - j->acc_done;
+}
+
+static ssize_t send_zeros(struct pv_job *j, int64_t rem)
+{
+    return send(j->sock, zeros, (size_t)min64(rem, (int64_t)sizeof(zeros)),
+                MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* mmap read mode: make sure the window holding offset o is mapped. Returns 1 when mapped,
+ * 0 when o is past the end of the file (the caller pads with zeros), -1 with errno. */
+static int map_window(struct pv_engine *e, struct pv_job *j, int64_t o)
+{
+    struct stat st;
+    int64_t page = sysconf(_SC_PAGESIZE), start, len;
+    void *m;
+
+    if (j->map != NULL && o >= j->map_off && o < j->map_off + (int64_t)j->map_len)
+        return 1;
+    pv_job_unmap(j);
+    if (fstat(j->file, &st) < 0)
+        return -1;
+    if (o >= st.st_size)
+        return 0;
+    start = o - o % page;
+    len = min64((int64_t)e->mmap_window, st.st_size - start);
+    /* A window must reach past o even when o sits at the end of a window-sized run. */
+    if (start + len <= o)
+        len = o - start + 1;
+    m = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, j->file, start);
+    if (m == MAP_FAILED)
+        return -1;
+    j->map = m;
+    j->map_off = start;
+    j->map_len = (size_t)len;
+    return 1;
+}
+
+/* One step of a read job's current access: >0 bytes sent, 0 state changed, -1 errno. */
+static ssize_t read_step(struct pv_engine *e, struct pv_job *j)
+{
+    struct pv_access *a = &j->acc[j->cur];
+    int64_t rem = a->len - j->acc_done, o = a->off + j->acc_done;
+    ssize_t n;
+    int r;
+
+    if (a->kind == PV_ACC_ZERO || j->zero_fill)
+        return send_zeros(j, rem);
+    if (e->read_mode == PV_READ_SENDFILE) {
+        off_t fo = (off_t)o;
+        n = sendfile(j->sock, j->file, &fo, (size_t)min64(rem, PV_CHUNK));
+        if (n == 0)
+            j->zero_fill = true;          /* EOF: the file shrank */
+        return n;
+    }
+    r = map_window(e, j, o);
+    if (r <= 0) {
+        if (r == 0)
+            j->zero_fill = true;
+        return r;
+    }
+    n = send(j->sock, j->map + (o - j->map_off),
+             (size_t)min64(rem, j->map_off + (int64_t)j->map_len - o),
+             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EFAULT) {
+        /* The mapped pages went past EOF after our fstat: the file shrank. */
+        pv_job_unmap(j);
+        j->zero_fill = true;
+        return 0;
+    }
+    return n;
+}
+
+/* Store n bytes of e->buf at offset o; on failure keep the first errno and drain the rest. */
+static void store(struct pv_job *j, const char *buf, size_t n, int64_t o)
+{
+    while (n > 0) {
+        ssize_t w = pwrite(j->file, buf, n, (off_t)o);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            j->err = w < 0 ? errno : EIO;
+            j->draining = true;
+            return;
+        }
+        buf += w;
+        n -= (size_t)w;
+        o += w;
+    }
+}
+
+/* splice write mode: socket -> pipe -> file, no copy through user space. */
+static ssize_t splice_step(struct pv_engine *e, struct pv_job *j, int64_t rem, int64_t o)
+{
+    ssize_t n = splice(j->sock, NULL, e->pipe_w, NULL,
+                       (size_t)min64(rem, (int64_t)e->pipe_size),
+                       SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    size_t left;
+    loff_t fo = o;
+
+    if (n <= 0) {
+        if (n == 0)
+            errno = ECONNRESET;           /* peer closed in the middle of the stream */
+        return -1;
+    }
+    left = (size_t)n;
+    while (left > 0) {
+        ssize_t w = splice(e->pipe_r, NULL, j->file, &fo, left, SPLICE_F_MOVE);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            j->err = w < 0 ? errno : EIO;
+            j->draining = true;
+            break;
+        }
+        left -= (size_t)w;
+    }
+    /* After a storage failure the bytes still in the pipe belong to the stream: drop them. */
+    while (left > 0) {
+        ssize_t d = read(e->pipe_r, e->buf, left < e->buf_len ? left : e->buf_len);
+        if (d < 0 && errno == EINTR)
+            continue;
+        if (d <= 0)
+            break;
+        left -= (size_t)d;
+    }
+    return n;
+}
+
+/* One step of a write job's current access: >0 bytes received, -1 errno. */
+static ssize_t write_step(struct pv_engine *e, struct pv_job *j)
+{
+    struct pv_access *a = &j->acc[j->cur];
+    int64_t rem = a->len - j->acc_done, o = a->off + j->acc_done;
+    bool keep = a->kind == PV_ACC_FILE && !j->draining;
+    ssize_t n;
+
+    if (keep && e->write_mode == PV_WRITE_SPLICE)
+        return splice_step(e, j, rem, o);
+    n = recv(j->sock, e->buf, (size_t)min64(rem, (int64_t)e->buf_len), MSG_DONTWAIT);
+    if (n == 0) {
+        errno = ECONNRESET;               /* peer closed in the middle of the stream */
+        return -1;
+    }
+    if (n > 0 && keep)
+        store(j, e->buf, (size_t)n, o);
+    return n;
+}
+
+enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress)
+{
+    for (;;) {
+        ssize_t n;
+        bool bulk = true;
+
+        if (job_skip_done(j))
+            return PV_SERVE_DONE;
+        if (atomic_load_explicit(&e->stop_req, memory_order_relaxed))
+            return PV_SERVE_YIELD;
+        if (j->prefix_done < j->prefix_len) {
+            /* MSG_MORE: the bulk follows at once, no need for a packet of its own. */
+            int more = bytes_left(j) > 0 ? MSG_MORE : 0;
+            n = send(j->sock, j->prefix + j->prefix_done, j->prefix_len - j->prefix_done,
+                     MSG_NOSIGNAL | MSG_DONTWAIT | more);
+            bulk = false;
+        } else if (j->op == PV_OP_READ) {
+            n = read_step(e, j);
+        } else {
+            n = write_step(e, j);
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return PV_SERVE_BLOCKED;
+            /* A storage error seen earlier stays the job's error: it came first. */
+            if (j->err == 0)
+                j->err = errno;
+            return PV_SERVE_DONE;
+        }
+        if (n == 0)
+            continue;
+        *progress = true;
+        if (!bulk) {
+            j->prefix_done += (size_t)n;
+            continue;
+        }
+        j->acc_done += n;
+        j->nbytes += n;
+        atomic_fetch_add_explicit(j->op == PV_OP_READ ? &e->bytes_read : &e->bytes_written,
+                                  (int64_t)n, memory_order_relaxed);
+    }
+}
