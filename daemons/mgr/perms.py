@@ -1,0 +1,477 @@
+"""POSIX rules the manager enforces: credentials, mode-bit checks, ownership changes, names,
+and the inode record they are applied to.
+
+Pure functions over plain values so the store (and tests) can call them without a
+database. Every refusal is an ``OSError`` with the errno Linux would give for the same
+request, raised where the rule is found (S3QL style).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from pvfs.layout.stripe import Stripe
+
+R_OK, W_OK, X_OK = os.R_OK, os.W_OK, os.X_OK
+MAX_ID = (1 << 32) - 1
+MAX_GROUPS = 65536
+NAME_MAX = 255
+PATH_MAX = 4096
+MAX_SYMLINKS = 40
+MAX_INO = (1 << 63) - 1
+MAX_SIZE = (1 << 63) - 1
+XATTR_SIZE_MAX = 65536
+XATTR_NAMESPACES = ("user.", "trusted.", "security.", "system.")
+DIR_BLOCK = 4096
+TYPES = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
+
+
+def fail(code: int, what: object = None) -> OSError:
+    """The OSError for ``code``; ``what`` names the object (it becomes ``filename``)."""
+    if what is None:
+        return OSError(code, os.strerror(code))
+    return OSError(code, os.strerror(code), str(what))
+
+
+def _is_id(v: object) -> bool:
+    return type(v) is int and 0 <= v <= MAX_ID
+
+
+@dataclass(frozen=True, slots=True)
+class Cred:
+    """Who asks: uid, primary gid and supplementary groups. ``uid == 0`` is root."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not _is_id(self.uid) or not _is_id(self.gid):
+            raise fail(errno.EINVAL, "credential uid/gid")
+        groups = self.groups
+        if not isinstance(groups, (tuple, list, frozenset, set)) or len(groups) > MAX_GROUPS:
+            raise fail(errno.EINVAL, "credential groups")
+        if not all(_is_id(g) for g in groups):
+            raise fail(errno.EINVAL, "credential groups")
+        # lists from the wire become tuples so a Cred stays hashable
+        object.__setattr__(self, "groups", tuple(groups))
+
+    @property
+    def is_root(self) -> bool:
+        return self.uid == 0
+
+    def in_group(self, gid: int) -> bool:
+        return gid == self.gid or gid in self.groups
+
+
+def check_cred(cred: object) -> Cred:
+    if not isinstance(cred, Cred):
+        raise fail(errno.EINVAL, "cred must be a Cred")
+    return cred
+
+
+def permitted(mode: int, uid: int, gid: int, mask: int, cred: Cred) -> bool:
+    """Would ``cred`` get ``mask`` (R_OK|W_OK|X_OK) on an object with these bits?"""
+    if cred.uid == 0:
+        # root bypasses r/w; x only if someone may execute (or it is a directory)
+        return not (mask & X_OK) or stat.S_ISDIR(mode) or bool(mode & 0o111)
+    if cred.uid == uid:
+        bits = (mode >> 6) & 7
+    elif cred.in_group(gid):
+        bits = (mode >> 3) & 7
+    else:
+        bits = mode & 7
+    return bits & mask == mask
+
+
+def need(mode: int, uid: int, gid: int, mask: int, cred: Cred, what: object = None) -> None:
+    if not permitted(mode, uid, gid, mask, cred):
+        raise fail(errno.EACCES, what)
+
+
+def need_owner(uid: int, cred: Cred, what: object = None) -> None:
+    """Operations reserved to the owner (chmod, explicit utimens, layout): EPERM otherwise."""
+    if cred.uid != 0 and cred.uid != uid:
+        raise fail(errno.EPERM, what)
+
+
+def sticky_allows(dir_mode: int, dir_uid: int, victim_uid: int, cred: Cred) -> bool:
+    """In a sticky directory only root, the directory's owner or the entry's owner may
+    remove or rename an entry (``/tmp`` rule)."""
+    if not dir_mode & stat.S_ISVTX or cred.uid == 0:
+        return True
+    return cred.uid == dir_uid or cred.uid == victim_uid
+
+
+def check_sticky(d: Inode, victim: Inode, cred: Cred) -> None:
+    if not sticky_allows(d.mode, d.uid, victim.uid, cred):
+        raise fail(errno.EPERM, f"sticky directory {d.ino}")
+
+
+def chmod_bits(new_perm: int, file_gid: int, cred: Cred) -> int:
+    """Permission bits after chmod: a non-root caller outside the file's group loses
+    setgid, so nobody can make a setgid binary for a group they are not in."""
+    perm = new_perm & 0o7777
+    if cred.uid != 0 and not cred.in_group(file_gid):
+        perm &= ~stat.S_ISGID
+    return perm
+
+
+def check_chown(cur_uid: int, cur_gid: int, uid: int | None, gid: int | None,
+                cred: Cred) -> None:
+    """Root may give anything away; an owner may only move the file to one of its groups."""
+    if cred.uid == 0:
+        return
+    if uid is not None and uid != cur_uid:
+        raise fail(errno.EPERM, "chown")
+    if gid is not None and gid != cur_gid:
+        if cred.uid != cur_uid or not cred.in_group(gid):
+            raise fail(errno.EPERM, "chgrp")
+    elif uid is not None and cred.uid != cur_uid:
+        # chown to the same owner is still only allowed to that owner
+        raise fail(errno.EPERM, "chown")
+
+
+def kill_suid(mode: int) -> int:
+    """Mode after a change of owner or contents: setuid goes; setgid goes when it means
+    "run as group" (group-exec set), not when it marks mandatory locking."""
+    if stat.S_ISDIR(mode):
+        return mode
+    mode &= ~stat.S_ISUID
+    if mode & stat.S_IXGRP:
+        mode &= ~stat.S_ISGID
+    return mode
+
+
+def check_utimes(mode: int, uid: int, gid: int, only_now: bool, cred: Cred) -> None:
+    """utimensat: explicit times need ownership (EPERM); "now" also works with write
+    permission (EACCES), which is what ``touch`` on a shared file relies on."""
+    if cred.uid == 0 or cred.uid == uid:
+        return
+    if not only_now:
+        raise fail(errno.EPERM, "utimens")
+    need(mode, uid, gid, W_OK, cred, "utimens")
+
+
+def new_owner(parent_mode: int, parent_gid: int, perm: int, is_dir: bool,
+              cred: Cred) -> tuple[int, int]:
+    """(permission bits, gid) of a new inode: a setgid directory hands down its group
+    (and, to subdirectories, the setgid bit itself)."""
+    perm &= 0o7777
+    if not parent_mode & stat.S_ISGID:
+        return perm, cred.gid
+    gid = parent_gid
+    if is_dir:
+        perm |= stat.S_ISGID
+    elif perm & stat.S_ISGID and cred.uid != 0 and not cred.in_group(gid):
+        perm &= ~stat.S_ISGID
+    return perm, gid
+
+
+def check_name(name: object, *, creating: bool = False) -> str:
+    """One path component: 1..255 bytes of UTF-8, no '/' or NUL; '.'/'..' may be looked up
+    but never created or removed by name."""
+    if type(name) is not str or not name:
+        raise fail(errno.EINVAL, "name")
+    try:
+        raw = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise fail(errno.EINVAL, "name is not UTF-8") from None
+    if len(raw) > NAME_MAX:
+        raise fail(errno.ENAMETOOLONG, name[:32] + "...")
+    if "/" in name or "\0" in name:
+        raise fail(errno.EINVAL, name)
+    if creating and name in (".", ".."):
+        raise fail(errno.EINVAL, name)
+    return name
+
+
+def check_path(path: object) -> str:
+    """An absolute path of at most PATH_MAX bytes without NULs."""
+    if type(path) is not str or not path.startswith("/") or "\0" in path:
+        raise fail(errno.EINVAL, "path must be absolute")
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise fail(errno.EINVAL, "path is not UTF-8") from None
+    if size >= PATH_MAX:
+        raise fail(errno.ENAMETOOLONG, path[:32] + "...")
+    return path
+
+
+def check_int(v: object, lo: int, hi: int, what: str) -> int:
+    if type(v) is not int or not lo <= v <= hi:
+        raise fail(errno.EINVAL, what)
+    return v
+
+
+def check_ino(v: object) -> int:
+    return check_int(v, 1, MAX_INO, "inode number")
+
+
+def check_mode(v: object) -> int:
+    """Permission bits of a mode argument (type bits, as FUSE sends them, are ignored)."""
+    return check_int(v, 0, 0o177777, "mode") & 0o7777
+
+
+def check_target(target: object) -> str:
+    """A symlink target: 1..4095 bytes of UTF-8 without NUL."""
+    if type(target) is not str or not target or "\0" in target:
+        raise fail(errno.EINVAL, "symlink target")
+    try:
+        size = len(target.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise fail(errno.EINVAL, "symlink target is not UTF-8") from None
+    if size >= PATH_MAX:
+        raise fail(errno.ENAMETOOLONG, "symlink target")
+    return target
+
+
+class Inode(NamedTuple):
+    """One row of the inode table, in column order."""
+
+    ino: int
+    mode: int
+    nlink: int
+    uid: int
+    gid: int
+    atime: int
+    mtime: int
+    ctime: int
+    nent: int  # directories: entries besides "." and ".."
+    target: str | None
+    sbase: int | None
+    spcount: int | None
+    sssize: int | None
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+    @property
+    def is_file(self) -> bool:
+        return stat.S_ISREG(self.mode)
+
+    @property
+    def is_link(self) -> bool:
+        return stat.S_ISLNK(self.mode)
+
+    @property
+    def stripe(self) -> Stripe | None:
+        """A file's layout, a directory's default layout (None if unset)."""
+        if self.sbase is None or self.spcount is None or self.sssize is None:
+            return None
+        return Stripe(self.sbase, self.spcount, self.sssize)
+
+    @property
+    def what(self) -> str:
+        return f"inode {self.ino}"
+
+    def attrs(self) -> dict:
+        """Wire-ready attributes (ints, str, lists only)."""
+        if self.is_dir:
+            size = DIR_BLOCK * (1 + (self.nent + 2) // 128)
+        elif self.is_link:
+            size = len((self.target or "").encode())
+        else:
+            size = 0  # the server fills in the logical size from the I/O daemons
+        return {
+            "ino": self.ino, "type": TYPES[stat.S_IFMT(self.mode)], "mode": self.mode,
+            "nlink": self.nlink, "uid": self.uid, "gid": self.gid, "size": size,
+            "atime_ns": self.atime, "mtime_ns": self.mtime, "ctime_ns": self.ctime,
+            "stripe": None if self.sbase is None else [self.sbase, self.spcount, self.sssize],
+        }
+
+
+def need_inode(r: Inode, mask: int, cred: Cred) -> None:
+    need(r.mode, r.uid, r.gid, mask, cred, r.what)
+
+
+def setattr_rules(r: Inode, cred: Cred, stamp: int, *, mode: int | None, uid: int | None,
+                  gid: int | None, atime_ns: int | None, mtime_ns: int | None,
+                  size: int | None, now: bool) -> tuple[int, int, int, int, int]:
+    """Validate a setattr and apply the POSIX rules: the new (mode, uid, gid, atime, mtime).
+    ``uid``/``gid`` of -1 mean "unchanged", as in chown(2)."""
+    perm = None if mode is None else check_mode(mode)
+    uid = None if uid is None or uid == -1 else check_int(uid, 0, MAX_ID, "uid")
+    gid = None if gid is None or gid == -1 else check_int(gid, 0, MAX_ID, "gid")
+    for t in (atime_ns, mtime_ns):
+        if t is not None:
+            check_int(t, -(1 << 63), (1 << 63) - 1, "time")
+    if size is not None:
+        check_int(size, 0, MAX_SIZE, "size")
+    if type(now) is not bool:
+        raise fail(errno.EINVAL, "now")
+    fmode, fuid, fgid, atime, mtime = r.mode, r.uid, r.gid, r.atime, r.mtime
+    if uid is not None or gid is not None:
+        check_chown(r.uid, r.gid, uid, gid, cred)
+        fuid = r.uid if uid is None else uid
+        fgid = r.gid if gid is None else gid
+        fmode = kill_suid(fmode)
+    if perm is not None:
+        need_owner(r.uid, cred, r.what)
+        fmode = stat.S_IFMT(fmode) | chmod_bits(perm, fgid, cred)
+    if size is not None:
+        regular(r)
+        need_inode(r, W_OK, cred)
+        mtime = stamp
+        if not cred.is_root:
+            fmode = kill_suid(fmode)
+    if now or atime_ns is not None or mtime_ns is not None:
+        check_utimes(r.mode, r.uid, r.gid, atime_ns is None and mtime_ns is None, cred)
+        atime = atime_ns if atime_ns is not None else (stamp if now else atime)
+        mtime = mtime_ns if mtime_ns is not None else (stamp if now else mtime)
+    return fmode, fuid, fgid, atime, mtime
+
+
+def open_mask(r: Inode, flags: object) -> int:
+    """The access an open(2) with ``flags`` needs (O_TRUNC needs write too)."""
+    flags = check_int(flags, 0, (1 << 32) - 1, "open flags")
+    if r.is_link:
+        raise fail(errno.ELOOP, r.what)
+    acc = flags & os.O_ACCMODE
+    if acc == os.O_ACCMODE:
+        raise fail(errno.EINVAL, "open flags")
+    mask = {os.O_RDONLY: R_OK, os.O_WRONLY: W_OK, os.O_RDWR: R_OK | W_OK}[acc]
+    if flags & os.O_TRUNC:
+        mask |= W_OK
+    if r.is_dir and mask & W_OK:
+        raise fail(errno.EISDIR, r.what)
+    return mask
+
+
+def regular(r: Inode) -> Inode:
+    """Only regular files have data: EISDIR for a directory, EINVAL for a symlink."""
+    if not r.is_file:
+        raise fail(errno.EISDIR if r.is_dir else errno.EINVAL, r.what)
+    return r
+
+
+def rename_rule(src: Inode, dst: Inode | None, flags: int, new_name: str,
+                src_above_target: bool, dst_above_source: bool) -> None:
+    """renameat2 checks in Linux's order: NOREPLACE/EXCHANGE against the target's existence,
+    a directory into its own subtree (EINVAL), a target that contains the source."""
+    if dst is not None and flags & 1:
+        raise fail(errno.EEXIST, new_name)
+    if dst is None and flags & 2:
+        raise fail(errno.ENOENT, new_name)
+    if src_above_target:
+        raise fail(errno.EINVAL, "directory into its own subtree")
+    if dst_above_source:
+        raise fail(errno.EINVAL if flags & 2 else errno.ENOTEMPTY, new_name)
+
+
+def replace_rule(src: Inode, dst: Inode, name: str) -> None:
+    """rename over an existing entry: like replaces like, and only empty directories."""
+    if src.is_dir and not dst.is_dir:
+        raise fail(errno.ENOTDIR, name)
+    if not src.is_dir and dst.is_dir:
+        raise fail(errno.EISDIR, name)
+    if dst.is_dir and dst.nent:
+        raise fail(errno.ENOTEMPTY, name)
+
+
+def xattr_rule(r: Inode, name: object, cred: Cred, write: bool) -> str:
+    """Check an xattr name and whether ``cred`` may read (or write) it on ``r``, with
+    Linux's namespace rules."""
+    if type(name) is not str or not name or "\0" in name:
+        raise fail(errno.EINVAL, "xattr name")
+    if len(name.encode("utf-8", "surrogatepass")) > NAME_MAX:
+        raise fail(errno.ERANGE, "xattr name")
+    ns = next((p for p in XATTR_NAMESPACES if name.startswith(p)), None)
+    if ns is None:
+        raise fail(errno.ENOTSUP, name)
+    if name == ns:
+        raise fail(errno.EINVAL, name)
+    if ns == "system.":
+        # POSIX ACLs live here; storing them without enforcing them would lie
+        raise fail(errno.ENOTSUP if write else errno.ENODATA, name)
+    if ns == "trusted." and not cred.is_root:
+        raise fail(errno.EPERM if write else errno.ENODATA, name)
+    if ns == "user.":
+        if not (r.is_file or r.is_dir):
+            raise fail(errno.EPERM if write else errno.ENODATA, name)
+        need_inode(r, W_OK if write else R_OK, cred)
+    if ns == "security." and write:
+        need_owner(r.uid, cred, name)
+    return name
+
+
+def xattr_value(value: object) -> bytes:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise fail(errno.EINVAL, "xattr value must be bytes")
+    value = bytes(value)
+    if len(value) > XATTR_SIZE_MAX:
+        raise fail(errno.E2BIG, "xattr value")
+    return value
+
+
+def check_stripe(stripe: object, niods: int, *, resolve: bool) -> Stripe | None:
+    """A layout argument checked against ``niods``; ``resolve`` turns pcount -1 into
+    ``niods`` (files store a resolved layout, directory defaults keep -1)."""
+    if stripe is None:
+        return None
+    if not isinstance(stripe, Stripe):
+        raise fail(errno.EINVAL, "stripe must be a Stripe")
+    try:
+        if resolve:
+            return stripe.resolved(niods)
+        stripe.validate(niods)
+    except ValueError as exc:
+        raise fail(errno.EINVAL, str(exc)) from None
+    return stripe
+
+
+def walk(path: str, cred: Cred, follow: bool, root: Inode,
+         child: Callable[[int, str], Inode | None], parent: Callable[[int], Inode]) -> Inode:
+    """POSIX path resolution from ``root``: search permission on every directory, ".." of
+    the root is the root, symlinks followed in the middle (and at the end if ``follow`` or a
+    trailing slash), at most MAX_SYMLINKS of them (ELOOP)."""
+    comps = deque(c for c in path.split("/") if c)
+    must_dir = path.endswith("/") and bool(comps)
+    cur, links = root, 0
+    while comps:
+        name = comps.popleft()
+        if not cur.is_dir:
+            raise fail(errno.ENOTDIR, path)
+        need_inode(cur, X_OK, cred)
+        if name == ".":
+            continue
+        if name == "..":
+            cur = parent(cur.ino)
+            continue
+        nxt = child(cur.ino, check_name(name))
+        if nxt is None:
+            raise fail(errno.ENOENT, path)
+        if nxt.is_link and (comps or follow or must_dir):
+            links += 1
+            if links > MAX_SYMLINKS:
+                raise fail(errno.ELOOP, path)
+            target = nxt.target or ""
+            comps.extendleft(reversed([c for c in target.split("/") if c]))
+            if target.startswith("/"):
+                cur = root
+            continue
+        cur = nxt
+    if must_dir and not cur.is_dir:
+        raise fail(errno.ENOTDIR, path)
+    return cur
+
+
+def rmdir_name_rule(name: str, parent_is_root: bool) -> None:
+    """rmdir of "." or "..": the root is busy; elsewhere Linux says EINVAL / ENOTEMPTY."""
+    if name == "." or name == "..":
+        if parent_is_root:
+            raise fail(errno.EBUSY, name)
+        raise fail(errno.EINVAL if name == "." else errno.ENOTEMPTY, name)
+
+
+def check_flags(flags: object, what: str) -> int:
+    """renameat2 / setxattr flags: 0, 1 or 2; both bits together make no sense."""
+    return check_int(flags, 0, 2, what)

@@ -1,0 +1,23 @@
+-- The manager's metadata (daemons/mgr/store.py). Applied on every open; idempotent.
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS inodes (
+    ino INTEGER PRIMARY KEY AUTOINCREMENT,   -- AUTOINCREMENT: numbers are never reused
+    mode INTEGER NOT NULL, nlink INTEGER NOT NULL,
+    uid INTEGER NOT NULL, gid INTEGER NOT NULL,
+    atime INTEGER NOT NULL, mtime INTEGER NOT NULL, ctime INTEGER NOT NULL,
+    nent INTEGER NOT NULL DEFAULT 0,         -- dirs: entries besides . and ..
+    target TEXT,                             -- symlinks
+    sbase INTEGER, spcount INTEGER, sssize INTEGER   -- file layout / dir default (NULL)
+);
+CREATE INDEX IF NOT EXISTS inodes_unlinked ON inodes(nlink) WHERE nlink = 0;
+CREATE TABLE IF NOT EXISTS dentries (
+    cookie INTEGER PRIMARY KEY AUTOINCREMENT,  -- readdir position, stable and never reused
+    parent INTEGER NOT NULL, name TEXT NOT NULL, ino INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS dentries_name ON dentries(parent, name);
+CREATE INDEX IF NOT EXISTS dentries_cookie ON dentries(parent, cookie);
+CREATE INDEX IF NOT EXISTS dentries_ino ON dentries(ino);
+CREATE TABLE IF NOT EXISTS xattrs (
+    ino INTEGER NOT NULL, name TEXT NOT NULL, value BLOB NOT NULL,
+    PRIMARY KEY (ino, name)
+) WITHOUT ROWID;

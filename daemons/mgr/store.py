@@ -1,0 +1,600 @@
+"""The manager's metadata store: the directory tree, inodes, layouts and xattrs in SQLite.
+
+Synchronous and single-connection on purpose: the manager is one trio task loop, so every
+call runs to completion between awaits and needs no locking. Each mutating call is one
+``BEGIN IMMEDIATE`` transaction; WAL with ``synchronous=FULL`` makes a returned call durable
+across ``kill -9`` (SPEC §10).
+
+Data removal is two-phase so a crash never leaks stripe files: when a file's last link and
+handle are gone, ``unlink``/``rename``/``release`` return its attrs and keep the inode at
+``nlink == 0``; the server removes the stripe files, then calls ``remove_inode``. After a
+restart ``orphans()`` lists the removals still pending.
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+import stat
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pvfs.layout.stripe import Stripe
+
+from . import perms
+from .perms import R_OK, W_OK, X_OK, Cred, Inode, check_cred, check_ino, check_name, fail
+
+__all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "ROOT_INO", "XATTR_CREATE", "XATTR_REPLACE",
+           "Cred", "MetaStore"]
+
+ROOT_INO = 1
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+XATTR_CREATE = 1
+XATTR_REPLACE = 2
+READDIR_MAX = 65536
+SCHEMA_VERSION = 1
+
+_SCHEMA = Path(__file__).with_name("schema.sql")
+
+_COLS = "i.ino, i.mode, i.nlink, i.uid, i.gid, i.atime, i.mtime, i.ctime, i.nent, " \
+        "i.target, i.sbase, i.spcount, i.sssize"
+_SEL_INO = f"SELECT {_COLS} FROM inodes i WHERE i.ino = ?"
+_SEL_CHILD = (f"SELECT {_COLS} FROM dentries d JOIN inodes i ON i.ino = d.ino "
+              "WHERE d.parent = ? AND d.name = ?")
+_SEL_PAGE = (f"SELECT d.cookie, d.name, {_COLS} FROM dentries d JOIN inodes i ON i.ino = d.ino "
+             "WHERE d.parent = ? AND d.cookie > ? ORDER BY d.cookie LIMIT ?")
+_TOUCH_DIR = ("UPDATE inodes SET mtime = ?, ctime = ?, nent = nent + ?, nlink = nlink + ? "
+              "WHERE ino = ?")
+_INSERT = ("INSERT INTO inodes (mode, nlink, uid, gid, atime, mtime, ctime, target, "
+           "sbase, spcount, sssize) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+class MetaStore:
+    """All metadata of one file system. See the module docstring for the removal protocol."""
+
+    def __init__(self, path: str, niods: int, default_stripe: Stripe) -> None:
+        self.niods = perms.check_int(niods, 1, 1 << 16, "niods")
+        if default_stripe is None:
+            raise fail(errno.EINVAL, "default stripe")
+        self.default_stripe = perms.check_stripe(default_stripe, self.niods, resolve=False)
+        self._open: dict[int, int] = {}
+        # autocommit mode: transactions are explicit in _tx()
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                                   cached_statements=128)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA.read_text())  # idempotent: IF NOT EXISTS
+        with self._tx():
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+            if row is None:  # a new file system: the root directory is inode 1
+                now = time.time_ns()
+                self._db.execute("INSERT INTO meta VALUES ('version', ?)", (SCHEMA_VERSION,))
+                self._db.execute(_INSERT, (stat.S_IFDIR | 0o755, 2, 0, 0, now, now, now,
+                                           None, None, None, None))
+            elif row[0] != SCHEMA_VERSION:
+                raise fail(errno.EINVAL, f"metadata schema {row[0]}, need {SCHEMA_VERSION}")
+
+    def close(self, ino: int | None = None) -> dict | None:
+        """``close()`` closes the store; ``close(ino)`` drops one handle (``release``)."""
+        if ino is not None:
+            return self.release(ino)
+        self._db.close()
+        return None
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _get(self, ino: int) -> Inode:
+        row = self._db.execute(_SEL_INO, (ino,)).fetchone()
+        if row is None:
+            raise fail(errno.ENOENT, f"inode {ino}")
+        return Inode._make(row)
+
+    def _dir(self, ino: int) -> Inode:
+        r = self._get(ino)
+        if not r.is_dir:
+            raise fail(errno.ENOTDIR, f"inode {ino}")
+        return r
+
+    def _child(self, parent: int, name: str) -> Inode | None:
+        row = self._db.execute(_SEL_CHILD, (parent, name)).fetchone()
+        return None if row is None else Inode._make(row)
+
+    def _parent_of(self, ino: int) -> int:
+        if ino == ROOT_INO:
+            return ROOT_INO
+        row = self._db.execute("SELECT parent FROM dentries WHERE ino = ? LIMIT 1",
+                               (ino,)).fetchone()
+        if row is None:
+            raise fail(errno.ENOENT, f"inode {ino} has no parent")
+        return row[0]
+
+    def _within(self, ino: int, ancestor: int) -> bool:
+        """Is directory ``ino`` the directory ``ancestor`` or below it?"""
+        while True:
+            if ino == ancestor:
+                return True
+            if ino == ROOT_INO:
+                return False
+            ino = self._parent_of(ino)
+
+    _need = staticmethod(perms.need_inode)
+
+    def _search(self, parent: int, name: str, cred: Cred) -> tuple[Inode, Inode | None]:
+        """(parent dir, child or None) after the search permission on the parent."""
+        d = self._dir(parent)
+        self._need(d, X_OK, cred)
+        return d, self._child(parent, name)
+
+    def _touch_dir(self, ino: int, now: int, dnent: int = 0, dnlink: int = 0) -> None:
+        self._db.execute(_TOUCH_DIR, (now, now, dnent, dnlink, ino))
+
+    def _set_ctime(self, ino: int, now: int) -> None:
+        self._db.execute("UPDATE inodes SET ctime = ? WHERE ino = ?", (now, ino))
+
+    def _delete(self, ino: int) -> None:
+        self._db.execute("DELETE FROM xattrs WHERE ino = ?", (ino,))
+        self._db.execute("DELETE FROM inodes WHERE ino = ?", (ino,))
+
+    def _drop_link(self, r: Inode, now: int) -> dict | None:
+        """One name of ``r`` is gone (its dentry already deleted). Returns attrs when the
+        file's data must be removed now."""
+        if r.is_dir or (r.is_link and r.nlink <= 1):
+            self._delete(r.ino)
+            return None
+        nlink = r.nlink - 1
+        self._db.execute("UPDATE inodes SET nlink = ?, ctime = ? WHERE ino = ?",
+                         (nlink, now, r.ino))
+        if nlink == 0 and not self._open.get(r.ino):
+            return self._get(r.ino).attrs()
+        return None
+
+    # -- lookup ---------------------------------------------------------------------------
+
+    def _walk(self, path: str, cred: Cred, follow: bool) -> Inode:
+        return perms.walk(path, cred, follow, self._get(ROOT_INO), self._child,
+                          lambda ino: self._get(self._parent_of(ino)))
+
+    def resolve(self, path: str, cred: Cred, follow: bool = True) -> dict:
+        """Attributes of the object at absolute ``path``; ``follow`` applies to the last
+        component only (symlinks in the middle are always followed)."""
+        path, cred = perms.check_path(path), check_cred(cred)
+        return self._walk(path, cred, bool(follow)).attrs()
+
+    def resolve_parent(self, path: str, cred: Cred) -> tuple[dict, str]:
+        """(attributes of the directory holding the last component, that component).
+        "/" gives (root, ".")."""
+        path, cred = perms.check_path(path), check_cred(cred)
+        comps = [c for c in path.split("/") if c]
+        if not comps:
+            return self._get(ROOT_INO).attrs(), "."
+        name = check_name(comps[-1])
+        d = self._walk("/" + "/".join(comps[:-1]), cred, True)
+        if not d.is_dir:
+            raise fail(errno.ENOTDIR, path)
+        return d.attrs(), name
+
+    def lookup(self, parent: int, name: str, cred: Cred) -> dict:
+        parent, name, cred = check_ino(parent), check_name(name), check_cred(cred)
+        d, child = self._search(parent, name, cred)
+        if name == ".":
+            return d.attrs()
+        if name == "..":
+            return self._get(self._parent_of(parent)).attrs()
+        if child is None:
+            raise fail(errno.ENOENT, name)
+        return child.attrs()
+
+    def getattr(self, ino: int) -> dict:
+        return self._get(check_ino(ino)).attrs()
+
+    # -- attributes -----------------------------------------------------------------------
+
+    def setattr(self, ino: int, cred: Cred, *, mode: int | None = None, uid: int | None = None,
+                gid: int | None = None, atime_ns: int | None = None,
+                mtime_ns: int | None = None, size: int | None = None,
+                now: bool = False) -> dict:
+        """chmod / chown / utimens / truncate bookkeeping in one atomic step. ``now`` sets
+        every time not given explicitly to the current time. ``size`` only updates
+        mtime/ctime (and drops setuid): the server truncates the stripe files."""
+        ino, cred = check_ino(ino), check_cred(cred)
+        stamp = time.time_ns()
+        with self._tx():
+            vals = perms.setattr_rules(self._get(ino), cred, stamp, mode=mode, uid=uid, gid=gid,
+                                       atime_ns=atime_ns, mtime_ns=mtime_ns, size=size, now=now)
+            self._db.execute(
+                "UPDATE inodes SET mode = ?, uid = ?, gid = ?, atime = ?, mtime = ?, ctime = ? "
+                "WHERE ino = ?", (*vals, stamp, ino))
+            return self._get(ino).attrs()
+
+    def access(self, ino: int, mask: int, cred: Cred) -> None:
+        """os.access: F_OK only checks existence; EACCES if any of R/W/X is refused."""
+        ino, mask, cred = check_ino(ino), perms.check_int(mask, 0, 7, "mask"), check_cred(cred)
+        r = self._get(ino)
+        if mask:
+            self._need(r, mask, cred)
+
+    # -- creating names -------------------------------------------------------------------
+
+    def _prepare_new(self, parent: int, name: str, cred: Cred) -> Inode:
+        d, child = self._search(parent, name, cred)
+        if child is not None:
+            raise fail(errno.EEXIST, name)
+        self._need(d, W_OK | X_OK, cred)
+        return d
+
+    def _insert(self, parent: Inode, name: str, ftype: int, perm: int, cred: Cred, now: int,
+                target: str | None = None, stripe: Stripe | None = None) -> int:
+        perm, gid = perms.new_owner(parent.mode, parent.gid, perm, ftype == stat.S_IFDIR, cred)
+        nlink = 2 if ftype == stat.S_IFDIR else 1
+        s = (None, None, None) if stripe is None else (stripe.base, stripe.pcount, stripe.ssize)
+        cur = self._db.execute(_INSERT, (ftype | perm, nlink, cred.uid, gid, now, now, now,
+                                         target, *s))
+        ino = cur.lastrowid
+        assert ino is not None
+        self._db.execute("INSERT INTO dentries (parent, name, ino) VALUES (?, ?, ?)",
+                         (parent.ino, name, ino))
+        self._touch_dir(parent.ino, now, 1, 1 if ftype == stat.S_IFDIR else 0)
+        return ino
+
+    def create(self, parent: int, name: str, mode: int, cred: Cred,
+               stripe: Stripe | None = None, exclusive: bool = False) -> tuple[dict, bool]:
+        """A regular file; an existing non-directory is returned as is (created False) unless
+        ``exclusive``. Layout: ``stripe`` > parent's default > file-system default."""
+        parent, name, cred = check_ino(parent), check_name(name, creating=True), check_cred(cred)
+        perm = perms.check_mode(mode)
+        explicit = perms.check_stripe(stripe, self.niods, resolve=True)
+        with self._tx():
+            d, child = self._search(parent, name, cred)
+            if child is not None:
+                if exclusive or child.is_dir:
+                    raise fail(errno.EEXIST if exclusive else errno.EISDIR, name)
+                return child.attrs(), False
+            self._need(d, W_OK | X_OK, cred)
+            layout = perms.check_stripe(explicit or d.stripe or self.default_stripe,
+                                        self.niods, resolve=True)
+            ino = self._insert(d, name, stat.S_IFREG, perm, cred, time.time_ns(), stripe=layout)
+            return self._get(ino).attrs(), True
+
+    def mkdir(self, parent: int, name: str, mode: int, cred: Cred) -> dict:
+        """A directory; it inherits the parent's default layout (like ``lfs setstripe -d``)."""
+        parent, name, cred = check_ino(parent), check_name(name, creating=True), check_cred(cred)
+        perm = perms.check_mode(mode)
+        with self._tx():
+            d = self._prepare_new(parent, name, cred)
+            ino = self._insert(d, name, stat.S_IFDIR, perm, cred, time.time_ns(), stripe=d.stripe)
+            return self._get(ino).attrs()
+
+    def symlink(self, parent: int, name: str, target: str, cred: Cred) -> dict:
+        parent, name, cred = check_ino(parent), check_name(name, creating=True), check_cred(cred)
+        target = perms.check_target(target)
+        with self._tx():
+            d = self._prepare_new(parent, name, cred)
+            ino = self._insert(d, name, stat.S_IFLNK, 0o777, cred, time.time_ns(), target=target)
+            return self._get(ino).attrs()
+
+    def readlink(self, ino: int) -> str:
+        r = self._get(check_ino(ino))
+        if not r.is_link:
+            raise fail(errno.EINVAL, f"inode {ino} is not a symlink")
+        return r.target or ""
+
+    def link(self, ino: int, new_parent: int, new_name: str, cred: Cred) -> dict:
+        """A hard link; directories cannot have one (EPERM)."""
+        ino, new_parent = check_ino(ino), check_ino(new_parent)
+        new_name, cred = check_name(new_name, creating=True), check_cred(cred)
+        with self._tx():
+            d = self._prepare_new(new_parent, new_name, cred)
+            r = self._get(ino)
+            if r.is_dir or r.nlink == 0:
+                raise fail(errno.EPERM if r.is_dir else errno.ENOENT, r.what)
+            now = time.time_ns()
+            self._db.execute("INSERT INTO dentries (parent, name, ino) VALUES (?, ?, ?)",
+                             (new_parent, new_name, ino))
+            self._db.execute("UPDATE inodes SET nlink = nlink + 1, ctime = ? WHERE ino = ?",
+                             (now, ino))
+            self._touch_dir(d.ino, now, 1)
+            return self._get(ino).attrs()
+
+    # -- removing names -------------------------------------------------------------------
+
+    def _victim(self, parent: int, name: str, cred: Cred) -> tuple[Inode, Inode]:
+        d, child = self._search(parent, name, cred)
+        if child is None:
+            raise fail(errno.ENOENT, name)
+        self._need(d, W_OK | X_OK, cred)
+        perms.check_sticky(d, child, cred)
+        return d, child
+
+    def unlink(self, parent: int, name: str, cred: Cred) -> dict | None:
+        """Remove a non-directory name. Returns the inode's attrs (with "stripe") when its
+        data must be removed now; the server then calls ``remove_inode``."""
+        parent, name, cred = check_ino(parent), check_name(name), check_cred(cred)
+        if name in (".", ".."):
+            raise fail(errno.EISDIR, name)
+        with self._tx():
+            d, child = self._victim(parent, name, cred)
+            if child.is_dir:
+                raise fail(errno.EISDIR, name)
+            now = time.time_ns()
+            self._db.execute("DELETE FROM dentries WHERE parent = ? AND name = ?",
+                             (parent, name))
+            self._touch_dir(d.ino, now, -1)
+            return self._drop_link(child, now)
+
+    def rmdir(self, parent: int, name: str, cred: Cred) -> None:
+        parent, name, cred = check_ino(parent), check_name(name), check_cred(cred)
+        perms.rmdir_name_rule(name, parent == ROOT_INO)
+        with self._tx():
+            d, child = self._victim(parent, name, cred)
+            if not child.is_dir:
+                raise fail(errno.ENOTDIR, name)
+            if child.nent:
+                raise fail(errno.ENOTEMPTY, name)
+            now = time.time_ns()
+            self._db.execute("DELETE FROM dentries WHERE parent = ? AND name = ?",
+                             (parent, name))
+            self._touch_dir(d.ino, now, -1, -1)
+            self._delete(child.ino)
+
+    def rename(self, parent: int, name: str, new_parent: int, new_name: str, cred: Cred,
+               flags: int = 0) -> dict | None:
+        """renameat2: atomic move, over an existing entry unless RENAME_NOREPLACE, or a swap
+        with RENAME_EXCHANGE. Returns attrs of a replaced file whose data must go."""
+        parent, new_parent = check_ino(parent), check_ino(new_parent)
+        name, new_name = check_name(name, creating=True), check_name(new_name, creating=True)
+        cred = check_cred(cred)
+        flags = perms.check_flags(flags, "rename flags")
+        with self._tx():
+            pd, src = self._search(parent, name, cred)
+            npd, dst = self._search(new_parent, new_name, cred)
+            if src is None:
+                raise fail(errno.ENOENT, name)
+            perms.rename_rule(src, dst, flags, new_name,
+                              src.is_dir and self._within(new_parent, src.ino),
+                              dst is not None and dst.is_dir and self._within(parent, dst.ino))
+            if dst is not None and dst.ino == src.ino:
+                return None  # two names of one file: POSIX says do nothing
+            self._need(pd, W_OK | X_OK, cred)
+            self._need(npd, W_OK | X_OK, cred)
+            perms.check_sticky(pd, src, cred)
+            if dst is not None:
+                perms.check_sticky(npd, dst, cred)
+            moves_dir = parent != new_parent
+            if flags & RENAME_EXCHANGE:
+                assert dst is not None
+                return self._exchange(pd, src, npd, dst, name, new_name, cred)
+            if dst is not None:
+                perms.replace_rule(src, dst, new_name)
+            if src.is_dir and moves_dir:
+                self._need(src, W_OK, cred)  # its ".." changes
+            now = time.time_ns()
+            reaped = None
+            if dst is not None:
+                self._db.execute("DELETE FROM dentries WHERE parent = ? AND name = ?",
+                                 (new_parent, new_name))
+                self._touch_dir(new_parent, now, -1, -1 if dst.is_dir else 0)
+                reaped = self._drop_link(dst, now)
+            # the entry keeps its cookie: a paged readdir of the old directory neither
+            # repeats nor skips the entries that did not move
+            self._db.execute("UPDATE dentries SET parent = ?, name = ? WHERE parent = ? "
+                             "AND name = ?", (new_parent, new_name, parent, name))
+            sub = 1 if src.is_dir else 0
+            self._touch_dir(parent, now, -1, -sub)
+            self._touch_dir(new_parent, now, 1, sub)
+            self._set_ctime(src.ino, now)
+            return reaped
+
+    def _exchange(self, pd: Inode, src: Inode, npd: Inode, dst: Inode, name: str, new_name: str,
+                  cred: Cred) -> None:
+        moves_dir = pd.ino != npd.ino
+        for r in (src, dst):
+            if r.is_dir and moves_dir:
+                self._need(r, W_OK, cred)  # its ".." changes
+        now = time.time_ns()
+        upd = "UPDATE dentries SET ino = ? WHERE parent = ? AND name = ?"
+        self._db.execute(upd, (dst.ino, pd.ino, name))
+        self._db.execute(upd, (src.ino, npd.ino, new_name))
+        shift = int(dst.is_dir) - int(src.is_dir)
+        self._touch_dir(pd.ino, now, 0, shift if moves_dir else 0)
+        self._touch_dir(npd.ino, now, 0, -shift if moves_dir else 0)
+        self._set_ctime(src.ino, now)
+        self._set_ctime(dst.ino, now)
+
+    # -- directories ----------------------------------------------------------------------
+
+    def readdir(self, ino: int, cred: Cred, cookie: int = 0,
+                limit: int = 1024) -> list[tuple[str, dict, int]]:
+        """A page of (name, attrs, next cookie), "." and ".." first. Cookies are positions in
+        a never-reused sequence, so a page boundary stays valid across inserts and removes."""
+        ino, cred = check_ino(ino), check_cred(cred)
+        cookie = perms.check_int(cookie, 0, perms.MAX_INO, "cookie")
+        limit = perms.check_int(limit, 1, READDIR_MAX, "limit")
+        d = self._dir(ino)
+        self._need(d, R_OK, cred)
+        out: list[tuple[str, dict, int]] = []
+        if cookie == 0:
+            out.append((".", d.attrs(), 1))
+        if cookie <= 1 and len(out) < limit:
+            out.append(("..", self._get(self._parent_of(ino)).attrs(), 2))
+        if len(out) < limit:
+            rows = self._db.execute(_SEL_PAGE, (ino, max(cookie - 2, 0), limit - len(out)))
+            for row in rows.fetchall():
+                out.append((row[1], Inode._make(row[2:]).attrs(), row[0] + 2))
+        return out
+
+    # -- open handles (N_file) ------------------------------------------------------------
+
+    def open(self, ino: int, flags: int, cred: Cred, *, created: bool = False) -> dict:
+        """Check access for ``flags`` (os.O_*) and count one more handle. ``created=True``
+        (the caller just made the file in this request) skips the mode check, as POSIX
+        lets ``open(O_CREAT, 0444)`` write to the file it created."""
+        ino, cred = check_ino(ino), check_cred(cred)
+        r = self._get(ino)
+        if r.nlink == 0 and not self._open.get(ino):
+            raise fail(errno.ENOENT, f"inode {ino} is unlinked")
+        mask = perms.open_mask(r, flags)
+        if not created:
+            self._need(r, mask, cred)
+        self._open[ino] = self._open.get(ino, 0) + 1
+        return r.attrs()
+
+    def release(self, ino: int) -> dict | None:
+        """Drop one handle. Returns attrs when this was the last handle of an unlinked file
+        (the server removes the data, then calls ``remove_inode``)."""
+        ino = check_ino(ino)
+        n = self._open.get(ino, 0)
+        if n <= 0:
+            raise fail(errno.EBADF, f"inode {ino} is not open")
+        if n > 1:
+            self._open[ino] = n - 1
+            return None
+        del self._open[ino]
+        row = self._db.execute(_SEL_INO, (ino,)).fetchone()
+        r = None if row is None else Inode._make(row)
+        return r.attrs() if r is not None and r.nlink == 0 and r.is_file else None
+
+    def nfile(self, ino: int) -> int:
+        """How many handles hold ``ino`` open now (N_file of thesis eq. 5.7)."""
+        return self._open.get(check_ino(ino), 0)
+
+    def open_count(self) -> int:
+        """Handles open on all files (for status)."""
+        return sum(self._open.values())
+
+    # -- extended attributes --------------------------------------------------------------
+
+    def getxattr(self, ino: int, name: str, cred: Cred) -> bytes:
+        ino, cred = check_ino(ino), check_cred(cred)
+        name = perms.xattr_rule(self._get(ino), name, cred, False)
+        row = self._db.execute("SELECT value FROM xattrs WHERE ino = ? AND name = ?",
+                               (ino, name)).fetchone()
+        if row is None:
+            raise fail(errno.ENODATA, name)
+        return bytes(row[0])
+
+    def setxattr(self, ino: int, name: str, value: bytes, cred: Cred, flags: int = 0) -> None:
+        ino, cred = check_ino(ino), check_cred(cred)
+        value = perms.xattr_value(value)
+        flags = perms.check_flags(flags, "xattr flags")
+        with self._tx():
+            name = perms.xattr_rule(self._get(ino), name, cred, True)
+            exists = self._db.execute("SELECT 1 FROM xattrs WHERE ino = ? AND name = ?",
+                                      (ino, name)).fetchone() is not None
+            if flags & (XATTR_REPLACE if exists else XATTR_CREATE):
+                raise fail(errno.ENODATA if flags & XATTR_REPLACE else errno.EEXIST, name)
+            self._db.execute("INSERT OR REPLACE INTO xattrs VALUES (?, ?, ?)",
+                             (ino, name, value))
+            self._set_ctime(ino, time.time_ns())
+
+    def listxattr(self, ino: int, cred: Cred) -> list[str]:
+        ino, cred = check_ino(ino), check_cred(cred)
+        self._get(ino)
+        rows = self._db.execute("SELECT name FROM xattrs WHERE ino = ? ORDER BY name", (ino,))
+        names = [row[0] for row in rows]
+        return names if cred.is_root else [n for n in names if not n.startswith("trusted.")]
+
+    def removexattr(self, ino: int, name: str, cred: Cred) -> None:
+        ino, cred = check_ino(ino), check_cred(cred)
+        with self._tx():
+            name = perms.xattr_rule(self._get(ino), name, cred, True)
+            cur = self._db.execute("DELETE FROM xattrs WHERE ino = ? AND name = ?", (ino, name))
+            if cur.rowcount == 0:
+                raise fail(errno.ENODATA, name)
+            self._set_ctime(ino, time.time_ns())
+
+    # -- layouts --------------------------------------------------------------------------
+
+    def get_stripe(self, ino: int) -> Stripe | None:
+        """A file's layout; a directory's default (None if unset); None for symlinks."""
+        return self._get(check_ino(ino)).stripe
+
+    def set_dir_stripe(self, ino: int, stripe: Stripe | None, cred: Cred) -> dict:
+        """Set (or with None clear) a directory's default layout; pcount -1 stays "all"."""
+        ino, cred = check_ino(ino), check_cred(cred)
+        s = perms.check_stripe(stripe, self.niods, resolve=False)
+        with self._tx():
+            r = self._dir(ino)
+            perms.need_owner(r.uid, cred, f"inode {ino}")
+            vals = (None, None, None) if s is None else (s.base, s.pcount, s.ssize)
+            self._db.execute("UPDATE inodes SET sbase = ?, spcount = ?, sssize = ?, ctime = ? "
+                             "WHERE ino = ?", (*vals, time.time_ns(), ino))
+            return self._get(ino).attrs()
+
+    def set_file_stripe(self, ino: int, stripe: Stripe, cred: Cred, *,
+                        size_is_zero: bool) -> dict:
+        """Change a file's layout. Only the server knows the data size, so it must say
+        whether the file is empty; data already written would be misplaced (EBUSY)."""
+        ino, cred = check_ino(ino), check_cred(cred)
+        s = perms.check_stripe(stripe, self.niods, resolve=True)
+        if s is None or type(size_is_zero) is not bool:
+            raise fail(errno.EINVAL, "stripe and size_is_zero are required")
+        with self._tx():
+            r = perms.regular(self._get(ino))
+            perms.need_owner(r.uid, cred, f"inode {ino}")
+            if not size_is_zero:
+                raise fail(errno.EBUSY, f"inode {ino} has data")
+            self._db.execute("UPDATE inodes SET sbase = ?, spcount = ?, sssize = ?, ctime = ? "
+                             "WHERE ino = ?", (s.base, s.pcount, s.ssize, time.time_ns(), ino))
+            return self._get(ino).attrs()
+
+    # -- administration (statfs, fsck, recovery) -----------------------------------------
+
+    def file_inodes(self) -> Iterator[dict]:
+        """Every regular-file inode, unlinked ones included, in inode order. Fetched in
+        batches so callers may modify the store while iterating."""
+        last = 0
+        while True:
+            rows = self._db.execute(
+                f"SELECT {_COLS} FROM inodes i WHERE i.ino > ? AND (i.mode & ?) = ? "
+                "ORDER BY i.ino LIMIT 512", (last, 0o170000, stat.S_IFREG))
+            batch = rows.fetchall()
+            if not batch:
+                return
+            for row in batch:
+                yield Inode._make(row).attrs()
+            last = batch[-1][0]
+
+    def orphans(self) -> list[dict]:
+        """Unlinked files no handle holds: their data removal is still pending (after a
+        restart, every unlinked file)."""
+        rows = self._db.execute(f"SELECT {_COLS} FROM inodes i WHERE i.nlink = 0")
+        out = [Inode._make(row) for row in rows.fetchall()]
+        return [r.attrs() for r in out if r.is_file and not self._open.get(r.ino)]
+
+    def remove_inode(self, ino: int) -> None:
+        """Forget an inode: every name of it, its xattrs, its handle count. Used after the
+        server removed an unlinked file's data, and by fsck repair."""
+        ino = check_ino(ino)
+        if ino == ROOT_INO:
+            raise fail(errno.EBUSY, "root")
+        with self._tx():
+            r = self._get(ino)
+            if r.is_dir and r.nent:
+                raise fail(errno.ENOTEMPTY, f"inode {ino}")
+            now = time.time_ns()
+            rows = self._db.execute("SELECT parent FROM dentries WHERE ino = ?", (ino,))
+            for (parent,) in rows.fetchall():
+                self._touch_dir(parent, now, -1, -1 if r.is_dir else 0)
+            self._db.execute("DELETE FROM dentries WHERE ino = ?", (ino,))
+            self._delete(ino)
+        self._open.pop(ino, None)
+
+    def counts(self) -> dict:
+        """Inode totals for statfs (unlinked files awaiting removal included)."""
+        rows = self._db.execute("SELECT mode & ?, count(*) FROM inodes GROUP BY 1",
+                                (0o170000,)).fetchall()
+        by = dict(rows)
+        out = {"files": by.get(stat.S_IFREG, 0), "dirs": by.get(stat.S_IFDIR, 0),
+               "symlinks": by.get(stat.S_IFLNK, 0)}
+        return out | {"inodes": sum(out.values())}
