@@ -38,7 +38,7 @@ def test_header_must_be_one_map():
 
 def test_schema_checks_types_and_unknown_fields():
     op, f = schema.check(schema.MGR_SCHEMAS, {"op": "lookup", "parent": 1, "name": "a"})
-    assert op == "lookup" and f["cred"] == (0, 0, ())
+    assert op == "lookup" and f["cred"] == (65534, 65534, ())
     for bad in ({"op": "lookup", "parent": 0, "name": "a"},
                 {"op": "lookup", "parent": 1, "name": "a/b"},
                 {"op": "lookup", "parent": 1, "name": ""},

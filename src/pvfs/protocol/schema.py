@@ -89,7 +89,9 @@ def cred(v: Any) -> tuple[int, int, tuple[int, ...]]:
 
 INO = Field(integer(1, 2**63 - 1))
 NAME = Field(name)
-CRED = Field(cred, required=False, default=(0, 0, ()))
+# A request without credentials acts as nobody, never as root.
+NOBODY = 65534
+CRED = Field(cred, required=False, default=(NOBODY, NOBODY, ()))
 MODE = Field(integer(0, 0o7777))
 OFFSET = integer(0, MAX_OFFSET)
 
