@@ -331,10 +331,10 @@ def pids_with_arg(fragment: str) -> list[int]:
     Used only with fragments unique to one benchmark run (its private work directory), to
     find the daemons that run started when they keep no pidfile.
     """
-    me = os.getpid()
+    skip = _ancestors()
     found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
+        if not entry.isdigit() or int(entry) in skip:
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
@@ -344,3 +344,16 @@ def pids_with_arg(fragment: str) -> list[int]:
         if fragment in cmdline:
             found.append(int(entry))
     return found
+
+
+def _ancestors() -> set[int]:
+    """This process and its ancestors (their command lines may name our work directory)."""
+    pids = set()
+    pid = os.getpid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        stat = _read_text(f"/proc/{pid}/stat")
+        if not stat:
+            break
+        pid = int(stat.rsplit(")", 1)[-1].split()[1])
+    return pids
