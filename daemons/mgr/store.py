@@ -491,8 +491,8 @@ class MetaStore:
             name = perms.xattr_rule(self._get(ino), name, cred, True)
             exists = self._db.execute("SELECT 1 FROM xattrs WHERE ino = ? AND name = ?",
                                       (ino, name)).fetchone() is not None
-            if flags & (XATTR_REPLACE if exists else XATTR_CREATE):
-                raise fail(errno.ENODATA if flags & XATTR_REPLACE else errno.EEXIST, name)
+            if flags & (XATTR_CREATE if exists else XATTR_REPLACE):
+                raise fail(errno.EEXIST if exists else errno.ENODATA, name)
             self._db.execute("INSERT OR REPLACE INTO xattrs VALUES (?, ?, ?)",
                              (ino, name, value))
             self._set_ctime(ino, time.time_ns())
