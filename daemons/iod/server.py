@@ -27,6 +27,7 @@ from pvfs.protocol.framing import frame
 from pvfs.protocol.schema import IOD_SCHEMAS
 
 from ..common import Refused, serve_tcp
+from .coherence import HolderDirectory
 from .stats import JobRecord, WorkloadStats
 from .storage import PosixStorage
 
@@ -82,6 +83,7 @@ class IodServer:
                                      idle_timeout=config.request_timeout)
         self.bridge = EngineBridge(self.engine)
         self.stats = WorkloadStats()
+        self.holders = HolderDirectory(config.request_timeout)
         self.started = time.time()
         self.address: tuple[str, int] | None = None
 
@@ -103,7 +105,7 @@ class IodServer:
         handler = getattr(self, f"op_{op}")
         if op == "write":
             return await handler(f, bulk_len, sock)
-        if op == "read":
+        if op in ("read", "cb_register"):
             return await handler(f, sock)
         return await handler(f)
 
@@ -247,6 +249,21 @@ class IodServer:
             self.engine.window = f["window"]
         log.info("scheduler set to %s (window %d)", self.engine.algorithm, self.engine.window)
         return await self.op_sched_get(f)
+
+    # ------------------------------------------------------------------ coherence (sync mounts)
+    async def op_cb_register(self, f: dict, sock) -> None:
+        await self.holders.serve_client(f["client"], f["block_size"], sock)
+
+    async def op_cb_hold(self, f: dict) -> dict:
+        self.holders.hold(f["client"], f["ino"], f["first"], f["count"])
+        return {}
+
+    async def op_cb_invalidate(self, f: dict) -> dict:
+        n = await self.holders.invalidate(f["client"], f["ino"], f["offset"], f["length"])
+        return {"invalidated": n}
+
+    async def op_cb_status(self, f: dict) -> dict:
+        return self.holders.status()
 
     async def op_list(self, f: dict) -> dict:
         inos = await trio.to_thread.run_sync(self.storage.inodes, f["after"], f["limit"])
