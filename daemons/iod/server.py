@@ -20,6 +20,7 @@ from array import array
 import trio
 
 from pvfs import __version__, _native
+from pvfs.client.rpc import Channel
 from pvfs.config import ALGORITHMS, Config
 from pvfs.layout.intersect import pieces_for_rank, stream_length
 from pvfs.protocol import aio
@@ -86,6 +87,9 @@ class IodServer:
         self.holders = HolderDirectory(config.request_timeout)
         self.started = time.time()
         self.address: tuple[str, int] | None = None
+        # N_file (open handles per file) is the manager's to count; asked when needed.
+        self.mgr = Channel(config.manager.host, config.manager.port, config.connect_timeout,
+                           config.request_timeout, max_idle=2, name="manager")
 
     # ------------------------------------------------------------------ lifecycle
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -98,6 +102,7 @@ class IodServer:
                          *self.address[:2], self.storage.root, self.engine.algorithm)
                 task_status.started(self.address)
         finally:
+            self.mgr.close()
             self.engine.close()
             self.storage.close()
 
@@ -189,7 +194,6 @@ class IodServer:
         job_id, err, sent, t_submit, t_start, t_done = done
         self.stats.end(job_id, ino, err, sent, (t_start - t_submit) / 1e9,
                        (t_done - t_start) / 1e9)
-        self.stats.forget(ino)
         if err in CONNECTION_ERRORS or (err and op == "read"):
             raise ConnectionResetError(err, f"{op} job failed: {os.strerror(err)}")
         return err
@@ -221,6 +225,7 @@ class IodServer:
         return {}
 
     async def op_unlink(self, f: dict) -> dict:
+        self.stats.forget(f["ino"])
         return {"removed": self.storage.unlink(f["ino"])}
 
     async def op_fsync(self, f: dict) -> dict:
@@ -230,8 +235,19 @@ class IodServer:
     async def op_statfs(self, f: dict) -> dict:
         return self.storage.statfs()
 
+    async def nfile(self, inos: list[int]) -> dict[int, int]:
+        """N_file of each inode from the manager (0 where it cannot be asked)."""
+        out: dict[int, int] = {}
+        for ino in inos:
+            try:
+                reply = await self.mgr.call({"op": "nfile", "ino": ino, "cred": [0, 0, []]})
+                out[ino] = reply["nfile"]
+            except OSError:
+                out[ino] = 0
+        return out
+
     async def op_stats(self, f: dict) -> dict:
-        snap = self.stats.snapshot()
+        snap = self.stats.snapshot(await self.nfile(list(self.stats.files)))
         snap["engine"] = self.engine.info()
         if f["reset"]:
             self.stats.reset()

@@ -47,14 +47,22 @@ class FileStats:
 class WorkloadStats:
     """Per-file in-service aggregates, cumulative counters, recent service times."""
 
-    def __init__(self, history: int = 4096) -> None:
+    def __init__(self, history: int = 4096, max_files: int = 10000) -> None:
+        self.max_files = max_files
         self.files: dict[int, FileStats] = {}
         self.service_times: deque[tuple[int, str, int, float, float]] = deque(maxlen=history)
         self.counters = {"read_requests": 0, "write_requests": 0, "bytes_read": 0,
                          "bytes_written": 0, "errors": 0}
 
     def begin(self, job_id: int, rec: JobRecord) -> None:
-        fs = self.files.setdefault(rec.ino, FileStats())
+        fs = self.files.get(rec.ino)
+        if fs is None:
+            if len(self.files) >= self.max_files:
+                # Forget the idle file seen longest ago (dicts keep insertion order).
+                idle = next((i for i, f in self.files.items() if not f.jobs), None)
+                if idle is not None:
+                    del self.files[idle]
+            fs = self.files[rec.ino] = FileStats()
         fs.jobs[job_id] = rec
         fs.total_requests += 1
         fs.total_bytes += rec.nbytes
@@ -74,6 +82,7 @@ class WorkloadStats:
         self.service_times.append((ino, rec.op, nbytes, wait_s, service_s))
 
     def forget(self, ino: int) -> None:
+        """Drop a removed file's statistics (kept while a job of it is still in service)."""
         fs = self.files.get(ino)
         if fs is not None and not fs.jobs:
             del self.files[ino]
