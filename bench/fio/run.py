@@ -1,0 +1,336 @@
+"""fio on pvfs and its peers: the same job set on every target, interleaved, as ratios.
+
+::
+
+    python bench/fio/run.py --target local --target gluster --target moosefs \\
+        --size 256M --runtime 10 --repeats 3 --baseline local --json fio_peers
+
+Targets (``--target NAME=SPEC`` or just ``--target SPEC``, repeatable):
+
+* ``local`` — a fresh directory under ``--workdir`` on the local file system;
+* ``gluster`` — a private 4-brick GlusterFS distribute volume (:mod:`bench.peers.gluster`);
+* ``moosefs`` — a private MooseFS, one chunkserver, goal 1 (:mod:`bench.peers.moosefs`);
+* ``pylocal`` — the Python-callable runner on a local directory (checks that runner);
+* ``py:MODULE:FUNC`` — ``FUNC(workdir)`` is a context manager yielding an opener; the job set
+  runs through it in Python threads (:mod:`bench.fio.pyjobs`; the pvfs native API hook);
+* any other SPEC — an existing directory, e.g. a pvfs mount: ``--target pvfs=/mnt/pvfs``.
+
+Job set (:func:`bench.fio.jobs.default_jobs`): sequential 1 MiB write and read, random 4 KiB
+write and cached random 4 KiB read, each with 1 and 4 jobs; buffered ``psync`` I/O, one file
+of ``--size`` per job, ``--runtime`` seconds each, writes end with ``fsync``. For every job
+the targets run back to back, rotating which goes first each repeat (A/B/C, B/C/A, …); the
+median of the repeats is compared with the baseline.
+
+Cache state: uncached reads start with the client's page cache for the files dropped (fio
+``invalidate=1``; servers on this machine keep theirs), or with every cache dropped with
+``--cold``. Cached 4 KiB random reads first read the files once and keep them cached
+(``invalidate=0``), as issue 4's goal asks.
+
+``--json NAME`` saves ``bench/results/NAME.json`` (machine, command, timestamp, parameters,
+every run and the medians and ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.common import (
+    drop_caches,
+    ensure_apt,
+    format_bytes_rate,
+    format_ratio,
+    format_table,
+    median,
+    ratio,
+    write_results,
+)
+from bench.fio import pyjobs
+from bench.fio.jobs import (
+    JobResult,
+    JobSpec,
+    default_jobs,
+    fio_args,
+    layout_args,
+    parse_fio_json,
+    parse_size,
+    preread_args,
+)
+
+log = logging.getLogger("bench.fio")
+
+BUILTIN = ("local", "gluster", "moosefs", "pylocal")
+
+
+@dataclass
+class Target:
+    """A place the job set runs: a directory (run with fio) or an opener (run in Python)."""
+
+    name: str
+    spec: str
+    directory: str | None = None
+    opener: pyjobs.Opener | None = None
+
+    @property
+    def kind(self) -> str:
+        return "fio" if self.directory is not None else "python"
+
+
+def parse_target(text: str) -> tuple[str, str]:
+    """``"NAME=SPEC"`` → ``(NAME, SPEC)``; a bare ``"SPEC"`` is named after itself."""
+    if "=" in text:
+        name, spec = text.split("=", 1)
+        if not name or not spec:
+            raise ValueError(f"bad --target {text!r}: want NAME=SPEC")
+        return name, spec
+    return text, text
+
+
+def _load_factory(spec: str) -> Callable[[str], contextlib.AbstractContextManager[Any]]:
+    """``"py:MODULE:FUNC"`` → the callable ``MODULE.FUNC``."""
+    try:
+        _, module, func = spec.split(":", 2)
+    except ValueError:
+        raise ValueError(f"bad python target {spec!r}: want py:MODULE:FUNC") from None
+    return getattr(importlib.import_module(module), func)
+
+
+@contextlib.contextmanager
+def open_target(name: str, spec: str, workdir: Path) -> Iterator[Target]:
+    """Bring up one target (starting a peer if it is one); tear it down on exit."""
+    here = workdir / name
+    if spec == "local":
+        here.mkdir(parents=True, exist_ok=True)
+        try:
+            yield Target(name, spec, directory=str(here))
+        finally:
+            shutil.rmtree(here, ignore_errors=True)
+    elif spec == "gluster":
+        from bench.peers.gluster import gluster_volume
+
+        with gluster_volume(here, bricks=4) as mnt:
+            yield Target(name, spec, directory=mnt)
+        shutil.rmtree(here, ignore_errors=True)
+    elif spec == "moosefs":
+        from bench.peers.moosefs import moosefs_mount
+
+        with moosefs_mount(here, chunkservers=1) as mnt:
+            yield Target(name, spec, directory=mnt)
+        shutil.rmtree(here, ignore_errors=True)
+    elif spec == "pylocal":
+        here.mkdir(parents=True, exist_ok=True)
+        try:
+            with pyjobs.local_opener(str(here)) as opener:
+                yield Target(name, spec, opener=opener)
+        finally:
+            shutil.rmtree(here, ignore_errors=True)
+    elif spec.startswith("py:"):
+        here.mkdir(parents=True, exist_ok=True)
+        with _load_factory(spec)(str(here)) as opener:
+            yield Target(name, spec, opener=opener)
+    else:
+        if not os.path.isdir(spec):
+            raise ValueError(f"target {name}: {spec!r} is neither built in nor a directory")
+        sub = Path(spec) / f"fio-bench-{os.getpid()}"
+        sub.mkdir(exist_ok=True)
+        try:
+            yield Target(name, spec, directory=str(sub))
+        finally:
+            shutil.rmtree(sub, ignore_errors=True)
+
+
+def _fio(args: list[str], timeout: float) -> JobResult:
+    with tempfile.NamedTemporaryFile("r", suffix=".json", prefix="fio-") as out:
+        proc = subprocess.run([*args, "--output-format=json", f"--output={out.name}"],
+                              check=False, capture_output=True, text=True, timeout=timeout)
+        text = Path(out.name).read_text()
+    if proc.returncode != 0:
+        raise RuntimeError(f"fio failed ({proc.returncode}): {' '.join(args)}\n"
+                           f"{proc.stderr.strip()}\n{text[-2000:]}")
+    return parse_fio_json(text)
+
+
+def prepare(target: Target, size: int, numjobs: int) -> None:
+    """Lay out the files ``numjobs`` workers use (untimed)."""
+    if target.directory is not None:
+        _fio(layout_args(target.directory, size, numjobs), timeout=3600)
+    else:
+        assert target.opener is not None
+        pyjobs.layout(target.opener, size, numjobs)
+
+
+def run_one(target: Target, job: JobSpec, size: int, runtime: float, *, cold: bool = False,
+            direct: bool = False) -> JobResult:
+    """One timed run of ``job`` on ``target`` (with the cache preparation it asks for)."""
+    os.sync()
+    if cold and job.is_read and not job.cached:
+        drop_caches()
+    if target.directory is None:
+        assert target.opener is not None
+        return pyjobs.run_job(target.opener, job, size, runtime)
+    if job.cached:
+        _fio(preread_args(target.directory, size, job.numjobs), timeout=3600)
+    return _fio(fio_args(job, target.directory, size, runtime, direct=direct),
+                timeout=runtime * 4 + 600)
+
+
+def summarize(runs: list[JobResult]) -> dict[str, float | None]:
+    """Median of every field over the repeats."""
+    keys = ("bw_bytes", "iops", "lat_mean_us", "lat_p99_us")
+    return {k: median(getattr(r, k) for r in runs) for k in keys}
+
+
+def run_matrix(targets: list[Target], jobs: list[JobSpec], size: int, runtime: float,
+               repeats: int, *, cold: bool = False, direct: bool = False,
+               progress: Callable[[str], None] | None = None
+               ) -> dict[str, dict[str, list[JobResult]]]:
+    """Every job on every target, ``repeats`` times, interleaved; ``{job: {target: runs}}``.
+
+    For each job the targets run back to back and the order rotates each repeat, so slow
+    drifts of the machine hit every target alike.
+    """
+    results: dict[str, dict[str, list[JobResult]]] = {}
+    for job in jobs:
+        per = results.setdefault(job.name, {t.name: [] for t in targets})
+        for rep in range(repeats):
+            k = rep % len(targets)
+            for t in targets[k:] + targets[:k]:
+                r = run_one(t, job, size, runtime, cold=cold, direct=direct)
+                per[t.name].append(r)
+                if progress:
+                    progress(f"{job.name:24} {t.name:10} rep {rep + 1}/{repeats}: "
+                             f"{format_bytes_rate(r.bw_bytes):>12} {r.iops:10.0f} IOPS")
+    return results
+
+
+def build_report(results: dict[str, dict[str, list[JobResult]]], jobs: list[JobSpec],
+                 baseline: str) -> dict[str, Any]:
+    """Medians and bandwidth ratios vs. ``baseline`` for every job and target."""
+    report: dict[str, Any] = {}
+    for job in jobs:
+        per = results[job.name]
+        medians = {name: summarize(runs) for name, runs in per.items()}
+        base_bw = medians[baseline]["bw_bytes"]
+        report[job.name] = {
+            name: {
+                "runs": [r.to_dict() for r in per[name]],
+                "median": medians[name],
+                "ratio_vs_baseline": ratio(medians[name]["bw_bytes"], base_bw),
+            }
+            for name in per
+        }
+    return report
+
+
+def format_report(report: dict[str, Any], jobs: list[JobSpec], target_names: list[str],
+                  baseline: str) -> str:
+    """Median MiB/s (sequential) or IOPS (random) per target, and the ratio to baseline."""
+    headers = ["job"]
+    for n in target_names:
+        headers.append(n)
+        if n != baseline:
+            headers.append(f"{n}/{baseline}")
+    rows = []
+    for job in jobs:
+        row: list[Any] = [job.name]
+        for n in target_names:
+            cell = report[job.name][n]
+            m = cell["median"]
+            if job.is_random:
+                row.append("-" if m["iops"] is None else f"{m['iops']:.0f} IOPS")
+            else:
+                row.append(format_bytes_rate(m["bw_bytes"]))
+            if n != baseline:
+                row.append(format_ratio(cell["ratio_vs_baseline"]))
+        rows.append(row)
+    return format_table(headers, rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description="Run the fio job set on several targets, interleaved; print ratios.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="targets: local, gluster, moosefs, pylocal, py:MODULE:FUNC or a directory")
+    ap.add_argument("--target", action="append", required=True, metavar="NAME=SPEC",
+                    help="a target (repeatable); see above")
+    ap.add_argument("--baseline", help="target the ratios are against (default: the first)")
+    ap.add_argument("--size", default="256M", help="file size per job (default 256M)")
+    ap.add_argument("--runtime", type=float, default=10, help="seconds per run (default 10)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per job and target")
+    ap.add_argument("--numjobs", type=int, nargs="+", default=[1, 4])
+    ap.add_argument("--only", nargs="+", metavar="JOB", help="run only these job names")
+    ap.add_argument("--cold", action="store_true",
+                    help="drop every cache before uncached reads (needs root)")
+    ap.add_argument("--direct", action="store_true", help="O_DIRECT for the fio runs")
+    ap.add_argument("--workdir", default=None,
+                    help="where targets and peers keep their files (default: a temp dir)")
+    ap.add_argument("--json", metavar="NAME", help="save bench/results/NAME.json")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(message)s")
+
+    named = [parse_target(t) for t in args.target]
+    names = [n for n, _ in named]
+    if len(set(names)) != len(names):
+        ap.error("target names must be unique")
+    baseline = args.baseline or names[0]
+    if baseline not in names:
+        ap.error(f"baseline {baseline!r} is not a target")
+    size = parse_size(args.size)
+    jobs = default_jobs(tuple(args.numjobs))
+    if args.only:
+        jobs = [j for j in jobs if j.name in args.only]
+        if not jobs:
+            ap.error("--only matched no job")
+    if any(spec != "pylocal" and not spec.startswith("py:") for _, spec in named):
+        ensure_apt(["fio"], ["fio"])
+
+    own_workdir = args.workdir is None
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="pvfs-fio-")).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        with contextlib.ExitStack() as stack:
+            targets = [stack.enter_context(open_target(n, s, workdir)) for n, s in named]
+            max_jobs = max(j.numjobs for j in jobs)
+            for t in targets:
+                log.info("laying out %d x %s on %s", max_jobs, args.size, t.name)
+                prepare(t, size, max_jobs)
+            results = run_matrix(targets, jobs, size, args.runtime, args.repeats,
+                                 cold=args.cold, direct=args.direct, progress=log.info)
+    finally:
+        if own_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    report = build_report(results, jobs, baseline)
+    print(format_report(report, jobs, names, baseline))
+    if args.json:
+        path = write_results(args.json, {
+            "params": {"size": size, "runtime_s": args.runtime, "repeats": args.repeats,
+                       "numjobs": args.numjobs, "cold": args.cold, "direct": args.direct,
+                       "ioengine": "psync", "buffered": not args.direct},
+            "targets": {n: s for n, s in named},
+            "baseline": baseline,
+            "jobs": [asdict(j) for j in jobs],
+            "results": report,
+        })
+        print(f"saved {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
