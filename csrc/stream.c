@@ -218,14 +218,15 @@ static ssize_t read_step(struct pv_engine *e, struct pv_job *j)
 
     if (a->kind == PV_ACC_ZERO || j->zero_fill)
         return send_zeros(j, rem);
-    if (e->read_mode == PV_READ_SENDFILE) {
+    r = e->read_mode == PV_READ_MMAP ? map_window(e, j, o) : -1;
+    /* ENODEV: a file system that cannot mmap; sendfile still can. */
+    if (e->read_mode == PV_READ_SENDFILE || (r < 0 && errno == ENODEV)) {
         off_t fo = (off_t)o;
         n = sendfile(j->sock, j->file, &fo, (size_t)min64(rem, PV_CHUNK));
         if (n == 0)
             j->zero_fill = true;          /* EOF: the file shrank */
         return n;
     }
-    r = map_window(e, j, o);
     if (r <= 0) {
         if (r == 0)
             j->zero_fill = true;
@@ -280,6 +281,8 @@ static ssize_t splice_step(struct pv_engine *e, struct pv_job *j, int64_t rem, i
         ssize_t w = splice(e->pipe_r, NULL, j->file, &fo, left, SPLICE_F_MOVE);
         if (w < 0 && errno == EINTR)
             continue;
+        if (w < 0 && errno == EINVAL)
+            break;                        /* no splice_write here: pwrite what is left */
         if (w <= 0) {
             j->err = w < 0 ? errno : EIO;
             j->draining = true;
@@ -287,13 +290,20 @@ static ssize_t splice_step(struct pv_engine *e, struct pv_job *j, int64_t rem, i
         }
         left -= (size_t)w;
     }
-    /* After a storage failure the bytes still in the pipe belong to the stream: drop them. */
+    /* Bytes still in the pipe belong to the stream: store them the slow way, or drop them
+     * after a storage failure. The pipe holds at most pipe_size, all readable at once. */
     while (left > 0) {
         ssize_t d = read(e->pipe_r, e->buf, left < e->buf_len ? left : e->buf_len);
         if (d < 0 && errno == EINTR)
             continue;
-        if (d <= 0)
+        if (d <= 0) {
+            if (j->err == 0)
+                j->err = d < 0 ? errno : EIO;
             break;
+        }
+        if (!j->draining)
+            store(j, e->buf, (size_t)d, (int64_t)fo);
+        fo += d;
         left -= (size_t)d;
     }
     return n;
