@@ -1,0 +1,176 @@
+"""The block cache + backend against a plain bytearray per file.
+
+Reads must always return the latest writes; after a flush the backend must equal the model.
+The cache is tiny (8 blocks of 16 bytes) so eviction, direct reclaim, write-through when full,
+read-modify-write and the second-chance scan all happen within a few steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+import trio.testing
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from pvfs.cache import LRU, BlockCache, Bypass, SecondChanceLRU, WritebackPolicy
+from pvfs.cache.testing import MemoryBackend
+
+BS = 16
+INOS = st.integers(1, 2)
+OFFSETS = st.integers(0, 10 * BS)
+SIZES = st.integers(0, 5 * BS)
+
+
+class CacheModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = trio.testing.MockClock()
+        self.be = MemoryBackend()
+        self.cache: BlockCache | None = None
+        self.model: dict[int, bytearray] = {}
+
+    def run(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+        return trio.run(fn, clock=self.clock)
+
+    @precondition(lambda self: self.cache is None)
+    @rule(stripe=st.sampled_from([None, BS, 3 * BS]), lru=st.booleans(),
+          max_write=st.sampled_from([2 * BS, 1 << 20]))
+    def setup(self, stripe: int | None, lru: bool, max_write: int) -> None:
+        self.be.stripe = stripe
+        self.cache = BlockCache(
+            self.be, block_size=BS, capacity=8 * BS, segment_blocks=2,
+            low_water=0.5, high_water=0.75, policy=LRU() if lru else SecondChanceLRU(),
+            writeback=WritebackPolicy(max_age=1.0, max_write=max_write),
+        )
+
+    def size(self, ino: int) -> int:
+        return len(self.be.files.get(ino, b""))
+
+    def expect(self, ino: int) -> bytearray:
+        return self.model.setdefault(ino, bytearray())
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS, offset=OFFSETS, data=st.binary(min_size=0, max_size=4 * BS),
+          sync=st.booleans(), hint=st.booleans())
+    def write(self, ino: int, offset: int, data: bytes, sync: bool, hint: bool) -> None:
+        assert self.cache is not None
+        m = self.expect(ino)
+        file_size = len(m) if hint else None
+        n = self.run(lambda: self.cache.write(ino, offset, data, sync=sync, file_size=file_size))
+        assert n == len(data)
+        if data:
+            if len(m) < offset:
+                m.extend(bytes(offset - len(m)))
+            m[offset:offset + len(data)] = data
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS, offset=OFFSETS, length=SIZES)
+    def read(self, ino: int, offset: int, length: int) -> None:
+        assert self.cache is not None
+        got = self.run(lambda: self.cache.read(ino, offset, length, file_size=self.size(ino)))
+        assert got == bytes(self.expect(ino)[offset:offset + length])
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS, offset=OFFSETS, length=SIZES, readers=st.integers(2, 4))
+    def concurrent_reads_and_flush(self, ino: int, offset: int, length: int,
+                                   readers: int) -> None:
+        cache = self.cache
+        assert cache is not None
+        results: list[bytes] = []
+        size = self.size(ino)
+
+        async def reader() -> None:
+            results.append(await cache.read(ino, offset, length, file_size=size))
+
+        async def main() -> None:
+            async with trio.open_nursery() as n:
+                for _ in range(readers):
+                    n.start_soon(reader)
+                n.start_soon(cache.flush, ino)
+
+        self.run(main)
+        assert results == [bytes(self.expect(ino)[offset:offset + length])] * readers
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS)
+    def flush(self, ino: int) -> None:
+        assert self.cache is not None
+        self.run(lambda: self.cache.flush(ino))
+        assert bytes(self.be.files.get(ino, b"")) == bytes(self.expect(ino))
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS, size=st.integers(0, 10 * BS))
+    def truncate(self, ino: int, size: int) -> None:
+        assert self.cache is not None
+        self.run(lambda: self.cache.truncate(ino, size))
+        self.be.truncate(ino, size)
+        m = self.expect(ino)
+        if size < len(m):
+            del m[size:]
+        else:
+            m.extend(bytes(size - len(m)))
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS, offset=OFFSETS, length=st.none() | SIZES)
+    def invalidate(self, ino: int, offset: int, length: int | None) -> None:
+        assert self.cache is not None
+        self.cache.invalidate(ino, offset, length)
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS)
+    def delete(self, ino: int) -> None:
+        assert self.cache is not None
+        self.cache.forget(ino)
+        self.be.files.pop(ino, None)
+        self.model[ino] = bytearray()
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS, seg=st.integers(0, 6), flags=st.sampled_from(list(Bypass)))
+    def set_bypass(self, ino: int, seg: int, flags: Bypass) -> None:
+        assert self.cache is not None
+        table = self.cache.bypass
+        table.set_range(ino, seg, seg, flags)  # type: ignore[attr-defined]
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(seconds=st.sampled_from([0.0, 0.5, 2.0]))
+    def flusher_pass(self, seconds: float) -> None:
+        assert self.cache is not None
+        self.clock.jump(seconds)
+        self.run(self.cache.flush_pass)
+
+    @precondition(lambda self: self.cache is not None)
+    @rule()
+    def harvest(self) -> None:
+        assert self.cache is not None
+        self.cache.harvest()
+
+    @invariant()
+    def accounting(self) -> None:
+        cache = self.cache
+        if cache is None:
+            return
+        s = cache.stats()
+        assert s["blocks_in_use"] <= s["capacity_blocks"]
+        assert s["blocks_cached"] == s["blocks_in_use"]
+        assert s["blocks_cached"] == len(cache.policy)
+        assert s["dirty_blocks"] == sum(len(f.dirty) for f in cache._files.values())
+        for (ino, blk), e in cache._table.items():
+            assert blk in cache._files[ino].blocks
+            assert not any(e.buf[e.valid:])
+
+    def teardown(self) -> None:
+        if self.cache is not None:
+            self.run(self.cache.flush_all)
+            for ino, m in self.model.items():
+                assert bytes(self.be.files.get(ino, b"")) == bytes(m)
+
+
+CacheModel.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestCacheModel = CacheModel.TestCase
