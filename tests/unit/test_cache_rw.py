@@ -297,3 +297,20 @@ async def test_bad_arguments() -> None:
     with pytest.raises(ValueError):
         BlockCache(MemoryBackend(), block_size=4096, capacity=100)
     assert await cache.write(1, 0, b"") == 0
+
+
+async def test_truncate_during_rmw_fetch_refetches() -> None:
+    be = MemoryBackend(delay=0.01)
+    cache = BlockCache(be, block_size=BS, capacity=16 * BS)
+    be.files[1] = bytearray(b"o" * BS)
+
+    async def writer() -> None:
+        await cache.write(1, 10, b"x")  # partial block: read-modify-write
+
+    async with trio.open_nursery() as n:
+        n.start_soon(writer)
+        await trio.sleep(0.001)
+        await cache.truncate(1, 0)
+        be.truncate(1, 0)
+    assert await cache.read(1, 0, BS, file_size=0) == bytes(10) + b"x"
+    assert be.reads == [(1, 0, BS), (1, 0, BS)]

@@ -283,7 +283,10 @@ class BlockCache(WritebackMixin):
                 through.append(blk)
                 continue
             piece = mv[blk * bs + a - offset:blk * bs + b - offset]
-            if not await self._buffer_block(ino, blk, a, piece, known):
+            done = self._buffer_now(ino, blk, a, piece, known)
+            if done is None:
+                done = await self._buffer_block(ino, blk, a, piece, known)
+            if not done:
                 through.append(blk)
             fs = self._file(ino)
             fs.local_end = max(fs.local_end, blk * bs + b)
@@ -296,6 +299,33 @@ class BlockCache(WritebackMixin):
             self._flush_wanted.set()
         return n
 
+    def _needs_fetch(self, blk: int, lo: int, hi: int, known: int | None) -> bool:
+        """Whether writing ``[lo, hi)`` of uncached block ``blk`` must read the old block first:
+        only if the block has existing bytes the write does not cover."""
+        bs = self.block_size
+        existing = bs if known is None else max(0, min(bs, known - blk * bs))
+        return existing > 0 and not (lo == 0 and hi >= existing)
+
+    def _buffer_now(
+        self, ino: int, blk: int, lo: int, piece: memoryview, known: int | None,
+    ) -> bool | None:
+        """The no-await fast path of :meth:`_buffer_block`: the block is cached, or needs no
+        fetch, and nobody holds its lock. None when the slow path is needed."""
+        key = (ino, blk)
+        if self._locks.busy(key):
+            return None
+        e = self._table.get(key)
+        if e is None:
+            if self._needs_fetch(blk, lo, lo + len(piece), known):
+                return None
+            buf = self._alloc()
+            if buf is None:
+                return False
+            e = Entry(buf)
+            self._insert(key, self._file(ino), e)
+        self._modify(key, e, lo, piece)
+        return True
+
     async def _buffer_block(
         self, ino: int, blk: int, lo: int, piece: memoryview, known: int | None,
     ) -> bool:
@@ -303,10 +333,9 @@ class BlockCache(WritebackMixin):
         key = (ino, blk)
         bs = self.block_size
         while True:
-            e = self._table.get(key)
-            if e is not None and not self._locks.busy(key):
-                self._modify(key, e, lo, piece)
-                return True
+            done = self._buffer_now(ino, blk, lo, piece, known)
+            if done is not None:
+                return done
             async with self._locks.hold([key]):
                 fs = self._file(ino)
                 e = self._table.get(key)
@@ -317,8 +346,7 @@ class BlockCache(WritebackMixin):
                 if buf is None:
                     return False
                 e = Entry(buf)
-                existing = bs if known is None else max(0, min(bs, known - blk * bs))
-                if existing > 0 and not (lo == 0 and lo + len(piece) >= existing):
+                if self._needs_fetch(blk, lo, lo + len(piece), known):
                     gen = fs.gen
                     try:
                         old = await self.backend.read(ino, blk * bs, bs)
