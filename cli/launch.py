@@ -16,13 +16,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pvfs.daemons.common import pid_alive, read_pidfile
+
 from pvfs import config as cfgmod
 from pvfs.config import Config, Endpoint
-from pvfs.daemons.common import pid_alive, read_pidfile
 from pvfs.layout.stripe import Stripe
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
+DEFAULT_STRIPE = Stripe(0, -1, 65536)
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -41,7 +43,7 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
 
 
 def make_config(directory: str, iods: int = 4, hosts: list[str] | None = None,
-                stripe: Stripe = Stripe(0, -1, 65536), base_port: int | None = None,
+                stripe: Stripe = DEFAULT_STRIPE, base_port: int | None = None,
                 **overrides) -> Config:
     """A config for one workstation (manager + ``iods`` daemons on 127.0.0.1 under
     ``directory``) or, with ``hosts``, for a cluster: the manager on the first host and one
@@ -122,28 +124,32 @@ def daemons_of(cfg: Config, local_only: bool = True) -> list[Daemon]:
 
 def ping(ep: Endpoint, timeout: float = 1.0) -> dict | None:
     """The daemon's ping reply, or None if it does not answer."""
-    from pvfs.protocol.framing import PREFIX_SIZE, decode_header, frame, parse_prefix
-
     try:
-        with socket.create_connection((ep.host, ep.port), timeout=timeout) as s:
-            s.settimeout(timeout)
-            s.sendall(frame({"op": "ping"}))
-            buf = b""
-            while len(buf) < PREFIX_SIZE:
-                chunk = s.recv(PREFIX_SIZE - len(buf))
-                if not chunk:
-                    return None
-                buf += chunk
-            hlen, _ = parse_prefix(buf)
-            body = b""
-            while len(body) < hlen:
-                chunk = s.recv(hlen - len(body))
-                if not chunk:
-                    return None
-                body += chunk
-            return decode_header(body)
+        return request(ep, {"op": "ping"}, timeout)
     except (OSError, ValueError):
         return None
+
+
+def request(ep: Endpoint, header: dict, timeout: float = 1.0) -> dict:
+    """One control call (no bulk data) on a fresh connection; the reply header, errors
+    included (``{"err": ..., "msg": ...}``). Raises OSError/ValueError if the daemon does not
+    answer properly within ``timeout`` seconds per wait."""
+    from pvfs.protocol.framing import PREFIX_SIZE, decode_header, frame, parse_prefix
+
+    def recv_exact(s: socket.socket, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = s.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionResetError(f"{ep.address} closed the connection")
+            buf += chunk
+        return buf
+
+    with socket.create_connection((ep.host, ep.port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(frame(header))
+        hlen, _ = parse_prefix(recv_exact(s, PREFIX_SIZE))
+        return decode_header(recv_exact(s, hlen))
 
 
 def up(cfg: Config, timeout: float = START_TIMEOUT) -> list[tuple[str, int, bool]]:

@@ -1,0 +1,320 @@
+"""Daemon administration: ``sched show|set``, ``stats``, ``fsck``.
+
+``fsck`` compares the manager's file inodes with the stripe files each I/O daemon holds (like
+``pvfs2-fsck``):
+
+- an **orphan** is a stripe file on a daemon for which no file inode exists, or whose inode
+  holds no share on that daemon — ``--repair`` unlinks it;
+- a **dangling** inode is a file inode whose stripe file is missing on some of the daemons of
+  its distribution — ``--repair`` removes the inode when every share is missing (the data is
+  gone), else recreates the missing stripe files empty (the file keeps the data it has; the
+  lost stripe units read as zeros).
+
+Every candidate is checked a second time before it is reported, so a file created or removed
+while fsck runs is not mistaken for damage. Listing every inode needs root on the manager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+
+from pvfs.cli.main import PROG, add_command, client, connect
+from pvfs.cli.output import CliError, emit, human_duration, human_size, note, parse_size, table
+
+from pvfs.client.fs import FileSystem
+from pvfs.config import ALGORITHMS
+from pvfs.layout.stripe import Stripe
+
+PAGE = 4096
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sched = add_command(sub, "sched", help="show or change the I/O daemons' scheduling algorithm",
+                        func=lambda a: _usage(sched), example=f"""\
+{PROG} sched show
+{PROG} sched set opt3 --window 512M        # every I/O daemon
+{PROG} sched set opt2 --iod 1""", description="Show or change the I/O scheduler of the I/O "
+                    "daemons at run time (thesis §4.2):\n  opt1 network-oriented, opt2 CSCAN, "
+                    "opt3 window scan, opt4 SSTF/disk-directed.\nA change lasts until the "
+                    "daemon restarts; [scheduler] in the config sets the start value.")
+    ssub = sched.add_subparsers(title="actions", metavar="ACTION")
+    q = add_command(ssub, "show", help="each I/O daemon's algorithm and window",
+                    func=cmd_sched_show, example=f"{PROG} sched show --json")
+    q.add_argument("--iod", type=int, metavar="N", help="only I/O daemon N")
+    q = add_command(ssub, "set", help="set the algorithm (and opt3 window) of I/O daemons",
+                    func=cmd_sched_set, example=f"{PROG} sched set opt3 --iod 0 --window 256M")
+    q.add_argument("algorithm", choices=ALGORITHMS, metavar="ALGO",
+                   help=f"one of {', '.join(ALGORITHMS)}")
+    q.add_argument("--iod", type=int, metavar="N", help="only I/O daemon N (default: all)")
+    q.add_argument("--window", type=_size, metavar="BYTES",
+                   help="opt3 window, e.g. 256M (default: unchanged)")
+
+    p = add_command(sub, "stats", help="request, byte and service-time counters per I/O daemon",
+                    func=cmd_stats, example=f"""\
+{PROG} stats
+{PROG} stats --reset --json > before.json""")
+    p.add_argument("--iod", type=int, metavar="N", help="only I/O daemon N")
+    p.add_argument("--reset", action="store_true", help="zero the counters after reading them")
+
+    p = add_command(sub, "fsck", help="find (and with --repair fix) stripe files without "
+                    "metadata and metadata without stripe files", func=cmd_fsck,
+                    example=f"""\
+{PROG} fsck                 # report only; exit 1 if anything is wrong
+{PROG} fsck --repair --json""", description=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--repair", action="store_true",
+                   help="unlink orphans; recreate or remove dangling inodes")
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.error("an action is required: show or set")
+    return 2
+
+
+def _iods(fs: FileSystem, only: int | None) -> list[int]:
+    if only is None:
+        return list(range(fs.config.niods))
+    if not 0 <= only < fs.config.niods:
+        raise CliError("--iod", f"{only} is not an I/O daemon (0..{fs.config.niods - 1})",
+                       status=2)
+    return [only]
+
+
+# ---------------------------------------------------------------------- sched
+def cmd_sched_show(args: argparse.Namespace) -> int:
+    rows, failed = [], False
+    with client(args) as fs:
+        for i in _iods(fs, args.iod):
+            addr = fs.config.iods[i].address
+            try:
+                r = fs.iod_call(i, "sched_get")
+            except OSError as exc:
+                failed = True
+                rows.append({"iod": i, "address": addr, "algorithm": None, "window": None,
+                             "error": exc.strerror or str(exc)})
+                continue
+            rows.append({"iod": i, "address": addr, "algorithm": r["algorithm"],
+                         "window": r["window"], "error": None})
+    emit(args.json, rows, _render_sched)
+    return 1 if failed else 0
+
+
+def _render_sched(rows: list[dict]) -> str:
+    return table([[f"iod{r['iod']}", r["address"], r["algorithm"] or "DOWN",
+                   human_size(r["window"]) if r["window"] else r["error"]] for r in rows],
+                 ["daemon", "address", "algorithm", "window"])
+
+
+def cmd_sched_set(args: argparse.Namespace) -> int:
+    rows = []
+    with client(args) as fs:
+        for i in _iods(fs, args.iod):
+            try:
+                r = fs.iod_call(i, "sched_set", algorithm=args.algorithm, window=args.window)
+            except OSError as exc:
+                raise CliError(f"sched set iod{i} ({fs.config.iods[i].address})",
+                               exc.strerror or str(exc)) from None
+            rows.append({"iod": i, "address": fs.config.iods[i].address,
+                         "algorithm": r["algorithm"], "window": r["window"], "error": None})
+    emit(args.json, rows, _render_sched)
+    return 0
+
+
+# ---------------------------------------------------------------------- stats
+def cmd_stats(args: argparse.Namespace) -> int:
+    out, failed = [], False
+    with client(args) as fs:
+        for i in _iods(fs, args.iod):
+            entry: dict = {"iod": i, "address": fs.config.iods[i].address}
+            try:
+                entry.update(fs.iod_call(i, "stats", reset=args.reset))
+                entry["error"] = None
+            except OSError as exc:
+                failed = True
+                entry["error"] = exc.strerror or str(exc)
+            out.append(entry)
+    emit(args.json, out, _render_stats)
+    if args.reset and not args.json:
+        note("counters reset")
+    return 1 if failed else 0
+
+
+def _render_stats(rows: list[dict]) -> str:
+    lines = []
+    for r in rows:
+        if r["error"]:
+            lines.append([f"iod{r['iod']}", "DOWN"] + [None] * 7)
+            continue
+        c, s, e = r["counters"], r.get("service", {}), r.get("engine", {})
+        lines.append([f"iod{r['iod']}", c["read_requests"], c["write_requests"],
+                      human_size(c["bytes_read"]), human_size(c["bytes_written"]), c["errors"],
+                      len(r.get("files", {})), e.get("queued", 0) + e.get("active", 0),
+                      _ms(s.get("p50_s")) + " / " + _ms(s.get("p99_s"))])
+    return table(lines, ["daemon", "reads", "writes", "read", "written", "errors", "files",
+                         "queued", "service p50 / p99"], right=[1, 2, 3, 4, 5, 6, 7])
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else human_duration(seconds) if seconds >= 60 \
+        else f"{seconds * 1000:.2f} ms"
+
+
+# ---------------------------------------------------------------------- fsck
+def _all_inodes(fs: FileSystem) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    after = 0
+    while True:
+        try:
+            page = fs.meta("inodes", after=after, limit=PAGE)["inodes"]
+        except PermissionError:
+            raise CliError("fsck", "listing every inode needs root on the manager "
+                           "(run as root)") from None
+        for a in page:
+            out[a["ino"]] = a
+        if len(page) < PAGE:
+            return out
+        after = page[-1]["ino"]
+
+
+def _stripe_files(fs: FileSystem, iod: int) -> set[int]:
+    found: set[int] = set()
+    after = 0
+    while True:
+        try:
+            page = fs.iod_call(iod, "list", after=after, limit=PAGE)["inodes"]
+        except OSError as exc:
+            raise CliError(f"fsck iod{iod} ({fs.config.iods[iod].address})",
+                           exc.strerror or str(exc)) from None
+        found.update(page)
+        if len(page) < PAGE:
+            return found
+        after = page[-1]
+
+
+def _holders(fs: FileSystem, attrs: dict) -> list[int]:
+    s = Stripe(*attrs["stripe"])
+    return [s.iod_of_rank(r, fs.config.niods) for r in range(s.pcount)]
+
+
+def _inode_now(fs: FileSystem, ino: int) -> dict | None:
+    try:
+        a = fs.meta("getattr", ino=ino)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ESTALE):
+            return None
+        raise
+    return a if a.get("type") == "file" else None
+
+
+def _has_stripe_file(fs: FileSystem, iod: int, ino: int) -> bool:
+    return ino in fs.iod_call(iod, "list", after=ino - 1, limit=1)["inodes"]
+
+
+def scan(fs: FileSystem) -> tuple[list[dict], list[dict], dict]:
+    """(orphans, dangling, counts): the damage found, each candidate checked twice."""
+    inodes = _all_inodes(fs)
+    present = {i: _stripe_files(fs, i) for i in range(fs.config.niods)}
+    orphans, dangling = [], []
+    for iod, inos in present.items():
+        for ino in sorted(inos):
+            a = inodes.get(ino)
+            if a is not None and iod in _holders(fs, a):
+                continue
+            a = _inode_now(fs, ino)  # created after the manager was listed?
+            if a is not None and iod in _holders(fs, a):
+                continue
+            if not _has_stripe_file(fs, iod, ino):
+                continue
+            size = fs.iod_call(iod, "size", ino=ino)["local_size"]
+            orphans.append({"iod": iod, "address": fs.config.iods[iod].address, "ino": ino,
+                            "size": size, "reason": "no inode" if a is None else
+                            "inode holds no share on this daemon", "repaired": False})
+    for ino, a in sorted(inodes.items()):
+        holders = _holders(fs, a)
+        missing = [i for i in holders if ino not in present[i]]
+        if not missing:
+            continue
+        a = _inode_now(fs, ino)  # removed while we looked?
+        if a is None:
+            continue
+        holders = _holders(fs, a)
+        missing = [i for i in holders if not _has_stripe_file(fs, i, ino)]
+        if missing:
+            dangling.append({"ino": ino, "stripe": a["stripe"], "nlink": a["nlink"],
+                             "iods": holders, "missing": missing,
+                             "action": "remove inode" if len(missing) == len(holders)
+                             else "recreate empty stripe files", "repaired": False})
+    counts = {"inodes": len(inodes), "stripe_files": sum(len(v) for v in present.values()),
+              "iods": fs.config.niods}
+    return orphans, dangling, counts
+
+
+def repair(fs: FileSystem, orphans: list[dict], dangling: list[dict]) -> list[str]:
+    """Fix what ``scan`` found; returns the failures (empty when all went well)."""
+    failures = []
+    for o in orphans:
+        try:
+            fs.iod_call(o["iod"], "unlink", ino=o["ino"])
+            o["repaired"] = True
+        except OSError as exc:
+            failures.append(f"unlink inode {o['ino']} on iod{o['iod']}: {exc.strerror or exc}")
+    for d in dangling:
+        try:
+            if len(d["missing"]) == len(d["iods"]):
+                fs.meta("remove_inode", ino=d["ino"])
+            else:
+                for i in d["missing"]:
+                    fs.iod_call(i, "create", ino=d["ino"])
+            d["repaired"] = True
+        except OSError as exc:
+            failures.append(f"{d['action']} of inode {d['ino']}: {exc.strerror or exc}")
+    return failures
+
+
+def cmd_fsck(args: argparse.Namespace) -> int:
+    with connect(args) as fs:
+        orphans, dangling, counts = scan(fs)
+        failures = repair(fs, orphans, dangling) if args.repair else []
+    clean = not orphans and not dangling
+    fixed = args.repair and not failures
+    data = {"checked": counts, "orphans": orphans, "dangling": dangling,
+            "repair": bool(args.repair), "failures": failures, "clean": clean,
+            "ok": clean or fixed}
+    emit(args.json, data, _render_fsck)
+    return 0 if data["ok"] else 1
+
+
+def _render_fsck(d: dict) -> str:
+    c = d["checked"]
+    out = [(f"checked {c['inodes']} file inodes and {c['stripe_files']} stripe files "
+            f"on {c['iods']} I/O daemons")]
+    if d["orphans"]:
+        out += ["", f"orphan stripe files: {len(d['orphans'])}", table(
+            [[f"iod{o['iod']}", o["ino"], human_size(o["size"]), o["reason"],
+              ("unlinked" if o["repaired"] else "FAILED") if d["repair"] else "-"]
+             for o in d["orphans"]], ["daemon", "inode", "size", "reason", "repair"],
+            right=[1, 2])]
+    if d["dangling"]:
+        out += ["", f"dangling inodes: {len(d['dangling'])}", table(
+            [[x["ino"], "{}:{}:{}".format(*x["stripe"]),
+              ",".join(f"iod{i}" for i in x["missing"]), x["action"],
+              ("done" if x["repaired"] else "FAILED") if d["repair"] else "-"]
+             for x in d["dangling"]], ["inode", "stripe", "missing on", "fix", "repair"],
+            right=[0])]
+    out += [""] + [f"failed: {f}" for f in d["failures"]]
+    if d["clean"]:
+        out.append("clean")
+    elif d["repair"]:
+        out.append("repaired" if d["ok"] else "some repairs FAILED")
+    else:
+        out.append(f"run `{PROG} fsck --repair` to fix")
+    return "\n".join(out)

@@ -1,0 +1,334 @@
+"""Cluster subcommands: ``init``, ``up``, ``down``, ``status``, ``ping``, ``df``.
+
+``init`` writes the TOML config (one workstation by default, or one I/O daemon per host of a
+host list) and remembers it; ``up``/``down`` start and stop this host's daemons of it through
+``pvfs.cli.launch`` exactly as the test fixtures do. ``status``, ``ping`` and ``df`` ask every
+daemon directly, so they report a dead daemon as a row instead of failing as a whole (like
+``beegfs-check-servers`` and ``pvfs2-ping``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from pvfs.cli import launch
+from pvfs.cli.main import PROG, add_command, has_command, load_config, main
+from pvfs.cli.output import CliError, emit, human_duration, human_size, note, parse_size, table
+
+from pvfs.config import Config, Endpoint
+from pvfs.layout.stripe import Stripe
+
+STATUS_TIMEOUT = 2.0
+
+
+def default_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
+    return os.path.join(base, "pvfs")
+
+
+def size_arg(text: str) -> int:
+    """argparse type for byte counts with k/M/G suffixes."""
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "init", help="write a file-system config and make it the default",
+                    func=cmd_init, example=f"""\
+{PROG} init --dir /srv/pvfs                 # manager + 4 I/O daemons on this machine
+{PROG} init --dir /srv/pvfs --iods 8 --ssize 1M
+{PROG} init --dir /srv/pvfs --hosts hosts.txt  # manager on the first host, an iod per host""",
+                    description="Write D/pvfs.toml: a manager and N I/O daemons on 127.0.0.1 "
+                    "with their data under D,\nor, with --hosts, the manager on the first host "
+                    "and one I/O daemon on each host.\nThe config becomes the default of later "
+                    "commands (~/.config/pvfs/last-config).")
+    p.add_argument("--dir", default=None, metavar="D",
+                   help=f"where data, logs and the config go (default: {default_dir()})")
+    p.add_argument("--iods", type=int, default=4, metavar="N",
+                   help="number of I/O daemons on this machine (default: 4)")
+    p.add_argument("--hosts", metavar="FILE",
+                   help="one host name or address per line; '#' starts a comment")
+    p.add_argument("--ssize", type=size_arg, default=65536, metavar="BYTES",
+                   help="default stripe size, e.g. 64k or 1M (default: 64k)")
+    p.add_argument("--pcount", type=int, default=-1, metavar="N",
+                   help="default number of I/O daemons per file (default: -1 = all)")
+    p.add_argument("--port", type=int, default=None, metavar="PORT",
+                   help="first TCP port (default: free ports now; 7400 with --hosts)")
+    p.add_argument("--algorithm", choices=("opt1", "opt2", "opt3", "opt4"), default="opt1",
+                   help="I/O scheduler the daemons start with (default: opt1)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing config")
+
+    p = add_command(sub, "up", help="start this host's daemons and wait until they answer",
+                    func=cmd_up, example=f"""\
+{PROG} up
+{PROG} --config /srv/pvfs/pvfs.toml up --mount ~/pvfs""")
+    p.add_argument("--mount", metavar="DIR", help="also mount the file system at DIR")
+    p.add_argument("--timeout", type=float, default=launch.START_TIMEOUT, metavar="S",
+                   help=f"seconds to wait for each daemon (default: {launch.START_TIMEOUT:g})")
+
+    p = add_command(sub, "down", help="stop this host's daemons (SIGTERM, then SIGKILL)",
+                    func=cmd_down, example=f"{PROG} down")
+    p.add_argument("--timeout", type=float, default=launch.STOP_TIMEOUT, metavar="S",
+                   help=f"seconds before SIGKILL (default: {launch.STOP_TIMEOUT:g})")
+
+    add_command(sub, "status", help="state of every daemon: version, uptime, open files, "
+                "queued jobs, scheduler", func=cmd_status, example=f"""\
+{PROG} status
+{PROG} status --json | jq '.daemons[] | select(.up | not)'""")
+
+    add_command(sub, "ping", help="check that every daemon answers and the root directory "
+                "resolves", func=cmd_ping, example=f"{PROG} ping && echo all good")
+
+    add_command(sub, "df", help="capacity and use per I/O daemon and in total",
+                func=cmd_df, example=f"""\
+{PROG} df
+{PROG} df --json | jq .total.avail""")
+
+
+# ---------------------------------------------------------------------- init / up / down
+def _read_hosts(path: str) -> list[str]:
+    try:
+        with open(path) as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise CliError(f"--hosts {path}", exc.strerror or str(exc)) from None
+    hosts = [ln.split("#", 1)[0].strip() for ln in lines]
+    hosts = [h for h in hosts if h]
+    if not hosts:
+        raise CliError(f"--hosts {path}", "no host names in the file")
+    return hosts
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    directory = os.path.abspath(os.path.expanduser(args.dir or default_dir()))
+    path = os.path.join(directory, "pvfs.toml")
+    if os.path.exists(path) and not args.force:
+        raise CliError(f"init {path}", "a config already exists (use --force to overwrite)")
+    if args.iods < 1:
+        raise CliError("init", f"--iods must be at least 1, got {args.iods}", status=2)
+    hosts = _read_hosts(args.hosts) if args.hosts else None
+    stripe = Stripe(0, args.pcount, args.ssize)
+    try:
+        stripe.resolved(len(hosts) if hosts else args.iods)
+    except ValueError as exc:
+        raise CliError("init", str(exc), status=2) from None
+    cfg = launch.make_config(directory, iods=args.iods, hosts=hosts, stripe=stripe,
+                             base_port=args.port, algorithm=args.algorithm)
+    cfg = launch.write_config(cfg, path)
+    launch.remember_config(path)
+    data = _describe_config(cfg)
+    emit(args.json, data, lambda d: (
+        f"wrote {d['config']} (now the default config)\n\n"
+        + table([[r["name"], r["address"], r["data_dir"]] for r in d["daemons"]],
+                ["daemon", "address", "data directory"])
+        + f"\n\nstripe default: base {d['stripe']['base']}, pcount {d['stripe']['pcount']}, "
+        f"ssize {human_size(d['stripe']['ssize'])}\nstart it with: {PROG} up"))
+    return 0
+
+
+def _describe_config(cfg: Config) -> dict:
+    daemons = [{"name": "mgr", "role": "mgr", "address": cfg.manager.address,
+                "data_dir": cfg.manager.data_dir}]
+    daemons += [{"name": f"iod{i}", "role": "iod", "address": e.address, "data_dir": e.data_dir}
+                for i, e in enumerate(cfg.iods)]
+    return {"config": cfg.path, "name": cfg.name, "run_dir": cfg.run_dir, "daemons": daemons,
+            "stripe": {"base": cfg.stripe.base, "pcount": cfg.stripe.pcount,
+                       "ssize": cfg.stripe.ssize},
+            "scheduler": {"algorithm": cfg.algorithm, "window": cfg.window}}
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    if not launch.daemons_of(cfg):
+        raise CliError("up", f"no daemon of {cfg.path} belongs to this host")
+    if args.mount and not has_command("mount"):
+        raise CliError("up --mount", "the mount client (pvfs.fuse) is not installed")
+    started = launch.up(cfg, timeout=args.timeout)
+    rows = [{"name": n, "pid": pid, "started": now,
+             "address": _endpoint(cfg, n).address} for n, pid, now in started]
+    data = {"config": cfg.path, "daemons": rows, "mount": None}
+    status = 0
+    if args.mount:
+        # The mount client's own subcommand does the work (and its error reporting).
+        status = main(["--config", cfg.path, "mount", args.mount])
+        data["mount"] = os.path.abspath(args.mount) if status == 0 else None
+    emit(args.json, data, lambda d: table(
+        [[r["name"], r["address"], r["pid"], "started" if r["started"] else "already running"]
+         for r in d["daemons"]], ["daemon", "address", "pid", "state"], right=[2]))
+    return status
+
+
+def _endpoint(cfg: Config, name: str) -> Endpoint:
+    return cfg.manager if name == "mgr" else cfg.iods[int(name[3:])]
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    if has_command("umount"):
+        _unmount_all(cfg)
+    stopped = launch.down(cfg, timeout=args.timeout)
+    data = {"config": cfg.path, "stopped": [{"name": n, "pid": p} for n, p in stopped]}
+    emit(args.json, data, lambda d: table([[r["name"], r["pid"], "stopped"] for r in d["stopped"]],
+                                          ["daemon", "pid", "state"], right=[1])
+         if d["stopped"] else "no daemon of this config was running here")
+    return 0
+
+
+def _unmount_all(cfg: Config) -> None:
+    """Let the mount client unmount this file system's mounts before the daemons go."""
+    import importlib
+
+    mod = importlib.import_module("pvfs.cli.cmd_mount")
+    hook = getattr(mod, "unmount_all", None)
+    if callable(hook):
+        hook(cfg)
+
+
+# ---------------------------------------------------------------------- status / ping
+def _daemons(cfg: Config) -> list[tuple[str, str, Endpoint]]:
+    return [("mgr", "mgr", cfg.manager)] + [(f"iod{i}", "iod", e) for i, e in enumerate(cfg.iods)]
+
+
+def _ask(ep: Endpoint, header: dict, timeout: float = STATUS_TIMEOUT) -> tuple[dict | None, str]:
+    """(reply, "") or (None, why) — never raises for an unreachable daemon."""
+    try:
+        reply = launch.request(ep, header, timeout)
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return None, why or type(exc).__name__
+    if reply.get("err"):
+        return None, str(reply.get("msg") or os.strerror(int(reply["err"])))
+    return reply, ""
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    rows = []
+    for name, role, ep in _daemons(cfg):
+        reply, why = _ask(ep, {"op": "status"})
+        row: dict = {"name": name, "role": role, "address": ep.address, "up": reply is not None,
+                     "error": why or None, "version": None, "pid": None, "uptime": None,
+                     "open_files": None, "queued_jobs": None, "scheduler": None}
+        if reply:
+            row.update(version=reply.get("version"), pid=reply.get("pid"),
+                       uptime=reply.get("uptime"), open_files=reply.get("open_files"),
+                       queued_jobs=reply.get("queued_jobs"), scheduler=reply.get("scheduler"))
+            if role == "mgr":
+                row["inodes"] = {k: reply.get(k) for k in ("files", "dirs", "symlinks")}
+        rows.append(row)
+    down = [r["name"] for r in rows if not r["up"]]
+    data = {"config": cfg.path, "name": cfg.name, "daemons": rows, "all_up": not down}
+    emit(args.json, data, _render_status)
+    return 1 if down else 0
+
+
+def _render_status(d: dict) -> str:
+    body = table([[r["name"], r["address"], "up" if r["up"] else "DOWN", r["version"], r["pid"],
+                   human_duration(r["uptime"]) if r["up"] else None, r["open_files"],
+                   r["queued_jobs"], r["scheduler"]] for r in d["daemons"]],
+                 ["daemon", "address", "state", "version", "pid", "uptime", "open", "queued",
+                  "scheduler"], right=[4, 6, 7])
+    notes = [f"{r['name']}: {r['error']}" for r in d["daemons"] if r["error"]]
+    mgr = d["daemons"][0]
+    if mgr.get("inodes"):
+        i = mgr["inodes"]
+        notes.insert(0, f"metadata: {i['files']} files, {i['dirs']} directories, "
+                     f"{i['symlinks']} symlinks")
+    return body + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def cmd_ping(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    rows = []
+    for name, role, ep in _daemons(cfg):
+        t0 = time.perf_counter()
+        reply, why = _ask(ep, {"op": "ping"})
+        ms = (time.perf_counter() - t0) * 1000
+        rows.append({"name": name, "role": role, "address": ep.address, "ok": reply is not None,
+                     "rtt_ms": round(ms, 3) if reply else None,
+                     "version": reply.get("version") if reply else None, "error": why or None})
+    # Like pvfs2-ping: the name space must resolve too, not only answer pings.
+    root, why = _ask(cfg.manager, {"op": "resolve", "path": "/"}) if rows[0]["ok"] \
+        else (None, "manager down")
+    checks = {"root": {"ok": root is not None and root.get("type") == "dir",
+                       "error": why or None}}
+    ok = all(r["ok"] for r in rows) and checks["root"]["ok"]
+    data = {"config": cfg.path, "daemons": rows, "checks": checks, "ok": ok}
+    emit(args.json, data, lambda d: table(
+        [[r["name"], r["address"], "ok" if r["ok"] else "FAIL",
+          f"{r['rtt_ms']:.2f} ms" if r["ok"] else r["error"]] for r in d["daemons"]]
+        + [["root", "/", "ok" if checks["root"]["ok"] else "FAIL",
+            "resolves" if checks["root"]["ok"] else checks["root"]["error"]]],
+        ["daemon", "address", "result", "detail"]) + ("\n\nthe file system is ready"
+                                                       if d["ok"] else "\n\nFAILED"))
+    return 0 if ok else 1
+
+
+# ---------------------------------------------------------------------- df
+def cmd_df(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    rows = []
+    total = {"size": 0, "used": 0, "avail": 0}
+    for i, ep in enumerate(cfg.iods):
+        reply, why = _ask(ep, {"op": "statfs"})
+        row: dict = {"name": f"iod{i}", "address": ep.address, "data_dir": ep.data_dir,
+                     "up": reply is not None, "error": why or None,
+                     "size": None, "used": None, "avail": None, "use_pct": None}
+        if reply:
+            bs = reply["bsize"]
+            size, free, avail = reply["blocks"] * bs, reply["bfree"] * bs, reply["bavail"] * bs
+            used = size - free
+            row.update(size=size, used=used, avail=avail, use_pct=_pct(used, used + avail),
+                       files=reply.get("files"), ffree=reply.get("ffree"))
+            for k in total:
+                total[k] += row[k]
+        rows.append(row)
+    total["use_pct"] = _pct(total["used"], total["used"] + total["avail"])
+    mgr, _ = _ask(cfg.manager, {"op": "status"})
+    inodes = {k: mgr.get(k) for k in ("files", "dirs", "symlinks", "inodes")} if mgr else None
+    data = {"config": cfg.path, "iods": rows, "total": total, "inodes": inodes,
+            "shared_devices": _shared(cfg)}
+    emit(args.json, data, _render_df)
+    return 0 if all(r["up"] for r in rows) else 1
+
+
+def _pct(used: int, whole: int) -> float:
+    return round(100.0 * used / whole, 1) if whole else 0.0
+
+
+def _shared(cfg: Config) -> bool:
+    """Whether several local I/O daemons keep data on one device (the total counts it more
+    than once, like ``lfs df`` on OSTs sharing a disk)."""
+    devs = []
+    for ep in cfg.iods:
+        if launch.is_local(ep.host):
+            try:
+                devs.append(os.stat(ep.data_dir).st_dev)
+            except OSError:
+                continue
+    return len(devs) != len(set(devs))
+
+
+def _render_df(d: dict) -> str:
+    rows = [[r["name"], r["address"], human_size(r["size"]), human_size(r["used"]),
+             human_size(r["avail"]), f"{r['use_pct']:.0f}%" if r["up"] else "DOWN",
+             r["data_dir"]] for r in d["iods"]]
+    t = d["total"]
+    rows.append(["total", "", human_size(t["size"]), human_size(t["used"]),
+                 human_size(t["avail"]), f"{t['use_pct']:.0f}%", ""])
+    text = table(rows, ["daemon", "address", "size", "used", "avail", "use%", "data directory"],
+                 right=[2, 3, 4, 5])
+    if d["inodes"]:
+        i = d["inodes"]
+        text += f"\n\ninodes: {i['files']} files, {i['dirs']} directories, {i['symlinks']} symlinks"
+    if d["shared_devices"]:
+        text += "\nnote: some I/O daemons share a device, so the total counts it more than once"
+    for r in d["iods"]:
+        if r["error"]:
+            note(f"{PROG}: df: {r['name']} ({r['address']}): {r['error']}")
+    return text

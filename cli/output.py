@@ -1,0 +1,214 @@
+"""What ``pvfs-admin`` prints: aligned tables for people, JSON for scripts, sizes, progress.
+
+Every read-only subcommand builds one plain data structure (dicts, lists, numbers, strings)
+and hands it to ``emit``: with ``--json`` it is printed as JSON exactly, otherwise a renderer
+turns it into text. A progress bar appears only when stderr is a terminal, so pipes and logs
+never fill with carriage returns.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Self, TextIO
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+_SUFFIX = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+class CliError(Exception):
+    """A failure the CLI reports as ``pvfs-admin: <what>: <why>`` with an exit status."""
+
+    def __init__(self, what: str, why: str, status: int = 1) -> None:
+        super().__init__(f"{what}: {why}")
+        self.what = what
+        self.why = why
+        self.status = status
+
+
+# ---------------------------------------------------------------------- sizes and times
+def human_size(n: float | None) -> str:
+    """``1536`` -> ``"1.5 KiB"``; exact bytes below 1 KiB; ``"-"`` for None."""
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in _UNITS:
+        if abs(value) < 1024 or unit == _UNITS[-1]:
+            if unit == "B":
+                return f"{int(value)} B"
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # unreachable: the loop returns at the last unit
+
+
+def parse_size(text: str) -> int:
+    """``"64k"`` -> 65536, ``"1M"``/``"1MiB"`` -> 1048576, ``"4096"`` -> 4096 (binary units).
+
+    Raises:
+        ValueError: the text is not a size.
+    """
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise ValueError(f"not a size: {text!r} (examples: 4096, 64k, 1M, 2G)")
+    value = float(m.group(1)) * _SUFFIX[m.group(2).lower()]
+    if value != int(value):
+        raise ValueError(f"not a whole number of bytes: {text!r}")
+    return int(value)
+
+
+def human_duration(seconds: float | None) -> str:
+    """``93784`` -> ``"1d 2h"``, ``75`` -> ``"1m 15s"``, ``4.2`` -> ``"4.2s"``."""
+    if seconds is None:
+        return "-"
+    s = float(seconds)
+    if s < 60:
+        return f"{s:.1f}s"
+    m, sec = divmod(int(s), 60)
+    h, m = divmod(m, 60)
+    d, h = divmod(h, 24)
+    if d:
+        return f"{d}d {h}h"
+    if h:
+        return f"{h}h {m}m"
+    return f"{m}m {sec}s"
+
+
+def format_mode(mode: int) -> str:
+    """``0o100644`` -> ``"-rw-r--r--"`` (like ``ls -l``)."""
+    import stat
+
+    return stat.filemode(mode)
+
+
+def format_time_ns(ns: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ns / 1e9))
+
+
+# ---------------------------------------------------------------------- tables
+def table(rows: Iterable[Sequence[Any]], headers: Sequence[str],
+          right: Iterable[int] = ()) -> str:
+    """Rows as text columns padded to their widest cell; ``right`` columns right-aligned."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    heads = [str(h) for h in headers]
+    widths = [len(h) for h in heads]
+    for row in cells:
+        for i, c in enumerate(row):
+            widths[i] = max(widths[i], len(c))
+    align = set(right)
+
+    def line(row: Sequence[str]) -> str:
+        parts = [c.rjust(widths[i]) if i in align else c.ljust(widths[i])
+                 for i, c in enumerate(row)]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(heads)] + [line(r) for r in cells])
+
+
+def key_values(pairs: Iterable[tuple[str, Any]]) -> str:
+    """``key: value`` lines with the values aligned (for one object, like ``stat``)."""
+    items = [(str(k), _cell(v)) for k, v in pairs]
+    width = max((len(k) for k, _ in items), default=0)
+    return "\n".join(f"{k + ':':<{width + 1}} {v}" for k, v in items)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v)
+
+
+# ---------------------------------------------------------------------- emitting
+def to_json(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, default=_json_default)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "backslashreplace")
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    raise TypeError(f"cannot write {type(obj).__name__} as JSON")
+
+
+def emit(as_json: bool, data: Any, render: Callable[[Any], str] | None = None,
+         out: TextIO | None = None) -> None:
+    """Print ``data`` as JSON or through ``render`` (nothing if it renders to "")."""
+    out = out or sys.stdout
+    if as_json:
+        out.write(to_json(data) + "\n")
+        return
+    text = render(data) if render else to_json(data)
+    if text:
+        out.write(text.rstrip("\n") + "\n")
+
+
+def note(message: str) -> None:
+    """A line for people on stderr (kept out of ``--json`` output)."""
+    sys.stderr.write(message.rstrip("\n") + "\n")
+
+
+# ---------------------------------------------------------------------- progress
+def progress_wanted(force: bool | None = None, stream: TextIO | None = None) -> bool:
+    """Whether to draw a bar: ``force`` if given, else only when stderr is a terminal."""
+    if force is not None:
+        return force
+    stream = stream or sys.stderr
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class Progress:
+    """Byte progress of a copy: a tqdm bar on a terminal, nothing otherwise.
+
+    Use as a context manager; ``update(n)`` after every chunk, ``describe(name)`` per file.
+    """
+
+    def __init__(self, total: int, enabled: bool, desc: str = "") -> None:
+        self.done = 0
+        self._bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024,
+                             desc=desc or None, file=sys.stderr, dynamic_ncols=True,
+                             leave=True, miniters=1)
+
+    @property
+    def enabled(self) -> bool:
+        return self._bar is not None
+
+    def describe(self, desc: str) -> None:
+        if self._bar is not None:
+            self._bar.set_description_str(_shorten(desc, 30), refresh=False)
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[-(width - 1):]
