@@ -171,13 +171,13 @@ def _table(rows: list[list[str]]) -> list[str]:
 def format_result(result: dict[str, Any]) -> str:
     """The table for people (``pvfs-admin replay`` without ``--json``)."""
     lines = [
-        f"workload {result['workload']}  procs {result['procs']}  target {result['target']}"
-        f"  runner {result['runner']}",
+        (f"workload {result['workload']}  procs {result['procs']}  target {result['target']}"
+        f"  runner {result['runner']}"),
         f"application service time   {_fmt_time(result['app_service_time'])}",
         f"mean task service time     {_fmt_time(result['mean_task_service_time'])}",
         f"task service time variance {result['task_service_time_variance']:.6g} s^2",
-        f"bytes read {result['bytes_read']}  written {result['bytes_written']}  "
-        f"throughput {_fmt_rate(result['bytes_per_s'])}",
+        (f"bytes read {result['bytes_read']}  written {result['bytes_written']}  "
+        f"throughput {_fmt_rate(result['bytes_per_s'])}"),
         "",
     ]
     rows = [["op", "count", "mean", "p50", "p90", "p99", "max"]]

@@ -18,7 +18,7 @@ import hashlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 from urllib.parse import parse_qs
 
 from pvfs.traces.format import FileEntry, Flag
@@ -138,7 +138,7 @@ class Target(ABC):
             handle.close()
         return h.hexdigest()
 
-    def __enter__(self) -> Target:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
