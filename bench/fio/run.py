@@ -4,6 +4,9 @@
 
     python bench/fio/run.py --target local --target gluster --target moosefs \\
         --size 256M --runtime 10 --repeats 3 --baseline local --json fio_peers
+    python bench/fio/run.py --all --target pvfs=/mnt/pvfs --baseline gluster --json fio
+
+``--all`` adds the three baselines ``local``, ``gluster`` and ``moosefs``.
 
 Targets (``--target NAME=SPEC`` or just ``--target SPEC``, repeatable):
 
@@ -74,6 +77,7 @@ from bench.fio.jobs import (
 log = logging.getLogger("bench.fio")
 
 BUILTIN = ("local", "gluster", "moosefs", "pylocal")
+ALL_BASELINES = ("local", "gluster", "moosefs")
 
 
 @dataclass
@@ -265,8 +269,11 @@ def main(argv: list[str] | None = None) -> int:
         description="Run the fio job set on several targets, interleaved; print ratios.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="targets: local, gluster, moosefs, pylocal, py:MODULE:FUNC or a directory")
-    ap.add_argument("--target", action="append", required=True, metavar="NAME=SPEC",
+    ap.add_argument("--target", action="append", default=[], metavar="NAME=SPEC",
                     help="a target (repeatable); see above")
+    ap.add_argument("--all", action="store_true",
+                    help="add the built-in baselines local, gluster and moosefs (the set "
+                         "'make bench' runs), before any --target")
     ap.add_argument("--baseline", help="target the ratios are against (default: the first)")
     ap.add_argument("--size", default="256M", help="file size per job (default 256M)")
     ap.add_argument("--runtime", type=float, default=10, help="seconds per run (default 10)")
@@ -278,13 +285,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--direct", action="store_true", help="O_DIRECT for the fio runs")
     ap.add_argument("--workdir", default=None,
                     help="where targets and peers keep their files (default: a temp dir)")
-    ap.add_argument("--json", metavar="NAME", help="save bench/results/NAME.json")
+    ap.add_argument("--json", metavar="NAME",
+                    help="save bench/results/NAME.json (with --all: default 'fio')")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(message)s")
 
     named = [parse_target(t) for t in args.target]
+    if args.all:
+        named = [(n, n) for n in ALL_BASELINES if n not in {x for x, _ in named}] + named
+    if not named:
+        ap.error("no target: give --target or --all")
+    if args.all and args.json is None:
+        args.json = "fio"
     names = [n for n, _ in named]
     if len(set(names)) != len(names):
         ap.error("target names must be unique")
