@@ -211,10 +211,15 @@ class BypassTable:
         return fb.default if f is None else f
 
     def bypass_read(self, ino: int, segment: int) -> bool:
-        return bool(self.flags(ino, segment) & Bypass.READ_LOCAL)
+        # hot path (once per block): most files have no bits, and IntFlag ops are slow
+        if ino not in self._files:
+            return False
+        return bool(int(self.flags(ino, segment)) & 1)
 
     def bypass_write(self, ino: int, segment: int) -> bool:
-        return bool(self.flags(ino, segment) & Bypass.WRITE_LOCAL)
+        if ino not in self._files:
+            return False
+        return bool(int(self.flags(ino, segment)) & 2)
 
     def set_range(self, ino: int, first: int, last: int, flags: Bypass) -> None:
         """Set segments ``first..last`` (inclusive) of ``ino`` to ``flags``."""

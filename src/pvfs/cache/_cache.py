@@ -138,6 +138,7 @@ class BlockCache(WritebackMixin):
         bs = self.block_size
         first, last = offset // bs, (end - 1) // bs
         pieces: dict[int, bytes] = {}
+        views: dict[int, memoryview] = {}
         missing: list[int] = []
         bypassed: list[int] = []
         c = self._counters
@@ -151,11 +152,18 @@ class BlockCache(WritebackMixin):
                 else:
                     bypassed.append(blk)
             elif e is not None and not self._locks.busy(key) and self._covers(e, blk, eff):
-                pieces[blk] = _piece(e.buf, a, b)
+                # a view, copied once by the join below if no await comes first (else by
+                # bytes() just before it): a covering entry always has b - a bytes there
+                views[blk] = memoryview(e.buf)[a:b]
                 self.policy.touched(key)
                 c["hits"] += 1
             else:
                 missing.append(blk)
+        if not missing and not bypassed:
+            return b"".join([views[blk] if blk in views else pieces[blk]
+                             for blk in range(first, last + 1)])
+        for blk, view in views.items():
+            pieces[blk] = bytes(view)
         for start, n in runs_of(missing):
             await self._fetch_run(ino, start, n, offset, end, eff, pieces)
         for start, n in runs_of(bypassed):
