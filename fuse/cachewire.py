@@ -1,0 +1,235 @@
+"""The block cache wired to the file system: backend, coherence callbacks, shell controls.
+
+* :class:`ClientBackend` is the :class:`pvfs.cache.BlockCache` backend over the async client
+  (reads and writes run the C scatter/gather path in worker threads).
+* :class:`Coherence` is the client side of ``coherence=sync``: one callback connection per I/O
+  daemon (``cb_register``), ``hold`` before blocks are fetched, ``invalidate`` after a sync write
+  (see ``daemons/iod/coherence.py`` for the daemon side).
+* :class:`Controls` implements the ``user.pvfs.*`` extended attributes.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from pvfs.cache import BlockCache, BypassTable
+from pvfs.client.aclient import AsyncClient
+from pvfs.client.rpc import Channel
+from pvfs.layout.stripe import Stripe
+from pvfs.protocol import aio
+
+from .handles import HandleTable
+
+log = logging.getLogger("pvfs.fuse")
+
+__all__ = ["STRIPE_XATTR", "VIRTUAL_XATTRS", "ClientBackend", "Coherence", "Controls",
+           "MountBypass"]
+
+STRIPE_XATTR = "user.pvfs.stripe"
+BYPASS_XATTR = "user.pvfs.bypass"
+SYNC_XATTR = "user.pvfs.sync"
+STATS_XATTR = "user.pvfs.stats"
+VIRTUAL_XATTRS = (STRIPE_XATTR, BYPASS_XATTR, SYNC_XATTR, STATS_XATTR)
+
+
+class MountBypass(BypassTable):
+    """The segment bits of ``user.pvfs.bypass``; ``everything`` (mount option ``cache=0``)
+    sends every read and write past the local cache."""
+
+    def __init__(self, everything: bool = False) -> None:
+        super().__init__()
+        self.everything = everything
+
+    def bypass_read(self, ino: int, segment: int) -> bool:
+        return self.everything or super().bypass_read(ino, segment)
+
+    def bypass_write(self, ino: int, segment: int) -> bool:
+        return self.everything or super().bypass_write(ino, segment)
+
+
+class ClientBackend:
+    """Blocks come from and go to the I/O daemons through :class:`AsyncClient`."""
+
+    def __init__(self, client: AsyncClient, table: HandleTable,
+                 stripe_of: Callable[[int], Awaitable[Stripe]]) -> None:
+        self.client = client
+        self.table = table
+        self.stripe_of = stripe_of
+        self.coherence: Coherence | None = None
+
+    def stripe_size(self, ino: int) -> int | None:
+        info = self.table.inodes.get(ino)
+        return info.stripe.ssize if info is not None and info.stripe is not None else None
+
+    async def read(self, ino: int, offset: int, length: int) -> bytes:
+        stripe = await self.stripe_of(ino)
+        if self.coherence is not None:
+            # Register first, then read: a sync write racing with this fetch calls us back.
+            await self.coherence.hold(ino, stripe, offset, length)
+        return await self.client.read(ino, stripe, offset, length)
+
+    async def write(self, ino: int, offset: int, data: bytes) -> None:
+        stripe = await self.stripe_of(ino)
+        self.table.info(ino).wrote = True
+        await self.client.write(ino, stripe, offset, data)
+
+
+class Coherence:
+    """Client side of ``coherence=sync`` (one per mount)."""
+
+    def __init__(self, client: AsyncClient, cache: BlockCache,
+                 on_invalidate: Callable[[int, int, int], Awaitable[None]]) -> None:
+        self.client = client
+        self.cache = cache
+        self.on_invalidate = on_invalidate
+        cfg = client.config
+        self.name = f"{socket.gethostname()[:30]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.channels = [Channel(e.host, e.port, cfg.connect_timeout, cfg.request_timeout,
+                                 max_idle=4, name=f"iod{i} ({e.address})")
+                         for i, e in enumerate(cfg.iods)]
+        self.connected = [False] * len(cfg.iods)
+        self.counters = {"callbacks_received": 0, "invalidations_sent": 0,
+                         "copies_invalidated": 0, "holds": 0}
+
+    def _home(self, stripe: Stripe) -> int:
+        """The I/O daemon keeping the file's holder directory: the one with rank 0."""
+        return stripe.iod_of_rank(0, self.client.config.niods)
+
+    async def hold(self, ino: int, stripe: Stripe, offset: int, length: int) -> None:
+        bs = self.cache.block_size
+        first, last = offset // bs, (offset + max(length, 1) - 1) // bs
+        self.counters["holds"] += 1
+        await self.channels[self._home(stripe)].call(
+            {"op": "cb_hold", "client": self.name, "ino": ino, "first": first,
+             "count": last - first + 1})
+
+    async def invalidate(self, ino: int, stripe: Stripe, offset: int, length: int) -> None:
+        """Invalidate every other node's copy of the range (after a sync write)."""
+        reply = await self.channels[self._home(stripe)].call(
+            {"op": "cb_invalidate", "client": self.name, "ino": ino, "offset": offset,
+             "length": length})
+        self.counters["invalidations_sent"] += 1
+        self.counters["copies_invalidated"] += reply.get("invalidated", 0)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Keep a callback connection to every I/O daemon; started once all are up."""
+        async with trio.open_nursery() as nursery:
+            for i in range(len(self.channels)):
+                await nursery.start(self._listen, i)
+            task_status.started()
+
+    async def _listen(self, index: int,
+                      task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        ep = self.client.config.iods[index]
+        started = False
+        delay = 0.2
+        while True:
+            try:
+                sock = await aio.connect(ep.host, ep.port, self.client.config.connect_timeout)
+                with sock:
+                    await aio.send_frame(sock, {"op": "cb_register", "client": self.name,
+                                                "block_size": self.cache.block_size})
+                    got = await aio.recv_frame(sock, self.client.config.request_timeout,
+                                               self.client.config.request_timeout)
+                    if got is None or got[0].get("err"):
+                        raise OSError(errno.EPROTO, f"cb_register refused: {got}")
+                    if started:
+                        # Holdings were lost with the old connection: nothing we hold is
+                        # known to the directory any more, so drop every clean block.
+                        await self.on_invalidate(0, 0, 0)
+                    self.connected[index] = True
+                    delay = 0.2
+                    if not started:
+                        started = True
+                        task_status.started()
+                    await self._serve(sock)
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ValueError) as exc:
+                log.warning("coherence: callback connection to iod%d: %s", index, exc)
+            self.connected[index] = False
+            if not started:
+                started = True
+                task_status.started()
+            await trio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def _serve(self, sock) -> None:
+        while True:
+            got = await aio.recv_frame(sock, self.client.config.request_timeout)
+            if got is None:
+                raise ConnectionResetError(errno.ECONNRESET, "callback connection closed")
+            header, _ = got
+            if header.get("op") == "invalidate":
+                self.counters["callbacks_received"] += 1
+                await self.on_invalidate(int(header["ino"]), int(header["offset"]),
+                                         int(header["length"]))
+                await aio.send_frame(sock, {"seq": header.get("seq")})
+
+    def close(self) -> None:
+        for ch in self.channels:
+            ch.close()
+
+
+def format_stripe(stripe: Stripe | None) -> str:
+    if stripe is None:
+        return ""
+    return f"base={stripe.base},pcount={stripe.pcount},ssize={stripe.ssize}"
+
+
+def parse_stripe(text: str, default: Stripe) -> Stripe:
+    """``base=1,pcount=2,ssize=65536`` (any subset; others from ``default``; sizes as 64k)."""
+    from .options import parse_size
+
+    vals = {"base": default.base, "pcount": default.pcount, "ssize": default.ssize}
+    for item in text.replace(";", ",").split(","):
+        if not item.strip():
+            continue
+        key, eq, value = item.strip().partition("=")
+        if not eq or key not in vals:
+            raise ValueError(f"bad stripe item {item!r} (want base=, pcount=, ssize=)")
+        vals[key] = parse_size(value) if key == "ssize" else int(value)
+    return Stripe(vals["base"], vals["pcount"], vals["ssize"])
+
+
+class Controls:
+    """The ``user.pvfs.*`` attributes; values are ASCII text."""
+
+    def __init__(self, cache: BlockCache, table: HandleTable, options: dict,
+                 extra_stats: Callable[[], dict]) -> None:
+        self.cache = cache
+        self.table = table
+        self.options = options
+        self.extra_stats = extra_stats
+        self.started = time.time()
+
+    def stats(self) -> dict:
+        out: dict = {"uptime": round(time.time() - self.started, 1)}
+        out.update(self.cache.stats())
+        out.update(self.extra_stats())
+        return out
+
+    def stats_text(self) -> bytes:
+        return json.dumps(self.stats(), sort_keys=True).encode()
+
+    def get_bypass(self, ino: int) -> bytes:
+        return self.cache.bypass.get_xattr(ino).encode()  # type: ignore[attr-defined]
+
+    def set_bypass(self, ino: int, value: bytes) -> None:
+        self.cache.bypass.set_xattr(ino, value.decode("ascii"))  # type: ignore[attr-defined]
+
+    def get_sync(self, ino: int) -> bytes:
+        return b"1" if self.table.info(ino).sync else b"0"
+
+    def set_sync(self, ino: int, value: bytes) -> None:
+        text = value.decode("ascii").strip()
+        if text not in ("0", "1"):
+            raise ValueError("user.pvfs.sync is 0 or 1")
+        self.table.info(ino).sync = text == "1"

@@ -1,0 +1,486 @@
+"""The pyfuse3 ``Operations`` of a pvfs mount: every handler of the name space and the data path.
+
+Errors: a handler raises ``FUSEError(errno.X)`` where it finds the cause; ``OSError``s from the
+manager or the I/O daemons carry their errno already. :func:`_guard` turns everything else
+into an errno in one place: network failures become EIO (ETIMEDOUT stays ETIMEDOUT), and an
+unexpected exception is logged and becomes EIO.
+
+Credentials come from the request context: uid/gid, and the caller's supplementary groups
+read from ``/proc/<pid>/status`` (cached per pid for a second).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+import stat
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyfuse3
+import trio
+from pyfuse3 import EntryAttributes, FileInfo, FUSEError, RequestContext
+
+from pvfs.cache import BlockCache, WritebackPolicy
+from pvfs.client.aclient import AsyncClient, Cred
+from pvfs.layout.stripe import Stripe
+
+from . import cachewire
+from .cachewire import ClientBackend, Coherence, Controls, MountBypass
+from .handles import HandleTable
+from .options import MountOptions
+
+log = logging.getLogger("pvfs.fuse")
+
+__all__ = ["Operations"]
+
+# Network-level errnos: the daemon is unreachable or broke the protocol -> EIO for callers.
+_NET_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE,
+               errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ENOTCONN, errno.EPROTO,
+               errno.EBADMSG, errno.ESHUTDOWN}
+_GROUPS_TTL = 1.0
+
+
+def _errno_of(exc: BaseException) -> int:
+    if isinstance(exc, FUSEError):
+        return exc.errno
+    if isinstance(exc, (TimeoutError, trio.TooSlowError)):
+        return errno.ETIMEDOUT
+    if isinstance(exc, OSError) and exc.errno:
+        return errno.EIO if exc.errno in _NET_ERRNOS else exc.errno
+    if isinstance(exc, (ValueError, UnicodeError)):
+        return errno.EINVAL
+    return errno.EIO
+
+
+def _guard(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    async def wrapper(self: Operations, *args: Any) -> Any:
+        try:
+            return await fn(self, *args)
+        except FUSEError:
+            raise
+        except (OSError, ValueError, UnicodeError, trio.TooSlowError) as exc:
+            code = _errno_of(exc)
+            if code in (errno.EIO, errno.ETIMEDOUT):
+                self.counters["backend_errors"] += 1
+                log.warning("%s: %s", fn.__name__, exc)
+            raise FUSEError(code) from None
+        except Exception:
+            self.counters["internal_errors"] += 1
+            log.exception("%s failed", fn.__name__)
+            raise FUSEError(errno.EIO) from None
+    return wrapper
+
+
+def _name(raw: bytes) -> str:
+    return os.fsdecode(raw)
+
+
+class Operations(pyfuse3.Operations):
+    """All handlers; one instance per mount."""
+
+    supports_dot_lookup = True
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, client: AsyncClient, options: MountOptions) -> None:
+        super().__init__()
+        self.client = client
+        self.opts = options
+        self.table = HandleTable()
+        self.backend = ClientBackend(client, self.table, self._stripe_of)
+        self.cache = BlockCache(self.backend, block_size=options.block_size,
+                                capacity=options.cache_size,
+                                bypass=MountBypass(everything=not options.cache),
+                                writeback=WritebackPolicy(max_age=options.dirty_age,
+                                                          interval=options.flush_interval))
+        self.coherence: Coherence | None = None
+        if options.coherence == "sync":
+            self.coherence = Coherence(client, self.cache, self._invalidated)
+            self.backend.coherence = self.coherence
+        self.counters = dict.fromkeys(("backend_errors", "internal_errors", "opens",
+                                       "kernel_invalidations", "reopen_invalidations"), 0)
+        self.controls = Controls(self.cache, self.table, vars(options), self._extra_stats)
+        self._groups: dict[int, tuple[float, tuple[int, ...]]] = {}
+        self.kernel_ready = False  # invalidate_inode only once the session runs
+
+    # ------------------------------------------------------------------ helpers
+    def _extra_stats(self) -> dict:
+        out = dict(self.counters)
+        out["open_handles"] = len(self.table.handles)
+        out["coherence"] = self.opts.coherence
+        if self.coherence is not None:
+            out.update(self.coherence.counters)
+        return out
+
+    def cred(self, ctx: RequestContext) -> Cred:
+        now = time.monotonic()
+        got = self._groups.get(ctx.pid)
+        if got is None or got[0] < now:
+            try:
+                groups = tuple(sorted(pyfuse3.get_sup_groups(ctx.pid)))[:64]
+            except (OSError, ValueError):
+                groups = ()
+            if len(self._groups) > 4096:
+                self._groups.clear()
+            self._groups[ctx.pid] = got = (now + _GROUPS_TTL, groups)
+        return Cred(ctx.uid, ctx.gid, got[1])
+
+    def _learn(self, a: dict) -> dict:
+        if a.get("type") == "file":
+            info = self.table.info(a["ino"])
+            if a.get("stripe"):
+                info.stripe = Stripe(*a["stripe"])
+            info.size = a["size"]
+            info.size_stale = False
+        return a
+
+    async def _stripe_of(self, ino: int) -> Stripe:
+        info = self.table.info(ino)
+        if info.stripe is None:
+            self._learn(await self.client.getattr(ino))
+        if info.stripe is None:
+            raise FUSEError(errno.EINVAL)
+        return info.stripe
+
+    def entry(self, a: dict) -> EntryAttributes:
+        self._learn(a)
+        e = EntryAttributes()
+        e.st_ino = a["ino"]
+        e.generation = 0
+        e.entry_timeout = self.opts.entry_timeout
+        e.attr_timeout = self.opts.attr_timeout
+        e.st_mode = a["mode"]
+        e.st_nlink = a["nlink"]
+        e.st_uid = a["uid"]
+        e.st_gid = a["gid"]
+        size = a["size"]
+        if a.get("type") == "file":
+            size = max(size, self.cache.size_hint(a["ino"]))
+        e.st_size = size
+        e.st_blksize = 1 << 20  # cp and friends size their buffers from this
+        e.st_blocks = (size + 511) // 512
+        e.st_atime_ns = a["atime_ns"]
+        e.st_mtime_ns = a["mtime_ns"]
+        e.st_ctime_ns = a["ctime_ns"]
+        return e
+
+    async def _invalidated(self, ino: int, offset: int, length: int) -> None:
+        """A callback from an I/O daemon: another node's sync write (ino 0: everything)."""
+        inos = [ino] if ino else list(self.table.inodes)
+        for i in inos:
+            self.cache.invalidate(i, offset, length or None)
+            self.table.info(i).size_stale = True
+            await self._kernel_invalidate(i)
+
+    async def _kernel_invalidate(self, ino: int) -> None:
+        if not self.kernel_ready:
+            return
+        self.counters["kernel_invalidations"] += 1
+        try:
+            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino, False)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                log.info("invalidate_inode(%d): %s", ino, exc)
+
+    async def _known_size(self, ino: int) -> int:
+        info = self.table.info(ino)
+        if info.size_stale:
+            self._learn(await self.client.getattr(ino))
+        return max(info.size, self.cache.size_hint(ino))
+
+    # ------------------------------------------------------------------ name space
+    @_guard
+    async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
+        return self.entry(await self.client.lookup(parent_inode, _name(name), self.cred(ctx)))
+
+    @_guard
+    async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
+        return self.entry(await self.client.getattr(inode, self.cred(ctx)))
+
+    @_guard
+    async def setattr(self, inode: int, attr: EntryAttributes, fields: pyfuse3.SetattrFields,
+                      fh: int | None, ctx: RequestContext) -> EntryAttributes:
+        cred = self.cred(ctx)
+        kw: dict[str, Any] = {}
+        if fields.update_mode:
+            kw["mode"] = stat.S_IMODE(attr.st_mode)
+        if fields.update_uid:
+            kw["uid"] = attr.st_uid
+        if fields.update_gid:
+            kw["gid"] = attr.st_gid
+        if fields.update_atime or fields.update_mtime:
+            now = time.time_ns()
+            near = [abs(t - now) < 1_000_000_000 for t, u in
+                    ((attr.st_atime_ns, fields.update_atime),
+                     (attr.st_mtime_ns, fields.update_mtime)) if u]
+            if fields.update_atime and fields.update_mtime and all(near):
+                kw["now"] = True  # utimensat(NULL): the "now" permission rule applies
+            else:
+                if fields.update_atime:
+                    kw["atime_ns"] = attr.st_atime_ns
+                if fields.update_mtime:
+                    kw["mtime_ns"] = attr.st_mtime_ns
+        if fields.update_size:
+            info = self.table.info(inode)
+            if info.stripe is None:
+                self._learn(await self.client.getattr(inode, cred))
+            await self.client.access(inode, os.W_OK, cred) if fh is None else None
+            await self.cache.truncate(inode, attr.st_size)
+            kw["size"] = attr.st_size
+            info.wrote = True
+        a = await self.client.setattr(inode, cred, **kw)
+        return self.entry(a)
+
+    @_guard
+    async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
+        return os.fsencode(await self.client.readlink(inode, self.cred(ctx)))
+
+    @_guard
+    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
+                    ctx: RequestContext) -> EntryAttributes:
+        if not stat.S_ISREG(mode):
+            raise FUSEError(errno.EPERM)  # only regular files, directories and symlinks
+        a = await self.client.create(parent_inode, _name(name), stat.S_IMODE(mode),
+                                     self.cred(ctx), exclusive=True)
+        return self.entry(a)
+
+    @_guard
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int,
+                    ctx: RequestContext) -> EntryAttributes:
+        return self.entry(await self.client.mkdir(parent_inode, _name(name), stat.S_IMODE(mode),
+                                                  self.cred(ctx)))
+
+    @_guard
+    async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
+        cred = self.cred(ctx)
+        try:
+            a = await self.client.lookup(parent_inode, _name(name), cred)
+        except OSError:
+            a = None
+        await self.client.unlink(parent_inode, _name(name), cred)
+        if a is not None and a.get("type") == "file" and not self.table.is_open(a["ino"]) \
+                and a["nlink"] <= 1:
+            self.cache.forget(a["ino"])
+            self.table.inodes.pop(a["ino"], None)
+
+    @_guard
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
+        await self.client.rmdir(parent_inode, _name(name), self.cred(ctx))
+
+    @_guard
+    async def symlink(self, parent_inode: int, name: bytes, target: bytes,
+                      ctx: RequestContext) -> EntryAttributes:
+        return self.entry(await self.client.symlink(parent_inode, _name(name),
+                                                    os.fsdecode(target), self.cred(ctx)))
+
+    @_guard
+    async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
+                     name_new: bytes, flags: int, ctx: RequestContext) -> None:
+        await self.client.rename(parent_inode_old, _name(name_old), parent_inode_new,
+                                 _name(name_new), self.cred(ctx), flags)
+
+    @_guard
+    async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
+                   ctx: RequestContext) -> EntryAttributes:
+        return self.entry(await self.client.link(inode, new_parent_inode, _name(new_name),
+                                                 self.cred(ctx)))
+
+    @_guard
+    async def opendir(self, inode: int, ctx: RequestContext) -> int:
+        cred = self.cred(ctx)
+        await self.client.access(inode, os.R_OK, cred)
+        return self.table.open(inode, os.O_RDONLY | os.O_DIRECTORY, cred).fh
+
+    @_guard
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        h = self.table.get(fh)
+        cookie = start_id
+        while True:
+            entries = await self.client.readdir(h.ino, h.cred, cookie=cookie, limit=256)
+            if not entries:
+                return
+            for name, a, nxt in entries:
+                if not pyfuse3.readdir_reply(token, os.fsencode(name), self.entry(a), nxt):
+                    return
+                cookie = nxt
+
+    @_guard
+    async def releasedir(self, fh: int) -> None:
+        self.table.close(fh)
+
+    @_guard
+    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+        return None
+
+    @_guard
+    async def statfs(self, ctx: RequestContext) -> pyfuse3.StatvfsData:
+        r = await self.client.statfs(self.cred(ctx))
+        s = pyfuse3.StatvfsData()
+        s.f_bsize = r["bsize"]
+        s.f_frsize = r["bsize"]
+        s.f_blocks = r["blocks"]
+        s.f_bfree = r["bfree"]
+        s.f_bavail = r["bavail"]
+        s.f_files = r["files"]
+        s.f_ffree = r["ffree"]
+        s.f_favail = r["ffree"]
+        s.f_namemax = r["namemax"]
+        return s
+
+    @_guard
+    async def access(self, inode: int, mode: int, ctx: RequestContext) -> bool:
+        await self.client.access(inode, mode, self.cred(ctx))
+        return True
+
+    def forget(self, inode_list: list[tuple[int, int]]) -> None:
+        for ino, _ in inode_list:
+            if not self.table.is_open(ino) and not self.cache.has_dirty(ino):
+                info = self.table.inodes.get(ino)
+                if info is not None and not info.sync and info.stamp is None:
+                    self.table.inodes.pop(ino, None)
+
+    # ------------------------------------------------------------------ xattrs
+    @_guard
+    async def getxattr(self, inode: int, name: bytes, ctx: RequestContext) -> bytes:
+        n = _name(name)
+        if n == cachewire.STATS_XATTR:
+            return self.controls.stats_text()
+        if n == cachewire.STRIPE_XATTR:
+            stripe = await self.client.getstripe(inode, self.cred(ctx))
+            if stripe is None:
+                raise FUSEError(errno.ENODATA)
+            return cachewire.format_stripe(stripe).encode()
+        if n == cachewire.BYPASS_XATTR:
+            return self.controls.get_bypass(inode)
+        if n == cachewire.SYNC_XATTR:
+            return self.controls.get_sync(inode)
+        return await self.client.getxattr(inode, n, self.cred(ctx))
+
+    @_guard
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: RequestContext) -> None:
+        n = _name(name)
+        cred = self.cred(ctx)
+        if n == cachewire.STATS_XATTR:
+            raise FUSEError(errno.EPERM)
+        if n in (cachewire.BYPASS_XATTR, cachewire.SYNC_XATTR):
+            await self.client.access(inode, os.W_OK, cred)
+            if n == cachewire.BYPASS_XATTR:
+                self.controls.set_bypass(inode, value)
+            else:
+                self.controls.set_sync(inode, value)
+            return
+        if n == cachewire.STRIPE_XATTR:
+            default = await self.client.getstripe(inode, cred) or self.client.config.stripe
+            stripe = cachewire.parse_stripe(value.decode("ascii"), default)
+            a = await self.client.setstripe(inode, stripe, cred)
+            if a.get("type") == "file":
+                self._learn(a)
+            return
+        await self.client.setxattr(inode, n, value, cred)
+
+    @_guard
+    async def listxattr(self, inode: int, ctx: RequestContext) -> list[bytes]:
+        return [os.fsencode(n) for n in await self.client.listxattr(inode, self.cred(ctx))]
+
+    @_guard
+    async def removexattr(self, inode: int, name: bytes, ctx: RequestContext) -> None:
+        n = _name(name)
+        if n == cachewire.BYPASS_XATTR:
+            self.controls.set_bypass(inode, b"")
+            return
+        if n == cachewire.SYNC_XATTR:
+            self.table.info(inode).sync = False
+            return
+        if n in cachewire.VIRTUAL_XATTRS:
+            raise FUSEError(errno.EPERM)
+        await self.client.removexattr(inode, n, self.cred(ctx))
+
+    # ------------------------------------------------------------------ files
+    def _file_info(self, fh: int, ino: int, a: dict) -> FileInfo:
+        """Decide keep_cache: the kernel and local caches survive a reopen only if the file's
+        (size, mtime) at the manager is what this node saw at its last open (or the change
+        was this node's own write)."""
+        info = self.table.info(ino)
+        stamp = (a["size"], a["mtime_ns"])
+        keep = info.stamp is None or info.stamp == stamp or info.wrote
+        if not keep and info.opens <= 1 and not self.cache.has_dirty(ino):
+            self.counters["reopen_invalidations"] += 1
+            self.cache.invalidate(ino)
+        info.stamp = stamp
+        info.wrote = False
+        return FileInfo(fh=fh, direct_io=self.opts.direct_io,
+                        keep_cache=keep and not self.opts.direct_io)
+
+    @_guard
+    async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
+        cred = self.cred(ctx)
+        if flags & os.O_TRUNC and flags & os.O_ACCMODE:
+            await self.cache.truncate(inode, 0)
+        a = self._learn(await self.client.open(inode, flags, cred))
+        h = self.table.open(inode, flags, cred)
+        self.counters["opens"] += 1
+        if flags & os.O_TRUNC and flags & os.O_ACCMODE:
+            self.table.info(inode).wrote = True
+        return self._file_info(h.fh, inode, a)
+
+    @_guard
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
+                     ctx: RequestContext) -> tuple[FileInfo, EntryAttributes]:
+        cred = self.cred(ctx)
+        a = await self.client.create(parent_inode, _name(name), stat.S_IMODE(mode), cred,
+                                     exclusive=bool(flags & os.O_EXCL), flags=flags | os.O_CREAT)
+        if a.get("created", True):
+            self.cache.forget(a["ino"])  # a new inode: nothing cached for it can be valid
+        e = self.entry(a)
+        h = self.table.open(a["ino"], flags, cred)
+        self.counters["opens"] += 1
+        return self._file_info(h.fh, a["ino"], a), e
+
+    @_guard
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        h = self.table.get(fh)
+        known = await self._known_size(h.ino)
+        return await self.cache.read(h.ino, off, size, file_size=known)
+
+    @_guard
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        h = self.table.get(fh)
+        info = self.table.info(h.ino)
+        sync = h.sync or info.sync
+        known = max(info.size, self.cache.size_hint(h.ino))
+        info.wrote = True
+        if sync and self.coherence is not None:
+            stripe = await self._stripe_of(h.ino)
+            await self.coherence.hold(h.ino, stripe, off, len(buf))
+        n = await self.cache.write(h.ino, off, buf, sync=sync, file_size=known)
+        if h.sync:
+            await self.client.fsync(h.ino, await self._stripe_of(h.ino),
+                                    data_only=(h.flags & os.O_SYNC) != os.O_SYNC)
+        if sync and self.coherence is not None:
+            await self.coherence.invalidate(h.ino, await self._stripe_of(h.ino), off, len(buf))
+        return n
+
+    @_guard
+    async def flush(self, fh: int) -> None:
+        await self.cache.flush(self.table.get(fh).ino)
+
+    @_guard
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        h = self.table.get(fh)
+        await self.cache.flush(h.ino)
+        await self.client.fsync(h.ino, await self._stripe_of(h.ino), data_only=datasync)
+
+    @_guard
+    async def release(self, fh: int) -> None:
+        h = self.table.close(fh)
+        try:
+            await self.cache.flush(h.ino)
+        except OSError as exc:
+            log.warning("write-back of inode %d at close: %s", h.ino, exc)
+        finally:
+            await self.client.close_file(h.ino, h.cred)

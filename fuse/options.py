@@ -1,0 +1,121 @@
+"""Mount options (``-o a=b,c``): parsing, defaults and the FUSE options they imply.
+
+See ``docs/mount.md`` for the user-facing list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+__all__ = ["COHERENCE_MODES", "MountOptions", "parse_options", "parse_size"]
+
+COHERENCE_MODES = ("none", "sync")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """``4096``, ``4k``, ``64M``, ``1g`` -> bytes.
+
+    Raises:
+        ValueError: on anything else.
+    """
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = t[-1:] if t[-1:] in _UNITS and t[-1:] else ""
+    num = t[: len(t) - len(unit)]
+    if not num.isdigit():
+        raise ValueError(f"bad size {text!r} (e.g. 4096, 4k, 64M)")
+    return int(num) * _UNITS[unit]
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("", "1", "yes", "true", "on"):
+        return True
+    if text.lower() in ("0", "no", "false", "off"):
+        return False
+    raise ValueError(f"bad boolean {text!r}")
+
+
+@dataclass
+class MountOptions:
+    """Everything ``-o`` can set; field names are the option names."""
+
+    coherence: str = "none"
+    block_size: int = 4096
+    cache_size: int = 64 << 20
+    cache: bool = True  # cache=0: every block bypasses the local cache
+    direct_io: bool = False
+    read_ahead_kb: int = 1024
+    attr_timeout: float = 1.0
+    entry_timeout: float = 1.0
+    timeout: float = 10.0  # bound on any single network wait (dead daemon -> EIO/ETIMEDOUT)
+    flush_interval: float = 1.0  # the flusher's period (seconds)
+    dirty_age: float = 5.0  # dirty blocks older than this are written back
+    allow_other: bool = True
+    fsname: str = "pvfs"
+    max_tasks: int = 64
+    log: str = ""
+    debug: bool = False
+    extra_fuse: list[str] = field(default_factory=list)
+
+    def fuse_options(self) -> set[str]:
+        """Options for ``pyfuse3.init``. Permission checks are the manager's, so no
+        ``default_permissions``."""
+        opts = {f"fsname={self.fsname}", "subtype=pvfs", "noatime"}
+        if self.allow_other:
+            opts.add("allow_other")
+        if self.debug:
+            opts.add("debug")
+        opts.update(self.extra_fuse)
+        return opts
+
+
+_NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb": int,
+            "attr_timeout": float, "entry_timeout": float, "timeout": float,
+            "flush_interval": float, "dirty_age": float, "max_tasks": int}
+_BOOL = {"cache", "direct_io", "allow_other", "debug"}
+_ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",
+            "directio": "direct_io"}
+# Standard mount(8) words that make sense to pass through or to ignore.
+_PASS = {"ro", "rw", "nosuid", "nodev", "noexec", "suid", "dev", "exec", "sync", "dirsync"}
+_IGNORE = {"defaults", "auto", "noauto", "user", "nouser", "_netdev"}
+
+
+def parse_options(text: str | list[str] | None, base: MountOptions | None = None) -> MountOptions:
+    """Parse ``-o`` text (comma separated; may be given several times).
+
+    Raises:
+        ValueError: an unknown option or a bad value.
+    """
+    opts = base or MountOptions()
+    items: list[str] = []
+    for part in [text] if isinstance(text, str) else (text or []):
+        items += [p.strip() for p in part.split(",") if p.strip()]
+    names = {f.name for f in fields(MountOptions)}
+    for item in items:
+        key, eq, value = item.partition("=")
+        key = _ALIASES.get(key.replace("-", "_"), key.replace("-", "_"))
+        if key in _IGNORE:
+            continue
+        if key in _PASS:
+            opts.extra_fuse.append(item)
+            continue
+        if key not in names or key == "extra_fuse":
+            raise ValueError(f"unknown mount option {item!r}")
+        try:
+            if key in _BOOL:
+                setattr(opts, key, _flag(value) if eq else True)
+            elif key in _NUMERIC:
+                setattr(opts, key, _NUMERIC[key](value))
+            else:
+                setattr(opts, key, value)
+        except ValueError as exc:
+            raise ValueError(f"mount option {key}: {exc}") from None
+    if opts.coherence not in COHERENCE_MODES:
+        raise ValueError(f"coherence must be one of {', '.join(COHERENCE_MODES)}")
+    if opts.block_size < 512 or opts.block_size & (opts.block_size - 1):
+        raise ValueError("block_size must be a power of two >= 512")
+    if opts.cache_size < opts.block_size:
+        raise ValueError("cache_size must hold at least one block")
+    if opts.timeout <= 0:
+        raise ValueError("timeout must be positive")
+    return opts
