@@ -14,9 +14,9 @@
 #include "pvpy.h"
 
 /* Defaults chosen from bench/results/engine_modes.json (see docs/native.md). */
-#define PV_DEFAULT_READ_MODE "sendfile"
-#define PV_DEFAULT_WRITE_MODE "pwrite"
-#define PV_DEFAULT_MMAP_WINDOW ((Py_ssize_t)128 << 10)
+#define PV_DEFAULT_READ_MODE "mmap"
+#define PV_DEFAULT_WRITE_MODE "splice"
+#define PV_DEFAULT_MMAP_WINDOW ((Py_ssize_t)8 << 20)
 
 static const char *const read_modes[] = { "sendfile", "mmap", NULL };
 static const char *const write_modes[] = { "pwrite", "splice", NULL };
@@ -355,7 +355,7 @@ static PyGetSetDef Engine_getset[] = {
 
 PyDoc_STRVAR(Engine_doc,
 "Engine(algorithm='opt1', window=256 MiB, idle_timeout=30.0, read_mode=..., write_mode=...,\n"
-"       mmap_window=128 KiB)\n\n"
+"       mmap_window=8 MiB)\n\n"
 "The I/O daemon's service loop: one native thread moving the bytes of submitted jobs\n"
 "between sockets and files, choosing the next job by the scheduling algorithm.");
 
