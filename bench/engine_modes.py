@@ -26,21 +26,21 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import format_bytes_rate, format_table, median, write_results  # noqa: E402
+from common import format_bytes_rate, format_table, median, write_results
 
-from pvfs import _native as nat  # noqa: E402
+from pvfs import _native as nat
 
 MiB = 1 << 20
 READ_VARIANTS = {
-    "sendfile": dict(read_mode="sendfile"),
-    "mmap-128K": dict(read_mode="mmap", mmap_window=128 << 10),
-    "mmap-1M": dict(read_mode="mmap", mmap_window=1 << 20),
-    "mmap-8M": dict(read_mode="mmap", mmap_window=8 << 20),
+    "sendfile": {"read_mode": "sendfile"},
+    "mmap-128K": {"read_mode": "mmap", "mmap_window": 128 << 10},
+    "mmap-1M": {"read_mode": "mmap", "mmap_window": 1 << 20},
+    "mmap-8M": {"read_mode": "mmap", "mmap_window": 8 << 20},
 }
 TIE = 0.05
 WRITE_VARIANTS = {
-    "pwrite": dict(write_mode="pwrite"),
-    "splice": dict(write_mode="splice"),
+    "pwrite": {"write_mode": "pwrite"},
+    "splice": {"write_mode": "splice"},
 }
 
 
@@ -130,8 +130,7 @@ def main() -> None:
         rpath, wpath = Path(tmp) / "read", Path(tmp) / "write"
         payload = os.urandom(64 * MiB)
         with open(rpath, "wb") as f:
-            for _ in range(fsize // len(payload)):
-                f.write(payload)
+            f.writelines(payload for _ in range(fsize // len(payload)))
         with open(rpath, "rb") as f:   # into the page cache
             while f.read(16 * MiB):
                 pass

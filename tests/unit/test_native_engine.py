@@ -14,7 +14,6 @@ import random
 import select
 import socket
 import struct
-import threading
 import time
 
 import pytest
@@ -302,21 +301,21 @@ def test_argument_validation(engine, data_file):
     fd, _, _ = data_file
     eng = engine()
     bad = [
-        dict(accesses=b"x" * 23),
-        dict(accesses=acc((FILE, -1, 10))),
-        dict(accesses=acc((FILE, 0, -10))),
-        dict(accesses=acc((FILE, 2**63 - 5, 10))),
-        dict(accesses=acc((FILE, 0, 2**62), (FILE, 0, 2**62), (FILE, 0, 2**62))),
-        dict(accesses=acc((DISCARD, 0, 10))),
-        dict(accesses=acc((3, 0, 10))),
-        dict(accesses=acc((ZERO, 0, 10)), op=WRITE),
-        dict(accesses=acc((FILE, 0, 10)), op=WRITE, prefix=b"no"),
-        dict(accesses=acc((FILE, 0, 10)), op=2),
-        dict(accesses=acc((FILE, 0, 10)), inode=-1),
-        dict(accesses=acc((FILE, 0, 10)), sock_fd=-1),
+        {"accesses": b"x" * 23},
+        {"accesses": acc((FILE, -1, 10))},
+        {"accesses": acc((FILE, 0, -10))},
+        {"accesses": acc((FILE, 2**63 - 5, 10))},
+        {"accesses": acc((FILE, 0, 2**62), (FILE, 0, 2**62), (FILE, 0, 2**62))},
+        {"accesses": acc((DISCARD, 0, 10))},
+        {"accesses": acc((3, 0, 10))},
+        {"accesses": acc((ZERO, 0, 10)), "op": WRITE},
+        {"accesses": acc((FILE, 0, 10)), "op": WRITE, "prefix": b"no"},
+        {"accesses": acc((FILE, 0, 10)), "op": 2},
+        {"accesses": acc((FILE, 0, 10)), "inode": -1},
+        {"accesses": acc((FILE, 0, 10)), "sock_fd": -1},
     ]
     for kw in bad:
-        args = dict(job_id=1, sock_fd=0, file_fd=fd, op=READ, accesses=b"")
+        args = {"job_id": 1, "sock_fd": 0, "file_fd": fd, "op": READ, "accesses": b""}
         args.update(kw)
         with pytest.raises(ValueError):
             eng.submit(**args)

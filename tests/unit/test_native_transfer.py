@@ -13,11 +13,10 @@ import threading
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_native_engine import recv_exact, tcp_pair  # tests/unit is on sys.path
 
 from pvfs import _native as nat
 from pvfs.protocol.framing import PREFIX, decode_header, encode_header, frame, parse_prefix
-
-from test_native_engine import recv_exact, tcp_pair  # tests/unit is on sys.path
 
 
 def segs(*pairs: tuple[int, int]) -> bytes:
