@@ -156,6 +156,7 @@ def random16(nprocs: int, params: dict[str, Any] | None = None, seed: int = 0) -
 def random32(nprocs: int, params: dict[str, Any] | None = None, seed: int = 0) -> Trace:
     """Random block access with 32 blocks per task (thesis §4.6, fig. 4.14–4.17).
 
-    Same as random16 with twice as many, half as large, requests (Ross 2000).
+    Models the same irregular access as random16 with twice as many, half as large,
+    requests (Ross 2000).
     """
     return generate_study(("random32",), nprocs, params, seed, "random32")
