@@ -427,7 +427,7 @@ class BlockCache(WritebackMixin):
             if self._allocated < self.capacity_blocks:
                 self._allocated += 1
                 buf = bytearray(self.block_size)
-            elif self._evict(1):
+            elif len(self._dirty) < len(self._table) and self._evict(1):
                 buf = self._free.get()
         if buf is None:
             self._flush_wanted.set()
