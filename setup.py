@@ -56,6 +56,6 @@ native = Extension(
 setup(
     packages=find_packages(),
     package_dir=PACKAGE_ROOTS,
-    package_data={"pvfs.traces": ["samples/*"]},
+    package_data={"pvfs.traces": ["samples/*"], "pvfs.daemons.mgr": ["schema.sql"]},
     ext_modules=[native],
 )

@@ -47,6 +47,7 @@ class MgrServer:
                 log.info("manager serving %s:%d, metadata in %s", *self.address[:2],
                          self.config.manager.data_dir)
                 task_status.started(self.address)
+                nursery.start_soon(self.reap_orphans)
         finally:
             for ch in self.iods:
                 ch.close()
@@ -107,15 +108,25 @@ class MgrServer:
             a["mtime_ns"] = max([a["mtime_ns"]] + [m for _, m in shares])
 
     async def _remove_data(self, attrs: dict | None) -> None:
-        """Remove every stripe file of an inode whose last name and handle are gone."""
+        """Remove every stripe file of an inode whose last name and handle are gone, then
+        the inode itself. Two phases for crash safety: the store keeps the inode (nlink 0)
+        until its data is gone, and the startup reaper retries what a crash or a dead
+        I/O daemon left behind."""
         if not attrs or attrs.get("type") != "file":
             return
         try:
             await self._each([(iod, {"op": "unlink", "ino": attrs["ino"]})
                               for _, iod in self._iods_of(attrs["stripe"])])
         except OSError as exc:
-            # The name is already gone; fsck finds the orphan stripe file later.
-            log.warning("removing stripe files of inode %d: %s", attrs["ino"], exc)
+            log.warning("removing stripe files of inode %d: %s (retried at restart)",
+                        attrs["ino"], exc)
+            return
+        self.store.remove_inode(attrs["ino"])
+
+    async def reap_orphans(self) -> None:
+        """Finish removing files unlinked before a crash or while a daemon was down."""
+        for attrs in self.store.orphans():
+            await self._remove_data(attrs)
 
     async def _truncate(self, attrs: dict, size: int) -> None:
         stripe = Stripe(*attrs["stripe"])
@@ -169,7 +180,8 @@ class MgrServer:
         else:
             attrs = await self._with_size(attrs)
         if f["flags"]:
-            attrs = self.store.open(attrs["ino"], f["flags"], cred) | {"size": attrs["size"]}
+            attrs = self.store.open(attrs["ino"], f["flags"], cred, created=created) | {
+                "size": attrs["size"]}
             if f["flags"] & os.O_TRUNC and not created and attrs["size"]:
                 await self._truncate(attrs, 0)
                 attrs["size"] = 0
