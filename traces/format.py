@@ -14,8 +14,9 @@ Header (a JSON object in the text form, a msgpack map in the binary form)::
      "phases": ["setup", "slab 0", ...]}
 
 ``files[i].size`` is the number of bytes the file holds *before* the program starts (input
-data; the replay engine creates it with deterministic content); 0 means the file does not
-exist beforehand (the engine removes any old copy). ``phases[k]`` names the operations that
+data; the replay engine creates it with deterministic content). A file with size 0 does not
+exist beforehand (the engine removes any old copy) unless its optional ``exists`` field is
+true (an empty file the program opens without creating it). ``phases[k]`` names the operations that
 follow the k-th barrier (``phases[0]`` those before the first one).
 
 Record: ``rank think op file offset length flags regions``
@@ -150,10 +151,19 @@ class FileEntry:
     id: int
     name: str
     size: int = 0
+    exists: bool = False
+
+    @property
+    def pre_exists(self) -> bool:
+        """True when the file must exist before the replay starts."""
+        return self.exists or self.size > 0
 
     def to_dict(self) -> dict[str, Any]:
         """The header form of the entry."""
-        return {"id": self.id, "name": self.name, "size": self.size}
+        out: dict[str, Any] = {"id": self.id, "name": self.name, "size": self.size}
+        if self.exists:
+            out["exists"] = True
+        return out
 
 
 @dataclass
@@ -265,8 +275,8 @@ def _check_header(header: dict[str, Any]) -> None:
 
 def _trace_from_header(header: dict[str, Any], records: list[Record]) -> Trace:
     _check_header(header)
-    files = [FileEntry(int(f["id"]), str(f["name"]), int(f.get("size", 0)))
-             for f in header.get("files", [])]
+    files = [FileEntry(int(f["id"]), str(f["name"]), int(f.get("size", 0)),
+                       bool(f.get("exists", False))) for f in header.get("files", [])]
     return Trace(nprocs=int(header["nprocs"]), files=files, records=records,
                  generator=dict(header.get("generator") or {}),
                  phases=list(header.get("phases") or []), version=int(header["version"]))

@@ -6,7 +6,7 @@ import posixpath
 import re
 from typing import Any
 
-from pvfs.traces.format import FileEntry, Record, Trace
+from pvfs.traces.format import FileEntry, Flag, Op, Record, Trace
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._/+-]")
 
@@ -23,7 +23,8 @@ class Collector:
 
     It maps foreign process ids to ranks 0..N-1 in order of first appearance, foreign file
     names to ids, and sets each file's pre-existing size to the largest extent any read of it
-    reaches (so reads of input data find data when the trace is replayed).
+    reaches (so reads of input data find data when the trace is replayed); a file whose first
+    open does not create it is marked as existing beforehand.
     """
 
     def __init__(self, source: str) -> None:
@@ -32,6 +33,7 @@ class Collector:
         self.files: dict[str, int] = {}
         self.names: list[str] = []
         self.read_extent: list[int] = []
+        self.exists: list[bool | None] = []
         self.records: list[Record] = []
 
     def rank(self, pid: Any) -> int:
@@ -47,11 +49,16 @@ class Collector:
             self.files[name] = len(self.names)
             self.names.append(name)
             self.read_extent.append(0)
+            self.exists.append(None)
         return self.files[name]
 
     def add(self, rec: Record) -> None:
         """Append a record (think time rounded to nanoseconds), noting read extents."""
         rec = rec._replace(think=round(rec.think, 9))
+        if rec.op == Op.OPEN and self.exists[rec.file] is None:
+            self.exists[rec.file] = not rec.flags & Flag.CREAT
+        elif rec.is_write and self.exists[rec.file] is None:
+            self.exists[rec.file] = False
         if rec.is_read:
             end = max((o + n for o, n in rec.extents()), default=0)
             self.read_extent[rec.file] = max(self.read_extent[rec.file], end)
@@ -60,7 +67,8 @@ class Collector:
     def build(self, nprocs: int | None = None, **info: Any) -> Trace:
         """The finished trace; ``info`` goes to the header's generator field."""
         n = max(nprocs or 0, len(self.ranks), 1)
-        files = [FileEntry(i, name, self.read_extent[i]) for i, name in enumerate(self.names)]
+        files = [FileEntry(i, name, self.read_extent[i], bool(self.exists[i]))
+                 for i, name in enumerate(self.names)]
         trace = Trace(nprocs=n, files=files, records=self.records,
                       generator={"name": "import", "params": {"source": self.source, **info},
                                  "seed": None})

@@ -102,15 +102,15 @@ class Target(ABC):
     def prepare(self, files: Iterable[FileEntry]) -> None:
         """Bring the files to the trace's starting state.
 
-        Parent directories are created; every file is removed; files with a pre-existing
-        ``size`` are then written with their deterministic content.
+        Parent directories are created; every file is removed; files that exist before the
+        program starts are then created with their deterministic content (``size`` bytes).
         """
         for entry in files:
             parent = os.path.dirname(entry.name)
             if parent:
                 self.makedirs(parent)
             self.remove(entry.name)
-            if entry.size > 0:
+            if entry.pre_exists:
                 key = file_key(entry.name)
                 handle = self.open(entry.name, Flag.WR | Flag.CREAT | Flag.TRUNC)
                 try:
