@@ -269,10 +269,15 @@ def repair(fs: FileSystem, orphans: list[dict], dangling: list[dict]) -> list[st
             failures.append(f"unlink inode {o['ino']} on iod{o['iod']}: {exc.strerror or exc}")
     for d in dangling:
         try:
+            # An I/O daemon may still hold a descriptor of a stripe file deleted behind its
+            # back: "unlink" drops it (and finds nothing to remove) before anything else.
             if len(d["missing"]) == len(d["iods"]):
                 fs.meta("remove_inode", ino=d["ino"])
+                for i in d["iods"]:
+                    fs.iod_call(i, "unlink", ino=d["ino"])
             else:
                 for i in d["missing"]:
+                    fs.iod_call(i, "unlink", ino=d["ino"])
                     fs.iod_call(i, "create", ino=d["ino"])
             d["repaired"] = True
         except OSError as exc:

@@ -14,7 +14,6 @@ import os
 import time
 from pathlib import Path
 
-from pvfs.cli import launch
 from pvfs.cli.main import PROG, add_command, has_command, load_config, main
 from pvfs.cli.output import CliError, emit, human_duration, human_size, note, parse_size, table
 
@@ -22,6 +21,10 @@ from pvfs.config import Config, Endpoint
 from pvfs.layout.stripe import Stripe
 
 STATUS_TIMEOUT = 2.0
+# The same as pvfs.cli.launch's, which is imported only by the commands that need it (it
+# pulls in trio through the daemons' helpers).
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
 
 
 def default_dir() -> str:
@@ -68,13 +71,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 {PROG} up
 {PROG} --config /srv/pvfs/pvfs.toml up --mount ~/pvfs""")
     p.add_argument("--mount", metavar="DIR", help="also mount the file system at DIR")
-    p.add_argument("--timeout", type=float, default=launch.START_TIMEOUT, metavar="S",
-                   help=f"seconds to wait for each daemon (default: {launch.START_TIMEOUT:g})")
+    p.add_argument("--timeout", type=float, default=START_TIMEOUT, metavar="S",
+                   help=f"seconds to wait for each daemon (default: {START_TIMEOUT:g})")
 
     p = add_command(sub, "down", help="stop this host's daemons (SIGTERM, then SIGKILL)",
                     func=cmd_down, example=f"{PROG} down")
-    p.add_argument("--timeout", type=float, default=launch.STOP_TIMEOUT, metavar="S",
-                   help=f"seconds before SIGKILL (default: {launch.STOP_TIMEOUT:g})")
+    p.add_argument("--timeout", type=float, default=STOP_TIMEOUT, metavar="S",
+                   help=f"seconds before SIGKILL (default: {STOP_TIMEOUT:g})")
 
     add_command(sub, "status", help="state of every daemon: version, uptime, open files, "
                 "queued jobs, scheduler", func=cmd_status, example=f"""\
@@ -105,6 +108,8 @@ def _read_hosts(path: str) -> list[str]:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    from pvfs.cli import launch
+
     directory = os.path.abspath(os.path.expanduser(args.dir or default_dir()))
     path = os.path.join(directory, "pvfs.toml")
     if os.path.exists(path) and not args.force:
@@ -143,6 +148,8 @@ def _describe_config(cfg: Config) -> dict:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from pvfs.cli import launch
+
     cfg = load_config(args)
     if not launch.daemons_of(cfg):
         raise CliError("up", f"no daemon of {cfg.path} belongs to this host")
@@ -168,6 +175,8 @@ def _endpoint(cfg: Config, name: str) -> Endpoint:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
+    from pvfs.cli import launch
+
     cfg = load_config(args)
     if has_command("umount"):
         _unmount_all(cfg)
@@ -196,6 +205,8 @@ def _daemons(cfg: Config) -> list[tuple[str, str, Endpoint]]:
 
 def _ask(ep: Endpoint, header: dict, timeout: float = STATUS_TIMEOUT) -> tuple[dict | None, str]:
     """(reply, "") or (None, why) — never raises for an unreachable daemon."""
+    from pvfs.cli import launch
+
     try:
         reply = launch.request(ep, header, timeout)
     except (OSError, ValueError) as exc:
@@ -304,6 +315,8 @@ def _pct(used: int, whole: int) -> float:
 def _shared(cfg: Config) -> bool:
     """Whether several local I/O daemons keep data on one device (the total counts it more
     than once, like ``lfs df`` on OSTs sharing a disk)."""
+    from pvfs.cli import launch
+
     devs = []
     for ep in cfg.iods:
         if launch.is_local(ep.host):

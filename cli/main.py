@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import os
 import sys
@@ -95,7 +96,24 @@ def add_command(sub: argparse._SubParsersAction, name: str, *, help: str, exampl
     return parser
 
 
-def build_parser() -> Parser:
+def _command_of(argv: Sequence[str] | None) -> str | None:
+    """The subcommand name in ``argv`` (None if none is given), found without parsing."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--config":
+            i += 2
+            continue
+        if not a.startswith("-"):
+            return a
+        i += 1
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None, everything: bool = True) -> Parser:
+    """The whole parser; with ``everything=False`` the optional groups are added only when
+    ``argv`` names no core subcommand (they are slow to import and rarely wanted)."""
     parser = Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     _global_options(parser, suppress=False)
@@ -103,7 +121,9 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(title="subcommands", metavar="COMMAND", parser_class=Parser)
     for group in GROUPS:
         importlib.import_module(f"pvfs.cli.{group}").register(sub)
-    _register_optional(sub)
+    if everything or _command_of(argv) not in sub.choices:
+        _register_optional(sub)
+        _registered.update(sub.choices)
     return parser
 
 
@@ -115,13 +135,14 @@ def _version() -> str:
 
 def _register_optional(sub: argparse._SubParsersAction) -> None:
     """Subcommands of parts that may be absent: the mount client and the trace tools."""
-    try:
-        importlib.import_module("pvfs.fuse")
-        mount = importlib.import_module("pvfs.cli.cmd_mount")
-    except ImportError:
-        pass
-    else:
-        mount.register(sub)
+    # Found, not imported: loading the FUSE client costs every command a fifth of a second.
+    if _importable("pyfuse3") and _importable("pvfs.fuse"):
+        try:
+            mount = importlib.import_module("pvfs.cli.cmd_mount")
+        except ImportError:
+            pass
+        else:
+            mount.register(sub)
     try:
         traces = importlib.import_module("pvfs.traces.cli")
     except ImportError:
@@ -131,10 +152,21 @@ def _register_optional(sub: argparse._SubParsersAction) -> None:
         add(sub)
 
 
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+_registered: set[str] = set()
+
+
 def has_command(name: str) -> bool:
     """Whether ``name`` is a registered subcommand (e.g. ``mount`` once the client exists)."""
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return name in sub.choices
+    if not _registered:
+        build_parser()
+    return name in _registered
 
 
 # ---------------------------------------------------------------------- shared by commands
@@ -198,7 +230,7 @@ def _describe(exc: BaseException, args: argparse.Namespace | None) -> tuple[str,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv, everything=False)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format=f"{PROG}: %(levelname)s %(name)s: %(message)s")

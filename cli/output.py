@@ -179,10 +179,16 @@ class Progress:
         self.done = 0
         self._bar = None
         if enabled:
+            import shutil
+
             from tqdm import tqdm
 
+            # A fresh pty may report a 0x0 window, which makes tqdm draw nothing at all;
+            # shutil falls back to $COLUMNS/$LINES, then 80x24.
+            size = shutil.get_terminal_size()
             self._bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024,
-                             desc=desc or None, file=sys.stderr, dynamic_ncols=True,
+                             desc=desc or None, file=sys.stderr,
+                             ncols=max(40, min(size.columns, 160)), nrows=max(2, size.lines),
                              leave=True, miniters=1)
 
     @property
