@@ -82,6 +82,7 @@ def machine_info() -> dict[str, Any]:
         "kernel": uname.release,
         "os": _read_os_release(),
         "python": platform.python_version(),
+        "loadavg": list(os.getloadavg()),
         "git": git_commit(),
     }
 
