@@ -73,18 +73,20 @@ def _sweep_figure(plt: Any, results: Sequence[dict[str, Any]],
                   title: str | None) -> None:
     ops = [op for op in ("read", "write") if any(op == k[1] for s in sweeps for k in s)]
     fig, axes = plt.subplots(len(METRICS), len(ops), figsize=(6 * len(ops), 10), squeeze=False)
-    many = len(results) > 1
+    workloads = sorted({wl for s in sweeps for wl, _ in s})
+    colors = {wl: f"C{i % 10}" for i, wl in enumerate(workloads)}  # colour: workload
+    styles = ["-", "--", ":", "-."]  # line style: run
     for col, op in enumerate(ops):
         for row, (metric, ylabel) in enumerate(METRICS):
             ax = axes[row][col]
-            for res, sweep in zip(results, sweeps, strict=True):
+            for i, (res, sweep) in enumerate(zip(results, sweeps, strict=True)):
                 for (wl, o), pts in sorted(sweep.items()):
                     if o != op:
                         continue
                     xs = [size for size, _ in pts]
                     ys = [max(ph[metric], 1e-12) for _, ph in pts]
-                    label = f"{wl} ({run_label(res)})" if many else wl
-                    ax.plot(xs, ys, marker="o", markersize=3, label=label)
+                    ax.plot(xs, ys, marker="o", markersize=3, color=colors[wl],
+                            linestyle=styles[i % len(styles)])
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.grid(True, which="both", alpha=0.3)
@@ -93,11 +95,17 @@ def _sweep_figure(plt: Any, results: Sequence[dict[str, Any]],
             if row == len(METRICS) - 1:
                 ax.set_xlabel("data per I/O node (bytes)")
             ax.set_ylabel(ylabel)
-            if row == 0 and col == 0:
-                ax.legend(fontsize=8)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colors[wl], marker="o", markersize=3, label=wl)
+               for wl in workloads]
+    if len(results) > 1:
+        handles += [Line2D([], [], color="black", linestyle=styles[i % len(styles)],
+                           label=run_label(res)) for i, res in enumerate(results)]
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8)
     first = results[0]
     fig.suptitle(title or f"{first['workload']}: {first['procs']} tasks on {first['target']}")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
 
 
 def _bar_figure(plt: Any, results: Sequence[dict[str, Any]], title: str | None) -> None:
