@@ -19,11 +19,11 @@ from __future__ import annotations
 import argparse
 import errno
 
-from pvfs.cli.main import PROG, add_command, client, connect
+from pvfs.cli.main import PROG, add_command, client, connect, has_command, load_config
 from pvfs.cli.output import CliError, emit, human_duration, human_size, note, parse_size, table
 
 from pvfs.client.fs import FileSystem
-from pvfs.config import ALGORITHMS
+from pvfs.config import ALGORITHMS, Config
 from pvfs.layout.stripe import Stripe
 
 PAGE = 4096
@@ -140,15 +140,33 @@ def cmd_stats(args: argparse.Namespace) -> int:
                 failed = True
                 entry["error"] = exc.strerror or str(exc)
             out.append(entry)
-    emit(args.json, out, _render_stats)
+    data = {"iods": out, "mounts": local_mounts(load_config(args))}
+    emit(args.json, data, _render_stats)
     if args.reset and not args.json:
         note("counters reset")
     return 1 if failed else 0
 
 
-def _render_stats(rows: list[dict]) -> str:
+def local_mounts(cfg: Config) -> list[dict]:
+    """This host's running mounts of the file system (with their cache counters), if the
+    mount client is installed."""
+    if not has_command("mount"):
+        return []
+    import importlib
+
+    mounts_of = getattr(importlib.import_module("pvfs.cli.cmd_mount"), "mounts_of", None)
+    if not callable(mounts_of):
+        return []
+    try:
+        return [{"mountpoint": m.get("mountpoint"), "pid": m.get("pid"),
+                 "stats": m.get("stats", {})} for m in mounts_of(cfg)]
+    except (OSError, ValueError):
+        return []
+
+
+def _render_stats(data: dict) -> str:
     lines = []
-    for r in rows:
+    for r in data["iods"]:
         if r["error"]:
             lines.append([f"iod{r['iod']}", "DOWN"] + [None] * 7)
             continue
@@ -157,8 +175,23 @@ def _render_stats(rows: list[dict]) -> str:
                       human_size(c["bytes_read"]), human_size(c["bytes_written"]), c["errors"],
                       len(r.get("files", {})), e.get("queued", 0) + e.get("active", 0),
                       _ms(s.get("p50_s")) + " / " + _ms(s.get("p99_s"))])
-    return table(lines, ["daemon", "reads", "writes", "read", "written", "errors", "files",
+    text = table(lines, ["daemon", "reads", "writes", "read", "written", "errors", "files",
                          "queued", "service p50 / p99"], right=[1, 2, 3, 4, 5, 6, 7])
+    for m in data["mounts"]:
+        counters = {k: v for k, v in _flat(m["stats"]).items() if isinstance(v, (int, float))}
+        text += f"\n\nmount {m['mountpoint']} (pid {m['pid']}):\n" + "\n".join(
+            f"  {k}: {human_size(v) if 'bytes' in k else v}" for k, v in sorted(counters.items()))
+    return text
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _ms(seconds: float | None) -> str:

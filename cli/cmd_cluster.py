@@ -166,7 +166,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         data["mount"] = os.path.abspath(args.mount) if status == 0 else None
     emit(args.json, data, lambda d: table(
         [[r["name"], r["address"], r["pid"], "started" if r["started"] else "already running"]
-         for r in d["daemons"]], ["daemon", "address", "pid", "state"], right=[2]))
+         for r in d["daemons"]], ["daemon", "address", "pid", "state"], right=[2])
+        + (f"\n\nmounted at {d['mount']}" if d["mount"] else ""))
     return status
 
 
@@ -233,7 +234,11 @@ def cmd_status(args: argparse.Namespace) -> int:
                 row["inodes"] = {k: reply.get(k) for k in ("files", "dirs", "symlinks")}
         rows.append(row)
     down = [r["name"] for r in rows if not r["up"]]
-    data = {"config": cfg.path, "name": cfg.name, "daemons": rows, "all_up": not down}
+    from pvfs.cli.cmd_admin import local_mounts
+
+    mounts = [{"mountpoint": m["mountpoint"], "pid": m["pid"]} for m in local_mounts(cfg)]
+    data = {"config": cfg.path, "name": cfg.name, "daemons": rows, "all_up": not down,
+            "mounts": mounts}
     emit(args.json, data, _render_status)
     return 1 if down else 0
 
@@ -250,6 +255,7 @@ def _render_status(d: dict) -> str:
         i = mgr["inodes"]
         notes.insert(0, f"metadata: {i['files']} files, {i['dirs']} directories, "
                      f"{i['symlinks']} symlinks")
+    notes += [f"mounted at {m['mountpoint']} (client pid {m['pid']})" for m in d["mounts"]]
     return body + ("\n\n" + "\n".join(notes) if notes else "")
 
 

@@ -9,10 +9,12 @@ chunks (8 MiB by default) straight to and from the I/O daemons.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import posixpath
 import stat as statmod
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from pvfs.cli.main import PROG, add_command, connect, pvfs_path
@@ -352,42 +354,52 @@ def _makedir(fs: FileSystem, d: Loc) -> None:
 
 def _copy_file(fs: FileSystem, src: Loc, dst: Loc, mode: int, chunk: int,
                bar: Progress) -> None:
-    buf = bytearray(chunk)
-    view = memoryview(buf)
-    src_f = fs.open(src.path, "rb") if src.pvfs else None
-    size = src_f.size() if src_f else 0
-    src_fd = -1 if src.pvfs else os.open(src.path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        dst_f = fs.open(dst.path, "wb", perm=mode & 0o777) if dst.pvfs else None
-        dst_fd = -1 if dst.pvfs else os.open(
-            dst.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode & 0o777)
-        try:
-            offset = 0
-            while True:
-                if src_f:
-                    # Never ask past the end: the daemons would stream the gap as zeros.
-                    want = min(chunk, size - offset)
-                    n = src_f.preadinto(view[:want], offset) if want > 0 else 0
-                else:
-                    n = os.readv(src_fd, [view])
-                if n <= 0:
-                    break
-                if dst_f:
-                    dst_f.pwrite(view[:n], offset)
-                else:
-                    _write_all(dst_fd, view[:n])
-                offset += n
-                bar.update(n)
-        finally:
-            if dst_f:
-                dst_f.close()
-            else:
-                os.close(dst_fd)
-    finally:
-        if src_f:
-            src_f.close()
+    """Copy one file in ``chunk``-byte pieces, reading piece i+1 while piece i is written
+    (two buffers, one writer thread: both sides release the GIL while they wait)."""
+    with contextlib.ExitStack() as stack:
+        if src.pvfs:
+            src_f = stack.enter_context(fs.open(src.path, "rb"))
+            size = src_f.size()
+
+            def read(view: memoryview, offset: int) -> int:
+                # Never ask past the end: the daemons would stream the gap as zeros.
+                want = min(len(view), size - offset)
+                return src_f.preadinto(view[:want], offset) if want > 0 else 0
         else:
-            os.close(src_fd)
+            src_fd = os.open(src.path, os.O_RDONLY | os.O_CLOEXEC)
+            stack.callback(os.close, src_fd)
+
+            def read(view: memoryview, offset: int) -> int:
+                return os.readv(src_fd, [view])
+        if dst.pvfs:
+            dst_f = stack.enter_context(fs.open(dst.path, "wb", perm=mode & 0o777))
+
+            def write(view: memoryview, offset: int) -> None:
+                dst_f.pwrite(view, offset)
+        else:
+            dst_fd = os.open(dst.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                             mode & 0o777)
+            stack.callback(os.close, dst_fd)
+
+            def write(view: memoryview, offset: int) -> None:
+                _write_all(dst_fd, view)
+        bufs = [memoryview(bytearray(chunk)), memoryview(bytearray(chunk))]
+        writer = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="pvfs-cp"))
+        pending: Future | None = None
+        offset, i = 0, 0
+        while True:
+            n = read(bufs[i % 2], offset)
+            if pending is not None:
+                pending.result()  # the other buffer is free again; errors surface here
+                pending = None
+            if n <= 0:
+                break
+            pending = writer.submit(write, bufs[i % 2][:n], offset)
+            offset += n
+            i += 1
+            bar.update(n)
+        if pending is not None:
+            pending.result()
 
 
 def _write_all(fd: int, data: memoryview) -> None:

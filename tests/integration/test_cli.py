@@ -63,7 +63,7 @@ def test_status_reports_every_daemon(cfg, pvfs_cluster):
     data = js(cfg, "status")
     names = [d["name"] for d in data["daemons"]]
     assert names == ["mgr", "iod0", "iod1", "iod2", "iod3"]
-    assert data["all_up"] is True
+    assert data["all_up"] is True and data["mounts"] == []
     for d in data["daemons"]:
         assert d["up"] and d["version"] and d["pid"] == pvfs_cluster.pid(d["name"])
         assert d["uptime"] >= 0 and d["open_files"] is not None
@@ -238,13 +238,15 @@ def test_stats_counts_and_resets(cfg, tmp_path):
     f = tmp_path / "s.bin"
     f.write_bytes(os.urandom(1 << 20))
     ok(cfg, "cp", str(f), "pvfs:/stats.bin")
-    rows = js(cfg, "stats")
+    data = js(cfg, "stats")
+    assert isinstance(data["mounts"], list)
+    rows = data["iods"]
     assert len(rows) == 4
     assert sum(r["counters"]["bytes_written"] for r in rows) == 1 << 20
     assert all(r["counters"]["write_requests"] >= 1 for r in rows)
     assert "written" in ok(cfg, "stats")
     js(cfg, "stats", "--reset")
-    assert sum(r["counters"]["bytes_written"] for r in js(cfg, "stats")) == 0
+    assert sum(r["counters"]["bytes_written"] for r in js(cfg, "stats")["iods"]) == 0
     ok(cfg, "rm", "pvfs:/stats.bin")
 
 
@@ -342,4 +344,37 @@ def test_up_twice_then_down_leaves_nothing(tmp_path):
         assert cli(path, "ping").returncode == 1
         assert "no daemon" in ok(path, "down")
     finally:
+        launch.down(config)
+
+
+def _can_mount() -> bool:
+    import shutil
+
+    from pvfs.cli.main import has_command
+
+    return os.path.exists("/dev/fuse") and shutil.which("fusermount3") is not None \
+        and has_command("mount")
+
+
+@pytest.mark.fuse
+@pytest.mark.skipif(not _can_mount(), reason="needs /dev/fuse, fusermount3 and pvfs.fuse")
+def test_up_mount_then_down_unmounts(tmp_path):
+    path = js(None, "init", "--dir", str(tmp_path / "fs"), "--iods", "2",
+              home=tmp_path / "home")["config"]
+    config = load(path)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        data = js(path, "up", "--mount", str(mnt))
+        assert data["mount"] == str(mnt)
+        (mnt / "hello.txt").write_bytes(b"through the mount\n")
+        assert js(path, "stat", "pvfs:/hello.txt")["size"] == 18
+        assert [m["mountpoint"] for m in js(path, "status")["mounts"]] == [str(mnt)]
+        ok(path, "down")
+        assert not os.path.ismount(mnt)
+        r = cli(path, "--json", "status")
+        assert r.returncode == 1 and json.loads(r.stdout)["mounts"] == []
+    finally:
+        if os.path.ismount(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
         launch.down(config)
