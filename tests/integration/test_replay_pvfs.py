@@ -97,3 +97,27 @@ def test_mount_matches_local(name: str, request: pytest.FixtureRequest, tmp_path
     mounted = run_local(trace, f"mount:{Path(str(path)) / 'replay' / name}", opts)
     local = run_local(trace, str(tmp_path / "local"), opts)
     assert comparable(mounted) == comparable(local)
+
+
+def test_mpiexec_on_pvfs_matches_local(cluster, tmp_path: Path) -> None:
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    pytest.importorskip("mpi4py")
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    exe = str(mpiexec) if mpiexec.exists() else shutil.which("mpiexec")
+    if exe is None:
+        pytest.skip("no mpiexec")
+    spec = f"pvfs://{cluster.config_path}?root=/mpi"
+    proc = subprocess.run([exe, "-n", "4", sys.executable, "-m", "pvfs.traces", "replay",
+                           "--workload", "s3d", "--param", "nx=3", "--procs", "4", "--seed", "2",
+                           "--target", spec, "--json", "--verify"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    mpi = json.loads(proc.stdout)
+    local = run_local(generate("s3d", 4, SMALL["s3d"], seed=2), str(tmp_path / "l"),
+                      ReplayOptions(verify=True))
+    assert mpi["runner"] == "mpi"
+    assert comparable(mpi) == comparable(local)
