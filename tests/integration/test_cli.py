@@ -342,6 +342,7 @@ def test_up_twice_then_down_leaves_nothing(tmp_path):
         r = cli(path, "--json", "status")
         assert r.returncode == 1 and not json.loads(r.stdout)["all_up"]
         assert cli(path, "ping").returncode == 1
+        assert "is the file system up?" in failed(path, "ls")
         assert "no daemon" in ok(path, "down")
     finally:
         launch.down(config)
