@@ -379,3 +379,20 @@ def test_up_mount_then_down_unmounts(tmp_path):
         if os.path.ismount(mnt):
             subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
         launch.down(config)
+
+
+def test_a_dead_daemon_is_a_row_not_a_crash(fresh_cluster):
+    path = fresh_cluster.config_path
+    fresh_cluster.kill("iod1")
+    r = cli(path, "--json", "status")
+    assert r.returncode == 1
+    rows = {d["name"]: d for d in json.loads(r.stdout)["daemons"]}
+    assert not rows["iod1"]["up"] and rows["iod1"]["error"]
+    assert rows["mgr"]["up"] and rows["iod0"]["up"]
+    r = cli(path, "--json", "df")
+    assert r.returncode == 1
+    assert [x["up"] for x in json.loads(r.stdout)["iods"]] == [True, False, True, True]
+    r = cli(path, "--json", "sched", "show")
+    assert r.returncode == 1 and json.loads(r.stdout)[1]["error"]
+    assert "DOWN" in cli(path, "status").stdout
+    assert failed(path, "fsck").startswith("pvfs-admin: fsck iod1 (")
