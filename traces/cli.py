@@ -88,7 +88,7 @@ def _load(path: str, kind: str | None) -> fmt.Trace:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay a generated workload or a trace file on a target."""
     from pvfs.traces.generators import generate
-    from pvfs.traces.replay.engine import ReplayOptions, run_local
+    from pvfs.traces.replay.engine import ReplayOptions, can_drop_caches, run_local
     from pvfs.traces.replay.mpi import comm_world, launched_by_mpiexec, run_mpi
 
     use_mpi = args.mpi or launched_by_mpiexec()
@@ -105,8 +105,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         trace = _load(args.trace, args.format)
         if procs is not None and procs != trace.nprocs:
             raise UsageError(f"the trace has {trace.nprocs} ranks; --procs {procs} differs")
+    if args.drop_caches and not can_drop_caches():
+        raise UsageError("--drop-caches needs write access to /proc/sys/vm/drop_caches (root)")
     opts = ReplayOptions(think=args.think, think_scale=args.think_scale, verify=args.verify,
-                         digest=not args.no_digest,
+                         digest=not args.no_digest, drop_caches=args.drop_caches,
                          progress=not (args.json or args.no_progress) and comm is None)
     if comm is not None:
         result = run_mpi(trace, args.target, opts, comm)
@@ -255,6 +257,8 @@ def add_subcommands(subparsers: Any) -> None:
     rp.add_argument("--think", action="store_true", help="honour think times")
     rp.add_argument("--think-scale", type=float, default=1.0, help="scale think times")
     rp.add_argument("--verify", action="store_true", help="check every byte read")
+    rp.add_argument("--drop-caches", action="store_true",
+                    help="drop the page cache at every barrier: cold reads (root)")
     rp.add_argument("--no-digest", action="store_true", help="skip hashing the files after")
     rp.add_argument("--mpi", action="store_true", help="run as MPI ranks (under mpiexec)")
     rp.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -76,3 +76,30 @@ def test_public_names_exported() -> None:
     for name in pvfs.traces.__all__:
         assert getattr(pvfs.traces, name) is not None
     assert pvfs.traces.FORMAT_VERSION == 1
+
+
+def test_drop_caches_at_every_barrier(monkeypatch, tmp_path) -> None:
+    from pvfs.traces.generators import generate
+    from pvfs.traces.replay import engine
+
+    calls = []
+    monkeypatch.setattr(engine, "drop_caches", lambda: calls.append(1))
+    trace = generate("mining", 1, {"db": 8192, "passes": 2, "req": 4096})
+    barriers = sum(1 for r in trace.records if r.op.label == "barrier")
+    waits = []
+    target = LocalTarget(str(tmp_path))
+    target.prepare(trace.files)
+    res = engine.run_rank(0, trace.records, [f.name for f in trace.files], target,
+                          lambda: waits.append(1), engine.ReplayOptions(drop_caches=True))
+    assert res["errors"] == [] and len(calls) == barriers + 1
+    assert len(waits) == 2 * (barriers + 1)
+
+
+def test_drop_caches_needs_permission(monkeypatch, capsys, tmp_path) -> None:
+    from pvfs.traces import cli
+    from pvfs.traces.replay import engine
+
+    monkeypatch.setattr(engine, "can_drop_caches", lambda: False)
+    code = cli.main(["replay", "--workload", "mining", "--drop-caches", "--target",
+                     str(tmp_path)])
+    assert code == 2 and "drop_caches" in capsys.readouterr().err

@@ -42,6 +42,9 @@ class ReplayOptions:
         verify: compare every read with the deterministic content and count mismatches.
         digest: hash every file of the trace after the run (for byte-identical comparisons).
         progress: show a progress bar (local runner, on a terminal).
+        drop_caches: before the start and at every barrier, rank 0 syncs and drops the
+            kernel's page cache (root only) so every phase reads cold data, as the thesis'
+            uncached runs did; time spent there is not service time.
     """
 
     think: bool = False
@@ -49,6 +52,22 @@ class ReplayOptions:
     verify: bool = False
     digest: bool = True
     progress: bool = False
+    drop_caches: bool = False
+
+
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+
+
+def can_drop_caches() -> bool:
+    """True when this process may write ``/proc/sys/vm/drop_caches``."""
+    return os.access(DROP_CACHES, os.W_OK)
+
+
+def drop_caches() -> None:
+    """Write back dirty pages and drop the page cache, dentries and inodes."""
+    os.sync()
+    with open(DROP_CACHES, "w") as f:
+        f.write("3\n")
 
 
 def _kind(rec: Record) -> str:
@@ -75,7 +94,15 @@ def run_rank(rank: int, records: Sequence[Record], names: Sequence[str], target:
     stats = {"bytes_read": 0, "bytes_written": 0, "verify_errors": 0, "short_reads": 0}
     errors: list[str] = []
     phase = 0
-    barrier()
+
+    def sync_point() -> None:
+        barrier()
+        if opts.drop_caches:
+            if rank == 0:
+                drop_caches()
+            barrier()
+
+    sync_point()
     start = phase_start = last_end = time.perf_counter()
 
     def handle(fid: int, flags: int = Flag.RD | Flag.WR | Flag.CREAT) -> Handle:
@@ -89,7 +116,7 @@ def run_rank(rank: int, records: Sequence[Record], names: Sequence[str], target:
             progress(n)
         if rec.op == Op.BARRIER:
             t0 = time.perf_counter()
-            barrier()
+            sync_point()
             phase_start = time.perf_counter()
             latencies.setdefault("barrier", []).append(phase_start - t0)
             phase += 1

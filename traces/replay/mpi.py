@@ -90,7 +90,8 @@ def run_mpi(trace: Trace, spec: str, opts: ReplayOptions | None = None,
             target.close()
     else:
         # Still pass every barrier so the healthy ranks finish.
-        for _ in range(1 + sum(1 for r in mine if r.op.label == "barrier")):
+        per_sync = 2 if opts.drop_caches else 1
+        for _ in range(per_sync * (1 + sum(1 for r in mine if r.op.label == "barrier"))):
             comm.Barrier()
     wall = time.perf_counter() - t0
     results = comm.gather(result, root=0)
