@@ -49,8 +49,14 @@ class PosixStorage:
         """A cached read-write descriptor, or None if the file does not exist and not create."""
         fd = self._fds.get(ino)
         if fd is not None:
-            self._fds.move_to_end(ino)
-            return fd
+            # A stripe file removed behind our back (fsck, an operator) must not live on
+            # through the cached descriptor.
+            if os.fstat(fd).st_nlink > 0:
+                self._fds.move_to_end(ino)
+                return fd
+            self.forget(ino)
+            if ino in self._fds:  # pinned by a running job: serve it from the old file
+                return fd
         path = self.path(ino)
         flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
         try:
