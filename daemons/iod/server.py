@@ -224,6 +224,10 @@ class IodServer:
         self.storage.create(f["ino"])
         return {}
 
+    async def op_utime(self, f: dict) -> dict:
+        self.storage.utime(f["ino"], f["mtime_ns"])
+        return {}
+
     async def op_unlink(self, f: dict) -> dict:
         self.stats.forget(f["ino"])
         return {"removed": self.storage.unlink(f["ino"])}

@@ -113,6 +113,12 @@ class PosixStorage:
     def create(self, ino: int) -> None:
         self.open(ino, create=True)
 
+    def utime(self, ino: int, mtime_ns: int) -> None:
+        """Set the stripe file's mtime (an explicit utimens on the file; atime untouched)."""
+        fd = self.open(ino, create=True)
+        st = os.fstat(fd)
+        os.utime(fd, ns=(st.st_atime_ns, mtime_ns))
+
     def unlink(self, ino: int) -> bool:
         self.forget(ino)
         try:

@@ -163,6 +163,12 @@ class MgrServer:
                 raise OSError(errno.EISDIR if attrs["type"] == "dir" else errno.EINVAL,
                               "only regular files can be truncated")
             await self._truncate(attrs, size)
+        if f["mtime_ns"] is not None and attrs["type"] == "file":
+            # The reported mtime is the newest of the inode's and its stripe files' (data
+            # written later must show), so an explicit mtime is set on the stripe files too.
+            await self._each([(iod, {"op": "utime", "ino": attrs["ino"],
+                                     "mtime_ns": attrs["mtime_ns"]})
+                              for _, iod in self._iods_of(attrs["stripe"])])
         return await self._with_size(attrs)
 
     async def op_create(self, f, cred) -> dict:
@@ -280,8 +286,9 @@ class MgrServer:
         old = attrs["stripe"]
         new = self.store.set_file_stripe(f["ino"], f["stripe"], cred, size_is_zero=attrs["size"] == 0)
         if new["stripe"] != old:
-            # Move the (empty) stripe files to the new set of daemons.
-            await self._remove_data(attrs)
+            # Move the (empty) stripe files to the new set of daemons; the inode stays.
+            await self._each([(iod, {"op": "unlink", "ino": attrs["ino"]})
+                              for _, iod in self._iods_of(old)])
             await self._each([(iod, {"op": "create", "ino": new["ino"]})
                               for _, iod in self._iods_of(new["stripe"])])
         return new

@@ -342,3 +342,25 @@ def test_mdbi_blocks_and_superblock_read_ahead(fs):
         assert m.read_block(5, 2) == b"\x07" * m.block_bytes
         assert m.read_block(5, 1) == expect(5, 1)
     fs.unlink("/matrix")
+
+
+def test_explicit_mtime_is_reported_even_after_writes(fs):
+    with fs.open("/old-times", "wb") as f:
+        f.write(b"data")
+    fs.utime("/old-times", (1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+    assert fs.stat("/old-times").st_mtime_ns == 1_000_000_000_000_000_000
+    with fs.open("/old-times", "r+b") as f:
+        f.write(b"new")
+    assert fs.stat("/old-times").st_mtime_ns > 1_000_000_000_000_000_000
+    fs.unlink("/old-times")
+
+
+def test_setstripe_on_new_empty_file_keeps_it(fs):
+    with fs.open("/restripe", "wb"):
+        pass
+    fs.setstripe("/restripe", Stripe(1, 2, 4096))
+    assert fs.getstripe("/restripe") == Stripe(1, 2, 4096)
+    with fs.open("/restripe", "r+b") as f:
+        f.write(b"q" * 10_000)
+        assert f.pread(10_000, 0) == b"q" * 10_000
+    fs.unlink("/restripe")

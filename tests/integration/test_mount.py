@@ -181,8 +181,6 @@ def test_stripe_xattr(mnt):
     assert ei.value.errno in (errno.EINVAL, errno.EBUSY)
 
 
-@pytest.mark.xfail(reason="mgr op_setstripe moves stripe files with _remove_data, which since "
-                   "e333bcb also removes the inode", strict=False)
 def test_stripe_xattr_on_new_empty_file(mnt):
     e = mnt / "empty"
     e.write_bytes(b"")

@@ -65,7 +65,7 @@ def decode_header(body: bytes) -> dict:
         max_str_len=64 * 1024,
         max_bin_len=MAX_HEADER,
         max_array_len=1 << 18,
-        max_map_len=64,
+        max_map_len=1 << 16,
         max_ext_len=0,
         raw=False,
         strict_map_key=True,

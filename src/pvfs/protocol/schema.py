@@ -149,6 +149,7 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "size": {"ino": INO},
     "sizes": {"inos": Field(lambda v: _int_list(v, 4096))},
     "truncate": {"ino": INO, "local_size": Field(OFFSET)},
+    "utime": {"ino": INO, "mtime_ns": Field(integer(0, 2**63 - 1))},
     "create": {"ino": INO},
     "unlink": {"ino": INO},
     "fsync": {"ino": INO, "data_only": Field(boolean, False, False)},
