@@ -86,3 +86,20 @@ def fresh_cluster(tmp_path):
 def fs(pvfs_cluster):
     with pvfs_cluster.connect() as conn:
         yield conn
+
+
+@pytest.fixture(scope="module")
+def pvfs_mount(pvfs_cluster, tmp_path_factory):
+    """The module's file system mounted (FUSE, default options); skipped without FUSE."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent / "integration"))
+    from test_mount_support import Mount, fuse_available
+
+    if not fuse_available():
+        pytest.skip("needs /dev/fuse and fusermount3")
+    mount = Mount(pvfs_cluster.config_path, tmp_path_factory.mktemp("mnt") / "pvfs").start()
+    try:
+        yield mount
+    finally:
+        mount.stop()
