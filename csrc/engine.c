@@ -9,10 +9,15 @@
  * Sockets are registered edge-triggered: a job is marked ready on an edge and unready when
  * serving it hits EAGAIN, so jobs the policy passes over do not make epoll_wait spin.
  *
- * The Python side talks to the loop through e->lock and two eventfds: submit() appends to
- * the inbox and writes wake_fd; the loop moves finished jobs to the done list and writes
- * done_fd, which Python watches (Engine.fileno()). The lock is only ever held for list
- * splicing, never across I/O, so the Python thread that takes it never waits long.
+ * The Python side talks to the loop through e->lock and two eventfds: submit(), attach() and
+ * detach() append to the inbox and write wake_fd; the loop posts what happened (a job done,
+ * a frame header read, a connection closed) to a private list during a turn and publishes
+ * the whole batch to the done list at the end of the turn with one write to done_fd, which
+ * Python watches (Engine.fileno()). The lock is only ever held for list splicing, never
+ * across I/O, so the Python thread that takes it never waits long.
+ *
+ * Attached connections (conn.c) are the engine's between jobs: it reads each one's next frame
+ * header whenever it is readable, outside the scheduling policy, and posts a FRAME event.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,18 +46,56 @@ int64_t pv_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void eventfd_signal(int fd)
+void pv_eventfd_signal(int fd)
 {
     uint64_t one = 1;
     /* The only failure is EAGAIN at a counter of 2^64-2: the fd is readable anyway. */
     (void)!write(fd, &one, sizeof(one));
 }
 
-static void eventfd_drain(int fd)
+void pv_eventfd_drain(int fd)
 {
     uint64_t v;
     /* Non-blocking; EAGAIN means there was nothing to drain. */
     (void)!read(fd, &v, sizeof(v));
+}
+
+/* Post an event for Python; it is published at the end of the turn (flush_events). */
+void pv_post(struct pv_engine *e, struct pv_event *ev)
+{
+    pv_ev_append(&e->out_head, &e->out_tail, ev);
+}
+
+/* One lock and one eventfd write per turn, however many events it produced. */
+static void flush_events(struct pv_engine *e)
+{
+    if (e->out_head == NULL)
+        return;
+    pthread_mutex_lock(&e->lock);
+    if (e->done_tail != NULL)
+        e->done_tail->next = e->out_head;
+    else
+        e->done_head = e->out_head;
+    e->done_tail = e->out_tail;
+    pthread_mutex_unlock(&e->lock);
+    e->out_head = e->out_tail = NULL;
+    pv_eventfd_signal(e->done_fd);
+}
+
+/* epoll_ctl with the engine's data convention (native.h, PV_TAG_CONN). */
+int pv_epoll_set(struct pv_engine *e, int op, int fd, uint32_t events, uintptr_t data)
+{
+    struct epoll_event ev;
+
+    memset(&ev, 0, sizeof(ev));
+    ev.events = events;
+    ev.data.u64 = data;
+    return epoll_ctl(e->epfd, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev);
+}
+
+static uint32_t job_events(const struct pv_job *j)
+{
+    return EPOLLET | (pv_job_wants_out(j) ? EPOLLOUT : EPOLLIN);
 }
 
 static void list_append(struct pv_job **head, struct pv_job **tail, struct pv_job *j)
@@ -79,13 +122,14 @@ static void list_remove(struct pv_job **head, struct pv_job **tail, struct pv_jo
     j->prev = j->next = NULL;
 }
 
-/* End a job: leave epoll, give the socket its flags back, hand the job to completions(). */
+/* End a job: leave epoll, give the socket its flags back, post its "done" event. A job on an
+ * attached connection hands the socket back to the connection instead (conn.c). */
 static void finish_job(struct pv_engine *e, struct pv_job *j)
 {
     if (j->registered) {
         /* EBADF/ENOENT: the owner closed the fd already, which also left the epoll set. */
-        if (epoll_ctl(e->epfd, EPOLL_CTL_DEL, j->sock, NULL) < 0 && errno != EBADF
-            && errno != ENOENT && j->err == 0)
+        if (j->conn == NULL && epoll_ctl(e->epfd, EPOLL_CTL_DEL, j->sock, NULL) < 0
+            && errno != EBADF && errno != ENOENT && j->err == 0)
             j->err = errno;
         if (e->ops->so_job_del != NULL)
             e->ops->so_job_del(e, j);
@@ -97,22 +141,24 @@ static void finish_job(struct pv_engine *e, struct pv_job *j)
         && fcntl(j->sock, F_SETFL, j->sock_flags) < 0 && j->err == 0)
         j->err = errno;
     pv_job_unmap(j);
-    /* The access list and prefix are not needed any more; the record stays until taken. */
-    free(j->acc);
-    free(j->prefix);
-    j->acc = NULL;
-    j->prefix = NULL;
     j->t_done = pv_now_ns();
     if (j->t_start != 0)
         atomic_fetch_sub(&e->n_active, 1);
     else
         atomic_fetch_sub(&e->n_queued, 1);
     atomic_fetch_add(&e->n_completed, 1);
-
-    pthread_mutex_lock(&e->lock);
-    list_append(&e->done_head, &e->done_tail, j);
-    pthread_mutex_unlock(&e->lock);
-    eventfd_signal(e->done_fd);
+    j->ev.kind = PV_EV_JOB;
+    pv_post(e, &j->ev);
+    /* After "done": the connection's "closed" or next "frame" follows it. */
+    if (j->conn != NULL)
+        pv_conn_job_end(e, j);
+    /* The access list, prefix and suffix are not needed any more; the record stays until
+     * taken (pv_conn_job_end reads them, so they go last). */
+    free(j->acc);
+    free(j->prefix);
+    free(j->suffix);
+    j->acc = NULL;
+    j->prefix = j->suffix = NULL;
 }
 
 static void fail_job(struct pv_engine *e, struct pv_job *j, int err)
@@ -132,14 +178,30 @@ static int64_t stamp_start(struct pv_engine *e)
     return now;
 }
 
-/* A job from the inbox joins the loop: non-blocking socket, epoll registration. */
+static void join_loop(struct pv_engine *e, struct pv_job *j)
+{
+    j->registered = true;
+    list_append(&e->jobs_head, &e->jobs_tail, j);
+    e->njobs++;
+    if (e->ops->so_job_add != NULL)
+        e->ops->so_job_add(e, j);
+}
+
+/* A job from the inbox joins the loop: non-blocking socket, epoll registration. A job on an
+ * attached connection takes over the connection's registration instead. */
 static void arrive(struct pv_engine *e, struct pv_job *j)
 {
-    struct epoll_event ev;
-    int flags;
+    int flags, r;
 
     j->seq = ++e->seq;
     j->t_last = pv_now_ns();
+    r = pv_conn_bind(e, j);
+    if (r > 0) {
+        fail_job(e, j, r);
+        return;
+    }
+    if (j->conn != NULL)
+        join_loop(e, j);
     if (pv_job_idle(j)) {
         /* Nothing to move: done as soon as seen. */
         j->t_start = stamp_start(e);
@@ -148,6 +210,8 @@ static void arrive(struct pv_engine *e, struct pv_job *j)
         finish_job(e, j);
         return;
     }
+    if (j->conn != NULL)
+        return;
     flags = fcntl(j->sock, F_GETFL);
     if (flags < 0) {
         fail_job(e, j, errno);
@@ -158,19 +222,13 @@ static void arrive(struct pv_engine *e, struct pv_job *j)
         return;
     }
     j->sock_flags = flags;
-    memset(&ev, 0, sizeof(ev));
-    ev.events = EPOLLET | (j->op == PV_OP_READ ? EPOLLOUT : EPOLLIN);
-    ev.data.ptr = j;
-    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, j->sock, &ev) < 0) {
+    j->reg_out = pv_job_wants_out(j);
+    if (pv_epoll_set(e, EPOLL_CTL_ADD, j->sock, job_events(j), (uintptr_t)j) < 0) {
         /* EEXIST: a second job on a socket that has one; EPERM: not a socket. */
         fail_job(e, j, errno);
         return;
     }
-    j->registered = true;
-    list_append(&e->jobs_head, &e->jobs_tail, j);
-    e->njobs++;
-    if (e->ops->so_job_add != NULL)
-        e->ops->so_job_add(e, j);
+    join_loop(e, j);
 }
 
 static void switch_policy(struct pv_engine *e, const struct pv_sched_ops *ops)
@@ -186,11 +244,11 @@ static void switch_policy(struct pv_engine *e, const struct pv_sched_ops *ops)
 /* Take what the Python side handed over. Returns true when the engine must stop. */
 static bool take_inbox(struct pv_engine *e)
 {
-    struct pv_job *list, *next;
+    struct pv_event *list, *next;
     const struct pv_sched_ops *ops;
     bool stop;
 
-    eventfd_drain(e->wake_fd);
+    pv_eventfd_drain(e->wake_fd);
     pthread_mutex_lock(&e->lock);
     list = e->inbox_head;
     e->inbox_head = e->inbox_tail = NULL;
@@ -201,9 +259,22 @@ static bool take_inbox(struct pv_engine *e)
 
     if (ops != e->ops)
         switch_policy(e, ops);
+    /* In submission order: an attach, then a job on that socket, then a detach... */
     for (; list != NULL; list = next) {
         next = list->next;
-        arrive(e, list);
+        if (list->kind == PV_EV_JOB) {
+            arrive(e, pv_container_of(list, struct pv_job, ev));
+        } else if (list->kind == PV_EV_ATTACH) {
+            pv_conn_attach(e, (struct pv_conn *)list);
+        } else {
+            struct pv_detach *d = (struct pv_detach *)list;
+            int r = pv_conn_detach(e, d->id, d->fd);
+            pthread_mutex_lock(&e->lock);
+            d->result = r;
+            d->done = true;
+            pthread_cond_broadcast(&e->cmd_cond);
+            pthread_mutex_unlock(&e->lock);
+        }
     }
     return stop;
 }
@@ -211,7 +282,7 @@ static bool take_inbox(struct pv_engine *e)
 /* How long epoll_wait may sleep: until the first job waiting on its peer times out. */
 static int wait_ms(struct pv_engine *e, int64_t now)
 {
-    int64_t first = INT64_MAX, ms;
+    int64_t first = pv_conn_deadline(e), ms;
 
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         if (!j->ready && j->t_last + e->idle_ns < first)
@@ -237,6 +308,7 @@ static void expire_idle(struct pv_engine *e)
         if (!j->ready && now - j->t_last >= e->idle_ns)
             fail_job(e, j, ETIMEDOUT);
     }
+    pv_conn_expire(e, now);
 }
 
 static void serve_turn(struct pv_engine *e, struct pv_job *j)
@@ -254,10 +326,17 @@ static void serve_turn(struct pv_engine *e, struct pv_job *j)
         e->last = pv_job_pos(j);
     /* Idle time counts from the end of the last turn: from then on the peer holds us up. */
     j->t_last = pv_now_ns();
-    if (r == PV_SERVE_DONE)
+    if (r == PV_SERVE_DONE) {
         finish_job(e, j);
-    else if (r == PV_SERVE_BLOCKED)
+    } else if (r == PV_SERVE_BLOCKED) {
         j->ready = false;
+        /* A write job's suffix needs the other direction. */
+        if (pv_job_wants_out(j) != j->reg_out) {
+            j->reg_out = !j->reg_out;
+            if (pv_epoll_set(e, EPOLL_CTL_MOD, j->sock, job_events(j), (uintptr_t)j) < 0)
+                fail_job(e, j, errno);
+        }
+    }
 }
 
 static void *engine_main(void *arg)
@@ -268,9 +347,10 @@ static void *engine_main(void *arg)
 
     for (;;) {
         struct pv_job *j = e->ops->so_select(e, true);
-        int timeout = (j != NULL && j->ready) ? 0 : wait_ms(e, pv_now_ns());
+        int timeout = (j != NULL && j->ready) || pv_conn_pending(e) ? 0
+                                                                     : wait_ms(e, pv_now_ns());
         int n = epoll_wait(e->epfd, evs, PV_MAX_EVENTS, timeout);
-        bool stop = false;
+        bool wake = false;
 
         if (n < 0) {
             if (errno == EINTR)
@@ -282,34 +362,42 @@ static void *engine_main(void *arg)
             pthread_mutex_unlock(&e->lock);
             break;
         }
-        /* Mark everything first: no job is freed while evs may still point at it. */
+        /* Mark everything first: no job or connection is freed while evs may still point
+         * at it, so the inbox (detach) is taken only after this. */
         for (int i = 0; i < n; i++) {
-            struct pv_job *ej = evs[i].data.ptr;
-            if (ej == NULL) {
-                stop |= take_inbox(e);
+            uintptr_t d = (uintptr_t)evs[i].data.u64;
+            struct pv_job *ej = (struct pv_job *)d;
+            if (d == 0) {
+                wake = true;
+            } else if (d & PV_TAG_CONN) {
+                pv_conn_mark(e, (struct pv_conn *)(d & ~PV_TAG_CONN));
             } else if (!ej->ready) {
                 ej->ready = true;
                 ej->ready_seq = ++e->ready_seq;
             }
         }
-        if (stop)
+        if (wake && take_inbox(e))
             break;
         expire_idle(e);
         j = e->ops->so_select(e, false);
         if (j != NULL && j->ready)
             serve_turn(e, j);
+        /* Headers last: a job that just finished has its next header read in this turn. */
+        pv_conn_serve(e);
+        flush_events(e);
     }
     /* Close or a dead loop: everything still in hand completes with err. */
     take_inbox(e);
     while (e->jobs_head != NULL)
         fail_job(e, e->jobs_head, err);
+    pv_conn_close_all(e, err);
+    flush_events(e);
     return NULL;
 }
 
 struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, char *err)
 {
     struct pv_engine *e = calloc(1, sizeof(*e));
-    struct epoll_event ev;
     sigset_t all, old;
     int rc;
 
@@ -327,6 +415,8 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, char *err
     e->joined = true;                 /* until the thread exists, there is nothing to join */
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->join_lock, NULL);
+    pthread_cond_init(&e->cmd_cond, NULL);
+    pv_conn_init(e);
 
     e->buf_len = PV_BUF_LEN;
     e->buf = malloc(e->buf_len);
@@ -341,10 +431,8 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, char *err
         snprintf(err, PV_ERR_LEN, "eventfd/epoll: %s", strerror(errno));
         goto err;
     }
-    memset(&ev, 0, sizeof(ev));
-    ev.events = EPOLLIN;
-    ev.data.ptr = NULL;               /* NULL marks the wake fd among job pointers */
-    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->wake_fd, &ev) < 0) {
+    /* 0 marks the wake fd among job and connection pointers. */
+    if (pv_epoll_set(e, EPOLL_CTL_ADD, e->wake_fd, EPOLLIN, 0) < 0) {
         snprintf(err, PV_ERR_LEN, "epoll_ctl: %s", strerror(errno));
         goto err;
     }
@@ -389,71 +477,6 @@ err:
     return NULL;
 }
 
-static int check_open(struct pv_engine *e, char *err)
-{
-    if (e->fatal != 0) {
-        snprintf(err, PV_ERR_LEN, "engine loop failed: %s", strerror(e->fatal));
-        return -1;
-    }
-    if (e->stopping) {
-        snprintf(err, PV_ERR_LEN, "engine is closed");
-        return -1;
-    }
-    return 0;
-}
-
-int pv_engine_submit(struct pv_engine *e, struct pv_job *j, char *err)
-{
-    pthread_mutex_lock(&e->lock);
-    if (check_open(e, err) < 0) {
-        pthread_mutex_unlock(&e->lock);
-        return -1;
-    }
-    list_append(&e->inbox_head, &e->inbox_tail, j);
-    atomic_fetch_add(&e->n_queued, 1);
-    pthread_mutex_unlock(&e->lock);
-    eventfd_signal(e->wake_fd);
-    return 0;
-}
-
-int pv_engine_set_algorithm(struct pv_engine *e, const struct pv_sched_ops *ops, char *err)
-{
-    pthread_mutex_lock(&e->lock);
-    if (check_open(e, err) < 0) {
-        pthread_mutex_unlock(&e->lock);
-        return -1;
-    }
-    e->want_ops = ops;
-    pthread_mutex_unlock(&e->lock);
-    eventfd_signal(e->wake_fd);
-    return 0;
-}
-
-int pv_engine_set_window(struct pv_engine *e, int64_t window, char *err)
-{
-    pthread_mutex_lock(&e->lock);
-    if (check_open(e, err) < 0) {
-        pthread_mutex_unlock(&e->lock);
-        return -1;
-    }
-    e->want_window = window;
-    pthread_mutex_unlock(&e->lock);
-    eventfd_signal(e->wake_fd);
-    return 0;
-}
-
-struct pv_job *pv_engine_take_completions(struct pv_engine *e)
-{
-    struct pv_job *list;
-
-    eventfd_drain(e->done_fd);
-    pthread_mutex_lock(&e->lock);
-    list = e->done_head;
-    e->done_head = e->done_tail = NULL;
-    pthread_mutex_unlock(&e->lock);
-    return list;
-}
-
 /* Stop the loop and join it; safe to call from several threads and more than once. Blocks
  * until the thread is gone, so call it without the GIL. */
 void pv_engine_stop(struct pv_engine *e)
@@ -464,7 +487,7 @@ void pv_engine_stop(struct pv_engine *e)
         e->stopping = true;
         pthread_mutex_unlock(&e->lock);
         atomic_store(&e->stop_req, true);
-        eventfd_signal(e->wake_fd);
+        pv_eventfd_signal(e->wake_fd);
         pthread_join(e->thread, NULL);
         e->joined = true;
     }
@@ -473,19 +496,21 @@ void pv_engine_stop(struct pv_engine *e)
 
 void pv_engine_destroy(struct pv_engine *e)
 {
-    struct pv_job *j, *next;
+    struct pv_event *ev, *next;
 
     if (e == NULL)
         return;
     pv_engine_stop(e);
-    for (j = e->done_head; j != NULL; j = next) {
-        next = j->next;
-        pv_job_free(j);
+    for (ev = e->done_head; ev != NULL; ev = next) {
+        next = ev->next;
+        pv_event_free(ev);
     }
-    for (j = e->inbox_head; j != NULL; j = next) {
-        next = j->next;
-        pv_job_free(j);
+    /* Only a loop that never ran leaves an inbox: no detach() can be waiting on it. */
+    for (ev = e->inbox_head; ev != NULL; ev = next) {
+        next = ev->next;
+        pv_event_free(ev);
     }
+    pv_conn_fini(e);
     if (e->ops != NULL && e->ops->so_stop != NULL)
         e->ops->so_stop(e);
     /* close() of fds we own: nothing useful to do on failure while tearing down. */
@@ -500,6 +525,7 @@ void pv_engine_destroy(struct pv_engine *e)
     if (e->pipe_w >= 0)
         (void)close(e->pipe_w);
     free(e->buf);
+    pthread_cond_destroy(&e->cmd_cond);
     pthread_mutex_destroy(&e->lock);
     pthread_mutex_destroy(&e->join_lock);
     free(e);

@@ -1,7 +1,8 @@
 /* module.c -- Python bindings of pvfs._native: the Engine type and the module itself.
  *
- * The engine proper (engine.c, sched.c, stream.c) never touches Python; this file turns
- * Python arguments into jobs and completions into tuples. Module state, not globals, holds
+ * The engine proper (engine.c, handoff.c, sched.c, stream.c, conn.c) never touches Python;
+ * this file turns Python arguments into jobs and completions into tuples, pyconn.c does the
+ * same for attached connections and events(). Module state, not globals, holds
  * the Engine type (multi-phase init), as in CPython's selectmodule.c.
  */
 #define PY_SSIZE_T_CLEAN
@@ -20,15 +21,6 @@
 
 static const char *const read_modes[] = { "sendfile", "mmap", NULL };
 static const char *const write_modes[] = { "pwrite", "splice", NULL };
-
-typedef struct {
-    PyTypeObject *engine_type;
-} module_state;
-
-typedef struct {
-    PyObject_HEAD
-    struct pv_engine *e;
-} EngineObject;
 
 static int mode_index(const char *const *names, const char *name)
 {
@@ -90,6 +82,11 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self = (EngineObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
+    self->attached = PyDict_New();
+    if (self->attached == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
     self->e = pv_engine_create(&cfg, err);
     if (self->e == NULL) {
         Py_DECREF(self);
@@ -110,13 +107,15 @@ static void Engine_dealloc(EngineObject *self)
         pv_engine_destroy(e);
         Py_END_ALLOW_THREADS
     }
+    Py_CLEAR(self->attached);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
 
 PyDoc_STRVAR(Engine_fileno_doc,
 "fileno() -> int\n\n"
-"The completion eventfd: readable when completions() has something to return.");
+"The completion eventfd: readable when events() (or completions()) has something to\n"
+"return.");
 
 static PyObject *Engine_fileno(EngineObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -124,30 +123,32 @@ static PyObject *Engine_fileno(EngineObject *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(Engine_submit_doc,
-"submit(job_id, sock_fd, file_fd, op, accesses, prefix=b'', inode=0) -> None\n\n"
+"submit(job_id, sock_fd, file_fd, op, accesses, prefix=b'', inode=0, suffix=b'') -> None\n\n"
 "Hand a job to the engine. accesses: packed little-endian int64 triples\n"
 "(kind, file_offset, length) in stream order. OP_READ sends prefix, then each access\n"
 "(ACC_FILE bytes of the file, ACC_ZERO zeros); OP_WRITE receives each access (ACC_FILE\n"
-"stored at its offset, ACC_DISCARD dropped) and takes no prefix. The engine never closes\n"
-"either fd; the job's result arrives through completions().\n\n"
+"stored at its offset, ACC_DISCARD dropped) and takes no prefix. suffix is sent after the\n"
+"bulk if the job succeeded (a write's reply). On an attached connection the job must\n"
+"follow a frame. The engine never closes either fd; the job's result arrives through\n"
+"events() as (\"done\", ...) or completions().\n\n"
 "Raises:\n"
 "    ValueError: malformed accesses or arguments, or the engine is closed.");
 
 static PyObject *Engine_submit(EngineObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = { "job_id", "sock_fd", "file_fd", "op", "accesses", "prefix",
-                              "inode", NULL };
+                              "inode", "suffix", NULL };
     long long id;
     int sock, file, op;
-    Py_buffer acc = { 0 }, prefix = { 0 };
+    Py_buffer acc = { 0 }, prefix = { 0 }, suffix = { 0 };
     PyObject *inode_obj = NULL;
     unsigned long long inode = 0;
     char err[PV_ERR_LEN];
     struct pv_job *j;
     PyObject *ret = NULL;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Liiiy*|y*O:submit", kwlist, &id, &sock,
-                                     &file, &op, &acc, &prefix, &inode_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Liiiy*|y*Oy*:submit", kwlist, &id, &sock,
+                                     &file, &op, &acc, &prefix, &inode_obj, &suffix))
         return NULL;
     if (inode_obj != NULL) {
         inode = PyLong_AsUnsignedLongLong(inode_obj);
@@ -161,7 +162,9 @@ static PyObject *Engine_submit(EngineObject *self, PyObject *args, PyObject *kwa
     }
     j = pv_job_new(id, sock, file, op, acc.buf, (size_t)acc.len,
                    prefix.obj != NULL ? prefix.buf : NULL,
-                   prefix.obj != NULL ? (size_t)prefix.len : 0, inode, err);
+                   prefix.obj != NULL ? (size_t)prefix.len : 0,
+                   suffix.obj != NULL ? suffix.buf : NULL,
+                   suffix.obj != NULL ? (size_t)suffix.len : 0, inode, err);
     if (j == NULL) {
         raise_err(PyExc_ValueError, err);
         goto out;
@@ -176,6 +179,8 @@ out:
     PyBuffer_Release(&acc);
     if (prefix.obj != NULL)
         PyBuffer_Release(&prefix);
+    if (suffix.obj != NULL)
+        PyBuffer_Release(&suffix);
     return ret;
 }
 
@@ -184,25 +189,25 @@ PyDoc_STRVAR(Engine_completions_doc,
 "Drain the completion eventfd and return the finished jobs as (job_id, err, nbytes,\n"
 "t_submit_ns, t_start_ns, t_done_ns); err is 0 or an errno, nbytes counts bulk bytes\n"
 "(not the prefix), times are CLOCK_MONOTONIC ns and t_start_ns is 0 for a job that was\n"
-"never served. May return an empty list after a spurious wake-up.");
+"never served. May return an empty list after a spurious wake-up. Takes only jobs:\n"
+"frames and closed connections stay queued for events() (and keep fileno() readable).");
 
 static PyObject *Engine_completions(EngineObject *self, PyObject *Py_UNUSED(ignored))
 {
-    struct pv_job *list = pv_engine_take_completions(self->e), *next;
+    struct pv_event *list = pv_engine_take_completions(self->e), *next;
     PyObject *out = PyList_New(0);
 
     for (; list != NULL; list = next) {
+        struct pv_job *j = pv_container_of(list, struct pv_job, ev);
         PyObject *t;
         next = list->next;
         if (out != NULL) {
-            t = Py_BuildValue("(LiLLLL)", (long long)list->id, list->err,
-                              (long long)list->nbytes, (long long)list->t_submit,
-                              (long long)list->t_start, (long long)list->t_done);
+            t = pv_py_done_tuple(NULL, j);
             if (t == NULL || PyList_Append(out, t) < 0)
                 Py_CLEAR(out);
             Py_XDECREF(t);
         }
-        pv_job_free(list);
+        pv_job_free(j);
     }
     return out;
 }
@@ -211,7 +216,7 @@ PyDoc_STRVAR(Engine_info_doc,
 "info() -> dict\n\n"
 "algorithm, window, queued (submitted, not yet served), active (being served),\n"
 "completed, bytes_read, bytes_written (bulk bytes), read_mode, write_mode, mmap_window,\n"
-"closed.");
+"attached (connections the loop holds), frames (headers read), closed.");
 
 static PyObject *Engine_info(EngineObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -225,7 +230,7 @@ static PyObject *Engine_info(EngineObject *self, PyObject *Py_UNUSED(ignored))
     window = e->want_window;
     closed = e->stopping;
     pthread_mutex_unlock(&e->lock);
-    return Py_BuildValue("{s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:s,s:s,s:n,s:O}",
+    return Py_BuildValue("{s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:s,s:s,s:n,s:L,s:L,s:O}",
                          "algorithm", alg, "window", window,
                          "queued", (long long)atomic_load(&e->n_queued),
                          "active", (long long)atomic_load(&e->n_active),
@@ -235,13 +240,17 @@ static PyObject *Engine_info(EngineObject *self, PyObject *Py_UNUSED(ignored))
                          "read_mode", read_modes[e->read_mode],
                          "write_mode", write_modes[e->write_mode],
                          "mmap_window", (Py_ssize_t)e->mmap_window,
+                         "attached", (long long)atomic_load(&e->n_attached),
+                         "frames", (long long)atomic_load(&e->n_frames),
                          "closed", closed ? Py_True : Py_False);
 }
 
 PyDoc_STRVAR(Engine_close_doc,
 "close() -> None\n\n"
-"Stop and join the service thread; unfinished jobs complete with ECANCELED. Idempotent;\n"
-"fileno() and completions() keep working so those completions can be collected.");
+"Stop and join the service thread; unfinished jobs complete with ECANCELED, attached\n"
+"connections get (\"closed\", conn_id, ECANCELED). Idempotent; fileno(), events() and\n"
+"completions() keep working so those can be collected. Once close() returned the engine\n"
+"touches no fd any more.");
 
 static PyObject *Engine_close(EngineObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -338,6 +347,11 @@ static PyMethodDef Engine_methods[] = {
     { "submit", (PyCFunction)(void (*)(void))Engine_submit, METH_VARARGS | METH_KEYWORDS,
       Engine_submit_doc },
     { "completions", (PyCFunction)Engine_completions, METH_NOARGS, Engine_completions_doc },
+    { "attach", (PyCFunction)(void (*)(void))pv_py_attach, METH_VARARGS | METH_KEYWORDS,
+      pv_attach_doc },
+    { "detach", (PyCFunction)(void (*)(void))pv_py_detach, METH_VARARGS | METH_KEYWORDS,
+      pv_detach_doc },
+    { "events", (PyCFunction)pv_py_events, METH_NOARGS, pv_events_doc },
     { "info", (PyCFunction)Engine_info, METH_NOARGS, Engine_info_doc },
     { "close", (PyCFunction)Engine_close, METH_NOARGS, Engine_close_doc },
     { "__enter__", (PyCFunction)Engine_enter, METH_NOARGS, NULL },
@@ -415,6 +429,11 @@ static int module_exec(PyObject *m)
     const char *algs[8];
     size_t i;
 
+    st->s_frame = PyUnicode_InternFromString("frame");
+    st->s_done = PyUnicode_InternFromString("done");
+    st->s_closed = PyUnicode_InternFromString("closed");
+    if (st->s_frame == NULL || st->s_done == NULL || st->s_closed == NULL)
+        return -1;
     st->engine_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Engine_spec, NULL);
     if (st->engine_type == NULL)
         return -1;
@@ -441,6 +460,9 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
 {
     module_state *st = PyModule_GetState(m);
     Py_VISIT(st->engine_type);
+    Py_VISIT(st->s_frame);
+    Py_VISIT(st->s_done);
+    Py_VISIT(st->s_closed);
     return 0;
 }
 
@@ -448,6 +470,9 @@ static int module_clear(PyObject *m)
 {
     module_state *st = PyModule_GetState(m);
     Py_CLEAR(st->engine_type);
+    Py_CLEAR(st->s_frame);
+    Py_CLEAR(st->s_done);
+    Py_CLEAR(st->s_closed);
     return 0;
 }
 

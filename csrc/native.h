@@ -2,10 +2,11 @@
  *
  * Two halves live in this extension:
  *   - the I/O daemon's engine: engine.c (the service thread and its loop), sched.c (the
- *     scheduling policies, one const ops table each) and stream.c (moving a job's bytes:
- *     sendfile or mmap+send for reads, recv+pwrite or splice for writes);
+ *     scheduling policies, one const ops table each), stream.c (moving a job's bytes:
+ *     sendfile or mmap+send for reads, recv+pwrite or splice for writes) and conn.c (attached
+ *     connections: reading frame headers between jobs);
  *   - the client's scatter/gather, transfer.c.
- * module.c holds the Python bindings. Nothing declared here touches a Python object, so the
+ * module.c and pyconn.c hold the Python bindings. Nothing declared here touches a Python object, so the
  * engine's thread never needs the GIL.
  */
 #ifndef PVFS_NATIVE_H
@@ -19,12 +20,80 @@
 #include <sys/types.h>
 
 #define PV_ERR_LEN 256
+#define PV_PREFIX_LEN 16              /* "PV01", u32 LE header_len, u64 LE bulk_len */
+#define PV_MAX_HEADER ((uint32_t)1 << 20)
+#define PV_MAX_BULK ((uint64_t)1 << 32)
+
+#define pv_container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+/* epoll data of a registered fd: NULL for the wake fd, a pv_job, or a pv_conn with the low
+ * bit set (both are malloc'd, so the bit is free). */
+#define PV_TAG_CONN ((uintptr_t)1)
 
 enum { PV_OP_READ = 0, PV_OP_WRITE = 1 };
 enum { PV_ACC_FILE = 0, PV_ACC_ZERO = 1, PV_ACC_DISCARD = 2 };
 
 enum pv_read_mode { PV_READ_SENDFILE = 0, PV_READ_MMAP = 1 };
 enum pv_write_mode { PV_WRITE_PWRITE = 0, PV_WRITE_SPLICE = 1 };
+
+/* A node of the engine's two hand-over queues. The inbox (Python -> loop) holds JOB, ATTACH
+ * and DETACH; the done list (loop -> Python) holds JOB ("done"), FRAME and CLOSED, in the
+ * order the loop posted them. Each node is embedded in what it stands for: a pv_job, a
+ * pv_conn (ATTACH, and CLOSED once the loop has forgotten the connection), a pv_record
+ * (FRAME) or a pv_detach (on the stack of the Python thread waiting for it). */
+enum pv_ev_kind { PV_EV_JOB, PV_EV_ATTACH, PV_EV_DETACH, PV_EV_FRAME, PV_EV_CLOSED };
+
+struct pv_event {
+    struct pv_event *next;
+    enum pv_ev_kind kind;
+};
+
+/* A circular doubly-linked list with a sentinel (conn.c's ready and partial lists). */
+struct pv_ring {
+    struct pv_ring *prev, *next;
+};
+
+/* A frame header read by the loop: pooled and reused, never freed per frame. */
+struct pv_record {
+    struct pv_event ev;           /* kind FRAME */
+    int64_t conn_id;
+    uint64_t bulk_len;
+    size_t len, cap;              /* header bytes, buffer size */
+    char *data;
+};
+
+enum pv_conn_state {
+    PV_CONN_READING,              /* reading the next frame header */
+    PV_CONN_WAIT,                 /* a frame (or a storage error) posted; waiting for a job */
+    PV_CONN_JOB,                  /* a job runs on it */
+};
+
+/* An attached connection. Private to the loop from the ATTACH until the CLOSED event (or a
+ * detach); Python only allocates it and frees it after taking its CLOSED event. */
+struct pv_conn {
+    struct pv_event ev;           /* ATTACH in the inbox, later CLOSED in the done list */
+    struct pv_ring ready;         /* in e->conn_ready: readable, not served yet */
+    struct pv_ring partial;       /* in e->conn_partial: a header begun; in t_begin order */
+    int64_t id;
+    int fd;
+    int err;                      /* CLOSED: why */
+    enum pv_conn_state state;
+    bool armed;                   /* one-shot EPOLLIN armed and not fired yet */
+    struct pv_job *job;           /* state JOB */
+    unsigned char prefix[PV_PREFIX_LEN];
+    size_t got;                   /* bytes of the current frame read: prefix, then header */
+    struct pv_record *rec;        /* the header being read, once the prefix is complete */
+    int64_t t_begin;              /* when the first byte of the current frame was read */
+};
+
+/* detach(): the Python thread waits on e->cmd_cond until the loop set done. */
+struct pv_detach {
+    struct pv_event ev;           /* kind DETACH */
+    int64_t id;
+    int fd;
+    int result;                   /* 0, ENOENT (not attached: closed already), EBUSY (job) */
+    bool done;
+};
 
 /* One contiguous local transfer of a job (thesis fig. 3.7). */
 struct pv_access {
@@ -40,11 +109,14 @@ struct pv_pos {
 };
 
 struct pv_job {
-    struct pv_job *prev, *next;   /* engine's job list (arrival order), inbox or done list */
+    struct pv_job *prev, *next;   /* engine's job list (arrival order) */
+    struct pv_event ev;           /* kind JOB: in the inbox, then in the done list */
     int64_t id;
     int sock, file, op;
     int sock_flags;               /* the socket's O_ flags, restored when the job ends */
     bool registered;              /* sock is in the engine's epoll set */
+    bool reg_out;                 /* registered for EPOLLOUT (else EPOLLIN) */
+    struct pv_conn *conn;         /* the attached connection it runs on, or NULL */
     uint64_t inode;
 
     struct pv_access *acc;
@@ -54,6 +126,8 @@ struct pv_job {
 
     char *prefix;                 /* reply frame sent ahead of a read's bulk */
     size_t prefix_len, prefix_done;
+    char *suffix;                 /* sent after the bulk, only if all went well */
+    size_t suffix_len, suffix_done;
 
     int err;                      /* first error; 0 while all is well */
     bool draining;                /* write: storage failed, discard the rest of the stream */
@@ -119,8 +193,11 @@ struct pv_engine {
 
     /* Shared with the Python side, under lock. */
     pthread_mutex_t lock;
-    struct pv_job *inbox_head, *inbox_tail;   /* submitted, not yet seen by the loop */
-    struct pv_job *done_head, *done_tail;     /* finished, not yet taken by completions() */
+    struct pv_event *inbox_head, *inbox_tail; /* submitted, not yet seen by the loop */
+    struct pv_event *done_head, *done_tail;   /* posted, not yet taken by events() */
+    struct pv_record *rec_free;   /* records events() is done with, for the loop to reuse */
+    size_t nrec_free;
+    pthread_cond_t cmd_cond;      /* detach() waits here for the loop */
     const struct pv_sched_ops *want_ops;
     int64_t want_window;
     bool stopping;                /* close() asked; no submissions accepted */
@@ -130,6 +207,7 @@ struct pv_engine {
 
     /* Counters, written by the loop, read by info() without the lock. */
     _Atomic int64_t n_queued, n_active, n_completed, bytes_read, bytes_written;
+    _Atomic int64_t n_attached, n_frames;
     atomic_bool stop_req;         /* checked between chunks so close() is prompt */
 
     /* Private to the loop thread. */
@@ -146,25 +224,68 @@ struct pv_engine {
     int pipe_r, pipe_w;           /* write_mode "splice": socket -> pipe -> file */
     size_t pipe_size;
     void *sched_data;             /* private to the active policy */
+    struct pv_event *out_head, *out_tail;     /* posted this turn, published at its end */
+    struct pv_record *rec_cache;  /* spare records */
+    struct pv_conn **conn_fd;     /* attached connections by fd */
+    size_t conn_fd_len;
+    struct pv_ring conn_ready, conn_partial;
 };
+
+static inline void pv_ev_append(struct pv_event **head, struct pv_event **tail,
+                                struct pv_event *ev)
+{
+    ev->next = NULL;
+    if (*tail != NULL)
+        (*tail)->next = ev;
+    else
+        *head = ev;
+    *tail = ev;
+}
 
 /* engine.c */
 struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, char *err);
-int pv_engine_submit(struct pv_engine *e, struct pv_job *j, char *err);
 void pv_engine_stop(struct pv_engine *e);
 void pv_engine_destroy(struct pv_engine *e);
+void pv_post(struct pv_engine *e, struct pv_event *ev);
+int pv_epoll_set(struct pv_engine *e, int op, int fd, uint32_t events, uintptr_t data);
+void pv_eventfd_signal(int fd);
+void pv_eventfd_drain(int fd);
+int64_t pv_now_ns(void);
+
+/* handoff.c */
+int pv_engine_submit(struct pv_engine *e, struct pv_job *j, char *err);
+int pv_engine_attach(struct pv_engine *e, int64_t id, int fd, char *err);
+int pv_engine_detach(struct pv_engine *e, int64_t id, int fd, char *err);
 int pv_engine_set_algorithm(struct pv_engine *e, const struct pv_sched_ops *ops, char *err);
 int pv_engine_set_window(struct pv_engine *e, int64_t window, char *err);
-struct pv_job *pv_engine_take_completions(struct pv_engine *e);
-int64_t pv_now_ns(void);
+struct pv_event *pv_engine_take_completions(struct pv_engine *e);
+struct pv_event *pv_engine_take_events(struct pv_engine *e);
+
+/* conn.c */
+void pv_conn_attach(struct pv_engine *e, struct pv_conn *c);
+int pv_conn_detach(struct pv_engine *e, int64_t id, int fd);
+void pv_conn_mark(struct pv_engine *e, struct pv_conn *c);
+void pv_conn_serve(struct pv_engine *e);
+bool pv_conn_pending(const struct pv_engine *e);
+int64_t pv_conn_deadline(const struct pv_engine *e);
+void pv_conn_expire(struct pv_engine *e, int64_t now);
+int pv_conn_bind(struct pv_engine *e, struct pv_job *j);
+void pv_conn_job_end(struct pv_engine *e, struct pv_job *j);
+void pv_conn_close_all(struct pv_engine *e, int err);
+void pv_conn_init(struct pv_engine *e);
+void pv_conn_fini(struct pv_engine *e);
+void pv_records_release(struct pv_engine *e, struct pv_record *list);
+void pv_event_free(struct pv_event *ev);
 
 /* stream.c */
 enum pv_serve { PV_SERVE_DONE, PV_SERVE_BLOCKED, PV_SERVE_YIELD };
 struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *acc,
                           size_t acc_len, const void *prefix, size_t prefix_len,
-                          uint64_t inode, char *err);
+                          const void *suffix, size_t suffix_len, uint64_t inode, char *err);
 void pv_job_free(struct pv_job *j);
 bool pv_job_idle(const struct pv_job *j);
+bool pv_job_wants_out(const struct pv_job *j);
+bool pv_job_in_step(const struct pv_job *j);
 struct pv_pos pv_job_pos(const struct pv_job *j);
 enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress);
 void pv_job_unmap(struct pv_job *j);

@@ -1,11 +1,31 @@
-/* pvpy.h -- the Python-facing entry points shared between module.c and transfer.c. */
+/* pvpy.h -- the Python-facing declarations shared by module.c, pyconn.c and transfer.c. */
 #ifndef PVFS_PVPY_H
 #define PVFS_PVPY_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+struct pv_engine;
+
+typedef struct {
+    PyTypeObject *engine_type;
+    PyObject *s_frame, *s_done, *s_closed;    /* event kinds, interned */
+} module_state;
+
+typedef struct {
+    PyObject_HEAD
+    struct pv_engine *e;
+    PyObject *attached;           /* {conn_id: sock_fd} until detach() or its "closed" event */
+} EngineObject;
+
 PyObject *pv_py_transfer(PyObject *module, PyObject *args, PyObject *kwargs);
 extern const char pv_transfer_doc[];
+
+/* pyconn.c */
+PyObject *pv_py_attach(EngineObject *self, PyObject *args, PyObject *kwargs);
+PyObject *pv_py_detach(EngineObject *self, PyObject *args, PyObject *kwargs);
+PyObject *pv_py_events(EngineObject *self, PyObject *ignored);
+PyObject *pv_py_done_tuple(PyObject *kind, const void *job);
+extern const char pv_attach_doc[], pv_detach_doc[], pv_events_doc[];
 
 #endif

@@ -10,6 +10,7 @@
  * length promised in the prefix. Writes receive every access in order: into the engine's
  * buffer and pwrite(2), or socket -> pipe -> file with splice(2). A storage error is kept as
  * the job's error while the rest of the stream is drained, so the connection stays in step.
+ * A job's suffix (a write's reply frame) follows the bulk only if the job has no error.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,7 +36,7 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *acc,
                           size_t acc_len, const void *prefix, size_t prefix_len,
-                          uint64_t inode, char *err)
+                          const void *suffix, size_t suffix_len, uint64_t inode, char *err)
 {
     const unsigned char *p = acc;
     struct pv_job *j = NULL;
@@ -65,7 +66,8 @@ struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *ac
         goto nomem;
     j->acc = malloc(n ? n * sizeof(struct pv_access) : 1);
     j->prefix = malloc(prefix_len ? prefix_len : 1);
-    if (j->acc == NULL || j->prefix == NULL)
+    j->suffix = malloc(suffix_len ? suffix_len : 1);
+    if (j->acc == NULL || j->prefix == NULL || j->suffix == NULL)
         goto nomem;
     for (i = 0; i < n; i++) {
         struct pv_access *a = &j->acc[i];
@@ -96,6 +98,8 @@ struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *ac
     }
     if (prefix_len)
         memcpy(j->prefix, prefix, prefix_len);
+    if (suffix_len)
+        memcpy(j->suffix, suffix, suffix_len);
     j->id = id;
     j->sock = sock;
     j->file = file;
@@ -103,6 +107,7 @@ struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *ac
     j->inode = inode;
     j->nacc = n;
     j->prefix_len = prefix_len;
+    j->suffix_len = suffix_len;
     j->sock_flags = -1;
     j->t_submit = pv_now_ns();
     return j;
@@ -121,6 +126,7 @@ void pv_job_free(struct pv_job *j)
     pv_job_unmap(j);
     free(j->acc);
     free(j->prefix);
+    free(j->suffix);
     free(j);
 }
 
@@ -133,7 +139,7 @@ void pv_job_unmap(struct pv_job *j)
     j->map_len = 0;
 }
 
-/* Skip finished and empty accesses; true when nothing is left to move. */
+/* Skip finished and empty accesses; true when the prefix and the bulk are through. */
 static bool job_skip_done(struct pv_job *j)
 {
     while (j->cur < j->nacc && j->acc_done == j->acc[j->cur].len) {
@@ -146,13 +152,40 @@ static bool job_skip_done(struct pv_job *j)
 
 bool pv_job_idle(const struct pv_job *j)
 {
-    if (j->prefix_len != 0)
+    if (j->prefix_len != 0 || j->suffix_len != 0)
         return false;
     for (size_t i = 0; i < j->nacc; i++) {
         if (j->acc[i].len != 0)
             return false;
     }
     return true;
+}
+
+static bool bulk_done(const struct pv_job *j)
+{
+    size_t i = j->cur;
+
+    if (j->prefix_done != j->prefix_len)
+        return false;
+    if (i < j->nacc && j->acc_done == j->acc[i].len)
+        i++;
+    while (i < j->nacc && j->acc[i].len == 0)
+        i++;
+    return i == j->nacc;
+}
+
+/* Which way the socket must be ready: a write job sends only its suffix. */
+bool pv_job_wants_out(const struct pv_job *j)
+{
+    return j->op == PV_OP_READ || (j->suffix_done < j->suffix_len && j->err == 0
+                                   && bulk_done(j));
+}
+
+/* A failed job left its connection at a frame boundary: every byte of the bulk moved and
+ * the failure was the file's (a write drained the rest of its stream), not the socket's. */
+bool pv_job_in_step(const struct pv_job *j)
+{
+    return j->draining && bulk_done(j) && j->suffix_done == 0;
 }
 
 struct pv_pos pv_job_pos(const struct pv_job *j)
@@ -332,19 +365,24 @@ static ssize_t write_step(struct pv_engine *e, struct pv_job *j)
 enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress)
 {
     for (;;) {
+        enum { PREFIX, BULK, SUFFIX } part = BULK;
+        bool through = job_skip_done(j);
         ssize_t n;
-        bool bulk = true;
 
-        if (job_skip_done(j))
+        if (through && (j->err != 0 || j->suffix_done == j->suffix_len))
             return PV_SERVE_DONE;
         if (atomic_load_explicit(&e->stop_req, memory_order_relaxed))
             return PV_SERVE_YIELD;
         if (j->prefix_done < j->prefix_len) {
             /* MSG_MORE: the bulk follows at once, no need for a packet of its own. */
-            int more = bytes_left(j) > 0 ? MSG_MORE : 0;
+            int more = bytes_left(j) > 0 || j->suffix_len > 0 ? MSG_MORE : 0;
             n = send(j->sock, j->prefix + j->prefix_done, j->prefix_len - j->prefix_done,
                      MSG_NOSIGNAL | MSG_DONTWAIT | more);
-            bulk = false;
+            part = PREFIX;
+        } else if (through) {
+            n = send(j->sock, j->suffix + j->suffix_done, j->suffix_len - j->suffix_done,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+            part = SUFFIX;
         } else if (j->op == PV_OP_READ) {
             n = read_step(e, j);
         } else {
@@ -363,8 +401,12 @@ enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress
         if (n == 0)
             continue;
         *progress = true;
-        if (!bulk) {
+        if (part == PREFIX) {
             j->prefix_done += (size_t)n;
+            continue;
+        }
+        if (part == SUFFIX) {
+            j->suffix_done += (size_t)n;
             continue;
         }
         j->acc_done += n;
