@@ -148,7 +148,7 @@ def test_header_sizes_and_bulk_limit(engine, pair, hlen):
 
 
 def test_pipelined_write_then_read(engine, pair, stripe):
-    fd, data, path = stripe
+    fd, _data, path = stripe
     eng, ev = engine()
     srv, cli = pair(tcp=True)
     eng.attach(3, srv.fileno())
@@ -368,7 +368,7 @@ def test_attach_refusals(engine, pair, stripe):
     assert ev.one() == ("closed", 3, errno.EEXIST)
     eng.attach(4, fd)  # not a socket
     assert ev.one() == ("closed", 4, errno.EPERM)
-    s2, c2 = pair()
+    s2, _c2 = pair()
     eng.submit(1, s2.fileno(), 0, READ, acc((ZERO, 0, 64 << 20)))  # a job holds the socket
     eng.attach(5, s2.fileno())
     assert ev.one() == ("closed", 5, errno.EEXIST)
@@ -402,7 +402,7 @@ def test_close_cancels_attached_connections(pair, stripe):
     fd, _, _ = stripe
     eng = nat.Engine()
     ev = Events(eng)
-    (s1, c1), (s2, c2) = pair(), pair()
+    (s1, _c1), (s2, c2) = pair(), pair()
     eng.attach(1, s1.fileno())
     eng.attach(2, s2.fileno())
     c2.sendall(frame(b"h"))
@@ -413,7 +413,7 @@ def test_close_cancels_attached_connections(pair, stripe):
     eng.close()
     got = ev.take(3)
     assert ("closed", 1, errno.ECANCELED) in got
-    job = [e for e in got if e[0] == "done"][0]
+    job = next(e for e in got if e[0] == "done")
     assert job[:3] == ("done", 9, errno.ECANCELED)
     assert got.index(job) < got.index(("closed", 2, errno.ECANCELED))
     with pytest.raises(ValueError, match="closed"):
