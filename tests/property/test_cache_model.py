@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from pvfs.cache import LRU, BlockCache, Bypass, SecondChanceLRU, WritebackPolicy
+from pvfs.cache import LRU, BlockCache, Bypass, SecondChanceLRU, StreamPolicy, WritebackPolicy
 from pvfs.cache.testing import MemoryBackend
 
 BS = 16
@@ -38,13 +38,17 @@ class CacheModel(RuleBasedStateMachine):
 
     @precondition(lambda self: self.cache is None)
     @rule(stripe=st.sampled_from([None, BS, 3 * BS]), lru=st.booleans(),
-          max_write=st.sampled_from([2 * BS, 1 << 20]))
-    def setup(self, stripe: int | None, lru: bool, max_write: int) -> None:
+          max_write=st.sampled_from([2 * BS, 1 << 20]), stream=st.booleans())
+    def setup(self, stripe: int | None, lru: bool, max_write: int, stream: bool) -> None:
         self.be.stripe = stripe
+        # stream=True: requests of 2 blocks or more take the stream path (queued writes,
+        # coalesced and cut at 3 blocks, writers throttled past 5 blocks queued)
         self.cache = BlockCache(
             self.be, block_size=BS, capacity=8 * BS, segment_blocks=2,
             low_water=0.5, high_water=0.75, policy=LRU() if lru else SecondChanceLRU(),
             writeback=WritebackPolicy(max_age=1.0, max_write=max_write),
+            stream=StreamPolicy(min_bytes=2 * BS if stream else 0, max_write=3 * BS,
+                                max_pending=5 * BS),
         )
 
     def size(self, ino: int) -> int:

@@ -15,6 +15,7 @@ from ._policy import Backend as Backend
 from ._policy import BypassPolicy as BypassPolicy
 from ._policy import ReplacementPolicy as ReplacementPolicy
 from ._policy import SecondChanceLRU as SecondChanceLRU
+from ._policy import StreamPolicy as StreamPolicy
 from ._policy import StripedBackend as StripedBackend
 from ._policy import WaterMarks as WaterMarks
 from ._policy import WritebackPolicy as WritebackPolicy
@@ -29,6 +30,7 @@ __all__ = [
     "BypassTable",
     "ReplacementPolicy",
     "SecondChanceLRU",
+    "StreamPolicy",
     "StripedBackend",
     "WaterMarks",
     "WritebackPolicy",

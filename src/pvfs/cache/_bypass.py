@@ -221,6 +221,10 @@ class BypassTable:
             return False
         return bool(int(self.flags(ino, segment)) & 2)
 
+    def has_bits(self, ino: int) -> bool:
+        """Whether any segment of ``ino`` may have a bit set (false: nothing bypasses)."""
+        return ino in self._files
+
     def set_range(self, ino: int, first: int, last: int, flags: Bypass) -> None:
         """Set segments ``first..last`` (inclusive) of ``ino`` to ``flags``."""
         if first < 0 or last < first:

@@ -27,9 +27,11 @@ from ._policy import (
     BypassPolicy,
     ReplacementPolicy,
     SecondChanceLRU,
+    StreamPolicy,
     WaterMarks,
     WritebackPolicy,
 )
+from ._stream import StreamMixin
 from ._table import Entry, FileState, FreeList, KeyLocks, runs_of
 from ._writeback import WritebackMixin
 
@@ -44,7 +46,7 @@ def _piece(chunk: bytes | bytearray | memoryview, a: int, b: int) -> bytes:
     return out if len(out) == b - a else out.ljust(b - a, b"\0")
 
 
-class BlockCache(WritebackMixin):
+class BlockCache(StreamMixin, WritebackMixin):
     """A write-behind block cache in front of an async backend.
 
     Args:
@@ -59,6 +61,8 @@ class BlockCache(WritebackMixin):
         segment_blocks: blocks per bypass segment (4 as in the paper).
         watermarks: a :class:`WaterMarks` object overriding ``low_water``/``high_water``.
         writeback: the flusher's :class:`WritebackPolicy`.
+        stream: which requests are large enough to move as one slice, and how streams are
+            written back and read ahead (:class:`StreamPolicy`).
 
     Raises:
         ValueError: on a non-positive block size or segment size or a capacity below one block.
@@ -77,6 +81,7 @@ class BlockCache(WritebackMixin):
         segment_blocks: int = 4,
         watermarks: WaterMarks | None = None,
         writeback: WritebackPolicy | None = None,
+        stream: StreamPolicy | None = None,
     ) -> None:
         if block_size <= 0 or segment_blocks <= 0:
             raise ValueError("block_size and segment_blocks must be positive")
@@ -88,6 +93,7 @@ class BlockCache(WritebackMixin):
         self.capacity_blocks = capacity // block_size
         self.watermarks = watermarks or WaterMarks(low_water, high_water)
         self.writeback = writeback or WritebackPolicy()
+        self.stream = stream or StreamPolicy()
         self.policy: ReplacementPolicy = policy if policy is not None else SecondChanceLRU()
         self.bypass: BypassPolicy = bypass if bypass is not None else BypassTable()
         self._table: dict[Key, Entry] = {}
@@ -99,11 +105,15 @@ class BlockCache(WritebackMixin):
         self._flush_wanted = trio.Event()
         self._harvest_wanted = trio.Event()
         self._workers: trio.CancelScope | None = None
+        self._nursery: trio.Nursery | None = None
+        self._pending_total = 0
+        self._ra_files: OrderedDict[int, None] = OrderedDict()
         self._counters: dict[str, int] = dict.fromkeys(
             (
                 "hits", "misses", "evictions", "flushed_bytes", "bypassed_reads",
                 "bypassed_writes", "sync_writes", "rmw_reads", "backend_reads",
-                "backend_writes", "write_errors", "harvests", "flushes",
+                "backend_writes", "write_errors", "harvests", "flushes", "stream_reads",
+                "stream_writes", "stream_throttles", "readahead_hits", "readahead_bytes",
             ),
             0,
         )
@@ -137,6 +147,8 @@ class BlockCache(WritebackMixin):
             return b""
         bs = self.block_size
         first, last = offset // bs, (end - 1) // bs
+        if self.stream.is_stream(end - offset) and self._plain(ino, first, last, False):
+            return await self._stream_read(ino, fs, offset, end, eff)
         pieces: dict[int, bytes] = {}
         views: dict[int, memoryview] = {}
         missing: list[int] = []
@@ -167,6 +179,7 @@ class BlockCache(WritebackMixin):
         for start, n in runs_of(missing):
             await self._fetch_run(ino, start, n, offset, end, eff, pieces)
         for start, n in runs_of(bypassed):
+            await self._drain_overlap(ino, start * bs, (start + n) * bs)
             data = await self.backend.read(ino, start * bs, n * bs)
             c["backend_reads"] += 1
             c["bypassed_reads"] += n
@@ -174,6 +187,15 @@ class BlockCache(WritebackMixin):
                 a, b = self._span(start + i, offset, end)
                 pieces[start + i] = _piece(data, i * bs + a, i * bs + b)
         return b"".join(pieces[blk] for blk in range(first, last + 1))
+
+    def _plain(self, ino: int, first: int, last: int, write: bool) -> bool:
+        """Whether no segment of blocks ``first..last`` bypasses the local cache."""
+        has_bits = getattr(self.bypass, "has_bits", None)
+        if has_bits is not None:
+            return not has_bits(ino)
+        check = self.bypass.bypass_write if write else self.bypass.bypass_read
+        sb = self.segment_blocks
+        return not any(check(ino, s) for s in range(first // sb, last // sb + 1))
 
     def _span(self, blk: int, start: int, end: int) -> tuple[int, int]:
         """The part of ``[start, end)`` inside block ``blk``, as offsets within the block."""
@@ -209,6 +231,7 @@ class BlockCache(WritebackMixin):
                 else:
                     still.append(blk)
             for s, m in runs_of(still):
+                await self._drain_overlap(ino, s * bs, (s + m) * bs)
                 data = await self.backend.read(ino, s * bs, m * bs)
                 c["backend_reads"] += 1
                 c["misses"] += m
@@ -278,6 +301,12 @@ class BlockCache(WritebackMixin):
         bs = self.block_size
         end = offset + n
         fs = self._file(ino)
+        if fs.stream is not None:
+            fs.stream.drop_readahead()
+        if not sync and self.stream.is_stream(n) and \
+                self._plain(ino, offset // bs, (end - 1) // bs, True):
+            await self._stream_write(ino, fs, offset, mv)
+            return n
         known = None if file_size is None else max(file_size, fs.local_end)
         through: list[int] = []
         bypassed: set[int] = set()
@@ -291,6 +320,9 @@ class BlockCache(WritebackMixin):
                 through.append(blk)
                 continue
             piece = mv[blk * bs + a - offset:blk * bs + b - offset]
+            st = self._file(ino).stream
+            if st is not None and st.pending and st.overlaps(blk * bs + a, blk * bs + b):
+                await self._drain(ino, self._file(ino))  # queued data is older than ours
             done = self._buffer_now(ino, blk, a, piece, known)
             if done is None:
                 done = await self._buffer_block(ino, blk, a, piece, known)
@@ -355,6 +387,7 @@ class BlockCache(WritebackMixin):
                     return False
                 e = Entry(buf)
                 if self._needs_fetch(blk, lo, lo + len(piece), known):
+                    await self._drain_overlap(ino, blk * bs, (blk + 1) * bs)
                     gen = fs.gen
                     try:
                         old = await self.backend.read(ino, blk * bs, bs)
@@ -380,36 +413,6 @@ class BlockCache(WritebackMixin):
             e.dirty_since = trio.current_time()
             self._dirty[key] = None
             self._files[key[0]].dirty.add(key[1])
-
-    async def _write_through(
-        self, ino: int, offset: int, data: memoryview, *, cache_full: bool,
-    ) -> None:
-        """Write ``data`` to the backend now, then bring cached copies up to date."""
-        bs = self.block_size
-        fs = self._file(ino)
-        async with fs.io_lock:
-            await self.backend.write(ino, offset, bytes(data))
-            c = self._counters
-            c["backend_writes"] += 1
-            c["sync_writes" if cache_full else "bypassed_writes"] += 1
-            fs.gen += 1
-            end = offset + len(data)
-            fs.local_end = max(fs.local_end, end)
-            if self._files.get(ino) is not fs:
-                return
-            for blk in range(offset // bs, (end - 1) // bs + 1):
-                a, b = self._span(blk, offset, end)
-                piece = data[blk * bs + a - offset:blk * bs + b - offset]
-                key = (ino, blk)
-                e = self._table.get(key)
-                if e is not None:
-                    e.apply(a, piece)
-                elif cache_full and b - a == bs and not self._locks.busy(key):
-                    buf = self._alloc()
-                    if buf is not None:
-                        e = Entry(buf)
-                        e.apply(0, piece)
-                        self._insert(key, fs, e)
 
     # ------------------------------------------------------- table mechanics
 
@@ -495,6 +498,8 @@ class BlockCache(WritebackMixin):
         if fs is None:
             return 0
         fs.gen += 1
+        if fs.stream is not None:
+            fs.stream.drop_readahead()
         bs = self.block_size
         first = offset // bs
         last = math.inf if length is None else (offset + length - 1) // bs
@@ -515,6 +520,7 @@ class BlockCache(WritebackMixin):
         bs = self.block_size
         async with fs.io_lock:
             fs.gen += 1
+            self._trim_pending(fs, size)
             keep = -(-size // bs)
             for blk in [b for b in fs.blocks if b >= keep]:
                 self._drop((ino, blk))
@@ -532,6 +538,10 @@ class BlockCache(WritebackMixin):
         fs = self._files.pop(ino, None)
         if fs is not None:
             fs.gen += 1
+            if fs.stream is not None:
+                self._pending_total -= fs.stream.pending_bytes()
+                fs.stream.pending.clear()
+                fs.stream.drop_readahead()
             for blk in list(fs.blocks):
                 key = (ino, blk)
                 e = self._table.pop(key)
@@ -553,7 +563,8 @@ class BlockCache(WritebackMixin):
 
     def has_dirty(self, ino: int) -> bool:
         fs = self._files.get(ino)
-        return bool(fs is not None and fs.dirty)
+        return bool(fs is not None and (fs.dirty or (fs.stream is not None
+                                                      and fs.stream.pending)))
 
     # ----------------------------------------------------------------- stats
 
@@ -565,7 +576,8 @@ class BlockCache(WritebackMixin):
         """Counters and gauges (all ints), e.g. for ``pvfs-admin stats`` and a virtual xattr."""
         out = dict(self._counters)
         out["dirty_blocks"] = len(self._dirty)
-        out["dirty_bytes"] = sum(self._table[k].valid for k in self._dirty)
+        out["dirty_bytes"] = sum(self._table[k].valid for k in self._dirty) + self._pending_total
+        out["pending_stream_bytes"] = self._pending_total
         out["blocks_cached"] = len(self._table)
         out["blocks_in_use"] = self.blocks_in_use
         out["free_blocks"] = len(self._free)

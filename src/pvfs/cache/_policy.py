@@ -21,6 +21,7 @@ __all__ = [
     "BypassPolicy",
     "ReplacementPolicy",
     "SecondChanceLRU",
+    "StreamPolicy",
     "StripedBackend",
     "WaterMarks",
     "WritebackPolicy",
@@ -206,6 +207,42 @@ class WritebackPolicy:
             raise ValueError("need 0 <= dirty_low <= dirty_high <= 1")
         if self.max_age < 0 or self.interval <= 0 or self.max_write <= 0:
             raise ValueError("max_age must be >= 0, interval and max_write > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPolicy:
+    """Which requests skip the per-block machinery, and how streams are written and read ahead.
+
+    A read or write of at least ``min_bytes`` is a *stream* request: it moves as one slice
+    instead of block by block (see ``docs/cache.md``, "Large requests"). Bypass bits, sync
+    writes and ``min_bytes=0`` keep requests on the block path.
+
+    Args:
+        min_bytes: requests this large (bytes) take the stream path; 0 turns it off.
+        max_write: largest coalesced backend write of queued stream data; cut at the largest
+            multiple of the file's stripe size not above it.
+        max_pending: queued stream bytes (all files) above which a writer writes its own
+            file's queue before returning (throttling it to the backend's speed).
+        readahead: bytes fetched ahead of a sequential stream reader in one backend read
+            (0: no read-ahead).
+        max_streams: files that may hold read-ahead data at once (least recent dropped).
+    """
+
+    min_bytes: int = 128 << 10
+    max_write: int = 4 << 20
+    max_pending: int = 16 << 20
+    readahead: int = 4 << 20
+    max_streams: int = 16
+
+    def __post_init__(self) -> None:
+        if min(self.min_bytes, self.readahead) < 0 or min(self.max_write, self.max_pending,
+                                                            self.max_streams) <= 0:
+            raise ValueError("min_bytes, readahead must be >= 0; max_write, max_pending, "
+                             "max_streams > 0")
+
+    def is_stream(self, length: int) -> bool:
+        """Whether a request of ``length`` bytes takes the stream path."""
+        return 0 < self.min_bytes <= length
 
 
 class BypassPolicy(Protocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Hashable, Iterable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import trio
 
@@ -56,13 +57,14 @@ class FileState:
             manager has heard of it.
         error: the first write-back error not yet reported (errseq-style).
         gen: bumped whenever cached data is dropped or changed behind the cache (truncate,
-            invalidate, write-through); a fetch started under an older generation does not
-            insert its blocks.
+            invalidate, write-through, stream write); a fetch started under an older generation
+            does not insert its blocks.
         io_lock: serialises write-backs, write-throughs and truncates of this file, so an old
             snapshot can never land after newer data.
+        stream: queued stream writes and read-ahead data (``_stream.StreamState``) or None.
     """
 
-    __slots__ = ("blocks", "dirty", "error", "gen", "io_lock", "local_end")
+    __slots__ = ("blocks", "dirty", "error", "gen", "io_lock", "local_end", "stream")
 
     def __init__(self) -> None:
         self.blocks: set[int] = set()
@@ -71,9 +73,11 @@ class FileState:
         self.error: OSError | None = None
         self.gen = 0
         self.io_lock = trio.Lock()
+        self.stream: Any = None  # a _stream.StreamState once the file saw a stream request
 
     def idle(self) -> bool:
-        return not self.blocks and self.error is None and not self.io_lock.locked()
+        return (not self.blocks and self.error is None and not self.io_lock.locked()
+                and (self.stream is None or not self.stream.pending))
 
 
 class KeyLocks:

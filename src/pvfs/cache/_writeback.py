@@ -1,7 +1,8 @@
 """Write-back half of the block cache: flush, coalescing, the flusher and harvester tasks.
 
 Kept apart from ``_cache.py`` only for size; :class:`WritebackMixin` is mixed into
-:class:`pvfs.cache.BlockCache` and uses its table.
+:class:`pvfs.cache.BlockCache` and uses its table. Write-through (sync writes, write bypass,
+no free buffer) lives here too: it is the other way blocks reach the backend.
 
 Write-back of one file runs under the file's ``io_lock`` (so snapshots reach the backend in
 order), copies the dirty blocks' bytes (writers never wait for the backend), and marks a block
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._table import Entry, FileState
+from ._table import Entry, FileState, KeyLocks
 
 if TYPE_CHECKING:
     from ._policy import Backend, WritebackPolicy
@@ -37,12 +38,26 @@ class WritebackMixin:
     _flush_wanted: trio.Event
     _harvest_wanted: trio.Event
     _workers: trio.CancelScope | None
+    _nursery: trio.Nursery | None
+    _locks: KeyLocks
 
     def _drop(self, key: tuple[int, int], *, tell_policy: bool = True) -> None:
         raise NotImplementedError
 
     def harvest(self) -> int:
         raise NotImplementedError
+
+    if TYPE_CHECKING:  # BlockCache and StreamMixin
+        async def _drain_locked(self, ino: int, fs: FileState, *, upto: int | None = None,
+                                batches: int | None = None) -> int: ...
+
+        def _file(self, ino: int) -> FileState: ...
+
+        def _span(self, blk: int, start: int, end: int) -> tuple[int, int]: ...
+
+        def _alloc(self) -> bytearray | None: ...
+
+        def _insert(self, key: tuple[int, int], fs: FileState, e: Entry) -> None: ...
 
     # ------------------------------------------------------------- flushing
 
@@ -77,15 +92,17 @@ class WritebackMixin:
         fs = self._files.get(ino)
         return fs.error if fs is not None else None
 
-    def _stripe_window(self, ino: int) -> int:
-        """Write-back chunks never cross a multiple of this many bytes (file offsets)."""
+    def _stripe_window(self, ino: int, max_write: int | None = None) -> int:
+        """Write-back chunks never cross a multiple of this many bytes (file offsets): the
+        largest multiple of the stripe size not above ``max_write`` (default: the
+        write-back policy's)."""
         bs = self.block_size
-        max_write = max(bs, self.writeback.max_write // bs * bs)
+        limit = self.writeback.max_write if max_write is None else max_write
         stripe_size = getattr(self.backend, "stripe_size", None)
         ss = stripe_size(ino) if callable(stripe_size) else None
         if not ss or ss <= 0:
-            return max_write
-        return max(ss, self.writeback.max_write // ss * ss)
+            return max(bs, limit // bs * bs)
+        return max(ss, limit // ss * ss)
 
     def _chunks(self, ino: int, blocks: list[int]) -> list[list[int]]:
         """Cut sorted dirty ``blocks`` into contiguous chunks for single backend writes.
@@ -118,8 +135,12 @@ class WritebackMixin:
         c = self._counters
         written = 0
         async with fs.io_lock:
-            if self._files.get(ino) is not fs or not fs.dirty:
+            if self._files.get(ino) is not fs:
                 return 0
+            if fs.stream is not None and fs.stream.pending:
+                written += await self._drain_locked(ino, fs)
+            if self._files.get(ino) is not fs or not fs.dirty:
+                return written
             c["flushes"] += 1
             for chunk in self._chunks(ino, sorted(fs.dirty)):
                 if self._files.get(ino) is not fs:
@@ -144,6 +165,8 @@ class WritebackMixin:
                 c["backend_writes"] += 1
                 c["flushed_bytes"] += len(data)
                 written += len(data)
+                if fs.stream is not None:
+                    fs.stream.drop_readahead()  # fetched before these bytes reached the servers
                 for (blk, e), v in zip(snap, versions):
                     key = (ino, blk)
                     if self._table.get(key) is e and e.version == v and e.dirty:
@@ -173,12 +196,49 @@ class WritebackMixin:
                 chosen.add(ino)
                 order.append(ino)
                 remaining -= len(self._files[ino].dirty)
+        for ino, fs in self._files.items():  # queued stream writes never wait
+            if fs.stream is not None and fs.stream.pending and ino not in chosen:
+                order.append(ino)
         written = 0
         for ino in order:
             fs = self._files.get(ino)
-            if fs is not None and fs.dirty:
+            if fs is not None and (fs.dirty or (fs.stream is not None and fs.stream.pending)):
                 written += await self._write_back(ino, fs)
         return written
+
+    # --------------------------------------------------------- write-through
+
+    async def _write_through(
+        self, ino: int, offset: int, data: memoryview, *, cache_full: bool,
+    ) -> None:
+        """Write ``data`` to the backend now, then bring cached copies up to date."""
+        bs = self.block_size
+        fs = self._file(ino)
+        async with fs.io_lock:
+            if fs.stream is not None and fs.stream.pending:
+                await self._drain_locked(ino, fs)  # queued stream data is older than this
+            await self.backend.write(ino, offset, bytes(data))
+            c = self._counters
+            c["backend_writes"] += 1
+            c["sync_writes" if cache_full else "bypassed_writes"] += 1
+            fs.gen += 1
+            end = offset + len(data)
+            fs.local_end = max(fs.local_end, end)
+            if self._files.get(ino) is not fs:
+                return
+            for blk in range(offset // bs, (end - 1) // bs + 1):
+                a, b = self._span(blk, offset, end)
+                piece = data[blk * bs + a - offset:blk * bs + b - offset]
+                key = (ino, blk)
+                e = self._table.get(key)
+                if e is not None:
+                    e.apply(a, piece)
+                elif cache_full and b - a == bs and not self._locks.busy(key):
+                    buf = self._alloc()
+                    if buf is not None:
+                        e = Entry(buf)
+                        e.apply(0, piece)
+                        self._insert(key, fs, e)
 
     # --------------------------------------------------------------- workers
 
@@ -207,8 +267,10 @@ class WritebackMixin:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._flusher)
                 await nursery.start(self._harvester)
+                self._nursery = nursery  # streamers and read-ahead fetches run here
                 task_status.started()
         self._workers = None
+        self._nursery = None
 
     async def start(self, nursery: trio.Nursery) -> None:
         """Start the flusher and harvester in ``nursery``.
@@ -225,4 +287,5 @@ class WritebackMixin:
         if self._workers is not None:
             self._workers.cancel()
             self._workers = None
+        self._nursery = None
         await self.flush_all()

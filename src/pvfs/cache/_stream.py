@@ -1,0 +1,338 @@
+"""Large requests of the block cache: stream writes, stream reads and read-ahead.
+
+Kept apart from ``_cache.py`` (like ``_writeback.py``); :class:`StreamMixin` is mixed into
+:class:`pvfs.cache.BlockCache`. Which requests come here is the :class:`StreamPolicy`'s call.
+
+A *stream write* is copied once (one ``bytes``) into the file's FIFO queue of pending writes
+and the call returns; cached blocks it overlaps are updated in place. A per-file streamer task
+(or ``flush``, the flusher, or a throttled writer) writes the queue back under the file's
+``io_lock``, coalescing contiguous entries into stripe-aligned writes of up to
+``StreamPolicy.max_write``. Entries leave the queue only once their write finished, so a
+cancelled write-back loses nothing.
+
+Ordering rule that keeps this safe next to the block path: a pending entry is newer than every
+block modified before it was queued (those blocks were updated in place), and anything that
+would read the servers' copy of its range, or make a block or the servers newer than it there,
+first writes it back (``_drain``): block fetches, read-modify-write, write-through, block
+writes and stream reads overlapping it. Truncate trims the queue instead.
+
+A *stream read* is one backend read of the whole range (minus what read-ahead already holds),
+with the file's dirty blocks laid over it; it inserts nothing into the block table (streams do
+not wash out the cache's small blocks). When reads of a file are sequential, a task fetches the
+next ``StreamPolicy.readahead`` bytes in one backend read. Read-ahead data is dropped by every
+write to the file, a completed block write-back, ``invalidate``, ``truncate`` and ``forget``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._table import Entry, FileState
+
+if TYPE_CHECKING:
+    from ._policy import Backend, StreamPolicy
+
+__all__ = ["StreamMixin", "StreamState"]
+
+
+class StreamState:
+    """Stream data of one file.
+
+    Attributes:
+        pending: queued writes ``[offset, data, seq]``, oldest first.
+        seq: number of the last write queued.
+        streaming: a streamer task is writing the queue back.
+        ra: read-ahead chunks ``(offset, data)``, contiguous, ascending.
+        ra_gen: bumped whenever read-ahead data is dropped; a fetch that finishes under a newer
+            value keeps nothing.
+        ra_inflight: ``(start, stop, event)`` of the read-ahead fetch in flight, or None.
+        next_off: end of the latest stream read (sequential detection).
+    """
+
+    __slots__ = ("next_off", "pending", "ra", "ra_gen", "ra_inflight", "seq", "streaming")
+
+    def __init__(self) -> None:
+        self.pending: deque[list] = deque()
+        self.seq = 0
+        self.streaming = False
+        self.ra: deque[tuple[int, bytes]] = deque()
+        self.ra_gen = 0
+        self.ra_inflight: tuple[int, int, trio.Event] | None = None
+        self.next_off = -1
+
+    def pending_bytes(self) -> int:
+        return sum(len(p[1]) for p in self.pending)
+
+    def overlaps(self, lo: int, hi: int) -> bool:
+        """Whether a pending write touches ``[lo, hi)``."""
+        return any(p[0] < hi and p[0] + len(p[1]) > lo for p in self.pending)
+
+    def drop_readahead(self) -> None:
+        self.ra.clear()
+        self.ra_gen += 1
+        self.ra_inflight = None
+
+
+class StreamMixin:
+    backend: Backend
+    block_size: int
+    stream: StreamPolicy
+    _table: dict[tuple[int, int], Entry]
+    _files: dict[int, FileState]
+    _counters: dict[str, int]
+    _nursery: trio.Nursery | None
+    _pending_total: int
+    _ra_files: OrderedDict[int, None]
+
+    if TYPE_CHECKING:  # provided by BlockCache and WritebackMixin
+        def invalidate(self, ino: int, offset: int = 0, length: int | None = None) -> int: ...
+
+        def _stripe_window(self, ino: int, max_write: int | None = None) -> int: ...
+
+        def _span(self, blk: int, start: int, end: int) -> tuple[int, int]: ...
+
+    # ---------------------------------------------------------------- writes
+
+    async def _stream_write(self, ino: int, fs: FileState, offset: int,
+                            data: memoryview) -> None:
+        """Queue ``data`` at ``offset`` (write-behind as one slice); update cached blocks."""
+        buf = bytes(data)
+        end = offset + len(buf)
+        self._update_cached(ino, fs, offset, buf)
+        fs.gen += 1  # a fetch in flight read the servers' older bytes: it must not insert
+        st = fs.stream
+        if st is None:
+            st = fs.stream = StreamState()
+        st.drop_readahead()
+        st.seq += 1
+        st.pending.append([offset, buf, st.seq])
+        self._pending_total += len(buf)
+        fs.local_end = max(fs.local_end, end)
+        self._counters["stream_writes"] += 1
+        if self._nursery is not None and not st.streaming:
+            st.streaming = True
+            self._nursery.start_soon(self._streamer, ino, fs, st)
+        if self._pending_total > self.stream.max_pending:
+            self._counters["stream_throttles"] += 1
+            await self._drain(ino, fs, upto=st.seq)
+
+    def _update_cached(self, ino: int, fs: FileState, offset: int, data: bytes) -> None:
+        """Copy the part of ``data`` over every cached block it overlaps (dirty stay dirty)."""
+        if not fs.blocks:
+            return
+        bs = self.block_size
+        end = offset + len(data)
+        first, last = offset // bs, (end - 1) // bs
+        if len(fs.blocks) < last - first + 1:
+            hit = sorted(b for b in fs.blocks if first <= b <= last)
+        else:
+            hit = [b for b in range(first, last + 1) if b in fs.blocks]
+        mv = memoryview(data)
+        for blk in hit:
+            a, b = self._span(blk, offset, end)
+            self._table[(ino, blk)].apply(a, mv[blk * bs + a - offset:blk * bs + b - offset])
+
+    async def _streamer(self, ino: int, fs: FileState, st: StreamState) -> None:
+        """Write the file's queue back, one coalesced write at a time, until it is empty."""
+        try:
+            while st.pending and self._files.get(ino) is fs and fs.stream is st:
+                async with fs.io_lock:
+                    await self._drain_locked(ino, fs, batches=1)
+        finally:
+            st.streaming = False
+
+    async def _drain_overlap(self, ino: int, lo: int, hi: int) -> None:
+        """Write back pending stream writes of ``ino`` if any touches ``[lo, hi)``."""
+        fs = self._files.get(ino)
+        if fs is not None and fs.stream is not None and fs.stream.pending \
+                and fs.stream.overlaps(lo, hi):
+            await self._drain(ino, fs)
+
+    async def _drain(self, ino: int, fs: FileState, *, upto: int | None = None) -> None:
+        async with fs.io_lock:
+            await self._drain_locked(ino, fs, upto=upto)
+
+    async def _drain_locked(self, ino: int, fs: FileState, *, upto: int | None = None,
+                            batches: int | None = None) -> int:
+        """Write queued entries (up to number ``upto``); the caller holds ``fs.io_lock``.
+
+        A failed write is handled like a failed block write-back: its entries are dropped,
+        the error parked on the file, clean cached blocks of the range dropped.
+        Returns bytes written.
+        """
+        st = fs.stream
+        c = self._counters
+        written = 0
+        while st is not None and st.pending and self._files.get(ino) is fs and fs.stream is st:
+            if upto is not None and st.pending[0][2] > upto:
+                break
+            if batches is not None:
+                if batches <= 0:
+                    break
+                batches -= 1
+            offset, count = self._batch(ino, st)
+            parts = [st.pending[i][1] for i in range(count)]
+            data = parts[0] if count == 1 else b"".join(parts)
+            try:
+                await self.backend.write(ino, offset, data)
+            except OSError as exc:
+                self._pop(st, count)
+                c["write_errors"] += 1
+                if fs.error is None:
+                    fs.error = exc
+                self.invalidate(ino, offset, len(data))
+                continue
+            self._pop(st, count)
+            c["backend_writes"] += 1
+            c["flushed_bytes"] += len(data)
+            written += len(data)
+        return written
+
+    def _pop(self, st: StreamState, count: int) -> None:
+        for _ in range(count):
+            self._pending_total -= len(st.pending.popleft()[1])
+
+    def _batch(self, ino: int, st: StreamState) -> tuple[int, int]:
+        """How many leading queue entries go into the next write, splitting entries in place
+        so the write ends on a stripe window boundary. Returns ``(offset, count)``."""
+        window = self._stripe_window(ino, self.stream.max_write)
+        q = st.pending
+        offset = q[0][0]
+        limit = (offset // window + 1) * window
+        end = offset
+        count = 0
+        while count < len(q) and q[count][0] == end and end < limit:
+            ent = q[count]
+            if ent[0] + len(ent[1]) > limit:
+                cut = limit - ent[0]
+                q.insert(count + 1, [limit, ent[1][cut:], ent[2]])
+                ent[1] = ent[1][:cut]
+            end = ent[0] + len(ent[1])
+            count += 1
+        return offset, max(count, 1)
+
+    def _trim_pending(self, fs: FileState, size: int) -> None:
+        """Truncate to ``size``: drop queued bytes past it (they never existed)."""
+        st = fs.stream
+        if st is None:
+            return
+        st.drop_readahead()
+        keep: deque[list] = deque()
+        for ent in st.pending:
+            if ent[0] >= size:
+                self._pending_total -= len(ent[1])
+                continue
+            if ent[0] + len(ent[1]) > size:
+                self._pending_total -= ent[0] + len(ent[1]) - size
+                ent[1] = ent[1][:size - ent[0]]
+            keep.append(ent)
+        st.pending = keep
+
+    # ----------------------------------------------------------------- reads
+
+    async def _stream_read(self, ino: int, fs: FileState | None, offset: int, end: int,
+                           eff: int) -> bytes:
+        """``[offset, end)`` (inside the file's ``eff`` bytes) in one piece."""
+        c = self._counters
+        c["stream_reads"] += 1
+        if fs is None:
+            return await self._read_direct(ino, offset, end - offset)
+        st = fs.stream
+        if st is not None and st.pending and st.overlaps(offset, end):
+            await self._drain(ino, fs)
+        if fs.stream is None:
+            fs.stream = StreamState()
+        st = fs.stream
+        inflight = st.ra_inflight
+        if inflight is not None and inflight[0] <= offset < inflight[1]:
+            await inflight[2].wait()
+        parts: list[bytes] = []
+        pos = offset
+        for o, d in st.ra:
+            if o <= pos < o + len(d):
+                take = min(end, o + len(d))
+                parts.append(d[pos - o:take - o])
+                pos = take
+                if pos >= end:
+                    break
+        if pos > offset:
+            c["readahead_hits"] += 1
+        if pos < end:
+            parts.append(await self._read_direct(ino, pos, end - pos))
+        out = parts[0] if len(parts) == 1 else b"".join(parts)
+        if fs.dirty:
+            out = self._overlay_dirty(ino, fs, offset, end, out)
+        self._readahead(ino, fs, st, offset, end, eff)
+        return out
+
+    async def _read_direct(self, ino: int, offset: int, length: int) -> bytes:
+        """One backend read; zeros past its end (holes, data only this node has)."""
+        data = await self.backend.read(ino, offset, length)
+        self._counters["backend_reads"] += 1
+        return data if len(data) == length else bytes(data).ljust(length, b"\0")
+
+    def _overlay_dirty(self, ino: int, fs: FileState, offset: int, end: int,
+                       data: bytes) -> bytes:
+        """``data`` (bytes ``[offset, end)``) with the file's dirty blocks laid over it."""
+        bs = self.block_size
+        first, last = offset // bs, (end - 1) // bs
+        if len(fs.dirty) < last - first + 1:
+            hit = [b for b in fs.dirty if first <= b <= last]
+        else:
+            hit = [b for b in range(first, last + 1) if b in fs.dirty]
+        if not hit:
+            return data
+        out = bytearray(data)
+        for blk in hit:
+            a, b = self._span(blk, offset, end)
+            base = blk * bs - offset
+            out[base + a:base + b] = self._table[(ino, blk)].buf[a:b]
+        return bytes(out)
+
+    def _readahead(self, ino: int, fs: FileState, st: StreamState, offset: int, end: int,
+                   eff: int) -> None:
+        """After a stream read: drop consumed chunks; if sequential, keep a window ahead."""
+        window = self.stream.readahead
+        near = st.next_off >= 0 and st.next_off - window <= offset <= st.next_off + window
+        st.next_off = max(end, st.next_off) if near else end
+        while st.ra and st.ra[0][0] + len(st.ra[0][1]) <= offset:
+            st.ra.popleft()
+        if not near or window <= 0 or self._nursery is None or st.ra_inflight is not None:
+            return
+        ahead = max(end, st.ra[-1][0] + len(st.ra[-1][1])) if st.ra else end
+        if ahead - end > window // 2 or ahead >= eff:
+            return
+        stop = min(eff, ahead + window)
+        if st.pending and st.overlaps(ahead, stop):
+            return
+        self._ra_files[ino] = None
+        self._ra_files.move_to_end(ino)
+        while len(self._ra_files) > self.stream.max_streams:
+            old, _ = self._ra_files.popitem(last=False)
+            ofs = self._files.get(old)
+            if ofs is not None and ofs.stream is not None:
+                ofs.stream.drop_readahead()
+        ev = trio.Event()
+        st.ra_inflight = (ahead, stop, ev)
+        self._nursery.start_soon(self._prefetch, ino, fs, st, ahead, stop, ev, st.ra_gen)
+
+    async def _prefetch(self, ino: int, fs: FileState, st: StreamState, start: int, stop: int,
+                        ev: trio.Event, gen: int) -> None:
+        try:
+            data = await self.backend.read(ino, start, stop - start)
+        except OSError:
+            return  # the reader that needs these bytes will get the error itself
+        finally:
+            if st.ra_inflight is not None and st.ra_inflight[2] is ev:
+                st.ra_inflight = None
+            ev.set()
+        c = self._counters
+        c["backend_reads"] += 1
+        if st.ra_gen != gen or fs.stream is not st or self._files.get(ino) is not fs or \
+                not data or (st.ra and st.ra[-1][0] + len(st.ra[-1][1]) != start):
+            return
+        st.ra.append((start, data))
+        c["readahead_bytes"] += len(data)
