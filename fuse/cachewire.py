@@ -55,6 +55,9 @@ class MountBypass(BypassTable):
     def bypass_write(self, ino: int, segment: int) -> bool:
         return self.everything or super().bypass_write(ino, segment)
 
+    def has_bits(self, ino: int) -> bool:
+        return self.everything or super().has_bits(ino)
+
 
 class ClientBackend:
     """Blocks come from and go to the I/O daemons through :class:`AsyncClient`."""

@@ -24,7 +24,7 @@ import pyfuse3
 import trio
 from pyfuse3 import EntryAttributes, FileInfo, FUSEError, RequestContext
 
-from pvfs.cache import BlockCache, WritebackPolicy
+from pvfs.cache import BlockCache, StreamPolicy, WritebackPolicy
 from pvfs.client.aclient import AsyncClient, Cred
 from pvfs.layout.stripe import Stripe
 
@@ -97,7 +97,9 @@ class Operations(pyfuse3.Operations):
                                 capacity=options.cache_size,
                                 bypass=MountBypass(everything=not options.cache),
                                 writeback=WritebackPolicy(max_age=options.dirty_age,
-                                                          interval=options.flush_interval))
+                                                          interval=options.flush_interval),
+                                stream=StreamPolicy(min_bytes=options.stream_min,
+                                                    readahead=options.cache_readahead))
         self.coherence: Coherence | None = None
         if options.coherence == "sync":
             self.coherence = Coherence(client, self.cache, self._invalidated)

@@ -50,6 +50,8 @@ class MountOptions:
     timeout: float = 10.0  # bound on any single network wait (dead daemon -> EIO/ETIMEDOUT)
     flush_interval: float = 1.0  # the flusher's period (seconds)
     dirty_age: float = 5.0  # dirty blocks older than this are written back
+    stream_min: int = 128 << 10  # requests this large move as one slice (0: block by block)
+    cache_readahead: int = 4 << 20  # read-ahead of sequential stream reads (0: off)
     allow_other: bool = True
     fsname: str = "pvfs"
     max_tasks: int = 64
@@ -71,7 +73,8 @@ class MountOptions:
 
 _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb": int,
             "attr_timeout": float, "entry_timeout": float, "timeout": float,
-            "flush_interval": float, "dirty_age": float, "max_tasks": int}
+            "flush_interval": float, "dirty_age": float, "max_tasks": int,
+            "stream_min": parse_size, "cache_readahead": parse_size}
 _BOOL = {"cache", "direct_io", "allow_other", "debug"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",
             "directio": "direct_io"}
