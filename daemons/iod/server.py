@@ -1,11 +1,16 @@
-"""The I/O daemon server: Python parses requests and builds jobs, C streams the bytes.
+"""The I/O daemon server: Python parses requests and builds jobs, C moves every byte.
 
-A read or write request becomes a *job* (thesis fig. 3.7): the request's I/O description is
-intersected with this daemon's share of the file, giving a list of *accesses* (contiguous
-local transfers) in stream order. For a read the reply frame is prepended as the job's
-acknowledgement; for a write the reply is sent once the engine has received every byte into
-place. The engine (``pvfs._native.Engine``) runs on its own native thread and picks the next
-job by the active algorithm (opt1..opt4); completions arrive through its eventfd.
+Client connections are *attached* to the engine (``pvfs._native.Engine``): between jobs the
+engine's native thread reads each connection's next frame header itself and posts it as an
+event. Python parses and validates the header and answers with a job (thesis fig. 3.7): the
+request's I/O description intersected with this daemon's share of the file gives a list of
+*accesses* (contiguous local transfers) in stream order; a read's reply frame is prepended
+as the acknowledgement, a write's reply is appended once every byte is in place. Small
+replies are jobs too (a prefix and no accesses). The engine picks the next job by the active
+algorithm (opt1..opt4); completions, frames and closed connections all arrive through one
+eventfd, so a request costs no trio task switch at all. Slow control calls (fsync, listing,
+statistics that ask the manager) run as trio tasks and reply when done; a connection sends
+its next request only after the reply, so order per connection is kept.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ import errno
 import itertools
 import logging
 import os
+import socket
 import time
 from array import array
+from typing import Callable
 
 import trio
 
@@ -23,53 +30,31 @@ from pvfs import __version__, _native
 from pvfs.client.rpc import Channel
 from pvfs.config import ALGORITHMS, Config
 from pvfs.layout.intersect import pieces_for_rank, stream_length
-from pvfs.protocol import aio
-from pvfs.protocol.framing import frame
+from pvfs.protocol import schema
+from pvfs.protocol.errors import error_reply, from_exception
+from pvfs.protocol.framing import FrameError, decode_header, frame
 from pvfs.protocol.schema import IOD_SCHEMAS
 
-from ..common import Refused, serve_tcp
 from .coherence import HolderDirectory
 from .stats import JobRecord, WorkloadStats
 from .storage import PosixStorage
 
 log = logging.getLogger("pvfs.iod")
 
-# Engine errors that mean the connection itself broke (as opposed to the local file).
-CONNECTION_ERRORS = {errno.ECONNRESET, errno.EPIPE, errno.ETIMEDOUT, errno.ECANCELED,
-                     errno.ENOTCONN, errno.EPROTO}
+# A refused request's bulk is drained (keeping the connection) only up to this size.
+MAX_DRAIN = 64 << 20
+# Control calls that may block or wait on other daemons: run as trio tasks.
+ASYNC_OPS = {"fsync", "list", "stats", "cb_invalidate"}
 
 
-class EngineBridge:
-    """Hands jobs to the native engine and wakes the waiting trio task on completion."""
+class _Job:
+    """What the server remembers of a job until the engine reports it done."""
 
-    def __init__(self, engine: "_native.Engine") -> None:
-        self.engine = engine
-        self._waiting: dict[int, list] = {}
-        self._ids = itertools.count(1)
+    __slots__ = ("cid", "ino", "op", "record", "pinned")
 
-    async def run(self) -> None:
-        fd = self.engine.fileno()
-        while True:
-            await trio.lowlevel.wait_readable(fd)
-            for done in self.engine.completions():
-                slot = self._waiting.pop(done[0], None)
-                if slot is not None:
-                    slot[1] = done
-                    slot[0].set()
-
-    async def execute(self, sock_fd: int, file_fd: int, op: int, accesses: bytes,
-                      prefix: bytes, ino: int, on_start=None) -> tuple:
-        job_id = next(self._ids)
-        slot: list = [trio.Event(), None]
-        self._waiting[job_id] = slot
-        self.engine.submit(job_id, sock_fd, file_fd, op, accesses, prefix, ino)
-        if on_start is not None:
-            on_start(job_id)
-        # The engine owns the socket until the job completes; it enforces its own idle
-        # timeout, so this wait is bounded and must not be cancelled half-way.
-        with trio.CancelScope(shield=True):
-            await slot[0].wait()
-        return slot[1]
+    def __init__(self, cid: int, ino: int = 0, op: str = "reply",
+                 record: JobRecord | None = None, pinned: bool = False) -> None:
+        self.cid, self.ino, self.op, self.record, self.pinned = cid, ino, op, record, pinned
 
 
 class IodServer:
@@ -82,7 +67,6 @@ class IodServer:
         self.storage = storage or PosixStorage(self.endpoint.data_dir)
         self.engine = _native.Engine(algorithm=config.algorithm, window=config.window,
                                      idle_timeout=config.request_timeout)
-        self.bridge = EngineBridge(self.engine)
         self.stats = WorkloadStats()
         self.holders = HolderDirectory(config.request_timeout)
         self.started = time.time()
@@ -90,29 +74,158 @@ class IodServer:
         # N_file (open handles per file) is the manager's to count; asked when needed.
         self.mgr = Channel(config.manager.host, config.manager.port, config.connect_timeout,
                            config.request_timeout, max_idle=2, name="manager")
+        self.conns: dict[int, trio.socket.SocketType] = {}
+        # Jobs that touch no file (replies, zeros, drains) still name a descriptor.
+        self.null_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        self.jobs: dict[int, _Job] = {}
+        self._ids = itertools.count(1)
+        self._nursery: trio.Nursery | None = None
+        self.sync_ops: dict[str, Callable[[dict], dict]] = {
+            "ping": self.op_ping, "status": self.op_status, "size": self.op_size,
+            "sizes": self.op_sizes, "truncate": self.op_truncate, "create": self.op_create,
+            "utime": self.op_utime,
+            "unlink": self.op_unlink, "statfs": self.op_statfs, "sched_get": self.op_sched_get,
+            "sched_set": self.op_sched_set, "cb_hold": self.op_cb_hold,
+            "cb_status": self.op_cb_status,
+        }
 
     # ------------------------------------------------------------------ lifecycle
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        family = socket.AF_INET6 if ":" in self.endpoint.host else socket.AF_INET
+        listener = trio.socket.socket(family, socket.SOCK_STREAM)
         try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            await listener.bind((self.endpoint.host, self.endpoint.port))
+            listener.listen(512)
+            self.address = listener.getsockname()
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self.bridge.run)
-                self.address = await nursery.start(
-                    serve_tcp, self.endpoint.host, self.endpoint.port, IOD_SCHEMAS, self.dispatch)
-                log.info("iod %d serving %s:%d, data in %s, scheduler %s", self.index,
-                         *self.address[:2], self.storage.root, self.engine.algorithm)
+                self._nursery = nursery
+                nursery.start_soon(self._event_loop)
+                nursery.start_soon(self._accept_loop, listener)
+                log.info("iod %d serving %s:%d, data in %s, scheduler %s (engine %s/%s)",
+                         self.index, *self.address[:2], self.storage.root, self.engine.algorithm,
+                         self.engine.info()["read_mode"], self.engine.info()["write_mode"])
                 task_status.started(self.address)
         finally:
+            listener.close()
             self.mgr.close()
             self.engine.close()
+            for sock in self.conns.values():
+                sock.close()
+            os.close(self.null_fd)
             self.storage.close()
 
-    async def dispatch(self, op: str, f: dict, bulk_len: int, sock) -> dict | None:
-        handler = getattr(self, f"op_{op}")
-        if op == "write":
-            return await handler(f, bulk_len, sock)
-        if op in ("read", "cb_register"):
-            return await handler(f, sock)
-        return await handler(f)
+    async def _accept_loop(self, listener) -> None:
+        conn_ids = itertools.count(1)
+        while True:
+            sock, _addr = await listener.accept()
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            cid = next(conn_ids)
+            self.conns[cid] = sock
+            self.engine.attach(cid, sock.fileno())
+
+    async def _event_loop(self) -> None:
+        fd = self.engine.fileno()
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            for ev in self.engine.events():
+                kind = ev[0]
+                try:
+                    if kind == "frame":
+                        self.on_frame(ev[1], ev[2], ev[3])
+                    elif kind == "done":
+                        self.on_done(*ev[1:])
+                    elif kind == "closed":
+                        self.on_closed(ev[1], ev[2])
+                except Exception:  # a bug must not take the daemon down
+                    log.exception("error handling engine event %s", kind)
+
+    # ------------------------------------------------------------------ engine events
+    def on_frame(self, cid: int, bulk_len: int, raw: bytes) -> None:
+        sock = self.conns.get(cid)
+        if sock is None:
+            return
+        try:
+            op, f = schema.check(IOD_SCHEMAS, decode_header(raw))
+        except (FrameError, ValueError) as exc:
+            self.refuse(cid, bulk_len, error_reply(errno.EINVAL, str(exc)))
+            return
+        if bulk_len and op != "write":
+            log.info("closing connection %d: bulk data on %s", cid, op)
+            self.drop(cid)
+            return
+        try:
+            if op == "read":
+                self.start_read(cid, f)
+            elif op == "write":
+                self.start_write(cid, f, bulk_len)
+            elif op == "cb_register":
+                # A callback connection leaves the engine for a trio task of its own.
+                self.engine.detach(cid)
+                del self.conns[cid]
+                self._nursery.start_soon(self._callback_connection, f, sock)
+            elif op in ASYNC_OPS:
+                self._nursery.start_soon(self._async_control, cid, op, f)
+            else:
+                self.reply(cid, self.sync_ops[op](f))
+        except Exception as exc:
+            if not isinstance(exc, (OSError, ValueError)):
+                log.exception("error serving %s", op)
+            if op == "write":
+                self.refuse(cid, bulk_len, from_exception(exc))
+            else:
+                self.reply(cid, from_exception(exc))
+
+    def on_done(self, job_id: int, err: int, nbytes: int, t_submit: int, t_start: int,
+                t_done: int) -> None:
+        job = self.jobs.pop(job_id, None)
+        if job is None:
+            return
+        if job.pinned:
+            self.storage.unpin(job.ino)
+        if job.record is not None:
+            self.stats.end(job_id, job.ino, err, nbytes, (t_start - t_submit) / 1e9,
+                           (t_done - t_start) / 1e9)
+        if err and job.op == "write" and job.cid in self.conns and err not in CONNECTION_ERRORS:
+            # A storage error: the engine drained the bulk; the connection awaits our reply.
+            self.reply(job.cid, error_reply(err, f"writing stripe file: {os.strerror(err)}"))
+
+    def on_closed(self, cid: int, err: int) -> None:
+        sock = self.conns.pop(cid, None)
+        if sock is not None:
+            if err:
+                log.info("connection %d closed: %s", cid, os.strerror(err))
+            sock.close()
+
+    def drop(self, cid: int) -> None:
+        sock = self.conns.pop(cid, None)
+        if sock is not None:
+            self.engine.detach(cid)
+            sock.close()
+
+    def _submit(self, cid: int, job: _Job, file_fd: int, op: int, accesses: bytes,
+                prefix: bytes = b"", suffix: bytes = b"") -> int:
+        job_id = next(self._ids)
+        self.jobs[job_id] = job
+        self.engine.submit(job_id, self.conns[cid].fileno(), file_fd, op, accesses, prefix,
+                           job.ino, suffix)
+        return job_id
+
+    def reply(self, cid: int, header: dict) -> None:
+        """Send a small reply frame (a job with a prefix and no accesses)."""
+        if cid in self.conns:
+            self._submit(cid, _Job(cid), self.null_fd, _native.OP_READ, b"", frame(header))
+
+    def refuse(self, cid: int, bulk_len: int, header: dict) -> None:
+        """Answer a refused request, draining its bulk first so the connection stays usable."""
+        if not bulk_len:
+            self.reply(cid, header)
+        elif bulk_len > MAX_DRAIN:
+            self.drop(cid)
+        elif cid in self.conns:
+            acc = array("q", (_native.ACC_DISCARD, 0, bulk_len)).tobytes()
+            self._submit(cid, _Job(cid, op="drain"), self.null_fd, _native.OP_WRITE, acc, b"",
+                         frame(header))
 
     # ------------------------------------------------------------------ data path
     def _rank(self, f: dict) -> int:
@@ -124,18 +237,24 @@ class IodServer:
             raise ValueError(f"I/O daemon {self.index} holds no share of this file")
         return rank
 
-    def _record(self, ino: int, op: str, desc, nbytes: int) -> JobRecord:
+    def _begin(self, job_id: int, ino: int, op: str, desc, nbytes: int) -> JobRecord:
         regions = desc.expand()
-        lo = min((o for o, n in regions), default=0)
+        lo = min((o for o, _ in regions), default=0)
         hi = max((o + n for o, n in regions), default=0)
-        return JobRecord(ino, op, nbytes, len(regions), lo, hi)
+        rec = JobRecord(ino, op, nbytes, len(regions), lo, hi)
+        self.stats.begin(job_id, rec)
+        return rec
 
-    async def op_read(self, f: dict, sock) -> None:
+    def start_read(self, cid: int, f: dict) -> None:
         ino = f["ino"]
         pieces = pieces_for_rank(f["desc"], f["stripe"], self._rank(f))
         nbytes = stream_length(pieces)
         fd = self.storage.open(ino, create=False)
         local_size = os.fstat(fd).st_size if fd is not None else 0
+        prefix = frame({"nbytes": nbytes, "local_size": local_size}, nbytes)
+        if nbytes == 0:
+            self._submit(cid, _Job(cid), self.null_fd, _native.OP_READ, b"", prefix)
+            return
         acc = array("q")
         for _, local, n in pieces:
             # Bytes the stripe file does not hold (holes past its end) stream as zeros.
@@ -144,100 +263,108 @@ class IodServer:
                 acc.extend((_native.ACC_FILE, local, inside))
             if n - inside:
                 acc.extend((_native.ACC_ZERO, local + inside, n - inside))
-        prefix = frame({"nbytes": nbytes, "local_size": local_size}, nbytes)
-        if nbytes == 0:
-            await aio.sendall(sock, prefix)
-            return None
-        await self._run_job(ino, "read", f["desc"], nbytes, sock, -1 if fd is None else fd,
-                            _native.OP_READ, acc.tobytes(), prefix)
-        return None
+        job = _Job(cid, ino, "read", pinned=fd is not None)
+        if fd is not None:
+            self.storage.pin(ino)
+        job_id = self._submit(cid, job, self.null_fd if fd is None else fd, _native.OP_READ,
+                              acc.tobytes(), prefix)
+        job.record = self._begin(job_id, ino, "read", f["desc"], nbytes)
 
-    async def op_write(self, f: dict, bulk_len: int, sock) -> dict:
+    def start_write(self, cid: int, f: dict, bulk_len: int) -> None:
         ino = f["ino"]
-        try:
-            pieces = pieces_for_rank(f["desc"], f["stripe"], self._rank(f))
-        except ValueError as exc:
-            await self._drain(sock, bulk_len)
-            raise Refused({"err": errno.EINVAL, "msg": str(exc)}) from None
+        pieces = pieces_for_rank(f["desc"], f["stripe"], self._rank(f))
         nbytes = stream_length(pieces)
         if nbytes != bulk_len:
-            await self._drain(sock, bulk_len)
-            raise Refused({"err": errno.EINVAL,
-                           "msg": f"write carries {bulk_len} bytes, description needs {nbytes}"})
-        if nbytes:
-            fd = self.storage.open(ino, create=True)
-            acc = array("q")
-            for _, local, n in pieces:
-                acc.extend((_native.ACC_FILE, local, n))
-            err = await self._run_job(ino, "write", f["desc"], nbytes, sock, fd,
-                                      _native.OP_WRITE, acc.tobytes(), b"")
-            if err:
-                raise OSError(err, f"writing stripe file: {os.strerror(err)}")
-        size, _ = self.storage.size(ino)
-        return {"nbytes": nbytes, "local_size": size}
-
-    async def _drain(self, sock, n: int) -> None:
-        with trio.fail_after(self.config.request_timeout):
-            await aio.drain(sock, n)
-
-    async def _run_job(self, ino: int, op: str, desc, nbytes: int, sock, fd: int, kind: int,
-                       accesses: bytes, prefix: bytes) -> int:
-        rec = self._record(ino, op, desc, nbytes)
-        job_ids: list[int] = []
+            raise ValueError(f"write carries {bulk_len} bytes, description needs {nbytes}")
+        ok = frame({"nbytes": nbytes})
+        if nbytes == 0:
+            self.reply(cid, {"nbytes": 0})
+            return
+        fd = self.storage.open(ino, create=True)
+        acc = array("q")
+        for _, local, n in pieces:
+            acc.extend((_native.ACC_FILE, local, n))
         self.storage.pin(ino)
-        try:
-            done = await self.bridge.execute(
-                sock.fileno(), fd, kind, accesses, prefix, ino,
-                on_start=lambda jid: (job_ids.append(jid), self.stats.begin(jid, rec)))
-        finally:
-            self.storage.unpin(ino)
-        job_id, err, sent, t_submit, t_start, t_done = done
-        self.stats.end(job_id, ino, err, sent, (t_start - t_submit) / 1e9,
-                       (t_done - t_start) / 1e9)
-        if err in CONNECTION_ERRORS or (err and op == "read"):
-            raise ConnectionResetError(err, f"{op} job failed: {os.strerror(err)}")
-        return err
+        job = _Job(cid, ino, "write", pinned=True)
+        job_id = self._submit(cid, job, fd, _native.OP_WRITE, acc.tobytes(), b"", ok)
+        job.record = self._begin(job_id, ino, "write", f["desc"], nbytes)
 
     # ------------------------------------------------------------------ control calls
-    async def op_ping(self, f: dict) -> dict:
+    async def _async_control(self, cid: int, op: str, f: dict) -> None:
+        try:
+            result = await getattr(self, f"op_{op}")(f)
+        except Exception as exc:
+            if not isinstance(exc, (OSError, ValueError)):
+                log.exception("error serving %s", op)
+            result = from_exception(exc)
+        self.reply(cid, result)
+
+    async def _callback_connection(self, f: dict, sock) -> None:
+        with sock:
+            await self.holders.serve_client(f["client"], f["block_size"], sock)
+
+    def op_ping(self, f: dict) -> dict:
         return {"version": __version__, "index": self.index, "uptime": time.time() - self.started}
 
-    async def op_status(self, f: dict) -> dict:
+    def op_status(self, f: dict) -> dict:
         info = self.engine.info()
         return {"version": __version__, "index": self.index, "role": "iod",
                 "uptime": time.time() - self.started, "pid": os.getpid(),
                 "open_files": len(self.storage._fds), "queued_jobs": self.stats.in_service(),
-                "scheduler": info.get("algorithm"), "engine": info}
+                "connections": len(self.conns), "scheduler": info.get("algorithm"),
+                "engine": info}
 
-    async def op_size(self, f: dict) -> dict:
+    def op_size(self, f: dict) -> dict:
         size, mtime = self.storage.size(f["ino"])
         return {"local_size": size, "mtime_ns": mtime}
 
-    async def op_sizes(self, f: dict) -> dict:
+    def op_sizes(self, f: dict) -> dict:
         return {"sizes": [list(self.storage.size(i)) for i in f["inos"]]}
 
-    async def op_truncate(self, f: dict) -> dict:
+    def op_truncate(self, f: dict) -> dict:
         self.storage.truncate(f["ino"], f["local_size"])
         return {}
 
-    async def op_create(self, f: dict) -> dict:
+    def op_create(self, f: dict) -> dict:
         self.storage.create(f["ino"])
         return {}
 
-    async def op_utime(self, f: dict) -> dict:
+    def op_utime(self, f: dict) -> dict:
         self.storage.utime(f["ino"], f["mtime_ns"])
         return {}
 
-    async def op_unlink(self, f: dict) -> dict:
+    def op_unlink(self, f: dict) -> dict:
         self.stats.forget(f["ino"])
         return {"removed": self.storage.unlink(f["ino"])}
 
+    def op_statfs(self, f: dict) -> dict:
+        return self.storage.statfs()
+
+    def op_sched_get(self, f: dict) -> dict:
+        return {"algorithm": self.engine.algorithm, "window": self.engine.window,
+                "available": list(ALGORITHMS)}
+
+    def op_sched_set(self, f: dict) -> dict:
+        if f["algorithm"] not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {f['algorithm']!r}; one of {', '.join(ALGORITHMS)}")
+        self.engine.algorithm = f["algorithm"]
+        if f["window"] is not None:
+            self.engine.window = f["window"]
+        log.info("scheduler set to %s (window %d)", self.engine.algorithm, self.engine.window)
+        return self.op_sched_get(f)
+
     async def op_fsync(self, f: dict) -> dict:
-        await trio.to_thread.run_sync(self.storage.fsync, f["ino"], f["data_only"])
+        ino = f["ino"]
+        self.storage.pin(ino)
+        try:
+            await trio.to_thread.run_sync(self.storage.fsync, ino, f["data_only"])
+        finally:
+            self.storage.unpin(ino)
         return {}
 
-    async def op_statfs(self, f: dict) -> dict:
-        return self.storage.statfs()
+    async def op_list(self, f: dict) -> dict:
+        inos = await trio.to_thread.run_sync(self.storage.inodes, f["after"], f["limit"])
+        return {"inodes": inos}
 
     async def nfile(self, inos: list[int]) -> dict[int, int]:
         """N_file of each inode from the manager (0 where it cannot be asked)."""
@@ -253,28 +380,13 @@ class IodServer:
     async def op_stats(self, f: dict) -> dict:
         snap = self.stats.snapshot(await self.nfile(list(self.stats.files)))
         snap["engine"] = self.engine.info()
+        snap["coherence"] = self.holders.status()
         if f["reset"]:
             self.stats.reset()
         return snap
 
-    async def op_sched_get(self, f: dict) -> dict:
-        return {"algorithm": self.engine.algorithm, "window": self.engine.window,
-                "available": list(ALGORITHMS)}
-
-    async def op_sched_set(self, f: dict) -> dict:
-        if f["algorithm"] not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {f['algorithm']!r}; one of {', '.join(ALGORITHMS)}")
-        self.engine.algorithm = f["algorithm"]
-        if f["window"] is not None:
-            self.engine.window = f["window"]
-        log.info("scheduler set to %s (window %d)", self.engine.algorithm, self.engine.window)
-        return await self.op_sched_get(f)
-
     # ------------------------------------------------------------------ coherence (sync mounts)
-    async def op_cb_register(self, f: dict, sock) -> None:
-        await self.holders.serve_client(f["client"], f["block_size"], sock)
-
-    async def op_cb_hold(self, f: dict) -> dict:
+    def op_cb_hold(self, f: dict) -> dict:
         self.holders.hold(f["client"], f["ino"], f["first"], f["count"])
         return {}
 
@@ -282,9 +394,10 @@ class IodServer:
         n = await self.holders.invalidate(f["client"], f["ino"], f["offset"], f["length"])
         return {"invalidated": n}
 
-    async def op_cb_status(self, f: dict) -> dict:
+    def op_cb_status(self, f: dict) -> dict:
         return self.holders.status()
 
-    async def op_list(self, f: dict) -> dict:
-        inos = await trio.to_thread.run_sync(self.storage.inodes, f["after"], f["limit"])
-        return {"inodes": inos}
+
+# Engine errors that mean the connection itself broke (as opposed to the local file).
+CONNECTION_ERRORS = {errno.ECONNRESET, errno.EPIPE, errno.ETIMEDOUT, errno.ECANCELED,
+                     errno.ENOTCONN, errno.EPROTO}
