@@ -6,7 +6,11 @@
         --size 256M --runtime 10 --repeats 3 --baseline local --json fio_peers
     python bench/fio/run.py --all --target pvfs=/mnt/pvfs --baseline gluster --json fio
 
-``--all`` adds the three baselines ``local``, ``gluster`` and ``moosefs``.
+``--all`` (what ``make bench`` runs) is issue 4's comparison in one run: it starts a private
+pvfs (manager + 4 I/O daemons on 127.0.0.1) and adds the targets ``local``, ``gluster``,
+``moosefs``, ``pvfs`` (the FUSE mount, options from ``--pvfs-options``) and ``pvfs-native``
+(the native API through the Python runner), then prints the ratios of ``pvfs`` to every other
+target as well; everything it started is stopped and unmounted at the end.
 
 Targets (``--target NAME=SPEC`` or just ``--target SPEC``, repeatable):
 
@@ -14,6 +18,8 @@ Targets (``--target NAME=SPEC`` or just ``--target SPEC``, repeatable):
 * ``gluster`` — a private 4-brick GlusterFS distribute volume (:mod:`bench.peers.gluster`);
 * ``moosefs`` — a private MooseFS, one chunkserver, goal 1 (:mod:`bench.peers.moosefs`);
 * ``pylocal`` — the Python-callable runner on a local directory (checks that runner);
+* ``pvfs`` — a pvfs FUSE mount of a private cluster (:mod:`bench.fio.pvfs_target`);
+* ``pvfs-native`` — the same cluster through ``pvfs.connect`` pread/pwrite (the Python runner);
 * ``py:MODULE:FUNC`` — ``FUNC(workdir)`` is a context manager yielding an opener; the job set
   runs through it in Python threads (:mod:`bench.fio.pyjobs`; the pvfs native API hook);
 * any other SPEC — an existing directory, e.g. a pvfs mount: ``--target pvfs=/mnt/pvfs``.
@@ -76,8 +82,10 @@ from bench.fio.jobs import (
 
 log = logging.getLogger("bench.fio")
 
-BUILTIN = ("local", "gluster", "moosefs", "pylocal")
+BUILTIN = ("local", "gluster", "moosefs", "pylocal", "pvfs", "pvfs-native")
 ALL_BASELINES = ("local", "gluster", "moosefs")
+ALL_PVFS = ("pvfs", "pvfs-native")
+PVFS_SPECS = ("pvfs", "pvfs-native")
 
 
 @dataclass
@@ -142,6 +150,19 @@ def open_target(name: str, spec: str, workdir: Path) -> Iterator[Target]:
                 yield Target(name, spec, opener=opener)
         finally:
             shutil.rmtree(here, ignore_errors=True)
+    elif spec == "pvfs":
+        from bench.fio.pvfs_target import CONFIG_ENV, pvfs_mount
+
+        with pvfs_mount(os.environ[CONFIG_ENV], here, os.environ.get(_OPTS_ENV, "")) as mnt:
+            sub = Path(mnt) / "fio"
+            sub.mkdir(exist_ok=True)
+            yield Target(name, spec, directory=str(sub))
+        shutil.rmtree(here, ignore_errors=True)
+    elif spec == "pvfs-native":
+        from bench.fio.pvfs_target import native_opener
+
+        with native_opener(str(here)) as opener:
+            yield Target(name, spec, opener=opener)
     elif spec.startswith("py:"):
         here.mkdir(parents=True, exist_ok=True)
         with _load_factory(spec)(str(here)) as opener:
@@ -155,6 +176,42 @@ def open_target(name: str, spec: str, workdir: Path) -> Iterator[Target]:
             yield Target(name, spec, directory=str(sub))
         finally:
             shutil.rmtree(sub, ignore_errors=True)
+
+
+_OPTS_ENV = "PVFS_BENCH_MOUNT_OPTIONS"
+
+
+@contextlib.contextmanager
+def pvfs_for(named: list[tuple[str, str]], workdir: Path, options: str) -> Iterator[None]:
+    """Start the private pvfs the ``pvfs``/``pvfs-native`` targets use (if any is named)."""
+    if not any(spec in PVFS_SPECS for _, spec in named):
+        yield
+        return
+    from bench.fio.pvfs_target import CONFIG_ENV, pvfs_cluster
+
+    saved = {k: os.environ.get(k) for k in (CONFIG_ENV, _OPTS_ENV)}
+    with pvfs_cluster(workdir / "pvfs-fs") as config:
+        os.environ[CONFIG_ENV] = config
+        os.environ[_OPTS_ENV] = options
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def format_subject_ratios(report: dict[str, Any], jobs: list[JobSpec], subject: str,
+                          others: list[str]) -> str:
+    """Bandwidth of ``subject`` divided by each other target's, per job."""
+    rows = []
+    for job in jobs:
+        mine = report[job.name][subject]["median"]["bw_bytes"]
+        rows.append([job.name] + [format_ratio(ratio(mine, report[job.name][o]["median"]
+                                                     ["bw_bytes"])) for o in others])
+    return format_table(["job"] + [f"{subject}/{o}" for o in others], rows)
 
 
 def _fio(args: list[str], timeout: float) -> JobResult:
@@ -272,8 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", action="append", default=[], metavar="NAME=SPEC",
                     help="a target (repeatable); see above")
     ap.add_argument("--all", action="store_true",
-                    help="add the built-in baselines local, gluster and moosefs (the set "
-                         "'make bench' runs), before any --target")
+                    help="issue 4's comparison ('make bench'): a private pvfs started here and "
+                         "the targets local, gluster, moosefs, pvfs, pvfs-native, before any "
+                         "--target")
+    ap.add_argument("--pvfs-options", default="",
+                    help="mount options of the pvfs target (-o text; default: none)")
     ap.add_argument("--baseline", help="target the ratios are against (default: the first)")
     ap.add_argument("--size", default="256M", help="file size per job (default 256M)")
     ap.add_argument("--runtime", type=float, default=10, help="seconds per run (default 10)")
@@ -294,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
 
     named = [parse_target(t) for t in args.target]
     if args.all:
-        named = [(n, n) for n in ALL_BASELINES if n not in {x for x, _ in named}] + named
+        named = [(n, n) for n in ALL_BASELINES + ALL_PVFS
+                 if n not in {x for x, _ in named}] + named
     if not named:
         ap.error("no target: give --target or --all")
     if args.all and args.json is None:
@@ -319,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         with contextlib.ExitStack() as stack:
+            stack.enter_context(pvfs_for(named, workdir, args.pvfs_options))
             targets = [stack.enter_context(open_target(n, s, workdir)) for n, s in named]
             max_jobs = max(j.numjobs for j in jobs)
             for t in targets:
@@ -332,12 +394,15 @@ def main(argv: list[str] | None = None) -> int:
 
     report = build_report(results, jobs, baseline)
     print(format_report(report, jobs, names, baseline))
+    if "pvfs" in names and len(names) > 1:
+        print(format_subject_ratios(report, jobs, "pvfs", [n for n in names if n != "pvfs"]))
     if args.json:
         path = write_results(args.json, {
             "params": {"size": size, "runtime_s": args.runtime, "repeats": args.repeats,
                        "numjobs": args.numjobs, "cold": args.cold, "direct": args.direct,
                        "ioengine": "psync", "buffered": not args.direct},
             "targets": {n: s for n, s in named},
+            "pvfs_mount_options": args.pvfs_options,
             "baseline": baseline,
             "jobs": [asdict(j) for j in jobs],
             "results": report,
