@@ -305,7 +305,7 @@ class BlockCache(StreamMixin, WritebackMixin):
             fs.stream.drop_readahead()
         if not sync and self.stream.is_stream(n) and \
                 self._plain(ino, offset // bs, (end - 1) // bs, True):
-            await self._stream_write(ino, fs, offset, mv)
+            await self._stream_write(ino, fs, offset, data if type(data) is bytes else mv)
             return n
         known = None if file_size is None else max(file_size, fs.local_end)
         through: list[int] = []

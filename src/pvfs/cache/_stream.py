@@ -97,9 +97,12 @@ class StreamMixin:
     # ---------------------------------------------------------------- writes
 
     async def _stream_write(self, ino: int, fs: FileState, offset: int,
-                            data: memoryview) -> None:
-        """Queue ``data`` at ``offset`` (write-behind as one slice); update cached blocks."""
-        buf = bytes(data)
+                            data: bytes | memoryview) -> None:
+        """Queue ``data`` at ``offset`` (write-behind as one slice); update cached blocks.
+
+        ``bytes`` are immutable and kept as they are (FUSE hands us one per request); other
+        buffers are copied once."""
+        buf = data if type(data) is bytes else bytes(data)
         end = offset + len(buf)
         self._update_cached(ino, fs, offset, buf)
         fs.gen += 1  # a fetch in flight read the servers' older bytes: it must not insert
