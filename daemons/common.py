@@ -1,8 +1,9 @@
-"""What every daemon shares: the TCP accept loop, the request loop, process plumbing.
+"""What the daemons share: a trio request loop (the manager's), process plumbing.
 
-A daemon supplies ``dispatch(op, fields, bulk_len, sock) -> reply``; this module reads frames,
-validates them against the daemon's schemas, sends replies, and turns every failure into an
-error reply or a closed connection — never a crash (SPEC §10).
+A daemon supplies ``dispatch(op, fields, bulk_len, sock) -> reply``; ``serve_tcp`` reads
+frames, validates them against the daemon's schemas, sends replies, and turns every failure
+into an error reply or a closed connection — never a crash (SPEC §10). (The I/O daemon's
+data connections are served by its C engine instead; see daemons/iod/server.py.)
 """
 
 from __future__ import annotations
@@ -29,14 +30,6 @@ Dispatch = Callable[[str, dict, int, trio.socket.SocketType], Awaitable[dict | N
 
 # A frame whose first byte has arrived must be complete within this many seconds.
 FRAME_TIMEOUT = 30.0
-
-
-class Refused(Exception):
-    """A request refused before its bulk was read; the bulk is drained, then the error sent."""
-
-    def __init__(self, reply: dict) -> None:
-        super().__init__(reply.get("msg"))
-        self.reply = reply
 
 
 async def serve_connection(sock: trio.socket.SocketType, schemas: dict, dispatch: Dispatch,
@@ -71,8 +64,6 @@ async def serve_connection(sock: trio.socket.SocketType, schemas: dict, dispatch
                     return
                 try:
                     reply = await dispatch(op, fields, bulk_len, sock)
-                except Refused as exc:
-                    reply = exc.reply
                 except (ConnectionError, trio.BrokenResourceError, trio.TooSlowError) as exc:
                     log.info("dropping %s during %s: %s", peer, op, exc)
                     return
