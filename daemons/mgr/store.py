@@ -2,8 +2,8 @@
 
 Synchronous and single-connection on purpose: the manager is one trio task loop, so every
 call runs to completion between awaits and needs no locking. Each mutating call is one
-``BEGIN IMMEDIATE`` transaction; WAL with ``synchronous=FULL`` makes a returned call durable
-across ``kill -9`` (SPEC §10).
+``BEGIN IMMEDIATE`` transaction. WAL, ``synchronous=NORMAL``: a returned call survives ``kill
+-9`` and the store never corrupts (SPEC §10); a client's fsync syncs the WAL (server ``sync``).
 
 Data removal is two-phase so a crash never leaks stripe files: when a file's last link and
 handle are gone, ``unlink``/``rename``/``release`` return its attrs and keep the inode at
@@ -65,7 +65,7 @@ class MetaStore:
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
                                    cached_statements=128)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA.read_text())  # idempotent: IF NOT EXISTS
         with self._tx():
             row = self._db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()

@@ -364,3 +364,22 @@ def test_setstripe_on_new_empty_file_keeps_it(fs):
         f.write(b"q" * 10_000)
         assert f.pread(10_000, 0) == b"q" * 10_000
     fs.unlink("/restripe")
+
+
+def test_fsynced_data_survives_kill_9_of_every_daemon(fresh_cluster):
+    import signal
+
+    from pvfs.cli.launch import up
+
+    payload = os.urandom(300_000)
+    with fresh_cluster.connect() as fs:
+        fs.mkdir("/durable")
+        with fs.open("/durable/f", "wb", stripe=Stripe(0, 4, 4096)) as f:
+            f.write(payload)
+            f.fsync()
+    for name in ("mgr", "iod0", "iod1", "iod2", "iod3"):
+        fresh_cluster.kill(name, signal.SIGKILL)
+    up(fresh_cluster.config)
+    with fresh_cluster.connect() as fs, fs.open("/durable/f", "rb") as f:
+        assert f.read() == payload
+        assert fs.listdir("/durable") == ["f"]

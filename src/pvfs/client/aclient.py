@@ -181,8 +181,11 @@ class AsyncClient:
         return await trio.to_thread.run_sync(self.data.size, ino, stripe, limiter=self.limiter)
 
     async def fsync(self, ino: int, stripe: Stripe, data_only: bool = False) -> None:
+        """Data on every daemon of the file; unless ``data_only``, the metadata too."""
         await trio.to_thread.run_sync(self.data.fsync, ino, stripe, data_only,
                                       limiter=self.limiter)
+        if not data_only:
+            await self.meta("sync")
 
     async def iod_call(self, index: int, op: str, **fields) -> dict:
         return await trio.to_thread.run_sync(self.data.call, index, {"op": op, **fields},

@@ -150,8 +150,10 @@ class File:
         return self._pos
 
     def fsync(self) -> None:
+        """Data on every daemon of the file, and the metadata (its name, size changes)."""
         self._check()
         self.fs.data.fsync(self.ino, self.stripe)
+        self.fs.meta("sync")
 
     def fdatasync(self) -> None:
         self._check()

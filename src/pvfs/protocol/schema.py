@@ -97,6 +97,7 @@ OFFSET = integer(0, MAX_OFFSET)
 
 MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "ping": {},
+    "sync": {},
     "resolve": {"path": Field(text(PATH_MAX)), "follow": Field(boolean, False, True)},
     "lookup": {"parent": INO, "name": NAME},
     "getattr": {"ino": INO},
