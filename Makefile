@@ -32,7 +32,7 @@ system:
 $(VENV)/.deps: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[test,fuse,plot]'
+	$(PY) -m pip install -q -e '.[test,fuse,plot,mpi]'
 	@touch $@
 
 venv: $(VENV)/.deps
