@@ -14,7 +14,7 @@ def test_frame_round_trip():
     assert blen == 7 and decode_header(raw[16:16 + hlen]) == {"op": "ping", "x": [1, 2]}
 
 
-@pytest.mark.parametrize("prefix", [b"XXXX" + bytes(12), b"PV01" + bytes(12),
+@pytest.mark.parametrize("prefix", [b"QQQQ" + bytes(12), b"PV01" + bytes(12),
                                     b"PV01" + (2 << 20).to_bytes(4, "little") + bytes(8)])
 def test_bad_prefixes(prefix):
     with pytest.raises(FrameError):

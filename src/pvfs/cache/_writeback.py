@@ -41,13 +41,11 @@ class WritebackMixin:
     _nursery: trio.Nursery | None
     _locks: KeyLocks
 
-    def _drop(self, key: tuple[int, int], *, tell_policy: bool = True) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by BlockCache and StreamMixin
+        def _drop(self, key: tuple[int, int], *, tell_policy: bool = True) -> None: ...
 
-    def harvest(self) -> int:
-        raise NotImplementedError
+        def harvest(self) -> int: ...
 
-    if TYPE_CHECKING:  # BlockCache and StreamMixin
         async def _drain_locked(self, ino: int, fs: FileState, *, upto: int | None = None,
                                 batches: int | None = None) -> int: ...
 
