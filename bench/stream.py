@@ -3,7 +3,8 @@ iperf3 with the same number of streams, in one run (issue 2).
 
     python bench/stream.py [--clients 1 4] [--sizes 1 4 16 64] [--per-client 256] [--repeats 3]
 
-Each client is a process with its own file striped over all four daemons (64 KiB units);
+Each client is a process with its own file striped over all four daemons (64 KiB units, or
+``--ssize``);
 it writes ``--per-client`` MiB in requests of each size, then reads it back (from the
 daemons' page cache: the network path is what is measured). Clients start together at a
 barrier; bandwidth = total bytes / (last finish - start). Results: bench/results/stream.json.
@@ -26,14 +27,15 @@ from bench.peers.iperf import iperf3_bandwidth  # noqa: E402
 MiB = 1 << 20
 
 
-def client(config_path: str, idx: int, op: str, req: int, total: int, barrier, out) -> None:
+def client(config_path: str, idx: int, op: str, req: int, total: int, barrier, out,
+           ssize: int) -> None:
     import pvfs
 
     fs = pvfs.connect(config_path)
     path = f"/stream-{idx}"
     buf = bytearray(b"\xa5" * req)
     with fs.open(path, "r+b" if op == "read" else "wb",
-                 stripe=pvfs.Stripe(0, -1, 65536).resolved(fs.config.niods)) as f:
+                 stripe=pvfs.Stripe(0, -1, ssize).resolved(fs.config.niods)) as f:
         barrier.wait()
         t0 = time.perf_counter()
         for off in range(0, total, req):
@@ -45,10 +47,11 @@ def client(config_path: str, idx: int, op: str, req: int, total: int, barrier, o
     fs.close()
 
 
-def run_phase(config_path: str, nclients: int, op: str, req: int, total: int) -> float:
+def run_phase(config_path: str, nclients: int, op: str, req: int, total: int,
+              ssize: int) -> float:
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(nclients), ctx.Queue()
-    procs = [ctx.Process(target=client, args=(config_path, i, op, req, total, barrier, out))
+    procs = [ctx.Process(target=client, args=(config_path, i, op, req, total, barrier, out, ssize))
              for i in range(nclients)]
     for p in procs:
         p.start()
@@ -69,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-client", type=int, default=256, help="MiB per client per phase")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--iperf-seconds", type=float, default=3.0)
+    ap.add_argument("--ssize", type=int, default=65536, help="stripe unit of the files (bytes)")
     args = ap.parse_args(argv)
 
     from pvfs.cli.launch import down, make_config, up, write_config
@@ -87,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                     req, total = size * MiB, max(size, args.per_client) * MiB
                     w, r = [], []
                     for _ in range(args.repeats):  # interleave write/read runs
-                        w.append(run_phase(cfg.path, n, "write", req, total))
-                        r.append(run_phase(cfg.path, n, "read", req, total))
+                        w.append(run_phase(cfg.path, n, "write", req, total, args.ssize))
+                        r.append(run_phase(cfg.path, n, "read", req, total, args.ssize))
                     mw, mr = median(w), median(r)
                     results.append({"clients": n, "request_mib": size, "write_Bps": mw,
                                     "read_Bps": mr, "iperf3_Bps": net_w, "iperf3_reverse_Bps": net_r,
@@ -103,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(format_table(["clients", "request", "write", "read", "iperf3", "write/iperf3",
                         "read/iperf3"], rows))
-    path = write_results("stream", {"iods": 4, "stripe_ssize": 65536,
+    name = "stream" if args.ssize == 65536 else f"stream-ssize{args.ssize}"
+    path = write_results(name, {"iods": 4, "stripe_ssize": args.ssize,
                                     "per_client_mib": args.per_client, "results": results})
     print(f"saved {path}")
     return 0
