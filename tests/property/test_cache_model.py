@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from pvfs.cache import LRU, BlockCache, Bypass, SecondChanceLRU, StreamPolicy, WritebackPolicy
-from pvfs.cache.testing import MemoryBackend
+from pvfs.cache.testing import MemoryBackend, PlainBackend
 
 BS = 16
 INOS = st.integers(1, 2)
@@ -38,15 +38,20 @@ class CacheModel(RuleBasedStateMachine):
 
     @precondition(lambda self: self.cache is None)
     @rule(stripe=st.sampled_from([None, BS, 3 * BS]), lru=st.booleans(),
-          max_write=st.sampled_from([2 * BS, 1 << 20]), stream=st.booleans())
-    def setup(self, stripe: int | None, lru: bool, max_write: int, stream: bool) -> None:
+          max_write=st.sampled_from([2 * BS, 1 << 20]), stream=st.booleans(),
+          listio=st.booleans(), budget=st.sampled_from([(3 * BS, 2), (8 << 20, 4096)]))
+    def setup(self, stripe: int | None, lru: bool, max_write: int, stream: bool,
+              listio: bool, budget: tuple[int, int]) -> None:
         self.be.stripe = stripe
+        # listio=False: a backend without write_list/read_list (one call per run); budget:
+        # list-I/O calls cut at (bytes, regions)
         # stream=True: requests of 2 blocks or more take the stream path (queued writes,
         # coalesced and cut at 3 blocks, writers throttled past 5 blocks queued)
         self.cache = BlockCache(
-            self.be, block_size=BS, capacity=8 * BS, segment_blocks=2,
+            self.be if listio else PlainBackend(self.be), block_size=BS, capacity=8 * BS, segment_blocks=2,
             low_water=0.5, high_water=0.75, policy=LRU() if lru else SecondChanceLRU(),
-            writeback=WritebackPolicy(max_age=1.0, max_write=max_write),
+            writeback=WritebackPolicy(max_age=1.0, max_write=max_write,
+                                      max_list_bytes=budget[0], max_regions=budget[1]),
             stream=StreamPolicy(min_bytes=2 * BS if stream else 0, max_write=3 * BS,
                                 max_pending=5 * BS),
         )

@@ -13,6 +13,7 @@ from ._cache import BlockCache as BlockCache
 from ._policy import LRU as LRU
 from ._policy import Backend as Backend
 from ._policy import BypassPolicy as BypassPolicy
+from ._policy import ListBackend as ListBackend
 from ._policy import ReplacementPolicy as ReplacementPolicy
 from ._policy import SecondChanceLRU as SecondChanceLRU
 from ._policy import StreamPolicy as StreamPolicy
@@ -28,6 +29,7 @@ __all__ = [
     "BypassEntry",
     "BypassPolicy",
     "BypassTable",
+    "ListBackend",
     "ReplacementPolicy",
     "SecondChanceLRU",
     "StreamPolicy",

@@ -22,6 +22,7 @@ from typing import Any
 import trio
 
 from ._bypass import BypassTable
+from ._fetch import FetchMixin, _piece
 from ._policy import (
     Backend,
     BypassPolicy,
@@ -40,13 +41,7 @@ __all__ = ["BlockCache"]
 Key = tuple[int, int]
 
 
-def _piece(chunk: bytes | bytearray | memoryview, a: int, b: int) -> bytes:
-    """``chunk[a:b]`` padded with zeros to ``b - a`` bytes (holes and short reads)."""
-    out = bytes(chunk[a:b])
-    return out if len(out) == b - a else out.ljust(b - a, b"\0")
-
-
-class BlockCache(StreamMixin, WritebackMixin):
+class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
     """A write-behind block cache in front of an async backend.
 
     Args:
@@ -114,6 +109,7 @@ class BlockCache(StreamMixin, WritebackMixin):
                 "bypassed_writes", "sync_writes", "rmw_reads", "backend_reads",
                 "backend_writes", "write_errors", "harvests", "flushes", "stream_reads",
                 "stream_writes", "stream_throttles", "readahead_hits", "readahead_bytes",
+                "list_writes", "list_reads", "list_regions",
             ),
             0,
         )
@@ -176,8 +172,13 @@ class BlockCache(StreamMixin, WritebackMixin):
                              for blk in range(first, last + 1)])
         for blk, view in views.items():
             pieces[blk] = bytes(view)
-        for start, n in runs_of(missing):
-            await self._fetch_run(ino, start, n, offset, end, eff, pieces)
+        runs = runs_of(missing)
+        if len(runs) > 1 and getattr(self.backend, "read_list", None) is not None:
+            await self._fetch_list(ino, missing, offset, end, eff, pieces)
+        else:
+            for start, n in runs:
+                await self._fetch_list(ino, list(range(start, start + n)), offset, end, eff,
+                                       pieces, single=True)
         for start, n in runs_of(bypassed):
             await self._drain_overlap(ino, start * bs, (start + n) * bs)
             data = await self.backend.read(ino, start * bs, n * bs)
@@ -209,60 +210,6 @@ class BlockCache(StreamMixin, WritebackMixin):
         fetched short at the old end of file cannot if the file has grown since: refetch it.
         """
         return e.dirty or e.valid >= min(self.block_size, eff - blk * self.block_size)
-
-    async def _fetch_run(
-        self, ino: int, start: int, n: int, offset: int, end: int, eff: int,
-        pieces: dict[int, bytes],
-    ) -> None:
-        bs = self.block_size
-        c = self._counters
-        keys = [(ino, blk) for blk in range(start, start + n)]
-        async with self._locks.hold(keys):
-            fs = self._file(ino)
-            gen = fs.gen
-            still: list[int] = []
-            for blk in range(start, start + n):
-                e = self._table.get((ino, blk))
-                if e is not None and self._covers(e, blk, eff):
-                    a, b = self._span(blk, offset, end)
-                    pieces[blk] = _piece(e.buf, a, b)
-                    self.policy.touched((ino, blk))
-                    c["hits"] += 1
-                else:
-                    still.append(blk)
-            for s, m in runs_of(still):
-                await self._drain_overlap(ino, s * bs, (s + m) * bs)
-                data = await self.backend.read(ino, s * bs, m * bs)
-                c["backend_reads"] += 1
-                c["misses"] += m
-                keep = self._files.get(ino) is fs and fs.gen == gen
-                for i in range(m):
-                    blk = s + i
-                    chunk = data[i * bs:(i + 1) * bs]
-                    a, b = self._span(blk, offset, end)
-                    pieces[blk] = _piece(chunk, a, b)
-                    if keep:
-                        self._install(ino, fs, blk, chunk)
-
-    def _install(self, ino: int, fs: FileState, blk: int, chunk: bytes) -> None:
-        """Put fetched clean data for ``blk`` into the cache (if a buffer is to be had)."""
-        key = (ino, blk)
-        e = self._table.get(key)
-        if e is not None:
-            if e.dirty:
-                return
-            e.buf[: len(chunk)] = chunk
-            e.buf[len(chunk):] = bytes(self.block_size - len(chunk))
-            e.valid = len(chunk)
-            e.version += 1
-            return
-        buf = self._alloc()
-        if buf is None:
-            return
-        buf[: len(chunk)] = chunk
-        e = Entry(buf)
-        e.valid = len(chunk)
-        self._insert(key, fs, e)
 
     # ---------------------------------------------------------------- writes
 

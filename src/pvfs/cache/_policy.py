@@ -19,6 +19,7 @@ __all__ = [
     "LRU",
     "Backend",
     "BypassPolicy",
+    "ListBackend",
     "ReplacementPolicy",
     "SecondChanceLRU",
     "StreamPolicy",
@@ -40,6 +41,27 @@ class Backend(Protocol):
 
     async def write(self, ino: int, offset: int, data: bytes) -> None:
         """Write all of ``data`` at ``offset`` (extending the file as needed)."""
+        ...
+
+
+@runtime_checkable
+class ListBackend(Protocol):
+    """Optional: a backend that moves many regions of a file in one request (list I/O,
+    SPEC §2 I/O descriptions; the native client sends one request per I/O daemon).
+
+    When the backend has them, write-back gathers a file's scattered dirty runs into
+    ``write_list`` calls and a read's scattered missing runs into ``read_list`` calls (up to
+    :class:`WritebackPolicy`'s ``max_list_bytes``/``max_regions`` per call). Without them the
+    cache sends one ``write``/``read`` per run.
+    """
+
+    async def write_list(self, ino: int, regions: list[tuple[int, int]], data: bytes) -> None:
+        """Write ``data`` (the regions' bytes concatenated, in order) to ``(offset, length)``
+        regions, which are sorted and do not overlap."""
+        ...
+
+    async def read_list(self, ino: int, regions: list[tuple[int, int]]) -> list[bytes]:
+        """Each region's bytes, in order; a region is short (or empty) only at end of file."""
         ...
 
 
@@ -192,8 +214,12 @@ class WritebackPolicy:
         dirty_low: see ``dirty_high``.
         max_age: seconds a block may stay dirty; older ones are written back on the next pass.
         interval: seconds between the flusher's periodic passes.
-        max_write: largest single backend write the flusher issues (bytes); runs of dirty blocks
-            are cut into chunks no longer than this, on stripe boundaries when known.
+        max_write: largest single region the flusher writes (bytes); runs of dirty blocks are
+            cut into chunks no longer than this, on stripe boundaries when known.
+        max_list_bytes: with a :class:`ListBackend`, chunks of one file are gathered into one
+            list-I/O call of up to this many bytes (a single chunk may be longer)...
+        max_regions: ...and up to this many regions. The same bounds apply to list reads of
+            a request's scattered missing runs.
     """
 
     dirty_high: float = 0.5
@@ -201,12 +227,16 @@ class WritebackPolicy:
     max_age: float = 5.0
     interval: float = 1.0
     max_write: int = 1 << 20
+    max_list_bytes: int = 8 << 20
+    max_regions: int = 4096
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.dirty_low <= self.dirty_high <= 1.0):
             raise ValueError("need 0 <= dirty_low <= dirty_high <= 1")
         if self.max_age < 0 or self.interval <= 0 or self.max_write <= 0:
             raise ValueError("max_age must be >= 0, interval and max_write > 0")
+        if self.max_list_bytes <= 0 or self.max_regions <= 0:
+            raise ValueError("max_list_bytes and max_regions must be > 0")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-__all__ = ["Entry", "FileState", "FreeList", "KeyLocks", "runs_of"]
+__all__ = ["Entry", "FileState", "FreeList", "KeyLocks", "gather", "runs_of"]
 
 
 class Entry:
@@ -153,3 +153,20 @@ def runs_of(blocks: Iterable[int]) -> list[tuple[int, int]]:
         else:
             runs.append((b, 1))
     return runs
+
+
+def gather(sizes: Iterable[int], max_bytes: int, max_items: int) -> list[slice]:
+    """Cut a sequence of items (given by their byte sizes) into consecutive groups of at most
+    ``max_items`` items and ``max_bytes`` bytes (an item larger than that forms its own group);
+    one ``slice`` per group (list-I/O calls, each under the policy's budget)."""
+    groups: list[slice] = []
+    start = count = total = 0
+    for i, n in enumerate(sizes):
+        if count and (total + n > max_bytes or count >= max_items):
+            groups.append(slice(start, i))
+            start, count, total = i, 0, 0
+        count += 1
+        total += n
+    if count:
+        groups.append(slice(start, start + count))
+    return groups

@@ -14,14 +14,14 @@ parks the error on the file until the next :meth:`flush` raises it once.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import trio
 
-from ._table import Entry, FileState, KeyLocks
+from ._table import Entry, FileState, KeyLocks, gather
 
 if TYPE_CHECKING:
-    from ._policy import Backend, WritebackPolicy
+    from ._policy import Backend, ListBackend, WritebackPolicy
 
 __all__ = ["WritebackMixin"]
 
@@ -127,8 +127,19 @@ class WritebackMixin:
             chunks.append(cur)
         return chunks
 
+    def _batches(self, chunks: list[list[int]]) -> list[list[list[int]]]:
+        """Group chunks into backend calls: one chunk per call unless the backend has list
+        I/O (``write_list``), else as many as fit in ``max_list_bytes`` and ``max_regions``."""
+        if getattr(self.backend, "write_list", None) is None:
+            return [[chunk] for chunk in chunks]
+        wb = self.writeback
+        bs = self.block_size
+        return [chunks[g] for g in gather([len(ch) * bs for ch in chunks], wb.max_list_bytes,
+                                          wb.max_regions)]
+
     async def _write_back(self, ino: int, fs: FileState) -> int:
-        """Write back the dirty blocks of one file, coalesced. Returns bytes written."""
+        """Write back the dirty blocks of one file, coalesced into runs and the runs gathered
+        into list-I/O calls when the backend has them. Returns bytes written."""
         bs = self.block_size
         c = self._counters
         written = 0
@@ -140,17 +151,31 @@ class WritebackMixin:
             if self._files.get(ino) is not fs or not fs.dirty:
                 return written
             c["flushes"] += 1
-            for chunk in self._chunks(ino, sorted(fs.dirty)):
+            for batch in self._batches(self._chunks(ino, sorted(fs.dirty))):
                 if self._files.get(ino) is not fs:
                     break
-                snap = [(blk, self._table[(ino, blk)]) for blk in chunk
+                snap = [(blk, self._table[(ino, blk)]) for chunk in batch for blk in chunk
                         if (ino, blk) in self._table]
-                if len(snap) != len(chunk):
+                if len(snap) != sum(len(chunk) for chunk in batch):
                     break
                 versions = [e.version for _, e in snap]
-                data = b"".join(bytes(e.buf[: e.valid]) for _, e in snap)
+                regions: list[tuple[int, int]] = []
+                parts: list[bytearray] = []
+                i = 0
+                for chunk in batch:
+                    n = 0
+                    for _ in chunk:
+                        e = snap[i][1]
+                        parts.append(e.buf[: e.valid])
+                        n += e.valid
+                        i += 1
+                    regions.append((chunk[0] * bs, n))
+                data = b"".join(parts)
                 try:
-                    await self.backend.write(ino, chunk[0] * bs, data)
+                    if len(regions) == 1:
+                        await self.backend.write(ino, regions[0][0], data)
+                    else:
+                        await cast("ListBackend", self.backend).write_list(ino, regions, data)
                 except OSError as exc:
                     c["write_errors"] += 1
                     if fs.error is None:
@@ -161,6 +186,9 @@ class WritebackMixin:
                             self._drop((ino, blk))
                     continue
                 c["backend_writes"] += 1
+                if len(regions) > 1:
+                    c["list_writes"] += 1
+                    c["list_regions"] += len(regions)
                 c["flushed_bytes"] += len(data)
                 written += len(data)
                 if fs.stream is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-__all__ = ["MemoryBackend"]
+__all__ = ["MemoryBackend", "PlainBackend"]
 
 
 class MemoryBackend:
@@ -12,8 +12,11 @@ class MemoryBackend:
 
     Attributes:
         files: inode -> contents.
-        reads: ``(ino, offset, length)`` of every read, in order.
-        writes: ``(ino, offset, len(data))`` of every write, in order.
+        reads: ``(ino, offset, length)`` of every read, in order (a list read logs each
+            region).
+        writes: ``(ino, offset, len(data))`` of every write, in order (a list write logs each
+            region).
+        list_reads, list_writes: ``(ino, regions)`` of every ``read_list``/``write_list`` call.
         fail_writes: when set, writes raise ``OSError(fail_writes)`` (e.g. ``errno.EIO``).
         fail_reads: the same for reads.
         delay: seconds each call sleeps first (lets tests interleave tasks).
@@ -24,6 +27,8 @@ class MemoryBackend:
         self.files: dict[int, bytearray] = {}
         self.reads: list[tuple[int, int, int]] = []
         self.writes: list[tuple[int, int, int]] = []
+        self.list_reads: list[tuple[int, list[tuple[int, int]]]] = []
+        self.list_writes: list[tuple[int, list[tuple[int, int]]]] = []
         self.fail_writes: int | None = None
         self.fail_reads: int | None = None
         self.delay = delay
@@ -55,9 +60,59 @@ class MemoryBackend:
             f.extend(bytes(offset - len(f)))
         f[offset:offset + len(data)] = data
 
+    async def write_list(self, ino: int, regions: list[tuple[int, int]], data: bytes) -> None:
+        """List I/O: all regions in one call (``data`` is their bytes concatenated)."""
+        if self.delay:
+            await trio.sleep(self.delay)
+        else:
+            await trio.lowlevel.checkpoint()
+        if sum(n for _, n in regions) != len(data):
+            raise ValueError("region lengths do not add up to the data")
+        self.list_writes.append((ino, list(regions)))
+        self.writes.extend((ino, off, n) for off, n in regions)
+        if self.fail_writes is not None:
+            raise OSError(self.fail_writes, "injected write failure")
+        f = self.files.setdefault(ino, bytearray())
+        pos = 0
+        for off, n in regions:
+            if len(f) < off:
+                f.extend(bytes(off - len(f)))
+            f[off:off + n] = data[pos:pos + n]
+            pos += n
+
+    async def read_list(self, ino: int, regions: list[tuple[int, int]]) -> list[bytes]:
+        """List I/O: every region's bytes, short or empty only at end of file."""
+        if self.delay:
+            await trio.sleep(self.delay)
+        else:
+            await trio.lowlevel.checkpoint()
+        self.list_reads.append((ino, list(regions)))
+        self.reads.extend((ino, off, n) for off, n in regions)
+        if self.fail_reads is not None:
+            raise OSError(self.fail_reads, "injected read failure")
+        f = self.files.get(ino, b"")
+        return [bytes(f[off:off + n]) for off, n in regions]
+
     def truncate(self, ino: int, size: int) -> None:
         f = self.files.setdefault(ino, bytearray())
         if size < len(f):
             del f[size:]
         else:
             f.extend(bytes(size - len(f)))
+
+
+class PlainBackend:
+    """Only ``read``/``write``/``stripe_size`` of another backend: a backend without list I/O,
+    for testing the cache's one-call-per-run fallback."""
+
+    def __init__(self, inner: MemoryBackend) -> None:
+        self.inner = inner
+
+    def stripe_size(self, ino: int) -> int | None:
+        return self.inner.stripe_size(ino)
+
+    async def read(self, ino: int, offset: int, length: int) -> bytes:
+        return await self.inner.read(ino, offset, length)
+
+    async def write(self, ino: int, offset: int, data: bytes) -> None:
+        await self.inner.write(ino, offset, data)
