@@ -1,7 +1,8 @@
 """The block cache wired to the file system: backend, coherence callbacks, shell controls.
 
 * :class:`ClientBackend` is the :class:`pvfs.cache.BlockCache` backend over the async client
-  (reads and writes run the C scatter/gather path in worker threads).
+  (reads and writes run the C scatter/gather path in worker threads); it has list I/O
+  (``read_list``/``write_list``: many regions in one request per I/O daemon).
 * :class:`Coherence` is the client side of ``coherence=sync``: one callback connection per I/O
   daemon (``cb_register``), ``hold`` before blocks are fetched, ``invalidate`` after a sync write
   (see ``daemons/iod/coherence.py`` for the daemon side).
@@ -84,6 +85,22 @@ class ClientBackend:
         stripe = await self.stripe_of(ino)
         self.table.info(ino).wrote = True
         await self.client.write(ino, stripe, offset, data)
+
+
+    async def read_list(self, ino: int, regions: list[tuple[int, int]]) -> list[bytes]:
+        """List I/O: every region in one request per I/O daemon."""
+        stripe = await self.stripe_of(ino)
+        if self.coherence is not None:
+            # One registration covering them all: holdings may be a superset.
+            lo = regions[0][0]
+            await self.coherence.hold(ino, stripe, lo, max(o + n for o, n in regions) - lo)
+        return await self.client.read_regions(ino, stripe, regions)
+
+    async def write_list(self, ino: int, regions: list[tuple[int, int]], data: bytes) -> None:
+        """List I/O: write-back of scattered runs in one request per I/O daemon."""
+        stripe = await self.stripe_of(ino)
+        self.table.info(ino).wrote = True
+        await self.client.write_regions(ino, stripe, regions, data)
 
 
 class Coherence:

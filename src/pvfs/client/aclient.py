@@ -177,6 +177,32 @@ class AsyncClient:
         return await trio.to_thread.run_sync(self.data.write, ino, stripe, Regions(regions), data,
                                              limiter=self.limiter)
 
+    async def read_regions(self, ino: int, stripe: Stripe,
+                           regions: list[tuple[int, int]]) -> list[bytes]:
+        """One request per I/O daemon reading several regions; each region's bytes, in order,
+        short (or empty) where it reaches past the end of file."""
+        total = sum(n for _, n in regions)
+        if total <= 0:
+            return [b"" for _ in regions]
+        buf = bytearray(total)
+        end = await trio.to_thread.run_sync(self._read_regions_sync, ino, stripe, regions, buf,
+                                            limiter=self.limiter)
+        out: list[bytes] = []
+        pos = 0
+        for off, n in regions:
+            out.append(bytes(buf[pos:pos + max(0, min(n, end - off))]))
+            pos += n
+        return out
+
+    def _read_regions_sync(self, ino: int, stripe: Stripe, regions: list[tuple[int, int]],
+                           buf: bytearray) -> int:
+        """Fill ``buf``; returns the end of file, or an offset past every region when no
+        daemon held less than the request reached."""
+        result = self.data.read(ino, stripe, Regions(regions), buf)
+        if not result.needs_eof_check:
+            return max(off + n for off, n in regions)
+        return self.data.size(ino, stripe, result.local_sizes)
+
     async def size(self, ino: int, stripe: Stripe) -> int:
         return await trio.to_thread.run_sync(self.data.size, ino, stripe, limiter=self.limiter)
 
