@@ -118,13 +118,19 @@ def setup_logging(name: str, log_file: str | None, verbose: bool) -> None:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs; an exited process not yet reaped (a zombie) counts as gone."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in (b"Z", b"X")
 
 
 def read_pidfile(path: str) -> int | None:

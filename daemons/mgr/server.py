@@ -218,7 +218,13 @@ class MgrServer:
         return await self._with_size(attrs)
 
     async def op_close(self, f, cred) -> dict:
-        await self._remove_data(self.store.close(f["ino"]))
+        try:
+            attrs = self.store.close(f["ino"])
+        except OSError as exc:
+            if exc.errno != errno.EBADF:
+                raise
+            return {}  # a handle opened before a manager restart: open counts start afresh
+        await self._remove_data(attrs)
         return {}
 
     async def op_mkdir(self, f, cred) -> dict:

@@ -383,3 +383,22 @@ def test_fsynced_data_survives_kill_9_of_every_daemon(fresh_cluster):
     with fresh_cluster.connect() as fs, fs.open("/durable/f", "rb") as f:
         assert f.read() == payload
         assert fs.listdir("/durable") == ["f"]
+
+
+def test_a_connection_survives_daemon_restarts(fresh_cluster):
+    """Pooled connections to a restarted daemon are dead; reads and queries go on at once."""
+    import signal
+
+    from pvfs.cli.launch import up
+
+    with fresh_cluster.connect() as fs:
+        with fs.open("/persist", "wb", stripe=Stripe(0, 4, 4096)) as f:
+            f.write(b"p" * 50_000)
+        f = fs.open("/persist", "rb")
+        assert f.pread(10, 0) == b"p" * 10
+        for name in ("mgr", "iod0", "iod1", "iod2", "iod3"):
+            fresh_cluster.kill(name, signal.SIGKILL)
+        up(fresh_cluster.config)
+        assert fs.stat("/persist").st_size == 50_000
+        assert f.pread(50_000, 0) == b"p" * 50_000
+        f.close()

@@ -22,6 +22,7 @@ from pvfs.layout.intersect import pack_segments, split_description
 from pvfs.layout.stripe import Stripe, logical_size
 from pvfs.protocol.errors import ProtocolError, raise_for
 from pvfs.protocol.framing import FrameError, decode_header, frame
+from pvfs.protocol.retry import BROKEN, may_resend
 
 MGR = -1  # pool key of the manager; I/O daemons are 0..niods-1
 
@@ -66,6 +67,17 @@ class SocketPool:
         sock.settimeout(None)
         return sock
 
+    def idle(self, key: int) -> int:
+        with self._lock:
+            return len(self._idle.get(key, ()))
+
+    def discard(self, key: int) -> None:
+        """Close every idle connection to a daemon that broke one (it may have restarted)."""
+        with self._lock:
+            socks = self._idle.pop(key, [])
+        for s in socks:
+            s.close()
+
     def give(self, key: int, sock: socket.socket) -> None:
         with self._lock:
             idle = self._idle.setdefault(key, [])
@@ -98,8 +110,25 @@ class DataPath:
         """Run (key, header, buf, segs, direction) requests concurrently; reply headers.
 
         Every reply is decoded; the first error (connection or daemon) is raised after all
-        requests have ended, so no connection is left mid-request.
+        requests have ended, so no connection is left mid-request. A request whose pooled
+        connection turned out dead is resent once on a fresh one when that is safe
+        (protocol/retry.py).
         """
+        pooled = {key for key, *_ in calls if self.pool.idle(key)}
+        try:
+            return self._run_once(calls)
+        except OSError as exc:
+            broken = getattr(exc, "pvfs_broken_keys", None)
+            if not broken:
+                raise
+            for key in broken:
+                self.pool.discard(key)
+            if broken <= pooled and all(
+                    may_resend(header["op"], exc.errno, key == MGR) for key, header, *_ in calls):
+                return self._run_once(calls)
+            raise
+
+    def _run_once(self, calls: list[tuple[int, dict, object, bytes, int]]) -> list[dict]:
         socks = []
         try:
             for key, *_ in calls:
@@ -117,9 +146,12 @@ class DataPath:
         results = _native.transfer(requests, self.config.request_timeout)
         replies: list[dict] = []
         failure: OSError | None = None
+        broken: set[int] = set()
         for sock, (key, header, *_), (err, raw) in zip(socks, calls, results):
             if err:
                 sock.close()
+                if err in BROKEN:
+                    broken.add(key)
                 if failure is None:
                     what = "no reply within %g s" % self.config.request_timeout \
                         if err == errno.ETIMEDOUT else os.strerror(err)
@@ -141,6 +173,7 @@ class DataPath:
                     failure = exc
             replies.append(reply)
         if failure is not None:
+            failure.pvfs_broken_keys = broken  # type: ignore[attr-defined]
             raise failure
         return replies
 

@@ -15,13 +15,14 @@ import trio
 from pvfs.protocol import aio
 from pvfs.protocol.errors import ProtocolError, raise_for
 from pvfs.protocol.framing import FrameError
+from pvfs.protocol.retry import BROKEN, may_resend
 
 
 class Channel:
     """Calls to the daemon at host:port."""
 
     def __init__(self, host: str, port: int, connect_timeout: float, request_timeout: float,
-                 max_idle: int = 8, name: str = "") -> None:
+                 max_idle: int = 8, name: str = "", manager: bool = True) -> None:
         self.host, self.port = host, port
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
@@ -29,6 +30,7 @@ class Channel:
         self.name = name or f"{host}:{port}"
         self._idle: list = []
         self.closed = False
+        self.manager = manager  # which operations may be resent (protocol/retry.py)
 
     async def _take(self):
         if self.closed:
@@ -56,8 +58,26 @@ class Channel:
         reply, _ = await self.call_bulk(header, bulk, timeout, check, want_bulk=False)
         return reply
 
+    def _drop_idle(self) -> None:
+        for s in self._idle:
+            s.close()
+        self._idle.clear()
+
     async def call_bulk(self, header: dict, bulk: bytes = b"", timeout: float | None = None,
                         check: bool = True, want_bulk: bool = True) -> tuple[dict, bytes]:
+        pooled = bool(self._idle)
+        try:
+            return await self._call_once(header, bulk, timeout, check, want_bulk)
+        except OSError as exc:
+            if not isinstance(exc, (TimeoutError, ProtocolError)) and exc.errno in BROKEN:
+                # The daemon went away (maybe restarted): its other idle connections are dead.
+                self._drop_idle()
+                if pooled and may_resend(str(header.get("op")), exc.errno, self.manager):
+                    return await self._call_once(header, bulk, timeout, check, want_bulk)
+            raise
+
+    async def _call_once(self, header: dict, bulk: bytes, timeout: float | None, check: bool,
+                         want_bulk: bool) -> tuple[dict, bytes]:
         sock = await self._take()
         ok = False
         try:
@@ -90,6 +110,4 @@ class Channel:
 
     def close(self) -> None:
         self.closed = True
-        for s in self._idle:
-            s.close()
-        self._idle.clear()
+        self._drop_idle()
