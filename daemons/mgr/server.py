@@ -16,7 +16,7 @@ import time
 import trio
 
 from pvfs import __version__
-from pvfs.client.datapath import DataPath
+from pvfs.client.rpc import Channel, call_many
 from pvfs.config import Config
 from pvfs.layout.stripe import Stripe, local_size, logical_size
 from pvfs.protocol.schema import MGR_SCHEMAS
@@ -33,10 +33,10 @@ class MgrServer:
         os.makedirs(config.manager.data_dir, exist_ok=True)
         self.db_path = os.path.join(config.manager.data_dir, "meta.sqlite")
         self.store = MetaStore(self.db_path, config.niods, config.stripe)
-        # Calls to the I/O daemons go through the client's C scatter/gather loop in a worker
-        # thread: one thread hop for all daemons of a file beats a trio task per daemon.
-        self.iods = DataPath(config)
-        self.limiter = trio.CapacityLimiter(8)
+        # Calls to the I/O daemons of a file are overlapped in one task (rpc.call_many).
+        self.iods = [Channel(e.host, e.port, config.connect_timeout, config.request_timeout,
+                             max_idle=32, name=f"iod{i} ({e.address})", manager=False)
+                     for i, e in enumerate(config.iods)]
         self.started = time.time()
         self.address: tuple[str, int] | None = None
 
@@ -51,7 +51,8 @@ class MgrServer:
                 task_status.started(self.address)
                 nursery.start_soon(self.reap_orphans)
         finally:
-            self.iods.close()
+            for ch in self.iods:
+                ch.close()
             self.store.close()
 
     async def dispatch(self, op: str, f: dict, bulk_len: int, sock) -> dict:
@@ -68,8 +69,8 @@ class MgrServer:
         """Run calls to several I/O daemons concurrently; the first failure is raised."""
         if not calls:
             return []
-        requests = [(iod, {**header, "cred": [0, 0, []]}, None, b"", 0) for iod, header in calls]
-        return await trio.to_thread.run_sync(self.iods.run, requests, limiter=self.limiter)
+        return await call_many([(self.iods[iod], header) for iod, header in calls],
+                               self.config.request_timeout)
 
     async def _with_size(self, attrs: dict) -> dict:
         """Fill a file's size and mtime from its stripe files (SPEC §1)."""
