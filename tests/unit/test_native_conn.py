@@ -19,17 +19,8 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_native_engine import (  # tests/unit is on sys.path (rootdir-less layout)
-    DISCARD,
-    FILE,
-    READ,
-    WRITE,
-    ZERO,
-    acc,
-    fill,
-    recv_exact,
-    tcp_pair,
-)
+# tests/unit is on sys.path (rootdir-less layout)
+from test_native_engine import DISCARD, FILE, READ, WRITE, ZERO, acc, fill, recv_exact, tcp_pair
 
 from pvfs import _native as nat
 
