@@ -33,6 +33,8 @@ from .cachewire import ClientBackend, Coherence, Controls, MountBypass
 from .handles import HandleTable
 from .options import MountOptions
 
+CAPS_XATTR = "security.capability"
+
 log = logging.getLogger("pvfs.fuse")
 
 __all__ = ["Operations"]
@@ -105,9 +107,13 @@ class Operations(pyfuse3.Operations):
             self.coherence = Coherence(client, self.cache, self._invalidated)
             self.backend.coherence = self.coherence
         self.counters = dict.fromkeys(("backend_errors", "internal_errors", "opens",
-                                       "kernel_invalidations", "reopen_invalidations"), 0)
+                                       "kernel_invalidations", "reopen_invalidations",
+                                       "capability_hits"), 0)
         self.controls = Controls(self.cache, self.table, vars(options), self._extra_stats)
         self._groups: dict[int, tuple[float, tuple[int, ...]]] = {}
+        # security.capability per inode: (expiry, value or None for ENODATA); see getxattr
+        self._caps: dict[int, tuple[float, bytes | None]] = {}
+        self._caps_gen = 0
         self.kernel_ready = False  # invalidate_inode only once the session runs
 
     # ------------------------------------------------------------------ helpers
@@ -361,7 +367,39 @@ class Operations(pyfuse3.Operations):
             return self.controls.get_bypass(inode)
         if n == cachewire.SYNC_XATTR:
             return self.controls.get_sync(inode)
+        if n == CAPS_XATTR:
+            return await self._capability(inode, ctx)
         return await self.client.getxattr(inode, n, self.cred(ctx))
+
+    async def _capability(self, inode: int, ctx: RequestContext) -> bytes:
+        """``security.capability``, cached for ``attr_timeout`` like the attributes.
+
+        The kernel asks for it before every write(2) to a FUSE file (file_remove_privs; FUSE
+        never sets SB_NOSEC), so without the cache each 4 KiB write cost a manager round trip.
+        Anyone may read ``security.*``, so the answer does not depend on the caller. This
+        node's set/removexattr of the inode drops the entry; another node's change shows
+        after at most ``attr_timeout``.
+        """
+        now = time.monotonic()
+        got = self._caps.get(inode)
+        if got is not None and got[0] > now:
+            self.counters["capability_hits"] += 1
+            if got[1] is None:
+                raise FUSEError(errno.ENODATA)
+            return got[1]
+        if len(self._caps) >= 4096:
+            self._caps.clear()
+        ttl = self.opts.attr_timeout
+        gen = self._caps_gen
+        try:
+            value = await self.client.getxattr(inode, CAPS_XATTR, self.cred(ctx))
+        except OSError as exc:
+            if exc.errno == errno.ENODATA and ttl > 0 and gen == self._caps_gen:
+                self._caps[inode] = (now + ttl, None)
+            raise
+        if ttl > 0 and gen == self._caps_gen:
+            self._caps[inode] = (now + ttl, value)
+        return value
 
     @_guard
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: RequestContext) -> None:
@@ -383,7 +421,11 @@ class Operations(pyfuse3.Operations):
             if a.get("type") == "file":
                 self._learn(a)
             return
-        await self.client.setxattr(inode, n, value, cred)
+        self._caps_changed(inode)
+        try:
+            await self.client.setxattr(inode, n, value, cred)
+        finally:
+            self._caps_changed(inode)
 
     @_guard
     async def listxattr(self, inode: int, ctx: RequestContext) -> list[bytes]:
@@ -400,7 +442,17 @@ class Operations(pyfuse3.Operations):
             return
         if n in cachewire.VIRTUAL_XATTRS:
             raise FUSEError(errno.EPERM)
-        await self.client.removexattr(inode, n, self.cred(ctx))
+        self._caps_changed(inode)
+        try:
+            await self.client.removexattr(inode, n, self.cred(ctx))
+        finally:
+            self._caps_changed(inode)
+
+    def _caps_changed(self, inode: int) -> None:
+        """Before and after this node changes an xattr of ``inode``: drop the cached
+        capability, and keep a lookup in flight meanwhile from storing what it got."""
+        self._caps.pop(inode, None)
+        self._caps_gen += 1
 
     # ------------------------------------------------------------------ files
     def _file_info(self, fh: int, ino: int, a: dict) -> FileInfo:

@@ -1,10 +1,17 @@
 """The mount's cache backend with list I/O against real I/O daemons (no FUSE needed):
-``AsyncClient.read_regions`` and ``ClientBackend.write_list``/``read_list``."""
+``AsyncClient.read_regions`` and ``ClientBackend.write_list``/``read_list``; and, through a
+real mount, scattered 4 KiB writes and the cached ``security.capability`` lookups."""
 
 from __future__ import annotations
 
+import errno
+import os
 import random
+import struct
+import sys
+from pathlib import Path
 
+import pytest
 import trio
 
 from pvfs.cache import BlockCache, WritebackPolicy
@@ -12,6 +19,9 @@ from pvfs.client.aclient import ROOT_INO, AsyncClient
 from pvfs.fuse.cachewire import ClientBackend
 from pvfs.fuse.handles import HandleTable
 from pvfs.layout.stripe import Stripe
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_mount_support import Mount, needs_fuse
 
 
 async def _open(cfg_path: str, name: str) -> tuple[AsyncClient, ClientBackend, int]:
@@ -86,3 +96,49 @@ def test_block_cache_over_client_backend_random_blocks(pvfs_cluster) -> None:
             client.close()
 
     trio.run(main)
+
+
+@pytest.mark.fuse
+@needs_fuse
+def test_random_writes_through_mount(pvfs_cluster, tmp_path) -> None:
+    """Scattered 4 KiB writes reach the daemons as list writes; the kernel's per-write
+    ``security.capability`` lookup is answered from the mount's cache, and this node's
+    capability changes (incl. the kernel stripping it on write) show at once."""
+    m = Mount(pvfs_cluster.config_path, tmp_path / "mnt").start()
+    try:
+        p = m.path / "scattered"
+        rng = random.Random(5)
+        model = bytearray(rng.randbytes(1 << 20))
+        p.write_bytes(model)
+        s0 = m.stats()
+        fd = os.open(p, os.O_RDWR)
+        try:
+            for _ in range(200):
+                blk = rng.randrange(256)
+                data = rng.randbytes(4096)
+                model[blk * 4096:(blk + 1) * 4096] = data
+                os.pwrite(fd, data, blk * 4096)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        s1 = m.stats()
+        assert s1["list_writes"] > s0["list_writes"]
+        assert s1["backend_writes"] - s0["backend_writes"] < 20
+        assert s1["capability_hits"] - s0["capability_hits"] >= 150
+        with open(p, "rb") as fh:
+            assert fh.read() == model
+        cap = struct.pack("<5I", 0x02000000, 1 << 10, 0, 0, 0)  # VFS_CAP_REVISION_2
+        os.setxattr(p, "security.capability", cap)
+        assert os.getxattr(p, "security.capability") == cap
+        os.removexattr(p, "security.capability")
+        with pytest.raises(OSError) as info:
+            os.getxattr(p, "security.capability")
+        assert info.value.errno == errno.ENODATA
+        os.setxattr(p, "security.capability", cap)
+        with open(p, "r+b") as fh:  # the kernel strips file capabilities on write
+            fh.write(b"w")
+        with pytest.raises(OSError) as info:
+            os.getxattr(p, "security.capability")
+        assert info.value.errno == errno.ENODATA
+    finally:
+        m.stop()
