@@ -40,6 +40,9 @@ BYPASS_XATTR = "user.pvfs.bypass"
 SYNC_XATTR = "user.pvfs.sync"
 STATS_XATTR = "user.pvfs.stats"
 VIRTUAL_XATTRS = (STRIPE_XATTR, BYPASS_XATTR, SYNC_XATTR, STATS_XATTR)
+# Regions per list request: the description travels in the request header (at most 1 MiB,
+# 2**18 array items), so longer lists are sent as several requests, in order.
+MAX_LIST_REGIONS = 16384
 
 
 class MountBypass(BypassTable):
@@ -94,13 +97,22 @@ class ClientBackend:
             # One registration covering them all: holdings may be a superset.
             lo = regions[0][0]
             await self.coherence.hold(ino, stripe, lo, max(o + n for o, n in regions) - lo)
-        return await self.client.read_regions(ino, stripe, regions)
+        out: list[bytes] = []
+        for i in range(0, len(regions), MAX_LIST_REGIONS):
+            out += await self.client.read_regions(ino, stripe, regions[i:i + MAX_LIST_REGIONS])
+        return out
 
     async def write_list(self, ino: int, regions: list[tuple[int, int]], data: bytes) -> None:
         """List I/O: write-back of scattered runs in one request per I/O daemon."""
         stripe = await self.stripe_of(ino)
         self.table.info(ino).wrote = True
-        await self.client.write_regions(ino, stripe, regions, data)
+        mv = memoryview(data)
+        pos = 0
+        for i in range(0, len(regions), MAX_LIST_REGIONS):
+            part = regions[i:i + MAX_LIST_REGIONS]
+            n = sum(length for _, length in part)
+            await self.client.write_regions(ino, stripe, part, mv[pos:pos + n])
+            pos += n
 
 
 class Coherence:

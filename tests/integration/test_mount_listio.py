@@ -16,6 +16,7 @@ import trio
 
 from pvfs.cache import BlockCache, WritebackPolicy
 from pvfs.client.aclient import ROOT_INO, AsyncClient
+from pvfs.fuse import cachewire
 from pvfs.fuse.cachewire import ClientBackend
 from pvfs.fuse.handles import HandleTable
 from pvfs.layout.stripe import Stripe
@@ -61,6 +62,11 @@ def test_client_backend_list_io(pvfs_cluster) -> None:
             assert got == [bytes(expect[50:150]), bytes(expect[4000:6000]),
                            bytes(expect[40900:]), b""]
             assert await client.read_regions(ino, stripe, [(0, 0)]) == [b""]
+            # more regions than one request header carries: split, in order
+            many = [(100_000 + 2 * i, 1) for i in range(cachewire.MAX_LIST_REGIONS + 5)]
+            await be.write_list(ino, many, bytes(i % 251 + 1 for i in range(len(many))))
+            back = await be.read_list(ino, many)
+            assert b"".join(back) == bytes(i % 251 + 1 for i in range(len(many)))
         finally:
             client.close()
 
