@@ -3,7 +3,8 @@
 One :class:`BlockCache` lives in the mount daemon and is shared by every process on the node.
 It holds fixed-size blocks keyed by ``(ino, block)`` in a hash table, with a dirty list (in
 dirtying order), a free list of buffers, a lock per key for fetches, a flusher task that writes
-dirty blocks back coalesced into large stripe-aligned writes, and a harvester task that frees
+dirty blocks back coalesced into large stripe-aligned runs (gathered into list-I/O calls when
+the backend has ``write_list``), and a harvester task that frees
 clean blocks between the water marks. What to evict, when to harvest and flush and what to
 bypass are policy objects (``_policy.py``).
 
@@ -46,7 +47,8 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
 
     Args:
         backend: ``read(ino, offset, length)`` / ``write(ino, offset, data)``; optionally
-            ``stripe_size(ino)`` for stripe-aligned write-back (see :class:`StripedBackend`).
+            ``stripe_size(ino)`` for stripe-aligned write-back (see :class:`StripedBackend`)
+            and ``write_list``/``read_list`` for list I/O (see :class:`ListBackend`).
         block_size: bytes per block (4 KiB as in the paper).
         capacity: bytes of block buffers at most (64 MiB default).
         low_water: the harvester frees blocks down to this fraction of the capacity...
@@ -119,9 +121,9 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
     async def read(self, ino: int, offset: int, length: int, *, file_size: int) -> bytes:
         """Read ``length`` bytes at ``offset`` of file ``ino``.
 
-        Cached blocks are hits; each contiguous run of missing blocks is fetched with one
-        backend read under the blocks' locks, so concurrent readers of a missing block fetch it
-        once. The file is taken to be ``max(file_size, bytes written through this cache)``
+        Cached blocks are hits; the missing blocks are fetched under their locks, so concurrent
+        readers of a missing block fetch it once: each contiguous run read whole, several runs
+        in one ``read_list`` call when the backend has list I/O. The file is taken to be ``max(file_size, bytes written through this cache)``
         long; nothing past that is returned, holes read as zeros.
 
         Args:
