@@ -8,7 +8,9 @@ Write-back of one file runs under the file's ``io_lock`` (so snapshots reach the
 order), copies the dirty blocks' bytes (writers never wait for the backend), and marks a block
 clean only if its version did not move during the write. A failed write drops the blocks it
 carried (as the kernel does: the data is lost, the cache then shows what the servers hold) and
-parks the error on the file until the next :meth:`flush` raises it once.
+parks the error on the file until the next :meth:`flush` raises it once. When the backend has
+list I/O (``write_list``), the dirty runs of a file go out gathered into a few calls (up to the
+policy's ``max_list_bytes``/``max_regions`` each) instead of one call per run.
 """
 
 from __future__ import annotations
