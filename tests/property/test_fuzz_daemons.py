@@ -99,7 +99,7 @@ def test_wrong_types_to_the_manager(pvfs_cluster, op, fields):
     assert ping(pvfs_cluster.config.manager, 2.0) is not None
 
 
-@given(op=st.sampled_from(IOD_OPS), ino=st.integers(-5, 2**64), stripe=values | st.just([0, 4, 4096]),
+@given(op=st.sampled_from(IOD_OPS), ino=st.integers(-5, 2**64 - 1), stripe=values | st.just([0, 4, 4096]),
        desc=values | st.lists(st.integers(-10, 2**63), max_size=5).map(lambda l: ["s", *l])
        | st.just(["r", [2**62, 10]]) | st.just(["s", 0, 1, 1, 2**30]),
        bulk=st.binary(max_size=64), claimed=st.one_of(st.none(), st.integers(0, 128)))
