@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import format_bytes_rate, format_table, median, write_results  # noqa: E402
-from bench.peers.iperf import iperf3_bandwidth  # noqa: E402
+from bench.common import format_bytes_rate, format_table, median, write_results
+from bench.peers.iperf import iperf3_bandwidth
 
 MiB = 1 << 20
 

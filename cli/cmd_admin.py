@@ -21,7 +21,6 @@ import errno
 
 from pvfs.cli.main import PROG, add_command, client, connect, has_command, load_config
 from pvfs.cli.output import CliError, emit, human_duration, human_size, note, parse_size, table
-
 from pvfs.client.fs import FileSystem
 from pvfs.config import ALGORITHMS, Config
 from pvfs.layout.stripe import Stripe

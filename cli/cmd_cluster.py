@@ -16,7 +16,6 @@ from pathlib import Path
 
 from pvfs.cli.main import PROG, add_command, has_command, load_config, main
 from pvfs.cli.output import CliError, emit, human_duration, human_size, note, parse_size, table
-
 from pvfs.config import Config, Endpoint
 from pvfs.layout.stripe import Stripe
 

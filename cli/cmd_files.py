@@ -30,7 +30,6 @@ from pvfs.cli.output import (
     progress_wanted,
     table,
 )
-
 from pvfs.client.attrs import Stat
 from pvfs.client.fs import FileSystem
 

@@ -13,7 +13,6 @@ import argparse
 
 from pvfs.cli.main import PROG, add_command, connect, pvfs_path
 from pvfs.cli.output import CliError, emit, human_size, key_values, parse_size, table
-
 from pvfs.client.fs import FileSystem
 from pvfs.layout.stripe import Stripe
 

@@ -16,10 +16,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pvfs.daemons.common import pid_alive, read_pidfile
-
 from pvfs import config as cfgmod
 from pvfs.config import Config, Endpoint
+from pvfs.daemons.common import pid_alive, read_pidfile
 from pvfs.layout.stripe import Stripe
 
 START_TIMEOUT = 20.0

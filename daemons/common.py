@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -160,6 +160,23 @@ def release_pidfile(path: str | None) -> None:
             os.unlink(path)
         except OSError:
             pass
+
+
+def run_daemon(prog: str, log_name: str, args: argparse.Namespace,
+               make_server: Callable[[], object]) -> int:
+    """Log, claim the pidfile, serve until SIGTERM/SIGINT, release the pidfile; exit code."""
+    setup_logging(log_name, args.log_file, args.verbose)
+    if args.pidfile:
+        claim_pidfile(args.pidfile)
+    try:
+        server = make_server()
+        trio.run(run_until_signal, server.serve)
+    except OSError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        release_pidfile(args.pidfile)
+    return 0
 
 
 async def run_until_signal(main: Callable[..., Awaitable[None]], *args) -> None:

@@ -14,7 +14,6 @@ from pvfs.cli.launch import daemons_of, down, make_config, up, write_config
 from pvfs.config import Config
 from pvfs.daemons.common import read_pidfile
 
-
 # CI runs one fixed, reproducible set of examples (the same on every run); local runs explore.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import sys
 
-import trio
-
 from pvfs import config as cfgmod
 
-from ..common import base_arguments, claim_pidfile, release_pidfile, run_until_signal, setup_logging
+from ..common import base_arguments, run_daemon
 from .server import IodServer
 
 
@@ -25,18 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pvfs-iod: --index {args.index} but the config has {cfg.niods} I/O daemons",
               file=sys.stderr)
         return 2
-    setup_logging(f"iod{args.index}", args.log_file, args.verbose)
-    if args.pidfile:
-        claim_pidfile(args.pidfile)
-    try:
-        server = IodServer(cfg, args.index)
-        trio.run(run_until_signal, server.serve)
-    except OSError as exc:
-        print(f"pvfs-iod: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        release_pidfile(args.pidfile)
-    return 0
+    return run_daemon("pvfs-iod", f"iod{args.index}", args, lambda: IodServer(cfg, args.index))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import os
 import socket
 import time
 from array import array
-from typing import Callable
+from collections.abc import Callable
 
 import trio
 
@@ -50,7 +50,7 @@ ASYNC_OPS = {"fsync", "list", "stats", "cb_invalidate"}
 class _Job:
     """What the server remembers of a job until the engine reports it done."""
 
-    __slots__ = ("cid", "ino", "op", "record", "pinned")
+    __slots__ = ("cid", "ino", "op", "pinned", "record")
 
     def __init__(self, cid: int, ino: int = 0, op: str = "reply",
                  record: JobRecord | None = None, pinned: bool = False) -> None:

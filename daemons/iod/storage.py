@@ -11,7 +11,8 @@ from __future__ import annotations
 import errno
 import os
 from collections import OrderedDict
-from typing import Iterator, Protocol
+from collections.abc import Iterator
+from typing import Protocol
 
 
 class Storage(Protocol):

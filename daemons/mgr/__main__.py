@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import sys
 
-import trio
-
 from pvfs import config as cfgmod
 
-from ..common import base_arguments, claim_pidfile, release_pidfile, run_until_signal, setup_logging
+from ..common import base_arguments, run_daemon
 from .server import MgrServer
 
 
@@ -19,18 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     except cfgmod.ConfigError as exc:
         print(f"pvfs-mgr: {exc}", file=sys.stderr)
         return 2
-    setup_logging("mgr", args.log_file, args.verbose)
-    if args.pidfile:
-        claim_pidfile(args.pidfile)
-    try:
-        server = MgrServer(cfg)
-        trio.run(run_until_signal, server.serve)
-    except OSError as exc:
-        print(f"pvfs-mgr: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        release_pidfile(args.pidfile)
-    return 0
+    return run_daemon("pvfs-mgr", "mgr", args, lambda: MgrServer(cfg))
 
 
 if __name__ == "__main__":

@@ -13,12 +13,12 @@ names below load it on first use.
 
 __version__ = "0.1.0"
 
-from pvfs.config import Config as Config  # noqa: E402
-from pvfs.config import load as load_config  # noqa: E402
-from pvfs.layout.describe import Nested as Nested  # noqa: E402
-from pvfs.layout.describe import Regions as Regions  # noqa: E402
-from pvfs.layout.describe import Strided as Strided  # noqa: E402
-from pvfs.layout.stripe import Stripe as Stripe  # noqa: E402
+from pvfs.config import Config as Config
+from pvfs.config import load as load_config
+from pvfs.layout.describe import Nested as Nested
+from pvfs.layout.describe import Regions as Regions
+from pvfs.layout.describe import Strided as Strided
+from pvfs.layout.stripe import Stripe as Stripe
 
 _CLIENT_NAMES = {
     "connect": ("pvfs.client.fs", "connect"),
@@ -29,7 +29,20 @@ _CLIENT_NAMES = {
     "mdbi": ("pvfs.client.mdbi", None),
 }
 
-__all__ = ["Config", "load_config", "Nested", "Regions", "Strided", "Stripe", *_CLIENT_NAMES]
+__all__ = [
+    "AsyncClient",
+    "Config",
+    "File",
+    "FileSystem",
+    "Nested",
+    "Regions",
+    "Stat",
+    "Strided",
+    "Stripe",
+    "connect",
+    "load_config",
+    "mdbi",
+]
 
 
 def __getattr__(name: str):

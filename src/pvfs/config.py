@@ -61,7 +61,7 @@ class Config:
     name: str
     manager: Endpoint
     iods: tuple[Endpoint, ...]
-    stripe: Stripe = Stripe()
+    stripe: Stripe = field(default_factory=Stripe)
     connect_timeout: float = 5.0
     request_timeout: float = 10.0
     algorithm: str = "opt1"

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from pvfs.cli import launch
-from pvfs.daemons.iod.storage import PosixStorage
 
+from pvfs.cli import launch
 from pvfs.config import load
+from pvfs.daemons.iod.storage import PosixStorage
 
 
 def cli(config: str | None, *argv: str, home: Path | None = None,

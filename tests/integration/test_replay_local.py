@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pvfs.traces
 import pytest
+
+import pvfs.traces
 from pvfs.traces import format as fmt
 from pvfs.traces.cli import main
 from pvfs.traces.format import FileEntry, Flag, Op, Record, Trace

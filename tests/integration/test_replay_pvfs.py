@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from pvfs.traces.generators import NAMES, generate
 from pvfs.traces.metrics import comparable
 from pvfs.traces.replay import ReplayOptions, open_target, run_local

@@ -54,7 +54,7 @@ def test_algorithm_serves_mixed_concurrent_jobs(pvfs_cluster, algo):
                             if kind == "writes":
                                 sent["reads"] += 1
                                 sent["read_bytes"] += n
-            except BaseException as exc:  # reported below
+            except BaseException as exc:  # noqa: BLE001 (reported below)
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker, args=(k,)) for k in range(5)]

@@ -45,7 +45,7 @@ def exchange(ep, raw: bytes, timeout: float = 3.0) -> dict | None:
                     return None
                 body += chunk
             return decode_header(body)
-        except (ConnectionResetError, socket.timeout):
+        except (TimeoutError, ConnectionResetError):
             return None
 
 

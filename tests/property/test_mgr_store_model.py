@@ -13,8 +13,8 @@ import os
 import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from pvfs.daemons.mgr.store import ROOT_INO, Cred, MetaStore
 
+from pvfs.daemons.mgr.store import ROOT_INO, Cred, MetaStore
 from pvfs.layout.stripe import Stripe
 
 ROOT = Cred(0, 0)

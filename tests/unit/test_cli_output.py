@@ -6,6 +6,7 @@ import io
 import json
 
 import pytest
+
 from pvfs.cli import output
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+
 from pvfs.cli import main as climain
 
 EXPECTED = {"init", "up", "down", "status", "ping", "df", "ls", "stat", "mkdir", "rm", "mv",

@@ -18,10 +18,10 @@ def test_dump_parse_round_trip(tmp_path):
     ('[manager]\naddress="h:1"\ndata_dir="m"\n', "[[iod]]"),
     ('[manager]\naddress="nope"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n', "host:port"),
     ('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:1"\ndata_dir="i"\n', "twice"),
-    ('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n'
-     '[stripe]\npcount=3\n', "pcount"),
-    ('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n'
-     '[scheduler]\nalgorithm="fifo"\n', "algorithm"),
+    (('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n'
+      '[stripe]\npcount=3\n'), "pcount"),
+    (('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n'
+      '[scheduler]\nalgorithm="fifo"\n'), "algorithm"),
     ("not toml [", "not valid TOML"),
 ])
 def test_bad_configs_say_why(tmp_path, text, msg):

@@ -4,8 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pvfs.layout.describe import (DescriptionError, Nested, Regions, Strided, from_wire,
-                                  validate)
+from pvfs.layout.describe import DescriptionError, Nested, Regions, Strided, from_wire, validate
 from pvfs.layout.intersect import pieces_for_rank, split, split_description, stream_length
 from pvfs.layout.stripe import Stripe, local_size, logical_end, logical_size
 

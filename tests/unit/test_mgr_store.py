@@ -7,9 +7,9 @@ import os
 import stat
 
 import pytest
+
 from pvfs.daemons.mgr import store as ms
 from pvfs.daemons.mgr.store import ROOT_INO, Cred, MetaStore
-
 from pvfs.layout.stripe import Stripe
 
 ROOT = Cred(0, 0)

@@ -19,6 +19,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 # tests/unit is on sys.path (rootdir-less layout)
 from test_native_engine import DISCARD, FILE, READ, WRITE, ZERO, acc, fill, recv_exact, tcp_pair
 

@@ -6,6 +6,7 @@ import argparse
 import json
 
 import pytest
+
 from pvfs.traces import format as fmt
 from pvfs.traces.cli import add_subcommands, build_parser, main
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
+
 from pvfs.traces import format as fmt
 from pvfs.traces.format import FileEntry, Flag, Op, Record, Trace, TraceFormatError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 import pytest
+
 from pvfs.traces.format import Op, Trace
 from pvfs.traces.generators import (
     GENERATORS,

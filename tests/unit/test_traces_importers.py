@@ -5,8 +5,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import pvfs.traces
 import pytest
+
+import pvfs.traces
 from pvfs.traces.format import Flag, Op, TraceFormatError
 from pvfs.traces.importers import detect, import_stream, load_any
 from pvfs.traces.importers._common import relative_name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from pvfs.traces.format import FileEntry, Op, Record, Trace
 from pvfs.traces.generators import generate
 from pvfs.traces.metrics import (

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
-import pvfs.traces
 import pytest
+
+import pvfs.traces
 from pvfs.traces.format import FileEntry, Flag
 from pvfs.traces.replay import LocalTarget, open_target
 from pvfs.traces.replay.data import file_key, pattern

@@ -45,7 +45,7 @@ class AsyncClient:
         self.limiter = trio.CapacityLimiter(data_threads)
 
     @classmethod
-    async def connect(cls, config: str | os.PathLike | cfgmod.Config | None = None) -> "AsyncClient":
+    async def connect(cls, config: str | os.PathLike | cfgmod.Config | None = None) -> AsyncClient:
         cfg = config if isinstance(config, cfgmod.Config) else cfgmod.load(config)
         client = cls(cfg)
         await client.meta("ping", ROOT)

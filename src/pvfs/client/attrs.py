@@ -54,7 +54,7 @@ class Stat:
         return "file"
 
     @classmethod
-    def from_wire(cls, a: dict) -> "Stat":
+    def from_wire(cls, a: dict) -> Stat:
         st = a.get("stripe")
         return cls(a["ino"], a["mode"], a["nlink"], a["uid"], a["gid"], a.get("size", 0),
                    a["atime_ns"], a["mtime_ns"], a["ctime_ns"],

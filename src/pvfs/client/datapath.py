@@ -153,8 +153,8 @@ class DataPath:
                 if err in BROKEN:
                     broken.add(key)
                 if failure is None:
-                    what = "no reply within %g s" % self.config.request_timeout \
-                        if err == errno.ETIMEDOUT else os.strerror(err)
+                    what = (f"no reply within {self.config.request_timeout:g} s"
+                            if err == errno.ETIMEDOUT else os.strerror(err))
                     failure = OSError(err, f"{self.pool.name(key)}: {header['op']}: {what}")
                 replies.append({})
                 continue

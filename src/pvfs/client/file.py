@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from pvfs.client.modes import readable, writable
 from pvfs.layout.describe import MAX_OFFSET, Regions, Strided, validate
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class File:
     """Returned by ``FileSystem.open``; use as a context manager or call ``close``."""
 
-    def __init__(self, fs: "FileSystem", path: str, attrs: dict, flags: int) -> None:
+    def __init__(self, fs: FileSystem, path: str, attrs: dict, flags: int) -> None:
         self.fs = fs
         self.path = path
         self.ino: int = attrs["ino"]
@@ -55,7 +55,7 @@ class File:
             self.closed = True
             self.fs.meta("close", ino=self.ino)
 
-    def __enter__(self) -> "File":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

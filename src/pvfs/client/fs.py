@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+from typing import Self
 
 from pvfs import config as cfgmod
 from pvfs.client.attrs import Stat
@@ -46,8 +47,7 @@ class FileSystem:
     def _path(self, path: str) -> str:
         if not isinstance(path, str):
             path = os.fsdecode(path)
-        if path.startswith("pvfs:"):
-            path = path[5:]
+        path = path.removeprefix("pvfs:")
         if not path.startswith("/"):
             path = "/" + path
         return path
@@ -68,7 +68,7 @@ class FileSystem:
     def close(self) -> None:
         self.data.close()
 
-    def __enter__(self) -> "FileSystem":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 class MDBI:
-    def __init__(self, file: "File", record_size: int, ne: tuple[int, ...], nb: tuple[int, ...],
+    def __init__(self, file: File, record_size: int, ne: tuple[int, ...], nb: tuple[int, ...],
                  bf: tuple[int, ...] | None = None) -> None:
         d = len(ne)
         if d == 0 or len(nb) != d or (bf is not None and len(bf) != d):
@@ -103,6 +103,6 @@ def _positions(extents: tuple[int, ...]):
             yield (head, *rest)
 
 
-def open(file: "File", record_size: int, ne, nb, bf=None) -> MDBI:  # noqa: A001
+def open(file: File, record_size: int, ne, nb, bf=None) -> MDBI:
     """Describe an open file as a blocked N-dim matrix (see module docstring)."""
     return MDBI(file, record_size, tuple(ne), tuple(nb), tuple(bf) if bf else None)

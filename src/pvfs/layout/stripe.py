@@ -35,7 +35,7 @@ class Stripe:
             if self.pcount > niods:
                 raise ValueError(f"stripe pcount {self.pcount} but only {niods} I/O daemons")
 
-    def resolved(self, niods: int) -> "Stripe":
+    def resolved(self, niods: int) -> Stripe:
         """This stripe with ``pcount=-1`` replaced by ``niods`` (and checked against it)."""
         s = self if self.pcount != -1 else Stripe(self.base, niods, self.ssize)
         s.validate(niods)
@@ -54,7 +54,7 @@ class Stripe:
         return [self.base, self.pcount, self.ssize]
 
     @classmethod
-    def from_wire(cls, value: object) -> "Stripe":
+    def from_wire(cls, value: object) -> Stripe:
         if (not isinstance(value, (list, tuple)) or len(value) != 3
                 or not all(type(v) is int for v in value)):
             raise ValueError("stripe must be [base, pcount, ssize] integers")

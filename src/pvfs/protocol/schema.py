@@ -7,10 +7,12 @@ Unknown fields are rejected so a typo never passes silently.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from pvfs.layout.describe import MAX_OFFSET, from_wire as description_from_wire
+from pvfs.layout.describe import MAX_OFFSET
+from pvfs.layout.describe import from_wire as description_from_wire
 from pvfs.layout.stripe import Stripe
 
 U64 = (1 << 64) - 1
