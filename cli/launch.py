@@ -210,10 +210,10 @@ def down(cfg: Config, timeout: float = STOP_TIMEOUT) -> list[tuple[str, int]]:
         stopped.append((d.name, pid, d.pidfile))
     deadline = time.monotonic() + timeout
     for name, pid, pidfile in stopped:
-        while running(pid) and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             _reap(pid)
             time.sleep(0.05)
-        if running(pid):
+        if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
             time.sleep(0.1)
             _reap(pid)
@@ -222,19 +222,6 @@ def down(cfg: Config, timeout: float = STOP_TIMEOUT) -> list[tuple[str, int]]:
         except OSError:
             pass
     return [(n, p) for n, p, _ in stopped]
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` is a live process; an exited one nobody has reaped yet (a zombie, when
-    the daemon was started by another ``pvfs-admin`` process) counts as gone."""
-    if not pid_alive(pid):
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in (b"Z", b"X")
 
 
 def _reap(pid: int) -> None:
