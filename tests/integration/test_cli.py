@@ -19,6 +19,7 @@ import pytest
 
 from pvfs.cli import launch
 from pvfs.config import load
+from pvfs.daemons.common import pid_alive
 from pvfs.daemons.iod.storage import PosixStorage
 
 
@@ -324,7 +325,7 @@ def test_up_twice_then_down_leaves_nothing(tmp_path):
         assert {d["name"] for d in first["daemons"]} == {"mgr", "iod0", "iod1"}
         assert all(d["started"] for d in first["daemons"])
         pids = {d["name"]: d["pid"] for d in first["daemons"]}
-        assert all(launch.running(p) for p in pids.values())
+        assert all(pid_alive(p) for p in pids.values())
         assert js(path, "status")["all_up"]
 
         second = js(path, "up")
@@ -335,9 +336,9 @@ def test_up_twice_then_down_leaves_nothing(tmp_path):
         stopped = js(path, "down")
         assert {d["name"]: d["pid"] for d in stopped["stopped"]} == pids
         deadline = time.monotonic() + 10
-        while any(launch.running(p) for p in pids.values()) and time.monotonic() < deadline:
+        while any(pid_alive(p) for p in pids.values()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(launch.running(p) for p in pids.values())
+        assert not any(pid_alive(p) for p in pids.values())
         assert not list(Path(config.run_dir).glob("*.pid"))
         r = cli(path, "--json", "status")
         assert r.returncode == 1 and not json.loads(r.stdout)["all_up"]
