@@ -68,9 +68,13 @@ def list_mounts() -> list[dict]:
 
 
 def mount_device(mountpoint: str) -> str | None:
-    """``major:minor`` of the mount at ``mountpoint`` from /proc/self/mountinfo (no stat:
-    that would ask the file system being mounted)."""
-    want = os.path.realpath(mountpoint)
+    """``major:minor`` of the mount at ``mountpoint`` from /proc/self/mountinfo.
+
+    ``mountpoint`` must already be absolute and resolved (``serve`` resolves it before the
+    mount exists): this runs on the thread that serves the mount, and any system call on
+    the mount there (``stat``, ``realpath``'s ``lstat``) waits for an answer only that
+    thread could give -- a deadlock (issue 9)."""
+    want = mountpoint
     found = None
     with contextlib.suppress(OSError), open("/proc/self/mountinfo") as fh:
         for line in fh:
@@ -142,7 +146,10 @@ async def _signals(session: _Session) -> None:
 
 async def _announce(ops: Operations, mountpoint: str, opts: MountOptions,
                     ready_fd: int | None) -> None:
-    """Wait until the kernel's requests are served, tune read-ahead, tell the parent."""
+    """Wait until the kernel's requests are served, tune read-ahead, tell the parent.
+
+    The ``stat`` of the mount runs in a worker thread (this thread answers it); nothing
+    here touches the mount on the serving thread."""
     await trio.to_thread.run_sync(os.stat, mountpoint)
     ops.kernel_ready = True
     set_read_ahead(mountpoint, opts.read_ahead_kb)
@@ -186,7 +193,11 @@ def _setup_logging(opts: MountOptions, stream: bool) -> None:
 
 def serve(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
           ready_fd: int | None = None) -> int:
-    """Mount and serve in this process until unmounted; returns an exit status."""
+    """Mount and serve in this process until unmounted; returns an exit status.
+
+    The mount point is resolved here, before the mount exists: afterwards the serving
+    thread must never make a system call on its own mount."""
+    mountpoint = os.path.realpath(mountpoint)
     try:
         trio.run(_amain, config, mountpoint, opts, ready_fd)
     except KeyboardInterrupt:
@@ -254,7 +265,9 @@ def mount(config_path: str | None, mountpoint: str, opts: MountOptions,
                     break
     if msg.startswith(b"ok"):
         return 0
-    if not msg:
+    if not msg and time.monotonic() >= deadline:
+        msg = f"the mount did not answer within {READY_TIMEOUT:g} s".encode()
+    elif not msg:
         msg = b"the mount daemon exited before the mount was ready"
     print(f"pvfs mount: {mp}: {msg.decode(errors='replace').strip()}", file=sys.stderr)
     with contextlib.suppress(ChildProcessError, OSError):

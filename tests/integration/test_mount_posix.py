@@ -1,0 +1,86 @@
+"""POSIX behaviour of a real mount (issue 9): the mount comes up with zero timeouts, special
+files, permission checks on names the kernel has cached, setuid clearing, ``st_blocks``.
+
+Every probe of a mount that might hang runs in a child process with a timeout, and the
+teardown kills the mount daemon before a lazy unmount, so a regression fails instead of
+hanging the test run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_mount_support import needs_fuse
+
+pytestmark = [pytest.mark.fuse, needs_fuse]
+
+PROBE_TIMEOUT = 20
+
+
+def _mounted(path: Path) -> bool:
+    """From /proc/self/mountinfo: no system call on the (maybe hung) mount itself."""
+    want = str(path)
+    with open("/proc/self/mountinfo") as fh:
+        return any(line.split()[4] == want for line in fh)
+
+
+def _pids_with(arg: str) -> list[int]:
+    """Processes whose command line names ``arg`` (the mount daemon forked by the CLI)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
+            if arg.encode() in cmd:
+                out.append(int(d))
+    return out
+
+
+@contextlib.contextmanager
+def daemon_mount(config_path: str, options: str) -> Iterator[Path]:
+    """``python -m pvfs.fuse MP -o OPTIONS`` as a user runs it (daemon mode, returns when
+    ready). Torn down by killing the daemon, then ``fusermount3 -u -z``."""
+    base = Path(tempfile.mkdtemp(prefix="pvfs-posix-"))
+    base.chmod(0o755)
+    mp = base / "mnt"
+    mp.mkdir()
+    env = dict(os.environ, PVFS_MOUNT_STATUS_DIR=str(base / "status"))
+    try:
+        done = subprocess.run([sys.executable, "-m", "pvfs.fuse", "--config", config_path,
+                               str(mp), "-o", options], env=env, timeout=PROBE_TIMEOUT * 3,
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        yield mp
+    finally:
+        for pid in _pids_with(str(mp)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if _mounted(mp):
+            subprocess.run(["fusermount3", "-u", "-z", str(mp)], check=False,
+                           capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_mount_with_zero_timeouts_comes_up(pvfs_cluster):
+    """The serving thread never makes a system call on its own mount: with attr/entry
+    timeouts 0 every lstat of the mount point is a FUSE request only it could answer."""
+    with daemon_mount(pvfs_cluster.config_path, "attr_timeout=0,entry_timeout=0") as mp:
+        assert _mounted(mp)
+        mk = subprocess.run(["sh", "-c", f"mkdir {mp}/d && echo hi > {mp}/d/f"],
+                            timeout=PROBE_TIMEOUT, check=False)
+        assert mk.returncode == 0
+        ls = subprocess.run(["ls", "-la", str(mp), str(mp / "d")], capture_output=True,
+                            text=True, timeout=PROBE_TIMEOUT, check=False)
+        assert ls.returncode == 0 and " f\n" in ls.stdout
