@@ -131,8 +131,8 @@ static void finish_job(struct pv_engine *e, struct pv_job *j)
         if (j->conn == NULL && epoll_ctl(e->epfd, EPOLL_CTL_DEL, j->sock, NULL) < 0
             && errno != EBADF && errno != ENOENT && j->err == 0)
             j->err = errno;
-        if (e->ops->so_job_del != NULL)
-            e->ops->so_job_del(e, j);
+        if (e->ops->so_dequeue != NULL)
+            e->ops->so_dequeue(e, j);
         list_remove(&e->jobs_head, &e->jobs_tail, j);
         e->njobs--;
         j->registered = false;
@@ -183,8 +183,9 @@ static void join_loop(struct pv_engine *e, struct pv_job *j)
     j->registered = true;
     list_append(&e->jobs_head, &e->jobs_tail, j);
     e->njobs++;
-    if (e->ops->so_job_add != NULL)
-        e->ops->so_job_add(e, j);
+    pv_ring_init(&j->sq);
+    if (e->ops->so_enqueue != NULL)
+        e->ops->so_enqueue(e, j);
 }
 
 /* A job from the inbox joins the loop: non-blocking socket, epoll registration. A job on an
@@ -236,9 +237,12 @@ static void switch_policy(struct pv_engine *e, const struct pv_sched_ops *ops)
     if (e->ops->so_stop != NULL)
         e->ops->so_stop(e);
     e->ops = ops;
-    /* A policy that cannot start (no memory for its state) leaves opt1 in charge. */
-    if (ops->so_start != NULL && ops->so_start(e) < 0)
+    /* A policy that cannot start (no memory for its state) leaves opt1 in charge; opt1's
+     * start only links jobs that exist, so it cannot fail. */
+    if (ops->so_start != NULL && ops->so_start(e) < 0) {
         e->ops = &pv_sched_opt1;
+        (void)pv_sched_opt1.so_start(e);
+    }
 }
 
 /* Take what the Python side handed over. Returns true when the engine must stop. */
@@ -330,6 +334,8 @@ static void serve_turn(struct pv_engine *e, struct pv_job *j)
         finish_job(e, j);
     } else if (r == PV_SERVE_BLOCKED) {
         j->ready = false;
+        if (e->ops->so_update != NULL)
+            e->ops->so_update(e, j);
         /* A write job's suffix needs the other direction. */
         if (pv_job_wants_out(j) != j->reg_out) {
             j->reg_out = !j->reg_out;
@@ -346,7 +352,7 @@ static void *engine_main(void *arg)
     int err = ECANCELED;
 
     for (;;) {
-        struct pv_job *j = e->ops->so_select(e, true);
+        struct pv_job *j = e->ops->so_peek(e);
         int timeout = (j != NULL && j->ready) || pv_conn_pending(e) ? 0
                                                                      : wait_ms(e, pv_now_ns());
         int n = epoll_wait(e->epfd, evs, PV_MAX_EVENTS, timeout);
@@ -374,12 +380,14 @@ static void *engine_main(void *arg)
             } else if (!ej->ready) {
                 ej->ready = true;
                 ej->ready_seq = ++e->ready_seq;
+                if (e->ops->so_update != NULL)
+                    e->ops->so_update(e, ej);
             }
         }
         if (wake && take_inbox(e))
             break;
         expire_idle(e);
-        j = e->ops->so_select(e, false);
+        j = e->ops->so_peek(e);
         if (j != NULL && j->ready)
             serve_turn(e, j);
         /* Headers last: a job that just finished has its next header read in this turn. */
@@ -417,6 +425,7 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, char *err
     pthread_mutex_init(&e->join_lock, NULL);
     pthread_cond_init(&e->cmd_cond, NULL);
     pv_conn_init(e);
+    pv_ring_init(&e->sched_q);
 
     e->buf_len = PV_BUF_LEN;
     e->buf = malloc(e->buf_len);

@@ -143,30 +143,58 @@ struct pv_job {
     int64_t map_off;
     size_t map_len;
 
-    void *sched_data;             /* private to the active policy */
+    struct pv_ring sq;            /* link in the active policy's queue (e->sched_q) */
 };
 
 struct pv_engine;
 
 /* A scheduling policy (thesis §4.2), Lustre NRS style: one const table per algorithm.
  *
+ * The engine tells the policy what happens to its jobs (enqueue, update, dequeue) and asks it
+ * which job to serve (peek), so a policy may keep its own queue and answer without scanning
+ * every job each turn (opt1 keeps a FIFO of ready jobs); a policy without state may leave
+ * the notifications out and scan the engine's job list in peek.
+ *
  * Every op is called from the engine's thread only, never with e->lock held, so a policy
- * needs no locking of its own; it reads the engine's job list, e->last and e->window.
+ * needs no locking of its own. The Python side switches policies through e->want_ops; the
+ * loop then calls the old policy's so_stop and the new one's so_start between turns.
  */
 struct pv_sched_ops {
     const char *so_name;
     /* Mandatory. The job to serve next, or NULL to wait for events. May return a job whose
-     * socket is not ready: the loop then waits for that job (opt4). Called again after every
-     * turn and every batch of events, so a newly arrived job is always considered. With
-     * peek set the policy must not change any state of its own. */
-    struct pv_job *(*so_select)(struct pv_engine *e, bool peek);
-    /* Optional. A job arrived / is about to leave (done, failed or cancelled). */
-    void (*so_job_add)(struct pv_engine *e, struct pv_job *j);
-    void (*so_job_del)(struct pv_engine *e, struct pv_job *j);
-    /* Optional. The policy becomes / stops being the active one (run-time switch). */
+     * socket is not ready: the loop then waits for that job (opt4). Must not change the
+     * policy's state: the loop calls it before and after waiting for events. */
+    struct pv_job *(*so_peek)(struct pv_engine *e);
+    /* Optional. A job joined the engine's job list (it is not ready yet). */
+    void (*so_enqueue)(struct pv_engine *e, struct pv_job *j);
+    /* Optional. A job's readiness (j->ready) or position changed: a readiness edge from
+     * epoll, or a turn that ended with the job blocked. */
+    void (*so_update)(struct pv_engine *e, struct pv_job *j);
+    /* Optional. A job is about to leave the job list (done, failed or cancelled). */
+    void (*so_dequeue)(struct pv_engine *e, struct pv_job *j);
+    /* Optional. The policy becomes / stops being the active one: build its queue from the
+     * job list, or drop it. so_start returns 0, or -1 to leave opt1 in charge. */
     int (*so_start)(struct pv_engine *e);
     void (*so_stop)(struct pv_engine *e);
 };
+
+static inline void pv_ring_init(struct pv_ring *r) { r->prev = r->next = r; }
+static inline bool pv_ring_linked(const struct pv_ring *r) { return r->next != r; }
+
+static inline void pv_ring_add_tail(struct pv_ring *head, struct pv_ring *r)
+{
+    r->prev = head->prev;
+    r->next = head;
+    head->prev->next = r;
+    head->prev = r;
+}
+
+static inline void pv_ring_del(struct pv_ring *r)
+{
+    r->prev->next = r->next;
+    r->next->prev = r->prev;
+    pv_ring_init(r);
+}
 
 extern const struct pv_sched_ops pv_sched_opt1, pv_sched_opt2, pv_sched_opt3, pv_sched_opt4;
 const struct pv_sched_ops *pv_sched_find(const char *name);
@@ -223,7 +251,7 @@ struct pv_engine {
     size_t buf_len;
     int pipe_r, pipe_w;           /* write_mode "splice": socket -> pipe -> file */
     size_t pipe_size;
-    void *sched_data;             /* private to the active policy */
+    struct pv_ring sched_q;       /* the active policy's queue of jobs (opt1: ready FIFO) */
     struct pv_event *out_head, *out_tail;     /* posted this turn, published at its end */
     struct pv_record *rec_cache;  /* spare records */
     struct pv_conn **conn_fd;     /* attached connections by fd */

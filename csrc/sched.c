@@ -1,18 +1,20 @@
 /* sched.c -- the request scheduling policies of the I/O daemon (thesis §4.2).
  *
  * Each algorithm is one const ops table (struct pv_sched_ops) behind the same interface, in
- * the manner of Lustre's NRS policies. The engine asks so_select() for the next job after
+ * the manner of Lustre's NRS policies. The engine asks so_peek() for the next job after
  * every turn and every batch of events; a job's position is (inode, file offset of its next
  * access) and e->last is where the engine last served. Positions in different inodes are
  * "far": distance orders by inode first, then by offset.
  *
- * All ops run on the engine's thread without e->lock (see native.h). None of the four
- * policies keeps state of its own, so peek changes nothing here; a stateful policy (the
- * reactive selector, rs) would honour it.
+ * All ops run on the engine's thread without e->lock (see native.h). opt1 keeps a FIFO of
+ * ready jobs in e->sched_q (enqueue on a readiness edge, dequeue when a turn blocks or the
+ * job leaves), so its peek is O(1). opt2..opt4 order by position, which moves with every
+ * turn; their job list is short (one job per client connection in service) and every turn
+ * moves at least one socket buffer of data, so their peek scans the list instead of keeping
+ * a tree sorted under positions that change as jobs are served.
  *
- * The job list is short (one job per client connection in service) and every selection moves
- * at least one socket buffer of data, so a linear scan is cheaper than keeping a tree sorted
- * under positions that change as jobs are served.
+ * The reactive selector (rs, thesis §5) is not a policy here: it lives in Python
+ * (pvfs.models.rs) and switches the engine between these four on each new request.
  */
 #include <string.h>
 
@@ -98,27 +100,58 @@ static bool nearest_better(struct pv_pos last, const struct pv_job *c, const str
 
 /* opt1: network-oriented, PVFS's original. Every ready job is served, first come first
  * served on readiness: the job that became ready earliest goes next. A job served until it
- * would block is ready again only after a new edge, which puts it at the back: round robin. */
-static struct pv_job *opt1_select(struct pv_engine *e, bool peek)
+ * would block is ready again only after a new edge, which puts it at the back: round robin.
+ * The queue holds exactly the ready jobs, in the order of their readiness edges. */
+static struct pv_job *opt1_peek(struct pv_engine *e)
 {
-    struct pv_job *best = NULL;
-    (void)peek;
+    if (!pv_ring_linked(&e->sched_q))
+        return NULL;
+    return pv_container_of(e->sched_q.next, struct pv_job, sq);
+}
 
+static void opt1_update(struct pv_engine *e, struct pv_job *j)
+{
+    /* A new edge goes to the back; a job still ready after its turn (the engine yielded)
+     * keeps its place. */
+    if (j->ready && !pv_ring_linked(&j->sq))
+        pv_ring_add_tail(&e->sched_q, &j->sq);
+    else if (!j->ready && pv_ring_linked(&j->sq))
+        pv_ring_del(&j->sq);
+}
+
+static void opt1_dequeue(struct pv_engine *e, struct pv_job *j)
+{
+    (void)e;
+    if (pv_ring_linked(&j->sq))
+        pv_ring_del(&j->sq);
+}
+
+/* Taking over from another policy: queue the ready jobs in the order of their edges. */
+static int opt1_start(struct pv_engine *e)
+{
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
+        struct pv_ring *at = &e->sched_q;
         if (!j->ready)
             continue;
-        /* ready_seq is unique per readiness edge, so this is a strict FIFO. */
-        if (best == NULL || j->ready_seq < best->ready_seq)
-            best = j;
+        /* Insertion sort from the back: edges mostly arrive in order already. */
+        while (at->prev != &e->sched_q
+               && pv_container_of(at->prev, struct pv_job, sq)->ready_seq > j->ready_seq)
+            at = at->prev;
+        pv_ring_add_tail(at, &j->sq);
     }
-    return best;
+    return 0;
+}
+
+static void opt1_stop(struct pv_engine *e)
+{
+    while (pv_ring_linked(&e->sched_q))
+        pv_ring_del(e->sched_q.next);
 }
 
 /* opt2: CSCAN over the positions of the ready jobs. */
-static struct pv_job *opt2_select(struct pv_engine *e, bool peek)
+static struct pv_job *opt2_peek(struct pv_engine *e)
 {
     struct pv_job *best = NULL;
-    (void)peek;
 
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         if (j->ready && (best == NULL || cscan_better(e->last, j, best)))
@@ -129,11 +162,10 @@ static struct pv_job *opt2_select(struct pv_engine *e, bool peek)
 
 /* opt3: window scan. Ready jobs whose next access starts within window/2 of the last
  * position (same file) are served in CSCAN order; if there are none, the nearest ready job. */
-static struct pv_job *opt3_select(struct pv_engine *e, bool peek)
+static struct pv_job *opt3_peek(struct pv_engine *e)
 {
     struct pv_job *in = NULL, *near = NULL;
     uint64_t half = (uint64_t)e->window / 2;
-    (void)peek;
 
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         struct pv_dist d;
@@ -153,10 +185,9 @@ static struct pv_job *opt3_select(struct pv_engine *e, bool peek)
 
 /* opt4: SSTF / disk-directed. The job nearest the last position whether ready or not; the
  * loop waits for it when it is not (idle_timeout still ends it if its peer stalls). */
-static struct pv_job *opt4_select(struct pv_engine *e, bool peek)
+static struct pv_job *opt4_peek(struct pv_engine *e)
 {
     struct pv_job *best = NULL;
-    (void)peek;
 
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         if (best == NULL || nearest_better(e->last, j, best))
@@ -167,22 +198,26 @@ static struct pv_job *opt4_select(struct pv_engine *e, bool peek)
 
 const struct pv_sched_ops pv_sched_opt1 = {
     .so_name = "opt1",
-    .so_select = opt1_select,
+    .so_peek = opt1_peek,
+    .so_update = opt1_update,
+    .so_dequeue = opt1_dequeue,
+    .so_start = opt1_start,
+    .so_stop = opt1_stop,
 };
 
 const struct pv_sched_ops pv_sched_opt2 = {
     .so_name = "opt2",
-    .so_select = opt2_select,
+    .so_peek = opt2_peek,
 };
 
 const struct pv_sched_ops pv_sched_opt3 = {
     .so_name = "opt3",
-    .so_select = opt3_select,
+    .so_peek = opt3_peek,
 };
 
 const struct pv_sched_ops pv_sched_opt4 = {
     .so_name = "opt4",
-    .so_select = opt4_select,
+    .so_peek = opt4_peek,
 };
 
 const struct pv_sched_ops *const pv_sched_all[] = {
