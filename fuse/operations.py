@@ -238,9 +238,12 @@ class Operations(pyfuse3.Operations):
             if info.stripe is None:
                 self._learn(await self.client.getattr(inode, cred))
             await self.client.access(inode, os.W_OK, cred) if fh is None else None
-            await self.cache.truncate(inode, attr.st_size)
             kw["size"] = attr.st_size
             info.wrote = True
+            # the cache is cut only once the servers are: see BlockCache.truncation
+            async with self.cache.truncation(inode, attr.st_size):
+                a = await self.client.setattr(inode, cred, **kw)
+            return self.entry(a)
         a = await self.client.setattr(inode, cred, **kw)
         return self.entry(a)
 
@@ -474,12 +477,14 @@ class Operations(pyfuse3.Operations):
     async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
         cred = self.cred(ctx)
         if flags & os.O_TRUNC and flags & os.O_ACCMODE:
-            await self.cache.truncate(inode, 0)
-        a = self._learn(await self.client.open(inode, flags, cred))
+            # the manager truncates the servers inside open; a refused open cuts nothing
+            async with self.cache.truncation(inode, 0):
+                a = self._learn(await self.client.open(inode, flags, cred))
+            self.table.info(inode).wrote = True
+        else:
+            a = self._learn(await self.client.open(inode, flags, cred))
         h = self.table.open(inode, flags, cred)
         self.counters["opens"] += 1
-        if flags & os.O_TRUNC and flags & os.O_ACCMODE:
-            self.table.info(inode).wrote = True
         return self._file_info(h.fh, inode, a)
 
     @_guard
@@ -490,6 +495,10 @@ class Operations(pyfuse3.Operations):
                                      exclusive=bool(flags & os.O_EXCL), flags=flags | os.O_CREAT)
         if a.get("created", True):
             self.cache.forget(a["ino"])  # a new inode: nothing cached for it can be valid
+        elif flags & os.O_TRUNC and flags & os.O_ACCMODE:
+            # an existing file the manager truncated: its inode was not known before the call,
+            # so the cache is cut after the servers (a fetch racing this is discarded)
+            await self.cache.truncate(a["ino"], 0)
         e = self.entry(a)
         h = self.table.open(a["ino"], flags, cred)
         self.counters["opens"] += 1

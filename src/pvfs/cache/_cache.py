@@ -11,13 +11,16 @@ bypass are policy objects (``_policy.py``).
 Concurrency model: everything runs in one trio thread. State changes happen between awaits and
 are therefore atomic; the only awaits are backend calls and lock waits, and every path re-checks
 the state after one (S3QL's habit). A fetch records its file's generation and does not insert
-its blocks if the generation moved meanwhile (truncate, invalidate or a write-through).
+its blocks if the generation moved meanwhile (truncate, invalidate or a write-through), and no
+fetch starts while a truncation of its file is in progress (``truncation``).
 """
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
@@ -336,6 +339,10 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
                     return False
                 e = Entry(buf)
                 if self._needs_fetch(blk, lo, lo + len(piece), known):
+                    if fs.truncating:
+                        self._free.put(buf)
+                        await fs.wait_settled()
+                        continue
                     await self._drain_overlap(ino, blk * bs, (blk + 1) * bs)
                     gen = fs.gen
                     try:
@@ -457,30 +464,76 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
             self._drop((ino, blk))
         return len(victims)
 
-    async def truncate(self, ino: int, size: int) -> None:
-        """The file ``ino`` is now ``size`` bytes long: drop blocks past it, cut the last one.
+    @asynccontextmanager
+    async def truncation(self, ino: int, size: int) -> AsyncIterator[None]:
+        """Bracket the servers' truncation of ``ino`` to ``size`` bytes (use this, not
+        :meth:`truncate`, when the caller truncates the servers itself).
 
-        Call before truncating the file at the servers, so the flusher cannot write back data
-        past the new end afterwards. Waits for a write-back of the file in progress.
+        Inside the block the caller truncates the servers (``setattr``, an ``O_TRUNC`` open).
+        For its whole duration no fetch of the file starts (fetches wait), fetches and
+        read-ahead already in flight do not insert what they read, and the file is not written
+        back; when the block ends normally the cache is cut to ``size``. A fetch in the window
+        would read bytes the servers are about to drop and cache them as clean; a later partial
+        write would then dirty that block and write the dropped bytes back (the fsx
+        truncate race). If the block raises (the servers refused), nothing is cut.
+
+        Raises:
+            ValueError: on a negative size.
         """
         if size < 0:
             raise ValueError("negative size")
         fs = self._file(ino)
+        fs.truncating += 1
+        if fs.settled.is_set():
+            fs.settled = trio.Event()
+        self._unsettle(fs)
+        try:
+            async with fs.io_lock:
+                yield
+                self._cut(ino, fs, size)
+        finally:
+            fs.truncating -= 1
+            self._unsettle(fs)
+            if not fs.truncating:
+                fs.settled.set()
+
+    async def truncate(self, ino: int, size: int) -> None:
+        """The file ``ino`` is now ``size`` bytes long: drop blocks past it, cut the last one.
+
+        Only the cache's side, for a backend whose truncation is not a separate await (tests,
+        the model): a caller that truncates servers over the network wraps that call in
+        :meth:`truncation` instead. Waits for a write-back of the file in progress.
+
+        Raises:
+            ValueError: on a negative size.
+        """
+        async with self.truncation(ino, size):
+            pass
+
+    @staticmethod
+    def _unsettle(fs: FileState) -> None:
+        """Make fetches and read-ahead in flight of ``fs`` discard what they read."""
+        fs.gen += 1
+        if fs.stream is not None:
+            fs.stream.drop_readahead()
+
+    def _cut(self, ino: int, fs: FileState, size: int) -> None:
+        """Drop cached and queued bytes of ``ino`` past ``size``; the caller holds its io_lock."""
+        if self._files.get(ino) is not fs:
+            return  # forgotten meanwhile (unlinked): nothing of it is cached any more
         bs = self.block_size
-        async with fs.io_lock:
-            fs.gen += 1
-            self._trim_pending(fs, size)
-            keep = -(-size // bs)
-            for blk in [b for b in fs.blocks if b >= keep]:
-                self._drop((ino, blk))
-            if size % bs:
-                e = self._table.get((ino, size // bs))
-                cut = size % bs
-                if e is not None and e.valid > cut:
-                    e.buf[cut:e.valid] = bytes(e.valid - cut)
-                    e.valid = cut
-                    e.version += 1
-            fs.local_end = size
+        self._trim_pending(fs, size)
+        keep = -(-size // bs)
+        for blk in [b for b in fs.blocks if b >= keep]:
+            self._drop((ino, blk))
+        if size % bs:
+            e = self._table.get((ino, size // bs))
+            cut = size % bs
+            if e is not None and e.valid > cut:
+                e.buf[cut:e.valid] = bytes(e.valid - cut)
+                e.valid = cut
+                e.version += 1
+        fs.local_end = size
 
     def forget(self, ino: int) -> None:
         """Forget file ``ino`` entirely (it was deleted): blocks, dirty data, error, bits."""

@@ -59,6 +59,8 @@ class FetchMixin:
         c = self._counters
         async with self._locks.hold([(ino, blk) for blk in blocks]):
             fs = self._file(ino)
+            await fs.wait_settled()  # the servers may still hold bytes a truncate dropped
+            fs = self._file(ino)
             gen = fs.gen
             still: list[int] = []
             for blk in blocks:

@@ -62,9 +62,13 @@ class FileState:
         io_lock: serialises write-backs, write-throughs and truncates of this file, so an old
             snapshot can never land after newer data.
         stream: queued stream writes and read-ahead data (``_stream.StreamState``) or None.
+        truncating: truncations in progress (``BlockCache.truncation``); while it is non-zero
+            the servers may still hold bytes past the new end, so no fetch may start.
+        settled: set when the last truncation in progress ends; fetches wait on it.
     """
 
-    __slots__ = ("blocks", "dirty", "error", "gen", "io_lock", "local_end", "stream")
+    __slots__ = ("blocks", "dirty", "error", "gen", "io_lock", "local_end", "settled", "stream",
+                 "truncating")
 
     def __init__(self) -> None:
         self.blocks: set[int] = set()
@@ -74,10 +78,19 @@ class FileState:
         self.gen = 0
         self.io_lock = trio.Lock()
         self.stream: Any = None  # a _stream.StreamState once the file saw a stream request
+        self.truncating = 0
+        self.settled = trio.Event()
+        self.settled.set()
 
     def idle(self) -> bool:
         return (not self.blocks and self.error is None and not self.io_lock.locked()
+                and not self.truncating
                 and (self.stream is None or not self.stream.pending))
+
+    async def wait_settled(self) -> None:
+        """Wait until no truncation of this file is in progress (see ``truncating``)."""
+        while self.truncating:
+            await self.settled.wait()
 
 
 class KeyLocks:
