@@ -9,6 +9,7 @@ hanging the test run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -21,11 +22,35 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_mount_support import needs_fuse
+from test_mount_support import Mount, needs_fuse
 
 pytestmark = [pytest.mark.fuse, needs_fuse]
 
 PROBE_TIMEOUT = 20
+
+
+@pytest.fixture(scope="module")
+def mnt(pvfs_cluster):
+    """A default mount, under a 0755 directory so other uids can reach it."""
+    base = Path(tempfile.mkdtemp(prefix="pvfs-posix-"))
+    base.chmod(0o755)
+    m = Mount(pvfs_cluster.config_path, base / "mnt")
+    m.start()
+    os.chmod(m.path, 0o777)
+    try:
+        yield m.path
+    finally:
+        m.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def as_user(*argv: str, uid: int = 1234) -> subprocess.CompletedProcess:
+    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                           *argv], capture_output=True, text=True, check=False,
+                          timeout=PROBE_TIMEOUT)
+
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch users")
 
 
 def _mounted(path: Path) -> bool:
@@ -84,3 +109,21 @@ def test_mount_with_zero_timeouts_comes_up(pvfs_cluster):
         ls = subprocess.run(["ls", "-la", str(mp), str(mp / "d")], capture_output=True,
                             text=True, timeout=PROBE_TIMEOUT, check=False)
         assert ls.returncode == 0 and " f\n" in ls.stdout
+
+
+def test_name_and_path_limits_are_enametoolong(mnt, pvfs_cluster):
+    for make in (os.mkdir, lambda p: open(p, "w").close(), os.mkfifo):
+        with pytest.raises(OSError) as ei:
+            make(mnt / ("n" * 256))
+        assert ei.value.errno == errno.ENAMETOOLONG
+    with pytest.raises(OSError) as ei:
+        os.symlink("t" * 4096, mnt / "long-target")
+    assert ei.value.errno == errno.ENAMETOOLONG
+    (mnt / ("n" * 255)).write_text("ok")
+    with pvfs_cluster.connect() as fs:
+        assert fs.stat("/" + "n" * 255).st_size == 2
+        for call, arg in ((fs.mkdir, "/" + "d" * 256), (fs.stat, "/" + "d" * 256),
+                          (fs.stat, "/" + "d/" * 2048)):
+            with pytest.raises(OSError) as ei:
+                call(arg)
+            assert ei.value.errno == errno.ENAMETOOLONG

@@ -55,3 +55,27 @@ def test_error_replies_raise_the_right_oserror():
     with pytest.raises(FileNotFoundError):
         raise_for({"err": 2, "msg": "no such file"})
     assert raise_for({"ok": 1}) == {"ok": 1}
+
+
+def test_too_long_names_and_paths_are_enametoolong_not_einval():
+    """The wire check must answer with the errno POSIX gives (issue 9), not EINVAL."""
+    import errno
+
+    ok = {"op": "lookup", "parent": 1, "name": "n" * 255}
+    assert schema.check(schema.MGR_SCHEMAS, ok)[1]["name"] == "n" * 255
+    cases = [({"op": "lookup", "parent": 1, "name": "n" * 256}, errno.ENAMETOOLONG),
+             ({"op": "mkdir", "parent": 1, "name": "é" * 128, "mode": 0o755},
+              errno.ENAMETOOLONG),
+             ({"op": "rename", "parent": 1, "name": "a", "new_parent": 1,
+               "new_name": "b" * 256}, errno.ENAMETOOLONG),
+             ({"op": "resolve", "path": "/" + "p/" * 2048}, errno.ENAMETOOLONG),
+             ({"op": "symlink", "parent": 1, "name": "l", "target": "t" * 4096},
+              errno.ENAMETOOLONG),
+             ({"op": "getxattr", "ino": 1, "name": "user." + "x" * 251}, errno.ERANGE),
+             ({"op": "lookup", "parent": 1, "name": 5}, errno.EINVAL),
+             ({"op": "lookup", "parent": 1, "name": "a/b"}, errno.EINVAL)]
+    for header, code in cases:
+        with pytest.raises(ValueError) as ei:
+            schema.check(schema.MGR_SCHEMAS, header)
+        assert schema.reply_errno(ei.value) == code, header["op"]
+    schema.check(schema.MGR_SCHEMAS, {"op": "resolve", "path": "/" + "p" * 4094})

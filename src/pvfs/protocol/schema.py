@@ -2,11 +2,15 @@
 
 A schema maps a field name to a ``Field``. ``check(op, header)`` returns a clean dict with
 defaults filled in, or raises ``ValueError`` (EINVAL on the wire) naming the bad field.
-Unknown fields are rejected so a typo never passes silently.
+Unknown fields are rejected so a typo never passes silently. A name or path that is only
+too long raises :class:`TooLong` instead, whose ``errno`` (ENAMETOOLONG, ERANGE for xattr
+names) the daemons reply with: the errno a program sees must be the one POSIX gives, not
+the wire's (issue 9: a 256-byte name got EINVAL).
 """
 
 from __future__ import annotations
 
+import errno as _errno
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +25,19 @@ PATH_MAX = 4096
 XATTR_NAME_MAX = 255
 XATTR_SIZE_MAX = 64 * 1024
 MAX_GROUPS = 64
+
+
+class TooLong(ValueError):
+    """A string field over its byte limit; ``errno`` is what the daemon replies with."""
+
+    def __init__(self, msg: str, code: int = _errno.ENAMETOOLONG) -> None:
+        super().__init__(msg)
+        self.errno = code
+
+
+def reply_errno(exc: ValueError) -> int:
+    """The errno a failed :func:`check` answers with (EINVAL unless it says otherwise)."""
+    return getattr(exc, "errno", None) or _errno.EINVAL
 
 
 @dataclass(frozen=True)
@@ -44,10 +61,14 @@ def boolean(v: Any) -> bool:
     return v
 
 
-def text(max_len: int) -> Callable[[Any], str]:
+def text(max_len: int, too_long: int | None = None) -> Callable[[Any], str]:
+    """A string of at most ``max_len`` bytes; longer is EINVAL, or ``too_long`` if given."""
     def check(v: Any) -> str:
-        if not isinstance(v, str) or len(v.encode("utf-8", "surrogateescape")) > max_len:
-            raise ValueError(f"must be a string of at most {max_len} bytes")
+        if not isinstance(v, str):
+            raise ValueError("must be a string")  # noqa: TRY004 - EINVAL on the wire
+        if len(v.encode("utf-8", "surrogateescape")) > max_len:
+            msg = f"must be a string of at most {max_len} bytes"
+            raise ValueError(msg) if too_long is None else TooLong(msg, too_long)
         if "\x00" in v:
             raise ValueError("must not contain NUL")
         return v
@@ -56,7 +77,7 @@ def text(max_len: int) -> Callable[[Any], str]:
 
 def name(v: Any) -> str:
     """A single directory-entry name: no '/', no NUL, not empty, at most NAME_MAX bytes."""
-    v = text(NAME_MAX)(v)
+    v = text(NAME_MAX, _errno.ENAMETOOLONG)(v)
     if not v or "/" in v:
         raise ValueError("must be a non-empty name without '/'")
     return v
@@ -90,6 +111,8 @@ def cred(v: Any) -> tuple[int, int, tuple[int, ...]]:
 
 
 INO = Field(integer(1, 2**63 - 1))
+XATTR_NAME = Field(text(XATTR_NAME_MAX, _errno.ERANGE))
+PATH = Field(text(PATH_MAX - 1, _errno.ENAMETOOLONG))  # PATH_MAX counts the NUL
 NAME = Field(name)
 # A request without credentials acts as nobody, never as root.
 NOBODY = 65534
@@ -100,7 +123,7 @@ OFFSET = integer(0, MAX_OFFSET)
 MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "ping": {},
     "sync": {},
-    "resolve": {"path": Field(text(PATH_MAX)), "follow": Field(boolean, False, True)},
+    "resolve": {"path": PATH, "follow": Field(boolean, False, True)},
     "lookup": {"parent": INO, "name": NAME},
     "getattr": {"ino": INO},
     "setattr": {
@@ -123,7 +146,7 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "unlink": {"parent": INO, "name": NAME},
     "rename": {"parent": INO, "name": NAME, "new_parent": INO, "new_name": NAME,
                "flags": Field(integer(0, 7), False, 0)},
-    "symlink": {"parent": INO, "name": NAME, "target": Field(text(PATH_MAX))},
+    "symlink": {"parent": INO, "name": NAME, "target": PATH},
     "readlink": {"ino": INO},
     "link": {"ino": INO, "new_parent": INO, "new_name": NAME},
     "readdir": {"ino": INO, "cookie": Field(integer(0, 2**63 - 1), False, 0),
@@ -131,11 +154,11 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
                 "attrs": Field(boolean, False, True)},
     "statfs": {},
     "access": {"ino": INO, "mask": Field(integer(0, 7))},
-    "getxattr": {"ino": INO, "name": Field(text(XATTR_NAME_MAX))},
-    "setxattr": {"ino": INO, "name": Field(text(XATTR_NAME_MAX)),
+    "getxattr": {"ino": INO, "name": XATTR_NAME},
+    "setxattr": {"ino": INO, "name": XATTR_NAME,
                  "value": Field(binary(XATTR_SIZE_MAX)), "flags": Field(integer(0, 3), False, 0)},
     "listxattr": {"ino": INO},
-    "removexattr": {"ino": INO, "name": Field(text(XATTR_NAME_MAX))},
+    "removexattr": {"ino": INO, "name": XATTR_NAME},
     "getstripe": {"ino": INO},
     "setstripe": {"ino": INO, "stripe": Field(optional(stripe))},
     "nfile": {"ino": INO},
@@ -194,6 +217,8 @@ def check(schemas: dict[str, dict[str, Field]], header: dict) -> tuple[str, dict
         if key in header:
             try:
                 clean[key] = fld.check(header[key])
+            except TooLong as exc:
+                raise TooLong(f"{op}: field {key!r} {exc}", exc.errno) from None
             except ValueError as exc:
                 raise ValueError(f"{op}: field {key!r} {exc}") from None
         elif fld.required:
