@@ -9,16 +9,16 @@ never fill with carriage returns.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Self, TextIO
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
-_SUFFIX = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
+from pvfs.units import format_size, parse_size
 
+__all__ = ["CliError", "Progress", "emit", "format_mode", "format_time_ns", "human_duration",
+           "human_size", "key_values", "note", "parse_size", "progress_wanted", "table",
+           "to_json"]
 
 class CliError(Exception):
     """A failure the CLI reports as ``pvfs-admin: <what>: <why>`` with an exit status."""
@@ -31,33 +31,8 @@ class CliError(Exception):
 
 
 # ---------------------------------------------------------------------- sizes and times
-def human_size(n: float | None) -> str:
-    """``1536`` -> ``"1.5 KiB"``; exact bytes below 1 KiB; ``"-"`` for None."""
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in _UNITS:
-        if abs(value) < 1024 or unit == _UNITS[-1]:
-            if unit == "B":
-                return f"{int(value)} B"
-            return f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # unreachable: the loop returns at the last unit
-
-
-def parse_size(text: str) -> int:
-    """``"64k"`` -> 65536, ``"1M"``/``"1MiB"`` -> 1048576, ``"4096"`` -> 4096 (binary units).
-
-    Raises:
-        ValueError: the text is not a size.
-    """
-    m = _SIZE_RE.match(str(text))
-    if not m:
-        raise ValueError(f"not a size: {text!r} (examples: 4096, 64k, 1M, 2G)")
-    value = float(m.group(1)) * _SUFFIX[m.group(2).lower()]
-    if value != int(value):
-        raise ValueError(f"not a whole number of bytes: {text!r}")
-    return int(value)
+# Sizes follow the one rule of pvfs.units; the CLI's tables call the formatter human_size.
+human_size = format_size
 
 
 def human_duration(seconds: float | None) -> str:

@@ -7,24 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-__all__ = ["COHERENCE_MODES", "MountOptions", "parse_options", "parse_size"]
+from pvfs.units import parse_size
+
+__all__ = ["COHERENCE_MODES", "MountOptions", "parse_options"]
 
 COHERENCE_MODES = ("none", "sync")
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-
-
-def parse_size(text: str) -> int:
-    """``4096``, ``4k``, ``64M``, ``1g`` -> bytes.
-
-    Raises:
-        ValueError: on anything else.
-    """
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    unit = t[-1:] if t[-1:] in _UNITS and t[-1:] else ""
-    num = t[: len(t) - len(unit)]
-    if not num.isdigit():
-        raise ValueError(f"bad size {text!r} (e.g. 4096, 4k, 64M)")
-    return int(num) * _UNITS[unit]
 
 
 def _flag(text: str) -> bool:

@@ -28,8 +28,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import drop_caches, format_table, median, write_results
-from bench.fio.jobs import MiB, parse_size
+from bench.fio.jobs import MiB
 from bench.fio.pvfs_target import pvfs_cluster, pvfs_mount
+from pvfs.units import parse_size
 
 NATIVE = "native"
 

@@ -7,7 +7,6 @@ the same :class:`JobResult`.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -65,24 +64,6 @@ def default_jobs(numjobs: tuple[int, ...] = (1, 4)) -> list[JobSpec]:
             JobSpec(f"randread-4k-cached-j{n}", "randread", 4 * KiB, n, cached=True),
         ]
     return jobs
-
-
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str | int) -> int:
-    """``"256M"``, ``"4k"``, ``"1GiB"``, ``"4096"`` → bytes (powers of 1024, as fio).
-
-    Raises:
-        ValueError: not a size.
-    """
-    if isinstance(text, int):
-        return text
-    m = _SIZE_RE.match(text)
-    if not m:
-        raise ValueError(f"not a size: {text!r}")
-    mult = {"": 1, "k": KiB, "m": MiB, "g": GiB, "t": GiB * KiB}[m.group(2).lower()]
-    return int(float(m.group(1)) * mult)
 
 
 def fio_args(job: JobSpec, directory: str, size: int, runtime: float, *,

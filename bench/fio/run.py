@@ -76,9 +76,9 @@ from bench.fio.jobs import (
     fio_args,
     layout_args,
     parse_fio_json,
-    parse_size,
     preread_args,
 )
+from pvfs.units import parse_size
 
 log = logging.getLogger("bench.fio")
 

@@ -22,9 +22,9 @@ from bench.fio.jobs import (
     default_jobs,
     fio_args,
     parse_fio_json,
-    parse_size,
 )
 from bench.fio.run import build_report, format_report, parse_target
+from pvfs.units import parse_size
 
 
 def _ddir(bw: float, iops: float, ios: int, lat_mean: float, p99: float | None,

@@ -18,7 +18,8 @@ from pvfs.traces.generators import (
     lu,
     thesis,
 )
-from pvfs.traces.generators._build import parse_size, resolve_params
+from pvfs.traces.generators._build import resolve_params
+from pvfs.units import parse_size
 
 SMALL: dict[str, dict[str, object]] = {
     "thesis": {"sizes": "16K,64K"},

@@ -2,37 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pvfs.traces.format import FileEntry, Flag, Op, Record, Trace
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(text: str | int) -> int:
-    """Bytes for ``4096``, ``64K``, ``1M``, ``2MiB``, ``1.5G`` (binary units).
-
-    Raises:
-        ValueError: for text that is not a size.
-    """
-    if isinstance(text, int):
-        return text
-    m = _SIZE.match(text)
-    if not m:
-        raise ValueError(f"not a size: {text!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
-
-def format_size(n: float) -> str:
-    """Short binary-unit form of a byte count (``64K``, ``1.5M``)."""
-    for unit, scale in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= scale:
-            value = n / scale
-            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.3g}{unit}"
-    return f"{int(n)}"
+from pvfs.units import parse_size
 
 
 def _convert(key: str, value: Any, default: Any) -> Any:
