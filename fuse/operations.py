@@ -239,6 +239,8 @@ class Operations(pyfuse3.Operations):
                 self._learn(await self.client.getattr(inode, cred))
             await self.client.access(inode, os.W_OK, cred) if fh is None else None
             kw["size"] = attr.st_size
+            # ftruncate through a handle opened for writing: access was checked at open
+            kw["handle"] = fh is not None and self.table.get(fh).writable
             info.wrote = True
             # the cache is cut only once the servers are: see BlockCache.truncation
             async with self.cache.truncation(inode, attr.st_size):

@@ -149,6 +149,16 @@ def kill_suid(mode: int) -> int:
     return mode
 
 
+def only_kills_suid(old_mode: int, new_perm: int) -> bool:
+    """Is ``new_perm`` the old permission bits minus some of S_ISUID/S_ISGID (at least one
+    actually set)? That is the mode change the kernel sends for a non-owner's write or
+    truncate of a setuid/setgid file (FUSE without handle_killpriv: ``file_remove_privs``
+    becomes a SETATTR of the mode in the writer's name)."""
+    old = old_mode & 0o7777
+    killed = old & ~new_perm
+    return (new_perm & ~old) == 0 and killed != 0 and killed & ~(stat.S_ISUID | stat.S_ISGID) == 0
+
+
 def check_utimes(mode: int, uid: int, gid: int, only_now: bool, cred: Cred) -> None:
     """utimensat: explicit times need ownership (EPERM); "now" also works with write
     permission (EACCES), which is what ``touch`` on a shared file relies on."""
@@ -295,9 +305,16 @@ def need_inode(r: Inode, mask: int, cred: Cred) -> None:
 
 def setattr_rules(r: Inode, cred: Cred, stamp: int, *, mode: int | None, uid: int | None,
                   gid: int | None, atime_ns: int | None, mtime_ns: int | None,
-                  size: int | None, now: bool) -> tuple[int, int, int, int, int]:
+                  size: int | None, now: bool,
+                  handle: bool = False) -> tuple[int, int, int, int, int]:
     """Validate a setattr and apply the POSIX rules: the new (mode, uid, gid, atime, mtime).
-    ``uid``/``gid`` of -1 mean "unchanged", as in chown(2)."""
+    ``uid``/``gid`` of -1 mean "unchanged", as in chown(2).
+
+    ``handle`` says the size change comes through a handle the caller opened for writing
+    (ftruncate): access was checked at open, so W_OK is not asked again -- a file created
+    ``O_CREAT|O_RDWR`` with mode 0 can be ftruncated (POSIX). It is honoured for ``size``
+    only. A non-owner may change the mode only to clear S_ISUID/S_ISGID, and only with
+    write permission (or a writable handle): that is the kernel's kill-suid on write."""
     perm = None if mode is None else check_mode(mode)
     uid = None if uid is None or uid == -1 else check_int(uid, 0, MAX_ID, "uid")
     gid = None if gid is None or gid == -1 else check_int(gid, 0, MAX_ID, "gid")
@@ -306,8 +323,8 @@ def setattr_rules(r: Inode, cred: Cred, stamp: int, *, mode: int | None, uid: in
             check_int(t, -(1 << 63), (1 << 63) - 1, "time")
     if size is not None:
         check_int(size, 0, MAX_SIZE, "size")
-    if type(now) is not bool:
-        raise fail(errno.EINVAL, "now")
+    if type(now) is not bool or type(handle) is not bool:
+        raise fail(errno.EINVAL, "now/handle")
     fmode, fuid, fgid, atime, mtime = r.mode, r.uid, r.gid, r.atime, r.mtime
     if uid is not None or gid is not None:
         check_chown(r.uid, r.gid, uid, gid, cred)
@@ -315,11 +332,17 @@ def setattr_rules(r: Inode, cred: Cred, stamp: int, *, mode: int | None, uid: in
         fgid = r.gid if gid is None else gid
         fmode = kill_suid(fmode)
     if perm is not None:
-        need_owner(r.uid, cred, r.what)
-        fmode = stat.S_IFMT(fmode) | chmod_bits(perm, fgid, cred)
+        if cred.is_root or cred.uid == r.uid or not only_kills_suid(fmode, perm):
+            need_owner(r.uid, cred, r.what)
+            fmode = stat.S_IFMT(fmode) | chmod_bits(perm, fgid, cred)
+        else:
+            if not handle:  # the kill-suid that comes with an ftruncate
+                need_inode(r, W_OK, cred)
+            fmode = stat.S_IFMT(fmode) | perm
     if size is not None:
         regular(r)
-        need_inode(r, W_OK, cred)
+        if not handle:
+            need_inode(r, W_OK, cred)
         mtime = stamp
         if not cred.is_root:
             fmode = kill_suid(fmode)

@@ -168,7 +168,7 @@ class MgrServer:
         size = f["size"]
         attrs = self.store.setattr(f["ino"], cred, mode=f["mode"], uid=f["uid"], gid=f["gid"],
                                    atime_ns=f["atime_ns"], mtime_ns=f["mtime_ns"], size=size,
-                                   now=f["now"])
+                                   now=f["now"], handle=f["handle"])
         if size is not None:
             if attrs["type"] != "file":
                 raise OSError(errno.EISDIR if attrs["type"] == "dir" else errno.EINVAL,

@@ -13,6 +13,7 @@ import errno
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -127,3 +128,32 @@ def test_name_and_path_limits_are_enametoolong(mnt, pvfs_cluster):
             with pytest.raises(OSError) as ei:
                 call(arg)
             assert ei.value.errno == errno.ENAMETOOLONG
+
+
+@root_only
+def test_non_owner_write_and_truncate_clear_suid(mnt):
+    for name, cmd in (("w", "printf x >> {p}"), ("t", "truncate -s 3 {p}")):
+        p = mnt / f"suid-{name}"
+        p.write_text("data")
+        os.chown(p, 65534, 65534)
+        os.chmod(p, 0o6777)
+        r = as_user("sh", "-c", cmd.format(p=p))
+        assert r.returncode == 0, r.stderr
+        assert stat.S_IMODE(os.stat(p).st_mode) == 0o0777, name
+    p = mnt / "suid-root"
+    p.write_text("data")
+    os.chmod(p, 0o6777)
+    with open(p, "a") as fh:  # root keeps the bits (CAP_FSETID)
+        fh.write("x")
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o6777
+
+
+@root_only
+def test_ftruncate_of_a_file_created_with_mode_0(mnt):
+    """open(O_CREAT|O_RDWR, 0) then ftruncate, as a user (pjdfstest ftruncate/00)."""
+    script = ("import os,sys; fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0); "
+              "os.ftruncate(fd, 7); print(os.fstat(fd).st_size)")
+    r = as_user(sys.executable, "-c", script, str(mnt / "mode0"))
+    assert r.returncode == 0 and r.stdout.strip() == "7", r.stderr
+    r = as_user("truncate", "-s", "1", str(mnt / "mode0"))  # by path: checked
+    assert r.returncode != 0 and "Permission denied" in r.stderr

@@ -71,9 +71,10 @@ class AsyncClient:
     async def setattr(self, ino: int, cred: Cred = ROOT, *, mode: int | None = None,
                       uid: int | None = None, gid: int | None = None, size: int | None = None,
                       atime_ns: int | None = None, mtime_ns: int | None = None,
-                      now: bool = False) -> dict:
+                      now: bool = False, handle: bool = False) -> dict:
+        """``handle``: a size change through a handle opened for writing (ftruncate)."""
         return await self.meta("setattr", cred, ino=ino, mode=mode, uid=uid, gid=gid, size=size,
-                               atime_ns=atime_ns, mtime_ns=mtime_ns, now=now)
+                               atime_ns=atime_ns, mtime_ns=mtime_ns, now=now, handle=handle)
 
     async def create(self, parent: int, name: str, mode: int, cred: Cred = ROOT, *,
                      stripe: Stripe | None = None, exclusive: bool = False,

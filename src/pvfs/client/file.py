@@ -162,7 +162,8 @@ class File:
     def truncate(self, size: int | None = None) -> int:
         self._check(want_write=True)
         size = self._pos if size is None else size
-        self.fs.meta("setattr", ino=self.ino, size=size)
+        # through this writable handle: access was checked when it was opened
+        self.fs.meta("setattr", ino=self.ino, size=size, handle=True)
         return size
 
     # ------------------------------------------------------------------ list and strided I/O

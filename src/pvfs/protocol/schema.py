@@ -135,6 +135,8 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
         "atime_ns": Field(optional(integer(0, 2**63 - 1)), False),
         "mtime_ns": Field(optional(integer(0, 2**63 - 1)), False),
         "now": Field(boolean, False, False),
+        # through a handle the caller opened for writing (ftruncate): see perms.setattr_rules
+        "handle": Field(boolean, False, False),
     },
     "create": {"parent": INO, "name": NAME, "mode": MODE,
                "stripe": Field(optional(stripe), False), "exclusive": Field(boolean, False, False),

@@ -1,0 +1,108 @@
+"""POSIX rules of issue 9 at the manager, without FUSE: setuid/setgid clearing on write,
+truncate and chown, ftruncate through a writable handle, special files, name limits,
+timestamps. The store is driven the way the mount drives it (a write's kill-suid arrives as
+a mode change in the writer's name)."""
+
+from __future__ import annotations
+
+import errno
+import stat
+
+import pytest
+
+from pvfs.daemons.mgr import perms
+from pvfs.daemons.mgr.store import ROOT_INO, Cred, MetaStore
+from pvfs.layout.stripe import Stripe
+
+ROOT = Cred(0, 0)
+ALICE = Cred(1000, 1000)
+BOB = Cred(1001, 1001)
+CAROL = Cred(1002, 1002, (1000,))  # in alice's group
+DEFAULT = Stripe(0, -1, 65536)
+
+
+@pytest.fixture
+def s(tmp_path):
+    store = MetaStore(str(tmp_path / "meta.sqlite"), 4, DEFAULT)
+    store.setattr(ROOT_INO, ROOT, mode=0o777)
+    yield store
+    store.close()
+
+
+def err(code: int, fn, *a, **kw) -> OSError:
+    with pytest.raises(OSError) as ei:
+        fn(*a, **kw)
+    assert ei.value.errno == code, f"{ei.value!r} is not {errno.errorcode[code]}"
+    return ei.value
+
+
+def mkf(s: MetaStore, name: str, mode: int, cred: Cred = ALICE, parent: int = ROOT_INO) -> int:
+    ino = s.create(parent, name, 0o600, cred)[0]["ino"]
+    s.setattr(ino, ROOT if mode & 0o6000 else cred, mode=mode)
+    return ino
+
+
+def perm(s: MetaStore, ino: int) -> int:
+    return stat.S_IMODE(s.getattr(ino)["mode"])
+
+
+# ---------------------------------------------------------------- setuid / setgid clearing
+@pytest.mark.parametrize(("before", "after"), [(0o6777, 0o0777), (0o4777, 0o0777),
+                                               (0o2777, 0o0777), (0o6767, 0o2767),
+                                               (0o2767, 0o2767)])  # setgid without g+x stays
+def test_non_owner_write_clears_suid_as_the_kernel_asks(s, before, after):
+    """A write by a non-owner: the kernel sends mode & ~S_ISUID (& ~S_ISGID if g+x)."""
+    f = mkf(s, "f", before)
+    killed = perms.kill_suid(stat.S_IFREG | before) & 0o7777
+    assert killed == after
+    if killed != before:
+        assert perm(s, f) == before
+        s.setattr(f, BOB, mode=killed)
+    assert perm(s, f) == after
+
+
+def test_non_owner_may_only_clear_suid_and_only_with_write_permission(s):
+    f = mkf(s, "f", 0o6777)
+    for mode in (0o6777, 0o0775, 0o4777 | 0o1000, 0o0666):  # same, other bits, sticky, ...
+        err(errno.EPERM, s.setattr, f, BOB, mode=mode)
+    g = mkf(s, "g", 0o6755)  # bob may not write: he cannot strip the bits either
+    err(errno.EACCES, s.setattr, g, BOB, mode=0o0755)
+    err(errno.EPERM, s.setattr, mkf(s, "h", 0o0777), BOB, mode=0o0777)  # nothing to clear
+    assert perm(s, f) == 0o6777 and perm(s, g) == 0o6755
+
+
+def test_truncate_by_non_owner_clears_suid(s):
+    f = mkf(s, "f", 0o6777)
+    s.setattr(f, BOB, size=0)
+    assert perm(s, f) == 0o0777
+    g = mkf(s, "g", 0o6777)  # the kernel's form: size and the killed mode in one call
+    s.setattr(g, BOB, size=0, mode=0o0777)
+    assert perm(s, g) == 0o0777
+    h = mkf(s, "h", 0o6777)
+    s.setattr(h, ROOT, size=0)  # root keeps them (CAP_FSETID)
+    assert perm(s, h) == 0o6777
+    err(errno.EACCES, s.setattr, mkf(s, "i", 0o6755), BOB, size=0)
+
+
+def test_chown_clears_suid(s):
+    f = mkf(s, "f", 0o6755)
+    s.setattr(f, ROOT, uid=BOB.uid)
+    assert perm(s, f) == 0o0755
+    g = mkf(s, "g", 0o2745)  # setgid without group-exec marks locking: kept
+    s.setattr(g, ROOT, gid=5)
+    assert perm(s, g) == 0o2745
+    d = s.mkdir(ROOT_INO, "d", 0o2755, ALICE)["ino"]  # directories keep theirs
+    s.setattr(d, ROOT, uid=BOB.uid)
+    assert perm(s, d) == 0o2755
+
+
+def test_ftruncate_through_a_writable_handle_skips_the_mode_check(s):
+    """open(O_CREAT|O_RDWR, 0) then ftruncate: the handle was checked when it was made."""
+    a, created = s.create(ROOT_INO, "zero", 0, BOB)
+    assert created and perm(s, a["ino"]) == 0
+    s.open(a["ino"], 0o2, BOB, created=True)
+    err(errno.EACCES, s.setattr, a["ino"], BOB, size=10)  # a path truncate is checked
+    assert s.setattr(a["ino"], BOB, size=10, handle=True)["mtime_ns"] >= a["mtime_ns"]
+    # handle= vouches for the size only: a chmod or chown is checked as ever
+    err(errno.EPERM, s.setattr, a["ino"], ALICE, mode=0o777, handle=True)
+    err(errno.EINVAL, s.setattr, a["ino"], BOB, size=1, handle=1)
