@@ -18,7 +18,6 @@ import math
 import os
 import platform
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -286,44 +285,6 @@ def unmount(path: str | os.PathLike[str], timeout: float = 30) -> None:
             return
     if is_mounted(path):
         log.error("could not unmount %s", path)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie still answers signal 0; treat it as gone.
-    stat = _read_text(f"/proc/{pid}/stat")
-    return not (stat and stat.rsplit(")", 1)[-1].split()[0] == "Z")
-
-
-def kill_pid(pid: int, timeout: float = 10) -> None:
-    """SIGTERM ``pid``, wait, then SIGKILL if it is still alive."""
-    if pid <= 1 or not pid_alive(pid):
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if pid_alive(pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
-
-
-def read_pidfile(path: str | os.PathLike[str]) -> int | None:
-    try:
-        text = Path(path).read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
 
 
 def pids_with_arg(fragment: str) -> list[int]:

@@ -8,7 +8,6 @@ as users do: one process per daemon, a pidfile and a log file each under the con
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,8 +17,8 @@ from pathlib import Path
 
 from pvfs import config as cfgmod
 from pvfs.config import Config, Endpoint
-from pvfs.daemons.common import pid_alive, read_pidfile
 from pvfs.layout.stripe import Stripe
+from pvfs.procs import read_pidfile, terminate
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
@@ -198,35 +197,13 @@ def _tail(path: str, lines: int = 15) -> str:
 
 def down(cfg: Config, timeout: float = STOP_TIMEOUT) -> list[tuple[str, int]]:
     """SIGTERM every local daemon (by pidfile), wait, SIGKILL stragglers; (name, pid) stopped."""
-    stopped = []
-    for d in daemons_of(cfg):
-        pid = read_pidfile(d.pidfile)
-        if not pid:
-            continue
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            continue
-        stopped.append((d.name, pid, d.pidfile))
-    deadline = time.monotonic() + timeout
-    for name, pid, pidfile in stopped:
-        while pid_alive(pid) and time.monotonic() < deadline:
-            _reap(pid)
-            time.sleep(0.05)
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
-            time.sleep(0.1)
-            _reap(pid)
-        try:
-            os.unlink(pidfile)
-        except OSError:
-            pass
-    return [(n, p) for n, p, _ in stopped]
-
-
-def _reap(pid: int) -> None:
-    """Collect a child we started ourselves (else it lingers as a zombie that looks alive)."""
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+    running = [(d.name, pid, d.pidfile) for d in daemons_of(cfg)
+               if (pid := read_pidfile(d.pidfile))]
+    stopped = set(terminate([pid for _, pid, _ in running], timeout))
+    for _, pid, pidfile in running:
+        if pid in stopped:
+            try:
+                os.unlink(pidfile)
+            except OSError:
+                pass
+    return [(name, pid) for name, pid, _ in running if pid in stopped]

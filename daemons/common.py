@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import socket
 import sys
@@ -19,7 +18,8 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from pvfs.protocol import aio, schema
+from pvfs.procs import PidfileBusy, claim_pidfile, release_pidfile
+from pvfs.protocol import aio, auth, schema
 from pvfs.protocol.errors import error_reply, from_exception
 from pvfs.protocol.framing import FrameError
 
@@ -32,9 +32,12 @@ FRAME_TIMEOUT = 30.0
 
 
 async def serve_connection(sock: trio.socket.SocketType, schemas: dict, dispatch: Dispatch,
-                           peer: str) -> None:
-    """Serve one client connection until it closes or breaks the protocol."""
+                           peer: str, key: bytes | None = None) -> None:
+    """Serve one client connection until it closes or breaks the protocol; with a ``key``,
+    only after the peer proved it holds the key (protocol/auth.py)."""
     with sock:
+        if key is not None and not await auth.server_handshake(sock, key, peer, log):
+            return
         while True:
             try:
                 got = await aio.recv_frame(sock, FRAME_TIMEOUT)
@@ -80,7 +83,7 @@ async def serve_connection(sock: trio.socket.SocketType, schemas: dict, dispatch
 
 
 async def serve_tcp(host: str, port: int, schemas: dict, dispatch: Dispatch,
-                    task_status=trio.TASK_STATUS_IGNORED) -> None:
+                    task_status=trio.TASK_STATUS_IGNORED, key: bytes | None = None) -> None:
     """Listen on host:port and serve every connection in its own task."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = trio.socket.socket(family, socket.SOCK_STREAM)
@@ -93,7 +96,8 @@ async def serve_tcp(host: str, port: int, schemas: dict, dispatch: Dispatch,
             while True:
                 sock, addr = await listener.accept()
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                nursery.start_soon(serve_connection, sock, schemas, dispatch, f"{addr[0]}:{addr[1]}")
+                nursery.start_soon(serve_connection, sock, schemas, dispatch,
+                                   f"{addr[0]}:{addr[1]}", key)
 
 
 # ---------------------------------------------------------------------------- process plumbing
@@ -116,57 +120,15 @@ def setup_logging(name: str, log_file: str | None, verbose: bool) -> None:
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs; an exited process not yet reaped (a zombie) counts as gone."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in (b"Z", b"X")
-
-
-def read_pidfile(path: str) -> int | None:
-    try:
-        with open(path) as fh:
-            pid = int(fh.read().strip() or 0)
-    except (OSError, ValueError):
-        return None
-    return pid if pid > 0 and pid_alive(pid) else None
-
-
-def claim_pidfile(path: str) -> None:
-    """Write our pid to ``path``; exit if another live daemon holds it."""
-    other = read_pidfile(path)
-    if other and other != os.getpid():
-        sys.exit(f"refusing to start: pid {other} in {path} is still running")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(f"{os.getpid()}\n")
-    os.replace(tmp, path)
-
-
-def release_pidfile(path: str | None) -> None:
-    if path and read_pidfile(path) in (None, os.getpid()):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
-
 def run_daemon(prog: str, log_name: str, args: argparse.Namespace,
                make_server: Callable[[], object]) -> int:
     """Log, claim the pidfile, serve until SIGTERM/SIGINT, release the pidfile; exit code."""
     setup_logging(log_name, args.log_file, args.verbose)
     if args.pidfile:
-        claim_pidfile(args.pidfile)
+        try:
+            claim_pidfile(args.pidfile)
+        except PidfileBusy as exc:
+            sys.exit(str(exc))
     try:
         server = make_server()
         trio.run(run_until_signal, server.serve)

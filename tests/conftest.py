@@ -12,7 +12,7 @@ from hypothesis import settings
 
 from pvfs.cli.launch import daemons_of, down, make_config, up, write_config
 from pvfs.config import Config
-from pvfs.daemons.common import read_pidfile
+from pvfs.procs import read_pidfile
 
 # CI runs one fixed, reproducible set of examples (the same on every run); local runs explore.
 settings.register_profile("ci", derandomize=True, print_blob=True)

@@ -33,14 +33,12 @@ if __package__ in (None, ""):
 from bench.common import (
     ensure_apt,
     is_mounted,
-    kill_pid,
-    pid_alive,
     pids_with_arg,
-    read_pidfile,
     run,
     unmount,
     wait_for,
 )
+from pvfs.procs import pid_alive, read_pidfile, terminate
 
 log = logging.getLogger("bench.gluster")
 
@@ -143,7 +141,7 @@ def gluster_volume(workdir: str | os.PathLike[str], bricks: int = 4,
         def stop_glusterd() -> None:
             pid = read_pidfile(glusterd_pidfile) or (glusterd_pid[0] if glusterd_pid else None)
             if pid:
-                kill_pid(pid)
+                terminate([pid])
 
         stack.callback(stop_glusterd)
         run([GLUSTERD, "-f", str(vol_file), "-p", str(glusterd_pidfile),
@@ -167,7 +165,7 @@ def gluster_volume(workdir: str | os.PathLike[str], bricks: int = 4,
             pids = _brick_pids(volume)
             _delete_volume(volume)
             for pid in pids:
-                kill_pid(pid)
+                terminate([pid])
 
         stack.callback(drop_volume)
         _gluster("volume", "create", volume, "transport", "tcp", *brick_dirs, "force")
@@ -177,7 +175,7 @@ def gluster_volume(workdir: str | os.PathLike[str], bricks: int = 4,
             unmount(mnt)
             pid = read_pidfile(client_pidfile)
             if pid:
-                kill_pid(pid)
+                terminate([pid])
 
         stack.callback(stop_client)
         run([GLUSTERFS, f"--volfile-server={HOST}", f"--volfile-id={volume}",
@@ -206,5 +204,5 @@ def _kill_leftovers(work: str) -> None:
     for pid in pids_with_arg(work):
         if pid_alive(pid):
             log.warning("killing leftover gluster process %d", pid)
-            kill_pid(pid)
+            terminate([pid])
     time.sleep(0.1)

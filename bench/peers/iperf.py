@@ -32,10 +32,10 @@ from bench.common import (
     ensure_apt,
     format_bytes_rate,
     format_table,
-    kill_pid,
     median,
     write_results,
 )
+from pvfs.procs import terminate
 
 log = logging.getLogger("bench.iperf")
 
@@ -96,7 +96,7 @@ def iperf3_bandwidth(streams: int = 1, duration: float = 5, reverse: bool = Fals
                 continue
             return parse_iperf3_json(doc)
     finally:
-        kill_pid(server.pid)
+        terminate([server.pid])
         server.wait(timeout=10)
 
 

@@ -33,13 +33,12 @@ if __package__ in (None, ""):
 from bench.common import (
     ensure_apt,
     is_mounted,
-    kill_pid,
-    pid_alive,
     pids_with_arg,
     run,
     unmount,
     wait_for,
 )
+from pvfs.procs import pid_alive, terminate
 
 log = logging.getLogger("bench.moosefs")
 
@@ -170,7 +169,7 @@ def moosefs_mount(workdir: str | os.PathLike[str], chunkservers: int = 1,
             pid = _lock_pid(data, prefix)
             run(_ns(netns, tool, "-c", str(cfg), "stop"), check=False, timeout=120)
             if pid:
-                kill_pid(pid)
+                terminate([pid])
 
         stack.callback(stop_daemon, "mfsmaster", master_cfg, mdata, "mfsmaster")
         run(_ns(netns, "mfsmaster", "-c", str(master_cfg), "start"), timeout=120)
@@ -234,4 +233,4 @@ def _kill_leftovers(work: str) -> None:
     for pid in pids_with_arg(work):
         if pid_alive(pid):
             log.warning("killing leftover moosefs process %d", pid)
-            kill_pid(pid)
+            terminate([pid])

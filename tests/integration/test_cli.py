@@ -19,8 +19,8 @@ import pytest
 
 from pvfs.cli import launch
 from pvfs.config import load
-from pvfs.daemons.common import pid_alive
 from pvfs.daemons.iod.storage import PosixStorage
+from pvfs.procs import pid_alive
 
 
 def cli(config: str | None, *argv: str, home: Path | None = None,
