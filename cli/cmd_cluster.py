@@ -123,15 +123,29 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise CliError("init", str(exc), status=2) from None
     cfg = launch.make_config(directory, iods=args.iods, hosts=hosts, stripe=stripe,
                              base_port=args.port, algorithm=args.algorithm)
+    if cfg.auth_enabled:
+        # Some address is not loopback: every connection will authenticate (docs/security.md).
+        import dataclasses
+
+        from pvfs.protocol.auth import generate_key_file
+
+        key_file = os.path.join(directory, "pvfs.key")
+        if not os.path.exists(key_file) or args.force:
+            generate_key_file(key_file)
+        cfg = dataclasses.replace(cfg, key_file=key_file)
     cfg = launch.write_config(cfg, path)
     launch.remember_config(path)
     data = _describe_config(cfg)
+    data["key_file"] = cfg.key_file or None
     emit(args.json, data, lambda d: (
         f"wrote {d['config']} (now the default config)\n\n"
         + table([[r["name"], r["address"], r["data_dir"]] for r in d["daemons"]],
                 ["daemon", "address", "data directory"])
         + f"\n\nstripe default: base {d['stripe']['base']}, pcount {d['stripe']['pcount']}, "
-        f"ssize {human_size(d['stripe']['ssize'])}\nstart it with: {PROG} up"))
+        f"ssize {human_size(d['stripe']['ssize'])}"
+        + (f"\nshared key: {d['key_file']} (mode 0600; copy it with the config to every node)"
+           if d.get("key_file") else "")
+        + f"\nstart it with: {PROG} up"))
     return 0
 
 
@@ -203,12 +217,20 @@ def _daemons(cfg: Config) -> list[tuple[str, str, Endpoint]]:
     return [("mgr", "mgr", cfg.manager)] + [(f"iod{i}", "iod", e) for i, e in enumerate(cfg.iods)]
 
 
-def _ask(ep: Endpoint, header: dict, timeout: float = STATUS_TIMEOUT) -> tuple[dict | None, str]:
+def _key(cfg: Config) -> bytes | None:
+    """The shared key of ``cfg`` (None when authentication is off); errors say what to fix."""
+    from pvfs.protocol.auth import key_for
+
+    return key_for(cfg)
+
+
+def _ask(ep: Endpoint, header: dict, timeout: float = STATUS_TIMEOUT,
+         key: bytes | None = None) -> tuple[dict | None, str]:
     """(reply, "") or (None, why) — never raises for an unreachable daemon."""
     from pvfs.cli import launch
 
     try:
-        reply = launch.request(ep, header, timeout)
+        reply = launch.request(ep, header, timeout, key)
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return None, why or type(exc).__name__
@@ -221,7 +243,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     rows = []
     for name, role, ep in _daemons(cfg):
-        reply, why = _ask(ep, {"op": "status"})
+        reply, why = _ask(ep, {"op": "status"}, key=_key(cfg))
         row: dict = {"name": name, "role": role, "address": ep.address, "up": reply is not None,
                      "error": why or None, "version": None, "pid": None, "uptime": None,
                      "open_files": None, "queued_jobs": None, "scheduler": None}
@@ -263,13 +285,13 @@ def cmd_ping(args: argparse.Namespace) -> int:
     rows = []
     for name, role, ep in _daemons(cfg):
         t0 = time.perf_counter()
-        reply, why = _ask(ep, {"op": "ping"})
+        reply, why = _ask(ep, {"op": "ping"}, key=_key(cfg))
         ms = (time.perf_counter() - t0) * 1000
         rows.append({"name": name, "role": role, "address": ep.address, "ok": reply is not None,
                      "rtt_ms": round(ms, 3) if reply else None,
                      "version": reply.get("version") if reply else None, "error": why or None})
     # Like pvfs2-ping: the name space must resolve too, not only answer pings.
-    root, why = _ask(cfg.manager, {"op": "resolve", "path": "/"}) if rows[0]["ok"] \
+    root, why = _ask(cfg.manager, {"op": "resolve", "path": "/"}, key=_key(cfg)) if rows[0]["ok"] \
         else (None, "manager down")
     checks = {"root": {"ok": root is not None and root.get("type") == "dir",
                        "error": why or None}}
@@ -291,7 +313,7 @@ def cmd_df(args: argparse.Namespace) -> int:
     rows = []
     total = {"size": 0, "used": 0, "avail": 0}
     for i, ep in enumerate(cfg.iods):
-        reply, why = _ask(ep, {"op": "statfs"})
+        reply, why = _ask(ep, {"op": "statfs"}, key=_key(cfg))
         row: dict = {"name": f"iod{i}", "address": ep.address, "data_dir": ep.data_dir,
                      "up": reply is not None, "error": why or None,
                      "size": None, "used": None, "avail": None, "use_pct": None}
@@ -305,7 +327,7 @@ def cmd_df(args: argparse.Namespace) -> int:
                 total[k] += row[k]
         rows.append(row)
     total["use_pct"] = _pct(total["used"], total["used"] + total["avail"])
-    mgr, _ = _ask(cfg.manager, {"op": "status"})
+    mgr, _ = _ask(cfg.manager, {"op": "status"}, key=_key(cfg))
     inodes = {k: mgr.get(k) for k in ("files", "dirs", "symlinks", "inodes")} if mgr else None
     data = {"config": cfg.path, "iods": rows, "total": total, "inodes": inodes,
             "shared_devices": _shared(cfg)}

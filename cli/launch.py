@@ -120,18 +120,20 @@ def daemons_of(cfg: Config, local_only: bool = True) -> list[Daemon]:
     return out
 
 
-def ping(ep: Endpoint, timeout: float = 1.0) -> dict | None:
+def ping(ep: Endpoint, timeout: float = 1.0, key: bytes | None = None) -> dict | None:
     """The daemon's ping reply, or None if it does not answer."""
     try:
-        return request(ep, {"op": "ping"}, timeout)
+        return request(ep, {"op": "ping"}, timeout, key)
     except (OSError, ValueError):
         return None
 
 
-def request(ep: Endpoint, header: dict, timeout: float = 1.0) -> dict:
+def request(ep: Endpoint, header: dict, timeout: float = 1.0, key: bytes | None = None) -> dict:
     """One control call (no bulk data) on a fresh connection; the reply header, errors
     included (``{"err": ..., "msg": ...}``). Raises OSError/ValueError if the daemon does not
-    answer properly within ``timeout`` seconds per wait."""
+    answer properly within ``timeout`` seconds per wait; with ``key`` the connection
+    authenticates first (PermissionError if that fails)."""
+    from pvfs.protocol.auth import client_handshake_sync
     from pvfs.protocol.framing import PREFIX_SIZE, decode_header, frame, parse_prefix
 
     def recv_exact(s: socket.socket, n: int) -> bytes:
@@ -145,6 +147,8 @@ def request(ep: Endpoint, header: dict, timeout: float = 1.0) -> dict:
 
     with socket.create_connection((ep.host, ep.port), timeout=timeout) as s:
         s.settimeout(timeout)
+        if key is not None:
+            client_handshake_sync(s, key, "admin", ep.address, timeout)
         s.sendall(frame(header))
         hlen, _ = parse_prefix(recv_exact(s, PREFIX_SIZE))
         return decode_header(recv_exact(s, hlen))
@@ -156,6 +160,9 @@ def up(cfg: Config, timeout: float = START_TIMEOUT) -> list[tuple[str, int, bool
     Returns (name, pid, started_now) per daemon. Raises RuntimeError (with the end of the
     daemon's log) if one exits or does not answer in time.
     """
+    from pvfs.protocol.auth import key_for
+
+    key = key_for(cfg)  # a missing or open key file stops here, before any daemon starts
     Path(cfg.run_dir).mkdir(parents=True, exist_ok=True)
     result, started = [], []
     order = daemons_of(cfg)
@@ -174,7 +181,7 @@ def up(cfg: Config, timeout: float = START_TIMEOUT) -> list[tuple[str, int, bool
         result.append((d.name, proc.pid, True))
     deadline = time.monotonic() + timeout
     for d, proc in started:
-        while ping(d.endpoint, 0.5) is None:
+        while ping(d.endpoint, 0.5, key) is None:
             if proc.poll() is not None or time.monotonic() > deadline:
                 for _, p in started:
                     if p.poll() is None:

@@ -18,6 +18,7 @@ Optional groups join when their part is installed: ``mount``/``umount`` (``cmd_m
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import importlib.util
 import logging
@@ -36,7 +37,7 @@ PROG = "pvfs-admin"
 Handler = Callable[[argparse.Namespace], "int | None"]
 
 # Groups always present, in the order `--help` lists them.
-GROUPS = ("cmd_cluster", "cmd_files", "cmd_stripe", "cmd_admin")
+GROUPS = ("cmd_cluster", "cmd_files", "cmd_stripe", "cmd_admin", "cmd_security")
 
 DESCRIPTION = """\
 Administer a pvfs parallel file system: start and stop its daemons, look at their state,
@@ -184,9 +185,8 @@ def connect(args: argparse.Namespace) -> FileSystem:
     try:
         return _connect(cfg)
     except OSError as exc:
-        raise CliError(f"manager {cfg.manager.address}",
-                       f"{exc.strerror or exc} (is the file system up? try `{PROG} status`)") \
-            from None
+        hint = "" if exc.errno == errno.EACCES else f" (is the file system up? try `{PROG} status`)"
+        raise CliError(f"manager {cfg.manager.address}", f"{exc.strerror or exc}{hint}") from None
 
 
 def client(args: argparse.Namespace) -> FileSystem:

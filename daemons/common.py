@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from pvfs.procs import PidfileBusy, claim_pidfile, release_pidfile
-from pvfs.protocol import aio, schema
+from pvfs.protocol import aio, auth, schema
 from pvfs.protocol.errors import error_reply, from_exception
 from pvfs.protocol.framing import FrameError
 
@@ -32,9 +32,12 @@ FRAME_TIMEOUT = 30.0
 
 
 async def serve_connection(sock: trio.socket.SocketType, schemas: dict, dispatch: Dispatch,
-                           peer: str) -> None:
-    """Serve one client connection until it closes or breaks the protocol."""
+                           peer: str, key: bytes | None = None) -> None:
+    """Serve one client connection until it closes or breaks the protocol; with a ``key``,
+    only after the peer proved it holds the key (protocol/auth.py)."""
     with sock:
+        if key is not None and not await auth.server_handshake(sock, key, peer, log):
+            return
         while True:
             try:
                 got = await aio.recv_frame(sock, FRAME_TIMEOUT)
@@ -80,7 +83,7 @@ async def serve_connection(sock: trio.socket.SocketType, schemas: dict, dispatch
 
 
 async def serve_tcp(host: str, port: int, schemas: dict, dispatch: Dispatch,
-                    task_status=trio.TASK_STATUS_IGNORED) -> None:
+                    task_status=trio.TASK_STATUS_IGNORED, key: bytes | None = None) -> None:
     """Listen on host:port and serve every connection in its own task."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = trio.socket.socket(family, socket.SOCK_STREAM)
@@ -93,7 +96,8 @@ async def serve_tcp(host: str, port: int, schemas: dict, dispatch: Dispatch,
             while True:
                 sock, addr = await listener.accept()
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                nursery.start_soon(serve_connection, sock, schemas, dispatch, f"{addr[0]}:{addr[1]}")
+                nursery.start_soon(serve_connection, sock, schemas, dispatch,
+                                   f"{addr[0]}:{addr[1]}", key)
 
 
 # ---------------------------------------------------------------------------- process plumbing

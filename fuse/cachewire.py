@@ -26,7 +26,7 @@ from pvfs.cache import BlockCache, BypassTable
 from pvfs.client.aclient import AsyncClient
 from pvfs.client.rpc import Channel
 from pvfs.layout.stripe import Stripe
-from pvfs.protocol import aio
+from pvfs.protocol import aio, auth
 
 from .handles import HandleTable
 
@@ -126,7 +126,8 @@ class Coherence:
         cfg = client.config
         self.name = f"{socket.gethostname()[:30]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.channels = [Channel(e.host, e.port, cfg.connect_timeout, cfg.request_timeout,
-                                 max_idle=4, name=f"iod{i} ({e.address})")
+                                 max_idle=4, name=f"iod{i} ({e.address})", key=client.key,
+                                 role="mount")
                          for i, e in enumerate(cfg.iods)]
         self.connected = [False] * len(cfg.iods)
         self.counters = {"callbacks_received": 0, "invalidations_sent": 0,
@@ -168,6 +169,10 @@ class Coherence:
             try:
                 sock = await aio.connect(ep.host, ep.port, self.client.config.connect_timeout)
                 with sock:
+                    if self.client.key is not None:
+                        await auth.client_handshake(sock, self.client.key, "mount-callback",
+                                                    f"iod{index} ({ep.address})",
+                                                    self.client.config.connect_timeout)
                     await aio.send_frame(sock, {"op": "cb_register", "client": self.name,
                                                 "block_size": self.cache.block_size})
                     got = await aio.recv_frame(sock, self.client.config.request_timeout,

@@ -30,7 +30,7 @@ from pvfs import __version__, _native
 from pvfs.client.rpc import Channel
 from pvfs.config import ALGORITHMS, Config
 from pvfs.layout.intersect import pieces_for_rank, stream_length
-from pvfs.protocol import schema
+from pvfs.protocol import auth, schema
 from pvfs.protocol.errors import error_reply, from_exception
 from pvfs.protocol.framing import FrameError, decode_header, frame
 from pvfs.protocol.schema import IOD_SCHEMAS
@@ -64,6 +64,7 @@ class IodServer:
         self.config = config
         self.index = index
         self.endpoint = config.iods[index]
+        self.key = auth.key_for(config)  # None: authentication off (protocol/auth.py)
         self.storage = storage or PosixStorage(self.endpoint.data_dir)
         self.engine = _native.Engine(algorithm=config.algorithm, window=config.window,
                                      idle_timeout=config.request_timeout)
@@ -73,7 +74,8 @@ class IodServer:
         self.address: tuple[str, int] | None = None
         # N_file (open handles per file) is the manager's to count; asked when needed.
         self.mgr = Channel(config.manager.host, config.manager.port, config.connect_timeout,
-                           config.request_timeout, max_idle=2, name="manager")
+                           config.request_timeout, max_idle=2, name="manager", key=self.key,
+                           role=f"iod{index}")
         self.conns: dict[int, trio.socket.SocketType] = {}
         # Jobs that touch no file (replies, zeros, drains) still name a descriptor.
         self.null_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
@@ -118,11 +120,29 @@ class IodServer:
     async def _accept_loop(self, listener) -> None:
         conn_ids = itertools.count(1)
         while True:
-            sock, _addr = await listener.accept()
+            sock, addr = await listener.accept()
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            cid = next(conn_ids)
-            self.conns[cid] = sock
-            self.engine.attach(cid, sock.fileno())
+            if self.key is None:
+                self._attach(next(conn_ids), sock)
+            else:
+                # The handshake runs here in Python; only an authenticated connection is
+                # handed to the engine, so no unauthenticated frame ever reaches a job.
+                self._nursery.start_soon(self._authenticate, next(conn_ids), sock,
+                                         f"{addr[0]}:{addr[1]}")
+
+    def _attach(self, cid: int, sock) -> None:
+        self.conns[cid] = sock
+        self.engine.attach(cid, sock.fileno())
+
+    async def _authenticate(self, cid: int, sock, peer: str) -> None:
+        ok = False
+        try:
+            ok = await auth.server_handshake(sock, self.key, peer, log)
+        finally:
+            if ok:
+                self._attach(cid, sock)
+            else:
+                sock.close()
 
     async def _event_loop(self) -> None:
         fd = self.engine.fileno()

@@ -9,6 +9,7 @@ stripe files), truncation, and statfs sums.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import time
@@ -19,6 +20,7 @@ from pvfs import __version__
 from pvfs.client.rpc import Channel, call_many
 from pvfs.config import Config
 from pvfs.layout.stripe import Stripe, local_size, logical_size
+from pvfs.protocol.auth import key_for
 from pvfs.protocol.schema import MGR_SCHEMAS
 
 from ..common import serve_tcp
@@ -32,10 +34,12 @@ class MgrServer:
         self.config = config
         os.makedirs(config.manager.data_dir, exist_ok=True)
         self.db_path = os.path.join(config.manager.data_dir, "meta.sqlite")
+        self.key = key_for(config)  # before the store: a bad key file stops the start
         self.store = MetaStore(self.db_path, config.niods, config.stripe)
         # Calls to the I/O daemons of a file are overlapped in one task (rpc.call_many).
         self.iods = [Channel(e.host, e.port, config.connect_timeout, config.request_timeout,
-                             max_idle=32, name=f"iod{i} ({e.address})", manager=False)
+                             max_idle=32, name=f"iod{i} ({e.address})", manager=False,
+                             key=self.key, role="mgr")
                      for i, e in enumerate(config.iods)]
         self.started = time.time()
         self.address: tuple[str, int] | None = None
@@ -43,9 +47,9 @@ class MgrServer:
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
             async with trio.open_nursery() as nursery:
-                self.address = await nursery.start(
+                self.address = await nursery.start(functools.partial(
                     serve_tcp, self.config.manager.host, self.config.manager.port,
-                    MGR_SCHEMAS, self.dispatch)
+                    MGR_SCHEMAS, self.dispatch, key=self.key))
                 log.info("manager serving %s:%d, metadata in %s", *self.address[:2],
                          self.config.manager.data_dir)
                 task_status.started(self.address)

@@ -26,6 +26,13 @@ Example (what ``pvfs-admin init`` writes)::
     [scheduler]
     algorithm = "opt1"                 # opt1 | opt2 | opt3 | opt4
     window = 268435456                 # opt3 window in bytes (~ memory size)
+
+    [security]                         # docs/security.md
+    key_file = "/srv/pvfs/pvfs.key"    # shared key (mode 0600; `pvfs-admin key generate`)
+    # auth = true                      # default: on when any address is not loopback
+
+A ``[manager]`` or ``[[iod]]`` table may add ``metrics_port = 9400``: that daemon then
+serves Prometheus text on http://HOST:PORT/metrics (docs/operations.md); off unless set.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ class Endpoint:
     host: str
     port: int
     data_dir: str
+    metrics_port: int = 0  # Prometheus endpoint of this daemon; 0 = off
 
     @property
     def address(self) -> str:
@@ -69,10 +77,21 @@ class Config:
     run_dir: str = ""
     path: str = ""
     extra: dict = field(default_factory=dict, compare=False)
+    key_file: str = ""  # [security] key_file (absolute)
+    auth: bool | None = None  # [security] auth; None: on when any address is not loopback
 
     @property
     def niods(self) -> int:
         return len(self.iods)
+
+    @property
+    def auth_enabled(self) -> bool:
+        """Whether every connection must authenticate (protocol/auth.py)."""
+        if self.auth is not None:
+            return self.auth
+        from pvfs.protocol.auth import is_loopback
+
+        return not all(is_loopback(e.host) for e in (self.manager, *self.iods))
 
     def default_stripe(self) -> Stripe:
         return self.stripe.resolved(self.niods)
@@ -99,7 +118,10 @@ def _endpoint(table: object, what: str, base_dir: Path) -> Endpoint:
     data_dir = table.get("data_dir")
     if not isinstance(data_dir, str) or not data_dir:
         raise ConfigError(f"{what}: data_dir is required")
-    return Endpoint(host, port, str((base_dir / data_dir).resolve()))
+    metrics = _number(table, "metrics_port", 0, int, what, 0)
+    if metrics > 65535:
+        raise ConfigError(f"{what}.metrics_port: must be < 65536, got {metrics}")
+    return Endpoint(host, port, str((base_dir / data_dir).resolve()), metrics)
 
 
 def _number(table: dict, key: str, default, kind, what: str, minimum=None):
@@ -143,6 +165,15 @@ def parse(data: dict, path: str = "") -> Config:
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"[scheduler].algorithm must be one of {', '.join(ALGORITHMS)}")
     run_dir = fs.get("run_dir") or str(Path(manager.data_dir).parent / "run")
+    sec = data.get("security", {})
+    if not isinstance(sec, dict):
+        raise ConfigError("[security]: must be a table")
+    key_file = sec.get("key_file", "")
+    if not isinstance(key_file, str):
+        raise ConfigError("[security].key_file: expected a path")
+    auth = sec.get("auth")
+    if auth is not None and not isinstance(auth, bool):
+        raise ConfigError(f"[security].auth: expected true or false, got {auth!r}")
     return Config(
         name=str(fs.get("name", "pvfs")),
         manager=manager,
@@ -155,7 +186,10 @@ def parse(data: dict, path: str = "") -> Config:
         run_dir=str((base_dir / run_dir).resolve()),
         path=str(Path(path).resolve()) if path else "",
         extra={k: v for k, v in data.items()
-               if k not in ("filesystem", "manager", "iod", "stripe", "timeouts", "scheduler")},
+               if k not in ("filesystem", "manager", "iod", "stripe", "timeouts", "scheduler",
+                            "security")},
+        key_file=str((base_dir / key_file).resolve()) if key_file else "",
+        auth=auth,
     )
 
 
@@ -208,14 +242,24 @@ def dump(cfg: Config) -> str:
            "[filesystem]", f"name = {_toml_value(cfg.name)}", f"run_dir = {_toml_value(cfg.run_dir)}",
            "", "[manager]", f"address = {_toml_value(cfg.manager.address)}",
            f"data_dir = {_toml_value(cfg.manager.data_dir)}"]
+    if cfg.manager.metrics_port:
+        out.append(f"metrics_port = {cfg.manager.metrics_port}")
     for i, e in enumerate(cfg.iods):
         out += ["", f"[[iod]]  # I/O daemon {i}", f"address = {_toml_value(e.address)}",
                 f"data_dir = {_toml_value(e.data_dir)}"]
+        if e.metrics_port:
+            out.append(f"metrics_port = {e.metrics_port}")
     out += ["", "[stripe]", f"base = {cfg.stripe.base}", f"pcount = {cfg.stripe.pcount}",
             f"ssize = {cfg.stripe.ssize}", "", "[timeouts]",
             f"connect = {cfg.connect_timeout!r}", f"request = {cfg.request_timeout!r}",
             "", "[scheduler]", f"algorithm = {_toml_value(cfg.algorithm)}",
             f"window = {cfg.window}"]
+    if cfg.key_file or cfg.auth is not None:
+        out += ["", "[security]"]
+        if cfg.key_file:
+            out.append(f"key_file = {_toml_value(cfg.key_file)}")
+        if cfg.auth is not None:
+            out.append(f"auth = {_toml_value(cfg.auth)}")
     for table, values in cfg.extra.items():
         if isinstance(values, dict):
             out += ["", f"[{table}]"] + [f"{k} = {_toml_value(v)}" for k, v in values.items()]

@@ -17,6 +17,7 @@ from pvfs.client.datapath import DataPath
 from pvfs.client.rpc import Channel
 from pvfs.layout.describe import Regions
 from pvfs.layout.stripe import Stripe
+from pvfs.protocol.auth import key_for
 
 ROOT_INO = 1
 
@@ -39,9 +40,11 @@ class AsyncClient:
 
     def __init__(self, config: cfgmod.Config, data_threads: int = 16) -> None:
         self.config = config
+        self.key = key_for(config)  # None: authentication off (protocol/auth.py)
         self.mgr = Channel(config.manager.host, config.manager.port, config.connect_timeout,
-                           config.request_timeout, max_idle=16, name="manager")
-        self.data = DataPath(config)
+                           config.request_timeout, max_idle=16, name="manager", key=self.key,
+                           role="mount")
+        self.data = DataPath(config, role="mount")
         self.limiter = trio.CapacityLimiter(data_threads)
 
     @classmethod

@@ -20,6 +20,7 @@ from pvfs.config import Config
 from pvfs.layout.describe import Description
 from pvfs.layout.intersect import pack_segments, split_description
 from pvfs.layout.stripe import Stripe, logical_size
+from pvfs.protocol import auth
 from pvfs.protocol.errors import ProtocolError, raise_for
 from pvfs.protocol.framing import FrameError, decode_header, frame
 from pvfs.protocol.retry import BROKEN, may_resend
@@ -36,9 +37,11 @@ class ReadResult:
 class SocketPool:
     """Idle blocking connections per daemon, shared by every thread of a client."""
 
-    def __init__(self, config: Config, max_idle: int = 16) -> None:
+    def __init__(self, config: Config, max_idle: int = 16, role: str = "client") -> None:
         self.config = config
         self.max_idle = max_idle
+        self.key = auth.key_for(config)  # None: authentication off
+        self.role = role
         self._idle: dict[int, list[socket.socket]] = {}
         self._lock = threading.Lock()
         self.closed = False
@@ -64,6 +67,13 @@ class SocketPool:
             raise OSError(exc.errno or errno.EHOSTUNREACH,
                           f"{self.name(key)}: cannot connect: {exc.strerror or exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.key is not None:
+            try:
+                auth.client_handshake_sync(sock, self.key, self.role, self.name(key),
+                                           self.config.connect_timeout)
+            except BaseException:
+                sock.close()
+                raise
         sock.settimeout(None)
         return sock
 
@@ -98,9 +108,9 @@ class SocketPool:
 class DataPath:
     """Requests to the daemons through ``_native.transfer``; thread-safe."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, role: str = "client") -> None:
         self.config = config
-        self.pool = SocketPool(config)
+        self.pool = SocketPool(config, role=role)
 
     def close(self) -> None:
         self.pool.close()

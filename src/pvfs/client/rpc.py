@@ -12,7 +12,7 @@ import errno
 
 import trio
 
-from pvfs.protocol import aio
+from pvfs.protocol import aio, auth
 from pvfs.protocol.errors import ProtocolError, raise_for
 from pvfs.protocol.framing import FrameError
 from pvfs.protocol.retry import BROKEN, may_resend
@@ -22,7 +22,8 @@ class Channel:
     """Calls to the daemon at host:port."""
 
     def __init__(self, host: str, port: int, connect_timeout: float, request_timeout: float,
-                 max_idle: int = 8, name: str = "", manager: bool = True) -> None:
+                 max_idle: int = 8, name: str = "", manager: bool = True,
+                 key: bytes | None = None, role: str = "client") -> None:
         self.host, self.port = host, port
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
@@ -31,6 +32,7 @@ class Channel:
         self._idle: list = []
         self.closed = False
         self.manager = manager  # which operations may be resent (protocol/retry.py)
+        self.key, self.role = key, role  # new connections authenticate with key (auth.py)
 
     async def _take(self):
         if self.closed:
@@ -38,13 +40,24 @@ class Channel:
         if self._idle:
             return self._idle.pop()
         try:
-            return await aio.connect(self.host, self.port, self.connect_timeout)
+            sock = await aio.connect(self.host, self.port, self.connect_timeout)
         except TimeoutError:
             raise TimeoutError(errno.ETIMEDOUT,
                                f"{self.name}: no connection within {self.connect_timeout:g} s") from None
         except OSError as exc:
             raise OSError(exc.errno or errno.EHOSTUNREACH,
                           f"{self.name}: cannot connect: {exc.strerror or exc}") from None
+        if self.key is not None:
+            try:
+                addr = f"{self.host}:{self.port}"
+                await auth.client_handshake(
+                    sock, self.key, self.role,
+                    self.name if addr in self.name else f"{self.name} ({addr})",
+                    self.connect_timeout)
+            except BaseException:
+                sock.close()
+                raise
+        return sock
 
     def _give_back(self, sock) -> None:
         if self.closed or len(self._idle) >= self.max_idle:
