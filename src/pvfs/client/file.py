@@ -10,20 +10,28 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from typing import TYPE_CHECKING, Self
+from typing import Any, Protocol, Self
 
+from pvfs.client.datapath import DataPath
 from pvfs.client.modes import readable, writable
 from pvfs.layout.describe import MAX_OFFSET, Regions, Strided, validate
 from pvfs.layout.stripe import Stripe
 
-if TYPE_CHECKING:
-    from pvfs.client.fs import FileSystem
+
+class Opener(Protocol):
+    """What a :class:`File` needs from the file system that opened it (``FileSystem`` is
+    one): the manager for close/sync/truncate, the data path for the bytes. Naming only this
+    keeps ``file.py`` free of ``fs.py``, which imports it."""
+
+    data: DataPath
+
+    def meta(self, op: str, **fields: Any) -> dict: ...
 
 
 class File:
     """Returned by ``FileSystem.open``; use as a context manager or call ``close``."""
 
-    def __init__(self, fs: FileSystem, path: str, attrs: dict, flags: int) -> None:
+    def __init__(self, fs: Opener, path: str, attrs: dict, flags: int) -> None:
         self.fs = fs
         self.path = path
         self.ino: int = attrs["ino"]
