@@ -166,6 +166,7 @@ class Operations(pyfuse3.Operations):
         e.st_nlink = a["nlink"]
         e.st_uid = a["uid"]
         e.st_gid = a["gid"]
+        e.st_rdev = a.get("rdev", 0)
         size = a["size"]
         if a.get("type") == "file":
             size = max(size, self.cache.size_hint(a["ino"]))
@@ -257,7 +258,9 @@ class Operations(pyfuse3.Operations):
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: RequestContext) -> EntryAttributes:
         if not stat.S_ISREG(mode):
-            raise FUSEError(errno.EPERM)  # only regular files, directories and symlinks
+            # FIFOs, sockets (bind), devices: inodes at the manager; the kernel serves them
+            return self.entry(await self.client.mknod(parent_inode, _name(name), mode, rdev,
+                                                      self.cred(ctx)))
         a = await self.client.create(parent_inode, _name(name), stat.S_IMODE(mode),
                                      self.cred(ctx), exclusive=True)
         return self.entry(a)

@@ -29,7 +29,12 @@ MAX_SIZE = (1 << 63) - 1
 XATTR_SIZE_MAX = 65536
 XATTR_NAMESPACES = ("user.", "trusted.", "security.", "system.")
 DIR_BLOCK = 4096
-TYPES = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
+TYPES = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink",
+         stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFCHR: "chr", stat.S_IFBLK: "blk"}
+# Special files: an inode with a mode (and a device number) but no data at the I/O daemons;
+# the kernel serves their I/O (pipes, sockets, device drivers).
+SPECIAL = (stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCHR, stat.S_IFBLK)
+MAX_RDEV = (1 << 32) - 1  # FUSE carries a 32-bit (new_encode_dev) device number
 
 
 def fail(code: int, what: object = None) -> OSError:
@@ -230,6 +235,23 @@ def check_mode(v: object) -> int:
     return check_int(v, 0, 0o177777, "mode") & 0o7777
 
 
+def check_special(mode: object, rdev: object, cred: Cred) -> tuple[int, int]:
+    """mknod(2) of a special file: (file type, rdev). Regular files are made by ``create``
+    (they need stripe files); devices need root (CAP_MKNOD), like Linux after the parent
+    checks; rdev only means something for devices."""
+    m = check_int(mode, 0, 0o177777, "mode")
+    ftype = stat.S_IFMT(m)
+    if ftype not in SPECIAL:
+        raise fail(errno.EPERM if ftype == stat.S_IFDIR else errno.EINVAL, "mknod type")
+    dev = check_int(rdev, 0, MAX_RDEV, "rdev")
+    if ftype in (stat.S_IFCHR, stat.S_IFBLK):
+        if not cred.is_root:
+            raise fail(errno.EPERM, "device node")
+    else:
+        dev = 0
+    return ftype, dev
+
+
 def check_target(target: object) -> str:
     """A symlink target: 1..4095 bytes of UTF-8 without NUL."""
     if type(target) is not str or not target or "\0" in target:
@@ -259,6 +281,7 @@ class Inode(NamedTuple):
     sbase: int | None
     spcount: int | None
     sssize: int | None
+    rdev: int = 0  # device nodes
 
     @property
     def is_dir(self) -> bool:
@@ -271,6 +294,10 @@ class Inode(NamedTuple):
     @property
     def is_link(self) -> bool:
         return stat.S_ISLNK(self.mode)
+
+    @property
+    def is_special(self) -> bool:
+        return stat.S_IFMT(self.mode) in SPECIAL
 
     @property
     def stripe(self) -> Stripe | None:
@@ -289,13 +316,14 @@ class Inode(NamedTuple):
             size = DIR_BLOCK * (1 + (self.nent + 2) // 128)
         elif self.is_link:
             size = len((self.target or "").encode())
-        else:
-            size = 0  # the server fills in the logical size from the I/O daemons
+        else:  # files: the server fills in the logical size from the I/O daemons
+            size = 0
         return {
             "ino": self.ino, "type": TYPES[stat.S_IFMT(self.mode)], "mode": self.mode,
             "nlink": self.nlink, "uid": self.uid, "gid": self.gid, "size": size,
             "atime_ns": self.atime, "mtime_ns": self.mtime, "ctime_ns": self.ctime,
             "stripe": None if self.sbase is None else [self.sbase, self.spcount, self.sssize],
+            "rdev": self.rdev or 0,
         }
 
 
@@ -358,6 +386,8 @@ def open_mask(r: Inode, flags: object) -> int:
     flags = check_int(flags, 0, (1 << 32) - 1, "open flags")
     if r.is_link:
         raise fail(errno.ELOOP, r.what)
+    if r.is_special:  # no data here: on a mount the kernel opens them itself
+        raise fail(errno.ENXIO, r.what)
     acc = flags & os.O_ACCMODE
     if acc == os.O_ACCMODE:
         raise fail(errno.EINVAL, "open flags")

@@ -7,7 +7,8 @@ CREATE TABLE IF NOT EXISTS inodes (
     atime INTEGER NOT NULL, mtime INTEGER NOT NULL, ctime INTEGER NOT NULL,
     nent INTEGER NOT NULL DEFAULT 0,         -- dirs: entries besides . and ..
     target TEXT,                             -- symlinks
-    sbase INTEGER, spcount INTEGER, sssize INTEGER   -- file layout / dir default (NULL)
+    sbase INTEGER, spcount INTEGER, sssize INTEGER,  -- file layout / dir default (NULL)
+    rdev INTEGER NOT NULL DEFAULT 0          -- device nodes (schema 2; store.py migrates 1)
 );
 CREATE INDEX IF NOT EXISTS inodes_unlinked ON inodes(nlink) WHERE nlink = 0;
 CREATE TABLE IF NOT EXISTS dentries (

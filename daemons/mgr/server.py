@@ -248,6 +248,10 @@ class MgrServer:
                                                   f["new_name"], cred, f["flags"]))
         return {}
 
+    async def op_mknod(self, f, cred) -> dict:
+        """A FIFO, socket or device node: an inode only, no stripe files."""
+        return self.store.mknod(f["parent"], f["name"], f["mode"], f["rdev"], cred)
+
     async def op_symlink(self, f, cred) -> dict:
         return self.store.symlink(f["parent"], f["name"], f["target"], cred)
 

@@ -35,12 +35,17 @@ RENAME_EXCHANGE = 2
 XATTR_CREATE = 1
 XATTR_REPLACE = 2
 READDIR_MAX = 65536
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Upgrades of an existing store, by the version they start from; each runs in the
+# transaction that records the new version, so a crash leaves the old schema intact.
+_MIGRATIONS = {
+    1: ["ALTER TABLE inodes ADD COLUMN rdev INTEGER NOT NULL DEFAULT 0"],  # special files
+}
 
 _SCHEMA = Path(__file__).with_name("schema.sql")
 
 _COLS = "i.ino, i.mode, i.nlink, i.uid, i.gid, i.atime, i.mtime, i.ctime, i.nent, " \
-        "i.target, i.sbase, i.spcount, i.sssize"
+        "i.target, i.sbase, i.spcount, i.sssize, i.rdev"
 _SEL_INO = f"SELECT {_COLS} FROM inodes i WHERE i.ino = ?"
 _SEL_CHILD = (f"SELECT {_COLS} FROM dentries d JOIN inodes i ON i.ino = d.ino "
               "WHERE d.parent = ? AND d.name = ?")
@@ -49,7 +54,7 @@ _SEL_PAGE = (f"SELECT d.cookie, d.name, {_COLS} FROM dentries d JOIN inodes i ON
 _TOUCH_DIR = ("UPDATE inodes SET mtime = ?, ctime = ?, nent = nent + ?, nlink = nlink + ? "
               "WHERE ino = ?")
 _INSERT = ("INSERT INTO inodes (mode, nlink, uid, gid, atime, mtime, ctime, target, "
-           "sbase, spcount, sssize) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+           "sbase, spcount, sssize, rdev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 class MetaStore:
@@ -73,9 +78,19 @@ class MetaStore:
                 now = time.time_ns()
                 self._db.execute("INSERT INTO meta VALUES ('version', ?)", (SCHEMA_VERSION,))
                 self._db.execute(_INSERT, (stat.S_IFDIR | 0o755, 2, 0, 0, now, now, now,
-                                           None, None, None, None))
-            elif row[0] != SCHEMA_VERSION:
-                raise fail(errno.EINVAL, f"metadata schema {row[0]}, need {SCHEMA_VERSION}")
+                                           None, None, None, None, 0))
+            else:
+                self._migrate(row[0])
+
+    def _migrate(self, version: int) -> None:
+        """Bring an existing store up to SCHEMA_VERSION (inside the caller's transaction)."""
+        if version > SCHEMA_VERSION or any(v not in _MIGRATIONS
+                                           for v in range(version, SCHEMA_VERSION)):
+            raise fail(errno.EINVAL, f"metadata schema {version}, need {SCHEMA_VERSION}")
+        for v in range(version, SCHEMA_VERSION):
+            for sql in _MIGRATIONS[v]:
+                self._db.execute(sql)
+        self._db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (SCHEMA_VERSION,))
 
     def close(self, ino: int | None = None) -> dict | None:
         """``close()`` closes the store; ``close(ino)`` drops one handle (``release``)."""
@@ -149,8 +164,8 @@ class MetaStore:
     def _drop_link(self, r: Inode, now: int) -> dict | None:
         """One name of ``r`` is gone (its dentry already deleted). Returns attrs when the
         file's data must be removed now."""
-        if r.is_dir or (r.is_link and r.nlink <= 1):
-            self._delete(r.ino)
+        if r.is_dir or (not r.is_file and r.nlink <= 1):
+            self._delete(r.ino)  # no data anywhere else (directories, symlinks, specials)
             return None
         nlink = r.nlink - 1
         self._db.execute("UPDATE inodes SET nlink = ?, ctime = ? WHERE ino = ?",
@@ -236,12 +251,12 @@ class MetaStore:
         return d
 
     def _insert(self, parent: Inode, name: str, ftype: int, perm: int, cred: Cred, now: int,
-                target: str | None = None, stripe: Stripe | None = None) -> int:
+                target: str | None = None, stripe: Stripe | None = None, rdev: int = 0) -> int:
         perm, gid = perms.new_owner(parent.mode, parent.gid, perm, ftype == stat.S_IFDIR, cred)
         nlink = 2 if ftype == stat.S_IFDIR else 1
         s = (None, None, None) if stripe is None else (stripe.base, stripe.pcount, stripe.ssize)
         cur = self._db.execute(_INSERT, (ftype | perm, nlink, cred.uid, gid, now, now, now,
-                                         target, *s))
+                                         target, *s, rdev))
         ino = cur.lastrowid
         assert ino is not None
         self._db.execute("INSERT INTO dentries (parent, name, ino) VALUES (?, ?, ?)",
@@ -275,6 +290,18 @@ class MetaStore:
         with self._tx():
             d = self._prepare_new(parent, name, cred)
             ino = self._insert(d, name, stat.S_IFDIR, perm, cred, time.time_ns(), stripe=d.stripe)
+            return self._get(ino).attrs()
+
+    def mknod(self, parent: int, name: str, mode: int, rdev: int, cred: Cred) -> dict:
+        """A special file (FIFO, socket, character or block device): mode and rdev only, no
+        stripe files -- the kernel serves its I/O. Devices need root."""
+        parent, name = check_ino(parent), check_name(name, creating=True)
+        cred = check_cred(cred)
+        perms.check_int(mode, 0, 0o177777, "mode")
+        with self._tx():
+            d = self._prepare_new(parent, name, cred)
+            ftype, rdev = perms.check_special(mode, rdev, cred)
+            ino = self._insert(d, name, ftype, mode & 0o7777, cred, time.time_ns(), rdev=rdev)
             return self._get(ino).attrs()
 
     def symlink(self, parent: int, name: str, target: str, cred: Cred) -> dict:
@@ -598,5 +625,6 @@ class MetaStore:
                                 (0o170000,)).fetchall()
         by = dict(rows)
         out = {"files": by.get(stat.S_IFREG, 0), "dirs": by.get(stat.S_IFDIR, 0),
-               "symlinks": by.get(stat.S_IFLNK, 0)}
+               "symlinks": by.get(stat.S_IFLNK, 0),
+               "special": sum(by.get(t, 0) for t in perms.SPECIAL)}
         return out | {"inodes": sum(out.values())}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import signal
 import stat
@@ -157,3 +158,67 @@ def test_ftruncate_of_a_file_created_with_mode_0(mnt):
     assert r.returncode == 0 and r.stdout.strip() == "7", r.stderr
     r = as_user("truncate", "-s", "1", str(mnt / "mode0"))  # by path: checked
     assert r.returncode != 0 and "Permission denied" in r.stderr
+
+
+def test_special_files_on_the_mount(mnt, pvfs_cluster):
+    """FIFOs, sockets and device nodes are inodes at the manager; the kernel serves them."""
+    import socket
+    import threading
+
+    fifo = mnt / "fifo"
+    os.mkfifo(fifo, 0o640)
+    st = os.lstat(fifo)
+    assert stat.S_ISFIFO(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o640
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    with open(fifo, "wb") as w:
+        w.write(b"through the pipe")
+    reader.join(PROBE_TIMEOUT)
+    assert got == [b"through the pipe"]
+
+    path = str(mnt / "sock")
+    with socket.socket(socket.AF_UNIX) as srv:
+        srv.bind(path)
+        srv.listen(1)
+        assert stat.S_ISSOCK(os.lstat(path).st_mode)
+        with socket.socket(socket.AF_UNIX) as cli:
+            cli.connect(path)
+            conn, _ = srv.accept()
+            with conn:
+                cli.sendall(b"ping")
+                assert conn.recv(4) == b"ping"
+
+    os.mknod(mnt / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    os.mknod(mnt / "blk", stat.S_IFBLK | 0o600, os.makedev(7, 200))
+    assert os.stat(mnt / "null").st_rdev == os.makedev(1, 3)
+    st = os.stat(mnt / "blk")
+    assert stat.S_ISBLK(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == (7, 200)
+    ls = subprocess.run(["ls", "-l", str(mnt)], capture_output=True, text=True, check=True)
+    assert re.search(r"^c.* 1, +3 .* null$", ls.stdout, re.MULTILINE), ls.stdout
+    r = as_user("sh", "-c", f"mknod {mnt}/nodev c 1 3")
+    assert r.returncode != 0  # devices need CAP_MKNOD
+    with pvfs_cluster.connect() as fs:  # the native API sees the same inodes
+        assert fs.stat("/null").st_rdev == os.makedev(1, 3) and fs.stat("/fifo").type == "fifo"
+        fs.mkfifo("/fifo2", 0o600)
+        fs.mknod("/sock2", stat.S_IFSOCK | 0o600)
+    assert stat.S_ISFIFO(os.stat(mnt / "fifo2").st_mode)
+    assert stat.S_ISSOCK(os.stat(mnt / "sock2").st_mode)
+    for n in ("fifo", "sock", "null", "blk", "fifo2", "sock2"):
+        os.unlink(mnt / n)
+    assert not [n for n in os.listdir(mnt) if n in ("fifo", "null")]
+
+
+def test_device_nodes_are_served_by_the_kernel_with_dev(pvfs_cluster, tmp_path):
+    """With ``-o dev`` a character device node on pvfs works like /dev/zero and /dev/null
+    (the default mount is nodev, as FUSE mounts are)."""
+    with Mount(pvfs_cluster.config_path, tmp_path / "devmnt", "dev") as m:
+        os.mknod(m.path / "zero", stat.S_IFCHR | 0o666, os.makedev(1, 5))
+        with open(m.path / "zero", "rb") as fh:
+            assert fh.read(4096) == bytes(4096)
+        os.mknod(m.path / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        with open(m.path / "null", "wb") as fh:
+            fh.write(b"gone")
+        assert os.stat(m.path / "null").st_size == 0
+        os.unlink(m.path / "zero")
+        os.unlink(m.path / "null")

@@ -106,3 +106,77 @@ def test_ftruncate_through_a_writable_handle_skips_the_mode_check(s):
     # handle= vouches for the size only: a chmod or chown is checked as ever
     err(errno.EPERM, s.setattr, a["ino"], ALICE, mode=0o777, handle=True)
     err(errno.EINVAL, s.setattr, a["ino"], BOB, size=1, handle=1)
+
+
+# ---------------------------------------------------------------- special files
+@pytest.mark.parametrize(("ftype", "name"), [(stat.S_IFIFO, "fifo"), (stat.S_IFSOCK, "socket"),
+                                             (stat.S_IFCHR, "chr"), (stat.S_IFBLK, "blk")])
+def test_mknod_makes_an_inode_without_data(s, ftype, name):
+    rdev = (8 << 8) | 1
+    a = s.mknod(ROOT_INO, "n", ftype | 0o640, rdev, ROOT)
+    assert a["type"] == name and a["mode"] == ftype | 0o640 and a["nlink"] == 1
+    assert a["stripe"] is None and a["size"] == 0
+    assert a["rdev"] == (rdev if ftype in (stat.S_IFCHR, stat.S_IFBLK) else 0)
+    assert s.lookup(ROOT_INO, "n", ROOT) == a and s.counts()["special"] == 1
+    assert not list(s.file_inodes())  # nothing for fsck to find at the I/O daemons
+    err(errno.ENXIO, s.open, a["ino"], 0, ROOT)  # only a kernel can open it
+    err(errno.EINVAL, s.setattr, a["ino"], ROOT, size=0)
+    s.link(a["ino"], ROOT_INO, "n2", ROOT)
+    assert s.unlink(ROOT_INO, "n", ROOT) is None
+    assert s.unlink(ROOT_INO, "n2", ROOT) is None  # last name: the inode goes at once
+    err(errno.ENOENT, s.getattr, a["ino"])
+    assert s.counts()["special"] == 0 and not s.orphans()
+
+
+def test_mknod_rules(s):
+    d = s.mkdir(ROOT_INO, "d", 0o755, ALICE)["ino"]
+    assert s.mknod(d, "p", stat.S_IFIFO | 0o644, 0, ALICE)["uid"] == ALICE.uid
+    err(errno.EEXIST, s.mknod, d, "p", stat.S_IFIFO | 0o644, 0, ALICE)
+    err(errno.EACCES, s.mknod, d, "q", stat.S_IFIFO | 0o644, 0, BOB)
+    err(errno.EPERM, s.mknod, d, "c", stat.S_IFCHR | 0o644, 0x0103, ALICE)  # needs root
+    err(errno.EACCES, s.mknod, d, "c", stat.S_IFCHR | 0o644, 0x0103, BOB)  # parent first
+    err(errno.EINVAL, s.mknod, d, "r", stat.S_IFREG | 0o644, 0, ALICE)  # files: create
+    err(errno.EPERM, s.mknod, d, "r", stat.S_IFDIR | 0o755, 0, ALICE)
+    err(errno.EINVAL, s.mknod, d, "r", stat.S_IFCHR | 0o644, 1 << 32, ROOT)
+    err(errno.ENAMETOOLONG, s.mknod, d, "x" * 256, stat.S_IFIFO | 0o644, 0, ALICE)
+    s.setattr(d, ALICE, mode=0o1777)
+    s.mknod(d, "bobs", stat.S_IFSOCK | 0o777, 0, BOB)
+    err(errno.EPERM, s.unlink, d, "p", BOB)  # sticky directory
+    s.unlink(d, "bobs", BOB)
+
+
+def test_schema_1_store_is_migrated(tmp_path):
+    """A file system made before special files existed still opens (and gains rdev)."""
+    import sqlite3
+
+    path = str(tmp_path / "old.sqlite")
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        CREATE TABLE inodes (ino INTEGER PRIMARY KEY AUTOINCREMENT, mode INTEGER NOT NULL,
+            nlink INTEGER NOT NULL, uid INTEGER NOT NULL, gid INTEGER NOT NULL,
+            atime INTEGER NOT NULL, mtime INTEGER NOT NULL, ctime INTEGER NOT NULL,
+            nent INTEGER NOT NULL DEFAULT 0, target TEXT,
+            sbase INTEGER, spcount INTEGER, sssize INTEGER);
+        CREATE TABLE dentries (cookie INTEGER PRIMARY KEY AUTOINCREMENT,
+            parent INTEGER NOT NULL, name TEXT NOT NULL, ino INTEGER NOT NULL);
+        CREATE TABLE xattrs (ino INTEGER NOT NULL, name TEXT NOT NULL, value BLOB NOT NULL,
+            PRIMARY KEY (ino, name)) WITHOUT ROWID;
+        INSERT INTO meta VALUES ('version', 1);
+        INSERT INTO inodes VALUES (1, 16877, 2, 0, 0, 1, 1, 1, 1, NULL, NULL, NULL, NULL);
+        INSERT INTO inodes VALUES (2, 33188, 1, 0, 0, 1, 1, 1, 0, NULL, 0, 4, 65536);
+        INSERT INTO dentries (parent, name, ino) VALUES (1, 'old', 2);
+    """)
+    db.close()
+    s = MetaStore(path, 4, DEFAULT)
+    assert s.lookup(ROOT_INO, "old", ROOT)["rdev"] == 0
+    assert s.mknod(ROOT_INO, "dev", stat.S_IFBLK | 0o600, 0x0801, ROOT)["rdev"] == 0x0801
+    s.close()
+    s = MetaStore(path, 4, DEFAULT)  # opens again at version 2
+    assert s.lookup(ROOT_INO, "dev", ROOT)["rdev"] == 0x0801
+    s.close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = 99 WHERE key = 'version'")
+    db.commit()
+    db.close()
+    err(errno.EINVAL, MetaStore, path, 4, DEFAULT)  # a newer store is refused, not damaged

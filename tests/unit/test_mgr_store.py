@@ -69,7 +69,7 @@ def test_new_store_has_root_and_arguments_are_checked(db):
     r = s.getattr(ROOT_INO)
     assert (r["ino"], r["type"], r["mode"], r["uid"], r["nlink"]) == (1, "dir", 0o40755, 0, 2)
     assert r["stripe"] is None and r["size"] == 4096
-    assert s.counts() == {"files": 0, "dirs": 1, "symlinks": 0, "inodes": 1}
+    assert s.counts() == {"files": 0, "dirs": 1, "symlinks": 0, "special": 0, "inodes": 1}
     s.close()
     for niods, stripe in [(0, DEFAULT), (4, Stripe(5, 1, 65536)), (4, None)]:
         err(errno.EINVAL, MetaStore, db, niods, stripe)
@@ -583,7 +583,8 @@ def test_counts_file_inodes_and_remove_inode(s):
     files = [mkf(s, f"f{i}", d) for i in range(600)]
     s.symlink(ROOT_INO, "sl", "d", ROOT)
     s.link(files[0], ROOT_INO, "also", ROOT)
-    assert s.counts() == {"files": 600, "dirs": 2, "symlinks": 1, "inodes": 603}
+    assert s.counts() == {"files": 600, "dirs": 2, "symlinks": 1, "special": 0,
+                        "inodes": 603}
     seen, doomed = [], set(files[1::2])
     for a in s.file_inodes():  # removal while iterating is allowed
         seen.append(a["ino"])

@@ -108,6 +108,11 @@ class AsyncClient:
         await self.meta("rename", cred, parent=parent, name=name, new_parent=new_parent,
                         new_name=new_name, flags=flags)
 
+    async def mknod(self, parent: int, name: str, mode: int, rdev: int = 0,
+                    cred: Cred = ROOT) -> dict:
+        """A special file: ``mode`` carries the type (S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK)."""
+        return await self.meta("mknod", cred, parent=parent, name=name, mode=mode, rdev=rdev)
+
     async def symlink(self, parent: int, name: str, target: str, cred: Cred = ROOT) -> dict:
         return await self.meta("symlink", cred, parent=parent, name=name, target=target)
 

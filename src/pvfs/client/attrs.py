@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pvfs.layout.stripe import Stripe
 
 BLKSIZE = 65536
+_SPECIAL = {statmod.S_IFIFO: "fifo", statmod.S_IFSOCK: "socket", statmod.S_IFCHR: "chr",
+            statmod.S_IFBLK: "blk"}
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class Stat:
     st_mtime_ns: int
     st_ctime_ns: int
     stripe: Stripe | None = None
+    st_rdev: int = 0  # device nodes
 
     @property
     def st_atime(self) -> float:
@@ -51,14 +54,14 @@ class Stat:
             return "dir"
         if statmod.S_ISLNK(self.st_mode):
             return "symlink"
-        return "file"
+        return _SPECIAL.get(statmod.S_IFMT(self.st_mode), "file")
 
     @classmethod
     def from_wire(cls, a: dict) -> Stat:
         st = a.get("stripe")
         return cls(a["ino"], a["mode"], a["nlink"], a["uid"], a["gid"], a.get("size", 0),
                    a["atime_ns"], a["mtime_ns"], a["ctime_ns"],
-                   Stripe(*st) if isinstance(st, list) else None)
+                   Stripe(*st) if isinstance(st, list) else None, a.get("rdev", 0))
 
     def to_dict(self) -> dict:
         return {"ino": self.st_ino, "type": self.type, "mode": self.st_mode, "nlink": self.st_nlink,

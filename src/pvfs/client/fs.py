@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+import stat as statmod
 from typing import Self
 
 from pvfs import config as cfgmod
@@ -130,6 +131,21 @@ class FileSystem:
     def mkdir(self, path: str, mode: int = 0o777) -> None:
         parent, name = self._parent(path)
         self.meta("mkdir", parent=parent, name=name, mode=mode & ~self.umask & 0o7777)
+
+    def mknod(self, path: str, mode: int = 0o600 | statmod.S_IFIFO, device: int = 0) -> None:
+        """A FIFO, UNIX socket or device node (``os.mknod``): an inode with a mode and a
+        device number, no data; the kernel of a mount serves its I/O. Devices need root."""
+        if not statmod.S_IFMT(mode):
+            mode |= statmod.S_IFREG
+        if statmod.S_ISREG(mode):
+            self.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, perm=mode & 0o7777).close()
+            return
+        parent, name = self._parent(path)
+        self.meta("mknod", parent=parent, name=name,
+                  mode=statmod.S_IFMT(mode) | (mode & ~self.umask & 0o7777), rdev=device)
+
+    def mkfifo(self, path: str, mode: int = 0o666) -> None:
+        self.mknod(path, statmod.S_IFIFO | (mode & 0o7777))
 
     def makedirs(self, path: str, mode: int = 0o777, exist_ok: bool = False) -> None:
         parts = [p for p in self._path(path).split("/") if p]

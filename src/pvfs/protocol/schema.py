@@ -149,6 +149,9 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "rename": {"parent": INO, "name": NAME, "new_parent": INO, "new_name": NAME,
                "flags": Field(integer(0, 7), False, 0)},
     "symlink": {"parent": INO, "name": NAME, "target": PATH},
+    # special files: mode includes the type bits; rdev is FUSE's 32-bit device number
+    "mknod": {"parent": INO, "name": NAME, "mode": Field(integer(0, 0o177777)),
+              "rdev": Field(integer(0, 2**32 - 1), False, 0)},
     "readlink": {"ino": INO},
     "link": {"ino": INO, "new_parent": INO, "new_name": NAME},
     "readdir": {"ino": INO, "cookie": Field(integer(0, 2**63 - 1), False, 0),
