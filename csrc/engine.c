@@ -22,7 +22,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +125,10 @@ static void list_remove(struct pv_job **head, struct pv_job **tail, struct pv_jo
  * attached connection hands the socket back to the connection instead (conn.c). */
 static void finish_job(struct pv_engine *e, struct pv_job *j)
 {
+    if (j->disk_until != 0) {
+        j->disk_until = 0;
+        e->ndisk_wait--;
+    }
     if (j->registered) {
         /* EBADF/ENOENT: the owner closed the fd already, which also left the epoll set. */
         if (j->conn == NULL && epoll_ctl(e->epfd, EPOLL_CTL_DEL, j->sock, NULL) < 0
@@ -283,21 +286,49 @@ static bool take_inbox(struct pv_engine *e)
     return stop;
 }
 
-/* How long epoll_wait may sleep: until the first job waiting on its peer times out. */
-static int wait_ms(struct pv_engine *e, int64_t now)
+/* Jobs whose emulated disk read or write has finished become runnable again: a readiness
+ * edge, so opt1 puts them at the back of its queue as a real disk completion would. */
+static void disk_wake(struct pv_engine *e, int64_t now)
 {
-    int64_t first = pv_conn_deadline(e), ms;
+    int64_t next = INT64_MAX;
 
+    if (e->ndisk_wait == 0 || now < e->disk_next)
+        return;
+    for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
+        if (j->disk_until == 0)
+            continue;
+        if (j->disk_until > now) {
+            if (j->disk_until < next)
+                next = j->disk_until;
+            continue;
+        }
+        j->disk_until = 0;
+        e->ndisk_wait--;
+        j->t_last = now;
+        if (j->ready)
+            j->ready_seq = ++e->ready_seq;
+        if (e->ops->so_update != NULL)
+            e->ops->so_update(e, j);
+    }
+    e->disk_next = next;
+}
+
+/* How long epoll_wait may sleep (ns, -1: no limit): until the first job waiting on its peer
+ * times out, or the emulated disk finishes a job's access (exactly: the model's times must
+ * not be rounded to epoll_wait's milliseconds, hence epoll_pwait2). */
+static int64_t wait_ns(struct pv_engine *e, int64_t now)
+{
+    int64_t first = pv_conn_deadline(e);
+
+    if (e->ndisk_wait > 0 && e->disk_next < first)
+        first = e->disk_next;
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         if (!j->ready && j->t_last + e->idle_ns < first)
             first = j->t_last + e->idle_ns;
     }
     if (first == INT64_MAX)
         return -1;
-    if (first <= now)
-        return 0;
-    ms = (first - now + 999999) / 1000000;   /* round up: never wake just before */
-    return ms > INT_MAX ? INT_MAX : (int)ms;
+    return first <= now ? 0 : first - now;
 }
 
 /* A job waiting on its peer for idle_timeout ends with ETIMEDOUT. A ready job the policy
@@ -332,6 +363,13 @@ static void serve_turn(struct pv_engine *e, struct pv_job *j)
     j->t_last = pv_now_ns();
     if (r == PV_SERVE_DONE) {
         finish_job(e, j);
+    } else if (r == PV_SERVE_DISK) {
+        /* Waiting for the emulated disk: not runnable until disk_wake. */
+        e->ndisk_wait++;
+        if (e->ndisk_wait == 1 || j->disk_until < e->disk_next)
+            e->disk_next = j->disk_until;
+        if (e->ops->so_update != NULL)
+            e->ops->so_update(e, j);
     } else if (r == PV_SERVE_BLOCKED) {
         j->ready = false;
         if (e->ops->so_update != NULL)
@@ -352,12 +390,19 @@ static void *engine_main(void *arg)
     int err = ECANCELED;
 
     for (;;) {
-        struct pv_job *j = e->ops->so_peek(e);
-        int timeout = (j != NULL && j->ready) || pv_conn_pending(e) ? 0
-                                                                     : wait_ms(e, pv_now_ns());
-        int n = epoll_wait(e->epfd, evs, PV_MAX_EVENTS, timeout);
+        struct pv_job *j;
+        struct timespec ts;
+        int64_t wait;
+        int n;
         bool wake = false;
 
+        disk_wake(e, pv_now_ns());
+        j = e->ops->so_peek(e);
+        wait = (j != NULL && pv_job_runnable(j)) || pv_conn_pending(e) ? 0
+                                                                      : wait_ns(e, pv_now_ns());
+        ts.tv_sec = wait / 1000000000;
+        ts.tv_nsec = wait % 1000000000;
+        n = epoll_pwait2(e->epfd, evs, PV_MAX_EVENTS, wait < 0 ? NULL : &ts, NULL);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -387,8 +432,9 @@ static void *engine_main(void *arg)
         if (wake && take_inbox(e))
             break;
         expire_idle(e);
+        disk_wake(e, pv_now_ns());
         j = e->ops->so_peek(e);
-        if (j != NULL && j->ready)
+        if (j != NULL && pv_job_runnable(j))
             serve_turn(e, j);
         /* Headers last: a job that just finished has its next header read in this turn. */
         pv_conn_serve(e);
@@ -420,6 +466,7 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, char *err
     e->read_mode = cfg->read_mode;
     e->write_mode = cfg->write_mode;
     e->mmap_window = cfg->mmap_window;
+    e->disk = cfg->disk;
     e->joined = true;                 /* until the thread exists, there is nothing to join */
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->join_lock, NULL);

@@ -43,7 +43,9 @@ static PyObject *raise_err(PyObject *kind, const char *err)
 static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = { "algorithm", "window", "idle_timeout", "read_mode",
-                              "write_mode", "mmap_window", NULL };
+                              "write_mode", "mmap_window", "disk", NULL };
+    module_state *st = PyType_GetModuleState(type);
+    PyObject *disk = Py_None;
     const char *alg = "opt1", *rmode = PV_DEFAULT_READ_MODE, *wmode = PV_DEFAULT_WRITE_MODE;
     long long window = (long long)256 << 20;
     double idle = 30.0;
@@ -53,9 +55,12 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     EngineObject *self;
     int ri, wi;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|sLdssn:Engine", kwlist, &alg, &window,
-                                     &idle, &rmode, &wmode, &mwin))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|sLdssnO:Engine", kwlist, &alg, &window,
+                                     &idle, &rmode, &wmode, &mwin, &disk))
         return NULL;
+    if (disk != Py_None && (st == NULL || !PyObject_TypeCheck(disk, st->disk_type)))
+        return PyErr_Format(PyExc_TypeError, "disk must be a pvfs._native.Disk or None");
+    cfg.disk = disk == Py_None ? NULL : pv_py_disk_model(disk);
     cfg.ops = pv_sched_find(alg);
     if (cfg.ops == NULL)
         return PyErr_Format(PyExc_ValueError, "unknown algorithm '%s'", alg);
@@ -87,6 +92,8 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         Py_DECREF(self);
         return NULL;
     }
+    if (disk != Py_None)
+        self->disk = Py_NewRef(disk);
     self->e = pv_engine_create(&cfg, err);
     if (self->e == NULL) {
         Py_DECREF(self);
@@ -108,6 +115,8 @@ static void Engine_dealloc(EngineObject *self)
         Py_END_ALLOW_THREADS
     }
     Py_CLEAR(self->attached);
+    /* Only now: the loop that charged the disk is gone. */
+    Py_CLEAR(self->disk);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -439,6 +448,8 @@ static int module_exec(PyObject *m)
         return -1;
     if (PyModule_AddType(m, st->engine_type) < 0)
         return -1;
+    if (pv_py_disk_register(m, &st->disk_type) < 0)
+        return -1;
     for (i = 0; pv_sched_all[i] != NULL && i < 7; i++)
         algs[i] = pv_sched_all[i]->so_name;
     algs[i] = NULL;
@@ -460,6 +471,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
 {
     module_state *st = PyModule_GetState(m);
     Py_VISIT(st->engine_type);
+    Py_VISIT(st->disk_type);
     Py_VISIT(st->s_frame);
     Py_VISIT(st->s_done);
     Py_VISIT(st->s_closed);
@@ -470,6 +482,7 @@ static int module_clear(PyObject *m)
 {
     module_state *st = PyModule_GetState(m);
     Py_CLEAR(st->engine_type);
+    Py_CLEAR(st->disk_type);
     Py_CLEAR(st->s_frame);
     Py_CLEAR(st->s_done);
     Py_CLEAR(st->s_closed);

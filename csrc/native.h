@@ -144,7 +144,58 @@ struct pv_job {
     size_t map_len;
 
     struct pv_ring sq;            /* link in the active policy's queue (e->sched_q) */
+    int64_t disk_until;           /* waiting for the emulated disk until then; 0: not */
 };
+
+/* A job the policies may serve now: its socket is ready and it waits for no disk. */
+static inline bool pv_job_runnable(const struct pv_job *j)
+{
+    return j->ready && j->disk_until == 0;
+}
+
+/* disk.c: an emulated disk (timing model + page cache); see disk.c for the model. */
+#define PV_DISK_PAGE ((int64_t)4096)
+
+struct pv_disk_params {
+    double read_bps, write_bps;   /* media transfer rates, bytes per second */
+    int64_t seek_min_ns;          /* shortest seek (track to track) */
+    int64_t seek_max_ns;          /* full-stroke seek */
+    int64_t rot_ns;               /* one revolution; a repositioning waits half of it */
+    int64_t span;                 /* bytes under the full stroke */
+    int64_t cache_bytes;          /* page cache in front of the disk */
+    int64_t readahead;            /* bytes read on a miss, at least */
+};
+
+struct pv_disk_page {
+    uint64_t ino, pg;
+    uint32_t hnext, prev, next;   /* hash chain, LRU list (indices into pages) */
+};
+
+struct pv_disk {
+    struct pv_disk_params p;
+    pthread_mutex_t lock;         /* everything below but the counters */
+    int64_t head;                 /* disk address where the last access ended */
+    int64_t free_at;              /* CLOCK_MONOTONIC ns when the head is free again */
+    struct pv_disk_page *pages;
+    uint32_t *buckets;
+    size_t npages, nbuckets, used;
+    uint32_t lru_head, lru_tail;
+    _Atomic int64_t accesses, busy_ns, miss_bytes, hit_bytes, write_bytes;
+};
+
+int pv_disk_init(struct pv_disk *d, const struct pv_disk_params *p, char *err);
+void pv_disk_fini(struct pv_disk *d);
+/* Bytes resident from off on, contiguously, up to len; a use (LRU) of those pages. */
+int64_t pv_disk_resident(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len);
+/* Bytes of [off, off+len) resident anywhere in the range; no side effects. */
+int64_t pv_disk_cached(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len);
+void pv_disk_drop(struct pv_disk *d);
+int64_t pv_disk_addr(const struct pv_disk *d, uint64_t ino, int64_t off);
+int64_t pv_disk_position_ns(const struct pv_disk *d, int64_t from, int64_t to, bool write);
+/* Charge a media access: returns its service time and sets *done to when it completes,
+ * queued behind the accesses before it; its pages become resident. */
+int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, bool write,
+                       int64_t now, int64_t *done);
 
 struct pv_engine;
 
@@ -207,6 +258,7 @@ struct pv_engine_config {
     enum pv_read_mode read_mode;
     enum pv_write_mode write_mode;
     size_t mmap_window;
+    struct pv_disk *disk;         /* emulated disk, or NULL for plain files; not owned */
 };
 
 struct pv_engine {
@@ -215,6 +267,7 @@ struct pv_engine {
     enum pv_write_mode write_mode;
     size_t mmap_window;
     int64_t idle_ns;
+    struct pv_disk *disk;         /* emulated disk or NULL; outlives the engine */
     int wake_fd;                  /* eventfd: Python side -> loop */
     int done_fd;                  /* eventfd: loop -> Python side, completions pending */
     pthread_t thread;
@@ -252,6 +305,8 @@ struct pv_engine {
     int pipe_r, pipe_w;           /* write_mode "splice": socket -> pipe -> file */
     size_t pipe_size;
     struct pv_ring sched_q;       /* the active policy's queue of jobs (opt1: ready FIFO) */
+    size_t ndisk_wait;            /* jobs waiting for the emulated disk */
+    int64_t disk_next;            /* earliest disk_until among them */
     struct pv_event *out_head, *out_tail;     /* posted this turn, published at its end */
     struct pv_record *rec_cache;  /* spare records */
     struct pv_conn **conn_fd;     /* attached connections by fd */
@@ -306,7 +361,7 @@ void pv_records_release(struct pv_engine *e, struct pv_record *list);
 void pv_event_free(struct pv_event *ev);
 
 /* stream.c */
-enum pv_serve { PV_SERVE_DONE, PV_SERVE_BLOCKED, PV_SERVE_YIELD };
+enum pv_serve { PV_SERVE_DONE, PV_SERVE_BLOCKED, PV_SERVE_DISK, PV_SERVE_YIELD };
 struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *acc,
                           size_t acc_len, const void *prefix, size_t prefix_len,
                           const void *suffix, size_t suffix_len, uint64_t inode, char *err);

@@ -9,6 +9,7 @@ struct pv_engine;
 
 typedef struct {
     PyTypeObject *engine_type;
+    PyTypeObject *disk_type;      /* pydisk.c */
     PyObject *s_frame, *s_done, *s_closed;    /* event kinds, interned */
 } module_state;
 
@@ -16,7 +17,13 @@ typedef struct {
     PyObject_HEAD
     struct pv_engine *e;
     PyObject *attached;           /* {conn_id: sock_fd} until detach() or its "closed" event */
+    PyObject *disk;               /* the Disk its data path charges, or NULL */
 } EngineObject;
+
+/* pydisk.c */
+struct pv_disk;
+int pv_py_disk_register(PyObject *m, PyTypeObject **type);
+struct pv_disk *pv_py_disk_model(PyObject *disk);   /* disk must be a Disk */
 
 PyObject *pv_py_transfer(PyObject *module, PyObject *args, PyObject *kwargs);
 extern const char pv_transfer_doc[];

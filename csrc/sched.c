@@ -87,8 +87,8 @@ static bool nearest_better(struct pv_pos last, const struct pv_job *c, const str
     if (r != 0)
         return r < 0;
     /* Equally near: a job that can move data now beats one we would wait for. */
-    if (c->ready != b->ready)
-        return c->ready;
+    if (pv_job_runnable(c) != pv_job_runnable(b))
+        return pv_job_runnable(c);
     /* Equally near on both sides: keep going forward, as the disk's read-ahead does. */
     ac = pos_cmp(pc, last) >= 0;
     ab = pos_cmp(pb, last) >= 0;
@@ -101,7 +101,8 @@ static bool nearest_better(struct pv_pos last, const struct pv_job *c, const str
 /* opt1: network-oriented, PVFS's original. Every ready job is served, first come first
  * served on readiness: the job that became ready earliest goes next. A job served until it
  * would block is ready again only after a new edge, which puts it at the back: round robin.
- * The queue holds exactly the ready jobs, in the order of their readiness edges. */
+ * The queue holds exactly the runnable jobs, in the order of their readiness edges (a
+ * finished emulated-disk access counts as an edge). */
 static struct pv_job *opt1_peek(struct pv_engine *e)
 {
     if (!pv_ring_linked(&e->sched_q))
@@ -113,9 +114,9 @@ static void opt1_update(struct pv_engine *e, struct pv_job *j)
 {
     /* A new edge goes to the back; a job still ready after its turn (the engine yielded)
      * keeps its place. */
-    if (j->ready && !pv_ring_linked(&j->sq))
+    if (pv_job_runnable(j) && !pv_ring_linked(&j->sq))
         pv_ring_add_tail(&e->sched_q, &j->sq);
-    else if (!j->ready && pv_ring_linked(&j->sq))
+    else if (!pv_job_runnable(j) && pv_ring_linked(&j->sq))
         pv_ring_del(&j->sq);
 }
 
@@ -131,7 +132,7 @@ static int opt1_start(struct pv_engine *e)
 {
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         struct pv_ring *at = &e->sched_q;
-        if (!j->ready)
+        if (!pv_job_runnable(j))
             continue;
         /* Insertion sort from the back: edges mostly arrive in order already. */
         while (at->prev != &e->sched_q
@@ -154,7 +155,7 @@ static struct pv_job *opt2_peek(struct pv_engine *e)
     struct pv_job *best = NULL;
 
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
-        if (j->ready && (best == NULL || cscan_better(e->last, j, best)))
+        if (pv_job_runnable(j) && (best == NULL || cscan_better(e->last, j, best)))
             best = j;
     }
     return best;
@@ -169,7 +170,7 @@ static struct pv_job *opt3_peek(struct pv_engine *e)
 
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         struct pv_dist d;
-        if (!j->ready)
+        if (!pv_job_runnable(j))
             continue;
         d = pos_dist(pv_job_pos(j), e->last);
         /* Inside the window: "no more than one half the window size bytes" away. */

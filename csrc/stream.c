@@ -11,6 +11,11 @@
  * buffer and pwrite(2), or socket -> pipe -> file with splice(2). A storage error is kept as
  * the job's error while the rest of the stream is drained, so the connection stays in step.
  * A job's suffix (a write's reply frame) follows the bulk only if the job has no error.
+ *
+ * With an emulated disk (disk.c) a read sends only what the model's cache holds; a miss
+ * charges the disk for at least its read-ahead, and the job returns PV_SERVE_DISK to wait
+ * until the modelled disk would have finished (j->disk_until). A write charges the disk for
+ * what it stored and waits likewise. The real file is read and written all the same.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -241,6 +246,36 @@ static int map_window(struct pv_engine *e, struct pv_job *j, int64_t o)
     return 1;
 }
 
+/* Emulated disk: how much of [o, o+rem) may be sent now. A miss charges the disk for the
+ * read (at least its read-ahead, not past the end of the file) and returns 0 with
+ * j->disk_until set; -1 with errno if the file cannot be examined. */
+static int64_t disk_limit(struct pv_engine *e, struct pv_job *j, int64_t o, int64_t rem)
+{
+    struct pv_disk *d = e->disk;
+    int64_t n = pv_disk_resident(d, j->inode, o, rem), lo, hi, len;
+    struct stat st;
+
+    if (n > 0)
+        return n;
+    if (fstat(j->file, &st) < 0)
+        return -1;
+    lo = o - o % PV_DISK_PAGE;
+    hi = o + (rem > d->p.readahead ? rem : d->p.readahead);
+    if (hi > st.st_size)
+        hi = st.st_size;
+    if (hi <= o)
+        return rem;                   /* past EOF: the zero fill below needs no disk */
+    hi += (PV_DISK_PAGE - hi % PV_DISK_PAGE) % PV_DISK_PAGE;
+    /* One request to the disk per turn: a huge access is read in read-ahead pieces so that
+     * other jobs get the head between them, as the kernel would split it. */
+    len = hi - lo;
+    if (len > d->p.readahead && d->p.readahead > 0)
+        len = (o - lo) + d->p.readahead + (PV_DISK_PAGE - d->p.readahead % PV_DISK_PAGE)
+              % PV_DISK_PAGE;
+    (void)pv_disk_access(d, j->inode, lo, len, false, pv_now_ns(), &j->disk_until);
+    return 0;
+}
+
 /* One step of a read job's current access: >0 bytes sent, 0 state changed, -1 errno. */
 static ssize_t read_step(struct pv_engine *e, struct pv_job *j)
 {
@@ -251,6 +286,12 @@ static ssize_t read_step(struct pv_engine *e, struct pv_job *j)
 
     if (a->kind == PV_ACC_ZERO || j->zero_fill)
         return send_zeros(j, rem);
+    if (e->disk != NULL) {
+        int64_t lim = disk_limit(e, j, o, rem);
+        if (lim <= 0)
+            return lim;               /* 0: waiting for the disk; -1: errno */
+        rem = lim;
+    }
     r = e->read_mode == PV_READ_MMAP ? map_window(e, j, o) : -1;
     /* ENODEV: a file system that cannot mmap; sendfile still can. */
     if (e->read_mode == PV_READ_SENDFILE || (r < 0 && errno == ENODEV)) {
@@ -371,6 +412,8 @@ enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress
 
         if (through && (j->err != 0 || j->suffix_done == j->suffix_len))
             return PV_SERVE_DONE;
+        if (j->disk_until != 0)
+            return PV_SERVE_DISK;
         if (atomic_load_explicit(&e->stop_req, memory_order_relaxed))
             return PV_SERVE_YIELD;
         if (j->prefix_done < j->prefix_len) {
@@ -409,6 +452,10 @@ enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress
             j->suffix_done += (size_t)n;
             continue;
         }
+        if (e->disk != NULL && j->op == PV_OP_WRITE && j->acc[j->cur].kind == PV_ACC_FILE
+            && !j->draining)
+            (void)pv_disk_access(e->disk, j->inode, j->acc[j->cur].off + j->acc_done, n, true,
+                                 pv_now_ns(), &j->disk_until);
         j->acc_done += n;
         j->nbytes += n;
         atomic_fetch_add_explicit(j->op == PV_OP_READ ? &e->bytes_read : &e->bytes_written,

@@ -4,10 +4,18 @@
 number under ``<data_dir>/stripes/<ino % 256 as 2 hex digits>/<ino as 16 hex digits>``. Names
 are built from validated integers only, so no request can name a path outside the data
 directory. Open descriptors are cached (the engine streams from them with sendfile).
+
+``EmulatedStorage`` is the same files plus an emulated disk (``pvfs._native.Disk``, presets in
+``pvfs.models.disk``) that the engine charges every access to: the thesis' disk-bound regime
+on a machine whose files sit in RAM. Both answer ``cached()`` -- how much of a byte range sits
+in the page cache, the reactive selector's input (SPEC §3): the kernel's own count through
+``cachestat(2)`` for posix, the model's cache for emulated -- and ``drop_cache()`` for cold
+runs.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 from collections import OrderedDict
@@ -29,8 +37,41 @@ class Storage(Protocol):
     def close(self) -> None: ...
 
 
+_SYS_CACHESTAT = 451  # x86_64, aarch64 and the other generic-table architectures (Linux 6.5)
+
+
+class _CacheStatRange(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+
+class _CacheStat(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in
+                ("nr_cache", "nr_dirty", "nr_writeback", "nr_evicted", "nr_recently_evicted")]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_PAGE = os.sysconf("SC_PAGESIZE")
+
+
+def cachestat(fd: int, off: int, length: int) -> int | None:
+    """Bytes of [off, off+length) of the file in the page cache (whole pages), or None when
+    the kernel has no cachestat(2)."""
+    if length <= 0:
+        return 0
+    rng, out = _CacheStatRange(off, length), _CacheStat()
+    if _libc.syscall(_SYS_CACHESTAT, fd, ctypes.byref(rng), ctypes.byref(out), 0) < 0:
+        err = ctypes.get_errno()
+        if err in (errno.ENOSYS, errno.EOPNOTSUPP):
+            return None
+        raise OSError(err, os.strerror(err))
+    return min(length, out.nr_cache * _PAGE)
+
+
 class PosixStorage:
     """Stripe files on a POSIX file system."""
+
+    kind = "posix"
+    disk = None  # no emulated disk: the engine streams plain files
 
     def __init__(self, data_dir: str, max_open: int = 1024) -> None:
         self.root = os.path.join(os.path.abspath(data_dir), "stripes")
@@ -155,13 +196,51 @@ class PosixStorage:
                 except ValueError:
                     continue
 
+    def cached(self, ino: int, off: int, length: int) -> int | None:
+        """Bytes of the range in the page cache; None when the kernel cannot tell."""
+        fd = self.open(ino, create=False)
+        if fd is None:
+            return length  # a hole: reading it costs no disk
+        return cachestat(fd, off, length)
+
+    def drop_cache(self) -> None:
+        """Evict every stripe file's pages (cold-cache runs): fsync, then DONTNEED."""
+        for ino in self._scan():
+            fd = self.open(ino, create=False)
+            if fd is not None:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
     def close(self) -> None:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
 
 
-def open_storage(kind: str, data_dir: str) -> PosixStorage:
+class EmulatedStorage(PosixStorage):
+    """Stripe files plus an emulated disk the engine's data path is charged to."""
+
+    kind = "emulated"
+
+    def __init__(self, data_dir: str, params, max_open: int = 1024) -> None:
+        super().__init__(data_dir, max_open)
+        self.params = params
+        self.disk = params.build()
+
+    def cached(self, ino: int, off: int, length: int) -> int:
+        return self.disk.cached(ino, off, length)
+
+    def drop_cache(self) -> None:
+        self.disk.drop()
+
+
+def open_storage(kind: str, data_dir: str, preset: str | None = None) -> PosixStorage:
+    """The storage layer ``kind`` (``posix`` or ``emulated`` with a disk preset)."""
     if kind == "posix":
         return PosixStorage(data_dir)
-    raise OSError(errno.EINVAL, f"unknown storage layer {kind!r} (known: posix)")
+    if kind == "emulated":
+        from pvfs.models.disk import DEFAULT_PRESET
+        from pvfs.models.disk import preset as disk_preset
+
+        return EmulatedStorage(data_dir, disk_preset(preset or DEFAULT_PRESET))
+    raise OSError(errno.EINVAL, f"unknown storage layer {kind!r} (known: posix, emulated)")

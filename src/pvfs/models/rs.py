@@ -1,0 +1,231 @@
+"""The reactive-scheduling model and selector (thesis ch. 5, app. B; SPEC §3).
+
+The model predicts a read task's service time under each scheduling algorithm; the selector
+runs the algorithm with the smallest prediction, re-deciding on every new request.
+
+Baseline (eq. 5.1-5.3, 5.6)::
+
+    T_taskread = T_over + E_opt * E_req * E_dist * T_ioread
+
+``T_ioread`` (eq. 5.2) is piecewise in the total size of the requests in service ``S_req``:
+``S_req / B_drc`` up to the cache size ``S_cache``, ``S_req / B_dr`` from ``S_cache (1 +
+C_cache)`` on, and in between a blend of the two bandwidths.
+
+Readings of the printed typos (SPEC §3 -- the text is the authority; each is tested):
+
+* eq. 5.2, middle case: printed as ``B_dr x + B_drc (1 - x)`` (a bandwidth, not a time). Read
+  with ``x = (S_req - S_cache) / (C_cache S_cache)`` as ``T_ioread = S_req / (x B_dr + (1 - x)
+  B_drc)``: at ``x = 0`` it meets the cached case, at ``x = 1`` the uncached one (continuous).
+* eq. 5.4 ``E_req``: requests per disjoint region, ``N_req / D_req`` (1 when every request is
+  contiguous), as printed.
+* eq. 5.5 ``E_dist``: printed with ``N_req / D_req`` again; the text calls it "the ratio of
+  requested data to requested data range", so ``S_req / R_req`` (1 when dense).
+* Both validity conditions are printed ``0 >= C <= 1``; read ``0 <= C <= 1``.
+
+Which column of table 5.3 applies: "cached" when ``S_req < S_cache`` (the thesis' rule), or --
+beyond the thesis, which could not see the page cache (§5.5) -- when the daemon measured the
+requested ranges' resident fraction ``f`` (cachestat(2), or the emulated disk's cache): then
+"cached" when ``f >= 1/2`` and ``T_ioread = S_req f / B_drc + S_req (1 - f) / B_dr``. The row:
+"disjoint" when requests have several regions (``D_req > N_req``), else "sparse" when the data
+is spread (``S_req / R_req < 1/2``), else "ideal".
+
+Estimation from the daemon's observations (eq. 5.7-5.10), with ``N_file`` the tasks holding
+the file open::
+
+    N_req = N_file;  S_req = S_req_o N_file / N_req_o;  D_req = D_req_o N_file / N_req_o
+    R_req = max(R_req_o, S_req_o)
+
+A client's hint of the collective operation (§5.8) replaces the estimate when present.
+Selector (§5.5-5.6): the smallest predicted time wins; when every prediction's I/O part is ~0
+the thesis' own fix applies and ``opt1`` runs. Ties go to the earlier algorithm in the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+
+ALGORITHMS = ("opt1", "opt2", "opt3", "opt4")
+CLASSES = ("ideal", "sparse", "disjoint")
+# Table 5.3, columns uncached ideal/sparse/disjoint, then cached ideal/sparse/disjoint.
+TABLE_5_3: dict[str, tuple[float, ...]] = {
+    "opt1": (0.99, 0.97, 0.95, 1.05, 0.96, 0.90),
+    "opt2": (1.00, 1.00, 1.00, 1.00, 1.00, 1.00),
+    "opt3": (0.90, 0.95, 0.99, 0.86, 0.97, 1.02),
+    "opt4": (0.71, 0.94, 1.05, 0.83, 0.99, 0.92),
+}
+MB = 1e6  # the thesis' "Mbytes/sec"
+SPARSE_BELOW = 0.5       # S_req / R_req under this: a sparse workload
+CACHED_FROM = 0.5        # resident fraction from this on: the cached column
+
+
+def _unit(name: str, v: float) -> None:
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"{name} must be within [0, 1], got {v}")
+
+
+@dataclass(frozen=True)
+class Params:
+    """The model's constants (table 5.1). Defaults: the thesis' fit (table 5.2) on its
+    hardware, S_cache = 56 MB (its §5.6) -- a test vector, not values for this machine:
+    ``pvfs-admin calibrate`` fits these."""
+
+    T_over: float = 0.02          # s
+    B_dr: float = 4.0 * MB        # bytes/s, cache not effective
+    B_drc: float = 9.2 * MB       # bytes/s, cache effective
+    S_cache: float = 56 * MB      # bytes
+    C_cache: float = 0.65
+    C_req: float = 0.13
+    P_req: float = 1.0
+    C_dist: float = 0.9
+    P_dist: float = 0.10
+    E_opt: Mapping[str, tuple[float, ...]] = field(default_factory=lambda: dict(TABLE_5_3))
+    zero_s: float = 1e-3          # I/O parts below this are "~0" (the selector's fallback)
+
+    def __post_init__(self) -> None:
+        for k in ("C_cache", "C_req", "C_dist"):
+            _unit(k, getattr(self, k))
+        if min(self.B_dr, self.B_drc) <= 0 or self.S_cache < 0 or self.T_over < 0:
+            raise ValueError("bandwidths must be > 0, S_cache and T_over >= 0")
+        for alg in ALGORITHMS:
+            row = self.E_opt.get(alg)
+            if row is None or len(row) != 6 or min(row) <= 0:
+                raise ValueError(f"E_opt[{alg}] must be 6 positive factors")
+
+    def to_wire(self) -> dict:
+        d = asdict(self)
+        d["E_opt"] = {k: list(v) for k, v in self.E_opt.items()}
+        return d
+
+    @classmethod
+    def from_wire(cls, d: Mapping) -> Params:
+        known = {f for f in cls.__dataclass_fields__}
+        bad = set(d) - known
+        if bad:
+            raise ValueError(f"unknown model parameters: {', '.join(sorted(bad))}")
+        kw = {k: (float(v) if k != "E_opt" else v) for k, v in d.items()}
+        if "E_opt" in kw:
+            kw["E_opt"] = {str(a): tuple(float(x) for x in row) for a, row in kw["E_opt"].items()}
+        return cls(**kw)
+
+    # The config's [model] table is flat (pvfs.config.dump): E_opt rows as strings.
+    def to_table(self) -> dict:
+        d = {k: float(v) for k, v in asdict(self).items() if k != "E_opt"}
+        for alg, row in self.E_opt.items():
+            d[f"E_{alg}"] = " ".join(f"{x:.4g}" for x in row)
+        return d
+
+    @classmethod
+    def from_table(cls, t: Mapping) -> Params:
+        d = {k: v for k, v in t.items() if not k.startswith("E_")}
+        rows = {k[2:]: tuple(float(x) for x in str(v).split()) for k, v in t.items()
+                if k.startswith("E_")}
+        if rows:
+            d["E_opt"] = {**TABLE_5_3, **rows}
+        return cls.from_wire(d)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The model's system-state inputs (table 5.1) for the requests in service."""
+
+    S_req: float          # total bytes requested
+    N_req: float          # requests
+    D_req: float          # disjoint regions
+    R_req: float          # range of file positions
+    cached: float | None = None   # resident fraction of the requested bytes, if known
+
+    @property
+    def req_ratio(self) -> float:
+        """N_req / D_req: requests per disjoint region (eq. 5.4)."""
+        return 1.0 if self.D_req <= 0 else min(1.0, self.N_req / self.D_req)
+
+    @property
+    def dist_ratio(self) -> float:
+        """S_req / R_req: requested data over its range (eq. 5.5 as the text reads)."""
+        return 1.0 if self.R_req <= 0 else min(1.0, self.S_req / self.R_req)
+
+    def kind(self) -> str:
+        if self.D_req > self.N_req:
+            return "disjoint"
+        if self.dist_ratio < SPARSE_BELOW:
+            return "sparse"
+        return "ideal"
+
+
+def t_ioread(p: Params, s_req: float, cached: float | None = None) -> float:
+    """Eq. 5.2 (middle case as SPEC §3 reads it), or the resident-fraction form."""
+    if s_req <= 0:
+        return 0.0
+    if cached is not None:
+        _unit("cached", cached)
+        return s_req * cached / p.B_drc + s_req * (1.0 - cached) / p.B_dr
+    if s_req <= p.S_cache:
+        return s_req / p.B_drc
+    if s_req >= p.S_cache * (1.0 + p.C_cache):
+        return s_req / p.B_dr
+    x = (s_req - p.S_cache) / (p.C_cache * p.S_cache)
+    return s_req / (x * p.B_dr + (1.0 - x) * p.B_drc)
+
+
+def e_req(p: Params, w: Workload) -> float:
+    """Eq. 5.4: disjoint requests (1 when every request is one region)."""
+    return 1.0 / ((1.0 - p.C_req) + p.C_req * w.req_ratio ** p.P_req)
+
+
+def e_dist(p: Params, w: Workload) -> float:
+    """Eq. 5.5 read as the text says: S_req / R_req (1 when the data is dense)."""
+    return 1.0 / ((1.0 - p.C_dist) + p.C_dist * w.dist_ratio ** p.P_dist)
+
+
+def is_cached(p: Params, w: Workload) -> bool:
+    if w.cached is not None:
+        return w.cached >= CACHED_FROM
+    return w.S_req < p.S_cache
+
+
+def e_opt(p: Params, alg: str, w: Workload) -> float:
+    """Table 5.3: the algorithm's factor for this workload class and cache state."""
+    col = CLASSES.index(w.kind()) + (3 if is_cached(p, w) else 0)
+    return p.E_opt[alg][col]
+
+
+def io_time(p: Params, alg: str, w: Workload) -> float:
+    """The I/O part of eq. 5.6: E_opt E_req E_dist T_ioread."""
+    return e_opt(p, alg, w) * e_req(p, w) * e_dist(p, w) * t_ioread(p, w.S_req, w.cached)
+
+
+def predict(p: Params, alg: str, w: Workload) -> float:
+    """Eq. 5.6: the predicted task service time (seconds) under ``alg``."""
+    return p.T_over + io_time(p, alg, w)
+
+
+def estimate(n_file: int, n_req_o: int, s_req_o: int, d_req_o: int, r_req_o: int,
+             cached: float | None = None) -> Workload:
+    """Eq. 5.7-5.10 from the observed requests in service; N_file <= 0 (unknown) counts the
+    observed requests as all there are."""
+    n = n_file if n_file > 0 else n_req_o
+    scale = n / n_req_o if n_req_o > 0 else 0.0
+    return Workload(S_req=s_req_o * scale, N_req=n, D_req=d_req_o * scale,
+                    R_req=max(r_req_o, s_req_o), cached=cached)
+
+
+def from_hint(hint: Mapping[str, int], cached: float | None = None) -> Workload:
+    """A client's hint of the whole collective operation (§5.8)."""
+    return Workload(S_req=hint["size"], N_req=hint["requests"], D_req=hint["regions"],
+                    R_req=max(hint["range"], hint["size"]), cached=cached)
+
+
+def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS) -> tuple[str, dict]:
+    """The algorithm with the smallest predicted time, and every prediction. When all I/O
+    parts are ~0 (below ``p.zero_s``) the thesis' fix applies: opt1 (§5.6)."""
+    preds = {a: predict(p, a, w) for a in algorithms}
+    if all(io_time(p, a, w) < p.zero_s for a in algorithms):
+        return "opt1", preds
+    best = min(algorithms, key=lambda a: (preds[a], algorithms.index(a)))
+    return best, preds
+
+
+def thesis_params(**overrides) -> Params:
+    """Table 5.2 (and 56 MB of cache), optionally changed."""
+    return replace(Params(), **overrides)

@@ -1,0 +1,140 @@
+"""The emulated disk (csrc/disk.c, pvfs._native.Disk): the model's computed times for known
+patterns -- never wall time -- its LRU page cache, and an Engine that streams through it."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import socket
+
+import pytest
+from test_native_engine import FILE, READ, acc, recv_exact, wait_done
+
+from pvfs import _native as nat
+from pvfs.models.disk import PRESETS, parse_kind, preset
+
+IDE = PRESETS["ide-2000"]
+RA = IDE.readahead
+
+
+def disk(**kw) -> nat.Disk:
+    return preset("ide-2000", **kw).build()
+
+
+def test_ide_2000_preset_matches_the_thesis_nodes():
+    assert (IDE.read_bps, IDE.write_bps, IDE.cache_bytes) == (4.2e6, 4.5e6, 56 << 20)
+    assert math.isclose(IDE.avg_seek, 0.009)
+
+
+def test_sequential_reads_cost_transfer_only_after_the_first():
+    d = disk()
+    first, _ = d.access(1, 0, RA)
+    # the head starts at address 0, the file elsewhere: one positioning + transfer
+    pos = d.position(0, d.addr(1, 0))
+    assert math.isclose(first, pos + RA / 4.2e6, abs_tol=2e-9)
+    for k in range(1, 8):
+        t, _ = d.access(1, k * RA, RA)
+        assert math.isclose(t, RA / 4.2e6, abs_tol=2e-9)  # no seek, no rotation
+
+
+def test_seek_grows_with_distance_and_adds_half_a_revolution():
+    d = disk()
+    far = [d.position(0, dist) for dist in (1 << 20, 64 << 20, 1 << 30, IDE.span)]
+    assert far == sorted(far) and len(set(far)) == 4
+    half_rot = IDE.rotation / 2
+    assert math.isclose(d.position(IDE.span, 0), IDE.seek_max + half_rot, abs_tol=2e-9)
+    assert math.isclose(d.position(1 << 30, 0),
+                        IDE.seek_min + (IDE.seek_max - IDE.seek_min) * math.sqrt(
+                            (1 << 30) / IDE.span) + half_rot, abs_tol=2e-9)
+    # a short forward gap is read through: cheaper than a seek
+    assert math.isclose(d.position(0, 8192), 8192 / 4.2e6, abs_tol=2e-9)
+    assert d.position(8192, 0) > IDE.seek_min  # backwards always seeks
+
+
+def test_interleaved_streams_pay_a_seek_per_switch():
+    """Two tasks' blocks 32 MiB apart read alternately (opt1's pattern) vs one after the other
+    (opt4's): the model charges two repositionings per round for the first."""
+    a, b = disk(), disk()
+    t_inter = sum(a.access(1, k * RA + off, RA)[0] for k in range(8) for off in (0, 32 << 20))
+    t_seq = sum(b.access(1, off + k * RA, RA)[0] for off in (0, 32 << 20) for k in range(8))
+    switch = a.position(a.addr(1, RA), a.addr(1, 32 << 20))
+    assert t_inter > t_seq + 14 * switch * 0.99
+
+
+def test_writes_use_the_write_rate():
+    d = disk()
+    d.access(1, 0, 4096)
+    t, _ = d.access(1, 4096, 1 << 20, write=True)
+    assert math.isclose(t, (1 << 20) / 4.5e6, abs_tol=2e-9)
+
+
+def test_accesses_queue_behind_each_other():
+    d = disk()
+    t1, done1 = d.access(1, 0, RA, now=5.0)
+    t2, done2 = d.access(2, 0, RA, now=5.0)
+    assert math.isclose(done1, 5.0 + t1) and math.isclose(done2, done1 + t2)
+
+
+def test_lru_cache_is_bounded_and_evicts_oldest():
+    d = disk(cache_bytes=64 << 10)
+    d.access(1, 0, 64 << 10)
+    assert d.cached(1, 0, 64 << 10) == 64 << 10
+    d.access(1, 1 << 20, 16 << 10)              # 4 pages more: the 4 oldest go
+    assert d.cached(1, 0, 16 << 10) == 0
+    assert d.cached(1, 16 << 10, 48 << 10) == 48 << 10
+    assert d.info()["cached_bytes"] == 64 << 10
+    d.drop()
+    assert d.cached(1, 0, 1 << 30) == 0 and d.info()["cached_bytes"] == 0
+
+
+def test_partial_pages_count_only_the_range():
+    d = disk()
+    d.access(3, 0, 4096)
+    assert d.cached(3, 100, 50) == 50 and d.cached(3, 4000, 200) == 96
+
+
+def test_bad_parameters_are_refused():
+    with pytest.raises(ValueError):
+        nat.Disk(0, 1, 0, 0, 0, 1, 0)
+    with pytest.raises(ValueError):
+        nat.Disk(1, 1, 0.01, 0.001, 0, 1, 0)
+    with pytest.raises(TypeError):
+        nat.Engine(disk=object())
+
+
+def test_storage_kinds_parse():
+    assert parse_kind("posix") == ("posix", None)
+    assert parse_kind("emulated") == ("emulated", "ide-2000")
+    assert parse_kind("emulated:today") == ("emulated", "today")
+    for bad in ("zfs", "posix:today", "emulated:nope"):
+        with pytest.raises(ValueError):
+            parse_kind(bad)
+
+
+def test_engine_reads_through_the_emulated_disk(tmp_path):
+    """Right bytes, the misses charged to the model, a second read served from its cache."""
+    data = random.Random(5).randbytes(1 << 20)
+    path = tmp_path / "stripe"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    d = preset("ide-2000", read_bps=400e6, seek_min=0.0, seek_max=1e-4, rotation=0.0).build()
+    eng = nat.Engine(disk=d)
+    try:
+        for round_ in range(2):
+            a, b = socket.socketpair()
+            with a, b:
+                accs = [(FILE, 1000, 300_000), (FILE, 600_000, 200_000)]
+                eng.submit(round_ + 1, a.fileno(), fd, READ, acc(*accs), inode=9)
+                body = recv_exact(b, 500_000)
+                assert wait_done(eng, 1)[round_ + 1][1:3] == (0, 500_000)
+            assert body == data[1000:301_000] + data[600_000:800_000]
+            info = d.info()
+            if round_ == 0:
+                assert info["miss_bytes"] >= 500_000 and info["accesses"] >= 4
+                misses = info["miss_bytes"]
+            else:
+                assert info["miss_bytes"] == misses and info["hit_bytes"] >= 500_000
+    finally:
+        eng.close()
+        os.close(fd)
