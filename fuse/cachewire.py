@@ -3,15 +3,15 @@
 * :class:`ClientBackend` is the :class:`pvfs.cache.BlockCache` backend over the async client
   (reads and writes run the C scatter/gather path in worker threads); it has list I/O
   (``read_list``/``write_list``: many regions in one request per I/O daemon).
-* :class:`Coherence` is the client side of ``coherence=sync``: one callback connection per I/O
-  daemon (``cb_register``), ``hold`` before blocks are fetched, ``invalidate`` after a sync write
-  (see ``daemons/iod/coherence.py`` for the daemon side).
+* :class:`Coherence` is the mount's side of ``coherence=sync``: one callback connection per
+  I/O daemon (``cb_register``), ``hold`` before blocks are fetched, ``invalidate`` after a sync
+  write; the frames are :mod:`pvfs.client.coherence`'s (``daemons/iod/coherence.py`` is the
+  daemon side).
 * :class:`Controls` implements the ``user.pvfs.*`` extended attributes.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -24,9 +24,8 @@ import trio
 
 from pvfs.cache import BlockCache, BypassTable
 from pvfs.client.aclient import AsyncClient
-from pvfs.client.rpc import Channel
+from pvfs.client.coherence import CoherenceClient
 from pvfs.layout.stripe import Stripe
-from pvfs.protocol import aio, auth
 
 from .handles import HandleTable
 
@@ -116,69 +115,47 @@ class ClientBackend:
 
 
 class Coherence:
-    """Client side of ``coherence=sync`` (one per mount)."""
+    """Client side of ``coherence=sync`` (one per mount): which blocks to hold, the call-back
+    connections kept open (reconnecting with back-off), counters; the frames themselves are
+    :class:`pvfs.client.coherence.CoherenceClient`'s."""
 
     def __init__(self, client: AsyncClient, cache: BlockCache,
                  on_invalidate: Callable[[int, int, int], Awaitable[None]]) -> None:
         self.client = client
         self.cache = cache
         self.on_invalidate = on_invalidate
-        cfg = client.config
         self.name = f"{socket.gethostname()[:30]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.channels = [Channel(e.host, e.port, cfg.connect_timeout, cfg.request_timeout,
-                                 max_idle=4, name=f"iod{i} ({e.address})", key=client.key,
-                                 role="mount")
-                         for i, e in enumerate(cfg.iods)]
-        self.connected = [False] * len(cfg.iods)
+        self.wire = CoherenceClient(client.config, client.key, self.name, cache.block_size)
+        self.connected = [False] * len(client.config.iods)
         self.counters = {"callbacks_received": 0, "invalidations_sent": 0,
                          "copies_invalidated": 0, "holds": 0}
-
-    def _home(self, stripe: Stripe) -> int:
-        """The I/O daemon keeping the file's holder directory: the one with rank 0."""
-        return stripe.iod_of_rank(0, self.client.config.niods)
 
     async def hold(self, ino: int, stripe: Stripe, offset: int, length: int) -> None:
         bs = self.cache.block_size
         first, last = offset // bs, (offset + max(length, 1) - 1) // bs
         self.counters["holds"] += 1
-        await self.channels[self._home(stripe)].call(
-            {"op": "cb_hold", "client": self.name, "ino": ino, "first": first,
-             "count": last - first + 1})
+        await self.wire.hold(ino, stripe, first, last - first + 1)
 
     async def invalidate(self, ino: int, stripe: Stripe, offset: int, length: int) -> None:
         """Invalidate every other node's copy of the range (after a sync write)."""
-        reply = await self.channels[self._home(stripe)].call(
-            {"op": "cb_invalidate", "client": self.name, "ino": ino, "offset": offset,
-             "length": length})
+        dropped = await self.wire.invalidate(ino, stripe, offset, length)
         self.counters["invalidations_sent"] += 1
-        self.counters["copies_invalidated"] += reply.get("invalidated", 0)
+        self.counters["copies_invalidated"] += dropped
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Keep a callback connection to every I/O daemon; started once all are up."""
         async with trio.open_nursery() as nursery:
-            for i in range(len(self.channels)):
+            for i in range(len(self.connected)):
                 await nursery.start(self._listen, i)
             task_status.started()
 
     async def _listen(self, index: int,
                       task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        ep = self.client.config.iods[index]
         started = False
         delay = 0.2
         while True:
             try:
-                sock = await aio.connect(ep.host, ep.port, self.client.config.connect_timeout)
-                with sock:
-                    if self.client.key is not None:
-                        await auth.client_handshake(sock, self.client.key, "mount-callback",
-                                                    f"iod{index} ({ep.address})",
-                                                    self.client.config.connect_timeout)
-                    await aio.send_frame(sock, {"op": "cb_register", "client": self.name,
-                                                "block_size": self.cache.block_size})
-                    got = await aio.recv_frame(sock, self.client.config.request_timeout,
-                                               self.client.config.request_timeout)
-                    if got is None or got[0].get("err"):
-                        raise OSError(errno.EPROTO, f"cb_register refused: {got}")
+                async with self.wire.registered(index) as sock:
                     if started:
                         # Holdings were lost with the old connection: nothing we hold is
                         # known to the directory any more, so drop every clean block.
@@ -188,7 +165,7 @@ class Coherence:
                     if not started:
                         started = True
                         task_status.started()
-                    await self._serve(sock)
+                    await self.wire.serve(sock, self._called_back)
             except (OSError, trio.TooSlowError, trio.BrokenResourceError, ValueError) as exc:
                 log.warning("coherence: callback connection to iod%d: %s", index, exc)
             self.connected[index] = False
@@ -198,21 +175,12 @@ class Coherence:
             await trio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    async def _serve(self, sock) -> None:
-        while True:
-            got = await aio.recv_frame(sock, self.client.config.request_timeout)
-            if got is None:
-                raise ConnectionResetError(errno.ECONNRESET, "callback connection closed")
-            header, _ = got
-            if header.get("op") == "invalidate":
-                self.counters["callbacks_received"] += 1
-                await self.on_invalidate(int(header["ino"]), int(header["offset"]),
-                                         int(header["length"]))
-                await aio.send_frame(sock, {"seq": header.get("seq")})
+    async def _called_back(self, ino: int, offset: int, length: int) -> None:
+        self.counters["callbacks_received"] += 1
+        await self.on_invalidate(ino, offset, length)
 
     def close(self) -> None:
-        for ch in self.channels:
-            ch.close()
+        self.wire.close()
 
 
 def format_stripe(stripe: Stripe | None) -> str:

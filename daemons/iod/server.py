@@ -27,12 +27,12 @@ from collections.abc import Callable
 import trio
 
 from pvfs import __version__, _native
-from pvfs.client.rpc import Channel
 from pvfs.config import ALGORITHMS, Config
 from pvfs.layout.intersect import pieces_for_rank, stream_length
 from pvfs.protocol import auth, schema
 from pvfs.protocol.errors import error_reply, from_exception
 from pvfs.protocol.framing import FrameError, decode_header, frame
+from pvfs.protocol.rpc import Channel
 from pvfs.protocol.schema import IOD_SCHEMAS
 
 from .coherence import HolderDirectory

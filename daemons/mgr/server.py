@@ -17,10 +17,10 @@ import time
 import trio
 
 from pvfs import __version__
-from pvfs.client.rpc import Channel, call_many
 from pvfs.config import Config
 from pvfs.layout.stripe import Stripe, local_size, logical_size
 from pvfs.protocol.auth import key_for
+from pvfs.protocol.rpc import Channel, call_many
 from pvfs.protocol.schema import MGR_SCHEMAS
 
 from ..common import serve_tcp

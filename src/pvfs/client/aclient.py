@@ -14,10 +14,10 @@ import trio
 
 from pvfs import config as cfgmod
 from pvfs.client.datapath import DataPath
-from pvfs.client.rpc import Channel
 from pvfs.layout.describe import Regions
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.auth import key_for
+from pvfs.protocol.rpc import Channel
 
 ROOT_INO = 1
 
