@@ -40,6 +40,9 @@ class MountOptions:
     stream_min: int = 128 << 10  # requests this large move as one slice (0: block by block)
     cache_readahead: int = 4 << 20  # read-ahead of sequential stream reads (0: off)
     allow_other: bool = True
+    # The kernel checks mode bits too, so a name it has cached (entry_timeout) never skips a
+    # permission check; the manager still checks every request (issue 9).
+    default_permissions: bool = True
     fsname: str = "pvfs"
     max_tasks: int = 64
     log: str = ""
@@ -47,11 +50,18 @@ class MountOptions:
     extra_fuse: list[str] = field(default_factory=list)
 
     def fuse_options(self) -> set[str]:
-        """Options for ``pyfuse3.init``. Permission checks are the manager's, so no
-        ``default_permissions``."""
+        """Options for ``pyfuse3.init``.
+
+        ``default_permissions`` (on unless ``default_permissions=0``): the manager checks
+        every request it sees, but a lookup the kernel answers from its name cache never
+        reaches it -- after ``chmod 0644 DIR`` another user could still open ``DIR/FILE``
+        for up to ``entry_timeout``. With the kernel checking the mode bits of every
+        component as well, a cached name is checked like any other."""
         opts = {f"fsname={self.fsname}", "subtype=pvfs", "noatime"}
         if self.allow_other:
             opts.add("allow_other")
+        if self.default_permissions:
+            opts.add("default_permissions")
         if self.debug:
             opts.add("debug")
         opts.update(self.extra_fuse)
@@ -62,7 +72,7 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "attr_timeout": float, "entry_timeout": float, "timeout": float,
             "flush_interval": float, "dirty_age": float, "max_tasks": int,
             "stream_min": parse_size, "cache_readahead": parse_size}
-_BOOL = {"cache", "direct_io", "allow_other", "debug"}
+_BOOL = {"cache", "direct_io", "allow_other", "default_permissions", "debug"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",
             "directio": "direct_io"}
 # Standard mount(8) words that make sense to pass through or to ignore.
