@@ -37,7 +37,8 @@ from pvfs.protocol.schema import IOD_SCHEMAS
 
 from .coherence import HolderDirectory
 from .stats import JobRecord, WorkloadStats
-from .storage import PosixStorage
+from .rs import ReactiveSelector
+from .storage import PosixStorage, open_storage
 
 log = logging.getLogger("pvfs.iod")
 
@@ -65,9 +66,18 @@ class IodServer:
         self.index = index
         self.endpoint = config.iods[index]
         self.key = auth.key_for(config)  # None: authentication off (protocol/auth.py)
-        self.storage = storage or PosixStorage(self.endpoint.data_dir)
-        self.engine = _native.Engine(algorithm=config.algorithm, window=config.window,
-                                     idle_timeout=config.request_timeout)
+        if storage is None:
+            from pvfs.models.disk import storage_of
+
+            kind, disk = storage_of(config, index)
+            storage = open_storage(kind, self.endpoint.data_dir, disk)
+        self.storage = storage
+        # rs is no engine policy: the selector switches the engine among opt1..opt4.
+        self.engine = _native.Engine(
+            algorithm="opt1" if config.algorithm == "rs" else config.algorithm,
+            window=config.window, idle_timeout=config.request_timeout, disk=storage.disk)
+        self.selector = ReactiveSelector(self)
+        self.selector.active = config.algorithm == "rs"
         self.stats = WorkloadStats()
         self.holders = HolderDirectory(config.request_timeout)
         self.started = time.time()
@@ -88,6 +98,7 @@ class IodServer:
             "utime": self.op_utime,
             "unlink": self.op_unlink, "statfs": self.op_statfs, "sched_get": self.op_sched_get,
             "sched_set": self.op_sched_set, "cb_hold": self.op_cb_hold,
+            "model_set": self.op_model_set, "disk_drop": self.op_disk_drop,
             "cb_status": self.op_cb_status,
         }
 
@@ -289,6 +300,8 @@ class IodServer:
         job_id = self._submit(cid, job, self.null_fd if fd is None else fd, _native.OP_READ,
                               acc.tobytes(), prefix)
         job.record = self._begin(job_id, ino, "read", f["desc"], nbytes)
+        self.selector.on_read(ino, pieces, f["stripe"].resolved(self.config.niods).pcount,
+                              f.get("hint"))
 
     def start_write(self, cid: int, f: dict, bulk_len: int) -> None:
         ino = f["ino"]
@@ -361,17 +374,35 @@ class IodServer:
         return self.storage.statfs()
 
     def op_sched_get(self, f: dict) -> dict:
-        return {"algorithm": self.engine.algorithm, "window": self.engine.window,
-                "available": list(ALGORITHMS)}
+        return {"algorithm": "rs" if self.selector.active else self.engine.algorithm,
+                "engine": self.engine.algorithm, "window": self.engine.window,
+                "available": list(ALGORITHMS), "storage": self.storage.kind,
+                "disk": self.storage.disk.info() if self.storage.disk else None,
+                "rs": self.selector.status()}
 
     def op_sched_set(self, f: dict) -> dict:
         if f["algorithm"] not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {f['algorithm']!r}; one of {', '.join(ALGORITHMS)}")
-        self.engine.algorithm = f["algorithm"]
+        self.selector.active = f["algorithm"] == "rs"
+        if not self.selector.active:
+            self.engine.algorithm = f["algorithm"]
         if f["window"] is not None:
             self.engine.window = f["window"]
-        log.info("scheduler set to %s (window %d)", self.engine.algorithm, self.engine.window)
+        log.info("scheduler set to %s (window %d)", f["algorithm"], self.engine.window)
         return self.op_sched_get(f)
+
+    def op_model_set(self, f: dict) -> dict:
+        """Replace the reactive selector's model parameters (pvfs-admin calibrate)."""
+        from pvfs.models.rs import Params
+
+        self.selector.params = Params.from_wire(f["params"])
+        return self.selector.status()
+
+    def op_disk_drop(self, f: dict) -> dict:
+        """Empty the emulated disk's page cache (cold runs); posix storage: nothing to do."""
+        if self.storage.disk is not None:
+            self.storage.disk.drop()
+        return {"storage": self.storage.kind}
 
     async def op_fsync(self, f: dict) -> dict:
         ino = f["ino"]

@@ -24,7 +24,7 @@ Example (what ``pvfs-admin init`` writes)::
     request = 10.0                     # seconds any single network wait may take
 
     [scheduler]
-    algorithm = "opt1"                 # opt1 | opt2 | opt3 | opt4
+    algorithm = "opt1"                 # opt1 | opt2 | opt3 | opt4 | rs (reactive)
     window = 268435456                 # opt3 window in bytes (~ memory size)
 
     [security]                         # docs/security.md
@@ -42,9 +42,13 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pvfs import _native
 from pvfs.layout.stripe import Stripe
 
-ALGORITHMS = ("opt1", "opt2", "opt3", "opt4")
+# The engine's policies are named once, in C (csrc/sched.c); rs is the reactive selector
+# (pvfs.models.rs, daemons/iod/rs.py) that switches among them.
+FIXED_ALGORITHMS: tuple[str, ...] = tuple(_native.ALGORITHMS)
+ALGORITHMS: tuple[str, ...] = (*FIXED_ALGORITHMS, "rs")
 ENV_CONFIG = "PVFS_CONFIG"
 
 

@@ -86,5 +86,5 @@ def storage_of(config, index: int) -> tuple[str, str | None]:
     """The storage kind (and disk preset) of I/O daemon ``index`` from ``[storage]``."""
     table = config.extra.get("storage", {})
     if not isinstance(table, dict):
-        raise ValueError("[storage] must be a table")
+        raise ValueError("[storage] must be a table")  # noqa: TRY004 - a config error
     return parse_kind(table.get(f"iod{index}", table.get("default", "posix")))

@@ -101,6 +101,23 @@ def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return inner
 
 
+def collective_hint(v: Any) -> dict[str, int]:
+    """A client's hint of the collective operation a read belongs to (thesis §5.8): its total
+    size, number of requests, disjoint regions and range of file positions, all tasks together.
+    The reactive selector uses it in place of its estimate from the requests it has seen."""
+    keys = ("size", "requests", "regions", "range")
+    if not isinstance(v, dict) or set(v) != set(keys):
+        raise ValueError(f"hint must be a map of {', '.join(keys)}")
+    return {k: integer(0 if k != "requests" else 1, MAX_OFFSET)(v[k]) for k in keys}
+
+
+def model_params(v: Any) -> dict[str, Any]:
+    """Reactive-scheduling model parameters (pvfs.models.rs.Params.from_wire checks them)."""
+    if not isinstance(v, dict) or len(v) > 64 or not all(isinstance(k, str) for k in v):
+        raise ValueError("params must be a map of names to values")
+    return v
+
+
 def cred(v: Any) -> tuple[int, int, tuple[int, ...]]:
     if not isinstance(v, list) or len(v) != 3 or not isinstance(v[2], list):
         raise ValueError("must be [uid, gid, [groups]]")
@@ -175,7 +192,8 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
 
 IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "ping": {},
-    "read": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire)},
+    "read": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire),
+             "hint": Field(optional(collective_hint), False)},
     "write": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire)},
     "size": {"ino": INO},
     "sizes": {"inos": Field(lambda v: _int_list(v, 4096))},
@@ -189,6 +207,9 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "sched_get": {},
     "sched_set": {"algorithm": Field(text(16)),
                   "window": Field(optional(integer(1, 1 << 50)), False)},
+    # reactive scheduling (pvfs.models.rs): model parameters; emptying the emulated disk's cache
+    "model_set": {"params": Field(model_params)},
+    "disk_drop": {},
     "list": {"after": Field(integer(0, 2**63 - 1), False, 0),
              "limit": Field(integer(1, 65536), False, 4096)},
     "status": {},
