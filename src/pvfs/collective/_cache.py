@@ -1,0 +1,259 @@
+"""The single-copy collective page cache (DAChe §5, MPI-IO caching §3).
+
+Every rank keeps up to ``nslots`` pages in its slots; the metadata of page ``p`` (where it is
+cached, if anywhere) lives with its home, and at most one rank caches a page, so every access
+to it — local copy or remote ``get``/``put`` — is coherent. An access:
+
+1. cuts its regions into per-page pieces and takes the page locks in increasing page order,
+   shared for a read and exclusive for a write (two-phase locking: with ``atomic`` all locks
+   of the request are taken before any byte moves and released after the last, so a request
+   is all-or-nothing for every other request; without it each page is locked, used and
+   released in turn);
+2. a read that finds the page uncached trades its shared lock for an exclusive one (before
+   asking for the next page, so the order stays increasing) and caches the page itself:
+   takes a free slot or evicts its least recently used page, reading the page from the file
+   unless a write covers it whole or the page lies past the size at open and was never
+   flushed;
+3. copies the bytes locally, or remotely at the owner; the lock it holds is the pin that
+   keeps the owner from evicting the page meanwhile (eviction only ``try``-locks, and skips a
+   pinned page).
+
+Dirty bytes of a slot are a high-water range ``[lo, hi)``. ``sync`` writes each rank's own
+dirty pages; ``close`` does the two-phase flush: dirty pages are shuffled so that the pages of
+one flush group (by default a stripe row: ``pcount`` pages of one stripe unit) end on one
+rank, which writes each contiguous run with one aligned write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pvfs.collective._fsio import CountingFile
+from pvfs.collective._pages import Dirty, Lru, Meta, Piece, by_page, merge_runs, split
+
+
+class Locks(Protocol):
+    lock_calls: int
+    retries: int
+
+    def lock(self, page: int, excl: bool) -> Meta: ...
+    def try_lock(self, page: int) -> Meta | None: ...
+    def unlock(self, page: int, excl: bool, meta: Meta | None) -> None: ...
+    def close(self) -> None: ...
+
+
+class Data(Protocol):
+    remote_gets: int
+    remote_puts: int
+
+    def view(self, slot: int) -> memoryview: ...
+    def get(self, owner: int, slot: int, off: int, out: memoryview) -> None: ...
+    def put(self, owner: int, slot: int, off: int, data: memoryview) -> None: ...
+    def dirty(self, slot: int) -> Dirty: ...
+    def mark(self, slot: int, lo: int, hi: int) -> None: ...
+    def clean(self, slot: int) -> None: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class _Held:
+    excl: bool
+    meta: Meta
+    new: Meta | None = None  # metadata to publish at unlock
+
+
+def _covers(pieces: list[Piece], page_size: int) -> bool:
+    end = 0
+    for p in sorted(pieces, key=lambda p: p.off):
+        if p.off > end:
+            return False
+        end = max(end, p.off + p.length)
+    return end >= page_size
+
+
+class PageCache:
+    """One rank's part of the group cache."""
+
+    def __init__(self, rank: int, nranks: int, fs: CountingFile, locks: Locks, data: Data,
+                 nslots: int, page_size: int, size_at_open: int, atomic: bool) -> None:
+        self.rank, self.n = rank, nranks
+        self.fs, self.locks, self.data = fs, locks, data
+        self.ps = page_size
+        self.size_at_open = size_at_open
+        self.atomic = atomic
+        self.free = list(range(nslots - 1, -1, -1))
+        self.lru = Lru()
+        self.held: dict[int, _Held] = {}
+        self.hits = self.remote_hits = self.misses = self.direct = 0
+        self.evictions = self.evict_pinned = 0
+
+    # ------------------------------------------------------------------ access
+    def read(self, regions: list[tuple[int, int]]) -> bytearray:
+        buf = bytearray(sum(n for _, n in regions))
+        self._access(regions, memoryview(buf), write=False)
+        return buf
+
+    def write(self, regions: list[tuple[int, int]], data: memoryview) -> None:
+        self._access(regions, data, write=True)
+
+    def _access(self, regions: list[tuple[int, int]], buf: memoryview, write: bool) -> None:
+        groups = by_page(split(regions, self.ps))
+        if self.atomic:
+            try:
+                for page, pieces in groups:
+                    self._acquire(page, write, pieces)
+                for page, pieces in groups:
+                    self._move(page, pieces, buf, write)
+            finally:
+                for page in sorted(self.held, reverse=True):
+                    self._release(page)
+        else:
+            for page, pieces in groups:
+                try:
+                    self._acquire(page, write, pieces)
+                    self._move(page, pieces, buf, write)
+                finally:
+                    if page in self.held:
+                        self._release(page)
+
+    def _acquire(self, page: int, write: bool, pieces: list[Piece]) -> None:
+        excl = write
+        meta = self.locks.lock(page, excl)
+        if not excl and meta.owner < 0:
+            # Caching the page changes its metadata: trade up before the next page's lock.
+            self.locks.unlock(page, False, None)
+            excl = True
+            meta = self.locks.lock(page, True)
+        held = self.held[page] = _Held(excl, meta)
+        if meta.owner < 0:
+            self._install(page, held, pieces, write)
+        elif meta.owner == self.rank:
+            self.hits += 1
+        else:
+            self.remote_hits += 1
+
+    def _release(self, page: int) -> None:
+        held = self.held.pop(page)
+        self.locks.unlock(page, held.excl, held.new)
+
+    def _install(self, page: int, held: _Held, pieces: list[Piece], write: bool) -> None:
+        self.misses += 1
+        slot = self._alloc_slot()
+        if slot is None:
+            self.direct += 1
+            return  # no room: this access goes straight to the file, under the page lock
+        view = self.data.view(slot)
+        if write and _covers(pieces, self.ps):
+            pass
+        elif held.meta.flushed or page * self.ps < self.size_at_open:
+            n = self.fs.preadinto(view, page * self.ps)
+            view[n:] = bytes(self.ps - n)
+        else:
+            view[:] = bytes(self.ps)
+        self.data.clean(slot)
+        self.lru.add(page, slot)
+        held.new = held.meta = Meta(self.rank, slot, held.meta.flushed)
+
+    def _move(self, page: int, pieces: list[Piece], buf: memoryview, write: bool) -> None:
+        meta = self.held[page].meta
+        base = page * self.ps
+        if meta.owner == self.rank:
+            view = self.data.view(meta.slot)
+            for p in pieces:
+                if write:
+                    view[p.off:p.off + p.length] = buf[p.buf:p.buf + p.length]
+                    self.data.mark(meta.slot, p.off, p.off + p.length)
+                else:
+                    buf[p.buf:p.buf + p.length] = view[p.off:p.off + p.length]
+            self.lru.touch(page)
+        elif meta.owner < 0:
+            for p in pieces:
+                if write:
+                    self.fs.pwrite(buf[p.buf:p.buf + p.length], base + p.off)
+                else:
+                    out = buf[p.buf:p.buf + p.length]
+                    n = self.fs.preadinto(out, base + p.off)
+                    out[n:] = bytes(len(out) - n)
+            if write:
+                self.held[page].new = Meta(-1, -1, True)
+        else:
+            for p in pieces:
+                if write:
+                    self.data.put(meta.owner, meta.slot, p.off, buf[p.buf:p.buf + p.length])
+                else:
+                    self.data.get(meta.owner, meta.slot, p.off, buf[p.buf:p.buf + p.length])
+
+    # ------------------------------------------------------------------ eviction, flushing
+    def _alloc_slot(self) -> int | None:
+        if self.free:
+            return self.free.pop()
+        for victim in self.lru.oldest():
+            if victim in self.held:
+                continue
+            meta = self.locks.try_lock(victim)
+            if meta is None:
+                self.evict_pinned += 1  # someone is reading or writing it right now
+                continue
+            slot = self.lru.remove(victim)
+            flushed = self._flush_slot(victim, slot) or meta.flushed
+            self.locks.unlock(victim, True, Meta(-1, -1, flushed))
+            self.evictions += 1
+            return slot
+        return None
+
+    def _flush_slot(self, page: int, slot: int) -> bool:
+        d = self.data.dirty(slot)
+        if not d:
+            return False
+        view = self.data.view(slot)
+        self.fs.pwrite(view[d.lo:d.hi], page * self.ps + d.lo)
+        self.data.clean(slot)
+        return True
+
+    def sync(self) -> None:
+        """Write this rank's dirty pages (each under its exclusive lock)."""
+        for page, slot in sorted(self.lru.items()):
+            meta = self.locks.lock(page, True)
+            flushed = self._flush_slot(page, slot)
+            self.locks.unlock(page, True, Meta(meta.owner, meta.slot, meta.flushed or flushed)
+                              if flushed else None)
+
+    def dirty_pages(self) -> list[tuple[int, int, bytes]]:
+        """``(page, lo, bytes)`` of every dirty local page (for the close shuffle)."""
+        out = []
+        for page, slot in self.lru.items():
+            d = self.data.dirty(slot)
+            if d:
+                out.append((page, d.lo, bytes(self.data.view(slot)[d.lo:d.hi])))
+        return out
+
+    def counters(self) -> dict[str, int]:
+        return {"locks": self.locks.lock_calls, "lock_retries": self.locks.retries,
+                "hits": self.hits, "remote_hits": self.remote_hits, "misses": self.misses,
+                "direct": self.direct, "evictions": self.evictions,
+                "evict_pinned": self.evict_pinned, "remote_gets": self.data.remote_gets,
+                "remote_puts": self.data.remote_puts}
+
+
+def shuffle_flush(comm: Any, fs: CountingFile, dirty: list[tuple[int, int, bytes]],
+                  page_size: int, group: int) -> None:
+    """Two-phase flush at close: move dirty pages so each flush group is on one rank, then
+    write every contiguous run with one write (collective over ``comm``)."""
+    n = comm.Get_size()
+    outgoing: list[list[tuple[int, bytes]]] = [[] for _ in range(n)]
+    for page, lo, data in dirty:
+        outgoing[(page // group) % n].append((page * page_size + lo, data))
+    incoming = comm.alltoall(outgoing)
+    runs = merge_runs(run for part in incoming for run in part)
+    for off, data in runs:
+        # A run may join several groups' pages only if they are all ours; cut at groups so
+        # a write never crosses a flush-group (stripe-row) boundary it does not start at.
+        view = memoryview(data)
+        pos = 0
+        span = group * page_size
+        while pos < len(view):
+            start = off + pos
+            n_bytes = min(len(view) - pos, span - start % span)
+            fs.pwrite(view[pos:pos + n_bytes], start)
+            pos += n_bytes

@@ -1,0 +1,417 @@
+"""``pvfs.collective.open``: a file opened by an MPI communicator, with a group cache.
+
+The object returned is what an MPI-IO file handle is to ROMIO: independent calls
+(``read_at``, ``write_at``, list forms), collective calls (``*_all``, ``sync``, ``close``,
+``set_atomicity``), and underneath one of four methods:
+
+``caching``       the single-copy page cache (:mod:`._cache`) with a coordination back end;
+``write_behind``  two-stage write-behind (:mod:`._writebehind`): write-only, non-atomic only;
+``direct``        no cache: independent calls go straight to pvfs, ``write_*_all`` use
+                  two-phase collective I/O (:mod:`._twophase`) — the baseline;
+``auto``          ``write_behind`` for write-only non-atomic opens, else ``caching``.
+
+Coordinations of the cache: ``rma`` (passive-target RMA, no extra threads or processes),
+``thread`` (an I/O thread per rank, messages; needs ``MPI_THREAD_MULTIPLE``) and ``servers``
+(``lock_servers`` ranks taken from the group serve locks for the life of the open; on them
+``open`` returns only after the others close, with ``is_lock_server`` true).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Self
+
+from pvfs.collective._cache import PageCache, shuffle_flush
+from pvfs.collective._fsio import CountingFile
+from pvfs.collective._wait import barrier
+
+COORDINATIONS = ("rma", "servers", "thread")
+METHODS = ("auto", "caching", "write_behind", "direct")
+
+# MPI_MODE_* values are the same in every MPICH ABI; strings are the friendlier spelling.
+_STRING_MODES = {
+    "r": (True, False, False), "w": (False, True, True), "r+": (True, True, False),
+    "rw": (True, True, False), "w+": (True, True, True), "a": (False, True, True),
+}
+
+
+def parse_amode(amode: str | int) -> tuple[bool, bool, bool]:
+    """``(readable, writable, create)`` from ``"r"``, ``"w"``, ``"r+"``, ``"w+"`` or MPI bits.
+
+    Raises:
+        ValueError: for an unknown string or contradictory bits.
+    """
+    if isinstance(amode, str):
+        try:
+            return _STRING_MODES[amode.replace("b", "")]
+        except KeyError:
+            raise ValueError(f"unknown access mode {amode!r}") from None
+    from mpi4py import MPI
+
+    modes = [bool(amode & m) for m in (MPI.MODE_RDONLY, MPI.MODE_WRONLY, MPI.MODE_RDWR)]
+    if sum(modes) != 1:
+        raise ValueError("amode needs exactly one of MODE_RDONLY, MODE_WRONLY, MODE_RDWR")
+    rd, wr, rw = modes
+    return rd or rw, wr or rw, bool(amode & MPI.MODE_CREATE)
+
+
+def _connect(fs: Any) -> tuple[Any, bool]:
+    from pvfs.client.fs import FileSystem, connect
+
+    if isinstance(fs, FileSystem):
+        return fs, False
+    return connect(fs), True
+
+
+class CollectiveFile:
+    """A pvfs file opened by every rank of a communicator (use ``pvfs.collective.open``)."""
+
+    is_lock_server = False
+
+    def __init__(self, comm: Any, fs: Any, own_fs: bool, native: Any, readable: bool,
+                 writable: bool, page_size: int, cache_bytes: int, coordination: str,
+                 atomic: bool, method: str, max_bytes: int, sub_bytes: int,
+                 flush_group: int, services: tuple[Any, list[int]] | None,
+                 size_at_open: int) -> None:
+        self.comm = comm
+        self.rank, self.n = comm.Get_rank(), comm.Get_size()
+        self._fs, self._own_fs = fs, own_fs
+        self.native = native
+        self.io = CountingFile(native)
+        self.readable, self.writable = readable, writable
+        self.page_size = page_size
+        self.cache_bytes = cache_bytes
+        self.coordination = coordination
+        self.atomic = atomic
+        self.max_bytes = max_bytes
+        self.sub_bytes = sub_bytes
+        self.flush_group = flush_group
+        self.size_at_open = size_at_open
+        self._services = services  # (service comm, lock-server ranks) for "servers"
+        self.closed = False
+        self.cache: PageCache | None = None
+        self.wb = None
+        self._parts: list[Any] = []
+        self._thread = None
+        if method == "auto":
+            method = "write_behind" if writable and not readable and not atomic else "caching"
+        if method == "write_behind" and (readable or atomic):
+            raise ValueError("write-behind needs a write-only, non-atomic open")
+        self.method = method
+        if method == "caching":
+            self._start_cache()
+        elif method == "write_behind":
+            self._start_write_behind()
+
+    # ------------------------------------------------------------------ set-up, tear-down
+    def _start_cache(self) -> None:
+        nslots = max(1, self.cache_bytes // self.page_size)
+        max_pages = -(-self.max_bytes // self.page_size)
+        if self.coordination == "rma":
+            from pvfs.collective._rma import RmaData, RmaLocks
+
+            locks: Any = RmaLocks(self.comm, max_pages)
+            data: Any = RmaData(self.comm, nslots, self.page_size)
+        elif self.coordination == "servers":
+            from pvfs.collective._rma import RmaData
+            from pvfs.collective._service import Caller, MsgLocks
+
+            assert self._services is not None
+            scomm, homes = self._services
+            locks = MsgLocks(Caller(scomm), homes)
+            data = RmaData(self.comm, nslots, self.page_size)
+        else:
+            from pvfs.collective._service import (
+                Caller,
+                LocalPages,
+                MsgData,
+                MsgLocks,
+                Service,
+                ServiceThread,
+            )
+
+            scomm = self.comm.Dup()
+            pages = LocalPages(nslots, self.page_size)
+            self._thread = ServiceThread(Service(scomm, pages, stops=1))
+            caller = Caller(scomm)
+            locks = MsgLocks(caller, list(range(self.n)))
+            data = MsgData(caller, self.rank, pages)
+            self._scomm = scomm
+        self._parts = [locks, data]
+        self.cache = PageCache(self.rank, self.n, self.io, locks, data, nslots, self.page_size,
+                               self.size_at_open, self.atomic)
+        barrier(self.comm, "cache set-up")
+
+    def _start_write_behind(self) -> None:
+        from pvfs.collective._writebehind import WriteBehind
+
+        self.wb = WriteBehind(self.comm.Dup(), self.io, self.page_size, self.cache_bytes,
+                              self.sub_bytes)
+
+    def _stop_cache(self) -> None:
+        assert self.cache is not None
+        barrier(self.comm, "close")
+        shuffle_flush(self.comm, self.io, self.cache.dirty_pages(), self.page_size,
+                      self.flush_group)
+        barrier(self.comm, "close flush")
+        self._final_counters = self.cache.counters()
+        for part in self._parts:
+            part.close()
+        if self._thread is not None:
+            self._parts[0].caller.send(self.rank, ("stop",))
+            self._parts[0].caller.drain()
+            self._thread.join()
+        if self._services is not None and self.rank == 0:
+            caller = self._parts[0].caller
+            for home in self._services[1]:
+                caller.send(home, ("stop",))
+            caller.drain()
+        self.cache = None
+
+    # ------------------------------------------------------------------ checks
+    def _check(self, write: bool) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on a closed collective file")
+        if write and not self.writable:
+            raise OSError(9, "file not open for writing")
+        if not write and not self.readable:
+            raise OSError(9, "file not open for reading")
+
+    # ------------------------------------------------------------------ independent I/O
+    def read_list(self, regions: list[tuple[int, int]]) -> bytes:
+        """The regions' bytes concatenated (zeros where the file has none yet)."""
+        self._check(write=False)
+        regions = [(int(o), int(n)) for o, n in regions]
+        if self.cache is not None:
+            return bytes(self.cache.read(regions))
+        out = bytearray(sum(n for _, n in regions))
+        view, pos = memoryview(out), 0
+        for off, n in regions:
+            got = self.io.preadinto(view[pos:pos + n], off)
+            view[pos + got:pos + n] = bytes(n - got)
+            pos += n
+        return bytes(out)
+
+    def write_list(self, regions: list[tuple[int, int]], data: bytes | memoryview) -> int:
+        """Write ``data`` (the regions' bytes concatenated); atomic as a whole if atomic."""
+        self._check(write=True)
+        regions = [(int(o), int(n)) for o, n in regions]
+        view = memoryview(data).cast("B")
+        if len(view) != sum(n for _, n in regions):
+            raise ValueError("data length differs from the regions' total")
+        if self.cache is not None:
+            self.cache.write(regions, view)
+        elif self.wb is not None:
+            self.wb.write(regions, view)
+        else:
+            pos = 0
+            for off, n in regions:
+                self.io.pwrite(view[pos:pos + n], off)
+                pos += n
+        return len(view)
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        return self.read_list([(offset, length)])
+
+    def write_at(self, offset: int, data: bytes | memoryview) -> int:
+        return self.write_list([(offset, len(memoryview(data).cast("B")))], data)
+
+    # ------------------------------------------------------------------ collective I/O
+    def read_at_all(self, offset: int, length: int) -> bytes:
+        return self.read_list_all([(offset, length)])
+
+    def write_at_all(self, offset: int, data: bytes | memoryview) -> int:
+        return self.write_list_all([(offset, len(memoryview(data).cast("B")))], data)
+
+    def read_list_all(self, regions: list[tuple[int, int]]) -> bytes:
+        """Collective read (independent reads underneath, then a barrier)."""
+        out = self.read_list(regions)
+        barrier(self.comm, "read_all")
+        return out
+
+    def write_list_all(self, regions: list[tuple[int, int]], data: bytes | memoryview) -> int:
+        """Collective write: two-phase for ``direct``, the method's own path otherwise."""
+        if self.method == "direct":
+            self._check(write=True)
+            view = memoryview(data).cast("B")
+            from pvfs.collective._twophase import write_all
+
+            write_all(self.comm, self.io, [(int(o), int(n)) for o, n in regions], view)
+            return len(view)
+        n = self.write_list(regions, data)
+        barrier(self.comm, "write_all")
+        return n
+
+    def sync(self) -> None:
+        """Collective: every write made before it by any rank is in pvfs after it."""
+        if self.closed:
+            raise ValueError("sync of a closed collective file")
+        barrier(self.comm, "sync")
+        if self.cache is not None:
+            self.cache.sync()
+        elif self.wb is not None:
+            self.wb.close()
+            self._start_write_behind()
+        barrier(self.comm, "sync done")
+
+    def set_atomicity(self, flag: bool) -> None:
+        """Collective: atomic mode locks all pages of a request before moving any byte."""
+        flag = bool(flag)
+        if self.comm.allreduce(int(flag)) not in (0, self.n):
+            raise ValueError("set_atomicity needs the same flag on every rank")
+        if flag and self.wb is not None:
+            self.wb.close()  # write-behind cannot be atomic: continue through the cache
+            self.wb = None
+            self.method = "caching"
+            self.atomic = True
+            self._start_cache()
+            return
+        self.atomic = flag
+        if self.cache is not None:
+            barrier(self.comm, "set_atomicity")
+            self.cache.atomic = flag
+
+    def get_atomicity(self) -> bool:
+        return self.atomic
+
+    def counters(self) -> dict[str, int]:
+        """This rank's counters: file-system calls, locks, hits, remote transfers."""
+        out = dict(self.io.counters())
+        if self.cache is not None:
+            out.update(self.cache.counters())
+        elif getattr(self, "_final_counters", None):
+            out.update(self._final_counters)
+        if self.wb is not None:
+            out.update(self.wb.counters())
+        return out
+
+    def close(self) -> None:
+        """Collective: flush (two-phase shuffle for the cache) and release everything."""
+        if self.closed:
+            return
+        if self.cache is not None:
+            self._stop_cache()
+        elif self.wb is not None:
+            self.wb.close()
+            self._wb_counters = self.wb.counters()
+        barrier(self.comm, "close")
+        self.closed = True
+        self.native.close()
+        if self._own_fs:
+            self._fs.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LockServerFile:
+    """What ``open`` returns on a dedicated lock server once the clients have closed."""
+
+    is_lock_server = True
+    closed = True
+
+    def __init__(self, served: int, requests: int, queued: int) -> None:
+        self.served, self.requests, self.queued = served, requests, queued
+
+    def counters(self) -> dict[str, int]:
+        return {"served": self.served, "lock_requests": self.requests,
+                "lock_queued": self.queued}
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
+         page_size: int | None = None, cache_bytes: int = 32 << 20,
+         coordination: str = "rma", atomic: bool = False, method: str = "auto",
+         lock_servers: int = 1, max_bytes: int = 4 << 30, sub_bytes: int = 64 << 10,
+         flush_group: int | None = None, stripe: Any = None) -> CollectiveFile | LockServerFile:
+    """Open ``path`` collectively on every rank of ``comm``.
+
+    Args:
+        comm: an mpi4py communicator; every rank calls ``open`` with the same arguments.
+        fs: a ``pvfs.FileSystem``, or a config (path or ``Config``) to connect with.
+        path: the file inside pvfs (``/a/b`` or ``pvfs:/a/b``).
+        amode: ``"r"``, ``"w"`` (write-only, created), ``"r+"``, ``"w+"`` or MPI_MODE_* bits.
+        page_size: cache page; default the file's stripe unit (pages never straddle daemons).
+        cache_bytes: cache (or write-behind stage-two) memory per rank; 32 MiB as the paper.
+        coordination: ``"rma"``, ``"servers"`` or ``"thread"`` (see the module docstring).
+        atomic: MPI atomic mode (all-or-nothing requests); ``set_atomicity`` changes it.
+        method: ``"auto"``, ``"caching"``, ``"write_behind"`` or ``"direct"``.
+        lock_servers: ranks taken from ``comm`` (the last ones) for ``"servers"``.
+        max_bytes: largest file the RMA metadata covers (DAChe assumed 2 GB).
+        sub_bytes: write-behind stage-one sub-buffer per destination (64 KiB).
+        flush_group: pages flushed together at close (default: a stripe row, ``pcount``).
+        stripe: the distribution of a newly created file.
+
+    Raises:
+        ValueError: bad arguments (the same on every rank, so every rank raises).
+        OSError: the file cannot be opened (raised on every rank).
+    """
+    if coordination not in COORDINATIONS:
+        raise ValueError(f"coordination must be one of {COORDINATIONS}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}")
+    readable, writable, create = parse_amode(amode)
+    if method == "auto":
+        method = "write_behind" if writable and not readable and not atomic else "caching"
+    services = None
+    size = comm.Get_size()
+    if coordination == "servers" and method == "caching":
+        if not 1 <= lock_servers < size:
+            raise ValueError("lock_servers must leave at least one client rank")
+        scomm = comm.Dup()
+        first_server = size - lock_servers
+        homes = list(range(first_server, size))
+        is_server = comm.Get_rank() >= first_server
+        clients = comm.Split(1 if is_server else 0, comm.Get_rank())
+        if is_server:
+            from pvfs.collective._service import Service
+
+            service = Service(scomm, None, stops=1)
+            service.run()
+            return LockServerFile(service.served, service.locks.requests,
+                                  service.locks.queued)
+        comm, services = clients, (scomm, homes)
+    else:
+        comm = comm.Dup()
+    fsys, own = _connect(fs)
+    flags = os.O_RDWR if writable else os.O_RDONLY
+    native, problem = None, None
+    if comm.Get_rank() == 0:
+        try:
+            native = fsys.open(path, flags | (os.O_CREAT if create else 0), stripe=stripe)
+        except OSError as exc:
+            problem = exc
+    problem = comm.bcast(problem, root=0)
+    if problem is None and comm.Get_rank() != 0:
+        try:
+            native = fsys.open(path, flags)
+        except OSError as exc:
+            problem = exc
+    problems = [p for p in comm.allgather(problem) if p is not None]
+    if problems:
+        if native is not None:
+            native.close()
+        if own:
+            fsys.close()
+        raise problems[0]
+    size_at_open = comm.bcast(native.size() if comm.Get_rank() == 0 else None, root=0)
+    ps = page_size or native.stripe.ssize
+    group = flush_group or max(1, (native.stripe.pcount * native.stripe.ssize) // ps)
+    return CollectiveFile(comm, fsys, own, native, readable, writable, ps, cache_bytes,
+                          coordination, atomic, method, max_bytes, sub_bytes, group, services,
+                          size_at_open)
+
+
+__all__ = ["COORDINATIONS", "METHODS", "CollectiveFile", "LockServerFile", "open",
+           "parse_amode"]

@@ -1,0 +1,98 @@
+"""The page-lock state machine run by lock servers and I/O threads (message back ends).
+
+A home (a dedicated lock server, or a rank's I/O thread) keeps, for every page it is home
+for, the page's :class:`~pvfs.collective._pages.Meta` and a shared/exclusive lock with a FIFO
+queue of waiters (DAChe §5.2: "the mutex servers service locks in the order they come,
+queuing requests"). Requests are served in arrival order; a release hands the lock to the
+longest waiter (and to every shared waiter right behind it). ``try`` requests (eviction
+asks whether a page is pinned) never queue.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from pvfs.collective._pages import UNCACHED, Meta
+
+
+@dataclass
+class _PageLock:
+    readers: set[int] = field(default_factory=set)
+    writer: int | None = None
+    queue: deque[tuple[int, bool]] = field(default_factory=deque)
+    meta: Meta = UNCACHED
+
+
+class LockManager:
+    """Locks and metadata for the pages one home serves; pure logic, no MPI."""
+
+    def __init__(self) -> None:
+        self._pages: dict[int, _PageLock] = {}
+        self.requests = 0
+        self.queued = 0
+
+    def _get(self, page: int) -> _PageLock:
+        entry = self._pages.get(page)
+        if entry is None:
+            entry = self._pages[page] = _PageLock()
+        return entry
+
+    @staticmethod
+    def _free_for(entry: _PageLock, excl: bool) -> bool:
+        if entry.writer is not None:
+            return False
+        return not entry.readers if excl else True
+
+    def acquire(self, page: int, src: int, excl: bool, try_only: bool = False
+                ) -> tuple[bool, Meta | None]:
+        """``(granted, meta)``; not granted means queued (or refused for ``try_only``)."""
+        self.requests += 1
+        entry = self._get(page)
+        # FIFO fairness: a new shared request does not overtake a queued exclusive one.
+        if not entry.queue and self._free_for(entry, excl):
+            self._grant(entry, src, excl)
+            return True, entry.meta
+        if try_only:
+            return False, None
+        entry.queue.append((src, excl))
+        self.queued += 1
+        return False, None
+
+    @staticmethod
+    def _grant(entry: _PageLock, src: int, excl: bool) -> None:
+        if excl:
+            entry.writer = src
+        else:
+            entry.readers.add(src)
+
+    def release(self, page: int, src: int, meta: Meta | None) -> list[tuple[int, Meta]]:
+        """Drop ``src``'s lock (recording ``meta`` if given); the waiters granted now.
+
+        Raises:
+            RuntimeError: when ``src`` does not hold the page (a protocol bug).
+        """
+        entry = self._get(page)
+        if entry.writer == src:
+            entry.writer = None
+        elif src in entry.readers:
+            entry.readers.discard(src)
+        else:
+            raise RuntimeError(f"rank {src} released page {page} it does not hold")
+        if meta is not None:
+            entry.meta = meta
+        granted = []
+        while entry.queue and self._free_for(entry, entry.queue[0][1]):
+            who, excl = entry.queue.popleft()
+            self._grant(entry, who, excl)
+            granted.append((who, entry.meta))
+            if excl:
+                break
+        if entry.writer is None and not entry.readers and not entry.queue \
+                and entry.meta == UNCACHED:
+            del self._pages[page]
+        return granted
+
+    def holders(self, page: int) -> tuple[int | None, set[int]]:
+        entry = self._get(page)
+        return entry.writer, set(entry.readers)
