@@ -111,6 +111,7 @@ def daemons_of(cfg: Config, local_only: bool = True) -> list[Daemon]:
     entries = [("mgr", cfg.manager, ["-m", "pvfs.daemons.mgr"])]
     entries += [(f"iod{i}", e, ["-m", "pvfs.daemons.iod", "--index", str(i)])
                 for i, e in enumerate(cfg.iods)]
+    entries += _gcache_entries(cfg, run)
     for name, ep, args in entries:
         if local_only and not is_local(ep.host):
             continue
@@ -118,6 +119,18 @@ def daemons_of(cfg: Config, local_only: bool = True) -> list[Daemon]:
         argv = [sys.executable, *args, "--config", cfg.path, "--pidfile", pidfile, "--log-file", log]
         out.append(Daemon(name, ep, argv, pidfile, log))
     return out
+
+
+def _gcache_entries(cfg: Config, run: Path) -> list[tuple[str, Endpoint, list[str]]]:
+    """The global cache daemons of ``[gcache]`` (none without the table)."""
+    from pvfs.gcache.config import gcache_config
+
+    g = gcache_config(cfg)
+    if g is None:
+        return []
+    return [(f"gcache{i}", Endpoint(e.host, e.port, str(run / f"gcache{i}")),
+             ["-m", "pvfs.daemons.gcache", "--index", str(i)])
+            for i, e in enumerate(g.endpoints)]
 
 
 def ping(ep: Endpoint, timeout: float = 1.0, key: bytes | None = None) -> dict | None:

@@ -1,0 +1,35 @@
+"""Request schemas of the global cache daemon (checked like every daemon's, SPEC §10)."""
+
+from __future__ import annotations
+
+from pvfs.protocol.schema import INO, OFFSET, Field, boolean, integer, optional, stripe, text
+
+#: Largest read served in one request (the client splits longer ones).
+MAX_READ = 64 << 20
+
+CLIENT = Field(optional(text(64)), False, None)
+
+GCACHE_SCHEMAS: dict[str, dict[str, Field]] = {
+    "ping": {},
+    "status": {},
+    "stats": {"reset": Field(boolean, False, False)},
+    # data: bulk replies / bulk requests; ``client`` names a coherence=sync holder
+    "read": {"ino": INO, "stripe": Field(stripe), "offset": Field(OFFSET),
+             "length": Field(integer(0, MAX_READ)), "client": CLIENT},
+    "write": {"ino": INO, "stripe": Field(stripe), "offset": Field(OFFSET),
+              "sync": Field(boolean, False, False), "invalidate": Field(boolean, False, False),
+              "client": CLIENT},
+    "fsync": {"ino": INO, "stripe": Field(stripe), "data_only": Field(boolean, False, False)},
+    "flush": {"ino": Field(integer(0, 2**63 - 1), False, 0)},
+    "truncate": {"ino": INO, "size": Field(OFFSET)},
+    "forget": {"ino": INO},
+    "invalidate": {"ino": INO, "offset": Field(OFFSET), "length": Field(OFFSET)},
+    "policy_set": {"policy": Field(text(16)), "threshold": Field(integer(0, 1 << 20), False, 25),
+                   "drop": Field(boolean, False, False)},
+    # the holder directory (coherence=sync), as at the I/O daemons
+    "cb_register": {"client": Field(text(64)), "block_size": Field(integer(512, 1 << 26))},
+    "cb_hold": {"client": Field(text(64)), "ino": INO, "first": Field(integer(0, 2**50)),
+                "count": Field(integer(1, 1 << 24))},
+    "cb_invalidate": {"client": Field(text(64)), "ino": INO, "offset": Field(OFFSET),
+                      "length": Field(OFFSET)},
+}

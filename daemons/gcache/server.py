@@ -1,0 +1,597 @@
+"""The global cache daemon (discretionary-caching paper §3.2 "Global Cache", §5; SPEC §6).
+
+One user-level daemon per ``[gcache]`` address; files are spread over them by inode and every
+node's local cache (and every application) shares them. A read fetches the blocks it misses
+from all the file's I/O daemons at once (straight into slab slots, ``transfer.py``) and
+answers with the bytes; a write lands in slots, is marked dirty and reaches the I/O daemons
+through this daemon's own flusher; ``fsync`` writes the file's dirty blocks back and syncs the
+I/O daemons before it answers.
+
+Admission is a policy (``pvfs.models.bypass``): a missing block whose segment the policy
+refuses is served (or written through) without entering the cache, and the reply tells the
+client to bypass that segment (``"bypass": [segments], "ttl": accesses``), as the paper's
+runtime bypass does in its read response and write acknowledgement.
+
+``coherence=sync`` clients register here as at the I/O daemons (``cb_register``); a read that
+names its client records it as holder of the blocks, and a write with ``invalidate`` calls back
+every other holder before it answers (the directory is ``daemons/iod/coherence.py``'s).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import time
+
+import trio
+
+from pvfs import __version__
+from pvfs.client.datapath import DataPath
+from pvfs.config import Config
+from pvfs.gcache.config import gcache_config
+from pvfs.layout.stripe import Stripe
+from pvfs.models.bypass import make_policy
+from pvfs.protocol import aio, auth
+from pvfs.protocol.framing import frame
+
+from ..common import serve_tcp
+from ..iod.coherence import HolderDirectory
+from .schema import GCACHE_SCHEMAS
+from .store import BlockStore, Slot
+from .transfer import read_extents, write_extents
+
+log = logging.getLogger("pvfs.gcache")
+
+Key = tuple[int, int]
+
+#: Most buffers handed to one sendmsg/recvmsg_into (IOV_MAX is 1024 on Linux).
+IOV_BATCH = 512
+#: Above this fraction of slots dirty, writers wait for a write-back pass first.
+DIRTY_HIGH = 0.5
+
+COUNTERS = ("reads", "writes", "hits", "misses", "admissions", "bypasses", "bypassed_blocks",
+            "evictions", "flushes", "flushed_blocks", "fetches", "fetched_blocks",
+            "write_through_blocks", "flush_errors", "fsyncs", "invalidations")
+
+
+async def send_views(sock, views: list[memoryview]) -> None:
+    """Send every view in order with as few ``sendmsg`` calls as the socket allows."""
+    i = 0
+    views = [v for v in views if len(v)]
+    while i < len(views):
+        sent = await sock.sendmsg(views[i:i + IOV_BATCH])
+        while sent and i < len(views):
+            n = len(views[i])
+            if sent >= n:
+                sent -= n
+                i += 1
+            else:
+                views[i] = views[i][sent:]
+                sent = 0
+
+
+async def recv_views(sock, views: list[memoryview]) -> None:
+    """Fill every view in order from the socket (``recvmsg_into``, no intermediate buffer)."""
+    i = 0
+    views = [v for v in views if len(v)]
+    while i < len(views):
+        got = (await sock.recvmsg_into(views[i:i + IOV_BATCH]))[0]
+        if got == 0:
+            raise ConnectionResetError(errno.ECONNRESET, "peer closed the connection")
+        while got and i < len(views):
+            n = len(views[i])
+            if got >= n:
+                got -= n
+                i += 1
+            else:
+                views[i] = views[i][got:]
+                got = 0
+
+
+class GcacheServer:
+    """One global cache daemon of a file system.
+
+    Args:
+        config: the file system (its ``[gcache]`` table must list this daemon).
+        index: this daemon's place in ``[gcache].addresses``.
+    """
+
+    def __init__(self, config: Config, index: int) -> None:
+        g = gcache_config(config)
+        if g is None or not 0 <= index < g.count:
+            raise ValueError(f"the config has no global cache #{index}")
+        self.config = config
+        self.gconf = g
+        self.index = index
+        self.endpoint = g.endpoints[index]
+        self.bs = g.block_size
+        self.sb = g.segment_blocks
+        self.store = BlockStore(g.capacity, g.block_size)
+        self.data = DataPath(config)
+        self.limiter = trio.CapacityLimiter(8)
+        self.policy = make_policy(g.policy, g.threshold)
+        self.directory = HolderDirectory(config.request_timeout)
+        self.stripes: dict[int, Stripe] = {}
+        # Bytes known to exist per file (fetches that met the end, writes, truncates): a block
+        # short of a full one ends the file only if it reaches this far; before, its missing
+        # tail is a hole (zeros: a slot's bytes past ``valid`` are always zero).
+        self.sizes: dict[int, int] = {}
+        self.inflight: dict[Key, trio.Event] = {}
+        self.file_locks: dict[int, trio.Lock] = {}
+        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.started = time.time()
+        self.address: tuple[str, int] | None = None
+        self.key = auth.key_for(config)  # None: authentication off
+        self._kick = trio.Event()
+        self._flushed = trio.Event()
+
+    # ------------------------------------------------------------------ serving
+    async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self.address = await nursery.start(functools.partial(
+                serve_tcp, self.endpoint.host, self.endpoint.port, GCACHE_SCHEMAS,
+                self.dispatch, key=self.key))
+            nursery.start_soon(self._flusher)
+            log.info("global cache %d serving %s:%d: %d blocks of %d B, policy %s",
+                     self.index, *self.address[:2], self.store.nslots, self.bs,
+                     self.policy.name)
+            task_status.started(self.address)
+        self.data.close()
+
+    async def dispatch(self, op: str, f: dict, bulk_len: int, sock) -> dict | None:
+        if op == "read":
+            return await self.op_read(f, sock)
+        if op == "write":
+            return await self.op_write(f, bulk_len, sock)
+        if op == "cb_register":
+            await self.directory.serve_client(f["client"], f["block_size"], sock)
+            return None
+        handler = getattr(self, f"op_{op}")
+        return await handler(f)
+
+    async def op_ping(self, f: dict) -> dict:
+        return {"version": __version__, "index": self.index, "role": "gcache",
+                "uptime": time.time() - self.started}
+
+    async def op_status(self, f: dict) -> dict:
+        return {"version": __version__, "index": self.index, "role": "gcache",
+                "uptime": time.time() - self.started, "pid": _pid(),
+                "open_files": len(self.store.files), "jobs": len(self.inflight),
+                "scheduler": f"gcache/{self.policy.name}"}
+
+    async def op_stats(self, f: dict) -> dict:
+        out = self.stats()
+        if f["reset"]:
+            self.counters = dict.fromkeys(COUNTERS, 0)
+        return out
+
+    def stats(self) -> dict:
+        out: dict = {"index": self.index, "role": "gcache"}
+        out.update(self.counters)
+        looked = self.counters["hits"] + self.counters["misses"]
+        out["hit_rate"] = self.counters["hits"] / looked if looked else 0.0
+        out.update(blocks_cached=len(self.store), capacity_blocks=self.store.nslots,
+                   dirty_blocks=self.store.dirty_blocks, block_size=self.bs,
+                   segment_blocks=self.sb, files=len(self.store.files))
+        out.update(self.policy.stats())
+        out["holders"] = len(self.directory.clients)
+        return out
+
+    # ------------------------------------------------------------------ helpers
+    def _lock(self, ino: int) -> trio.Lock:
+        lock = self.file_locks.get(ino)
+        if lock is None:
+            lock = self.file_locks[ino] = trio.Lock()
+        return lock
+
+    async def _wait_inflight(self, ino: int, first: int, last: int) -> None:
+        """Wait until no block of ``first..last`` is being fetched by another request."""
+        while True:
+            ev = next((e for (i, b), e in self.inflight.items()
+                       if i == ino and first <= b <= last), None) if self.inflight else None
+            if ev is None:
+                return
+            await ev.wait()
+
+    def _prefer(self, key: Key) -> bool:
+        return self.policy.good_victim(key[0], key[1] // self.sb)
+
+    def _place(self, key: Key, before: int) -> tuple[Slot | None, bool]:
+        """A pinned slot for missing block ``key`` if the policy admits it (evicting one block
+        if needed); else ``(None, refused)`` — refused by the policy, or no clean block to
+        evict (then the block is served uncached this once, without a bypass hint)."""
+        victim = None if self.store.has_room() else self.store.victim(self._prefer)
+        if not self.store.has_room() and victim is None:
+            return None, False
+        vseg = None if victim is None else (victim[0], victim[1] // self.sb)
+        if not self.policy.admit(key[0], key[1] // self.sb, before, vseg):
+            return None, True
+        if victim is not None:
+            old = self.store.remove(victim)
+            if old is not None:
+                self.policy.evicted(victim[0], victim[1] // self.sb, old.hits)
+            self.counters["evictions"] += 1
+        self.counters["admissions"] += 1
+        return self.store.insert(key), False
+
+    def _unpin_all(self, slots: list[Slot]) -> None:
+        for s in slots:
+            self.store.unpin(s)
+
+    async def _fetch(self, ino: int, stripe: Stripe, slots: dict[int, Slot],
+                     scratch: dict[int, int], sbuf: bytearray | None) -> int | None:
+        """Read blocks from the I/O daemons: ``slots`` (block -> pinned slot) into the slab,
+        ``scratch`` (block -> offset in ``sbuf``) into a scratch buffer; both at once.
+        Returns the file size if the fetch reached its end, else None."""
+        bs = self.bs
+        slab_ext = [(b * bs, bs, s.idx * bs) for b, s in sorted(slots.items())]
+        scr_ext = [(b * bs, bs, o) for b, o in sorted(scratch.items())]
+        keys = [(ino, b) for b in (*slots, *scratch)]
+        for k in keys:
+            self.inflight[k] = trio.Event()
+        self.counters["fetches"] += 1
+        self.counters["fetched_blocks"] += len(keys)
+
+        def work() -> int | None:
+            sizes = [read_extents(self.data, ino, stripe, slab_ext, self.store.slab),
+                     read_extents(self.data, ino, stripe, scr_ext, sbuf)]
+            known = [s for s in sizes if s is not None]
+            return max(known) if known else None
+
+        try:
+            eof = await trio.to_thread.run_sync(work, limiter=self.limiter)
+        finally:
+            for k in keys:
+                ev = self.inflight.pop(k, None)
+                if ev is not None:
+                    ev.set()
+        if eof is not None:
+            self.sizes[ino] = max(self.sizes.get(ino, 0), eof)
+        else:
+            reach = max((b + 1) * bs for b in (*slots, *scratch))
+            self.sizes[ino] = max(self.sizes.get(ino, 0), reach)
+        for b, s in slots.items():
+            s.valid = bs if eof is None else max(0, min(bs, eof - b * bs))
+            if s.valid < bs:
+                self.store.block_view(s, s.valid)[:] = bytes(bs - s.valid)
+        if eof is not None and sbuf is not None:
+            for b, o in scratch.items():
+                valid = max(0, min(bs, eof - b * bs))
+                if valid < bs:
+                    sbuf[o + valid:o + bs] = bytes(bs - valid)
+        return eof
+
+    def _admit_missing(self, ino: int, missing: list[int], before: dict[int, int],
+                       bypass: set[int]) -> tuple[dict[int, Slot], dict[int, int]]:
+        """Slots for the admitted missing blocks, scratch offsets for the others (whose
+        segments go into ``bypass`` when the policy refused them)."""
+        slots: dict[int, Slot] = {}
+        scratch: dict[int, int] = {}
+        for b in missing:
+            seg = b // self.sb
+            slot, refused = (None, True) if seg in bypass else \
+                self._place((ino, b), before.get(seg, 0))
+            if slot is None:
+                if refused:  # the client hears only of refusals, not of a cache full of dirt
+                    bypass.add(seg)
+                scratch[b] = len(scratch) * self.bs
+            else:
+                slots[b] = slot
+        self.counters["bypassed_blocks"] += len(scratch)
+        return slots, scratch
+
+    # ------------------------------------------------------------------ read
+    async def op_read(self, f: dict, sock) -> None:
+        ino, stripe, off, n = f["ino"], f["stripe"], f["offset"], f["length"]
+        self.stripes[ino] = stripe
+        self.counters["reads"] += 1
+        if n == 0:
+            await aio.send_frame(sock, {"n": 0, "bypass": [], "ttl": 0})
+            return
+        bs, sb = self.bs, self.sb
+        first, last = off // bs, (off + n - 1) // bs
+        before = {s: self.policy.access(ino, s) for s in range(first // sb, last // sb + 1)}
+        await self._wait_inflight(ino, first, last)
+        pinned: list[Slot] = []
+        src: dict[int, Slot] = {}
+        missing: list[int] = []
+        for b in range(first, last + 1):
+            slot = self.store.get((ino, b))
+            if slot is None:
+                missing.append(b)
+                continue
+            slot.pins += 1
+            slot.hits += 1
+            pinned.append(slot)
+            src[b] = slot
+            self.store.touch((ino, b))
+            self.policy.hit(ino, b // sb)
+        self.counters["hits"] += len(src)
+        self.counters["misses"] += len(missing)
+        bypass: set[int] = set()
+        sbuf: bytearray | None = None
+        scratch: dict[int, int] = {}
+        eof: int | None = None
+        try:
+            if missing:
+                slots, scratch = self._admit_missing(ino, missing, before, bypass)
+                pinned += slots.values()
+                sbuf = bytearray(len(scratch) * bs) if scratch else None
+                try:
+                    eof = await self._fetch(ino, stripe, slots, scratch, sbuf)
+                except BaseException:
+                    for b in slots:
+                        self.store.remove((ino, b))
+                    raise
+                for b, s in slots.items():
+                    src[b] = s
+                    if s.valid == 0:  # past the end of the file: nothing to keep
+                        self.store.remove((ino, b))
+            if bypass:
+                self.counters["bypasses"] += len(bypass)
+                for seg in bypass:  # the client reads these directly from now on
+                    for b in range(seg * sb, (seg + 1) * sb):
+                        s = self.store.get((ino, b))
+                        if s is not None and not s.dirty:
+                            self.store.remove((ino, b))
+            if f["client"] is not None and f["client"] in self.directory.clients:
+                self.directory.hold(f["client"], ino, first, last - first + 1)
+            views: list[memoryview] = []
+            total = 0
+            sview = memoryview(sbuf) if sbuf is not None else None
+            size = self.sizes.get(ino, 0)
+            for b in range(first, last + 1):
+                lo = off - b * bs if b == first else 0
+                hi = min(bs, off + n - b * bs)
+                slot = src.get(b)
+                if slot is not None:
+                    valid = max(slot.valid, min(bs, size - b * bs))
+                    view = self.store.block_view(slot, lo, max(lo, min(hi, valid)))
+                else:
+                    o = scratch[b]
+                    valid = bs if eof is None else max(0, min(bs, eof - b * bs))
+                    view = sview[o + lo:o + max(lo, min(hi, valid))]  # type: ignore[index]
+                views.append(view)
+                total += len(view)
+                if valid < bs:
+                    break
+            header = {"n": total, "bypass": sorted(bypass),
+                      "ttl": self.policy.bypass_ttl if bypass else 0}
+            await send_views(sock, [memoryview(frame(header, total)), *views])
+        finally:
+            self._unpin_all(pinned)
+        return
+
+    # ------------------------------------------------------------------ write
+    async def op_write(self, f: dict, n: int, sock) -> dict:
+        ino, stripe, off = f["ino"], f["stripe"], f["offset"]
+        self.stripes[ino] = stripe
+        self.counters["writes"] += 1
+        if n == 0:
+            return {"n": 0, "bypass": [], "ttl": 0}
+        bs, sb = self.bs, self.sb
+        first, last = off // bs, (off + n - 1) // bs
+        received = False
+        pinned: list[Slot] = []
+        try:
+            if self.store.dirty_blocks > DIRTY_HIGH * self.store.nslots:
+                await self._flush_some()
+            before = {s: self.policy.access(ino, s) for s in range(first // sb, last // sb + 1)}
+            await self._wait_inflight(ino, first, last)
+            dest: dict[int, Slot] = {}
+            missing: list[int] = []
+            for b in range(first, last + 1):
+                slot = self.store.get((ino, b))
+                if slot is None:
+                    missing.append(b)
+                else:
+                    slot.pins += 1
+                    pinned.append(slot)
+                    dest[b] = slot
+                    self.store.touch((ino, b))
+            self.counters["hits"] += len(dest)
+            self.counters["misses"] += len(missing)
+            bypass: set[int] = set()
+            slots, scratch = self._admit_missing(ino, missing, before, bypass) \
+                if missing else ({}, {})
+            pinned += slots.values()
+            # Read-modify-write: a new slot the write covers only partly needs the old bytes.
+            partial = {b: s for b, s in slots.items()
+                       if not (b * bs >= off and (b + 1) * bs <= off + n)}
+            if partial:
+                try:
+                    await self._fetch(ino, stripe, partial, {}, None)
+                except BaseException:
+                    for b in slots:
+                        self.store.remove((ino, b))
+                    raise
+            for b, s in slots.items():
+                if b not in partial:
+                    s.valid = 0
+                dest[b] = s
+            sbuf = bytearray(len(scratch) * bs) if scratch else None
+            sview = memoryview(sbuf) if sbuf is not None else None
+            views: list[memoryview] = []
+            ranges: dict[int, tuple[int, int]] = {}
+            for b in range(first, last + 1):
+                lo = off - b * bs if b == first else 0
+                hi = min(bs, off + n - b * bs)
+                ranges[b] = (lo, hi)
+                slot = dest.get(b)
+                if slot is not None:
+                    views.append(self.store.block_view(slot, lo, hi))
+                else:
+                    o = scratch[b]
+                    views.append(sview[o + lo:o + hi])  # type: ignore[index]
+            with trio.fail_after(self.config.request_timeout):
+                await recv_views(sock, views)
+            received = True
+            self.sizes[ino] = max(self.sizes.get(ino, 0), off + n)
+            for b, slot in dest.items():
+                lo, hi = ranges[b]
+                if lo > slot.valid:  # a hole inside the block reads as zeros
+                    self.store.block_view(slot, slot.valid, lo)[:] = bytes(lo - slot.valid)
+                slot.valid = max(slot.valid, hi)
+                self.store.mark_dirty((ino, b), slot)
+            if scratch:
+                # Refused blocks go straight through to the I/O daemons.
+                ext = [(b * bs + ranges[b][0], ranges[b][1] - ranges[b][0],
+                        scratch[b] + ranges[b][0]) for b in sorted(scratch)]
+                self.counters["write_through_blocks"] += len(ext)
+                await trio.to_thread.run_sync(write_extents, self.data, ino, stripe, ext, sbuf,
+                                              limiter=self.limiter)
+            if bypass:
+                self.counters["bypasses"] += len(bypass)
+        except BaseException:
+            if not received:
+                # Keep the connection in sync: the bulk must be consumed before an error reply.
+                with trio.move_on_after(self.config.request_timeout):
+                    await aio.drain(sock, n)
+            raise
+        finally:
+            self._unpin_all(pinned)
+        if f["sync"]:
+            await self.flush_file(ino)
+        if f["invalidate"] and f["client"] is not None:
+            self.counters["invalidations"] += await self.directory.invalidate(
+                f["client"], ino, off, n)
+        return {"n": n, "bypass": sorted(bypass), "ttl": self.policy.bypass_ttl if bypass else 0}
+
+    # ------------------------------------------------------------------ write-back
+    async def flush_file(self, ino: int) -> None:
+        """Write every dirty block of ``ino`` back to the I/O daemons (coalesced, zero-copy)."""
+        async with self._lock(ino):
+            blocks = sorted(self.store.dirty.get(ino, ()))
+            if not blocks:
+                return
+            stripe = self.stripes[ino]
+            bs = self.bs
+            work: list[tuple[int, Slot, int]] = []
+            for b in blocks:
+                slot = self.store.get((ino, b))
+                if slot is None or not slot.dirty:
+                    continue
+                slot.pins += 1
+                work.append((b, slot, slot.version))
+            ext = [(b * bs, s.valid, s.idx * bs) for b, s, _ in work if s.valid]
+            try:
+                await trio.to_thread.run_sync(write_extents, self.data, ino, stripe, ext,
+                                              self.store.slab, limiter=self.limiter)
+            finally:
+                self._unpin_all([s for _, s, _ in work])
+            self.counters["flushes"] += 1
+            for b, s, version in work:
+                if self.store.mark_clean((ino, b), s, version):
+                    self.counters["flushed_blocks"] += 1
+
+    async def _flush_some(self) -> None:
+        for ino in list(self.store.dirty):
+            try:
+                await self.flush_file(ino)
+            except OSError as exc:
+                self.counters["flush_errors"] += 1
+                log.warning("write-back of inode %d failed: %s", ino, exc)
+            if self.store.dirty_blocks <= DIRTY_HIGH * self.store.nslots / 2:
+                return
+
+    async def _flusher(self) -> None:
+        """Write dirty blocks back every ``flush_interval`` seconds (the paper's flusher)."""
+        while True:
+            await trio.sleep(self.gconf.flush_interval)
+            for ino in list(self.store.dirty):
+                try:
+                    await self.flush_file(ino)
+                except OSError as exc:
+                    self.counters["flush_errors"] += 1
+                    log.warning("write-back of inode %d failed: %s", ino, exc)
+
+    # ------------------------------------------------------------------ file operations
+    async def op_fsync(self, f: dict) -> dict:
+        ino = f["ino"]
+        self.stripes[ino] = f["stripe"]
+        await self.flush_file(ino)
+        await trio.to_thread.run_sync(self.data.fsync, ino, f["stripe"], f["data_only"],
+                                      limiter=self.limiter)
+        self.counters["fsyncs"] += 1
+        return {}
+
+    async def op_flush(self, f: dict) -> dict:
+        for ino in ([f["ino"]] if f["ino"] else list(self.store.dirty)):
+            await self.flush_file(ino)
+        return {"dirty_blocks": self.store.dirty_blocks}
+
+    async def op_truncate(self, f: dict) -> dict:
+        """Drop blocks past the new end (dirty ones too) and cut the last one: call before the
+        file is truncated at the I/O daemons, so no write-back lands past the end later."""
+        ino, size = f["ino"], f["size"]
+        bs = self.bs
+        async with self._lock(ino):
+            self.sizes[ino] = size
+            keep = -(-size // bs)
+            for b in self.store.blocks_of(ino):
+                if b >= keep:
+                    self.store.remove((ino, b))
+            slot = self.store.get((ino, size // bs)) if size % bs else None
+            if slot is not None and slot.valid > size % bs:
+                cut = size % bs
+                self.store.block_view(slot, cut, slot.valid)[:] = bytes(slot.valid - cut)
+                slot.valid = cut
+                slot.version += 1
+        return {}
+
+    async def op_forget(self, f: dict) -> dict:
+        ino = f["ino"]
+        async with self._lock(ino):
+            for b in self.store.blocks_of(ino):
+                self.store.remove((ino, b))
+            self.policy.forget(ino)
+            self.stripes.pop(ino, None)
+            self.sizes.pop(ino, None)
+        self.file_locks.pop(ino, None)
+        return {}
+
+    async def op_invalidate(self, f: dict) -> dict:
+        """Drop this cache's copies of a range (a client wrote it past the cache)."""
+        ino, off, n = f["ino"], f["offset"], f["length"]
+        if n:
+            self.sizes[ino] = max(self.sizes.get(ino, 0), off + n)
+        if ino in self.store.dirty:
+            await self.flush_file(ino)
+        first, last = off // self.bs, (off + max(n, 1) - 1) // self.bs
+        dropped = 0
+        for b in self.store.blocks_of(ino):
+            slot = self.store.get((ino, b))
+            if first <= b <= last and slot is not None and not slot.dirty:
+                self.store.remove((ino, b))
+                dropped += 1
+        return {"dropped": dropped}
+
+    async def op_policy_set(self, f: dict) -> dict:
+        """Switch the admission policy; with ``drop``, write back and empty the cache too
+        (a cold start for a study run)."""
+        self.policy = make_policy(f["policy"], f["threshold"])
+        if f["drop"]:
+            for ino in list(self.store.dirty):
+                await self.flush_file(ino)
+            for key in list(self.store.map):
+                slot = self.store.get(key)
+                if slot is not None and not slot.dirty:
+                    self.store.remove(key)
+            self.counters = dict.fromkeys(COUNTERS, 0)
+        return self.policy.stats()
+
+    # ------------------------------------------------------------------ holder directory
+    async def op_cb_hold(self, f: dict) -> dict:
+        self.directory.hold(f["client"], f["ino"], f["first"], f["count"])
+        return {}
+
+    async def op_cb_invalidate(self, f: dict) -> dict:
+        return {"invalidated": await self.directory.invalidate(
+            f["client"], f["ino"], f["offset"], f["length"])}
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()

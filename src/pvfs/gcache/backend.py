@@ -1,0 +1,415 @@
+"""The local cache's backend when the file system has global caches (SPEC §6).
+
+:class:`GcacheBackend` sits between the local block cache and the I/O daemons. Each request is
+cut into *segments* (``segment_blocks`` blocks, 4 by default); a segment goes through the file's
+global cache daemon unless its global bypass bit is set for the operation (``rg`` for reads,
+``wg`` for writes: by the API, the ``user.pvfs.bypass`` xattr or a plan) or the daemon told
+this client to bypass it (runtime bypass: the hint lasts ``ttl`` of this client's accesses of
+the segment, or for ever when ``ttl`` is 0); other segments go to ``direct`` (the I/O daemons).
+
+Failure: a global cache that does not answer within the config's timeouts (or refuses the
+connection) is marked down for ``retry_after`` seconds and every request meanwhile goes direct.
+Writes sent through a global cache are kept in a *journal* until the daemon has written them
+back (``flush``/``fsync``); when the daemon fails, the journal is written to the I/O daemons
+directly, so nothing this client wrote — fsync'd or not — is lost with the daemon.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from pvfs.cache import Bypass, BypassTable
+from pvfs.client.rpc import Channel
+from pvfs.config import Config
+from pvfs.layout.stripe import Stripe
+from pvfs.protocol import aio, auth
+
+from .config import GcacheConfig, gcache_index
+
+log = logging.getLogger("pvfs.gcache")
+
+__all__ = ["GcacheBackend", "GlobalCallbacks"]
+
+#: Largest read sent to a global cache in one request (its schema's bound).
+MAX_READ = 64 << 20
+_RG, _WG = int(Bypass.READ_GLOBAL), int(Bypass.WRITE_GLOBAL)
+
+
+class GcacheBackend:
+    """Local cache backend routing each segment through a global cache or straight through.
+
+    Args:
+        direct: the backend of the I/O daemons (``read``/``write``, optionally
+            ``stripe_size``).
+        config: the file system.
+        gconf: its ``[gcache]`` table.
+        stripe_of: the stripe of an inode.
+        bypass: the segment bits (``rg``/``wg`` are read here); default: a fresh table.
+        block_size: bytes per block (the local cache's).
+        segment_blocks: blocks per segment.
+        enabled: False sends everything direct (mount option ``gcache=off``).
+        sync: coherence=sync: every write through a global cache is written through to the
+            I/O daemons and invalidates other holders there; reads register this client as a
+            holder; direct writes drop the global cache's copies.
+        name: this client's name in the holder directories.
+        retry_after: seconds a failed global cache is left alone.
+        journal_limit: bytes of written-but-not-written-back data kept for the failure case;
+            beyond, the largest file is flushed at its global cache first.
+    """
+
+    def __init__(self, direct, config: Config, gconf: GcacheConfig,
+                 stripe_of: Callable[[int], Awaitable[Stripe]], *,
+                 bypass: BypassTable | None = None, block_size: int = 4096,
+                 segment_blocks: int | None = None, enabled: bool = True, sync: bool = False,
+                 name: str | None = None, retry_after: float = 5.0,
+                 journal_limit: int = 64 << 20) -> None:
+        self.direct = direct
+        self.config = config
+        self.gconf = gconf
+        self.stripe_of = stripe_of
+        self.bypass = bypass if bypass is not None else BypassTable()
+        self.block_size = block_size
+        self.segment_blocks = segment_blocks or gconf.segment_blocks
+        self.enabled = enabled
+        self.sync = sync
+        self.name = name or f"{socket.gethostname()[:30]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.retry_after = retry_after
+        self.journal_limit = journal_limit
+        key = auth.key_for(config)
+        self.channels = [Channel(e.host, e.port, config.connect_timeout, config.request_timeout,
+                                 max_idle=16, name=f"gcache{i} ({e.address})", manager=False,
+                                 key=key, role="client")
+                         for i, e in enumerate(gconf.endpoints)]
+        self.down_until = [0.0] * len(self.channels)
+        self.hints: dict[tuple[int, int], int] = {}  # (ino, seg) -> accesses left, -1: for ever
+        self.journal: dict[int, list[tuple[int, bytes]]] = {}
+        self.journal_bytes = 0
+        self.counters = dict.fromkeys(
+            ("global_reads", "global_writes", "direct_reads", "direct_writes", "hints",
+             "failovers", "journal_replays", "global_read_bytes", "direct_read_bytes"), 0)
+
+    # ------------------------------------------------------------------ routing
+    def stripe_size(self, ino: int) -> int | None:
+        fn = getattr(self.direct, "stripe_size", None)
+        return fn(ino) if fn is not None else None
+
+    def _index(self, ino: int) -> int:
+        return gcache_index(ino, len(self.channels))
+
+    def _up(self, idx: int) -> bool:
+        return self.enabled and time.monotonic() >= self.down_until[idx]
+
+    def _global(self, ino: int, seg: int, bit: int) -> bool:
+        """Whether an access of segment ``seg`` goes through the global cache (and count the
+        access against a runtime hint)."""
+        if int(self.bypass.flags(ino, seg)) & bit:
+            return False
+        left = self.hints.get((ino, seg))
+        if left is None:
+            return True
+        if left > 0:
+            if left == 1:
+                del self.hints[(ino, seg)]
+            else:
+                self.hints[(ino, seg)] = left - 1
+        return False
+
+    def _pieces(self, ino: int, offset: int, length: int, bit: int) -> list[tuple[int, int, bool]]:
+        """``(offset, length, via_global)`` runs of the request, cut at segment boundaries
+        where the route changes."""
+        if not self._up(self._index(ino)):
+            return [(offset, length, False)]
+        seg_bytes = self.segment_blocks * self.block_size
+        if not self.hints and not self.bypass.has_bits(ino):
+            return [(offset, length, True)]
+        out: list[tuple[int, int, bool]] = []
+        pos, end = offset, offset + length
+        while pos < end:
+            seg = pos // seg_bytes
+            stop = min(end, (seg + 1) * seg_bytes)
+            via = self._global(ino, seg, bit)
+            if out and out[-1][2] == via and out[-1][0] + out[-1][1] == pos:
+                out[-1] = (out[-1][0], out[-1][1] + stop - pos, via)
+            else:
+                out.append((pos, stop - pos, via))
+            pos = stop
+        return out
+
+    def _take_hints(self, ino: int, reply: dict) -> None:
+        segs = reply.get("bypass") or ()
+        ttl = int(reply.get("ttl") or 0)
+        for seg in segs:
+            self.hints[(ino, int(seg))] = ttl if ttl > 0 else -1
+        self.counters["hints"] += len(segs)
+
+    def _fail(self, idx: int, exc: BaseException) -> None:
+        self.down_until[idx] = time.monotonic() + self.retry_after
+        self.counters["failovers"] += 1
+        log.warning("global cache %d failed (%s): direct I/O for %g s", idx, exc,
+                    self.retry_after)
+
+    # ------------------------------------------------------------------ reads
+    async def read(self, ino: int, offset: int, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        out: list[bytes] = []
+        for off, n, via in self._pieces(ino, offset, length, _RG):
+            data = await (self._gread(ino, off, n) if via else self._dread(ino, off, n))
+            out.append(data)
+            if len(data) < n:
+                break  # end of file
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    async def _dread(self, ino: int, offset: int, length: int) -> bytes:
+        self.counters["direct_reads"] += 1
+        data = await self.direct.read(ino, offset, length)
+        self.counters["direct_read_bytes"] += len(data)
+        return data
+
+    async def _gread(self, ino: int, offset: int, length: int) -> bytes:
+        idx = self._index(ino)
+        stripe = await self.stripe_of(ino)
+        parts: list[bytes] = []
+        pos, end = offset, offset + length
+        try:
+            while pos < end:
+                n = min(MAX_READ, end - pos)
+                reply, data = await self.channels[idx].call_bulk(
+                    {"op": "read", "ino": ino, "stripe": stripe.to_wire(), "offset": pos,
+                     "length": n, "client": self.name if self.sync else None})
+                self._take_hints(ino, reply)
+                parts.append(data)
+                pos += n
+                if len(data) < n:
+                    break
+        except (OSError, trio.TooSlowError) as exc:
+            if _daemon_said(exc):
+                raise
+            self._fail(idx, exc)
+            await self._replay(idx)
+            return await self._dread(ino, offset, length)
+        self.counters["global_reads"] += 1
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        self.counters["global_read_bytes"] += len(data)
+        return data
+
+    # ------------------------------------------------------------------ writes
+    async def write(self, ino: int, offset: int, data) -> None:
+        mv = memoryview(data).cast("B")
+        if not len(mv):
+            return
+        for off, n, via in self._pieces(ino, offset, len(mv), _WG):
+            piece = mv[off - offset:off - offset + n]
+            if via:
+                await self._gwrite(ino, off, piece)
+            else:
+                await self._dwrite(ino, off, piece)
+
+    async def _dwrite(self, ino: int, offset: int, data) -> None:
+        self.counters["direct_writes"] += 1
+        await self.direct.write(ino, offset, data)
+        idx = self._index(ino)
+        if self.sync and self._up(idx):
+            # The global cache may hold an older copy of what was just written past it.
+            try:
+                await self.channels[idx].call({"op": "invalidate", "ino": ino, "offset": offset,
+                                               "length": len(data)})
+            except (OSError, trio.TooSlowError) as exc:
+                if not _daemon_said(exc):
+                    self._fail(idx, exc)
+
+    async def _gwrite(self, ino: int, offset: int, data) -> None:
+        idx = self._index(ino)
+        stripe = await self.stripe_of(ino)
+        blob = bytes(data)
+        self.journal.setdefault(ino, []).append((offset, blob))
+        self.journal_bytes += len(blob)
+        try:
+            reply = await self.channels[idx].call(
+                {"op": "write", "ino": ino, "stripe": stripe.to_wire(), "offset": offset,
+                 "sync": self.sync, "invalidate": self.sync,
+                 "client": self.name if self.sync else None}, blob)
+        except (OSError, trio.TooSlowError) as exc:
+            if _daemon_said(exc):
+                self._unjournal(ino, offset, blob)
+                raise
+            self._fail(idx, exc)
+            await self._replay(idx)
+            return
+        self.counters["global_writes"] += 1
+        self._take_hints(ino, reply)
+        if self.sync:
+            self._drop_journal(ino)  # written through already
+        elif self.journal_bytes > self.journal_limit:
+            await self._trim_journal()
+
+    def _unjournal(self, ino: int, offset: int, blob: bytes) -> None:
+        entries = self.journal.get(ino, [])
+        if entries and entries[-1][0] == offset and entries[-1][1] is blob:
+            entries.pop()
+            self.journal_bytes -= len(blob)
+
+    def _drop_journal(self, ino: int) -> None:
+        for _, blob in self.journal.pop(ino, []):
+            self.journal_bytes -= len(blob)
+
+    async def _trim_journal(self) -> None:
+        """Have the global cache write back the file with the most journalled bytes."""
+        ino = max(self.journal, key=lambda i: sum(len(b) for _, b in self.journal[i]))
+        await self.flush(ino)
+
+    async def _replay(self, idx: int) -> None:
+        """Write every journalled write of files of global cache ``idx`` to the I/O daemons
+        (that daemon failed: what it had not written back is gone)."""
+        for ino in [i for i in self.journal if self._index(i) == idx]:
+            entries = self.journal.get(ino, [])
+            for off, blob in list(entries):
+                await self.direct.write(ino, off, blob)
+            self._drop_journal(ino)
+            self.counters["journal_replays"] += 1
+
+    # ------------------------------------------------------------------ file operations
+    async def flush(self, ino: int) -> None:
+        """The file's writes through its global cache are on the I/O daemons when this returns
+        (written back by the daemon, or from the journal if it failed)."""
+        if ino not in self.journal:
+            return
+        idx = self._index(ino)
+        if not self._up(idx):
+            await self._replay(idx)
+            return
+        entries = list(self.journal[ino])
+        try:
+            await self.channels[idx].call({"op": "flush", "ino": ino})
+        except (OSError, trio.TooSlowError) as exc:
+            if _daemon_said(exc):
+                raise
+            self._fail(idx, exc)
+            await self._replay(idx)
+            return
+        # Drop what was written back; writes that arrived during the flush stay journalled.
+        current = self.journal.get(ino, [])
+        done = {id(b) for _, b in entries}
+        keep = [(o, b) for o, b in current if id(b) not in done]
+        self.journal_bytes -= sum(len(b) for _, b in current) - sum(len(b) for _, b in keep)
+        if keep:
+            self.journal[ino] = keep
+        else:
+            self.journal.pop(ino, None)
+
+    async def truncate(self, ino: int, size: int) -> None:
+        """Before the file is truncated at the servers: write back, then cut the global
+        cache's copy, so no write-back lands past the new end later."""
+        await self.flush(ino)
+        await self._control(ino, {"op": "truncate", "ino": ino, "size": size})
+
+    async def forget(self, ino: int) -> None:
+        """The file was removed: drop its journal, hints and global copies."""
+        self._drop_journal(ino)
+        for key in [k for k in self.hints if k[0] == ino]:
+            del self.hints[key]
+        await self._control(ino, {"op": "forget", "ino": ino})
+
+    async def _control(self, ino: int, header: dict) -> None:
+        idx = self._index(ino)
+        if not self._up(idx):
+            return
+        try:
+            await self.channels[idx].call(header)
+        except (OSError, trio.TooSlowError) as exc:
+            if _daemon_said(exc):
+                raise
+            self._fail(idx, exc)
+            await self._replay(idx)
+
+    def stats(self) -> dict:
+        out = dict(self.counters)
+        out["journal_bytes"] = self.journal_bytes
+        out["hinted_segments"] = len(self.hints)
+        out["gcache_up"] = sum(self._up(i) for i in range(len(self.channels)))
+        return out
+
+    def close(self) -> None:
+        for ch in self.channels:
+            ch.close()
+
+
+def _daemon_said(exc: BaseException) -> bool:
+    """An error reply from a daemon that answered (EINVAL, ENOSPC, ...) as opposed to a
+    daemon that is gone or silent: only the latter is a reason to fail over."""
+    if isinstance(exc, (TimeoutError, trio.TooSlowError)):
+        return False
+    return getattr(exc, "errno", None) not in (None, errno.ECONNRESET, errno.EPIPE,
+                                               errno.ECONNABORTED, errno.ENOTCONN,
+                                               errno.ECONNREFUSED, errno.EHOSTUNREACH,
+                                               errno.ENETUNREACH, errno.ETIMEDOUT, errno.EIO,
+                                               errno.EBADF)
+
+
+class GlobalCallbacks:
+    """Callback connections to every global cache for ``coherence=sync`` (the daemon calls
+    back ``invalidate`` when another client's sync write hits blocks this client read through
+    it); the protocol is the I/O daemons' (``daemons/iod/coherence.py``)."""
+
+    def __init__(self, backend: GcacheBackend,
+                 on_invalidate: Callable[[int, int, int], Awaitable[None]]) -> None:
+        self.backend = backend
+        self.on_invalidate = on_invalidate
+        self.received = 0
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            for i in range(len(self.backend.channels)):
+                await nursery.start(self._listen, i)
+            task_status.started()
+
+    async def _listen(self, idx: int,
+                      task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        ep = self.backend.gconf.endpoints[idx]
+        cfg = self.backend.config
+        started = False
+        delay = 0.2
+        while True:
+            try:
+                sock = await aio.connect(ep.host, ep.port, cfg.connect_timeout)
+                with sock:
+                    key = auth.key_for(cfg)
+                    if key is not None:
+                        await auth.client_handshake(sock, key, "client", ep.address,
+                                                    cfg.connect_timeout)
+                    await aio.send_frame(sock, {"op": "cb_register", "client": self.backend.name,
+                                                "block_size": self.backend.block_size})
+                    got = await aio.recv_frame(sock, cfg.request_timeout, cfg.request_timeout)
+                    if got is None or got[0].get("err"):
+                        raise OSError(errno.EPROTO, f"cb_register refused: {got}")
+                    if started:
+                        await self.on_invalidate(0, 0, 0)  # holdings were lost: drop clean blocks
+                    delay = 0.2
+                    if not started:
+                        started = True
+                        task_status.started()
+                    while True:
+                        got = await aio.recv_frame(sock, cfg.request_timeout)
+                        if got is None:
+                            raise ConnectionResetError(errno.ECONNRESET, "callback closed")
+                        header, _ = got
+                        if header.get("op") == "invalidate":
+                            self.received += 1
+                            await self.on_invalidate(int(header["ino"]), int(header["offset"]),
+                                                     int(header["length"]))
+                            await aio.send_frame(sock, {"seq": header.get("seq")})
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ValueError) as exc:
+                log.info("gcache %d callback connection: %s", idx, exc)
+            if not started:
+                started = True
+                task_status.started()
+            await trio.sleep(delay)
+            delay = min(delay * 2, 5.0)

@@ -1,0 +1,311 @@
+"""Admission policies of the global cache (discretionary-caching paper §5, SPEC §6).
+
+The global cache daemon (``daemons/gcache``) asks its policy three things, synchronously and
+never across an ``await``:
+
+* ``access(ino, seg)`` — a request touched segment ``seg`` of file ``ino`` (count it); returns
+  the segment's count *before* this request, which is what ``admit`` compares;
+* ``admit(ino, seg, before, victim)`` — a block of that segment is missing: bring it in?
+  ``victim`` is the ``(ino, seg)`` of the block it would displace (None while slots are free).
+  A refused block is served anyway and the client is told to bypass the segment;
+* ``good_victim(ino, seg)`` — the harvester looks at a block as a victim candidate: is its
+  segment one to evict first? (Policies age their counters here, the paper's "aging at
+  harvest".)
+
+plus ``hit``/``evicted`` notifications that adaptive policies learn from, and ``bypass_ttl``:
+how many of its own accesses a client keeps bypassing a refused segment (0: for ever, the
+paper's one-time decision).
+
+Policies:
+
+``all``       admit everything (cache-everything, the paper's "Local & Global").
+``runtime``   the paper's segment counters: the first access of a segment is admitted
+              unchecked; later misses only if the counter exceeds the threshold; the
+              harvester prefers victims under the threshold and halves the counters it passes.
+``adaptive``  ``runtime`` whose threshold follows the usefulness of admissions: when evicted
+              blocks were hit less than once on average, admission is polluting the cache and
+              the threshold doubles; when they were hit often, it halves. Refusals expire, so
+              segments whose reuse changes get another chance.
+``sketch``    TinyLFU-like: a count-min sketch of segment frequencies (halved every
+              ``sample`` accesses) and admission only when the candidate's segment is more
+              frequent than the victim's (always while slots are free).
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Protocol
+
+__all__ = [
+    "POLICIES",
+    "AdaptiveBypass",
+    "AdmissionPolicy",
+    "AdmitAll",
+    "CountMinSketch",
+    "RuntimeBypass",
+    "SketchAdmission",
+    "make_policy",
+]
+
+Seg = tuple[int, int]
+
+#: How many accesses of its own a client keeps bypassing a refused segment, for the policies
+#: that re-evaluate their refusals (``adaptive``, ``sketch``).
+REPROBE_AFTER = 32
+
+
+class AdmissionPolicy(Protocol):
+    """What the global cache asks (see the module docstring)."""
+
+    name: str
+    bypass_ttl: int
+
+    def access(self, ino: int, seg: int) -> int: ...
+
+    def admit(self, ino: int, seg: int, before: int, victim: Seg | None) -> bool: ...
+
+    def good_victim(self, ino: int, seg: int) -> bool: ...
+
+    def hit(self, ino: int, seg: int) -> None: ...
+
+    def evicted(self, ino: int, seg: int, hits: int) -> None: ...
+
+    def forget(self, ino: int) -> None: ...
+
+    def stats(self) -> dict: ...
+
+
+class AdmitAll:
+    """Cache everything (no bypass): the baseline every other policy is compared with."""
+
+    name = "all"
+    bypass_ttl = 0
+
+    def __init__(self) -> None:
+        self.threshold = 0
+
+    def access(self, ino: int, seg: int) -> int:
+        return 0
+
+    def admit(self, ino: int, seg: int, before: int, victim: Seg | None) -> bool:
+        return True
+
+    def good_victim(self, ino: int, seg: int) -> bool:
+        return True
+
+    def hit(self, ino: int, seg: int) -> None:
+        pass
+
+    def evicted(self, ino: int, seg: int, hits: int) -> None:
+        pass
+
+    def forget(self, ino: int) -> None:
+        pass
+
+    def stats(self) -> dict:
+        return {"policy": self.name, "threshold": 0}
+
+
+class RuntimeBypass:
+    """The paper's runtime bypass: a counter per segment and a fixed threshold.
+
+    Args:
+        threshold: a segment's blocks are admitted after its first access only while its
+            counter is above this (10-50 worked best in the paper).
+        max_segments: counters kept at most; beyond, the smallest half is dropped (a bound on
+            memory for long runs, not part of the paper's scheme).
+    """
+
+    name = "runtime"
+    bypass_ttl = 0
+
+    def __init__(self, threshold: int = 25, max_segments: int = 1 << 20) -> None:
+        if threshold < 0:
+            raise ValueError("threshold must be >= 0")
+        self.threshold = threshold
+        self.max_segments = max_segments
+        self.counters: dict[Seg, int] = {}
+
+    def access(self, ino: int, seg: int) -> int:
+        key = (ino, seg)
+        before = self.counters.get(key, 0)
+        self.counters[key] = before + 1
+        if len(self.counters) > self.max_segments:
+            self._shrink()
+        return before
+
+    def admit(self, ino: int, seg: int, before: int, victim: Seg | None) -> bool:
+        # The first access is not checked (the counter read zero); later misses must earn it.
+        return before == 0 or before > self.threshold
+
+    def good_victim(self, ino: int, seg: int) -> bool:
+        key = (ino, seg)
+        count = self.counters.get(key, 0)
+        if count:
+            self.counters[key] = count >> 1  # aging at harvest
+        return count <= self.threshold
+
+    def hit(self, ino: int, seg: int) -> None:
+        pass
+
+    def evicted(self, ino: int, seg: int, hits: int) -> None:
+        pass
+
+    def forget(self, ino: int) -> None:
+        for key in [k for k in self.counters if k[0] == ino]:
+            del self.counters[key]
+
+    def _shrink(self) -> None:
+        ordered = sorted(self.counters.items(), key=lambda kv: kv[1])
+        for key, _ in ordered[: len(ordered) // 2]:
+            del self.counters[key]
+
+    def stats(self) -> dict:
+        return {"policy": self.name, "threshold": self.threshold,
+                "segments_counted": len(self.counters)}
+
+
+class AdaptiveBypass(RuntimeBypass):
+    """Runtime bypass whose threshold follows how useful admissions turn out to be.
+
+    Every ``epoch`` evictions it looks at the mean number of hits the evicted blocks had while
+    cached: below ``low`` (admitted blocks mostly left unused: admission pollutes) the threshold
+    doubles; above ``high`` (the cache pays off: admit more) it halves; within ``[lo, hi]``.
+    Refused segments are retried by clients after :data:`REPROBE_AFTER` accesses, so a phase
+    change can bring them back.
+    """
+
+    name = "adaptive"
+    bypass_ttl = REPROBE_AFTER
+
+    def __init__(self, threshold: int = 10, lo: int = 1, hi: int = 64, epoch: int = 256,
+                 low: float = 0.5, high: float = 2.0) -> None:
+        super().__init__(threshold)
+        self.lo, self.hi, self.epoch = lo, hi, epoch
+        self.low, self.high = low, high
+        self._evictions = 0
+        self._hits_evicted = 0
+        self.adjustments = 0
+
+    def evicted(self, ino: int, seg: int, hits: int) -> None:
+        self._evictions += 1
+        self._hits_evicted += hits
+        if self._evictions >= self.epoch:
+            mean = self._hits_evicted / self._evictions
+            old = self.threshold
+            if mean < self.low:
+                self.threshold = min(self.hi, max(1, self.threshold) * 2)
+            elif mean > self.high:
+                self.threshold = max(self.lo, self.threshold // 2)
+            if self.threshold != old:
+                self.adjustments += 1
+            self._evictions = self._hits_evicted = 0
+
+    def stats(self) -> dict:
+        out = super().stats()
+        out["adjustments"] = self.adjustments
+        return out
+
+
+class CountMinSketch:
+    """Approximate counts of keys in ``depth`` rows of ``width`` counters (never under-counts
+    until ``halve`` ages them)."""
+
+    def __init__(self, width: int = 4096, depth: int = 4) -> None:
+        if width <= 0 or width & (width - 1):
+            raise ValueError("width must be a power of two")
+        self.width, self.depth = width, depth
+        self.rows = [array("I", bytes(4 * width)) for _ in range(depth)]
+        self._seeds = [0x9E3779B1 * (i + 1) & 0xFFFFFFFF for i in range(depth)]
+
+    def _slots(self, key: Seg) -> list[int]:
+        h = hash(key) & 0xFFFFFFFFFFFFFFFF
+        mask = self.width - 1
+        return [((h ^ s) * 0x100000001B3 >> 17) & mask for s in self._seeds]
+
+    def add(self, key: Seg) -> None:
+        for row, i in zip(self.rows, self._slots(key)):
+            if row[i] < 0xFFFFFFFF:
+                row[i] += 1
+
+    def estimate(self, key: Seg) -> int:
+        return min(row[i] for row, i in zip(self.rows, self._slots(key)))
+
+    def halve(self) -> None:
+        for row in self.rows:
+            for i in range(self.width):
+                row[i] >>= 1
+
+
+class SketchAdmission:
+    """TinyLFU-like admission: a missing block enters only if its segment has been accessed
+    more often (per the sketch) than the segment of the block it would displace.
+
+    Args:
+        sample: accesses between halvings of the sketch (recency of the frequencies).
+        width: counters per sketch row.
+    """
+
+    name = "sketch"
+    bypass_ttl = REPROBE_AFTER
+
+    def __init__(self, sample: int = 8192, width: int = 4096) -> None:
+        self.sketch = CountMinSketch(width)
+        self.sample = sample
+        self.threshold = 0
+        self._seen = 0
+        self.resets = 0
+
+    def access(self, ino: int, seg: int) -> int:
+        key = (ino, seg)
+        before = self.sketch.estimate(key)
+        self.sketch.add(key)
+        self._seen += 1
+        if self._seen >= self.sample:
+            self.sketch.halve()
+            self._seen = 0
+            self.resets += 1
+        return before
+
+    def admit(self, ino: int, seg: int, before: int, victim: Seg | None) -> bool:
+        if victim is None or victim == (ino, seg):
+            return True
+        return self.sketch.estimate((ino, seg)) > self.sketch.estimate(victim)
+
+    def good_victim(self, ino: int, seg: int) -> bool:
+        return True
+
+    def hit(self, ino: int, seg: int) -> None:
+        pass
+
+    def evicted(self, ino: int, seg: int, hits: int) -> None:
+        pass
+
+    def forget(self, ino: int) -> None:
+        pass
+
+    def stats(self) -> dict:
+        return {"policy": self.name, "threshold": 0, "sketch_resets": self.resets}
+
+
+POLICIES = ("all", "runtime", "adaptive", "sketch")
+
+
+def make_policy(name: str, threshold: int = 25) -> AdmissionPolicy:
+    """The policy called ``name`` (one of :data:`POLICIES`); ``threshold`` for ``runtime`` and
+    as the starting point of ``adaptive``.
+
+    Raises:
+        ValueError: for an unknown name or a negative threshold.
+    """
+    if threshold < 0:
+        raise ValueError("threshold must be >= 0")
+    if name == "all":
+        return AdmitAll()
+    if name == "runtime":
+        return RuntimeBypass(threshold)
+    if name == "adaptive":
+        return AdaptiveBypass(threshold)
+    if name == "sketch":
+        return SketchAdmission()
+    raise ValueError(f"unknown gcache policy {name!r} (one of {', '.join(POLICIES)})")

@@ -1,0 +1,140 @@
+"""The global cache daemon through the native cache stack: data, write-back, bypass, failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import trio
+from conftest import start_cluster
+
+from pvfs.cli.launch import down, free_ports, request
+from pvfs.config import Endpoint
+from pvfs.gcache.config import gcache_table
+from pvfs.gcache.stack import CacheStack
+from pvfs.layout.stripe import Stripe
+
+STRIPE = Stripe(0, 2, 8192)
+
+
+def gcache_cluster(path, **table):
+    port = free_ports(1)[0]
+    values = {"capacity": 1 << 20, "flush_interval": 0.2}
+    values.update(table)
+    cluster = start_cluster(path, iods=2, connect_timeout=1.0, request_timeout=3.0,
+                            extra={"gcache": gcache_table([f"127.0.0.1:{port}"], **values)})
+    return cluster, Endpoint("127.0.0.1", port, "")
+
+
+@pytest.fixture
+def gcluster(tmp_path):
+    cluster, ep = gcache_cluster(tmp_path)
+    try:
+        yield cluster, ep
+    finally:
+        down(cluster.config)
+
+
+def run(fn, *args):
+    return trio.run(fn, *args)
+
+
+def test_gcache_started_by_up_and_answers(gcluster):
+    cluster, ep = gcluster
+    assert cluster.pid("gcache0")
+    reply = request(ep, {"op": "ping"})
+    assert reply["role"] == "gcache"
+    stats = request(ep, {"op": "stats"})
+    assert stats["policy"] == "all" and stats["capacity_blocks"] == 256
+
+
+def test_two_nodes_share_the_global_cache(gcluster):
+    cluster, ep = gcluster
+    data = os.urandom(200_001)
+
+    async def main():
+        async with CacheStack.open(cluster.config, local_size=64 << 10) as a, \
+                CacheStack.open(cluster.config, local_size=64 << 10) as b:
+            fa = await a.open_file("/f", create=True, stripe=STRIPE)
+            for off in range(0, len(data), 10_000):  # small writes: through the block path
+                await a.write(fa, off, data[off:off + 10_000])
+            await a.fsync(fa)
+            fb = await b.open_file("/f")
+            assert await b.refresh(fb) == len(data)
+            for off in range(0, len(data), 4096):
+                assert await b.read(fb, off, 4096) == data[off:off + 4096]
+            assert await b.read(fb, len(data) - 10, 100) == data[-10:]  # short at the end
+            return b.stats()
+
+    stats = run(main)
+    assert stats["global_client"]["global_reads"] > 0
+    g = request(ep, {"op": "stats"})
+    assert g["hits"] > 0 and g["flushed_blocks"] > 0 and g["dirty_blocks"] == 0
+    with cluster.connect() as fs, fs.open("/f", "rb") as f:
+        assert f.read() == data  # the global cache wrote everything back
+
+
+def test_truncate_and_holes_through_global_cache(gcluster):
+    cluster, _ = gcluster
+
+    async def main():
+        async with CacheStack.open(cluster.config, local=False) as a:
+            f = await a.open_file("/t", create=True, stripe=STRIPE)
+            await a.write(f, 0, b"x" * 20000)
+            await a.write(f, 30000, b"y" * 10)  # a hole between
+            await a.truncate(f, 25000)
+            await a.write(f, 26000, b"z")
+            await a.fsync(f)
+            return await a.read(f, 0, 40000)
+
+    got = run(main)
+    want = b"x" * 20000 + bytes(6000) + b"z"
+    assert got == want
+    with cluster.connect() as fs, fs.open("/t", "rb") as f:
+        assert f.read() == want
+
+
+def test_runtime_bypass_tells_client(tmp_path):
+    cluster, ep = gcache_cluster(tmp_path, policy="runtime", threshold=50, capacity=64 << 10)
+    try:
+        async def main():
+            async with CacheStack.open(cluster.config, local=False) as a:
+                f = await a.open_file("/r", create=True, stripe=STRIPE)
+                await a.write(f, 0, os.urandom(1 << 20))
+                await a.fsync(f)
+                for _ in range(3):
+                    for off in range(0, 1 << 20, 4096):
+                        await a.read(f, off, 4096)
+                return a.stats()["global_client"]
+
+        st = run(main)
+        g = request(ep, {"op": "stats"})
+        assert g["bypasses"] > 0 and st["hints"] > 0 and st["direct_reads"] > 0
+        assert g["policy"] == "runtime" and g["threshold"] == 50
+    finally:
+        down(cluster.config)
+
+
+def test_killed_gcache_loses_nothing_and_degrades(gcluster):
+    cluster, _ = gcluster
+    data = os.urandom(100_000)
+    more = os.urandom(50_000)
+
+    async def main():
+        async with CacheStack.open(cluster.config, local=False) as a:
+            f = await a.open_file("/k", create=True, stripe=STRIPE)
+            await a.write(f, 0, data)
+            await a.fsync(f)
+            await a.write(f, 100_000, more)  # not fsync'd, only in the global cache
+            cluster.kill("gcache0", signal.SIGKILL)
+            with trio.fail_after(10):  # degrade within the timeout, never hang
+                got = await a.read(f, 0, 150_000)
+                await a.fsync(f)
+            return got, a.stats()["global_client"]
+
+    got, st = run(main)
+    assert got == data + more
+    assert st["failovers"] >= 1 and st["journal_replays"] >= 1
+    with cluster.connect() as fs, fs.open("/k", "rb") as f:
+        assert f.read() == data + more

@@ -1,0 +1,123 @@
+"""Admission policies of the global cache and its slab block store (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pvfs.daemons.gcache.store import BlockStore
+from pvfs.models.bypass import (
+    AdaptiveBypass,
+    AdmitAll,
+    CountMinSketch,
+    RuntimeBypass,
+    SketchAdmission,
+    make_policy,
+)
+
+
+def test_admit_all_admits():
+    p = AdmitAll()
+    assert p.access(1, 0) == 0
+    assert p.admit(1, 0, 5, (2, 3))
+
+
+def test_runtime_first_access_unchecked_then_threshold():
+    p = RuntimeBypass(threshold=3)
+    before = p.access(1, 7)
+    assert before == 0 and p.admit(1, 7, before, None)  # first access: no check
+    before = p.access(1, 7)
+    assert before == 1 and not p.admit(1, 7, before, None)  # 1 <= 3: refused
+    for _ in range(3):
+        before = p.access(1, 7)
+    assert before == 4 and p.admit(1, 7, before, None)  # above the threshold
+
+
+def test_runtime_harvest_prefers_cold_and_ages():
+    p = RuntimeBypass(threshold=4)
+    for _ in range(20):
+        p.access(1, 0)
+    p.access(1, 1)
+    assert p.good_victim(1, 1)  # cold segment: a victim of choice
+    assert not p.good_victim(1, 0)  # hot: passed over, but its counter is halved
+    assert p.counters[(1, 0)] == 10
+    assert not p.good_victim(1, 0)  # 10 -> 5
+    assert not p.good_victim(1, 0)  # 5 -> 2
+    assert p.good_victim(1, 0)  # 2: at or under the threshold
+    p.forget(1)
+    assert not p.counters
+
+
+def test_adaptive_raises_threshold_when_admissions_are_useless():
+    p = AdaptiveBypass(threshold=4, epoch=8)
+    for _ in range(8):
+        p.evicted(1, 0, hits=0)
+    assert p.threshold == 8
+    for _ in range(8):
+        p.evicted(1, 0, hits=5)
+    assert p.threshold == 4
+    assert p.bypass_ttl > 0
+
+
+def test_sketch_admits_only_more_frequent_than_victim():
+    p = SketchAdmission(sample=1000)
+    for _ in range(5):
+        p.access(9, 9)  # the victim's segment is hot
+    b = p.access(1, 1)
+    assert not p.admit(1, 1, b, (9, 9))
+    assert p.admit(1, 1, b, None)  # free slots: always
+    for _ in range(10):
+        b = p.access(1, 1)
+    assert p.admit(1, 1, b, (9, 9))
+
+
+def test_count_min_sketch_never_undercounts_and_halves():
+    s = CountMinSketch(width=64)
+    for k in range(200):
+        for _ in range(k % 5):
+            s.add((k, 0))
+    assert all(s.estimate((k, 0)) >= k % 5 for k in range(200))
+    s.halve()
+    assert all(s.estimate((k, 0)) >= (k % 5) // 2 for k in range(200))
+    assert max(max(row) for row in s.rows) <= 200 * 4 // 2
+
+
+def test_make_policy_names():
+    assert make_policy("runtime", 10).threshold == 10
+    assert make_policy("adaptive").name == "adaptive"
+    with pytest.raises(ValueError):
+        make_policy("nope")
+    with pytest.raises(ValueError):
+        make_policy("runtime", -1)
+
+
+def test_store_lru_pins_dirty_and_victims():
+    st = BlockStore(4 * 4096, 4096)
+    slots = [st.insert((1, b)) for b in range(4)]
+    assert all(s is not None for s in slots) and not st.has_room()
+    assert st.insert((1, 9)) is None
+    for s in slots:
+        st.unpin(s)
+    st.mark_dirty((1, 0), slots[0])
+    slots[1].pins += 1
+    assert st.victim() == (1, 2)  # 0 dirty, 1 pinned
+    assert st.victim(lambda k: k == (1, 3)) == (1, 3)
+    st.touch((1, 2))
+    assert st.victim() == (1, 3)
+    # removing a pinned block frees its slot only at the last unpin
+    st.remove((1, 1))
+    assert not st.has_room()
+    st.unpin(slots[1])
+    assert st.has_room()
+    # write-back cleans only an unmodified block
+    v = slots[0].version
+    st.mark_dirty((1, 0), slots[0])
+    assert not st.mark_clean((1, 0), slots[0], v)
+    assert st.mark_clean((1, 0), slots[0], slots[0].version)
+    assert st.dirty_blocks == 0
+
+
+def test_store_views_are_slab_slices():
+    st = BlockStore(8 * 512, 512)
+    s = st.insert((3, 0))
+    st.block_view(s)[:3] = b"abc"
+    assert bytes(st.slab[st.offset(s):st.offset(s) + 3]) == b"abc"
