@@ -78,6 +78,18 @@ def _guard(fn: Callable) -> Callable:
     return wrapper
 
 
+def _blocks(a: dict, size: int) -> int:
+    """st_blocks: a file's from the space its stripe files use (the manager sums the I/O
+    daemons' st_blocks), plus what this node's cache holds beyond the size they know;
+    others from the size (FIFOs, sockets, devices: none)."""
+    if a.get("type") in ("fifo", "socket", "chr", "blk"):
+        return 0
+    used = a.get("blocks")
+    if used is None:
+        return (size + 511) // 512
+    return used + (max(size - a["size"], 0) + 511) // 512
+
+
 def _name(raw: bytes) -> str:
     return os.fsdecode(raw)
 
@@ -172,7 +184,7 @@ class Operations(pyfuse3.Operations):
             size = max(size, self.cache.size_hint(a["ino"]))
         e.st_size = size
         e.st_blksize = 1 << 20  # cp and friends size their buffers from this
-        e.st_blocks = (size + 511) // 512
+        e.st_blocks = _blocks(a, size)
         e.st_atime_ns = a["atime_ns"]
         e.st_mtime_ns = a["mtime_ns"]
         e.st_ctime_ns = a["ctime_ns"]

@@ -348,11 +348,12 @@ class IodServer:
                 "engine": info}
 
     def op_size(self, f: dict) -> dict:
-        size, mtime = self.storage.size(f["ino"])
-        return {"local_size": size, "mtime_ns": mtime}
+        size, mtime, blocks = self.storage.usage(f["ino"])
+        return {"local_size": size, "mtime_ns": mtime, "blocks": blocks}
 
     def op_sizes(self, f: dict) -> dict:
-        return {"sizes": [list(self.storage.size(i)) for i in f["inos"]]}
+        """[local size, mtime_ns, st_blocks] per inode (the manager's getattr of many)."""
+        return {"sizes": [list(self.storage.usage(i)) for i in f["inos"]]}
 
     def op_truncate(self, f: dict) -> dict:
         self.storage.truncate(f["ino"], f["local_size"])

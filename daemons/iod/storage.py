@@ -28,6 +28,7 @@ class Storage(Protocol):
 
     def open(self, ino: int, create: bool) -> int | None: ...
     def size(self, ino: int) -> tuple[int, int]: ...
+    def usage(self, ino: int) -> tuple[int, int, int]: ...
     def truncate(self, ino: int, length: int) -> None: ...
     def create(self, ino: int) -> None: ...
     def unlink(self, ino: int) -> bool: ...
@@ -138,12 +139,17 @@ class PosixStorage:
 
     def size(self, ino: int) -> tuple[int, int]:
         """(local size, mtime_ns) of the stripe file; (0, 0) if it does not exist."""
+        return self.usage(ino)[:2]
+
+    def usage(self, ino: int) -> tuple[int, int, int]:
+        """(local size, mtime_ns, st_blocks in 512-byte units) of the stripe file from one
+        fstat: the blocks are the space really used (holes are free), for ``du``."""
         fd = self._fds.get(ino)
         try:
             st = os.fstat(fd) if fd is not None else os.stat(self.path(ino))
         except FileNotFoundError:
-            return 0, 0
-        return st.st_size, st.st_mtime_ns
+            return 0, 0, 0
+        return st.st_size, st.st_mtime_ns, st.st_blocks
 
     def exists(self, ino: int) -> bool:
         return ino in self._fds or os.path.exists(self.path(ino))

@@ -29,6 +29,12 @@ from .store import Cred, MetaStore
 log = logging.getLogger("pvfs.mgr")
 
 
+def _blocks(per_iod: list[int | None]) -> int | None:
+    """A file's st_blocks: the 512-byte blocks its stripe files really use, summed (None
+    if a daemon did not say: the client then falls back to the size)."""
+    return None if any(b is None for b in per_iod) else sum(per_iod)  # type: ignore[arg-type]
+
+
 class MgrServer:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -85,6 +91,7 @@ class MgrServer:
                                     for _, iod in self._iods_of(stripe)])
         attrs["size"] = logical_size(stripe, [r["local_size"] for r in replies])
         attrs["mtime_ns"] = max([attrs["mtime_ns"]] + [r["mtime_ns"] for r in replies])
+        attrs["blocks"] = _blocks([r.get("blocks") for r in replies])
         return attrs
 
     async def _with_sizes(self, entries: list[dict]) -> None:
@@ -98,15 +105,16 @@ class MgrServer:
                 wanted.setdefault(iod, []).append(a["ino"])
         calls = [(iod, {"op": "sizes", "inos": inos}) for iod, inos in wanted.items()]
         replies = await self._each(calls)
-        got: dict[tuple[int, int], tuple[int, int]] = {}
+        got: dict[tuple[int, int], tuple[int, int, int | None]] = {}
         for (iod, header), reply in zip(calls, replies):
-            for ino, (size, mtime) in zip(header["inos"], reply["sizes"]):
-                got[(iod, ino)] = (size, mtime)
+            for ino, (size, mtime, *blocks) in zip(header["inos"], reply["sizes"]):
+                got[(iod, ino)] = (size, mtime, blocks[0] if blocks else None)
         for a in files:
             stripe = Stripe(*a["stripe"])
             shares = [got[(iod, a["ino"])] for _, iod in self._iods_of(stripe)]
-            a["size"] = logical_size(stripe, [s for s, _ in shares])
-            a["mtime_ns"] = max([a["mtime_ns"]] + [m for _, m in shares])
+            a["size"] = logical_size(stripe, [s for s, _, _ in shares])
+            a["mtime_ns"] = max([a["mtime_ns"]] + [m for _, m, _ in shares])
+            a["blocks"] = _blocks([b for _, _, b in shares])
 
     async def _remove_data(self, attrs: dict | None) -> None:
         """Remove every stripe file of an inode whose last name and handle are gone, then

@@ -251,3 +251,26 @@ def test_cached_names_never_skip_a_permission_check(pvfs_cluster, extra):
             assert stat.S_IMODE(os.stat(f).st_mode) == 0o642
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_st_blocks_is_the_space_the_stripe_files_use(mnt, pvfs_cluster):
+    """``du`` of a sparse file is its data, not its size (issue 9: 960 GB for 3.4 GB)."""
+    sparse = mnt / "sparse"
+    with open(sparse, "wb") as fh:
+        fh.seek(100 << 20)
+        fh.write(b"x" * 4096)
+    dense = mnt / "dense"
+    dense.write_bytes(os.urandom(1 << 20))
+    st = os.stat(sparse)
+    assert st.st_size == (100 << 20) + 4096 and 0 < st.st_blocks < 1024
+    assert 2048 <= os.stat(dense).st_blocks < 2048 + 1024
+    du = subprocess.run(["du", "-k", str(sparse), str(dense)], capture_output=True, text=True,
+                        check=True, timeout=PROBE_TIMEOUT)
+    kib = {Path(p).name: int(n) for n, p in (line.split("\t") for line in du.stdout.splitlines())}
+    assert kib["sparse"] < 512 and 1024 <= kib["dense"] < 1536
+    with pvfs_cluster.connect() as fs:
+        assert fs.stat("/sparse").st_blocks == st.st_blocks
+    os.mkfifo(mnt / "blocks-fifo")
+    assert os.stat(mnt / "blocks-fifo").st_blocks == 0
+    for n in ("sparse", "dense", "blocks-fifo"):
+        os.unlink(mnt / n)

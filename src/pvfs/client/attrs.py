@@ -27,6 +27,7 @@ class Stat:
     st_ctime_ns: int
     stripe: Stripe | None = None
     st_rdev: int = 0  # device nodes
+    blocks: int | None = None  # 512-byte blocks the stripe files use (from the manager)
 
     @property
     def st_atime(self) -> float:
@@ -46,7 +47,10 @@ class Stat:
 
     @property
     def st_blocks(self) -> int:
-        return (self.st_size + 511) // 512
+        """Space really used (holes are free), in 512-byte units, as ``du`` wants it."""
+        if self.blocks is not None:
+            return self.blocks
+        return 0 if self.type in _SPECIAL.values() else (self.st_size + 511) // 512
 
     @property
     def type(self) -> str:
@@ -61,7 +65,8 @@ class Stat:
         st = a.get("stripe")
         return cls(a["ino"], a["mode"], a["nlink"], a["uid"], a["gid"], a.get("size", 0),
                    a["atime_ns"], a["mtime_ns"], a["ctime_ns"],
-                   Stripe(*st) if isinstance(st, list) else None, a.get("rdev", 0))
+                   Stripe(*st) if isinstance(st, list) else None, a.get("rdev", 0),
+                   a.get("blocks"))
 
     def to_dict(self) -> dict:
         return {"ino": self.st_ino, "type": self.type, "mode": self.st_mode, "nlink": self.st_nlink,
