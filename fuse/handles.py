@@ -6,8 +6,8 @@ import itertools
 import os
 from dataclasses import dataclass, field
 
-from pvfs.client.aclient import Cred
 from pvfs.layout.stripe import Stripe
+from pvfs.protocol.cred import Cred
 
 __all__ = ["Handle", "HandleTable", "InodeInfo"]
 

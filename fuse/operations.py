@@ -25,8 +25,9 @@ import trio
 from pyfuse3 import EntryAttributes, FileInfo, FUSEError, RequestContext
 
 from pvfs.cache import BlockCache, StreamPolicy, WritebackPolicy
-from pvfs.client.aclient import AsyncClient, Cred
+from pvfs.client.aclient import AsyncClient
 from pvfs.layout.stripe import Stripe
+from pvfs.protocol.cred import Cred
 
 from . import cachewire
 from .cachewire import ClientBackend, Coherence, Controls, MountBypass

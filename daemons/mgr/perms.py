@@ -13,14 +13,12 @@ import os
 import stat
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from pvfs.layout.stripe import Stripe
+from pvfs.protocol.cred import MAX_ID, Cred
 
 R_OK, W_OK, X_OK = os.R_OK, os.W_OK, os.X_OK
-MAX_ID = (1 << 32) - 1
-MAX_GROUPS = 65536
 NAME_MAX = 255
 PATH_MAX = 4096
 MAX_SYMLINKS = 40
@@ -42,37 +40,6 @@ def fail(code: int, what: object = None) -> OSError:
     if what is None:
         return OSError(code, os.strerror(code))
     return OSError(code, os.strerror(code), str(what))
-
-
-def _is_id(v: object) -> bool:
-    return type(v) is int and 0 <= v <= MAX_ID
-
-
-@dataclass(frozen=True, slots=True)
-class Cred:
-    """Who asks: uid, primary gid and supplementary groups. ``uid == 0`` is root."""
-
-    uid: int
-    gid: int
-    groups: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not _is_id(self.uid) or not _is_id(self.gid):
-            raise fail(errno.EINVAL, "credential uid/gid")
-        groups = self.groups
-        if not isinstance(groups, (tuple, list, frozenset, set)) or len(groups) > MAX_GROUPS:
-            raise fail(errno.EINVAL, "credential groups")
-        if not all(_is_id(g) for g in groups):
-            raise fail(errno.EINVAL, "credential groups")
-        # lists from the wire become tuples so a Cred stays hashable
-        object.__setattr__(self, "groups", tuple(groups))
-
-    @property
-    def is_root(self) -> bool:
-        return self.uid == 0
-
-    def in_group(self, gid: int) -> bool:
-        return gid == self.gid or gid in self.groups
 
 
 def check_cred(cred: object) -> Cred:

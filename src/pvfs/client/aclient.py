@@ -8,7 +8,6 @@ never block the trio thread and many requests proceed at once.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import trio
 
@@ -17,22 +16,12 @@ from pvfs.client.datapath import DataPath
 from pvfs.layout.describe import Regions
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.auth import key_for
+from pvfs.protocol.cred import ROOT, Cred
 from pvfs.protocol.rpc import Channel
 
 ROOT_INO = 1
 
 
-@dataclass(frozen=True)
-class Cred:
-    uid: int
-    gid: int
-    groups: tuple[int, ...] = ()
-
-    def to_wire(self) -> list:
-        return [self.uid, self.gid, list(self.groups)[:64]]
-
-
-ROOT = Cred(0, 0, ())
 
 
 class AsyncClient:

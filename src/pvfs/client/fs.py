@@ -18,6 +18,7 @@ from pvfs.client.datapath import MGR, DataPath
 from pvfs.client.file import File
 from pvfs.client.modes import parse_mode
 from pvfs.layout.stripe import Stripe
+from pvfs.protocol.cred import Cred
 
 
 def _current_umask() -> int:
@@ -37,7 +38,8 @@ class FileSystem:
         self.gid = os.getgid() if gid is None else gid
         if groups is None:
             groups = os.getgroups() if uid is None else []
-        self.cred = [self.uid, self.gid, list(groups)[:64]]
+        # The header's cred field, built (and checked) once by the one Cred type.
+        self.cred = Cred(self.uid, self.gid, tuple(groups)).to_wire()
         self.umask = _current_umask()
 
     # ------------------------------------------------------------------ plumbing

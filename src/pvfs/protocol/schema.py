@@ -18,13 +18,14 @@ from typing import Any
 from pvfs.layout.describe import MAX_OFFSET
 from pvfs.layout.describe import from_wire as description_from_wire
 from pvfs.layout.stripe import Stripe
+from pvfs.protocol.cred import WIRE_GROUPS
 
 U64 = (1 << 64) - 1
 NAME_MAX = 255
 PATH_MAX = 4096
 XATTR_NAME_MAX = 255
 XATTR_SIZE_MAX = 64 * 1024
-MAX_GROUPS = 64
+MAX_GROUPS = WIRE_GROUPS  # groups in a header's cred (pvfs.protocol.cred)
 
 
 class TooLong(ValueError):
