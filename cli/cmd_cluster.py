@@ -63,6 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="first TCP port (default: free ports now; 7400 with --hosts)")
     p.add_argument("--algorithm", choices=("opt1", "opt2", "opt3", "opt4"), default="opt1",
                    help="I/O scheduler the daemons start with (default: opt1)")
+    p.add_argument("--gcaches", type=int, default=0, metavar="N",
+                   help="global cache daemons (files spread over them by inode; default: 0)")
+    p.add_argument("--gcache-size", type=size_arg, default=64 << 20, metavar="BYTES",
+                   help="block memory of each global cache (default: 64M)")
+    p.add_argument("--gcache-policy", choices=("all", "runtime", "adaptive", "sketch"),
+                   default="all", help="global cache admission (docs/caching.md; default: all)")
     p.add_argument("--force", action="store_true", help="overwrite an existing config")
 
     p = add_command(sub, "up", help="start this host's daemons and wait until they answer",
@@ -106,6 +112,28 @@ def _read_hosts(path: str) -> list[str]:
     return hosts
 
 
+def _with_gcaches(cfg: Config, args: argparse.Namespace, hosts: list[str] | None) -> Config:
+    """Add a ``[gcache]`` table: N global caches on this machine (free ports, or the ports
+    after the I/O daemons' with --port), or with --hosts on the first N hosts."""
+    import dataclasses
+
+    from pvfs.cli import launch
+    from pvfs.gcache.config import gcache_table
+
+    n = args.gcaches
+    if n < 0 or (hosts and n > len(hosts)):
+        raise CliError("init", f"--gcaches must be between 0 and the number of hosts, got {n}",
+                       status=2)
+    if hosts:
+        addrs = [f"{h}:{(args.port or 7400) + 2}" for h in hosts[:n]]
+    else:
+        ports = [args.port + args.iods + 1 + i for i in range(n)] if args.port \
+            else launch.free_ports(n)
+        addrs = [f"127.0.0.1:{p}" for p in ports]
+    table = gcache_table(addrs, capacity=args.gcache_size, policy=args.gcache_policy)
+    return dataclasses.replace(cfg, extra={**cfg.extra, "gcache": table})
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     from pvfs.cli import launch
 
@@ -123,6 +151,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise CliError("init", str(exc), status=2) from None
     cfg = launch.make_config(directory, iods=args.iods, hosts=hosts, stripe=stripe,
                              base_port=args.port, algorithm=args.algorithm)
+    if args.gcaches:
+        cfg = _with_gcaches(cfg, args, hosts)
     if cfg.auth_enabled:
         # Some address is not loopback: every connection will authenticate (docs/security.md).
         import dataclasses
@@ -154,6 +184,8 @@ def _describe_config(cfg: Config) -> dict:
                 "data_dir": cfg.manager.data_dir}]
     daemons += [{"name": f"iod{i}", "role": "iod", "address": e.address, "data_dir": e.data_dir}
                 for i, e in enumerate(cfg.iods)]
+    daemons += [{"name": n, "role": r, "address": e.address, "data_dir": None}
+                for n, r, e in _daemons(cfg) if r == "gcache"]
     return {"config": cfg.path, "name": cfg.name, "run_dir": cfg.run_dir, "daemons": daemons,
             "stripe": {"base": cfg.stripe.base, "pcount": cfg.stripe.pcount,
                        "ssize": cfg.stripe.ssize},
@@ -185,7 +217,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _endpoint(cfg: Config, name: str) -> Endpoint:
-    return cfg.manager if name == "mgr" else cfg.iods[int(name[3:])]
+    return next(ep for n, _, ep in _daemons(cfg) if n == name)
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -214,7 +246,11 @@ def _unmount_all(cfg: Config) -> None:
 
 # ---------------------------------------------------------------------- status / ping
 def _daemons(cfg: Config) -> list[tuple[str, str, Endpoint]]:
-    return [("mgr", "mgr", cfg.manager)] + [(f"iod{i}", "iod", e) for i, e in enumerate(cfg.iods)]
+    from pvfs.gcache.config import gcache_config
+
+    g = gcache_config(cfg)
+    return [("mgr", "mgr", cfg.manager)] + [(f"iod{i}", "iod", e) for i, e in enumerate(cfg.iods)] \
+        + [(f"gcache{i}", "gcache", e) for i, e in enumerate(g.endpoints if g else ())]
 
 
 def _key(cfg: Config) -> bytes | None:
