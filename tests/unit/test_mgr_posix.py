@@ -180,3 +180,108 @@ def test_schema_1_store_is_migrated(tmp_path):
     db.commit()
     db.close()
     err(errno.EINVAL, MetaStore, path, 4, DEFAULT)  # a newer store is refused, not damaged
+
+
+# ---------------------------------------------------------------- the uid x mode matrix on open
+@pytest.mark.parametrize("mode", [0o000, 0o400, 0o200, 0o600, 0o640, 0o604, 0o066, 0o006])
+@pytest.mark.parametrize("cred", [ALICE, CAROL, BOB, ROOT], ids=["owner", "group", "other",
+                                                                 "root"])
+def test_open_matrix(s, mode, cred):
+    """open(2) with each access mode, by owner, group member, other and root."""
+    f = mkf(s, "f", mode)
+    bits = 0o6 if cred is ROOT else (mode >> {ALICE: 6, CAROL: 3, BOB: 0}[cred]) & 7
+    for flags, need in [(0, 0o4), (1, 0o2), (2, 0o6), (0o1000 | 1, 0o2)]:  # O_TRUNC|O_WRONLY
+        if bits & need == need:
+            s.open(f, flags, cred)
+            s.release(f)
+        else:
+            err(errno.EACCES, s.open, f, flags, cred)
+
+
+@pytest.mark.parametrize("dmode", [0o777, 0o1777, 0o755, 0o733, 0o1733])
+@pytest.mark.parametrize("who", ["owner", "dirowner", "other", "root"])
+def test_remove_matrix_in_sticky_and_plain_directories(s, dmode, who):
+    """unlink/rename/rmdir in a directory owned by carol holding alice's entries."""
+    d = s.mkdir(ROOT_INO, "d", 0o777, CAROL)["ino"]
+    s.create(d, "f", 0o644, ALICE)
+    s.mkdir(d, "sub", 0o755, ALICE)
+    s.setattr(d, CAROL, mode=dmode)
+    cred = {"owner": ALICE, "dirowner": CAROL, "other": BOB, "root": ROOT}[who]
+    dattr = s.getattr(d)
+    if not perms.permitted(dmode, dattr["uid"], dattr["gid"], 0o3, cred):
+        expect = errno.EACCES  # write and search on the directory are needed
+    elif dmode & stat.S_ISVTX and cred not in (ALICE, CAROL, ROOT):
+        expect = errno.EPERM  # sticky: only the entry's or directory's owner, or root
+    else:
+        expect = 0
+    for fn, args in [(s.rename, (d, "f", d, "g")), (s.unlink, (d, "f")), (s.rmdir, (d, "sub"))]:
+        if expect:
+            err(expect, fn, *args, cred)
+        else:
+            fn(*args, cred)
+            if args[-1] == "g":
+                s.rename(d, "g", d, "f", ROOT)
+    assert sorted(n for n, _, _ in s.readdir(d, ROOT))[2:] == ([] if not expect else
+                                                               ["f", "sub"])
+
+
+# ---------------------------------------------------------------- name and path limits
+def test_name_limits_on_every_creating_call(s):
+    long, ok = "x" * 256, "y" * 255
+    f = s.create(ROOT_INO, "f", 0o644, ROOT)[0]["ino"]
+    for call in (lambda n: s.create(ROOT_INO, n, 0o644, ROOT),
+                 lambda n: s.mkdir(ROOT_INO, n, 0o755, ROOT),
+                 lambda n: s.symlink(ROOT_INO, n, "t", ROOT),
+                 lambda n: s.mknod(ROOT_INO, n, stat.S_IFIFO | 0o644, 0, ROOT),
+                 lambda n: s.link(f, ROOT_INO, n, ROOT),
+                 lambda n: s.rename(ROOT_INO, "f", ROOT_INO, n, ROOT),
+                 lambda n: s.lookup(ROOT_INO, n, ROOT)):
+        err(errno.ENAMETOOLONG, call, long)
+        err(errno.ENAMETOOLONG, call, "é" * 128)  # 256 bytes of UTF-8
+    s.mkdir(ROOT_INO, ok, 0o755, ROOT)
+    deep = "/" + "/".join([ok] * 15) + "/" + "z" * 254  # 4095 bytes: the path limit
+    assert len(deep.encode()) == 4095
+    err(errno.ENOENT, s.resolve, deep, ROOT)
+    err(errno.ENAMETOOLONG, s.resolve, deep + "z", ROOT)
+
+
+# ---------------------------------------------------------------- timestamps
+def test_timestamps_follow_posix(s):
+    """Which call moves which time (the rules pjdfstest's */00.t check)."""
+    def times(ino: int) -> tuple[int, int, int]:
+        a = s.getattr(ino)
+        return a["atime_ns"], a["mtime_ns"], a["ctime_ns"]
+
+    d = s.mkdir(ROOT_INO, "d", 0o777, ALICE)["ino"]
+    d0 = times(d)
+    f = s.create(d, "f", 0o644, ALICE)[0]["ino"]
+    f0, d1 = times(f), times(d)
+    assert f0[1] == f0[2] and d1[1] > d0[1] and d1[2] > d0[2]  # new entry: parent m+c
+    s.setattr(f, ALICE, mode=0o600)
+    f1 = times(f)
+    assert f1[1] == f0[1] and f1[2] > f0[2]  # chmod: ctime only
+    s.setattr(f, ROOT, uid=BOB.uid)
+    f2 = times(f)
+    assert f2[1] == f1[1] and f2[2] > f1[2]  # chown: ctime only
+    s.setattr(f, BOB, size=0)
+    f3 = times(f)
+    assert f3[1] > f2[1] and f3[2] > f2[2]  # truncate: mtime and ctime
+    s.link(f, d, "g", BOB)
+    f4, d2 = times(f), times(d)
+    assert f4[2] > f3[2] and f4[1] == f3[1] and d2[1] > d1[1]  # link: file c, dir m+c
+    s.rename(d, "g", d, "h", BOB)
+    f5, d3 = times(f), times(d)
+    assert f5[2] > f4[2] and d3[1] > d2[1]  # rename: moved inode c, dir m+c
+    s.unlink(d, "h", BOB)
+    f6, d4 = times(f), times(d)
+    assert f6[2] > f5[2] and d4[1] > d3[1]  # unlink: file c (nlink), dir m+c
+    s.setxattr(f, "user.k", b"v", BOB)
+    f7 = times(f)
+    assert f7[2] > f6[2] and f7[1] == f6[1]  # xattr: ctime only
+    s.readdir(d, ALICE)
+    s.lookup(d, "f", ALICE)
+    assert times(d) == d4 and times(f) == f7  # reading changes nothing (noatime)
+    a = s.setattr(f, BOB, atime_ns=7, mtime_ns=8)
+    assert (a["atime_ns"], a["mtime_ns"]) == (7, 8) and a["ctime_ns"] > f7[2]
+    n = s.mknod(d, "p", stat.S_IFIFO | 0o644, 0, ALICE)
+    assert n["mtime_ns"] == n["ctime_ns"] == n["atime_ns"] and times(d)[1] > d4[1]
