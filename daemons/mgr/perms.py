@@ -1,5 +1,5 @@
 """POSIX rules the manager enforces: credentials, mode-bit checks, ownership changes, names,
-and the inode record they are applied to.
+applied to the inode record of ``inode.py`` (path resolution is ``paths.py``).
 
 Pure functions over plain values so the store (and tests) can call them without a
 database. Every refusal is an ``OSError`` with the errno Linux would give for the same
@@ -11,27 +11,19 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections import deque
-from collections.abc import Callable
-from typing import NamedTuple
 
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.cred import MAX_ID, Cred
 
+from .inode import SPECIAL, Inode
+
 R_OK, W_OK, X_OK = os.R_OK, os.W_OK, os.X_OK
 NAME_MAX = 255
 PATH_MAX = 4096
-MAX_SYMLINKS = 40
 MAX_INO = (1 << 63) - 1
 MAX_SIZE = (1 << 63) - 1
 XATTR_SIZE_MAX = 65536
 XATTR_NAMESPACES = ("user.", "trusted.", "security.", "system.")
-DIR_BLOCK = 4096
-TYPES = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink",
-         stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFCHR: "chr", stat.S_IFBLK: "blk"}
-# Special files: an inode with a mode (and a device number) but no data at the I/O daemons;
-# the kernel serves their I/O (pipes, sockets, device drivers).
-SPECIAL = (stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCHR, stat.S_IFBLK)
 MAX_RDEV = (1 << 32) - 1  # FUSE carries a 32-bit (new_encode_dev) device number
 
 
@@ -232,68 +224,6 @@ def check_target(target: object) -> str:
     return target
 
 
-class Inode(NamedTuple):
-    """One row of the inode table, in column order."""
-
-    ino: int
-    mode: int
-    nlink: int
-    uid: int
-    gid: int
-    atime: int
-    mtime: int
-    ctime: int
-    nent: int  # directories: entries besides "." and ".."
-    target: str | None
-    sbase: int | None
-    spcount: int | None
-    sssize: int | None
-    rdev: int = 0  # device nodes
-
-    @property
-    def is_dir(self) -> bool:
-        return stat.S_ISDIR(self.mode)
-
-    @property
-    def is_file(self) -> bool:
-        return stat.S_ISREG(self.mode)
-
-    @property
-    def is_link(self) -> bool:
-        return stat.S_ISLNK(self.mode)
-
-    @property
-    def is_special(self) -> bool:
-        return stat.S_IFMT(self.mode) in SPECIAL
-
-    @property
-    def stripe(self) -> Stripe | None:
-        """A file's layout, a directory's default layout (None if unset)."""
-        if self.sbase is None or self.spcount is None or self.sssize is None:
-            return None
-        return Stripe(self.sbase, self.spcount, self.sssize)
-
-    @property
-    def what(self) -> str:
-        return f"inode {self.ino}"
-
-    def attrs(self) -> dict:
-        """Wire-ready attributes (ints, str, lists only)."""
-        if self.is_dir:
-            size = DIR_BLOCK * (1 + (self.nent + 2) // 128)
-        elif self.is_link:
-            size = len((self.target or "").encode())
-        else:  # files: the server fills in the logical size from the I/O daemons
-            size = 0
-        return {
-            "ino": self.ino, "type": TYPES[stat.S_IFMT(self.mode)], "mode": self.mode,
-            "nlink": self.nlink, "uid": self.uid, "gid": self.gid, "size": size,
-            "atime_ns": self.atime, "mtime_ns": self.mtime, "ctime_ns": self.ctime,
-            "stripe": None if self.sbase is None else [self.sbase, self.spcount, self.sssize],
-            "rdev": self.rdev or 0,
-        }
-
-
 def need_inode(r: Inode, mask: int, cred: Cred) -> None:
     need(r.mode, r.uid, r.gid, mask, cred, r.what)
 
@@ -446,42 +376,6 @@ def check_stripe(stripe: object, niods: int, *, resolve: bool) -> Stripe | None:
     except ValueError as exc:
         raise fail(errno.EINVAL, str(exc)) from None
     return stripe
-
-
-def walk(path: str, cred: Cred, follow: bool, root: Inode,
-         child: Callable[[int, str], Inode | None], parent: Callable[[int], Inode]) -> Inode:
-    """POSIX path resolution from ``root``: search permission on every directory, ".." of
-    the root is the root, symlinks followed in the middle (and at the end if ``follow`` or a
-    trailing slash), at most MAX_SYMLINKS of them (ELOOP)."""
-    comps = deque(c for c in path.split("/") if c)
-    must_dir = path.endswith("/") and bool(comps)
-    cur, links = root, 0
-    while comps:
-        name = comps.popleft()
-        if not cur.is_dir:
-            raise fail(errno.ENOTDIR, path)
-        need_inode(cur, X_OK, cred)
-        if name == ".":
-            continue
-        if name == "..":
-            cur = parent(cur.ino)
-            continue
-        nxt = child(cur.ino, check_name(name))
-        if nxt is None:
-            raise fail(errno.ENOENT, path)
-        if nxt.is_link and (comps or follow or must_dir):
-            links += 1
-            if links > MAX_SYMLINKS:
-                raise fail(errno.ELOOP, path)
-            target = nxt.target or ""
-            comps.extendleft(reversed([c for c in target.split("/") if c]))
-            if target.startswith("/"):
-                cur = root
-            continue
-        cur = nxt
-    if must_dir and not cur.is_dir:
-        raise fail(errno.ENOTDIR, path)
-    return cur
 
 
 def rmdir_name_rule(name: str, parent_is_root: bool) -> None:

@@ -24,7 +24,9 @@ from pathlib import Path
 from pvfs.layout.stripe import Stripe
 
 from . import perms
-from .perms import R_OK, W_OK, X_OK, Cred, Inode, check_cred, check_ino, check_name, fail
+from .inode import Inode
+from .paths import walk
+from .perms import R_OK, W_OK, X_OK, Cred, check_cred, check_ino, check_name, fail
 
 __all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "ROOT_INO", "XATTR_CREATE", "XATTR_REPLACE",
            "Cred", "MetaStore"]
@@ -177,8 +179,8 @@ class MetaStore:
     # -- lookup ---------------------------------------------------------------------------
 
     def _walk(self, path: str, cred: Cred, follow: bool) -> Inode:
-        return perms.walk(path, cred, follow, self._get(ROOT_INO), self._child,
-                          lambda ino: self._get(self._parent_of(ino)))
+        return walk(path, cred, follow, self._get(ROOT_INO), self._child,
+                    lambda ino: self._get(self._parent_of(ino)))
 
     def resolve(self, path: str, cred: Cred, follow: bool = True) -> dict:
         """Attributes of the object at absolute ``path``; ``follow`` applies to the last
