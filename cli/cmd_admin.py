@@ -59,9 +59,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "stats", help="request, byte and service-time counters per I/O daemon",
                     func=cmd_stats, example=f"""\
 {PROG} stats
-{PROG} stats --reset --json > before.json""")
+{PROG} stats --reset --json > before.json
+{PROG} stats --prometheus > pvfs.prom     # every daemon's metrics in the Prometheus format
+{PROG} stats --watch 2                    # rates per daemon, refreshed every 2 s""")
     p.add_argument("--iod", type=int, metavar="N", help="only I/O daemon N")
     p.add_argument("--reset", action="store_true", help="zero the counters after reading them")
+    p.add_argument("--prometheus", action="store_true",
+                   help="print every daemon's metrics (and this host's mounts' cache counters) "
+                   "in the Prometheus text format")
+    p.add_argument("--watch", type=float, nargs="?", const=2.0, default=None, metavar="SECONDS",
+                   help="a table of request, byte and error rates refreshed every SECONDS "
+                   "(default 2) until Ctrl-C")
+    p.add_argument("--count", type=int, default=None, metavar="N",
+                   help="with --watch: stop after N refreshes")
 
     p = add_command(sub, "fsck", help="find (and with --repair fix) stripe files without "
                     "metadata and metadata without stripe files", func=cmd_fsck,
@@ -128,6 +138,10 @@ def cmd_sched_set(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- stats
 def cmd_stats(args: argparse.Namespace) -> int:
+    if args.prometheus or args.watch is not None:
+        from pvfs.cli import cmd_ops
+
+        return (cmd_ops.cmd_stats_prometheus if args.prometheus else cmd_ops.cmd_stats_watch)(args)
     out, failed = [], False
     with client(args) as fs:
         for i in _iods(fs, args.iod):

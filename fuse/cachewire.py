@@ -38,7 +38,8 @@ STRIPE_XATTR = "user.pvfs.stripe"
 BYPASS_XATTR = "user.pvfs.bypass"
 SYNC_XATTR = "user.pvfs.sync"
 STATS_XATTR = "user.pvfs.stats"
-VIRTUAL_XATTRS = (STRIPE_XATTR, BYPASS_XATTR, SYNC_XATTR, STATS_XATTR)
+DROP_XATTR = "user.pvfs.drop_cache"  # set (root only): write back and drop the node's cache
+VIRTUAL_XATTRS = (STRIPE_XATTR, BYPASS_XATTR, SYNC_XATTR, STATS_XATTR, DROP_XATTR)
 # Regions per list request: the description travels in the request header (at most 1 MiB,
 # 2**18 array items), so longer lists are sent as several requests, in order.
 MAX_LIST_REGIONS = 16384
@@ -214,15 +215,33 @@ class Controls:
         self.options = options
         self.extra_stats = extra_stats
         self.started = time.time()
+        self.drops = 0  # pvfs-admin cache drop requests served
 
     def stats(self) -> dict:
         out: dict = {"uptime": round(time.time() - self.started, 1)}
         out.update(self.cache.stats())
         out.update(self.extra_stats())
+        out["cache_drops"] = self.drops
         return out
 
     def stats_text(self) -> bytes:
         return json.dumps(self.stats(), sort_keys=True).encode()
+
+    async def drop_cache(self, kernel_invalidate: Callable[[int], Awaitable[None]],
+                         skip: int) -> int:
+        """``pvfs-admin cache drop``: write every dirty block back, then drop every block and
+        the kernel's pages of each cached file (but ``skip``, the inode whose setxattr asked:
+        invalidating it from inside its own request could deadlock). Blocks dropped."""
+        inos = list(self.cache._files)
+        try:
+            await self.cache.flush_all()
+        finally:
+            dropped = sum(self.cache.invalidate(ino) for ino in inos)
+        for ino in inos:
+            if ino != skip:
+                await kernel_invalidate(ino)
+        self.drops += 1
+        return dropped
 
     def get_bypass(self, ino: int) -> bytes:
         return self.cache.bypass.get_xattr(ino).encode()  # type: ignore[attr-defined]

@@ -428,6 +428,11 @@ class Operations(pyfuse3.Operations):
         cred = self.cred(ctx)
         if n == cachewire.STATS_XATTR:
             raise FUSEError(errno.EPERM)
+        if n == cachewire.DROP_XATTR:  # pvfs-admin cache drop (root only, like drop_caches)
+            if cred.uid != 0:
+                raise FUSEError(errno.EPERM)
+            await self.controls.drop_cache(self._kernel_invalidate, inode)
+            return
         if n in (cachewire.BYPASS_XATTR, cachewire.SYNC_XATTR):
             await self.client.access(inode, os.W_OK, cred)
             if n == cachewire.BYPASS_XATTR:

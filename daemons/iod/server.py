@@ -29,6 +29,7 @@ import trio
 from pvfs import __version__, _native
 from pvfs.config import ALGORITHMS, Config
 from pvfs.layout.intersect import pieces_for_rank, stream_length
+from pvfs.metrics import Metrics, render
 from pvfs.protocol import auth, schema
 from pvfs.protocol.errors import error_reply, from_exception
 from pvfs.protocol.framing import FrameError, decode_header, frame
@@ -36,6 +37,7 @@ from pvfs.protocol.rpc import Channel
 from pvfs.protocol.schema import IOD_SCHEMAS
 
 from .coherence import HolderDirectory
+from .dropcache import drop_page_cache
 from .stats import JobRecord, WorkloadStats
 from .rs import ReactiveSelector
 from .storage import PosixStorage, open_storage
@@ -45,7 +47,7 @@ log = logging.getLogger("pvfs.iod")
 # A refused request's bulk is drained (keeping the connection) only up to this size.
 MAX_DRAIN = 64 << 20
 # Control calls that may block or wait on other daemons: run as trio tasks.
-ASYNC_OPS = {"fsync", "list", "stats", "cb_invalidate"}
+ASYNC_OPS = {"fsync", "list", "stats", "cb_invalidate", "drop_cache"}
 
 
 class _Job:
@@ -79,6 +81,7 @@ class IodServer:
         self.selector = ReactiveSelector(self)
         self.selector.active = config.algorithm == "rs"
         self.stats = WorkloadStats()
+        self.metrics = Metrics(f"iod{index}")
         self.holders = HolderDirectory(config.request_timeout)
         self.started = time.time()
         self.address: tuple[str, int] | None = None
@@ -99,7 +102,7 @@ class IodServer:
             "unlink": self.op_unlink, "statfs": self.op_statfs, "sched_get": self.op_sched_get,
             "sched_set": self.op_sched_set, "cb_hold": self.op_cb_hold,
             "model_set": self.op_model_set, "disk_drop": self.op_disk_drop,
-            "cb_status": self.op_cb_status,
+            "cb_status": self.op_cb_status, "metrics": self.op_metrics,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -119,6 +122,12 @@ class IodServer:
                          self.index, *self.address[:2], self.storage.root, self.engine.algorithm,
                          self.engine.info()["read_mode"], self.engine.info()["write_mode"])
                 task_status.started(self.address)
+                if self.endpoint.metrics_port:
+                    from ..httpmetrics import serve_metrics
+
+                    await nursery.start(serve_metrics, self.endpoint.host,
+                                        self.endpoint.metrics_port,
+                                        lambda: render(self.metrics_families()))
         finally:
             listener.close()
             self.mgr.close()
@@ -198,8 +207,11 @@ class IodServer:
             elif op in ASYNC_OPS:
                 self._nursery.start_soon(self._async_control, cid, op, f)
             else:
-                self.reply(cid, self.sync_ops[op](f))
+                result = self.sync_ops[op](f)
+                self.metrics.request(op)
+                self.reply(cid, result)
         except Exception as exc:
+            self.metrics.request(op, error=True)
             if not isinstance(exc, (OSError, ValueError)):
                 log.exception("error serving %s", op)
             if op == "write":
@@ -217,6 +229,9 @@ class IodServer:
         if job.record is not None:
             self.stats.end(job_id, job.ino, err, nbytes, (t_start - t_submit) / 1e9,
                            (t_done - t_start) / 1e9)
+            self.metrics.request(job.op, (t_done - t_submit) / 1e9, error=bool(err))
+            if not err:
+                self.metrics.add_bytes("read" if job.op == "read" else "written", nbytes)
         if err and job.op == "write" and job.cid in self.conns and err not in CONNECTION_ERRORS:
             # A storage error: the engine drained the bulk; the connection awaits our reply.
             self.reply(job.cid, error_reply(err, f"writing stripe file: {os.strerror(err)}"))
@@ -324,12 +339,14 @@ class IodServer:
 
     # ------------------------------------------------------------------ control calls
     async def _async_control(self, cid: int, op: str, f: dict) -> None:
+        t0 = time.perf_counter()
         try:
             result = await getattr(self, f"op_{op}")(f)
         except Exception as exc:
             if not isinstance(exc, (OSError, ValueError)):
                 log.exception("error serving %s", op)
             result = from_exception(exc)
+        self.metrics.request(op, time.perf_counter() - t0, error="err" in result)
         self.reply(cid, result)
 
     async def _callback_connection(self, f: dict, sock) -> None:
@@ -448,6 +465,30 @@ class IodServer:
 
     def op_cb_status(self, f: dict) -> dict:
         return self.holders.status()
+
+    # ------------------------------------------------------------------ operations
+    def metrics_families(self) -> list[dict]:
+        holders = self.holders.status()
+        return self.metrics.families({
+            "pvfs_uptime_seconds": ("Seconds since the daemon started.",
+                                    time.time() - self.started),
+            "pvfs_connections": ("Client connections attached to the engine.", len(self.conns)),
+            "pvfs_jobs_in_service": ("Read and write jobs queued or running.",
+                                     self.stats.in_service()),
+            "pvfs_open_stripe_files": ("Stripe-file descriptors in the daemon's open-file cache.",
+                                       len(self.storage._fds)),
+            "pvfs_coherence_clients": ("Mounts holding a callback connection (coherence=sync).",
+                                       holders.get("clients", 0)),
+            "pvfs_coherence_callbacks_total": ("Invalidation callbacks sent to mounts.",
+                                               holders.get("callbacks_sent", 0)),
+        })
+
+    def op_metrics(self, f: dict) -> dict:
+        return {"families": self.metrics_families()}
+
+    async def op_drop_cache(self, f: dict) -> dict:
+        """Write back and evict the page cache of every stripe file (pvfs-admin cache drop)."""
+        return await trio.to_thread.run_sync(drop_page_cache, self.storage.root)
 
 
 # Engine errors that mean the connection itself broke (as opposed to the local file).

@@ -19,6 +19,7 @@ import trio
 from pvfs import __version__
 from pvfs.config import Config
 from pvfs.layout.stripe import Stripe, local_size, logical_size
+from pvfs.metrics import Metrics, render
 from pvfs.protocol.auth import key_for
 from pvfs.protocol.rpc import Channel, call_many
 from pvfs.protocol.schema import MGR_SCHEMAS
@@ -49,6 +50,7 @@ class MgrServer:
                      for i, e in enumerate(config.iods)]
         self.started = time.time()
         self.address: tuple[str, int] | None = None
+        self.metrics = Metrics("mgr")
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -60,6 +62,12 @@ class MgrServer:
                          self.config.manager.data_dir)
                 task_status.started(self.address)
                 nursery.start_soon(self.reap_orphans)
+                if self.config.manager.metrics_port:
+                    from ..httpmetrics import serve_metrics
+
+                    await nursery.start(serve_metrics, self.config.manager.host,
+                                        self.config.manager.metrics_port,
+                                        lambda: render(self.metrics_families()))
         finally:
             for ch in self.iods:
                 ch.close()
@@ -67,7 +75,26 @@ class MgrServer:
 
     async def dispatch(self, op: str, f: dict, bulk_len: int, sock) -> dict:
         uid, gid, groups = f.pop("cred")
-        return await getattr(self, f"op_{op}")(f, Cred(uid, gid, groups))
+        t0 = time.perf_counter()
+        try:
+            reply = await getattr(self, f"op_{op}")(f, Cred(uid, gid, groups))
+        except Exception:
+            self.metrics.request(op, time.perf_counter() - t0, error=True)
+            raise
+        self.metrics.request(op, time.perf_counter() - t0)
+        return reply
+
+    def metrics_families(self) -> list[dict]:
+        counts = self.store.counts()
+        return self.metrics.families({
+            "pvfs_uptime_seconds": ("Seconds since the daemon started.",
+                                    time.time() - self.started),
+            "pvfs_inodes": ("Inodes in the metadata store (files, directories, symlinks).",
+                            sum(v for v in counts.values() if isinstance(v, int))),
+        })
+
+    async def op_metrics(self, f, cred) -> dict:
+        return {"families": self.metrics_families()}
 
     # ------------------------------------------------------------------ I/O daemon helpers
     def _iods_of(self, stripe: list[int] | Stripe) -> list[tuple[int, int]]:

@@ -189,6 +189,7 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
                "limit": Field(integer(1, 65536), False, 4096)},
     "remove_inode": {"ino": INO},
     "status": {},
+    "metrics": {},  # Prometheus families (pvfs.metrics)
 }
 
 IOD_SCHEMAS: dict[str, dict[str, Field]] = {
@@ -221,6 +222,8 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "cb_invalidate": {"client": Field(text(64)), "ino": INO, "offset": Field(OFFSET),
                       "length": Field(OFFSET)},
     "cb_status": {},
+    "metrics": {},  # Prometheus families (pvfs.metrics)
+    "drop_cache": {},  # pvfs-admin cache drop: page cache of every stripe file
 }
 
 
