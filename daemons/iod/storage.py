@@ -240,13 +240,16 @@ class EmulatedStorage(PosixStorage):
         self.disk.drop()
 
 
-def open_storage(kind: str, data_dir: str, preset: str | None = None) -> PosixStorage:
-    """The storage layer ``kind`` (``posix`` or ``emulated`` with a disk preset)."""
+def open_storage(kind: str, data_dir: str, disk=None) -> PosixStorage:
+    """The storage layer ``kind``: ``posix``, or ``emulated`` with ``disk`` (a
+    ``pvfs.models.disk.DiskParams`` or a preset name; default the ide-2000 preset)."""
     if kind == "posix":
         return PosixStorage(data_dir)
     if kind == "emulated":
         from pvfs.models.disk import DEFAULT_PRESET
         from pvfs.models.disk import preset as disk_preset
 
-        return EmulatedStorage(data_dir, disk_preset(preset or DEFAULT_PRESET))
+        if disk is None or isinstance(disk, str):
+            disk = disk_preset(disk or DEFAULT_PRESET)
+        return EmulatedStorage(data_dir, disk)
     raise OSError(errno.EINVAL, f"unknown storage layer {kind!r} (known: posix, emulated)")

@@ -138,3 +138,19 @@ def test_engine_reads_through_the_emulated_disk(tmp_path):
     finally:
         eng.close()
         os.close(fd)
+
+
+def test_storage_table_chooses_per_daemon_and_overrides_fields():
+    from types import SimpleNamespace
+
+    from pvfs.models.disk import storage_of
+
+    cfg = SimpleNamespace(extra={"storage": {"default": "emulated:ide-2000", "iod1": "posix",
+                                             "read_bps": 2e7, "cache_bytes": 8 << 20}})
+    kind, params = storage_of(cfg, 0)
+    assert kind == "emulated" and params.read_bps == 2e7 and params.cache_bytes == 8 << 20
+    assert params.seek_max == IDE.seek_max
+    assert storage_of(cfg, 1) == ("posix", None)
+    assert storage_of(SimpleNamespace(extra={}), 3) == ("posix", None)
+    with pytest.raises(ValueError):
+        storage_of(SimpleNamespace(extra={"storage": {"default": "emulated", "span": "x"}}), 0)

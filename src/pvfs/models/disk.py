@@ -8,7 +8,9 @@ which storage kind, so the daemon, the tools and the tests build the same disk:
     default = "posix"                  # posix | emulated | emulated:PRESET (every I/O daemon)
     iod1 = "emulated:ide-2000"         # per-daemon choice, by index in the [[iod]] list
 
-``emulated`` alone means ``emulated:ide-2000``.
+``emulated`` alone means ``emulated:ide-2000``. Any field of ``DiskParams`` set in the table
+(``read_bps = 2e7``, ``cache_bytes = 8388608``, ...) overrides the preset's value for every
+emulated daemon (calibration tests use a disk with known parameters).
 """
 
 from __future__ import annotations
@@ -82,9 +84,19 @@ def parse_kind(text: str) -> tuple[str, str | None]:
     return "emulated", name
 
 
-def storage_of(config, index: int) -> tuple[str, str | None]:
-    """The storage kind (and disk preset) of I/O daemon ``index`` from ``[storage]``."""
+def storage_of(config, index: int) -> tuple[str, DiskParams | None]:
+    """The storage kind of I/O daemon ``index`` and its disk's parameters (emulated only),
+    from ``[storage]``."""
     table = config.extra.get("storage", {})
     if not isinstance(table, dict):
         raise ValueError("[storage] must be a table")  # noqa: TRY004 - a config error
-    return parse_kind(table.get(f"iod{index}", table.get("default", "posix")))
+    kind, name = parse_kind(table.get(f"iod{index}", table.get("default", "posix")))
+    if kind == "posix":
+        return kind, None
+    fields = DiskParams.__dataclass_fields__
+    over = {k: v for k, v in table.items() if k in fields}
+    for k, v in over.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise ValueError(f"[storage].{k} must be a number")
+        over[k] = int(v) if fields[k].type == "int" else float(v)
+    return kind, preset(name, **over)
