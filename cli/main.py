@@ -37,7 +37,8 @@ PROG = "pvfs-admin"
 Handler = Callable[[argparse.Namespace], "int | None"]
 
 # Groups always present, in the order `--help` lists them.
-GROUPS = ("cmd_cluster", "cmd_files", "cmd_stripe", "cmd_admin", "cmd_ops", "cmd_security")
+GROUPS = ("cmd_cluster", "cmd_files", "cmd_stripe", "cmd_admin", "cmd_ops", "cmd_security",
+          "cmd_cache")
 
 DESCRIPTION = """\
 Administer a pvfs parallel file system: start and stop its daemons, look at their state,

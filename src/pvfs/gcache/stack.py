@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import trio
 
 from pvfs import config as cfgmod
-from pvfs.cache import BlockCache, BypassTable
+from pvfs.cache import BlockCache, BypassTable, StreamPolicy
 from pvfs.client.aclient import AsyncClient
 from pvfs.layout.stripe import Stripe
 
@@ -94,11 +94,14 @@ class CacheStack:
             global caches).
         sizes: file sizes shared between the stacks of one process (the study's nodes), so a
             node reads what another wrote before the servers have it.
+        stream: the local cache's large-request policy (``StreamPolicy(min_bytes=0)``: every
+            request block by block, as in the paper's cache).
     """
 
     def __init__(self, client: AsyncClient, *, local: bool = True, local_size: int = 64 << 20,
                  gcache: bool | None = None, sync: bool = False, block_size: int = 4096,
-                 segment_blocks: int | None = None, sizes: dict[int, int] | None = None) -> None:
+                 segment_blocks: int | None = None, sizes: dict[int, int] | None = None,
+                 stream: StreamPolicy | None = None) -> None:
         self.client = client
         self.stripes: dict[int, Stripe] = {}
         self.sizes = sizes if sizes is not None else {}
@@ -115,7 +118,7 @@ class CacheStack:
             raise ValueError("gcache=on but the config has no [gcache] table")
         self.cache = BlockCache(self.gbackend or self.direct, block_size=block_size,
                                 capacity=max(local_size, 16 * block_size), bypass=self.bits,
-                                segment_blocks=seg)
+                                segment_blocks=seg, stream=stream)
         self.sync = sync
         self.callbacks: GlobalCallbacks | None = None
 

@@ -1,0 +1,254 @@
+"""``pvfs-admin bench latency``: the discretionary-caching paper's §3.3 on this machine.
+
+* Table 1: read latency of one request of 4 KiB..256 KiB on a file striped over 1..4 I/O
+  daemons (32 KiB stripes): ``pvfs`` (no cache), ``local_hit``, ``local_miss`` (local cache,
+  no global), ``global_hit`` and ``global_miss`` (local miss, then the global cache), and the
+  *required hit rate* ``(global_miss - pvfs) / (global_miss - global_hit)``: the global cache
+  hit rate above which it beats no caching (above 1: it cannot).
+* Table 2: write latency (time until the call returns) without caching and with the local
+  cache (write-behind).
+* Fig. 2: the required hit rate over the request size, one line per I/O daemon count.
+* Figs. 3-4: the micro-benchmark — random reads and writes (equal odds) of 1..``s`` blocks at
+  block offsets 0..``o``; ``s`` = 2, ``o`` = 10, 600, 25000; 1 node / 1 I/O daemon and 2 nodes
+  / 3 I/O daemons; under no cache, local, global and both.
+
+It starts a file system of its own (posix storage: the I/O daemons' page cache holds the
+files, as the paper's latencies measure the software path) with one global cache of 40 MiB and
+2 MiB local caches, the paper's sizes. All daemons run on this machine over loopback: no
+network-shaped links (the multi-host harness of the reactive-scheduling issue is not in the
+tree), so a hop costs what loopback and the daemons' software cost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from pvfs.cache import StreamPolicy
+from pvfs.gcache.config import gcache_table
+from pvfs.gcache.stack import CacheStack
+from pvfs.layout.stripe import Stripe
+
+__all__ = ["plot_required_hr", "render", "run_latency"]
+
+SIZES = [4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10]
+SSIZE = 32 << 10
+LOCAL = 2 << 20
+GLOBAL = 40 << 20
+BLOCK = 4096
+FILE = 16 << 20
+_ZERO = bytes(FILE)
+
+
+@contextlib.contextmanager
+def _cluster(iods: int):
+    from pvfs.cli.launch import down, free_ports, make_config, up, write_config
+
+    root = Path(tempfile.mkdtemp(prefix="pvfs-lat-"))
+    port = free_ports(1)[0]
+    cfg = make_config(str(root), iods=iods, stripe=Stripe(0, -1, SSIZE), request_timeout=60.0,
+                      extra={"gcache": gcache_table([f"127.0.0.1:{port}"], capacity=GLOBAL)})
+    cfg = write_config(cfg, str(root / "pvfs.toml"))
+    try:
+        up(cfg)
+        yield cfg
+    finally:
+        down(cfg)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _med(xs: list[float]) -> float:
+    return statistics.median(xs) * 1000.0  # ms
+
+
+def _node(cfg, **kw):
+    return CacheStack.open(cfg, local_size=LOCAL, stream=StreamPolicy(min_bytes=0, readahead=0),
+                           **kw)
+
+
+async def _tables(cfg, max_iods: int, reps: int, progress) -> tuple[list, list]:
+    reads, writes = [], []
+    async with _node(cfg, gcache=False) as loc, _node(cfg, gcache=True) as glob, \
+            _node(cfg, local=False, gcache=False) as raw:
+        client = raw.client
+        for k in range(1, max_iods + 1):
+            f = await raw.open_file(f"/lat{k}", create=True, stripe=Stripe(0, k, SSIZE))
+            st = await raw.direct.stripe_of(f.ino)
+            await client.write(f.ino, st, 0, _ZERO)
+            for node in (loc, glob):
+                node.sizes[f.ino] = FILE
+            row: dict[str, Any] = {"iods": k}
+            wrow: dict[str, Any] = {"iods": k}
+            for s in SIZES:
+                offs = [(i * s) % (FILE - s) for i in range(reps)]
+                t_p, t_lh, t_lm, t_gh, t_gm, t_wp, t_wc = ([] for _ in range(7))
+                for off in offs:
+                    t0 = time.perf_counter()
+                    await client.read(f.ino, st, off, s)
+                    t_p.append(time.perf_counter() - t0)
+                    loc.cache.invalidate(f.ino)
+                    t0 = time.perf_counter()
+                    await loc.read(f, off, s)
+                    t_lm.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    await loc.read(f, off, s)
+                    t_lh.append(time.perf_counter() - t0)
+                    glob.cache.invalidate(f.ino)
+                    assert glob.gbackend is not None
+                    await glob.gbackend.forget(f.ino)  # not in the global cache either
+                    t0 = time.perf_counter()
+                    await glob.read(f, off, s)
+                    t_gm.append(time.perf_counter() - t0)
+                    glob.cache.invalidate(f.ino)
+                    t0 = time.perf_counter()
+                    await glob.read(f, off, s)
+                    t_gh.append(time.perf_counter() - t0)
+                    data = _ZERO[:s]
+                    t0 = time.perf_counter()
+                    await client.write(f.ino, st, off, data)
+                    t_wp.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    await loc.write(f, off, data)
+                    t_wc.append(time.perf_counter() - t0)
+                    await loc.cache.flush(f.ino)
+                p, gh, gm = _med(t_p), _med(t_gh), _med(t_gm)
+                req = (gm - p) / (gm - gh) if gm > gh else float("inf")
+                row[s] = {"pvfs": p, "local_hit": _med(t_lh), "local_miss": _med(t_lm),
+                          "global_hit": gh, "global_miss": gm, "required_hr": max(0.0, req)}
+                wrow[s] = {"pvfs": _med(t_wp), "caching": _med(t_wc)}
+                if progress:
+                    progress(f"iods {k} {s >> 10:4d}K  pvfs {p:.3f}  global hit {gh:.3f} "
+                             f"miss {gm:.3f} ms  required hr {row[s]['required_hr']:.2f}")
+            reads.append(row)
+            writes.append(wrow)
+    return reads, writes
+
+
+async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int, setup: str) -> float:
+    local = setup in ("local", "both")
+    gcache = setup in ("global", "both")
+    rng = random.Random(o * 31 + nodes)
+    size = (o + s) * BLOCK
+    async with contextlib.AsyncExitStack() as ex:
+        sizes: dict[int, int] = {}
+        ns = [await ex.enter_async_context(_node(cfg, local=local, gcache=gcache, sizes=sizes))
+              for _ in range(nodes)]
+        name = f"/micro-{nodes}-{iods}-{o}"
+        f = await ns[0].open_file(name, create=True, stripe=Stripe(0, iods, SSIZE))
+        st = await ns[0].direct.stripe_of(f.ino)
+        if (await ns[0].client.getattr(f.ino))["size"] < size:
+            for off in range(0, size, 1 << 20):
+                await ns[0].client.write(f.ino, st, off, _ZERO[:min(1 << 20, size - off)])
+        sizes[f.ino] = size
+        if gcache:
+            assert ns[0].gbackend is not None
+            await ns[0].gbackend.forget(f.ino)
+        plan = [[(rng.random() < 0.5, rng.randint(0, o) * BLOCK, rng.randint(1, s) * BLOCK)
+                 for _ in range(ops // nodes)] for _ in range(nodes)]
+
+        async def worker(node: CacheStack, todo) -> None:
+            for is_read, off, n in todo:
+                if is_read:
+                    await node.read(f, off, n)
+                else:
+                    await node.write(f, off, _ZERO[:n])
+
+        t0 = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for node, todo in zip(ns, plan):
+                nursery.start_soon(worker, node, todo)
+        for node in ns:
+            await node.cache.flush(f.ino)
+        return time.perf_counter() - t0
+
+
+def run_latency(*, quick: bool = False, reps: int | None = None, max_iods: int = 4,
+                micro: bool = True, progress: Callable[[str], None] | None = None
+                ) -> dict[str, Any]:
+    reps = reps or (7 if quick else 21)
+    ops = 600 if quick else 2000
+    started = time.time()
+    out: dict[str, Any] = {"sizes": SIZES, "stripe": SSIZE, "local_bytes": LOCAL,
+                           "global_bytes": GLOBAL, "reps": reps, "links": "loopback"}
+    with _cluster(max(max_iods, 3)) as cfg:
+        out["read_ms"], out["write_ms"] = trio.run(_tables, cfg, max_iods, reps, progress)
+        if micro:
+            rows = []
+            for nodes, iods in ((1, 1), (2, 3)):
+                for o in (10, 600, 25000):
+                    row = {"nodes": nodes, "iods": iods, "s": 2, "o": o, "ops": ops}
+                    for setup in ("none", "local", "global", "both"):
+                        row[setup] = trio.run(_micro, cfg, nodes, iods, 2, o, ops, setup)
+                    rows.append(row)
+                    if progress:
+                        progress(f"micro {nodes} node(s) {iods} iod(s) o={o}: " + "  ".join(
+                            f"{k} {row[k]:.2f}s" for k in ("none", "local", "global", "both")))
+            out["micro"] = rows
+    out["machine"] = {"host": platform.node(), "cpus": os.cpu_count(), "load": os.getloadavg(),
+                      "python": platform.python_version()}
+    out["elapsed_s"] = time.time() - started
+    return out
+
+
+def render(d: dict[str, Any]) -> str:
+    from pvfs.cli.output import table
+
+    heads = ["iods", "case"] + [f"{s >> 10}K" for s in d["sizes"]]
+    rows = []
+    for row in d["read_ms"]:
+        for case in ("pvfs", "local_hit", "local_miss", "global_hit", "global_miss",
+                     "required_hr"):
+            rows.append([row["iods"], case] + [f"{row[s][case]:.3f}" if case != "required_hr"
+                                               else f"{row[s][case]:.2f}" for s in d["sizes"]])
+    text = "table 1: read time (ms) and required global hit rate\n" + table(
+        rows, heads, right=list(range(2, 2 + len(d["sizes"]))))
+    rows = []
+    for row in d["write_ms"]:
+        for case in ("pvfs", "caching"):
+            rows.append([row["iods"], case] + [f"{row[s][case]:.3f}" for s in d["sizes"]])
+    text += "\n\ntable 2: write time (ms)\n" + table(rows, heads,
+                                                       right=list(range(2, 2 + len(d["sizes"]))))
+    if d.get("micro"):
+        rows = [[r["nodes"], r["iods"], r["o"]] + [f"{r[k]:.3f}" for k in
+                                                  ("none", "local", "global", "both")]
+                for r in d["micro"]]
+        text += "\n\nfigs. 3-4: micro-benchmark, s = 2 (seconds)\n" + table(
+            rows, ["nodes", "iods", "o", "none", "local", "global", "both"],
+            right=[0, 1, 2, 3, 4, 5, 6])
+    return text
+
+
+def plot_required_hr(d: dict[str, Any], path: str) -> None:
+    """Fig. 2: required global hit rate over request size, per I/O daemon count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = [s >> 10 for s in d["sizes"]]
+    for row in d["read_ms"]:
+        ax.plot(xs, [min(row[s]["required_hr"], 2.0) if isinstance(row[s], dict)
+                     else min(row[str(s)]["required_hr"], 2.0) for s in d["sizes"]],
+                marker="o", label=f"{row['iods']} iod(s)")
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [f"{x}K" for x in xs])
+    ax.set_xlabel("request size")
+    ax.set_ylabel("required global hit rate")
+    ax.set_title("fig. 2: global cache hit rate needed to beat no caching")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,263 @@
+"""``pvfs-admin plan|study|bench|gcache``: discretionary caching (SPEC §6, docs/caching.md).
+
+* ``plan make TRACE [--coarse]`` — a bypass plan from a trace's profile, per phase;
+* ``study caching [--quick] [--json]`` — the paper's trace study over every policy;
+* ``bench latency [--json]`` — the paper's table 1 (read latencies and required hit rate),
+  table 2 (write latencies), fig. 2 and the micro-benchmark of figs. 3-4;
+* ``gcache stats|policy`` — counters of the global caches, switch their admission policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from pvfs.cli.main import PROG, add_command, load_config
+from pvfs.cli.output import CliError, emit, note, table
+
+POLICY_NAMES = ("none", "local", "global", "both", "plan", "runtime10", "runtime25",
+                "adaptive", "sketch")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    if "plan" not in sub.choices:
+        p = add_command(sub, "plan", help="bypass plans for the caches (make one from a trace)",
+                        func=None, example=f"""\
+{PROG} plan make lu.trace -o lu.plan          # segments per phase (fine grain)
+{PROG} plan make gen:db2 --coarse --json     # file level, program wide""")
+        psub = p.add_subparsers(title="plan commands", metavar="COMMAND")
+        m = add_command(psub, "make", help="derive a bypass plan from a trace's profile",
+                        func=cmd_plan_make, example=f"{PROG} plan make lu.trace -o lu.plan")
+        m.add_argument("trace", help="trace file, or gen:NAME for a generated workload")
+        m.add_argument("--coarse", action="store_true", help="whole files, program wide")
+        m.add_argument("-o", "--output", metavar="FILE", help="write the plan here")
+        m.add_argument("--global-size", type=_size, default=4 << 20, metavar="BYTES",
+                       help="global cache size the plan fits (default 4M)")
+        m.add_argument("--segment-blocks", type=int, default=4, metavar="N")
+        m.add_argument("--block-size", type=_size, default=4096, metavar="BYTES")
+        m.add_argument("--procs", type=int, default=4, help="ranks of a gen: workload")
+
+    if "study" not in sub.choices:
+        s = add_command(sub, "study", help="studies that reproduce papers' experiments",
+                        func=None, example=f"{PROG} study caching --quick --json > study.json")
+        ssub = s.add_subparsers(title="studies", metavar="STUDY")
+        c = add_command(ssub, "caching", help="trace study of discretionary caching (paper §5)",
+                        func=cmd_study_caching, example=f"""\
+{PROG} study caching --quick
+{PROG} study caching --traces lu,db2 --policies both,runtime10 --json""")
+        c.add_argument("--quick", action="store_true", help="smaller traces (under 10 min)")
+        c.add_argument("--traces", default="lu,cholesky,titan,mining,pgrep,db2")
+        c.add_argument("--policies", default=",".join(POLICY_NAMES))
+        c.add_argument("--iods", type=int, default=2)
+        c.add_argument("--storage", default="emulated:ide-2000",
+                       help="I/O daemons' storage (posix | emulated:PRESET)")
+        c.add_argument("--repeat", type=int, default=1, help="runs per cell (best is kept)")
+        c.add_argument("-o", "--output", metavar="JSON", help="also write the result here")
+        c.add_argument("--plot", metavar="PNG", help="draw normalized times and hit rates")
+
+    if "bench" not in sub.choices:
+        b = add_command(sub, "bench", help="micro-benchmarks", func=None,
+                        example=f"{PROG} bench latency --json > latency.json")
+        bsub = b.add_subparsers(title="benchmarks", metavar="BENCH")
+        lat = add_command(bsub, "latency", help="read/write latency with and without the "
+                          "caches (paper tables 1-2, figs. 2-4)", func=cmd_bench_latency,
+                          example=f"{PROG} bench latency --quick --plot latency.png")
+        lat.add_argument("--quick", action="store_true", help="fewer repetitions and ops")
+        lat.add_argument("--reps", type=int, default=None, help="reads per cell")
+        lat.add_argument("--max-iods", type=int, default=4)
+        lat.add_argument("--no-micro", action="store_true", help="skip figs. 3-4")
+        lat.add_argument("-o", "--output", metavar="JSON", help="also write the result here")
+        lat.add_argument("--plot", metavar="PNG", help="draw fig. 2 (required hit rate)")
+
+    g = add_command(sub, "gcache", help="global cache daemons: counters and admission policy",
+                    func=None, example=f"""\
+{PROG} gcache stats
+{PROG} gcache policy runtime --threshold 25""")
+    gsub = g.add_subparsers(title="gcache commands", metavar="COMMAND")
+    gs = add_command(gsub, "stats", help="hits, misses, admissions, bypasses, evictions",
+                     func=cmd_gcache_stats, example=f"{PROG} gcache stats --json")
+    gs.add_argument("--reset", action="store_true", help="zero the counters after reading")
+    gp = add_command(gsub, "policy", help="switch every global cache's admission policy",
+                     func=cmd_gcache_policy, example=f"{PROG} gcache policy adaptive")
+    gp.add_argument("policy", choices=("all", "runtime", "adaptive", "sketch"))
+    gp.add_argument("--threshold", type=int, default=25)
+    gp.add_argument("--drop", action="store_true", help="also write back and empty the caches")
+
+
+def _size(text: str) -> int:
+    from pvfs.cli.output import parse_size
+
+    return parse_size(text)
+
+
+# ---------------------------------------------------------------------- plan
+def load_trace(spec: str, procs: int = 4):
+    """A trace from a file, or ``gen:NAME[:k=v,...]`` for a generated workload."""
+    if spec.startswith("gen:"):
+        from pvfs.traces.generators import generate
+
+        name, _, params = spec[4:].partition(":")
+        kv = dict(item.split("=", 1) for item in params.split(",") if "=" in item)
+        return generate(name, procs, kv, seed=1)
+    from pvfs.traces.importers import load_any
+
+    return load_any(spec, None)
+
+
+def cmd_plan_make(args: argparse.Namespace) -> int:
+    from pvfs.traces.plan import make_plan, save_plan
+
+    try:
+        trace = load_trace(args.trace, args.procs)
+    except (ValueError, OSError) as exc:
+        raise CliError(f"plan make {args.trace}", str(exc), status=2) from None
+    plan = make_plan(trace, global_bytes=args.global_size, block_size=args.block_size,
+                     segment_blocks=args.segment_blocks, coarse=args.coarse)
+    if args.output:
+        save_plan(plan, args.output)
+    if args.json or not args.output:
+        if args.json:
+            print(json.dumps(plan, indent=1))
+        else:
+            print(_render_plan(plan))
+    else:
+        note(f"plan of {len(plan['phases'])} phases written to {args.output}")
+    return 0
+
+
+def _render_plan(plan: dict) -> str:
+    rows = []
+    for ph in plan["phases"]:
+        for name, bits in sorted(ph["files"].items()):
+            rows.append([ph["phase"], ph["name"], name, bits or "(cache everything)"])
+    return table(rows, ["phase", "name", "file", "user.pvfs.bypass"], right=[0])
+
+
+# ---------------------------------------------------------------------- study
+def cmd_study_caching(args: argparse.Namespace) -> int:
+    from pvfs.traces.cachestudy import run_study
+
+    traces = [t for t in args.traces.split(",") if t]
+    policies = [p for p in args.policies.split(",") if p]
+    progress = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        out = run_study(traces, policies, quick=args.quick, iods=args.iods,
+                        storage=args.storage, repeat=args.repeat, progress=progress)
+    except ValueError as exc:
+        raise CliError("study caching", str(exc), status=2) from None
+    out["command"] = " ".join([PROG, *sys.argv[1:]])
+    if args.output:
+        with open(args.output, "w") as fh:
+            json.dump(out, fh, indent=1)
+    if args.plot:
+        from pvfs.traces.cachestudy_plot import plot_study
+
+        plot_study(out, args.plot)
+    emit(args.json, out, _render_study)
+    return 0
+
+
+def _render_study(d: dict) -> str:
+    rows = [[r["trace"], r["policy"], f"{r['time_s']:.3f}",
+             "-" if r["time_norm"] is None else f"{r['time_norm']:.3f}",
+             f"{r['local_hit_rate']:.2f}", f"{r['global_hit_rate']:.2f}"]
+            for r in d["results"]]
+    return table(rows, ["trace", "policy", "time s", "÷ both", "local hits", "global hits"],
+                 right=[2, 3, 4, 5])
+
+
+# ---------------------------------------------------------------------- bench
+def cmd_bench_latency(args: argparse.Namespace) -> int:
+    from pvfs.cli.bench_latency import render, run_latency
+
+    out = run_latency(quick=args.quick, reps=args.reps, max_iods=args.max_iods,
+                      micro=not args.no_micro,
+                      progress=None if args.json else (lambda s: print(s, file=sys.stderr,
+                                                                       flush=True)))
+    out["command"] = " ".join([PROG, *sys.argv[1:]])
+    if args.output:
+        with open(args.output, "w") as fh:
+            json.dump(out, fh, indent=1)
+    if args.plot:
+        from pvfs.cli.bench_latency import plot_required_hr
+
+        plot_required_hr(out, args.plot)
+    emit(args.json, out, render)
+    return 0
+
+
+# ---------------------------------------------------------------------- gcache
+def gcache_stats(cfg, reset: bool = False) -> list[dict]:
+    """One entry per global cache of ``cfg``: its counters, or ``error`` when it is down."""
+    from pvfs.cli import launch
+    from pvfs.gcache.config import gcache_config
+    from pvfs.protocol.auth import key_for
+
+    g = gcache_config(cfg)
+    out = []
+    for i, ep in enumerate(g.endpoints if g else ()):
+        entry: dict = {"gcache": i, "address": ep.address}
+        try:
+            reply = launch.request(ep, {"op": "stats", "reset": reset}, 5.0, key_for(cfg))
+            if reply.get("err"):
+                raise OSError(int(reply["err"]), str(reply.get("msg")))
+            entry.update(reply)
+            entry["error"] = None
+        except (OSError, ValueError) as exc:
+            entry["error"] = str(exc)
+        out.append(entry)
+    return out
+
+
+def render_gcache_stats(rows: list[dict]) -> str:
+    lines = []
+    for r in rows:
+        if r["error"]:
+            lines.append([f"gcache{r['gcache']}", "DOWN"] + [None] * 8)
+            continue
+        lines.append([f"gcache{r['gcache']}", r["policy"], r["hits"], r["misses"],
+                      f"{r['hit_rate']:.2f}", r["admissions"], r["bypasses"], r["evictions"],
+                      f"{r['blocks_cached']}/{r['capacity_blocks']}"])
+    return table(lines, ["daemon", "policy", "hits", "misses", "hit rate", "admitted",
+                         "bypasses", "evictions", "blocks"], right=[2, 3, 4, 5, 6, 7, 8])
+
+
+def cmd_gcache_stats(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    rows = gcache_stats(cfg, args.reset)
+    if not rows:
+        raise CliError("gcache stats", "the config has no [gcache] table")
+    emit(args.json, {"gcaches": rows}, lambda d: render_gcache_stats(d["gcaches"]))
+    return 1 if any(r["error"] for r in rows) else 0
+
+
+def cmd_gcache_policy(args: argparse.Namespace) -> int:
+    from pvfs.cli import launch
+    from pvfs.gcache.config import gcache_config
+    from pvfs.protocol.auth import key_for
+
+    cfg = load_config(args)
+    g = gcache_config(cfg)
+    if g is None:
+        raise CliError("gcache policy", "the config has no [gcache] table")
+    rows = []
+    for i, ep in enumerate(g.endpoints):
+        try:
+            reply = launch.request(ep, {"op": "policy_set", "policy": args.policy,
+                                        "threshold": args.threshold, "drop": args.drop},
+                                   60.0, key_for(cfg))
+        except (OSError, ValueError) as exc:
+            raise CliError(f"gcache{i} ({ep.address})", str(exc)) from None
+        if reply.get("err"):
+            raise CliError(f"gcache{i}", str(reply.get("msg")))
+        rows.append({"gcache": i, **reply})
+    emit(args.json, {"gcaches": rows}, lambda d: table(
+        [[f"gcache{r['gcache']}", r["policy"], r["threshold"]] for r in d["gcaches"]],
+        ["daemon", "policy", "threshold"]))
+    return 0
+
+
+__all__ = ["gcache_stats", "load_trace", "register", "render_gcache_stats"]
+_ = os

@@ -1,0 +1,39 @@
+"""``pvfs-admin study caching``, ``plan make`` and ``gcache`` commands end to end (small)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from pvfs.traces.cachestudy import run_study
+
+
+def admin(*args: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pvfs.cli.main", *args], check=False,
+                          capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+def test_study_json_shape_and_normalisation():
+    out = run_study(["pgrep"], ["both", "runtime10", "plan"], quick=True, storage="posix")
+    rows = out["results"]
+    assert [r["policy"] for r in rows] == ["both", "runtime10", "plan"]
+    for r in rows:
+        assert list(r)[:6] == ["trace", "policy", "time_s", "time_norm", "local_hit_rate",
+                               "global_hit_rate"]
+        assert r["time_s"] > 0 and 0 <= r["local_hit_rate"] <= 1
+        assert 0 <= r["global_hit_rate"] <= 1 and r["ops"] > 0
+    assert rows[0]["time_norm"] == 1.0
+    assert out["setup"]["local_bytes"] == 2 << 20 and out["setup"]["global_bytes"] == 4 << 20
+
+
+def test_plan_make_cli(tmp_path):
+    path = tmp_path / "lu.plan"
+    r = admin("plan", "make", "gen:lu:n=256,slabs=4", "-o", str(path))
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(path.read_text())
+    assert plan["format"] == "pvfs-bypass-plan" and plan["phases"]
+    r = admin("plan", "make", "gen:lu", "--coarse", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["coarse"] is True
+    assert admin("plan", "make", str(tmp_path / "missing.trace")).returncode == 2
