@@ -1,0 +1,209 @@
+"""MPI side of tests/integration/test_collective.py: ``mpiexec -n N python collective_mpi.py
+SCENARIO CONFIG COORDINATION[,COORDINATION...] [ARG]``.
+
+Each scenario checks its own results on every rank and exits non-zero (aborting the job, so
+no rank waits forever) when one fails; ``PVFS_COLLECTIVE_DEADLINE`` turns a deadlock into an
+exception. Rank 0 prints ``OK <scenario>`` at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import traceback
+
+from mpi4py import MPI
+
+import pvfs
+import pvfs.collective as pc
+
+comm = MPI.COMM_WORLD
+RANK, SIZE = comm.Get_rank(), comm.Get_size()
+PS = 1024  # small pages: many pages, many locks, evictions with a small cache
+
+
+def fresh(fs, name: str) -> str:
+    path = f"/coll/{name}"
+    if RANK == 0:
+        fs.makedirs("/coll", exist_ok=True)
+        if fs.exists(path):
+            fs.unlink(path)
+    comm.Barrier()
+    return path
+
+
+def copen(fs, path, coord, amode="w+", **kw):
+    kw.setdefault("page_size", PS)
+    kw.setdefault("lock_servers", 1)
+    return pc.open(comm, fs, path, amode, coordination=coord, **kw)
+
+
+def server_done(f) -> bool:
+    """Lock servers only serve; they pass the scenario's final barrier and stop."""
+    if f.is_lock_server:
+        comm.Barrier()
+        return True
+    return False
+
+
+def visibility(fs, coord: str) -> None:
+    """A read after another rank's synced write sees it — in the cache and in pvfs."""
+    path = fresh(fs, f"vis-{coord}")
+    f = copen(fs, path, coord, cache_bytes=8 * PS)
+    if server_done(f):
+        return
+    r, n = f.comm.Get_rank(), f.comm.Get_size()
+    blob = bytes([(r * 37 + i) % 251 for i in range(3 * PS + 17)])
+    base = r * (3 * PS + 17) + 100
+    f.write_at(base, blob)
+    f.sync()
+    peer = (r + 1) % n
+    pblob = bytes([(peer * 37 + i) % 251 for i in range(3 * PS + 17)])
+    got = f.read_at(peer * (3 * PS + 17) + 100, len(pblob))
+    assert got == pblob, f"rank {r} read stale data of rank {peer}"
+    # Also straight from pvfs (sync wrote it through):
+    with fs.open(path) as g:
+        assert g.pread(len(pblob), peer * (3 * PS + 17) + 100) == pblob, "sync did not write"
+    f.close()
+    comm.Barrier()
+
+
+def atomic(fs, coord: str, rounds: int = 12) -> None:
+    """Atomic mode: overlapping non-contiguous writes are seen whole or not at all."""
+    path = fresh(fs, f"atomic-{coord}")
+    f = copen(fs, path, coord, atomic=True, cache_bytes=16 * PS)
+    if server_done(f):
+        return
+    r = f.comm.Get_rank()
+    # Eight 300-byte regions scattered over six pages, the same for every rank.
+    regions = [(k * 700 + 50, 300) for k in range(8)]
+    total = sum(n for _, n in regions)
+    for i in range(rounds):
+        f.write_list(regions, bytes([1 + r + 16 * (i % 8)]) * total)
+        got = f.read_list(regions)
+        assert len(set(got)) == 1, f"rank {r}: torn read of an atomic write: {sorted(set(got))}"
+    f.close()
+    comm.Barrier()
+
+
+def stress(fs, coord: str, ops: int = 120) -> None:
+    """Random multi-page reads and writes, atomic and not, with a cache so small that pages
+    are evicted while others hold them: no deadlock, own cells always read back, nothing
+    lost after close."""
+    path = fresh(fs, f"stress-{coord}")
+    cell, ncells = 97, 400
+    f = copen(fs, path, coord, cache_bytes=6 * PS)
+    if f.is_lock_server:
+        comm.gather({}, root=0)
+        comm.Barrier()
+        return
+    r, n = f.comm.Get_rank(), f.comm.Get_size()
+    rng = random.Random(1234 + r)
+    mine: dict[int, int] = {}
+    for i in range(ops):
+        if i % 40 == 0:
+            f.set_atomicity(i % 80 == 0)
+        if rng.random() < 0.6:
+            cells = sorted(rng.sample([c for c in range(ncells) if c % n == r], 6))
+            value = rng.randrange(1, 256)
+            f.write_list([(c * cell, cell) for c in cells], bytes([value]) * (cell * 6))
+            for c in cells:
+                mine[c] = value
+        else:
+            lo = rng.randrange(0, ncells - 12)
+            got = f.read_at(lo * cell, 12 * cell)
+            for c in range(lo, lo + 12):
+                if c in mine:
+                    part = got[(c - lo) * cell:(c - lo + 1) * cell]
+                    assert part == bytes([mine[c]]) * cell, f"rank {r}: cell {c} lost"
+    counters = f.counters()
+    f.close()
+    every = comm.gather(mine, root=0)
+    if RANK == 0:
+        with fs.open(path) as g:
+            data = g.pread(cell * ncells, 0)
+        for part in every or []:
+            for c, value in part.items():
+                assert data[c * cell:(c + 1) * cell] == bytes([value]) * cell, f"cell {c} lost"
+        print("counters", json.dumps(counters))
+    comm.Barrier()
+
+
+def model(fs, coord: str, spec: str) -> None:
+    """Run a generated sequence one operation at a time; every read must equal the model."""
+    with open(spec) as fh:
+        case = json.load(fh)
+    path = fresh(fs, f"model-{coord}")
+    f = copen(fs, path, coord, atomic=case["atomic"], cache_bytes=case["slots"] * PS)
+    if server_done(f):
+        return
+    n = f.comm.Get_size()
+    state = bytearray()
+    for step, (who, op, off, length, value) in enumerate(case["ops"]):
+        who %= n
+        if op == "write":
+            if len(state) < off + length:
+                state.extend(bytes(off + length - len(state)))
+            state[off:off + length] = bytes([value]) * length
+            if f.comm.Get_rank() == who:
+                f.write_at(off, bytes([value]) * length)
+        elif op == "read" and f.comm.Get_rank() == who:
+            want = bytes(state[off:off + length]).ljust(length, b"\0")
+            got = f.read_at(off, length)
+            assert got == want, f"step {step}: read ({off}, {length}) differs from the model"
+        elif op == "sync":
+            f.sync()
+        f.comm.Barrier()  # one operation at a time, in the generated order
+    f.close()
+    if RANK == 0:
+        with fs.open(path) as g:
+            assert g.pread(len(state), 0) == bytes(state), "file after close != model"
+    comm.Barrier()
+
+
+def write_behind(fs, coord: str) -> None:
+    """Write-only non-atomic open: two-stage write-behind, everything in pvfs after close."""
+    path = fresh(fs, "wb")
+    f = copen(fs, path, coord, amode="w", cache_bytes=8 * PS, sub_bytes=2048)
+    assert f.method == "write_behind"
+    r, n = f.comm.Get_rank(), f.comm.Get_size()
+    rng = random.Random(r)
+    cell, ncells = 61, 600
+    mine = [c for c in range(ncells) if c % n == r]
+    rng.shuffle(mine)
+    for c in mine:
+        f.write_at(c * cell, bytes([c % 251 + 1]) * cell)
+    counters = f.counters()
+    f.close()
+    if RANK == 0:
+        with fs.open(path) as g:
+            data = g.pread(cell * ncells, 0)
+        want = b"".join(bytes([c % 251 + 1]) * cell for c in range(ncells))
+        assert data == want, "write-behind lost data"
+        print("counters", json.dumps(counters))
+    comm.Barrier()
+
+
+SCENARIOS = {"visibility": visibility, "atomic": atomic, "stress": stress, "model": model,
+             "write_behind": write_behind}
+
+
+def main() -> None:
+    scenario, config, coords = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+    extra = sys.argv[4:]
+    fs = pvfs.connect(config)
+    for coord in coords:
+        SCENARIOS[scenario](fs, coord, *extra)
+    fs.close()
+    if RANK == 0:
+        print("OK", scenario, flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except BaseException:  # noqa: BLE001 - any failure must end the whole job
+        traceback.print_exc()
+        sys.stderr.flush()
+        comm.Abort(1)

@@ -1,0 +1,91 @@
+"""The pure parts of pvfs.collective: page pieces, metadata words, the lock state machine,
+write-behind extents, access modes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pvfs.collective._file import parse_amode
+from pvfs.collective._locks import LockManager
+from pvfs.collective._pages import UNCACHED, Dirty, Meta, Piece, by_page, merge_runs, split
+from pvfs.collective._writebehind import _Page
+
+
+def test_split_cuts_at_page_boundaries_in_buffer_order():
+    assert split([(90, 30), (10, 5)], 100) == [Piece(0, 90, 10, 0), Piece(1, 0, 20, 10),
+                                               Piece(0, 10, 5, 30)]
+    groups = by_page(split([(250, 10), (90, 30)], 100))
+    assert [g[0] for g in groups] == [0, 1, 2]
+
+
+@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 700)), max_size=8),
+       st.integers(1, 512))
+def test_split_covers_every_byte_once(regions, ps):
+    pieces = split(regions, ps)
+    assert sum(p.length for p in pieces) == sum(n for _, n in regions)
+    assert all(0 <= p.off and p.off + p.length <= ps and p.length > 0 for p in pieces)
+    flat = [p.page * ps + p.off + i for p in pieces for i in range(p.length)]
+    assert flat == [o + i for o, n in regions for i in range(n)]
+
+
+def test_split_rejects_negative():
+    with pytest.raises(ValueError):
+        split([(-1, 5)], 10)
+
+
+def test_merge_runs_joins_touching_and_later_wins():
+    assert merge_runs([(10, b"bb"), (0, b"aaaaaaaaaa"), (11, b"c"), (20, b"z")]) == \
+        [(0, b"aaaaaaaaaabc"), (20, b"z")]
+
+
+@given(st.integers(-1, 1000), st.integers(0, 1 << 20), st.booleans())
+def test_meta_word_roundtrip(owner, slot, flushed):
+    meta = Meta(owner, slot if owner >= 0 else -1, flushed)
+    assert Meta.decode(meta.encode()) == meta
+    assert Meta.decode(0) == UNCACHED
+
+
+def test_dirty_high_water_marks():
+    d = Dirty()
+    assert not d
+    d.add(10, 20)
+    d.add(5, 8)
+    assert (d.lo, d.hi) == (5, 20) and d
+    d.clear()
+    assert not d
+
+
+def test_lock_manager_shared_exclusive_fifo():
+    m = LockManager()
+    assert m.acquire(7, 0, excl=False) == (True, UNCACHED)
+    assert m.acquire(7, 1, excl=False)[0]
+    assert m.acquire(7, 2, excl=True) == (False, None)  # queued behind two readers
+    assert m.acquire(7, 3, excl=False) == (False, None)  # FIFO: no overtaking the writer
+    assert m.acquire(7, 4, excl=True, try_only=True) == (False, None)  # try never queues
+    assert m.release(7, 0, None) == []
+    new = Meta(2, 5, False)
+    assert m.release(7, 1, None) == [(2, UNCACHED)]
+    assert m.release(7, 2, new) == [(3, new)]
+    assert m.holders(7) == (None, {3})
+    with pytest.raises(RuntimeError):
+        m.release(7, 9, None)
+
+
+def test_write_behind_page_extents_merge():
+    p = _Page(100)
+    p.add(10, b"x" * 10)
+    p.add(20, b"y" * 5)
+    p.add(50, b"z" * 5)
+    p.add(0, b"w" * 10)
+    assert p.extents == [[0, 25], [50, 55]]
+    assert bytes(p.data[0:25]) == b"w" * 10 + b"x" * 10 + b"y" * 5
+
+
+def test_parse_amode():
+    assert parse_amode("r") == (True, False, False)
+    assert parse_amode("w") == (False, True, True)
+    assert parse_amode("r+") == (True, True, False)
+    with pytest.raises(ValueError):
+        parse_amode("x")
