@@ -1,0 +1,200 @@
+"""Runs the thesis' workloads (ch. 4) with N synchronised client tasks and measures them.
+
+Shared by ``pvfs-admin study scheduling`` (clients as hosts of a ``pvfs.cli.netns`` network)
+and ``pvfs-admin calibrate`` (clients as local processes against the live file system). The
+task patterns are the trace generators' (``pvfs.traces.generators.thesis``): single block,
+strided (16 regions per request), random 16 and random 32 blocks per task. ``per_task`` is
+the bytes one task reads in one run (the issue's ``request_bytes``).
+
+A run: set every I/O daemon's algorithm; for an uncached run empty the (emulated) disk's
+cache, for a cached one read the same data once unmeasured; then every task opens the file,
+waits at the barrier, reads, and reports its time. The three metrics (§4.3) come from
+``pvfs.traces.metrics.three_metrics``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Self
+
+from pvfs.traces.generators import thesis as gen
+from pvfs.traces.metrics import three_metrics
+
+WORKLOADS = ("single-block", "strided", "random16", "random32")
+_GEN = {"single-block": "single", "strided": "strided", "random16": "random16",
+        "random32": "random32"}
+SSIZE = 64 << 10
+
+
+class _Collect:
+    """The slice of TraceBuilder the generators' patterns use: ops per rank."""
+
+    def __init__(self, nprocs: int) -> None:
+        self.nprocs = nprocs
+        self.ops: list[list] = [[] for _ in range(nprocs)]
+
+    def read(self, rank: int, fid: int, offset: int, length: int, think: float = 0.0) -> None:
+        self.ops[rank].append(["read", offset, length])
+
+    def listio(self, rank: int, fid: int, regions, write: bool, think: float = 0.0) -> None:
+        self.ops[rank].append(["list", [list(r) for r in regions]])
+
+
+def units(workload: str) -> int:
+    """Pieces per task: regions (strided) or blocks (random) or 1."""
+    return gen._PATTERNS[_GEN[workload]][1]
+
+
+def task_ops(workload: str, nprocs: int, per_task: int, seed: int = 0) -> list[list]:
+    """Each task's requests for one run of ``workload``."""
+    pattern, n = gen._PATTERNS[_GEN[workload]]
+    if per_task % n:
+        raise ValueError(f"{workload}: per-task bytes must be a multiple of {n}")
+    c = _Collect(nprocs)
+    pattern(c, 0, per_task, False, random.Random(seed))
+    return c.ops
+
+
+def extent(nprocs: int, per_task: int) -> int:
+    """Every pattern covers exactly nprocs * per_task bytes of its file."""
+    return nprocs * per_task
+
+
+@dataclass
+class Run:
+    workload: str
+    per_task: int | None          # None: mixed sizes (mixed-phase)
+    cached: bool | None           # None: mixed (mixed-phase)
+    algorithm: str
+    times: list[float]
+
+    def row(self) -> dict:
+        m = three_metrics(self.times)
+        return {"workload": self.workload, "request_bytes": self.per_task,
+                "cached": self.cached, "algorithm": self.algorithm,
+                "app_service_s": m["app_service_time"],
+                "mean_task_service_s": m["mean_task_service_time"],
+                "variance": m["task_service_time_variance"]}
+
+
+class Runner:
+    """N worker processes (``pvfs.cli.study_worker``) and the runs they make.
+
+    Args:
+        config_path: the file system's config.
+        nprocs: tasks.
+        niods: I/O daemons of the file system.
+        wrap: argv prefix for task k (e.g. ``Network.argv(host, ...)``); default local.
+    """
+
+    def __init__(self, config_path: str, nprocs: int, niods: int,
+                 wrap: Callable[[int, list[str]], list[str]] | None = None) -> None:
+        self.config_path, self.nprocs, self.niods = config_path, nprocs, niods
+        self.files: set[str] = set()
+        self.workers: list[subprocess.Popen] = []
+        try:
+            for k in range(nprocs):
+                argv = [sys.executable, "-m", "pvfs.cli.study_worker", config_path]
+                self.workers.append(subprocess.Popen(
+                    wrap(k, argv) if wrap else argv, stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, text=True, bufsize=1))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for w in self.workers:
+            if w.poll() is None:
+                try:
+                    w.stdin.write("\n")
+                    w.stdin.flush()
+                except OSError:
+                    pass
+        for w in self.workers:
+            try:
+                w.wait(5)
+            except subprocess.TimeoutExpired:
+                w.kill()
+                w.wait()
+        self.workers.clear()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ worker I/O
+    def _send(self, k: int, msg: dict) -> None:
+        w = self.workers[k]
+        w.stdin.write(json.dumps(msg) + "\n")
+        w.stdin.flush()
+
+    def _recv(self, k: int) -> dict:
+        line = self.workers[k].stdout.readline()
+        if not line:
+            raise RuntimeError(f"study worker {k} ended (exit {self.workers[k].poll()})")
+        msg = json.loads(line)
+        if "error" in msg:
+            raise RuntimeError(f"study worker {k}: {msg['error']}")
+        return msg
+
+    def call(self, iod: int, op: str, **fields) -> dict:
+        """An I/O daemon call made from inside the network (through worker 0)."""
+        self._send(0, {"call": [iod, op, fields]})
+        return self._recv(0)["reply"]
+
+    def call_all(self, op: str, **fields) -> list[dict]:
+        return [self.call(i, op, **fields) for i in range(self.niods)]
+
+    # ------------------------------------------------------------------ runs
+    def file_for(self, workload: str, per_task: int) -> str:
+        """The data file of a workload and size, created on first use."""
+        path = f"/study-{workload}-{per_task}"
+        if path not in self.files:
+            self._send(0, {"create": path, "size": extent(self.nprocs, per_task),
+                           "ssize": SSIZE})
+            self._recv(0)
+            self.files.add(path)
+        return path
+
+    def _tasks(self, path: str, ops: Sequence[list]) -> list[float]:
+        for k in range(self.nprocs):
+            self._send(k, {"path": path, "ops": ops[k]})
+        for k in range(self.nprocs):
+            self._recv(k)                                    # ready: every file open
+        for k in range(self.nprocs):
+            self._send(k, {"go": True})                      # the barrier
+        return [self._recv(k)["t"] for k in range(self.nprocs)]
+
+    def run(self, workload: str, per_task: int, cached: bool, algorithm: str,
+            seed: int = 0) -> Run:
+        """One measured run; ``algorithm`` in opt1..opt4 or rs."""
+        path = self.file_for(workload, per_task)
+        ops = task_ops(workload, self.nprocs, per_task, seed)
+        self.call_all("sched_set", algorithm=algorithm, window=None)
+        self.call_all("disk_drop")
+        if cached:
+            self._tasks(path, ops)                           # warm the cache, unmeasured
+        return Run(workload, per_task, cached, algorithm, self._tasks(path, ops))
+
+
+# The mixed-phase workload: phases that want different algorithms, back to back.
+MIXED_PHASES = (("single-block", 1 << 20, False), ("random32", 64 << 10, True),
+                ("strided", 1 << 20, True), ("single-block", 1 << 20, False),
+                ("random16", 256 << 10, True))
+
+
+def run_mixed(r: Runner, algorithm: str, seed: int = 0) -> Run:
+    """Every phase in turn under one algorithm setting; a task's time is the sum of its
+    phases' times, so the application time is what a program doing all of them would see."""
+    total = [0.0] * r.nprocs
+    for i, (wl, size, cached) in enumerate(MIXED_PHASES):
+        run = r.run(wl, size, cached, algorithm, seed + i)
+        total = [a + b for a, b in zip(total, run.times)]
+    return Run("mixed-phase", None, None, algorithm, total)

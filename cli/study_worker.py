@@ -1,0 +1,89 @@
+"""One task of a scheduling study or calibration run (``python -m pvfs.cli.study_worker``).
+
+A study runs N of these, on N client hosts (``pvfs.cli.netns``) or as N local processes, and
+drives them over stdin/stdout with JSON lines so that every task starts its access at the
+same moment -- the thesis' tasks "synchronize before the access" (§4.3):
+
+    driver -> {"path": P, "ops": [["read", off, len] | ["list", [[off, len], ...]], ...]}
+    worker -> {"ready": true}                 (file open, nothing read yet)
+    driver -> {"go": true}                    (to every worker at once: the barrier)
+    worker -> {"t": seconds, "bytes": n}      (time of the task's whole access; file closed)
+
+and, for the driver's own needs from inside the network (the driver may not reach it):
+
+    driver -> {"create": P, "size": n, "ssize": s}   -> {"created": n}  (pseudo-random data)
+    driver -> {"call": [iod, op, {fields}]}          -> {"reply": {...}}
+
+An empty line or EOF ends the worker. Its task service time covers its requests only, not
+the open: the file is opened before "ready" (so the daemons' N_file counts every task).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def _run(fs, msg: dict) -> dict:
+    with fs.open(msg["path"], "rb") as f:
+        _say({"ready": True})
+        go = sys.stdin.readline()
+        if not go.strip():
+            raise SystemExit(0)
+        got = 0
+        t0 = time.perf_counter()
+        for op in msg["ops"]:
+            if op[0] == "read":
+                got += len(f.pread(op[2], op[1]))
+            else:
+                got += len(f.read_list([tuple(r) for r in op[1]]))
+        t = time.perf_counter() - t0
+    return {"t": t, "bytes": got}
+
+
+def _create(fs, msg: dict) -> dict:
+    import random
+
+    import pvfs
+
+    rng = random.Random(msg["path"] if "path" in msg else msg["create"])
+    size, chunk = msg["size"], 1 << 20
+    with fs.open(msg["create"], "wb", stripe=pvfs.Stripe(0, -1, msg["ssize"])) as f:
+        for off in range(0, size, chunk):
+            f.pwrite(rng.randbytes(min(chunk, size - off)), off)
+    return {"created": size}
+
+
+def _say(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import pvfs
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m pvfs.cli.study_worker CONFIG", file=sys.stderr)
+        return 2
+    with pvfs.connect(args[0]) as fs:
+        for line in sys.stdin:
+            if not line.strip():
+                break
+            msg = json.loads(line)
+            try:
+                if "create" in msg:
+                    _say(_create(fs, msg))
+                elif "call" in msg:
+                    iod, op, fields = msg["call"]
+                    _say({"reply": fs.iod_call(iod, op, **fields)})
+                else:
+                    _say(_run(fs, msg))
+            except OSError as exc:
+                _say({"error": f"{type(exc).__name__}: {exc}"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
