@@ -112,6 +112,12 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
             if ops.coherence is not None:
                 await nursery.start(ops.coherence.run)
                 stack.callback(ops.coherence.close)
+            if ops.gbackend is not None:
+                stack.callback(ops.gbackend.close)
+                if ops.coherence is not None:
+                    from .gcachewire import global_callbacks
+
+                    await nursery.start(global_callbacks(ops).run)
             pyfuse3.init(ops, mountpoint, opts.fuse_options())
             session = _Session()
             try:

@@ -31,6 +31,7 @@ from pvfs.protocol.cred import Cred
 
 from . import cachewire
 from .cachewire import ClientBackend, Coherence, Controls, MountBypass
+from .gcachewire import make_gcache_backend
 from .handles import HandleTable
 from .options import MountOptions
 
@@ -108,9 +109,13 @@ class Operations(pyfuse3.Operations):
         self.opts = options
         self.table = HandleTable()
         self.backend = ClientBackend(client, self.table, self._stripe_of)
-        self.cache = BlockCache(self.backend, block_size=options.block_size,
+        bits = MountBypass(everything=not options.cache)
+        # The global caches (docs/caching.md): between the local cache and the I/O daemons.
+        self.gbackend = make_gcache_backend(self.backend, client.config, self._stripe_of, bits,
+                                            options)
+        self.cache = BlockCache(self.gbackend or self.backend, block_size=options.block_size,
                                 capacity=options.cache_size,
-                                bypass=MountBypass(everything=not options.cache),
+                                bypass=bits,
                                 writeback=WritebackPolicy(max_age=options.dirty_age,
                                                           interval=options.flush_interval),
                                 stream=StreamPolicy(min_bytes=options.stream_min,
@@ -136,6 +141,8 @@ class Operations(pyfuse3.Operations):
         out["coherence"] = self.opts.coherence
         if self.coherence is not None:
             out.update(self.coherence.counters)
+        if self.gbackend is not None:
+            out["gcache"] = self.gbackend.stats()
         return out
 
     def cred(self, ctx: RequestContext) -> Cred:
@@ -258,6 +265,8 @@ class Operations(pyfuse3.Operations):
             info.wrote = True
             # the cache is cut only once the servers are: see BlockCache.truncation
             async with self.cache.truncation(inode, attr.st_size):
+                if self.gbackend is not None:
+                    await self.gbackend.truncate(inode, attr.st_size)
                 a = await self.client.setattr(inode, cred, **kw)
             return self.entry(a)
         a = await self.client.setattr(inode, cred, **kw)
@@ -296,6 +305,8 @@ class Operations(pyfuse3.Operations):
                 and a["nlink"] <= 1:
             self.cache.forget(a["ino"])
             self.table.inodes.pop(a["ino"], None)
+            if self.gbackend is not None:
+                await self.gbackend.forget(a["ino"])
 
     @_guard
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -502,6 +513,8 @@ class Operations(pyfuse3.Operations):
         if flags & os.O_TRUNC and flags & os.O_ACCMODE:
             # the manager truncates the servers inside open; a refused open cuts nothing
             async with self.cache.truncation(inode, 0):
+                if self.gbackend is not None:
+                    await self.gbackend.truncate(inode, 0)
                 a = self._learn(await self.client.open(inode, flags, cred))
             self.table.info(inode).wrote = True
         else:
@@ -522,6 +535,8 @@ class Operations(pyfuse3.Operations):
             # an existing file the manager truncated: its inode was not known before the call,
             # so the cache is cut after the servers (a fetch racing this is discarded)
             await self.cache.truncate(a["ino"], 0)
+            if self.gbackend is not None:
+                await self.gbackend.truncate(a["ino"], 0)
         e = self.entry(a)
         h = self.table.open(a["ino"], flags, cred)
         self.counters["opens"] += 1
@@ -545,6 +560,8 @@ class Operations(pyfuse3.Operations):
             await self.coherence.hold(h.ino, stripe, off, len(buf))
         n = await self.cache.write(h.ino, off, buf, sync=sync, file_size=known)
         if h.sync:
+            if self.gbackend is not None:
+                await self.gbackend.flush(h.ino)
             await self.client.fsync(h.ino, await self._stripe_of(h.ino),
                                     data_only=(h.flags & os.O_SYNC) != os.O_SYNC)
         if sync and self.coherence is not None:
@@ -559,6 +576,8 @@ class Operations(pyfuse3.Operations):
     async def fsync(self, fh: int, datasync: bool) -> None:
         h = self.table.get(fh)
         await self.cache.flush(h.ino)
+        if self.gbackend is not None:
+            await self.gbackend.flush(h.ino)  # the global cache's write-back, then the disks
         await self.client.fsync(h.ino, await self._stripe_of(h.ino), data_only=datasync)
 
     @_guard

@@ -30,6 +30,7 @@ class MountOptions:
     block_size: int = 4096
     cache_size: int = 64 << 20
     cache: bool = True  # cache=0: every block bypasses the local cache
+    gcache: bool = True  # gcache=off: never use the config's global caches
     direct_io: bool = False
     read_ahead_kb: int = 1024
     attr_timeout: float = 1.0
@@ -72,7 +73,7 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "attr_timeout": float, "entry_timeout": float, "timeout": float,
             "flush_interval": float, "dirty_age": float, "max_tasks": int,
             "stream_min": parse_size, "cache_readahead": parse_size}
-_BOOL = {"cache", "direct_io", "allow_other", "default_permissions", "debug"}
+_BOOL = {"cache", "gcache", "direct_io", "allow_other", "default_permissions", "debug"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",
             "directio": "direct_io"}
 # Standard mount(8) words that make sense to pass through or to ignore.

@@ -1,0 +1,89 @@
+"""Mounts with the global cache (``-o gcache=on|off``): two nodes share it, sync writes reach
+both levels, a dead global cache degrades to the I/O daemons."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from pvfs.cli.launch import down, free_ports, request
+from pvfs.config import Endpoint
+from pvfs.gcache.config import gcache_table
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import start_cluster
+from test_mount_support import Mount, needs_fuse
+
+pytestmark = [pytest.mark.fuse, needs_fuse]
+
+
+@pytest.fixture(scope="module")
+def gcluster(tmp_path_factory):
+    port = free_ports(1)[0]
+    cluster = start_cluster(tmp_path_factory.mktemp("gc"), iods=2, connect_timeout=1.0,
+                            request_timeout=3.0,
+                            extra={"gcache": gcache_table([f"127.0.0.1:{port}"],
+                                                          capacity=4 << 20)})
+    try:
+        yield cluster, Endpoint("127.0.0.1", port, "")
+    finally:
+        down(cluster.config)
+
+
+def test_sync_write_seen_through_both_levels(gcluster, tmp_path):
+    cluster, ep = gcluster
+    with Mount(cluster.config_path, tmp_path / "a", "coherence=sync") as a, \
+            Mount(cluster.config_path, tmp_path / "b", "coherence=sync") as b:
+        (a.path / "f").write_bytes(b"a" * 20000)
+        fb = os.open(b.path / "f", os.O_RDONLY)
+        try:
+            assert os.pread(fb, 4, 8192) == b"aaaa"  # B holds it in both caches now
+            fa = os.open(a.path / "f", os.O_WRONLY | os.O_SYNC)
+            os.pwrite(fa, b"bbbb", 8192)
+            os.close(fa)
+            assert os.pread(fb, 4, 8192) == b"bbbb"
+        finally:
+            os.close(fb)
+        stats = b.stats()
+        assert stats["gcache"]["global_reads"] >= 1
+    g = request(ep, {"op": "stats"})
+    assert g["reads"] >= 1 and g["invalidations"] >= 1
+
+
+def test_gcache_off_and_bypass_bits(gcluster, tmp_path):
+    cluster, _ = gcluster
+    with Mount(cluster.config_path, tmp_path / "n", "gcache=off") as m:
+        (m.path / "g").write_bytes(b"x" * 10000)
+        assert "gcache" not in m.stats()
+    with Mount(cluster.config_path, tmp_path / "o") as m:
+        os.setxattr(m.path / "g", "user.pvfs.bypass", b"*:rl,rg")
+        assert (m.path / "g").read_bytes() == b"x" * 10000
+        st = m.stats()["gcache"]
+        assert st["direct_reads"] >= 1 and st["global_reads"] == 0
+
+
+def test_dead_gcache_degrades_and_keeps_fsynced_data(gcluster, tmp_path):
+    cluster, _ = gcluster
+    data = os.urandom(50000)
+    with Mount(cluster.config_path, tmp_path / "k") as m:
+        fd = os.open(m.path / "k", os.O_CREAT | os.O_WRONLY, 0o644)
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+        os.close(fd)
+        cluster.kill("gcache0", signal.SIGKILL)
+        with open(m.path / "k", "rb") as fh:  # served by the I/O daemons now
+            assert fh.read() == data
+        fd = os.open(m.path / "k", os.O_WRONLY)
+        os.pwrite(fd, b"more", 50000)
+        os.fsync(fd)
+        os.close(fd)
+        assert m.stats()["gcache"]["failovers"] >= 1
+    with cluster.connect() as fs, fs.open("/k", "rb") as f:
+        assert f.read() == data + b"more"
+    from pvfs.cli.launch import up
+
+    up(cluster.config)  # the next test of this module finds it running again
