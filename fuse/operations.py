@@ -341,13 +341,35 @@ class Operations(pyfuse3.Operations):
         h = self.table.get(fh)
         cookie = start_id
         while True:
-            entries = await self.client.readdir(h.ino, h.cred, cookie=cookie, limit=256)
+            try:
+                entries = await self.client.readdir(h.ino, h.cred, cookie=cookie, limit=256)
+                sized = True
+            except OSError as exc:
+                if _errno_of(exc) not in (errno.EIO, errno.ETIMEDOUT):
+                    raise
+                # A daemon holding some file's size is unreachable: the names still list
+                # (SPEC §10: the rest keeps serving); a stat of such a file fails on its own.
+                entries = await self.client.readdir(h.ino, h.cred, cookie=cookie, limit=256,
+                                                    attrs=False)
+                sized = False
             if not entries:
                 return
             for name, a, nxt in entries:
-                if not pyfuse3.readdir_reply(token, os.fsencode(name), self.entry(a), nxt):
+                e = self.entry(a) if sized else self._unsized_entry(a)
+                if not pyfuse3.readdir_reply(token, os.fsencode(name), e, nxt):
                     return
                 cookie = nxt
+
+    def _unsized_entry(self, a: dict) -> EntryAttributes:
+        """A directory entry whose size is unknown: not learned, not cached by the kernel."""
+        e = EntryAttributes()
+        e.st_ino, e.generation, e.entry_timeout, e.attr_timeout = a["ino"], 0, 0, 0
+        e.st_mode, e.st_nlink, e.st_uid, e.st_gid = a["mode"], a["nlink"], a["uid"], a["gid"]
+        e.st_rdev = a.get("rdev", 0)
+        e.st_size = self.cache.size_hint(a["ino"]) if a.get("type") == "file" else a["size"]
+        e.st_blksize = 1 << 20
+        e.st_atime_ns, e.st_mtime_ns, e.st_ctime_ns = a["atime_ns"], a["mtime_ns"], a["ctime_ns"]
+        return e
 
     @_guard
     async def releasedir(self, fh: int) -> None:

@@ -229,8 +229,10 @@ class MgrServer:
                 await self._each([(iod, {"op": "create", "ino": attrs["ino"]})
                                   for _, iod in self._iods_of(attrs["stripe"])])
             except OSError:
-                # Don't leave a name whose stripe files could not be made.
+                # Don't leave a name whose stripe files could not be made, nor the stripe
+                # files the daemons that answered did make (fsck would find them orphaned).
                 self._undo_create(f, attrs)
+                await self._unlink_where_possible(attrs)
                 raise
             attrs["size"] = 0
         else:
@@ -243,6 +245,19 @@ class MgrServer:
                 attrs["size"] = 0
         attrs["created"] = created
         return attrs
+
+    async def _unlink_where_possible(self, attrs: dict) -> None:
+        """Best effort: remove an undone file's stripe files, each daemon on its own (a dead
+        one must not keep the others from answering)."""
+        async def one(iod: int) -> None:
+            try:
+                await self.iods[iod].call({"op": "unlink", "ino": attrs["ino"]})
+            except OSError as exc:
+                log.warning("undoing create of inode %d on iod%d: %s", attrs["ino"], iod, exc)
+
+        async with trio.open_nursery() as nursery:
+            for _, iod in self._iods_of(attrs["stripe"]):
+                nursery.start_soon(one, iod)
 
     def _undo_create(self, f: dict, attrs: dict) -> None:
         try:
