@@ -153,7 +153,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
                 failed = True
                 entry["error"] = exc.strerror or str(exc)
             out.append(entry)
-    data = {"iods": out, "mounts": local_mounts(load_config(args))}
+    cfg = load_config(args)
+    from pvfs.cli.cmd_cache import gcache_stats
+
+    gcaches = gcache_stats(cfg, args.reset) if args.iod is None else []
+    failed = failed or any(g["error"] for g in gcaches)
+    data = {"iods": out, "gcaches": gcaches, "mounts": local_mounts(cfg)}
     emit(args.json, data, _render_stats)
     if args.reset and not args.json:
         note("counters reset")
@@ -190,6 +195,10 @@ def _render_stats(data: dict) -> str:
                       _ms(s.get("p50_s")) + " / " + _ms(s.get("p99_s"))])
     text = table(lines, ["daemon", "reads", "writes", "read", "written", "errors", "files",
                          "queued", "service p50 / p99"], right=[1, 2, 3, 4, 5, 6, 7])
+    if data.get("gcaches"):
+        from pvfs.cli.cmd_cache import render_gcache_stats
+
+        text += "\n\nglobal caches:\n" + render_gcache_stats(data["gcaches"])
     for m in data["mounts"]:
         counters = {k: v for k, v in _flat(m["stats"]).items() if isinstance(v, (int, float))}
         text += f"\n\nmount {m['mountpoint']} (pid {m['pid']}):\n" + "\n".join(

@@ -37,3 +37,26 @@ def test_plan_make_cli(tmp_path):
     r = admin("plan", "make", "gen:lu", "--coarse", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["coarse"] is True
     assert admin("plan", "make", str(tmp_path / "missing.trace")).returncode == 2
+
+
+def test_init_gcaches_up_stats_down(tmp_path):
+    import os
+
+    env = dict(os.environ, HOME=str(tmp_path / "home"))
+    cfg = str(tmp_path / "fs" / "pvfs.toml")
+    assert admin("init", "--dir", str(tmp_path / "fs"), "--iods", "1", "--gcaches", "1",
+                 "--gcache-size", "1M", "--gcache-policy", "sketch", env=env).returncode == 0
+    try:
+        r = admin("--config", cfg, "up", env=env)
+        assert r.returncode == 0, r.stderr
+        assert "gcache0" in r.stdout
+        r = admin("--config", cfg, "--json", "stats", env=env)
+        assert r.returncode == 0, r.stderr
+        (g,) = json.loads(r.stdout)["gcaches"]
+        assert g["error"] is None and g["policy"] == "sketch" and g["capacity_blocks"] == 256
+        for key in ("hits", "misses", "admissions", "bypasses", "evictions"):
+            assert key in g
+        r = admin("--config", cfg, "gcache", "policy", "runtime", "--threshold", "10", env=env)
+        assert r.returncode == 0 and "runtime" in r.stdout
+    finally:
+        admin("--config", cfg, "down", env=env)
