@@ -137,7 +137,8 @@ def _mount_write(path: Path, size: int = 512 << 10) -> dict:
 
 @needs_fuse
 @pytest.mark.slow
-def test_mount_answers_within_its_timeout_while_an_iod_is_dead(tmp_path):
+@pytest.mark.parametrize("victim", ["iod1", "mgr"])
+def test_mount_answers_within_its_timeout_while_a_daemon_is_dead(tmp_path, victim):
     cluster = start_cluster(tmp_path, iods=2, connect_timeout=CONNECT, request_timeout=REQUEST)
     try:
         with Mount(cluster.config_path, tmp_path / "mnt", f"timeout={REQUEST:g}") as m:
@@ -146,13 +147,17 @@ def test_mount_answers_within_its_timeout_while_an_iod_is_dead(tmp_path):
                 r = _mount_write(m.path / f"before{i}")
                 assert r["ok"], r
                 synced[f"before{i}"] = r["sha"]
-            cluster.kill("iod1")
+            cluster.kill(victim)
             r = _mount_write(m.path / "during")
             assert not r["ok"] and r["errno"] in (errno.EIO, errno.ETIMEDOUT), r
             assert r["took"] < BOUND, r
-            # The manager still answers: names and attributes come back quickly.
             t0 = time.monotonic()
-            assert "before0" in os.listdir(m.path)
+            if victim == "mgr":  # names are the manager's: an error, quickly
+                with pytest.raises(OSError) as info:
+                    os.listdir(m.path)
+                assert info.value.errno in (errno.EIO, errno.ETIMEDOUT)
+            else:  # the manager still answers: the names list
+                assert "before0" in os.listdir(m.path)
             assert time.monotonic() - t0 < BOUND
             up(cluster.config)
             r = _mount_write(m.path / "after")
