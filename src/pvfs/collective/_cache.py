@@ -5,15 +5,16 @@ cached, if anywhere) lives with its home, and at most one rank caches a page, so
 to it — local copy or remote ``get``/``put`` — is coherent. An access:
 
 1. cuts its regions into per-page pieces and takes the page locks in increasing page order,
-   shared for a read and exclusive for a write (two-phase locking: with ``atomic`` all locks
-   of the request are taken before any byte moves and released after the last, so a request
-   is all-or-nothing for every other request; without it each page is locked, used and
-   released in turn);
+   shared for a read and exclusive for a write, all before any byte moves and released after
+   the last (two-phase locking). With ``atomic`` the lock set is the whole request, so a
+   non-contiguous request is all-or-nothing for every other request; without it each
+   contiguous region is its own lock set;
 2. a read that finds the page uncached trades its shared lock for an exclusive one (before
    asking for the next page, so the order stays increasing) and caches the page itself:
    takes a free slot or evicts its least recently used page, reading the page from the file
    unless a write covers it whole or the page lies past the size at open and was never
    flushed;
+   (consecutive pages the request loads come from the file in one read);
 3. copies the bytes locally, or remotely at the owner; the lock it holds is the pin that
    keeps the owner from evicting the page meanwhile (eviction only ``try``-locks, and skips a
    pinned page).
@@ -98,26 +99,36 @@ class PageCache:
         self._access(regions, data, write=True)
 
     def _access(self, regions: list[tuple[int, int]], buf: memoryview, write: bool) -> None:
-        groups = by_page(split(regions, self.ps))
+        # Atomic: the whole request is one lock set. Otherwise each contiguous region is,
+        # so a list request may be seen part-done, as MPI allows without atomic mode.
         if self.atomic:
-            try:
-                for page, pieces in groups:
-                    self._acquire(page, write, pieces)
-                for page, pieces in groups:
-                    self._move(page, pieces, buf, write)
-            finally:
-                for page in sorted(self.held, reverse=True):
-                    self._release(page)
-        else:
-            for page, pieces in groups:
-                try:
-                    self._acquire(page, write, pieces)
-                    self._move(page, pieces, buf, write)
-                finally:
-                    if page in self.held:
-                        self._release(page)
+            self._locked_access(split(regions, self.ps), buf, write)
+            return
+        pieces = split(regions, self.ps)
+        start = 0
+        for off, n in regions:
+            count = 0
+            pos = off
+            while pos < off + n:  # pieces of this region
+                pos = (pos // self.ps + 1) * self.ps
+                count += 1
+            self._locked_access(pieces[start:start + count], buf, write)
+            start += count
 
-    def _acquire(self, page: int, write: bool, pieces: list[Piece]) -> None:
+    def _locked_access(self, pieces: list[Piece], buf: memoryview, write: bool) -> None:
+        """Two-phase locking: every page in increasing order, then the bytes, then unlock."""
+        groups = by_page(pieces)
+        try:
+            for page, _ in groups:
+                self._acquire(page, write)
+            self._install(groups, write)
+            for page, mine in groups:
+                self._move(page, mine, buf, write)
+        finally:
+            for page in sorted(self.held, reverse=True):
+                self._release(page)
+
+    def _acquire(self, page: int, write: bool) -> None:
         excl = write
         meta = self.locks.lock(page, excl)
         if not excl and meta.owner < 0:
@@ -125,35 +136,50 @@ class PageCache:
             self.locks.unlock(page, False, None)
             excl = True
             meta = self.locks.lock(page, True)
-        held = self.held[page] = _Held(excl, meta)
-        if meta.owner < 0:
-            self._install(page, held, pieces, write)
-        elif meta.owner == self.rank:
+        self.held[page] = _Held(excl, meta)
+        if meta.owner == self.rank:
             self.hits += 1
-        else:
+        elif meta.owner >= 0:
             self.remote_hits += 1
 
     def _release(self, page: int) -> None:
         held = self.held.pop(page)
         self.locks.unlock(page, held.excl, held.new)
 
-    def _install(self, page: int, held: _Held, pieces: list[Piece], write: bool) -> None:
-        self.misses += 1
-        slot = self._alloc_slot()
-        if slot is None:
-            self.direct += 1
-            return  # no room: this access goes straight to the file, under the page lock
-        view = self.data.view(slot)
-        if write and _covers(pieces, self.ps):
-            pass
-        elif held.meta.flushed or page * self.ps < self.size_at_open:
-            n = self.fs.preadinto(view, page * self.ps)
-            view[n:] = bytes(self.ps - n)
-        else:
-            view[:] = bytes(self.ps)
-        self.data.clean(slot)
-        self.lru.add(page, slot)
-        held.new = held.meta = Meta(self.rank, slot, held.meta.flushed)
+    def _install(self, groups: list[tuple[int, list[Piece]]], write: bool) -> None:
+        """Cache every uncached page of the request here; consecutive pages that must come
+        from the file are read with one call."""
+        load: list[tuple[int, int]] = []  # (page, slot) to read from the file
+        for page, pieces in groups:
+            held = self.held[page]
+            if held.meta.owner >= 0:
+                continue
+            self.misses += 1
+            slot = self._alloc_slot()
+            if slot is None:
+                self.direct += 1
+                continue  # no room: this page goes straight to the file, under its lock
+            view = self.data.view(slot)
+            if write and _covers(pieces, self.ps):
+                pass
+            elif held.meta.flushed or page * self.ps < self.size_at_open:
+                load.append((page, slot))
+            else:
+                view[:] = bytes(self.ps)
+            self.data.clean(slot)
+            self.lru.add(page, slot)
+            held.new = held.meta = Meta(self.rank, slot, held.meta.flushed)
+        i = 0
+        while i < len(load):
+            j = i + 1
+            while j < len(load) and load[j][0] == load[j - 1][0] + 1:
+                j += 1
+            run = bytearray((j - i) * self.ps)
+            got = self.fs.preadinto(memoryview(run), load[i][0] * self.ps)
+            run[got:] = bytes(len(run) - got)  # zeros past the end of the file
+            for k in range(i, j):
+                self.data.view(load[k][1])[:] = run[(k - i) * self.ps:(k - i + 1) * self.ps]
+            i = j
 
     def _move(self, page: int, pieces: list[Piece], buf: memoryview, write: bool) -> None:
         meta = self.held[page].meta
