@@ -22,7 +22,8 @@ import os
 import socket
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import ClassVar
 
 import trio
 
@@ -38,16 +39,19 @@ from pvfs.protocol.schema import IOD_SCHEMAS
 
 from .coherence import HolderDirectory
 from .dropcache import drop_page_cache
-from .stats import JobRecord, WorkloadStats
 from .rs import ReactiveSelector
+from .stats import JobRecord, WorkloadStats
 from .storage import PosixStorage, open_storage
 
 log = logging.getLogger("pvfs.iod")
 
 # A refused request's bulk is drained (keeping the connection) only up to this size.
 MAX_DRAIN = 64 << 20
-# Control calls that may block or wait on other daemons: run as trio tasks.
-ASYNC_OPS = {"fsync", "list", "stats", "cb_invalidate", "drop_cache"}
+# How each request is served (IodServer.OPS, the daemon's one dispatch table):
+STREAM = "stream"  # moves bulk or the connection itself: handler(cid, fields, bulk_len)
+INLINE = "inline"  # quick and never blocks: handler(fields) -> reply, on the trio thread
+TASK = "task"  # may block on the disk (run in a worker thread) or wait on other daemons:
+#              async handler(fields) -> reply, as a trio task of its own
 
 
 class _Job:
@@ -62,6 +66,34 @@ class _Job:
 
 class IodServer:
     """One I/O daemon: index ``index`` in the config's ordered list."""
+
+    #: Every operation of ``IOD_SCHEMAS``: how it is served and the method that serves it.
+    OPS: ClassVar[dict[str, tuple[str, str]]] = {
+        "read": (STREAM, "start_read"),
+        "write": (STREAM, "start_write"),
+        "cb_register": (STREAM, "start_callbacks"),
+        "ping": (INLINE, "op_ping"),
+        "status": (INLINE, "op_status"),
+        "size": (INLINE, "op_size"),
+        "create": (INLINE, "op_create"),
+        "utime": (INLINE, "op_utime"),
+        "sched_get": (INLINE, "op_sched_get"),
+        "sched_set": (INLINE, "op_sched_set"),
+        "model_set": (INLINE, "op_model_set"),
+        "disk_drop": (INLINE, "op_disk_drop"),
+        "cb_hold": (INLINE, "op_cb_hold"),
+        "cb_status": (INLINE, "op_cb_status"),
+        "metrics": (INLINE, "op_metrics"),
+        "sizes": (TASK, "op_sizes"),
+        "truncate": (TASK, "op_truncate"),
+        "unlink": (TASK, "op_unlink"),
+        "statfs": (TASK, "op_statfs"),
+        "fsync": (TASK, "op_fsync"),
+        "list": (TASK, "op_list"),
+        "stats": (TASK, "op_stats"),
+        "cb_invalidate": (TASK, "op_cb_invalidate"),
+        "drop_cache": (TASK, "op_drop_cache"),
+    }
 
     def __init__(self, config: Config, index: int, storage: PosixStorage | None = None) -> None:
         self.config = config
@@ -95,15 +127,8 @@ class IodServer:
         self.jobs: dict[int, _Job] = {}
         self._ids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
-        self.sync_ops: dict[str, Callable[[dict], dict]] = {
-            "ping": self.op_ping, "status": self.op_status, "size": self.op_size,
-            "sizes": self.op_sizes, "truncate": self.op_truncate, "create": self.op_create,
-            "utime": self.op_utime,
-            "unlink": self.op_unlink, "statfs": self.op_statfs, "sched_get": self.op_sched_get,
-            "sched_set": self.op_sched_set, "cb_hold": self.op_cb_hold,
-            "model_set": self.op_model_set, "disk_drop": self.op_disk_drop,
-            "cb_status": self.op_cb_status, "metrics": self.op_metrics,
-        }
+        self.ops: dict[str, tuple[str, Callable]] = {
+            op: (kind, getattr(self, method)) for op, (kind, method) in self.OPS.items()}
 
     # ------------------------------------------------------------------ lifecycle
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -194,20 +219,14 @@ class IodServer:
             log.info("closing connection %d: bulk data on %s", cid, op)
             self.drop(cid)
             return
+        kind, handler = self.ops[op]
         try:
-            if op == "read":
-                self.start_read(cid, f)
-            elif op == "write":
-                self.start_write(cid, f, bulk_len)
-            elif op == "cb_register":
-                # A callback connection leaves the engine for a trio task of its own.
-                self.engine.detach(cid)
-                del self.conns[cid]
-                self._nursery.start_soon(self._callback_connection, f, sock)
-            elif op in ASYNC_OPS:
-                self._nursery.start_soon(self._async_control, cid, op, f)
+            if kind == STREAM:
+                handler(cid, f, bulk_len)
+            elif kind == TASK:
+                self._nursery.start_soon(self._async_control, cid, op, handler, f)
             else:
-                result = self.sync_ops[op](f)
+                result = handler(f)
                 self.metrics.request(op)
                 self.reply(cid, result)
         except Exception as exc:
@@ -291,29 +310,33 @@ class IodServer:
         self.stats.begin(job_id, rec)
         return rec
 
-    def start_read(self, cid: int, f: dict) -> None:
+    def start_read(self, cid: int, f: dict, bulk_len: int) -> None:
         ino = f["ino"]
         pieces = pieces_for_rank(f["desc"], f["stripe"], self._rank(f))
         nbytes = stream_length(pieces)
-        fd = self.storage.open(ino, create=False)
-        local_size = os.fstat(fd).st_size if fd is not None else 0
-        prefix = frame({"nbytes": nbytes, "local_size": local_size}, nbytes)
-        if nbytes == 0:
-            self._submit(cid, _Job(cid), self.null_fd, _native.OP_READ, b"", prefix)
-            return
-        acc = array("q")
-        for _, local, n in pieces:
-            # Bytes the stripe file does not hold (holes past its end) stream as zeros.
-            inside = 0 if fd is None else max(0, min(n, local_size - local))
-            if inside:
-                acc.extend((_native.ACC_FILE, local, inside))
-            if n - inside:
-                acc.extend((_native.ACC_ZERO, local + inside, n - inside))
-        job = _Job(cid, ino, "read", pinned=fd is not None)
-        if fd is not None:
-            self.storage.pin(ino)
-        job_id = self._submit(cid, job, self.null_fd if fd is None else fd, _native.OP_READ,
-                              acc.tobytes(), prefix)
+        # Pinned from the start: a worker thread's call may evict cached descriptors.
+        fd = self.storage.acquire(ino, create=False)
+        try:
+            local_size = os.fstat(fd).st_size if fd is not None else 0
+            prefix = frame({"nbytes": nbytes, "local_size": local_size}, nbytes)
+            if nbytes == 0:
+                self._submit(cid, _Job(cid), self.null_fd, _native.OP_READ, b"", prefix)
+                return
+            acc = array("q")
+            for _, local, n in pieces:
+                # Bytes the stripe file does not hold (holes past its end) stream as zeros.
+                inside = 0 if fd is None else max(0, min(n, local_size - local))
+                if inside:
+                    acc.extend((_native.ACC_FILE, local, inside))
+                if n - inside:
+                    acc.extend((_native.ACC_ZERO, local + inside, n - inside))
+            job = _Job(cid, ino, "read", pinned=fd is not None)
+            job_id = self._submit(cid, job, self.null_fd if fd is None else fd, _native.OP_READ,
+                                  acc.tobytes(), prefix)
+            fd = None  # the job holds the pin now; on_done releases it
+        finally:
+            if fd is not None:
+                self.storage.unpin(ino)
         job.record = self._begin(job_id, ino, "read", f["desc"], nbytes)
         self.selector.on_read(ino, pieces, f["stripe"].resolved(self.config.niods).pcount,
                               f.get("hint"))
@@ -328,20 +351,30 @@ class IodServer:
         if nbytes == 0:
             self.reply(cid, {"nbytes": 0})
             return
-        fd = self.storage.open(ino, create=True)
         acc = array("q")
         for _, local, n in pieces:
             acc.extend((_native.ACC_FILE, local, n))
-        self.storage.pin(ino)
-        job = _Job(cid, ino, "write", pinned=True)
-        job_id = self._submit(cid, job, fd, _native.OP_WRITE, acc.tobytes(), b"", ok)
+        fd = self.storage.acquire(ino, create=True)
+        try:
+            job = _Job(cid, ino, "write", pinned=True)
+            job_id = self._submit(cid, job, fd, _native.OP_WRITE, acc.tobytes(), b"", ok)
+        except BaseException:
+            self.storage.unpin(ino)
+            raise
         job.record = self._begin(job_id, ino, "write", f["desc"], nbytes)
 
     # ------------------------------------------------------------------ control calls
-    async def _async_control(self, cid: int, op: str, f: dict) -> None:
+    def start_callbacks(self, cid: int, f: dict, bulk_len: int) -> None:
+        """A callback connection leaves the engine for a trio task of its own."""
+        sock = self.conns.pop(cid)
+        self.engine.detach(cid)
+        self._nursery.start_soon(self._callback_connection, f, sock)
+
+    async def _async_control(self, cid: int, op: str,
+                             handler: Callable[[dict], Awaitable[dict]], f: dict) -> None:
         t0 = time.perf_counter()
         try:
-            result = await getattr(self, f"op_{op}")(f)
+            result = await handler(f)
         except Exception as exc:
             if not isinstance(exc, (OSError, ValueError)):
                 log.exception("error serving %s", op)
@@ -368,12 +401,14 @@ class IodServer:
         size, mtime, blocks = self.storage.usage(f["ino"])
         return {"local_size": size, "mtime_ns": mtime, "blocks": blocks}
 
-    def op_sizes(self, f: dict) -> dict:
+    async def op_sizes(self, f: dict) -> dict:
         """[local size, mtime_ns, st_blocks] per inode (the manager's getattr of many)."""
-        return {"sizes": [list(self.storage.usage(i)) for i in f["inos"]]}
+        return {"sizes": await trio.to_thread.run_sync(
+            lambda: [list(self.storage.usage(i)) for i in f["inos"]])}
 
-    def op_truncate(self, f: dict) -> dict:
-        self.storage.truncate(f["ino"], f["local_size"])
+    async def op_truncate(self, f: dict) -> dict:
+        # Freeing the blocks of a large file can take the disk a long time.
+        await trio.to_thread.run_sync(self.storage.truncate, f["ino"], f["local_size"])
         return {}
 
     def op_create(self, f: dict) -> dict:
@@ -384,12 +419,12 @@ class IodServer:
         self.storage.utime(f["ino"], f["mtime_ns"])
         return {}
 
-    def op_unlink(self, f: dict) -> dict:
+    async def op_unlink(self, f: dict) -> dict:
         self.stats.forget(f["ino"])
-        return {"removed": self.storage.unlink(f["ino"])}
+        return {"removed": await trio.to_thread.run_sync(self.storage.unlink, f["ino"])}
 
-    def op_statfs(self, f: dict) -> dict:
-        return self.storage.statfs()
+    async def op_statfs(self, f: dict) -> dict:
+        return await trio.to_thread.run_sync(self.storage.statfs)
 
     def op_sched_get(self, f: dict) -> dict:
         return {"algorithm": "rs" if self.selector.active else self.engine.algorithm,
@@ -423,12 +458,7 @@ class IodServer:
         return {"storage": self.storage.kind}
 
     async def op_fsync(self, f: dict) -> dict:
-        ino = f["ino"]
-        self.storage.pin(ino)
-        try:
-            await trio.to_thread.run_sync(self.storage.fsync, ino, f["data_only"])
-        finally:
-            self.storage.unpin(ino)
+        await trio.to_thread.run_sync(self.storage.fsync, f["ino"], f["data_only"])
         return {}
 
     async def op_list(self, f: dict) -> dict:

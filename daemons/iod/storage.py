@@ -18,8 +18,10 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 
@@ -27,6 +29,9 @@ class Storage(Protocol):
     """What the I/O daemon needs from a storage layer."""
 
     def open(self, ino: int, create: bool) -> int | None: ...
+    def acquire(self, ino: int, create: bool) -> int | None: ...
+    def pin(self, ino: int) -> None: ...
+    def unpin(self, ino: int) -> None: ...
     def size(self, ino: int) -> tuple[int, int]: ...
     def usage(self, ino: int) -> tuple[int, int, int]: ...
     def truncate(self, ino: int, length: int) -> None: ...
@@ -82,6 +87,10 @@ class PosixStorage:
         # Descriptors the engine is using right now are pinned: never closed under it.
         self._pins: dict[int, int] = {}
         self._doomed: set[int] = set()
+        # The descriptor cache is shared by the daemon's trio thread and the worker threads
+        # that run the slow calls (truncate, unlink, fsync, stat of many files); the lock
+        # covers the cache only, never a syscall that may block on the disk.
+        self._lock = threading.RLock()
 
     def path(self, ino: int) -> str:
         if type(ino) is not int or ino <= 0:
@@ -90,6 +99,10 @@ class PosixStorage:
 
     def open(self, ino: int, create: bool) -> int | None:
         """A cached read-write descriptor, or None if the file does not exist and not create."""
+        with self._lock:
+            return self._open(ino, create)
+
+    def _open(self, ino: int, create: bool) -> int | None:
         fd = self._fds.get(ino)
         if fd is not None:
             # A stripe file removed behind our back (fsck, an operator) must not live on
@@ -111,31 +124,55 @@ class PosixStorage:
             fd = os.open(path, flags | os.O_CREAT, 0o600)
         self._fds[ino] = fd
         if len(self._fds) > self.max_open:
-            for old in [i for i in self._fds if i not in self._pins][: len(self._fds) - self.max_open]:
+            # Never the descriptor being returned, nor one a job or a thread holds.
+            idle = [i for i in self._fds if i not in self._pins and i != ino]
+            for old in idle[: len(self._fds) - self.max_open]:
                 os.close(self._fds.pop(old))
         return fd
 
     def pin(self, ino: int) -> None:
-        self._pins[ino] = self._pins.get(ino, 0) + 1
+        with self._lock:
+            self._pins[ino] = self._pins.get(ino, 0) + 1
 
     def unpin(self, ino: int) -> None:
-        left = self._pins.get(ino, 0) - 1
-        if left > 0:
-            self._pins[ino] = left
-            return
-        self._pins.pop(ino, None)
-        if ino in self._doomed:
-            self._doomed.discard(ino)
-            self.forget(ino)
+        with self._lock:
+            left = self._pins.get(ino, 0) - 1
+            if left > 0:
+                self._pins[ino] = left
+                return
+            self._pins.pop(ino, None)
+            if ino in self._doomed:
+                self._doomed.discard(ino)
+                self.forget(ino)
 
     def forget(self, ino: int) -> None:
         """Close the cached descriptor (later, if a job still uses it)."""
-        if ino in self._pins:
-            self._doomed.add(ino)
-            return
-        fd = self._fds.pop(ino, None)
-        if fd is not None:
-            os.close(fd)
+        with self._lock:
+            if ino in self._pins:
+                self._doomed.add(ino)
+                return
+            fd = self._fds.pop(ino, None)
+            if fd is not None:
+                os.close(fd)
+
+    def acquire(self, ino: int, create: bool) -> int | None:
+        """``open`` and ``pin`` in one step (no other thread can evict the descriptor in
+        between); the caller unpins. None, unpinned, if there is no file and not ``create``."""
+        with self._lock:
+            fd = self._open(ino, create)
+            if fd is not None:
+                self.pin(ino)
+            return fd
+
+    @contextmanager
+    def _held(self, ino: int, create: bool) -> Iterator[int | None]:
+        """The descriptor of ``ino``, pinned (not closed by another thread) while in use."""
+        fd = self.acquire(ino, create)
+        try:
+            yield fd
+        finally:
+            if fd is not None:
+                self.unpin(ino)
 
     def size(self, ino: int) -> tuple[int, int]:
         """(local size, mtime_ns) of the stripe file; (0, 0) if it does not exist."""
@@ -144,28 +181,34 @@ class PosixStorage:
     def usage(self, ino: int) -> tuple[int, int, int]:
         """(local size, mtime_ns, st_blocks in 512-byte units) of the stripe file from one
         fstat: the blocks are the space really used (holes are free), for ``du``."""
-        fd = self._fds.get(ino)
+        with self._lock:
+            fd = self._fds.get(ino)
+            if fd is not None:
+                self.pin(ino)
         try:
             st = os.fstat(fd) if fd is not None else os.stat(self.path(ino))
         except FileNotFoundError:
             return 0, 0, 0
+        finally:
+            if fd is not None:
+                self.unpin(ino)
         return st.st_size, st.st_mtime_ns, st.st_blocks
 
     def exists(self, ino: int) -> bool:
         return ino in self._fds or os.path.exists(self.path(ino))
 
     def truncate(self, ino: int, length: int) -> None:
-        fd = self.open(ino, create=True)
-        os.ftruncate(fd, length)
+        with self._held(ino, create=True) as fd:
+            os.ftruncate(fd, length)
 
     def create(self, ino: int) -> None:
         self.open(ino, create=True)
 
     def utime(self, ino: int, mtime_ns: int) -> None:
         """Set the stripe file's mtime (an explicit utimens on the file; atime untouched)."""
-        fd = self.open(ino, create=True)
-        st = os.fstat(fd)
-        os.utime(fd, ns=(st.st_atime_ns, mtime_ns))
+        with self._held(ino, create=True) as fd:
+            st = os.fstat(fd)
+            os.utime(fd, ns=(st.st_atime_ns, mtime_ns))
 
     def unlink(self, ino: int) -> bool:
         self.forget(ino)
@@ -176,10 +219,9 @@ class PosixStorage:
         return True
 
     def fsync(self, ino: int, data_only: bool) -> None:
-        fd = self.open(ino, create=False)
-        if fd is None:
-            return
-        (os.fdatasync if data_only else os.fsync)(fd)
+        with self._held(ino, create=False) as fd:
+            if fd is not None:
+                (os.fdatasync if data_only else os.fsync)(fd)
 
     def statfs(self) -> dict:
         st = os.statvfs(self.root)
@@ -204,10 +246,10 @@ class PosixStorage:
 
     def cached(self, ino: int, off: int, length: int) -> int | None:
         """Bytes of the range in the page cache; None when the kernel cannot tell."""
-        fd = self.open(ino, create=False)
-        if fd is None:
-            return length  # a hole: reading it costs no disk
-        return cachestat(fd, off, length)
+        with self._held(ino, create=False) as fd:
+            if fd is None:
+                return length  # a hole: reading it costs no disk
+            return cachestat(fd, off, length)
 
     def drop_cache(self) -> None:
         """Evict every stripe file's pages (cold-cache runs): fsync, then DONTNEED."""
@@ -218,9 +260,10 @@ class PosixStorage:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+        with self._lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
 
 
 class EmulatedStorage(PosixStorage):

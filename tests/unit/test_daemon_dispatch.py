@@ -1,0 +1,35 @@
+"""Each daemon serves its operations from one dispatch table that covers its schema."""
+
+from __future__ import annotations
+
+import inspect
+
+from pvfs.daemons.iod.server import INLINE, STREAM, TASK, IodServer
+from pvfs.protocol.schema import IOD_SCHEMAS
+
+
+def test_iod_table_covers_the_schema_exactly() -> None:
+    assert set(IodServer.OPS) == set(IOD_SCHEMAS)
+
+
+def test_iod_handlers_match_their_kind() -> None:
+    for op, (kind, name) in IodServer.OPS.items():
+        method = getattr(IodServer, name)
+        params = list(inspect.signature(method).parameters)
+        if kind == TASK:
+            # may block on the disk or wait on other daemons: never on the trio thread itself
+            assert inspect.iscoroutinefunction(method), op
+            assert params == ["self", "f"], op
+        elif kind == INLINE:
+            assert not inspect.iscoroutinefunction(method), op
+            assert params == ["self", "f"], op
+        else:
+            assert kind == STREAM, op
+            assert params == ["self", "cid", "f", "bulk_len"], op
+
+
+def test_iod_slow_file_calls_are_tasks() -> None:
+    # These touch the disk in ways that can take long (freeing blocks, stat of many files,
+    # fsync, a directory scan): they must not run on the daemon's trio thread.
+    for op in ("truncate", "unlink", "sizes", "fsync", "list", "statfs", "drop_cache"):
+        assert IodServer.OPS[op][0] == TASK, op
