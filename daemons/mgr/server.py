@@ -13,6 +13,7 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -51,6 +52,10 @@ class MgrServer:
         self.started = time.time()
         self.address: tuple[str, int] | None = None
         self.metrics = Metrics("mgr")
+        # The dispatch table: one coroutine op_<name>(fields, cred) per operation of the
+        # schema, looked up once here, so a missing handler stops the start, not a request.
+        self.ops: dict[str, Callable[[dict, Cred], Awaitable[dict]]] = {
+            op: getattr(self, f"op_{op}") for op in MGR_SCHEMAS}
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -77,7 +82,7 @@ class MgrServer:
         uid, gid, groups = f.pop("cred")
         t0 = time.perf_counter()
         try:
-            reply = await getattr(self, f"op_{op}")(f, Cred(uid, gid, groups))
+            reply = await self.ops[op](f, Cred(uid, gid, groups))
         except Exception:
             self.metrics.request(op, time.perf_counter() - t0, error=True)
             raise

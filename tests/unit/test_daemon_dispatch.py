@@ -33,3 +33,13 @@ def test_iod_slow_file_calls_are_tasks() -> None:
     # fsync, a directory scan): they must not run on the daemon's trio thread.
     for op in ("truncate", "unlink", "sizes", "fsync", "list", "statfs", "drop_cache"):
         assert IodServer.OPS[op][0] == TASK, op
+
+
+def test_mgr_table_covers_the_schema() -> None:
+    from pvfs.daemons.mgr.server import MgrServer
+    from pvfs.protocol.schema import MGR_SCHEMAS
+
+    for op in MGR_SCHEMAS:
+        method = getattr(MgrServer, f"op_{op}", None)
+        assert method is not None and inspect.iscoroutinefunction(method), op
+        assert list(inspect.signature(method).parameters)[:3] == ["self", "f", "cred"], op
