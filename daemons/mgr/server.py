@@ -239,7 +239,9 @@ class MgrServer:
                 self._undo_create(f, attrs)
                 await self._unlink_where_possible(attrs)
                 raise
-            attrs["size"] = 0
+            # The stripe files are newer than the inode, and a file's mtime is the newest
+            # of them all: stamp it now, or the mtime in this reply would jump later.
+            attrs = self.store.stamp(attrs["ino"], atime=True)
         else:
             attrs = await self._with_size(attrs)
         if f["flags"]:
@@ -247,7 +249,7 @@ class MgrServer:
                 "size": attrs["size"]}
             if f["flags"] & os.O_TRUNC and not created and attrs["size"]:
                 await self._truncate(attrs, 0)
-                attrs["size"] = 0
+                attrs = self.store.stamp(attrs["ino"], atime=False)  # truncated: m+ctime
         attrs["created"] = created
         return attrs
 

@@ -236,6 +236,17 @@ class MetaStore:
                 "WHERE ino = ?", (*vals, stamp, ino))
             return self._get(ino).attrs()
 
+    def stamp(self, ino: int, atime: bool) -> dict:
+        """Set mtime and ctime (and atime) to now, after the server changed a file's stripe
+        files for it (creation, O_TRUNC): the reported mtime is the newest of the inode's
+        and the stripe files', so the inode's must not be the older one. No permission
+        check: the caller's request was checked already."""
+        ino, now = check_ino(ino), time.time_ns()
+        with self._tx():
+            sql = "UPDATE inodes SET mtime = ?, ctime = ?" + (", atime = ?" if atime else "")
+            self._db.execute(sql + " WHERE ino = ?", (now, now, *([now] if atime else []), ino))
+            return self._get(ino).attrs()
+
     def access(self, ino: int, mask: int, cred: Cred) -> None:
         """os.access: F_OK only checks existence; EACCES if any of R/W/X is refused."""
         ino, mask, cred = check_ino(ino), perms.check_int(mask, 0, 7, "mask"), check_cred(cred)

@@ -274,3 +274,20 @@ def test_st_blocks_is_the_space_the_stripe_files_use(mnt, pvfs_cluster):
     assert os.stat(mnt / "blocks-fifo").st_blocks == 0
     for n in ("sparse", "dense", "blocks-fifo"):
         os.unlink(mnt / n)
+
+
+def test_a_new_files_mtime_does_not_move(pvfs_cluster):
+    """The create reply's times are the file's (pjdfstest utimensat/02: mtime moved by the
+    stripe files, created after the inode); also after an O_TRUNC open."""
+    with pvfs_cluster.connect() as fs:
+        for i in range(8):
+            a = fs.meta("create", parent=1, name=f"mt{i}", mode=0o644, flags=os.O_RDWR)
+            assert fs.stat(f"/mt{i}").st_mtime_ns == a["mtime_ns"]
+            fs.meta("close", ino=a["ino"])
+        with fs.open("/mt0", "wb") as fh:
+            fh.write(b"data")
+        a = fs.meta("create", parent=1, name="mt0", mode=0o644, flags=os.O_RDWR | os.O_TRUNC)
+        assert a["size"] == 0 and fs.stat("/mt0").st_mtime_ns == a["mtime_ns"]
+        fs.meta("close", ino=a["ino"])
+        for i in range(8):
+            fs.unlink(f"/mt{i}")
