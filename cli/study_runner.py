@@ -88,13 +88,14 @@ class Runner:
     Args:
         config_path: the file system's config.
         nprocs: tasks.
-        niods: I/O daemons of the file system.
+        iods: the I/O daemons the files are striped over (consecutive indices).
         wrap: argv prefix for task k (e.g. ``Network.argv(host, ...)``); default local.
     """
 
-    def __init__(self, config_path: str, nprocs: int, niods: int,
+    def __init__(self, config_path: str, nprocs: int, iods: Sequence[int],
                  wrap: Callable[[int, list[str]], list[str]] | None = None) -> None:
-        self.config_path, self.nprocs, self.niods = config_path, nprocs, niods
+        self.config_path, self.nprocs, self.iods = config_path, nprocs, list(iods)
+        self.niods = len(self.iods)
         self.files: set[str] = set()
         self.workers: list[subprocess.Popen] = []
         try:
@@ -150,15 +151,15 @@ class Runner:
         return self._recv(0)["reply"]
 
     def call_all(self, op: str, **fields) -> list[dict]:
-        return [self.call(i, op, **fields) for i in range(self.niods)]
+        return [self.call(i, op, **fields) for i in self.iods]
 
     # ------------------------------------------------------------------ runs
     def file_for(self, workload: str, per_task: int) -> str:
         """The data file of a workload and size, created on first use."""
-        path = f"/study-{workload}-{per_task}"
+        path = f"/study-{workload}-{per_task}-{self.iods[0]}x{self.niods}"
         if path not in self.files:
             self._send(0, {"create": path, "size": extent(self.nprocs, per_task),
-                           "ssize": SSIZE})
+                           "ssize": SSIZE, "base": self.iods[0], "pcount": self.niods})
             self._recv(0)
             self.files.add(path)
         return path

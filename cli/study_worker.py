@@ -11,7 +11,8 @@ same moment -- the thesis' tasks "synchronize before the access" (§4.3):
 
 and, for the driver's own needs from inside the network (the driver may not reach it):
 
-    driver -> {"create": P, "size": n, "ssize": s}   -> {"created": n}  (pseudo-random data)
+    driver -> {"create": P, "size": n, "ssize": s, "base": b, "pcount": c}
+                                                     -> {"created": n}  (pseudo-random data)
     driver -> {"call": [iod, op, {fields}]}          -> {"reply": {...}}
 
 An empty line or EOF ends the worker. Its task service time covers its requests only, not
@@ -47,9 +48,10 @@ def _create(fs, msg: dict) -> dict:
 
     import pvfs
 
-    rng = random.Random(msg["path"] if "path" in msg else msg["create"])
+    rng = random.Random(msg["create"])
     size, chunk = msg["size"], 1 << 20
-    with fs.open(msg["create"], "wb", stripe=pvfs.Stripe(0, -1, msg["ssize"])) as f:
+    stripe = pvfs.Stripe(msg.get("base", 0), msg.get("pcount", -1), msg["ssize"])
+    with fs.open(msg["create"], "wb", stripe=stripe) as f:
         for off in range(0, size, chunk):
             f.pwrite(rng.randbytes(min(chunk, size - off)), off)
     return {"created": size}

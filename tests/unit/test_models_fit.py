@@ -33,8 +33,3 @@ def test_fit_recovers_the_parameters_that_made_the_runs():
         for got, want in zip(p.E_opt[alg], TRUE.E_opt[alg]):
             assert math.isclose(got, want, rel_tol=1e-3), alg
     assert max(abs(r["residual"]) for r in res) < 0.02
-
-
-def test_cache_edge_is_the_last_size_served_at_cache_speed():
-    pts = [(s, s / 20e6) for s in (1e6, 2e6, 4e6)] + [(s, s / 2e6) for s in (5e6, 8e6)]
-    assert fit.cache_edge(pts, 20e6, 2e6) == 4e6

@@ -12,8 +12,8 @@ Steps, as appendix B:
 
 * B.1 baseline from single-block runs under opt2: uncached ``T = T_over + S/B_dr`` (least
   squares), cached ``T = T_over + S/B_drc`` (slope with T_over fixed). ``S_cache`` is where
-  cached runs stop looking cached (``cache_edge``, used by calibration's bisection), or the
-  known cache size; ``C_cache`` from ``S_nocache`` (B.3-B.4) when measured, else the thesis'.
+  cached runs stop looking cached (calibration's bisection, ``cli/cmd_calibrate.py``), or
+  the known cache size; ``C_cache`` from ``S_nocache`` (B.3-B.4) when measured, else the thesis'.
 * B.2 ``C_req`` (``P_req`` = 1) from strided runs under opt2, ``C_dist`` and ``P_dist`` from
   the random 16/32 block runs under opt2, each solving eq. 5.4/5.5 for the observed
   inefficiency ``(T - T_over) / (S / B)``.
@@ -73,15 +73,6 @@ def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def cache_edge(sizes_times: Iterable[tuple[float, float]], cached_rate: float,
-               uncached_rate: float) -> float:
-    """The largest size still served at (nearer) the cached rate: appendix B's S_cache.
-    ``sizes_times``: (S_req, seconds) of cached runs; rates in bytes/s."""
-    mid = math.sqrt(cached_rate * uncached_rate)  # halfway on a log scale
-    fast = [s for s, t in sizes_times if t > 0 and s / t >= mid]
-    return max(fast) if fast else 0.0
-
-
 def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = None,
         s_nocache: float | None = None) -> tuple[rs.Params, list[dict]]:
     """Parameters from the runs, and each run's residual (observed vs predicted)."""
@@ -101,7 +92,9 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
     if t_over == 0.0 or slope <= 0:
         slope = sum(y for _, y in unc) / sum(x for x, _ in unc)
     b_dr = 1.0 / slope
-    cac = xy(("single-block", True, "opt2"))
+    # Cached runs beyond the cache were not served from it (the bisection makes some).
+    cac = [(x, y) for x, y in xy(("single-block", True, "opt2"))
+           if s_cache is None or x <= s_cache]
     b_drc = b_dr
     if cac:
         num = sum(x * (y - t_over) for x, y in cac)

@@ -1,0 +1,174 @@
+"""``pvfs-admin calibrate``: fit the reactive-scheduling model on the live file system
+(thesis appendix B; ``pvfs.models.fit``).
+
+Runs, with ``--clients`` synchronised local task processes:
+
+* B.1 single-block reads under opt2, uncached at four sizes (``T_over``, ``B_dr``), cached at
+  the smallest (``B_drc``); then cached runs of doubling size until caching stops working,
+  and a bisection of that step (``S_cache``); ``S_nocache``, where cached runs are as slow as
+  uncached ones, gives ``C_cache``.
+* B.2 strided and random 16/32 block reads under opt2, uncached (``C_req``; ``C_dist``,
+  ``P_dist``).
+* B.3 all four workloads under opt1..opt4, cached and uncached (the ``E_opt`` table).
+
+Sizes are bytes per I/O daemon (the model's ``S_req``). The fit is printed with every run's
+residual, stored in the config's ``[model]`` table and handed to the running daemons
+(``model_set``), so ``sched set rs`` uses it at once and after restarts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from pvfs.cli.main import PROG, add_command
+from pvfs.cli.output import CliError, emit, note, parse_size, table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "calibrate", help="fit the reactive-scheduling model to this file "
+                    "system (thesis appendix B) and store it in the config", func=cmd_calibrate,
+                    example=f"""\
+{PROG} calibrate                       # every I/O daemon, 4 local client tasks
+{PROG} calibrate --iod 1 --json        # one daemon's disk only
+{PROG} calibrate --quick --no-store    # a short run; print the fit, change nothing""")
+    p.add_argument("--iod", type=int, default=None, help="calibrate on this I/O daemon only")
+    p.add_argument("--clients", type=int, default=4, help="client tasks (default 4)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer sizes; the E_opt table from one size")
+    p.add_argument("--max-size", default="256M",
+                   help="largest cached size per daemon tried when looking for S_cache")
+    p.add_argument("--no-store", action="store_true",
+                   help="do not write the config nor tell the daemons")
+
+
+def _per_task(s_iod: int, niods: int, nprocs: int, units: int) -> int:
+    """Bytes per task for ``s_iod`` bytes per I/O daemon, a multiple of 64 KiB * units."""
+    grain = 65536 * units
+    return max(grain, round(s_iod * niods / nprocs / grain) * grain)
+
+
+def calibrate(runner, nprocs: int, quick: bool, max_size: int, log=note) -> dict:
+    from pvfs.cli.study_runner import WORKLOADS, units
+    from pvfs.models import fit
+
+    niods = runner.niods
+    obs: list[fit.Obs] = []
+
+    def run(wl: str, s_iod: int, cached: bool, alg: str) -> fit.Obs:
+        per = _per_task(s_iod, niods, nprocs, units(wl))
+        r = runner.run(wl, per, cached, alg).row()
+        o = fit.Obs(wl, per, cached, alg, r["mean_task_service_s"])
+        obs.append(o)
+        log(f"{wl:>12} {per * nprocs // niods >> 10:>8} KiB/iod "
+            f"{'cached  ' if cached else 'uncached'} {alg}: {o.mean_task_service_s:.4f} s")
+        return o
+
+    sizes = [1 << 20, 2 << 20, 4 << 20] if quick else [1 << 20, 2 << 20, 4 << 20, 8 << 20]
+    for s in sizes:
+        run("single-block", s, False, "opt2")
+    run("single-block", sizes[0], True, "opt2")
+    base, _ = fit.fit(obs, nprocs, niods)
+    b_dr, b_drc = base.B_dr, base.B_drc
+
+    def s_of(o: fit.Obs) -> float:
+        return o.request_bytes * nprocs / niods
+
+    def fast(o: fit.Obs) -> bool:
+        """Cached still: nearer the cached prediction than the uncached one (in time, which
+        keeps a noisy small run from looking uncached)."""
+        s = s_of(o)
+        return o.mean_task_service_s <= base.T_over + (s / b_drc + s / b_dr) / 2
+
+    # B.1: where caching stops working: double, then bisect (cached single-block, opt2).
+    lo, hi, s = 0, 0, sizes[0]
+    while s <= max_size:
+        if fast(run("single-block", s, True, "opt2")):
+            lo, s = s, s * 2
+        else:
+            hi = s
+            break
+    s_cache = s_nocache = None
+    if lo and hi:
+        for _ in range(5):
+            mid = (lo + hi) // 2
+            if fast(run("single-block", mid, True, "opt2")):
+                lo = mid
+            else:
+                hi = mid
+        s_cache, s_nocache = float(lo), float(hi)
+    elif lo:
+        log(f"caching still works at {lo >> 20} MiB per daemon: S_cache is at least that "
+            "(raise --max-size)")
+        s_cache = float(lo)
+    # B.2 and B.3.
+    mid_size = 4 << 20
+    for wl in WORKLOADS[1:]:
+        run(wl, mid_size, False, "opt2")
+        if not quick:
+            run(wl, 2 << 20, False, "opt2")
+    for wl in WORKLOADS:
+        for cached in (False, True):
+            for alg in ("opt1", "opt2", "opt3", "opt4"):
+                if not any(o.workload == wl and o.cached == cached and o.algorithm == alg
+                           and s_of(o) == mid_size for o in obs):
+                    run(wl, mid_size, cached, alg)
+    params, residuals = fit.fit(obs, nprocs, niods, s_cache=s_cache,
+                                s_nocache=s_nocache if s_nocache != s_cache else None)
+    return {"params": params.to_wire(), "S_nocache": s_nocache, "residuals": residuals,
+            "runs": [dataclasses.asdict(o) for o in obs]}
+
+
+def _render(doc: dict) -> str:
+    p = doc["params"]
+    lines = [(f"T_over {p['T_over'] * 1e3:.2f} ms   B_dr {p['B_dr'] / 1e6:.2f} MB/s   "
+             f"B_drc {p['B_drc'] / 1e6:.2f} MB/s   S_cache {p['S_cache'] / 2**20:.1f} MiB   "
+             f"C_cache {p['C_cache']:.3f}"),
+             (f"C_req {p['C_req']:.3f}   P_req {p['P_req']:.2f}   C_dist {p['C_dist']:.2f}   "
+             f"P_dist {p['P_dist']:.2f}"), ""]
+    lines.append(table([[a, *(f"{x:.3f}" for x in row)] for a, row in p["E_opt"].items()],
+                       ["E_opt", "unc ideal", "unc sparse", "unc disjoint", "c ideal",
+                        "c sparse", "c disjoint"]))
+    lines.append("")
+    lines.append(table([[r["workload"], f"{r['request_bytes'] >> 10}K",
+                         "cached" if r["cached"] else "uncached", r["algorithm"],
+                         f"{r['observed_s']:.4f}", f"{r['predicted_s']:.4f}",
+                         f"{r['residual'] * 100:+.1f}%"] for r in doc["residuals"]],
+                       ["workload", "per task", "cache", "algorithm", "observed s",
+                        "model s", "residual"]))
+    if doc.get("stored"):
+        lines.append(f"stored in {doc['stored']} ([model]) and sent to the I/O daemons")
+    return "\n".join(lines)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from pvfs import config as cfgmod
+    from pvfs.cli.study_runner import Runner
+    from pvfs.models.rs import Params
+
+    cfg = cfgmod.load(args.config)
+    if args.iod is not None and not 0 <= args.iod < cfg.niods:
+        raise CliError("calibrate", f"--iod {args.iod}: the config has {cfg.niods} I/O "
+                       "daemons", status=2)
+    try:
+        max_size = parse_size(args.max_size)
+    except ValueError as exc:
+        raise CliError("calibrate", str(exc), status=2) from None
+    iods = [args.iod] if args.iod is not None else list(range(cfg.niods))
+    with Runner(cfg.path, args.clients, iods) as runner:
+        before = [runner.call(i, "sched_get")["algorithm"] for i in iods]
+        try:
+            doc = calibrate(runner, args.clients, args.quick, max_size)
+        finally:
+            for i, alg in zip(iods, before):
+                runner.call(i, "sched_set", algorithm=alg, window=None)
+        if not args.no_store:
+            params = Params.from_wire(doc["params"])
+            for i in iods:
+                runner.call(i, "model_set", params=params.to_wire())
+            new = dataclasses.replace(cfg, extra={**cfg.extra, "model": params.to_table()})
+            Path(cfg.path).write_text(cfgmod.dump(new))
+            doc["stored"] = cfg.path
+    emit(args.json, doc, _render)
+    return 0

@@ -1,0 +1,213 @@
+"""``pvfs-admin study scheduling``: the thesis' scheduling study, reproduced (ch. 4-6).
+
+14 client hosts and 2 I/O daemon hosts (network namespaces on a bridge, 100 Mbit/s links for
+``--disk ide-2000``, unshaped for ``--disk today``; ``pvfs.cli.netns``), emulated disks with
+the chosen preset. For each of the four workloads, each request size, cached and uncached:
+opt1..opt4 (ch. 4). Then the model is fitted to those runs (appendix B, ``pvfs.models.fit``),
+handed to the daemons, and every cell is run again under ``rs`` (ch. 5). Last, the
+mixed-phase workload (``study_runner.MIXED_PHASES``) under every setting. The study needs
+root (namespaces); nothing of it is left behind.
+
+``--json`` prints ``{"results": [{"workload", "request_bytes", "cached", "algorithm",
+"app_service_s", "mean_task_service_s", "variance"}...], ...}``; mixed-phase rows have
+``request_bytes`` and ``cached`` null (they mix both). ``--out`` writes the same document
+with the machine, the command and the load, and ``--plot-dir`` the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pvfs.cli.main import PROG, add_command
+from pvfs.cli.output import CliError, emit, note, parse_size, table
+
+ALGOS = ("opt1", "opt2", "opt3", "opt4")
+QUICK_SIZES = (64 << 10, 1 << 20)
+FULL_SIZES = (64 << 10, 256 << 10, 1 << 20, 4 << 20)
+
+
+def _studies(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The ``study`` group's subcommands: another part (``study caching``) may have made the
+    group already; join it, or make it."""
+    p = sub.choices.get("study")
+    if p is None:
+        p = add_command(sub, "study", help="studies that reproduce papers' experiments",
+                        func=lambda a: _usage(p),
+                        example=f"{PROG} study scheduling --quick --json")
+        return p.add_subparsers(title="studies", metavar="STUDY")
+    return next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    ssub = _studies(sub)
+    q = add_command(ssub, "scheduling", help="opt1..opt4 and rs over the thesis' workloads "
+                    "(ch. 4-6) on emulated disks over shaped links", func=cmd_scheduling,
+                    example=f"""\
+{PROG} study scheduling --quick                       # < 10 min: 64 KiB and 1 MiB per task
+{PROG} study scheduling --disk today --out bench/results/study-today.json
+{PROG} study scheduling --sizes 64k,1M,4M --reps 3 --plot-dir docs/study""")
+    q.add_argument("--quick", action="store_true", help="sizes 64 KiB and 1 MiB, one run each")
+    q.add_argument("--disk", choices=("ide-2000", "today"), default="ide-2000",
+                   help="emulated disk preset (default ide-2000: the thesis' nodes)")
+    q.add_argument("--clients", type=int, default=14, help="client hosts (default 14)")
+    q.add_argument("--iods", type=int, default=2, help="I/O daemon hosts (default 2)")
+    q.add_argument("--rate", default=None,
+                   help="link rate for tc, or 'none' (default: 100mbit for ide-2000, none "
+                        "for today)")
+    q.add_argument("--sizes", default=None, help="bytes per task, comma separated")
+    q.add_argument("--reps", type=int, default=None, help="runs per cell, averaged "
+                   "(default 1 with --quick, else 3)")
+    q.add_argument("--out", default=None, help="write the JSON document here too")
+    q.add_argument("--plot-dir", default=None, help="write the figures here")
+
+
+def _usage(p: argparse.ArgumentParser) -> int:
+    p.print_help(sys.stderr)
+    return 2
+
+
+def machine() -> dict:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=False, cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        commit = ""
+    return {"hostname": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version(), "loadavg": list(os.getloadavg()),
+            "git": commit}
+
+
+def _mean_rows(rows: list[dict]) -> dict:
+    out = dict(rows[0])
+    for k in ("app_service_s", "mean_task_service_s", "variance"):
+        out[k] = sum(r[k] for r in rows) / len(rows)
+    return out
+
+
+def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple[int, ...],
+              reps: int, log=note) -> dict:
+    from pvfs.cli.netns import Network
+    from pvfs.cli.study_runner import WORKLOADS, Runner, run_mixed
+    from pvfs.models import fit
+
+    hosts_s = [f"s{i}" for i in range(iods)]
+    hosts_c = [f"c{k}" for k in range(clients)]
+    results: list[dict] = []
+    started = time.time()
+    with Network([*hosts_s, *hosts_c], rate=rate) as net, \
+            tempfile.TemporaryDirectory(prefix="pvfs-study-") as tmp:
+        cfg = net.make_config(tmp, iods=hosts_s,
+                              extra={"storage": {"default": f"emulated:{disk}"}})
+        net.start_daemons(cfg)
+        with Runner(cfg.path, clients, range(iods),
+                    wrap=lambda k, argv: net.argv(hosts_c[k], argv)) as r:
+            cells = [(wl, s, c) for wl in WORKLOADS for s in sizes for c in (False, True)]
+
+            def measure(wl, s, c, alg):
+                rows = [r.run(wl, s, c, alg, seed=i).row() for i in range(reps)]
+                row = _mean_rows(rows)
+                results.append(row)
+                log(f"{wl:>12} {s >> 10:>6} KiB {'cached  ' if c else 'uncached'} {alg}: "
+                    f"mean task {row['mean_task_service_s']:.3f} s, app "
+                    f"{row['app_service_s']:.3f} s")
+
+            for cell in cells:
+                for alg in ALGOS:
+                    measure(*cell, alg)
+            # Chapter 5: the model tuned to chapter 4's runs, then rs on every cell.
+            obs = [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
+                           x["mean_task_service_s"]) for x in results]
+            cache = r.call(0, "sched_get")["disk"]["cache_bytes"]
+            params, residuals = fit.fit(obs, clients, iods, s_cache=cache)
+            for i in range(iods):
+                r.call(i, "model_set", params=params.to_wire())
+            for cell in cells:
+                measure(*cell, "rs")
+            for alg in (*ALGOS, "rs"):
+                row = _mean_rows([run_mixed(r, alg, seed=i).row() for i in range(reps)])
+                results.append(row)
+                log(f"{'mixed-phase':>12} {alg}: app {row['app_service_s']:.3f} s, mean task "
+                    f"{row['mean_task_service_s']:.3f} s")
+            picks = [r.call(i, "sched_get")["rs"]["picks"] for i in range(iods)]
+    return {"study": "scheduling", "disk": disk, "rate": rate, "clients": clients,
+            "iods": iods, "sizes": list(sizes), "reps": reps, "results": results,
+            "model": params.to_wire(), "residuals": residuals, "rs_picks": picks,
+            "targets": targets(results), "elapsed_s": time.time() - started}
+
+
+def targets(results: list[dict]) -> dict:
+    """The issue's three targets, checked on the results (honestly: pass or not)."""
+    cells: dict[tuple, dict[str, dict]] = {}
+    for x in results:
+        cells.setdefault((x["workload"], x["request_bytes"], x["cached"]), {})[x["algorithm"]] = x
+    within, below_opt1, mixed = [], [], {}
+    for (wl, size, cached), by in cells.items():
+        if "rs" not in by:
+            continue
+        fixed = {a: by[a] for a in ALGOS if a in by}
+        if wl == "mixed-phase":
+            rs_app = by["rs"]["app_service_s"]
+            mixed = {a: 1 - rs_app / v["app_service_s"] for a, v in fixed.items()}
+            continue
+        best = min(v["mean_task_service_s"] for v in fixed.values())
+        within.append({"workload": wl, "request_bytes": size, "cached": cached,
+                       "rs_over_best": by["rs"]["mean_task_service_s"] / best - 1})
+        if wl == "single-block" and not cached and size >= 1 << 20:
+            below_opt1.append({"request_bytes": size, "rs_below_opt1": 1 - by["rs"][
+                "mean_task_service_s"] / by["opt1"]["mean_task_service_s"]})
+    return {
+        "rs_within_5pct_of_best": {"pass": all(w["rs_over_best"] <= 0.05 for w in within),
+                                   "cells": within},
+        "rs_24pct_below_opt1_single_block_uncached_ge_1MiB": {
+            "pass": bool(below_opt1) and all(b["rs_below_opt1"] >= 0.24 for b in below_opt1),
+            "cells": below_opt1},
+        "mixed_phase_rs_10pct_better_app_than_every_fixed": {
+            "pass": bool(mixed) and all(v >= 0.10 for v in mixed.values()),
+            "rs_better_by": mixed},
+    }
+
+
+def _render(doc: dict) -> str:
+    rows = [[x["workload"], "-" if x["request_bytes"] is None else f"{x['request_bytes'] >> 10}K",
+             "mixed" if x["cached"] is None else ("cached" if x["cached"] else "uncached"),
+             x["algorithm"], f"{x['app_service_s']:.3f}", f"{x['mean_task_service_s']:.3f}",
+             f"{x['variance']:.4f}"] for x in doc["results"]]
+    out = [table(rows, ["workload", "size", "cache", "algorithm", "app s", "mean task s",
+                        "variance"])]
+    for name, t in doc["targets"].items():
+        out.append(f"{name}: {'PASS' if t['pass'] else 'FAIL'}")
+    return "\n".join(out)
+
+
+def cmd_scheduling(args: argparse.Namespace) -> int:
+    if os.geteuid() != 0:
+        raise CliError("study scheduling", "needs root (network namespaces)", status=1)
+    try:
+        sizes = tuple(parse_size(s) for s in args.sizes.split(",")) if args.sizes else (
+            QUICK_SIZES if args.quick else FULL_SIZES)
+    except ValueError as exc:
+        raise CliError("study scheduling", str(exc), status=2) from None
+    reps = args.reps or (1 if args.quick else 3)
+    rate = args.rate or ("100mbit" if args.disk == "ide-2000" else "none")
+    doc = run_study(args.disk, args.clients, args.iods, None if rate == "none" else rate, sizes,
+                    reps)
+    doc["machine"] = machine()
+    doc["command"] = " ".join([PROG, *sys.argv[1:]]) if sys.argv else PROG
+    if args.out:
+        from pvfs.cli.output import to_json
+
+        Path(args.out).write_text(to_json(doc) + "\n")
+    if args.plot_dir:
+        from pvfs.cli.study_plot import plot_study
+
+        for path in plot_study(doc, args.plot_dir):
+            note(f"wrote {path}")
+    emit(args.json, doc, _render)
+    return 0

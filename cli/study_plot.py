@@ -1,0 +1,86 @@
+"""Figures of ``pvfs-admin study scheduling`` (like the thesis' figs. 4.2-4.17 and 6.1).
+
+``<disk>-uncached.png`` and ``<disk>-cached.png``: one row per workload, the three metrics
+(application service time, mean task service time, variance) against bytes per task, one line
+per algorithm. ``<disk>-rs.png``: rs against opt1 and the best fixed algorithm in mean task
+service time (fig. 6.1), and the mixed-phase workload's application service time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+METRICS = (("app_service_s", "application service time (s)"),
+           ("mean_task_service_s", "mean task service time (s)"),
+           ("variance", "task service time variance (s²)"))
+ALGS = ("opt1", "opt2", "opt3", "opt4", "rs")
+WORKLOADS = ("single-block", "strided", "random16", "random32")
+
+
+def plot_study(doc: dict, out_dir: str) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    disk, paths = doc["disk"], []
+    rows = [r for r in doc["results"] if r["workload"] != "mixed-phase"]
+    for cached in (False, True):
+        fig, axes = plt.subplots(len(WORKLOADS), 3, figsize=(13, 3 * len(WORKLOADS)),
+                                 squeeze=False)
+        for i, wl in enumerate(WORKLOADS):
+            for j, (key, label) in enumerate(METRICS):
+                ax = axes[i][j]
+                for alg in ALGS:
+                    pts = sorted((r["request_bytes"], r[key]) for r in rows
+                                 if r["workload"] == wl and r["cached"] == cached
+                                 and r["algorithm"] == alg)
+                    if pts:
+                        ax.plot([p[0] / 1024 for p in pts], [p[1] for p in pts], marker="o",
+                                label=alg, linestyle="--" if alg == "rs" else "-")
+                ax.set_xscale("log")
+                ax.set_xlabel("KiB per task")
+                ax.set_title(f"{wl}: {label}", fontsize=9)
+                ax.grid(alpha=0.3)
+        axes[0][0].legend(fontsize=8)
+        fig.suptitle(f"{'cached' if cached else 'uncached'} reads, disk {disk}, "
+                     f"{doc['clients']} clients, {doc['iods']} I/O daemons, "
+                     f"links {doc['rate'] or 'unshaped'}")
+        fig.tight_layout()
+        p = out / f"{disk}-{'cached' if cached else 'uncached'}.png"
+        fig.savefig(p, dpi=80)
+        plt.close(fig)
+        paths.append(str(p))
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4))
+    labels, opt1, best, rsv = [], [], [], []
+    for wl in WORKLOADS:
+        for size in sorted({r["request_bytes"] for r in rows}):
+            by = {r["algorithm"]: r["mean_task_service_s"] for r in rows
+                  if r["workload"] == wl and r["request_bytes"] == size and not r["cached"]}
+            if "rs" in by and "opt1" in by:
+                labels.append(f"{wl}\n{size >> 10}K")
+                opt1.append(by["opt1"])
+                best.append(min(v for a, v in by.items() if a != "rs"))
+                rsv.append(by["rs"])
+    x = range(len(labels))
+    a1.bar([i - 0.27 for i in x], opt1, 0.27, label="opt1 (PVFS)")
+    a1.bar(list(x), best, 0.27, label="best fixed")
+    a1.bar([i + 0.27 for i in x], rsv, 0.27, label="rs")
+    a1.set_xticks(list(x), labels, fontsize=7)
+    a1.set_ylabel("mean task service time (s)")
+    a1.set_title("uncached reads: rs vs PVFS's opt1 (cf. fig. 6.1)")
+    a1.legend(fontsize=8)
+    mixed = {r["algorithm"]: r["app_service_s"] for r in doc["results"]
+             if r["workload"] == "mixed-phase"}
+    a2.bar(list(mixed), list(mixed.values()), color=["C0"] * (len(mixed) - 1) + ["C2"])
+    a2.set_ylabel("application service time (s)")
+    a2.set_title("mixed-phase workload")
+    fig.tight_layout()
+    p = out / f"{disk}-rs.png"
+    fig.savefig(p, dpi=80)
+    plt.close(fig)
+    paths.append(str(p))
+    return paths
