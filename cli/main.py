@@ -38,7 +38,7 @@ Handler = Callable[[argparse.Namespace], "int | None"]
 
 # Groups always present, in the order `--help` lists them.
 GROUPS = ("cmd_cluster", "cmd_files", "cmd_stripe", "cmd_admin", "cmd_ops", "cmd_security",
-          "cmd_cache", "cmd_calibrate", "cmd_study")
+          "cmd_cache", "cmd_calibrate", "cmd_study", "cmd_collective")
 
 DESCRIPTION = """\
 Administer a pvfs parallel file system: start and stop its daemons, look at their state,

@@ -293,7 +293,8 @@ class CollectiveFile:
             self._stop_cache()
         elif self.wb is not None:
             self.wb.close()
-            self._wb_counters = self.wb.counters()
+            self._final_counters = self.wb.counters()
+            self.wb = None
         barrier(self.comm, "close")
         self.closed = True
         self.native.close()

@@ -43,14 +43,15 @@ class Backoff:
         self.spins = 0
 
 
-def until(done: Callable[[], Any], what: str, deadline: float | None = None) -> Any:
+def until(done: Callable[[], Any], what: str, deadline: float | None = None,
+          cap: float = 1e-3) -> Any:
     """Call ``done()`` until it returns something truthy; sleep between calls.
 
     Raises:
         CollectiveTimeout: after ``deadline`` seconds (default :data:`DEADLINE`).
     """
     limit = time.monotonic() + (DEADLINE if deadline is None else deadline)
-    backoff = Backoff()
+    backoff = Backoff(cap=cap)
     while True:
         value = done()
         if value:

@@ -116,14 +116,31 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
         for p in paths.values():
             if fs.exists(p):
                 fs.unlink(p)
-    mine = [r for r in trace.records if r.rank == rank]
+    # The application's data is in memory before the clock starts: one pattern buffer,
+    # sliced per write, and the rank's program as plain tuples.
     nbytes = sum(r.length for r in trace.records if r.is_write)
+    longest = max((r.length for r in trace.records if r.is_write), default=0)
+    pattern = memoryview(bytes((i * 7 + rank) % 251 + 1 for i in range(256)) *
+                         (longest // 256 + 1))
+    program = []
+    for rec in trace.records:
+        if rec.rank != rank:
+            continue
+        if rec.is_write:
+            regions = list(rec.regions) if rec.regions else [(rec.offset, rec.length)]
+            program.append(("write", rec.file, regions, pattern[:rec.length]))
+        elif rec.op in (Op.OPEN, Op.CLOSE, Op.BARRIER):
+            program.append((rec.op.label, rec.file, None, None))
+    method_of = {"independent": "direct", "collective": "direct", "caching": "caching",
+                 "write_behind": "write_behind"}
+    amode = "w" if method == "write_behind" else "w+"
+    tuning = {k: opts[k] for k in ("page_size", "sub_bytes", "cache_bytes") if k in opts}
     comm.Barrier()
     iod_before = _iod_writes(fs) if rank == 0 else 0
     barrier(comm)
     t0 = time.perf_counter()
     files: dict[int, Any] = {}
-    batch: dict[int, tuple[list[tuple[int, int]], list[bytes]]] = {}
+    batch: dict[int, tuple[list[tuple[int, int]], list[Any]]] = {}
     closed: list[dict[str, int]] = []
     collective = method in ("collective", "caching")
 
@@ -132,33 +149,27 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
             regs, parts = batch.pop(fid, ([], []))
             f.write_list_all(regs, b"".join(parts))
 
-    for rec in mine:
-        if rec.op == Op.OPEN:
-            kw: dict[str, Any] = {"method": {"independent": "direct", "collective": "direct",
-                                             "caching": "caching",
-                                             "write_behind": "write_behind"}[method]}
-            amode = "w" if method == "write_behind" else "w+"
-            files[rec.file] = pc.open(comm, fs, paths[rec.file], amode, **kw)
-        elif rec.op == Op.CLOSE:
+    for op, fid, regions, data in program:
+        if op == "write":
             if collective:
-                flush_batches()
-            f = files.pop(rec.file)
-            f.close()
-            closed.append(f.counters())
-        elif rec.op == Op.BARRIER:
-            if collective:
-                flush_batches()
-            else:
-                barrier(comm)
-        elif rec.is_write:
-            regions = list(rec.regions) if rec.regions else [(rec.offset, rec.length)]
-            data = bytes([(rec.offset // 4096 + rank) % 251 + 1]) * rec.length
-            if collective:
-                regs, parts = batch.setdefault(rec.file, ([], []))
+                regs, parts = batch.setdefault(fid, ([], []))
                 regs.extend(regions)
                 parts.append(data)
             else:
-                files[rec.file].write_list(regions, data)
+                files[fid].write_list(regions, data)
+        elif op == "open":
+            files[fid] = pc.open(comm, fs, paths[fid], amode, method=method_of[method],
+                                 **tuning)
+        elif op == "close":
+            if collective:
+                flush_batches()
+            f = files.pop(fid)
+            f.close()
+            closed.append(f.counters())
+        elif collective:
+            flush_batches()
+        else:
+            barrier(comm)
     elapsed = time.perf_counter() - t0
     elapsed = comm.allreduce(elapsed, op=_max())
     totals = comm.gather(_sum(closed), root=0)
@@ -171,7 +182,8 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
             "fs_writes": total.get("fs_writes", 0),
             "avg_write_bytes": total.get("fs_bytes_written", 0) // max(1, total.get("fs_writes", 0)),
             "fs_reads": total.get("fs_reads", 0), "locks": total.get("locks", 0),
-            "iod_write_requests": iod}
+            "iod_write_requests": iod,
+            **{k: v for k, v in total.items() if k.startswith("wb_")}}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,103 @@
+"""``pvfs-admin bench collective``: collective caching for MPI programs (SPEC §8).
+
+Runs DAChe's sliding window and the BTIO, FLASH-IO and S3D-IO checkpoint kernels as
+``mpiexec`` jobs (:mod:`pvfs.collective.benchdrive`) and prints bandwidth, file-system calls,
+I/O-daemon requests and locks per benchmark and method. The subcommand joins the ``bench``
+group if another part made one, else makes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pvfs.cli.main import PROG, add_command
+from pvfs.cli.output import CliError, emit, table
+
+
+def _bench_group(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The ``bench`` group's subcommands, made here if no other part has made the group."""
+    parser = sub.choices.get("bench")
+    if parser is None:
+        parser = add_command(sub, "bench", help="benchmarks", func=None,
+                             example=f"{PROG} bench collective --quick")
+        return parser.add_subparsers(title="benchmarks", metavar="BENCH")
+    for action in parser._actions:  # argparse keeps a group's subparsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    return parser.add_subparsers(title="benchmarks", metavar="BENCH")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    bsub = _bench_group(sub)
+    p = add_command(bsub, "collective", help="collective caching and write-behind for MPI "
+                    "programs: sliding window, BTIO, FLASH-IO, S3D-IO", func=cmd_bench_collective,
+                    example=f"""\
+{PROG} bench collective --quick                 # 4 ranks, under 10 minutes
+{PROG} bench collective -n 4 --repeat 3 --json -o collective.json --plot collective.png
+{PROG} bench collective --only btio --use-config   # on the --config file system""",
+                    description="Run DAChe's sliding window (4 MiB cache, 32 KiB pages, 64 KiB "
+                    "chunks, 40 loops) with\nindependent reads and the group cache under each "
+                    "coordination (rma, thread, servers),\nand the BTIO, FLASH-IO and S3D-IO "
+                    "checkpoints under independent, collective\n(two-phase), caching and "
+                    "write_behind, as mpiexec jobs (mpich wheel). Prints MiB/s,\nfile-system "
+                    "write/read calls, I/O-daemon write requests and page locks.\nUnless "
+                    "--use-config is given it starts a private 4-daemon file system.")
+    p.add_argument("--quick", action="store_true", help="smaller runs (under 10 min, 4 ranks)")
+    p.add_argument("-n", "--ranks", type=int, default=4, metavar="N",
+                   help="MPI ranks of the checkpoint kernels (BTIO uses the largest square)")
+    p.add_argument("--window-ranks", metavar="LIST",
+                   help="client counts of the sliding window, e.g. 1,2,4,8")
+    p.add_argument("--only", metavar="LIST",
+                   help="benchmarks: sliding_window,btio,flash,s3d (default all)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per point (median kept)")
+    p.add_argument("--use-config", action="store_true",
+                   help="run on the file system of --config instead of a private one")
+    p.add_argument("-o", "--output", metavar="JSON", help="also write the result here")
+    p.add_argument("--plot", metavar="PNG", help="draw throughput and write calls")
+
+
+def _ints(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x]
+    except ValueError:
+        raise CliError("bench collective", f"not a list of numbers: {text!r}", 2) from None
+
+
+def render(data: dict) -> str:
+    from pvfs.collective.benchdrive import HEADERS, table_rows
+
+    return table(table_rows(data), HEADERS, right=list(range(2, len(HEADERS))))
+
+
+def cmd_bench_collective(args: argparse.Namespace) -> int:
+    from pvfs.collective.benchdrive import run_suite
+
+    if args.ranks < 1 or args.repeat < 1:
+        raise CliError("bench collective", "--ranks and --repeat must be at least 1", 2)
+    only = args.only.split(",") if args.only else None
+    known = {"sliding_window", "btio", "flash", "s3d"}
+    if only and not set(only) <= known:
+        raise CliError("bench collective", f"--only takes {', '.join(sorted(known))}", 2)
+    config = None
+    if args.use_config:
+        from pvfs.cli.main import load_config
+
+        config = load_config(args).path
+    out = run_suite(config=config, quick=args.quick, ranks=args.ranks, repeat=args.repeat,
+                    window_ranks=_ints(args.window_ranks), benchmarks=only,
+                    progress=None if args.json else
+                    (lambda s: print(s, file=sys.stderr, flush=True)))
+    out["command"] = " ".join([PROG, *sys.argv[1:]])
+    if args.output:
+        with open(args.output, "w") as fh:
+            json.dump(out, fh, indent=1)
+    if args.plot:
+        from pvfs.collective.benchdrive import plot
+
+        plot(out, args.plot)
+    emit(args.json, out, render)
+    return 0

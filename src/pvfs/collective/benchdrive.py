@@ -1,0 +1,210 @@
+"""``pvfs-admin bench collective``: start the MPI jobs of :mod:`.bench_mpi` and tabulate them.
+
+Two studies (docs/collective.md):
+
+1. DAChe's sliding window (table 1: 4 MiB cache per rank, 32 KiB pages, 64 KiB chunks, 40
+   loops) against the number of ranks: ``independent`` reads against the group cache with
+   each coordination, ``servers`` with 1 and 2 dedicated lock servers (figs. 3-6: locks,
+   file-system calls, throughput).
+2. The checkpoint kernels BTIO, FLASH-IO and S3D-IO (MPI-IO caching paper §5) under
+   ``independent``, ``collective`` (two-phase), ``caching`` and ``write_behind``: bandwidth
+   and file-system write calls (table 1), the I/O daemons' write requests beside them.
+
+Unless told to use an existing file system, the study starts its own (4 I/O daemons, 64 KiB
+stripe unit) in a temporary directory and stops it at the end. Methods are interleaved
+(all methods of a point, then the next repeat) so a load change hits them alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+WINDOW = {"chunk": 64 << 10, "loops": 40, "page": 32 << 10, "cache": 4 << 20}
+WINDOW_METHODS = ("independent", "rma", "thread", "servers")
+CHECKPOINT_METHODS = ("independent", "collective", "caching", "write_behind")
+PARAMS = {
+    "quick": {"btio": {"n": 36, "dumps": 10}, "flash": {"blocks": 20, "nxb": 8},
+              "s3d": {"nx": 16, "checkpoints": 2}},
+    "full": {"btio": {"n": 36, "dumps": 40}, "flash": {"blocks": 80, "nxb": 8},
+             "s3d": {"nx": 24, "checkpoints": 2}},
+}
+
+
+def mpiexec() -> str:
+    """The mpich wheel's ``mpiexec`` beside this Python (the venv), else the one on PATH."""
+    here = Path(sys.executable).with_name("mpiexec")
+    if here.exists():
+        return str(here)
+    from shutil import which
+
+    found = which("mpiexec")
+    if not found:
+        raise RuntimeError("no mpiexec: pip install mpich mpi4py")
+    return found
+
+
+def run_job(config: str, nprocs: int, opts: dict[str, Any], timeout: float = 900) -> dict:
+    """One ``mpiexec -n nprocs`` job; its RESULT line.
+
+    Raises:
+        RuntimeError: when the job fails or prints no result.
+    """
+    cmd = [mpiexec(), "-n", str(nprocs), sys.executable, "-m", "pvfs.collective.bench_mpi",
+           config, json.dumps(opts)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise RuntimeError(f"{opts.get('benchmark')}/{opts.get('method')} with {nprocs} ranks "
+                       f"failed (rc {proc.returncode}): {proc.stderr.strip()[-800:]}")
+
+
+@contextlib.contextmanager
+def private_cluster(iods: int = 4) -> Iterator[str]:
+    """A file system of our own in a temporary directory (its config path)."""
+    from pvfs.cli.launch import down, make_config, up, write_config
+
+    with tempfile.TemporaryDirectory(prefix="pvfs-bench-collective-") as d:
+        cfg = write_config(make_config(d, iods=iods), os.path.join(d, "pvfs.toml"))
+        up(cfg)
+        try:
+            yield cfg.path
+        finally:
+            down(cfg)
+
+
+def square_at_most(n: int) -> int:
+    return max(1, math.isqrt(n)) ** 2
+
+
+def plan(quick: bool, ranks: int, window_ranks: list[int] | None = None,
+         benchmarks: list[str] | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """``(processes, options)`` of every job, in the order they run."""
+    jobs: list[tuple[int, dict[str, Any]]] = []
+    benchmarks = benchmarks or ["sliding_window", "btio", "flash", "s3d"]
+    if "sliding_window" in benchmarks:
+        for n in window_ranks or ([2, ranks] if quick else [1, 2, 4, 8]):
+            for method in WINDOW_METHODS:
+                servers = [1] if method == "servers" and (quick or n < 2) else \
+                    [1, 2] if method == "servers" else [0]
+                for k in servers:
+                    opts = {"benchmark": "sliding_window", "method": method, **WINDOW}
+                    if method == "servers":
+                        opts["lock_servers"] = k
+                    jobs.append((n + k, opts))
+    params = PARAMS["quick" if quick else "full"]
+    for name in ("btio", "flash", "s3d"):
+        if name not in benchmarks:
+            continue
+        n = square_at_most(ranks) if name == "btio" else ranks
+        for method in CHECKPOINT_METHODS:
+            jobs.append((n, {"benchmark": name, "method": method, "params": params[name]}))
+    return jobs
+
+
+def run_suite(config: str | None = None, quick: bool = False, ranks: int = 4,
+              repeat: int = 1, window_ranks: list[int] | None = None,
+              benchmarks: list[str] | None = None,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every job ``repeat`` times (interleaved); the median run of each is kept."""
+    jobs = plan(quick, ranks, window_ranks, benchmarks)
+    runs: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(jobs))}
+    started = time.time()
+    with contextlib.ExitStack() as stack:
+        if config is None:
+            config = stack.enter_context(private_cluster())
+        for rep in range(repeat):
+            for i, (nprocs, opts) in enumerate(jobs):
+                if progress:
+                    progress(f"[{rep + 1}/{repeat}] {opts['benchmark']} {opts['method']}"
+                             f"{' k=' + str(opts['lock_servers']) if 'lock_servers' in opts else ''}"
+                             f" -n {nprocs}")
+                runs[i].append(run_job(config, nprocs, opts))
+    results = []
+    for i in range(len(jobs)):
+        ordered = sorted(runs[i], key=lambda r: r["mib_s"])
+        best = dict(ordered[len(ordered) // 2])
+        best["runs_mib_s"] = [round(r["mib_s"], 3) for r in runs[i]]
+        results.append(best)
+    return {"results": results, "quick": quick, "ranks": ranks, "repeat": repeat,
+            "seconds": round(time.time() - started, 1), "load_before": _load(),
+            "window": WINDOW, "params": PARAMS["quick" if quick else "full"]}
+
+
+def _load() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def label(r: dict[str, Any]) -> str:
+    if r["method"] == "servers":
+        return f"servers(k={r.get('lock_servers', 1)})"
+    return r["method"]
+
+
+def table_rows(data: dict[str, Any]) -> list[list[Any]]:
+    """Rows for people: speed-up against ``independent`` of the same benchmark and ranks."""
+    base = {(r["benchmark"], r["ranks"]): r["mib_s"] for r in data["results"]
+            if r["method"] == "independent"}
+    rows = []
+    for r in data["results"]:
+        ref = base.get((r["benchmark"], r["ranks"]))
+        rows.append([r["benchmark"], label(r), r["ranks"], f"{r['mib_s']:.2f}",
+                     f"{r['mib_s'] / ref:.2f}x" if ref else "-", r.get("fs_writes", 0),
+                     r.get("fs_reads", 0), r.get("iod_write_requests", 0), r.get("locks", 0)])
+    return rows
+
+
+HEADERS = ["benchmark", "method", "ranks", "MiB/s", "vs indep", "fs writes", "fs reads",
+           "iod writes", "locks"]
+
+
+def plot(data: dict[str, Any], path: str) -> None:
+    """Sliding-window throughput against ranks, and checkpoint bandwidth by method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    win = [r for r in data["results"] if r["benchmark"] == "sliding_window"]
+    for name in sorted({label(r) for r in win}):
+        pts = sorted((r["ranks"], r["mib_s"]) for r in win if label(r) == name)
+        a.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    a.set_xlabel("ranks (clients)")
+    a.set_ylabel("MiB/s")
+    a.set_title("sliding window (DAChe table 1)")
+    a.legend()
+    cps = [r for r in data["results"] if r["benchmark"] != "sliding_window"]
+    names = [n for n in ("btio", "flash", "s3d") if any(r["benchmark"] == n for r in cps)]
+    width = 0.8 / len(CHECKPOINT_METHODS)
+    for k, method in enumerate(CHECKPOINT_METHODS):
+        vals = [next((r["mib_s"] for r in cps if r["benchmark"] == n and r["method"] == method),
+                     0) for n in names]
+        xs = [i + k * width for i in range(len(names))]
+        bars = b.bar(xs, vals, width, label=method)
+        for bar, n in zip(bars, names, strict=True):
+            w = next((r["fs_writes"] for r in cps if r["benchmark"] == n
+                      and r["method"] == method), None)
+            if w is not None:
+                b.annotate(str(w), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                           ha="center", va="bottom", fontsize=7)
+    b.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], names)
+    b.set_yscale("log")
+    b.set_ylabel("MiB/s (log); labels: file-system write calls")
+    b.set_title(f"checkpoints, {cps[0]['ranks'] if cps else '?'} ranks")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
