@@ -87,3 +87,23 @@ def test_generated_sequences_agree_with_sequential_model(pvfs_cluster, tmp_path,
     spec = tmp_path / "case.json"
     spec.write_text(json.dumps({"ops": ops, "atomic": atomic, "slots": slots}))
     run_mpi(3, "model", pvfs_cluster.config_path, ALL, str(spec))
+
+
+@pytest.mark.slow
+def test_bench_collective_json_shape(pvfs_cluster):
+    """The CLI end to end on a small sliding window: one result per method, the issue's keys."""
+    admin = Path(sys.executable).with_name("pvfs-admin")
+    proc = subprocess.run([str(admin), "--config", pvfs_cluster.config_path, "bench",
+                           "collective", "--use-config", "--only", "sliding_window",
+                           "--window-ranks", "2", "--json"], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout)["results"]
+    assert {r["method"] for r in results} == {"independent", "rma", "thread", "servers"}
+    for r in results:
+        assert {"benchmark", "method", "ranks", "mib_s", "fs_writes"} <= set(r)
+        assert r["ranks"] == 2 and r["mib_s"] > 0
+    by = {r["method"]: r for r in results}
+    # The group cache reads each chunk from pvfs once; independent reads it once per rank.
+    assert by["rma"]["fs_reads"] < by["independent"]["fs_reads"]
+    assert by["rma"]["locks"] > 0 and by["independent"]["locks"] == 0

@@ -1,0 +1,66 @@
+"""pvfs-admin bench collective: the job plan, the table and the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from pvfs.cli.main import build_parser
+from pvfs.collective.benchdrive import (
+    CHECKPOINT_METHODS,
+    WINDOW,
+    plan,
+    square_at_most,
+    table_rows,
+)
+
+
+def test_plan_quick_covers_every_benchmark_and_method():
+    jobs = plan(quick=True, ranks=4)
+    names = {(o["benchmark"], o["method"]) for _, o in jobs}
+    for bench in ("btio", "flash", "s3d"):
+        assert {(bench, m) for m in CHECKPOINT_METHODS} <= names
+    window = [(n, o) for n, o in jobs if o["benchmark"] == "sliding_window"]
+    assert {o["method"] for _, o in window} == {"independent", "rma", "thread", "servers"}
+    # DAChe's table 1 parameters.
+    assert all(o["chunk"] == WINDOW["chunk"] == 64 << 10 and o["page"] == 32 << 10 and
+               o["cache"] == 4 << 20 and o["loops"] == 40 for _, o in window)
+    # Lock servers come on top of the clients.
+    assert all(n == 4 + 1 for n, o in window if o["method"] == "servers" and n > 3)
+
+
+def test_plan_full_sweeps_lock_servers_and_btio_needs_a_square():
+    jobs = plan(quick=False, ranks=6, benchmarks=["sliding_window", "btio"])
+    servers = {(n, o["lock_servers"]) for n, o in jobs if o["method"] == "servers"}
+    assert (8 + 2, 2) in servers and (8 + 1, 1) in servers
+    assert {n for n, o in jobs if o["benchmark"] == "btio"} == {4}
+    assert square_at_most(10) == 9 and square_at_most(1) == 1
+
+
+def test_table_rows_speedup_against_independent():
+    data = {"results": [
+        {"benchmark": "btio", "method": "independent", "ranks": 4, "mib_s": 1.0,
+         "fs_writes": 1000},
+        {"benchmark": "btio", "method": "write_behind", "ranks": 4, "mib_s": 12.5,
+         "fs_writes": 8}]}
+    rows = table_rows(data)
+    assert rows[0][4] == "1.00x" and rows[1][4] == "12.50x" and rows[1][5] == 8
+
+
+def test_cli_parses_bench_collective():
+    args = build_parser().parse_args(["bench", "collective", "--quick", "-n", "4", "--json",
+                                      "--only", "btio,s3d"])
+    assert args.command == "collective" and args.quick and args.ranks == 4 and args.json
+
+
+def test_cli_rejects_unknown_benchmark(capsys):
+    from pvfs.cli.main import main
+
+    assert main(["bench", "collective", "--only", "nope"]) == 2
+    assert "--only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["bench", "collective", "--help"]])
+def test_help_has_an_example(argv, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv)
+    assert "example:" in capsys.readouterr().out
