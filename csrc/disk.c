@@ -27,6 +27,7 @@
  * All state is under d->lock: the engine's thread charges accesses while Python threads ask
  * what is resident (the reactive selector's cached fraction) or drop the cache.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ static uint64_t page_hash(uint64_t ino, uint64_t pg)
     return h ^ (h >> 32);
 }
 
-int pv_disk_init(struct pv_disk *d, const struct pv_disk_params *p, char *err)
+int pv_disk_init(struct pv_disk *d, const struct pv_disk_params *p, struct pv_err *err)
 {
     size_t nb = 1;
 
@@ -52,13 +53,13 @@ int pv_disk_init(struct pv_disk *d, const struct pv_disk_params *p, char *err)
     if (!(p->read_bps > 0) || !(p->write_bps > 0) || p->seek_min_ns < 0
         || p->seek_max_ns < p->seek_min_ns || p->rot_ns < 0 || p->span <= 0
         || p->cache_bytes < 0 || p->readahead < 0) {
-        snprintf(err, PV_ERR_LEN, "disk parameters out of range");
+        pv_misuse(err, EINVAL, "disk parameters out of range");
         return -1;
     }
     d->p = *p;
     d->npages = (size_t)(p->cache_bytes / PV_DISK_PAGE);
     if (d->npages >= PV_DISK_NIL) {
-        snprintf(err, PV_ERR_LEN, "disk cache too large");
+        pv_misuse(err, EINVAL, "disk cache too large");
         return -1;
     }
     while (nb < 2 * d->npages)
@@ -69,7 +70,7 @@ int pv_disk_init(struct pv_disk *d, const struct pv_disk_params *p, char *err)
     if (d->pages == NULL || d->buckets == NULL) {
         free(d->pages);
         free(d->buckets);
-        snprintf(err, PV_ERR_LEN, "out of memory");
+        pv_fail(err, ENOMEM, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < nb; i++)

@@ -449,14 +449,14 @@ static void *engine_main(void *arg)
     return NULL;
 }
 
-struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, char *err)
+struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, struct pv_err *err)
 {
     struct pv_engine *e = calloc(1, sizeof(*e));
     sigset_t all, old;
     int rc;
 
     if (e == NULL) {
-        snprintf(err, PV_ERR_LEN, "out of memory");
+        pv_fail(err, ENOMEM, "out of memory");
         return NULL;
     }
     e->wake_fd = e->done_fd = e->epfd = e->pipe_r = e->pipe_w = -1;
@@ -477,25 +477,25 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, char *err
     e->buf_len = PV_BUF_LEN;
     e->buf = malloc(e->buf_len);
     if (e->buf == NULL) {
-        snprintf(err, PV_ERR_LEN, "out of memory");
+        pv_fail(err, ENOMEM, "out of memory");
         goto err;
     }
     e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (e->wake_fd < 0 || e->done_fd < 0 || e->epfd < 0) {
-        snprintf(err, PV_ERR_LEN, "eventfd/epoll: %s", strerror(errno));
+        pv_fail(err, errno, "eventfd/epoll: %s", strerror(errno));
         goto err;
     }
     /* 0 marks the wake fd among job and connection pointers. */
     if (pv_epoll_set(e, EPOLL_CTL_ADD, e->wake_fd, EPOLLIN, 0) < 0) {
-        snprintf(err, PV_ERR_LEN, "epoll_ctl: %s", strerror(errno));
+        pv_fail(err, errno, "epoll_ctl: %s", strerror(errno));
         goto err;
     }
     if (e->write_mode == PV_WRITE_SPLICE) {
         int p[2];
         if (pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0) {
-            snprintf(err, PV_ERR_LEN, "pipe2: %s", strerror(errno));
+            pv_fail(err, errno, "pipe2: %s", strerror(errno));
             goto err;
         }
         e->pipe_r = p[0];
@@ -505,13 +505,13 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, char *err
         if (rc < 0)
             rc = fcntl(e->pipe_w, F_GETPIPE_SZ);
         if (rc < 0) {
-            snprintf(err, PV_ERR_LEN, "F_GETPIPE_SZ: %s", strerror(errno));
+            pv_fail(err, errno, "F_GETPIPE_SZ: %s", strerror(errno));
             goto err;
         }
         e->pipe_size = (size_t)rc;
     }
     if (e->ops->so_start != NULL && e->ops->so_start(e) < 0) {
-        snprintf(err, PV_ERR_LEN, "policy %s failed to start", e->ops->so_name);
+        pv_fail(err, ENOMEM, "policy %s failed to start", e->ops->so_name);
         e->ops = NULL;                /* nothing to stop in pv_engine_destroy */
         goto err;
     }
@@ -522,7 +522,7 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, char *err
     rc = pthread_create(&e->thread, NULL, engine_main, e);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        snprintf(err, PV_ERR_LEN, "pthread_create: %s", strerror(rc));
+        pv_fail(err, rc, "pthread_create: %s", strerror(rc));
         goto err;
     }
     e->joined = false;

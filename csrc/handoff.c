@@ -14,20 +14,16 @@
 
 #include "native.h"
 
-static int check_open(struct pv_engine *e, char *err)
+static int check_open(struct pv_engine *e, struct pv_err *err)
 {
-    if (e->fatal != 0) {
-        snprintf(err, PV_ERR_LEN, "engine loop failed: %s", strerror(e->fatal));
-        return -1;
-    }
-    if (e->stopping) {
-        snprintf(err, PV_ERR_LEN, "engine is closed");
-        return -1;
-    }
+    if (e->fatal != 0)
+        return pv_misuse(err, e->fatal, "engine loop failed: %s", strerror(e->fatal));
+    if (e->stopping)
+        return pv_misuse(err, EBADF, "engine is closed");
     return 0;
 }
 
-int pv_engine_submit(struct pv_engine *e, struct pv_job *j, char *err)
+int pv_engine_submit(struct pv_engine *e, struct pv_job *j, struct pv_err *err)
 {
     pthread_mutex_lock(&e->lock);
     if (check_open(e, err) < 0) {
@@ -43,20 +39,18 @@ int pv_engine_submit(struct pv_engine *e, struct pv_job *j, char *err)
 }
 
 /* Hand a connection to the loop. The socket is made non-blocking here, so that a bad fd is
- * an error of the call (its errno is returned); -1 with err when the engine is closed or out
- * of memory. Everything else the loop reports as ("closed", id, err). */
-int pv_engine_attach(struct pv_engine *e, int64_t id, int fd, char *err)
+ * an error of the call (-1 with the fcntl errno); -1 too when the engine is closed or out of
+ * memory. Everything else the loop reports as ("closed", id, err). */
+int pv_engine_attach(struct pv_engine *e, int64_t id, int fd, struct pv_err *err)
 {
     struct pv_conn *c;
     int flags = fcntl(fd, F_GETFL);
 
     if (flags < 0 || (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0))
-        return errno;
+        return pv_fail(err, errno, "sock_fd %d: %s", fd, strerror(errno));
     c = calloc(1, sizeof(*c));
-    if (c == NULL) {
-        snprintf(err, PV_ERR_LEN, "out of memory");
-        return -1;
-    }
+    if (c == NULL)
+        return pv_fail(err, ENOMEM, "out of memory");
     c->id = id;
     c->fd = fd;
     c->ev.kind = PV_EV_ATTACH;
@@ -74,10 +68,10 @@ int pv_engine_attach(struct pv_engine *e, int64_t id, int fd, char *err)
 
 /* Wait until the loop has dealt with the request; when this returns 0 the engine has
  * forgotten the connection and never touches fd again, so the caller may close or reuse it.
- * Blocks for at most one loop turn: call it without the GIL. Returns 0, -1 (engine closed),
- * or the loop's refusal: ENOENT (not attached any more: its CLOSED event is queued) or EBUSY
- * (a job runs on it), each with err set. */
-int pv_engine_detach(struct pv_engine *e, int64_t id, int fd, char *err)
+ * Blocks for at most one loop turn: call it without the GIL. Returns 0, or -1 with err: the
+ * engine is closed, or the loop refused with err->code ENOENT (not attached any more: its
+ * CLOSED event is queued) or EBUSY (a job runs on it). */
+int pv_engine_detach(struct pv_engine *e, int64_t id, int fd, struct pv_err *err)
 {
     struct pv_detach d = { .ev.kind = PV_EV_DETACH, .id = id, .fd = fd };
 
@@ -93,12 +87,13 @@ int pv_engine_detach(struct pv_engine *e, int64_t id, int fd, char *err)
         pthread_cond_wait(&e->cmd_cond, &e->lock);
     pthread_mutex_unlock(&e->lock);
     if (d.result != 0)
-        snprintf(err, PV_ERR_LEN, "%s", d.result == EBUSY ? "connection is in a job"
-                                                          : "connection is not attached");
-    return d.result;
+        return pv_misuse(err, d.result, "%s", d.result == EBUSY ? "connection is in a job"
+                                                                : "connection is not attached");
+    return 0;
 }
 
-int pv_engine_set_algorithm(struct pv_engine *e, const struct pv_sched_ops *ops, char *err)
+int pv_engine_set_algorithm(struct pv_engine *e, const struct pv_sched_ops *ops,
+                            struct pv_err *err)
 {
     pthread_mutex_lock(&e->lock);
     if (check_open(e, err) < 0) {
@@ -111,7 +106,7 @@ int pv_engine_set_algorithm(struct pv_engine *e, const struct pv_sched_ops *ops,
     return 0;
 }
 
-int pv_engine_set_window(struct pv_engine *e, int64_t window, char *err)
+int pv_engine_set_window(struct pv_engine *e, int64_t window, struct pv_err *err)
 {
     pthread_mutex_lock(&e->lock);
     if (check_open(e, err) < 0) {

@@ -8,6 +8,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -31,12 +32,22 @@ static int mode_index(const char *const *names, const char *name)
     return -1;
 }
 
-/* Raise the right exception for an engine-side message. */
-static PyObject *raise_err(PyObject *kind, const char *err)
+PyObject *pv_raise(const struct pv_err *err)
 {
-    if (strcmp(err, "out of memory") == 0)
+    PyObject *args;
+
+    if (err->code == ENOMEM)
         return PyErr_NoMemory();
-    PyErr_SetString(kind, err);
+    if (err->misuse) {
+        PyErr_SetString(PyExc_ValueError, err->msg);
+        return NULL;
+    }
+    /* OSError((errno, msg)) picks the subclass (FileNotFoundError, ...) from the errno. */
+    args = Py_BuildValue("(is)", err->code, err->msg);
+    if (args != NULL) {
+        PyErr_SetObject(PyExc_OSError, args);
+        Py_DECREF(args);
+    }
     return NULL;
 }
 
@@ -51,7 +62,7 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     double idle = 30.0;
     Py_ssize_t mwin = PV_DEFAULT_MMAP_WINDOW;
     struct pv_engine_config cfg;
-    char err[PV_ERR_LEN];
+    struct pv_err err;
     EngineObject *self;
     int ri, wi;
 
@@ -94,10 +105,10 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     }
     if (disk != Py_None)
         self->disk = Py_NewRef(disk);
-    self->e = pv_engine_create(&cfg, err);
+    self->e = pv_engine_create(&cfg, &err);
     if (self->e == NULL) {
         Py_DECREF(self);
-        return raise_err(PyExc_OSError, err);
+        return pv_raise(&err);
     }
     return (PyObject *)self;
 }
@@ -152,7 +163,7 @@ static PyObject *Engine_submit(EngineObject *self, PyObject *args, PyObject *kwa
     Py_buffer acc = { 0 }, prefix = { 0 }, suffix = { 0 };
     PyObject *inode_obj = NULL;
     unsigned long long inode = 0;
-    char err[PV_ERR_LEN];
+    struct pv_err err;
     struct pv_job *j;
     PyObject *ret = NULL;
 
@@ -173,14 +184,14 @@ static PyObject *Engine_submit(EngineObject *self, PyObject *args, PyObject *kwa
                    prefix.obj != NULL ? prefix.buf : NULL,
                    prefix.obj != NULL ? (size_t)prefix.len : 0,
                    suffix.obj != NULL ? suffix.buf : NULL,
-                   suffix.obj != NULL ? (size_t)suffix.len : 0, inode, err);
+                   suffix.obj != NULL ? (size_t)suffix.len : 0, inode, &err);
     if (j == NULL) {
-        raise_err(PyExc_ValueError, err);
+        pv_raise(&err);
         goto out;
     }
-    if (pv_engine_submit(self->e, j, err) < 0) {
+    if (pv_engine_submit(self->e, j, &err) < 0) {
         pv_job_free(j);
-        raise_err(PyExc_ValueError, err);
+        pv_raise(&err);
         goto out;
     }
     ret = Py_NewRef(Py_None);
@@ -293,7 +304,7 @@ static int Engine_set_algorithm(EngineObject *self, PyObject *value, void *Py_UN
 {
     const struct pv_sched_ops *ops;
     const char *name;
-    char err[PV_ERR_LEN];
+    struct pv_err err;
 
     if (value == NULL) {
         PyErr_SetString(PyExc_TypeError, "cannot delete algorithm");
@@ -311,8 +322,8 @@ static int Engine_set_algorithm(EngineObject *self, PyObject *value, void *Py_UN
         PyErr_Format(PyExc_ValueError, "unknown algorithm %R", value);
         return -1;
     }
-    if (pv_engine_set_algorithm(self->e, ops, err) < 0) {
-        raise_err(PyExc_ValueError, err);
+    if (pv_engine_set_algorithm(self->e, ops, &err) < 0) {
+        pv_raise(&err);
         return -1;
     }
     return 0;
@@ -331,7 +342,7 @@ static PyObject *Engine_get_window(EngineObject *self, void *Py_UNUSED(closure))
 static int Engine_set_window(EngineObject *self, PyObject *value, void *Py_UNUSED(closure))
 {
     long long w;
-    char err[PV_ERR_LEN];
+    struct pv_err err;
 
     if (value == NULL) {
         PyErr_SetString(PyExc_TypeError, "cannot delete window");
@@ -344,8 +355,8 @@ static int Engine_set_window(EngineObject *self, PyObject *value, void *Py_UNUSE
         PyErr_Format(PyExc_ValueError, "window must be > 0, not %lld", w);
         return -1;
     }
-    if (pv_engine_set_window(self->e, w, err) < 0) {
-        raise_err(PyExc_ValueError, err);
+    if (pv_engine_set_window(self->e, w, &err) < 0) {
+        pv_raise(&err);
         return -1;
     }
     return 0;

@@ -6,6 +6,7 @@
  *     sendfile or mmap+send for reads, recv+pwrite or splice for writes) and conn.c (attached
  *     connections: reading frame headers between jobs);
  *   - the client's scatter/gather, transfer.c.
+ * err.c holds the one error convention (struct pv_err, below).
  * module.c and pyconn.c hold the Python bindings. Nothing declared here touches a Python object, so the
  * engine's thread never needs the GIL.
  */
@@ -23,6 +24,19 @@
 #define PV_PREFIX_LEN 16              /* "PV01", u32 LE header_len, u64 LE bulk_len */
 #define PV_MAX_HEADER ((uint32_t)1 << 20)
 #define PV_MAX_BULK ((uint64_t)1 << 32)
+
+/* The one error convention (err.c): a failing function returns -1 (or NULL) and fills this;
+ * Python raises from it in one place (pv_raise, module.c) -- MemoryError for ENOMEM,
+ * ValueError for the caller's misuse, else OSError(code, msg) -- never by reading msg. */
+struct pv_err {
+    int code;                         /* an errno value */
+    bool misuse;                      /* the caller's mistake: a closed engine, a bad argument */
+    char msg[PV_ERR_LEN];
+};
+int pv_fail(struct pv_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int pv_misuse(struct pv_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #define pv_container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -183,7 +197,7 @@ struct pv_disk {
     _Atomic int64_t accesses, busy_ns, miss_bytes, hit_bytes, write_bytes;
 };
 
-int pv_disk_init(struct pv_disk *d, const struct pv_disk_params *p, char *err);
+int pv_disk_init(struct pv_disk *d, const struct pv_disk_params *p, struct pv_err *err);
 void pv_disk_fini(struct pv_disk *d);
 /* Bytes resident from off on, contiguously, up to len; a use (LRU) of those pages. */
 int64_t pv_disk_resident(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len);
@@ -326,7 +340,7 @@ static inline void pv_ev_append(struct pv_event **head, struct pv_event **tail,
 }
 
 /* engine.c */
-struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, char *err);
+struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, struct pv_err *err);
 void pv_engine_stop(struct pv_engine *e);
 void pv_engine_destroy(struct pv_engine *e);
 void pv_post(struct pv_engine *e, struct pv_event *ev);
@@ -336,11 +350,12 @@ void pv_eventfd_drain(int fd);
 int64_t pv_now_ns(void);
 
 /* handoff.c */
-int pv_engine_submit(struct pv_engine *e, struct pv_job *j, char *err);
-int pv_engine_attach(struct pv_engine *e, int64_t id, int fd, char *err);
-int pv_engine_detach(struct pv_engine *e, int64_t id, int fd, char *err);
-int pv_engine_set_algorithm(struct pv_engine *e, const struct pv_sched_ops *ops, char *err);
-int pv_engine_set_window(struct pv_engine *e, int64_t window, char *err);
+int pv_engine_submit(struct pv_engine *e, struct pv_job *j, struct pv_err *err);
+int pv_engine_attach(struct pv_engine *e, int64_t id, int fd, struct pv_err *err);
+int pv_engine_detach(struct pv_engine *e, int64_t id, int fd, struct pv_err *err);
+int pv_engine_set_algorithm(struct pv_engine *e, const struct pv_sched_ops *ops,
+                            struct pv_err *err);
+int pv_engine_set_window(struct pv_engine *e, int64_t window, struct pv_err *err);
 struct pv_event *pv_engine_take_completions(struct pv_engine *e);
 struct pv_event *pv_engine_take_events(struct pv_engine *e);
 
@@ -364,7 +379,8 @@ void pv_event_free(struct pv_event *ev);
 enum pv_serve { PV_SERVE_DONE, PV_SERVE_BLOCKED, PV_SERVE_DISK, PV_SERVE_YIELD };
 struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *acc,
                           size_t acc_len, const void *prefix, size_t prefix_len,
-                          const void *suffix, size_t suffix_len, uint64_t inode, char *err);
+                          const void *suffix, size_t suffix_len, uint64_t inode,
+                          struct pv_err *err);
 void pv_job_free(struct pv_job *j);
 bool pv_job_idle(const struct pv_job *j);
 bool pv_job_wants_out(const struct pv_job *j);

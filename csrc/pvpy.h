@@ -6,6 +6,11 @@
 #include <Python.h>
 
 struct pv_engine;
+struct pv_err;
+
+/* module.c: raise the Python exception for a C-side error (the one convention, err.c):
+ * MemoryError for ENOMEM, ValueError for misuse, else OSError(code, msg). Returns NULL. */
+PyObject *pv_raise(const struct pv_err *err);
 
 typedef struct {
     PyTypeObject *engine_type;

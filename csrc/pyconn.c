@@ -43,7 +43,7 @@ PyObject *pv_py_attach(EngineObject *self, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = { "conn_id", "sock_fd", NULL };
     long long id;
     int fd, r;
-    char err[PV_ERR_LEN];
+    struct pv_err err;
     PyObject *key, *val;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Li:attach", kwlist, &id, &fd))
@@ -60,17 +60,9 @@ PyObject *pv_py_attach(EngineObject *self, PyObject *args, PyObject *kwargs)
         Py_DECREF(key);
         return NULL;
     }
-    r = pv_engine_attach(self->e, id, fd, err);
-    if (r != 0) {
+    if (pv_engine_attach(self->e, id, fd, &err) < 0) {
         Py_DECREF(key);
-        if (r > 0) {
-            errno = r;
-            return PyErr_SetFromErrno(PyExc_OSError);
-        }
-        if (strcmp(err, "out of memory") == 0)
-            return PyErr_NoMemory();
-        PyErr_SetString(PyExc_ValueError, err);
-        return NULL;
+        return pv_raise(&err);
     }
     /* The loop has it now: if recording it fails, the "closed" event still comes. */
     val = PyLong_FromLong(fd);
@@ -95,7 +87,7 @@ PyObject *pv_py_detach(EngineObject *self, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = { "conn_id", NULL };
     PyObject *key, *val;
     long long id;
-    char err[PV_ERR_LEN];
+    struct pv_err err;
     int fd, r;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L:detach", kwlist, &id))
@@ -112,16 +104,14 @@ PyObject *pv_py_detach(EngineObject *self, PyObject *args, PyObject *kwargs)
     }
     fd = (int)PyLong_AsLong(val);
     Py_BEGIN_ALLOW_THREADS
-    r = pv_engine_detach(self->e, id, fd, err);
+    r = pv_engine_detach(self->e, id, fd, &err);
     Py_END_ALLOW_THREADS
     /* ENOENT: the loop closed it first; the id goes with its "closed" event. */
     if (r == 0 && PyDict_DelItem(self->attached, key) < 0)
         PyErr_Clear();
     Py_DECREF(key);
-    if (r != 0 && r != ENOENT) {
-        PyErr_SetString(PyExc_ValueError, err);
-        return NULL;
-    }
+    if (r < 0 && err.code != ENOENT)
+        return pv_raise(&err);
     Py_RETURN_NONE;
 }
 

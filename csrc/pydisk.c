@@ -31,7 +31,7 @@ static PyObject *Disk_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     struct pv_disk_params p;
     double smin, smax, rot;
     long long span, cache, ra = 128 << 10;
-    char err[PV_ERR_LEN];
+    struct pv_err err;
     DiskObject *self;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "dddddLL|L:Disk", kwlist, &p.read_bps,
@@ -49,10 +49,9 @@ static PyObject *Disk_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self = (DiskObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    if (pv_disk_init(&self->d, &p, err) < 0) {
+    if (pv_disk_init(&self->d, &p, &err) < 0) {
         Py_DECREF(self);
-        PyErr_SetString(PyExc_ValueError, err);
-        return NULL;
+        return pv_raise(&err);
     }
     self->ready = true;
     return (PyObject *)self;

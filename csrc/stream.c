@@ -41,7 +41,8 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *acc,
                           size_t acc_len, const void *prefix, size_t prefix_len,
-                          const void *suffix, size_t suffix_len, uint64_t inode, char *err)
+                          const void *suffix, size_t suffix_len, uint64_t inode,
+                          struct pv_err *err)
 {
     const unsigned char *p = acc;
     struct pv_job *j = NULL;
@@ -49,19 +50,19 @@ struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *ac
     int64_t total = 0;
 
     if (op != PV_OP_READ && op != PV_OP_WRITE) {
-        snprintf(err, PV_ERR_LEN, "op must be OP_READ or OP_WRITE, not %d", op);
+        pv_misuse(err, EINVAL, "op must be OP_READ or OP_WRITE, not %d", op);
         return NULL;
     }
     if (sock < 0 || file < 0) {
-        snprintf(err, PV_ERR_LEN, "file descriptors must be >= 0");
+        pv_misuse(err, EINVAL, "file descriptors must be >= 0");
         return NULL;
     }
     if (op == PV_OP_WRITE && prefix_len != 0) {
-        snprintf(err, PV_ERR_LEN, "a write job takes no prefix");
+        pv_misuse(err, EINVAL, "a write job takes no prefix");
         return NULL;
     }
     if (acc_len % sizeof(struct pv_access) != 0) {
-        snprintf(err, PV_ERR_LEN, "accesses must be packed int64 triples (%zu bytes)",
+        pv_misuse(err, EINVAL, "accesses must be packed int64 triples (%zu bytes)",
                  acc_len);
         return NULL;
     }
@@ -89,13 +90,13 @@ struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *ac
         a->len = f[2];
         if (op == PV_OP_READ ? (a->kind != PV_ACC_FILE && a->kind != PV_ACC_ZERO)
                              : (a->kind != PV_ACC_FILE && a->kind != PV_ACC_DISCARD)) {
-            snprintf(err, PV_ERR_LEN, "access %zu: kind %lld not valid for this op", i,
+            pv_misuse(err, EINVAL, "access %zu: kind %lld not valid for this op", i,
                      (long long)a->kind);
             goto fail;
         }
         if (a->off < 0 || a->len < 0 || a->len > INT64_MAX - a->off
             || a->len > INT64_MAX - total) {
-            snprintf(err, PV_ERR_LEN, "access %zu: bad offset/length (%lld, %lld)", i,
+            pv_misuse(err, EINVAL, "access %zu: bad offset/length (%lld, %lld)", i,
                      (long long)a->off, (long long)a->len);
             goto fail;
         }
@@ -118,7 +119,7 @@ struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *ac
     return j;
 
 nomem:
-    snprintf(err, PV_ERR_LEN, "out of memory");
+    pv_fail(err, ENOMEM, "out of memory");
 fail:
     pv_job_free(j);
     return NULL;
