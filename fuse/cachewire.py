@@ -232,7 +232,7 @@ class Controls:
         """``pvfs-admin cache drop``: write every dirty block back, then drop every block and
         the kernel's pages of each cached file (but ``skip``, the inode whose setxattr asked:
         invalidating it from inside its own request could deadlock). Blocks dropped."""
-        inos = list(self.cache._files)
+        inos = self.cache.cached_inodes()
         try:
             await self.cache.flush_all()
         finally:

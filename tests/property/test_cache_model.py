@@ -166,9 +166,9 @@ class CacheModel(RuleBasedStateMachine):
         assert s["blocks_in_use"] <= s["capacity_blocks"]
         assert s["blocks_cached"] == s["blocks_in_use"]
         assert s["blocks_cached"] == len(cache.policy)
-        assert s["dirty_blocks"] == sum(len(f.dirty) for f in cache._files.values())
-        for (ino, blk), e in cache._table.items():
-            assert blk in cache._files[ino].blocks
+        assert s["dirty_blocks"] == sum(len(f.dirty) for f in cache.store.files.values())
+        for (ino, blk), e in cache.store.table.items():
+            assert blk in cache.store.files[ino].blocks
             assert not any(e.buf[e.valid:])
 
     def teardown(self) -> None:

@@ -172,7 +172,7 @@ async def test_scattered_missing_runs_in_one_list_read() -> None:
     be.reads.clear()
     assert await cache.read(1, 0, 12 * BS, file_size=len(data)) == data
     assert be.reads == []  # all cached now, the short last block included
-    assert cache._table[(1, 10)].valid == 20
+    assert cache.store.table[(1, 10)].valid == 20
 
 
 async def test_list_read_cut_at_budget_and_fallback() -> None:

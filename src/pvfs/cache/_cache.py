@@ -1,12 +1,13 @@
-"""The local block cache (discretionary-caching paper §3.2, SPEC §5): the mechanism.
+"""The local block cache (discretionary-caching paper §3.2, SPEC §5): the owner of its parts.
 
 One :class:`BlockCache` lives in the mount daemon and is shared by every process on the node.
-It holds fixed-size blocks keyed by ``(ino, block)`` in a hash table, with a dirty list (in
-dirtying order), a free list of buffers, a lock per key for fetches, a flusher task that writes
-dirty blocks back coalesced into large stripe-aligned runs (gathered into list-I/O calls when
-the backend has ``write_list``), and a harvester task that frees
-clean blocks between the water marks. What to evict, when to harvest and flush and what to
-bypass are policy objects (``_policy.py``).
+It is composed of small parts, each with one job, over one :class:`BlockStore` (the table, the
+dirty list, the free list, a lock per key): a :class:`Fetcher` fills misses, a
+:class:`Streamer` moves large requests as single slices and reads ahead, a :class:`Flusher`
+writes dirty blocks back coalesced into large stripe-aligned runs (gathered into list-I/O calls
+when the backend has ``write_list``) and runs the flusher and harvester tasks. What to evict,
+when to harvest and flush and what to bypass are policy objects (``_policy.py``). This class
+keeps the public API: the read and write paths, truncation, invalidation and statistics.
 
 Concurrency model: everything runs in one trio thread. State changes happen between awaits and
 are therefore atomic; the only awaits are backend calls and lock waits, and every path re-checks
@@ -17,16 +18,13 @@ fetch starts while a truncation of its file is in progress (``truncation``).
 
 from __future__ import annotations
 
-import math
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import trio
 
 from ._bypass import BypassTable
-from ._fetch import FetchMixin, _piece
+from ._fetch import Fetcher
 from ._policy import (
     Backend,
     BypassPolicy,
@@ -36,22 +34,22 @@ from ._policy import (
     WaterMarks,
     WritebackPolicy,
 )
-from ._stream import StreamMixin
-from ._table import Entry, FileState, FreeList, KeyLocks, runs_of
-from ._writeback import WritebackMixin
+from ._store import BackendCaps, BlockStore, piece_of
+from ._stream import Streamer
+from ._table import Entry, FileState, runs_of
+from ._writeback import Flusher
 
 __all__ = ["BlockCache"]
 
-Key = tuple[int, int]
 
-
-class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
+class BlockCache:
     """A write-behind block cache in front of an async backend.
 
     Args:
         backend: ``read(ino, offset, length)`` / ``write(ino, offset, data)``; optionally
             ``stripe_size(ino)`` for stripe-aligned write-back (see :class:`StripedBackend`)
-            and ``write_list``/``read_list`` for list I/O (see :class:`ListBackend`).
+            and ``write_list``/``read_list`` for list I/O (see :class:`ListBackend`); which of
+            these it has is decided once, here.
         block_size: bytes per block (4 KiB as in the paper).
         capacity: bytes of block buffers at most (64 MiB default).
         low_water: the harvester frees blocks down to this fraction of the capacity...
@@ -63,6 +61,11 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
         writeback: the flusher's :class:`WritebackPolicy`.
         stream: which requests are large enough to move as one slice, and how streams are
             written back and read ahead (:class:`StreamPolicy`).
+
+    Attributes:
+        store: the blocks (:class:`BlockStore`).
+        fetcher, streamer, flusher: the parts (:class:`Fetcher`, :class:`Streamer`,
+            :class:`Flusher`).
 
     Raises:
         ValueError: on a non-positive block size or segment size or a capacity below one block.
@@ -92,32 +95,36 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
         self.segment_blocks = segment_blocks
         self.capacity_blocks = capacity // block_size
         self.watermarks = watermarks or WaterMarks(low_water, high_water)
-        self.writeback = writeback or WritebackPolicy()
-        self.stream = stream or StreamPolicy()
+        self._writeback = writeback or WritebackPolicy()
+        self._stream = stream or StreamPolicy()
         self.policy: ReplacementPolicy = policy if policy is not None else SecondChanceLRU()
         self.bypass: BypassPolicy = bypass if bypass is not None else BypassTable()
-        self._table: dict[Key, Entry] = {}
-        self._files: dict[int, FileState] = {}
-        self._dirty: OrderedDict[Key, None] = OrderedDict()
-        self._free = FreeList(block_size)
-        self._allocated = 0
-        self._locks = KeyLocks()
-        self._flush_wanted = trio.Event()
-        self._harvest_wanted = trio.Event()
+        caps = BackendCaps(backend, block_size)
+        self.store = BlockStore(block_size, self.capacity_blocks, self.policy, self.watermarks)
+        self.streamer = Streamer(self.store, backend, caps, self._stream)
+        self.fetcher = Fetcher(self.store, backend, caps, self._writeback, self.streamer)
+        self.flusher = Flusher(self.store, backend, caps, self._writeback, self.streamer)
         self._workers: trio.CancelScope | None = None
-        self._nursery: trio.Nursery | None = None
-        self._pending_total = 0
-        self._ra_files: OrderedDict[int, None] = OrderedDict()
-        self._counters: dict[str, int] = dict.fromkeys(
-            (
-                "hits", "misses", "evictions", "flushed_bytes", "bypassed_reads",
-                "bypassed_writes", "sync_writes", "rmw_reads", "backend_reads",
-                "backend_writes", "write_errors", "harvests", "flushes", "stream_reads",
-                "stream_writes", "stream_throttles", "readahead_hits", "readahead_bytes",
-                "list_writes", "list_reads", "list_regions",
-            ),
-            0,
-        )
+        self._has_bits = getattr(self.bypass, "has_bits", None)
+        self._clear_bits = getattr(self.bypass, "clear", None)
+
+    @property
+    def writeback(self) -> WritebackPolicy:
+        """The write-back policy (replaceable at run time: the parts follow)."""
+        return self._writeback
+
+    @writeback.setter
+    def writeback(self, policy: WritebackPolicy) -> None:
+        self._writeback = self.flusher.policy = self.fetcher.limits = policy
+
+    @property
+    def stream(self) -> StreamPolicy:
+        """The stream policy (replaceable at run time: the streamer follows)."""
+        return self._stream
+
+    @stream.setter
+    def stream(self, policy: StreamPolicy) -> None:
+        self._stream = self.streamer.policy = policy
 
     # ----------------------------------------------------------------- reads
 
@@ -126,8 +133,9 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
 
         Cached blocks are hits; the missing blocks are fetched under their locks, so concurrent
         readers of a missing block fetch it once: each contiguous run read whole, several runs
-        in one ``read_list`` call when the backend has list I/O. The file is taken to be ``max(file_size, bytes written through this cache)``
-        long; nothing past that is returned, holes read as zeros.
+        in one ``read_list`` call when the backend has list I/O. The file is taken to be
+        ``max(file_size, bytes written through this cache)`` long; nothing past that is
+        returned, holes read as zeros.
 
         Args:
             ino: the file's inode number.
@@ -141,7 +149,8 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
         """
         if offset < 0 or length < 0:
             raise ValueError("negative offset or length")
-        fs = self._files.get(ino)
+        store = self.store
+        fs = store.files.get(ino)
         eff = max(file_size, fs.local_end if fs is not None else 0)
         end = min(offset + length, eff)
         if end <= offset:
@@ -149,26 +158,27 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
         bs = self.block_size
         first, last = offset // bs, (end - 1) // bs
         if self.stream.is_stream(end - offset) and self._plain(ino, first, last, False):
-            return await self._stream_read(ino, fs, offset, end, eff)
+            return await self.streamer.read(ino, fs, offset, end, eff)
         pieces: dict[int, bytes] = {}
         views: dict[int, memoryview] = {}
         missing: list[int] = []
         bypassed: list[int] = []
-        c = self._counters
+        c = store.counters
+        table, locks, span = store.table, store.locks, store.span
         for blk in range(first, last + 1):
             key = (ino, blk)
-            a, b = self._span(blk, offset, end)
-            e = self._table.get(key)
+            a, b = span(blk, offset, end)
+            e = table.get(key)
             if self.bypass.bypass_read(ino, blk // self.segment_blocks):
                 if e is not None and e.dirty:
-                    pieces[blk] = _piece(e.buf, a, b)
+                    pieces[blk] = piece_of(e.buf, a, b)
                 else:
                     bypassed.append(blk)
-            elif e is not None and not self._locks.busy(key) and self._covers(e, blk, eff):
+            elif e is not None and not locks.busy(key) and store.covers(e, blk, eff):
                 # a view, copied once by the join below if no await comes first (else by
                 # bytes() just before it): a covering entry always has b - a bytes there
                 views[blk] = memoryview(e.buf)[a:b]
-                self.policy.touched(key)
+                store.policy.touched(key)
                 c["hits"] += 1
             else:
                 missing.append(blk)
@@ -178,43 +188,27 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
         for blk, view in views.items():
             pieces[blk] = bytes(view)
         runs = runs_of(missing)
-        if len(runs) > 1 and getattr(self.backend, "read_list", None) is not None:
-            await self._fetch_list(ino, missing, offset, end, eff, pieces)
+        fetcher = self.fetcher
+        if len(runs) > 1 and fetcher.caps.read_list is not None:
+            await fetcher.fetch(ino, missing, offset, end, eff, pieces)
         else:
             for start, n in runs:
-                await self._fetch_list(ino, list(range(start, start + n)), offset, end, eff,
-                                       pieces, single=True)
+                await fetcher.fetch(ino, list(range(start, start + n)), offset, end, eff,
+                                    pieces, single=True)
         for start, n in runs_of(bypassed):
-            await self._drain_overlap(ino, start * bs, (start + n) * bs)
-            data = await self.backend.read(ino, start * bs, n * bs)
-            c["backend_reads"] += 1
-            c["bypassed_reads"] += n
+            data = await fetcher.bypassed(ino, start, n)
             for i in range(n):
-                a, b = self._span(start + i, offset, end)
-                pieces[start + i] = _piece(data, i * bs + a, i * bs + b)
+                a, b = span(start + i, offset, end)
+                pieces[start + i] = piece_of(data, i * bs + a, i * bs + b)
         return b"".join(pieces[blk] for blk in range(first, last + 1))
 
     def _plain(self, ino: int, first: int, last: int, write: bool) -> bool:
         """Whether no segment of blocks ``first..last`` bypasses the local cache."""
-        has_bits = getattr(self.bypass, "has_bits", None)
-        if has_bits is not None:
-            return not has_bits(ino)
+        if self._has_bits is not None:
+            return not self._has_bits(ino)
         check = self.bypass.bypass_write if write else self.bypass.bypass_read
         sb = self.segment_blocks
         return not any(check(ino, s) for s in range(first // sb, last // sb + 1))
-
-    def _span(self, blk: int, start: int, end: int) -> tuple[int, int]:
-        """The part of ``[start, end)`` inside block ``blk``, as offsets within the block."""
-        base = blk * self.block_size
-        return max(start, base) - base, min(end, base + self.block_size) - base
-
-    def _covers(self, e: Entry, blk: int, eff: int) -> bool:
-        """Whether entry ``e`` can answer for block ``blk`` of a file ``eff`` bytes long.
-
-        A dirty block always can (its zeros past ``valid`` are holes we made). A clean block
-        fetched short at the old end of file cannot if the file has grown since: refetch it.
-        """
-        return e.dirty or e.valid >= min(self.block_size, eff - blk * self.block_size)
 
     # ---------------------------------------------------------------- writes
 
@@ -250,20 +244,21 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
         n = len(mv)
         if n == 0:
             return 0
+        store = self.store
         bs = self.block_size
         end = offset + n
-        fs = self._file(ino)
+        fs = store.file(ino)
         if fs.stream is not None:
             fs.stream.drop_readahead()
         if not sync and self.stream.is_stream(n) and \
                 self._plain(ino, offset // bs, (end - 1) // bs, True):
-            await self._stream_write(ino, fs, offset, data if type(data) is bytes else mv)
+            await self.streamer.write(ino, fs, offset, data if type(data) is bytes else mv)
             return n
         known = None if file_size is None else max(file_size, fs.local_end)
         through: list[int] = []
         bypassed: set[int] = set()
         for blk in range(offset // bs, (end - 1) // bs + 1):
-            a, b = self._span(blk, offset, end)
+            a, b = store.span(blk, offset, end)
             if self.bypass.bypass_write(ino, blk // self.segment_blocks):
                 through.append(blk)
                 bypassed.add(blk)
@@ -272,23 +267,23 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
                 through.append(blk)
                 continue
             piece = mv[blk * bs + a - offset:blk * bs + b - offset]
-            st = self._file(ino).stream
+            st = store.file(ino).stream
             if st is not None and st.pending and st.overlaps(blk * bs + a, blk * bs + b):
-                await self._drain(ino, self._file(ino))  # queued data is older than ours
+                await self.streamer.drain(ino, store.file(ino))  # queued data is older
             done = self._buffer_now(ino, blk, a, piece, known)
             if done is None:
                 done = await self._buffer_block(ino, blk, a, piece, known)
             if not done:
                 through.append(blk)
-            fs = self._file(ino)
+            fs = store.file(ino)
             fs.local_end = max(fs.local_end, blk * bs + b)
         for start, cnt in runs_of(through):
             lo = max(offset, start * bs)
             hi = min(end, (start + cnt) * bs)
-            await self._write_through(ino, lo, mv[lo - offset:hi - offset],
-                                      cache_full=sync and start not in bypassed)
-        if len(self._dirty) >= self.writeback.dirty_high * self.capacity_blocks:
-            self._flush_wanted.set()
+            await self.flusher.write_through(ino, lo, mv[lo - offset:hi - offset],
+                                             cache_full=sync and start not in bypassed)
+        if len(store.dirty) >= self.writeback.dirty_high * self.capacity_blocks:
+            store.flush_wanted.set()
         return n
 
     def _needs_fetch(self, blk: int, lo: int, hi: int, known: int | None) -> bool:
@@ -303,143 +298,88 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
     ) -> bool | None:
         """The no-await fast path of :meth:`_buffer_block`: the block is cached, or needs no
         fetch, and nobody holds its lock. None when the slow path is needed."""
+        store = self.store
         key = (ino, blk)
-        if self._locks.busy(key):
+        if store.locks.busy(key):
             return None
-        e = self._table.get(key)
+        e = store.table.get(key)
         if e is None:
             if self._needs_fetch(blk, lo, lo + len(piece), known):
                 return None
-            buf = self._alloc()
+            buf = store.alloc()
             if buf is None:
                 return False
             e = Entry(buf)
-            self._insert(key, self._file(ino), e)
-        self._modify(key, e, lo, piece)
+            store.insert(key, store.file(ino), e)
+        store.modify(key, e, lo, piece)
         return True
 
     async def _buffer_block(
         self, ino: int, blk: int, lo: int, piece: memoryview, known: int | None,
     ) -> bool:
         """Apply ``piece`` at ``lo`` in block ``blk`` in the cache; False if no buffer."""
+        store = self.store
         key = (ino, blk)
-        bs = self.block_size
         while True:
             done = self._buffer_now(ino, blk, lo, piece, known)
             if done is not None:
                 return done
-            async with self._locks.hold([key]):
-                fs = self._file(ino)
-                e = self._table.get(key)
+            async with store.locks.hold([key]):
+                fs = store.file(ino)
+                e = store.table.get(key)
                 if e is not None:
-                    self._modify(key, e, lo, piece)
+                    store.modify(key, e, lo, piece)
                     return True
-                buf = self._alloc()
+                buf = store.alloc()
                 if buf is None:
                     return False
                 e = Entry(buf)
                 if self._needs_fetch(blk, lo, lo + len(piece), known):
                     if fs.truncating:
-                        self._free.put(buf)
+                        store.free.put(buf)
                         await fs.wait_settled()
                         continue
-                    await self._drain_overlap(ino, blk * bs, (blk + 1) * bs)
-                    gen = fs.gen
                     try:
-                        old = await self.backend.read(ino, blk * bs, bs)
+                        old = await self.fetcher.old_block(ino, fs, blk)
                     except BaseException:
-                        self._free.put(buf)
+                        store.free.put(buf)
                         raise
-                    self._counters["rmw_reads"] += 1
-                    self._counters["backend_reads"] += 1
-                    if self._files.get(ino) is not fs or fs.gen != gen:
-                        self._free.put(buf)
+                    if old is None:
+                        store.free.put(buf)
                         continue
                     buf[: len(old)] = old
                     e.valid = len(old)
-                self._insert(key, fs, e)
-                self._modify(key, e, lo, piece)
+                store.insert(key, fs, e)
+                store.modify(key, e, lo, piece)
                 return True
 
-    def _modify(self, key: Key, e: Entry, lo: int, piece: memoryview | bytes) -> None:
-        e.apply(lo, piece)
-        self.policy.touched(key)
-        if not e.dirty:
-            e.dirty = True
-            e.dirty_since = trio.current_time()
-            self._dirty[key] = None
-            self._files[key[0]].dirty.add(key[1])
+    # ------------------------------------------------------------- flushing
 
-    # ------------------------------------------------------- table mechanics
+    async def flush(self, ino: int) -> None:
+        """Write back every dirty block of ``ino`` (fsync, flush on close).
 
-    def _file(self, ino: int) -> FileState:
-        fs = self._files.get(ino)
-        if fs is None:
-            fs = self._files[ino] = FileState()
-        return fs
+        Raises:
+            OSError: the first write-back error of this file since the last flush, whether it
+                happened now or earlier in the flusher. It is reported once.
+        """
+        await self.flusher.flush(ino)
 
-    def _alloc(self) -> bytearray | None:
-        """A zeroed buffer: from the free list, a new one under the capacity, or by evicting one
-        clean block right here (direct reclaim). None when every block is dirty or busy."""
-        buf = self._free.get()
-        if buf is None:
-            if self._allocated < self.capacity_blocks:
-                self._allocated += 1
-                buf = bytearray(self.block_size)
-            elif len(self._dirty) < len(self._table) and self._evict(1):
-                buf = self._free.get()
-        if buf is None:
-            self._flush_wanted.set()
-            return None
-        if self.watermarks.should_harvest(self.blocks_in_use + 1, self.capacity_blocks):
-            self._harvest_wanted.set()
-        return buf
+    async def flush_all(self) -> None:
+        """Flush every file (unmount, ``syncfs``); raises the first error after trying all."""
+        await self.flusher.flush_all()
 
-    def _insert(self, key: Key, fs: FileState, e: Entry) -> None:
-        self._table[key] = e
-        fs.blocks.add(key[1])
-        self.policy.inserted(key)
-
-    def _evictable(self, key: Any) -> bool:
-        e = self._table.get(key)
-        return e is not None and not e.dirty and not self._locks.busy(key)
-
-    def _evict(self, n: int) -> int:
-        victims = self.policy.select_victims(n, self._evictable)
-        for key in victims:
-            self._drop(key, tell_policy=False)
-        self._counters["evictions"] += len(victims)
-        return len(victims)
-
-    def _drop(self, key: Key, *, tell_policy: bool = True) -> None:
-        e = self._table.pop(key)
-        ino, blk = key
-        fs = self._files.get(ino)
-        if fs is not None:
-            fs.blocks.discard(blk)
-            fs.dirty.discard(blk)
-            if fs.idle() and fs.local_end == 0 and not tell_policy:
-                del self._files[ino]
-        self._dirty.pop(key, None)
-        if tell_policy:
-            self.policy.removed(key)
-        self._free.put(e.buf)
+    async def flush_pass(self) -> int:
+        """One pass of the flusher task (see :meth:`Flusher.flush_pass`); bytes written."""
+        return await self.flusher.flush_pass()
 
     def harvest(self) -> int:
-        """Free clean blocks down to the low water mark (what the harvester task runs).
+        """Free clean blocks down to the low water mark (what the harvester task runs)."""
+        return self.store.harvest()
 
-        Returns:
-            The number of blocks evicted. If dirty blocks keep the cache above the mark, the
-            flusher is woken.
-        """
-        excess = self.blocks_in_use - self.watermarks.low_blocks(self.capacity_blocks)
-        if excess <= 0:
-            return 0
-        self._counters["harvests"] += 1
-        freed = self._evict(excess)
-        if freed < excess:
-            self._flush_wanted.set()
-        return freed
+    def pending_error(self, ino: int) -> OSError | None:
+        """The parked write-back error of ``ino`` without clearing it."""
+        fs = self.store.files.get(ino)
+        return fs.error if fs is not None else None
 
     # ------------------------------------------------ invalidation and size
 
@@ -450,19 +390,7 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
         lose writes): to drop everything, ``await flush(ino)`` first. In-flight fetches of the
         file do not insert their blocks. Returns the number of blocks dropped.
         """
-        fs = self._files.get(ino)
-        if fs is None:
-            return 0
-        fs.gen += 1
-        if fs.stream is not None:
-            fs.stream.drop_readahead()
-        bs = self.block_size
-        first = offset // bs
-        last = math.inf if length is None else (offset + length - 1) // bs
-        victims = [b for b in fs.blocks if first <= b <= last and b not in fs.dirty]
-        for blk in victims:
-            self._drop((ino, blk))
-        return len(victims)
+        return self.store.invalidate(ino, offset, length)
 
     @asynccontextmanager
     async def truncation(self, ino: int, size: int) -> AsyncIterator[None]:
@@ -482,7 +410,7 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
         """
         if size < 0:
             raise ValueError("negative size")
-        fs = self._file(ino)
+        fs = self.store.file(ino)
         fs.truncating += 1
         if fs.settled.is_set():
             fs.settled = trio.Event()
@@ -490,7 +418,8 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
         try:
             async with fs.io_lock:
                 yield
-                self._cut(ino, fs, size)
+                self.streamer.trim(fs, size)
+                self.store.cut(ino, fs, size)
         finally:
             fs.truncating -= 1
             self._unsettle(fs)
@@ -517,42 +446,13 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
         if fs.stream is not None:
             fs.stream.drop_readahead()
 
-    def _cut(self, ino: int, fs: FileState, size: int) -> None:
-        """Drop cached and queued bytes of ``ino`` past ``size``; the caller holds its io_lock."""
-        if self._files.get(ino) is not fs:
-            return  # forgotten meanwhile (unlinked): nothing of it is cached any more
-        bs = self.block_size
-        self._trim_pending(fs, size)
-        keep = -(-size // bs)
-        for blk in [b for b in fs.blocks if b >= keep]:
-            self._drop((ino, blk))
-        if size % bs:
-            e = self._table.get((ino, size // bs))
-            cut = size % bs
-            if e is not None and e.valid > cut:
-                e.buf[cut:e.valid] = bytes(e.valid - cut)
-                e.valid = cut
-                e.version += 1
-        fs.local_end = size
-
     def forget(self, ino: int) -> None:
         """Forget file ``ino`` entirely (it was deleted): blocks, dirty data, error, bits."""
-        fs = self._files.pop(ino, None)
+        fs = self.store.forget(ino)
         if fs is not None:
-            fs.gen += 1
-            if fs.stream is not None:
-                self._pending_total -= fs.stream.pending_bytes()
-                fs.stream.pending.clear()
-                fs.stream.drop_readahead()
-            for blk in list(fs.blocks):
-                key = (ino, blk)
-                e = self._table.pop(key)
-                self._dirty.pop(key, None)
-                self.policy.removed(key)
-                self._free.put(e.buf)
-        clear = getattr(self.bypass, "clear", None)
-        if callable(clear):
-            clear(ino)
+            self.streamer.forget(fs)
+        if callable(self._clear_bits):
+            self._clear_bits(ino)
 
     def size_hint(self, ino: int) -> int:
         """Bytes of ``ino`` known through this cache (writes, truncate); 0 if none.
@@ -560,30 +460,68 @@ class BlockCache(FetchMixin, StreamMixin, WritebackMixin):
         The FUSE layer reports ``max(manager size, size_hint)`` as the file size, so write-behind
         data is visible to ``stat`` before it reaches the servers.
         """
-        fs = self._files.get(ino)
+        fs = self.store.files.get(ino)
         return fs.local_end if fs is not None else 0
 
     def has_dirty(self, ino: int) -> bool:
-        fs = self._files.get(ino)
+        fs = self.store.files.get(ino)
         return bool(fs is not None and (fs.dirty or (fs.stream is not None
                                                       and fs.stream.pending)))
+
+    def cached_inodes(self) -> list[int]:
+        """The files the cache holds anything of (blocks, queued writes, errors)."""
+        return list(self.store.files)
+
+    # --------------------------------------------------------------- workers
+
+    async def _run_workers(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+                           ) -> None:
+        with trio.CancelScope() as scope:
+            self._workers = scope
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.flusher.run_flusher)
+                await nursery.start(self.flusher.run_harvester)
+                self.streamer.nursery = nursery  # streamers and read-ahead fetches run here
+                task_status.started()
+        self._workers = None
+        self.streamer.nursery = None
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Start the flusher and harvester in ``nursery``.
+
+        Raises:
+            RuntimeError: if they are already running.
+        """
+        if self._workers is not None:
+            raise RuntimeError("block cache workers already running")
+        await nursery.start(self._run_workers)
+
+    async def aclose(self) -> None:
+        """Stop the workers and write back everything (unmount). Raises the first error."""
+        if self._workers is not None:
+            self._workers.cancel()
+            self._workers = None
+        self.streamer.nursery = None
+        await self.flush_all()
 
     # ----------------------------------------------------------------- stats
 
     @property
     def blocks_in_use(self) -> int:
-        return self._allocated - len(self._free)
+        return self.store.blocks_in_use
 
     def stats(self) -> dict[str, int]:
         """Counters and gauges (all ints), e.g. for ``pvfs-admin stats`` and a virtual xattr."""
-        out = dict(self._counters)
-        out["dirty_blocks"] = len(self._dirty)
-        out["dirty_bytes"] = sum(self._table[k].valid for k in self._dirty) + self._pending_total
-        out["pending_stream_bytes"] = self._pending_total
-        out["blocks_cached"] = len(self._table)
-        out["blocks_in_use"] = self.blocks_in_use
-        out["free_blocks"] = len(self._free)
+        store = self.store
+        out = dict(store.counters)
+        pending = self.streamer.pending_total
+        out["dirty_blocks"] = len(store.dirty)
+        out["dirty_bytes"] = sum(store.table[k].valid for k in store.dirty) + pending
+        out["pending_stream_bytes"] = pending
+        out["blocks_cached"] = len(store.table)
+        out["blocks_in_use"] = store.blocks_in_use
+        out["free_blocks"] = len(store.free)
         out["capacity_blocks"] = self.capacity_blocks
         out["block_size"] = self.block_size
-        out["files"] = len(self._files)
+        out["files"] = len(store.files)
         return out

@@ -1,125 +1,124 @@
-"""Fetching missing blocks of the block cache (the block path's reads from the backend).
+"""Fetching missing blocks: the block path's reads from the backend.
 
-Kept apart from ``_cache.py`` only for size (like ``_writeback.py``); :class:`FetchMixin` is
-mixed into :class:`pvfs.cache.BlockCache`. A fetch holds the locks of the blocks it fetches,
-re-checks them, writes queued stream data of their ranges back first, and inserts what it read
-only if the file's generation did not move meanwhile. Scattered missing runs of one request
-go to the backend as one list-I/O call (``read_list``) when it has one.
+:class:`Fetcher` is the part of :class:`pvfs.cache.BlockCache` that fills the store on misses.
+A fetch holds the locks of the blocks it fetches, waits while a truncation of the file is in
+progress, re-checks the blocks, writes queued stream data of their ranges back first, and
+inserts what it read only if the file's generation did not move meanwhile. Scattered missing
+runs of one request go to the backend as one list-I/O call (``read_list``) when it has one.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
-from ._table import Entry, FileState, KeyLocks, gather, runs_of
+from ._store import piece_of
+from ._table import FileState, gather, runs_of
 
 if TYPE_CHECKING:
-    from ._policy import Backend, ListBackend, ReplacementPolicy, WritebackPolicy
+    from ._policy import Backend, WritebackPolicy
+    from ._store import BackendCaps, BlockStore
+    from ._stream import Streamer
 
-__all__ = ["FetchMixin"]
-
-
-def _piece(chunk: bytes | bytearray | memoryview, a: int, b: int) -> bytes:
-    """``chunk[a:b]`` padded with zeros to ``b - a`` bytes (holes and short reads)."""
-    out = bytes(chunk[a:b])
-    return out if len(out) == b - a else out.ljust(b - a, b"\0")
+__all__ = ["Fetcher"]
 
 
-class FetchMixin:
-    backend: Backend
-    block_size: int
-    writeback: WritebackPolicy
-    policy: ReplacementPolicy
-    _table: dict[tuple[int, int], Entry]
-    _files: dict[int, FileState]
-    _counters: dict[str, int]
-    _locks: KeyLocks
+class Fetcher:
+    """Misses of one cache: whole runs, list-I/O batches, read-modify-write and bypassed reads.
 
-    if TYPE_CHECKING:  # provided by BlockCache and StreamMixin
-        def _file(self, ino: int) -> FileState: ...
+    Args:
+        store: the blocks fetched data goes into.
+        backend: where it comes from.
+        caps: whether the backend has ``read_list``.
+        limits: the list-I/O budget per call (``max_list_bytes``, ``max_regions``).
+        streamer: queued stream writes of a range are written back before it is read.
+    """
 
-        def _covers(self, e: Entry, blk: int, eff: int) -> bool: ...
+    def __init__(self, store: BlockStore, backend: Backend, caps: BackendCaps,
+                 limits: WritebackPolicy, streamer: Streamer) -> None:
+        self.store = store
+        self.backend = backend
+        self.caps = caps
+        self.limits = limits
+        self.streamer = streamer
 
-        def _span(self, blk: int, start: int, end: int) -> tuple[int, int]: ...
-
-        def _alloc(self) -> bytearray | None: ...
-
-        def _insert(self, key: tuple[int, int], fs: FileState, e: Entry) -> None: ...
-
-        async def _drain_overlap(self, ino: int, lo: int, hi: int) -> None: ...
-
-    async def _fetch_list(
+    async def fetch(
         self, ino: int, blocks: list[int], offset: int, end: int, eff: int,
         pieces: dict[int, bytes], *, single: bool = False,
     ) -> None:
-        """Fetch missing ``blocks`` (sorted) under all their locks: each run still missing
-        after the locks are held is read whole; with ``single`` (or a backend without list
-        I/O) one backend read per run, else the runs gathered into ``read_list`` calls."""
-        bs = self.block_size
-        c = self._counters
-        async with self._locks.hold([(ino, blk) for blk in blocks]):
-            fs = self._file(ino)
-            await fs.wait_settled()  # the servers may still hold bytes a truncate dropped
-            fs = self._file(ino)
+        """Fetch missing ``blocks`` (sorted) under all their locks into ``pieces`` (each block's
+        part of ``[offset, end)``): each run still missing after the locks are held is read
+        whole; with ``single`` (or a backend without list I/O) one backend read per run, else
+        the runs gathered into ``read_list`` calls."""
+        store = self.store
+        bs = store.block_size
+        c = store.counters
+        async with store.locks.hold([(ino, blk) for blk in blocks]):
+            await store.file(ino).wait_settled()  # servers may still hold truncated bytes
+            fs = store.file(ino)
             gen = fs.gen
             still: list[int] = []
             for blk in blocks:
-                e = self._table.get((ino, blk))
-                if e is not None and self._covers(e, blk, eff):
-                    a, b = self._span(blk, offset, end)
-                    pieces[blk] = _piece(e.buf, a, b)
-                    self.policy.touched((ino, blk))
+                e = store.table.get((ino, blk))
+                if e is not None and store.covers(e, blk, eff):
+                    a, b = store.span(blk, offset, end)
+                    pieces[blk] = piece_of(e.buf, a, b)
+                    store.policy.touched((ino, blk))
                     c["hits"] += 1
                 else:
                     still.append(blk)
             runs = runs_of(still)
-            listed = not single and getattr(self.backend, "read_list", None) is not None
-            if listed:
+            read_list = None if single else self.caps.read_list
+            if read_list is not None:
                 for s, m in runs:  # queued stream data of these ranges first, for every call
-                    await self._drain_overlap(ino, s * bs, (s + m) * bs)
-                wb = self.writeback
-                groups = gather([m * bs for _, m in runs], wb.max_list_bytes, wb.max_regions)
+                    await self.streamer.drain_overlap(ino, s * bs, (s + m) * bs)
+                lim = self.limits
+                groups = gather([m * bs for _, m in runs], lim.max_list_bytes, lim.max_regions)
             else:
                 groups = [slice(i, i + 1) for i in range(len(runs))]
             for g in groups:
                 batch = runs[g]
                 if len(batch) == 1:
                     s, m = batch[0]
-                    if not listed:
-                        await self._drain_overlap(ino, s * bs, (s + m) * bs)
+                    if read_list is None:
+                        await self.streamer.drain_overlap(ino, s * bs, (s + m) * bs)
                     datas = [await self.backend.read(ino, s * bs, m * bs)]
                 else:
-                    datas = await cast("ListBackend", self.backend).read_list(
-                        ino, [(s * bs, m * bs) for s, m in batch])
+                    assert read_list is not None
+                    datas = await read_list(ino, [(s * bs, m * bs) for s, m in batch])
                     c["list_reads"] += 1
                 c["backend_reads"] += 1
-                keep = self._files.get(ino) is fs and fs.gen == gen
+                keep = store.files.get(ino) is fs and fs.gen == gen
                 for (s, m), data in zip(batch, datas):
                     c["misses"] += m
                     for i in range(m):
                         blk = s + i
                         chunk = data[i * bs:(i + 1) * bs]
-                        a, b = self._span(blk, offset, end)
-                        pieces[blk] = _piece(chunk, a, b)
+                        a, b = store.span(blk, offset, end)
+                        pieces[blk] = piece_of(chunk, a, b)
                         if keep:
-                            self._install(ino, fs, blk, chunk)
+                            store.install(ino, fs, blk, chunk)
 
-    def _install(self, ino: int, fs: FileState, blk: int, chunk: bytes) -> None:
-        """Put fetched clean data for ``blk`` into the cache (if a buffer is to be had)."""
-        key = (ino, blk)
-        e = self._table.get(key)
-        if e is not None:
-            if e.dirty:
-                return
-            e.buf[: len(chunk)] = chunk
-            e.buf[len(chunk):] = bytes(self.block_size - len(chunk))
-            e.valid = len(chunk)
-            e.version += 1
-            return
-        buf = self._alloc()
-        if buf is None:
-            return
-        buf[: len(chunk)] = chunk
-        e = Entry(buf)
-        e.valid = len(chunk)
-        self._insert(key, fs, e)
+    async def old_block(self, ino: int, fs: FileState, blk: int) -> bytes | None:
+        """The backend's bytes of block ``blk`` for a read-modify-write, or None if the file's
+        generation moved while they were read (the caller retries). The caller holds the
+        block's lock and no truncation of the file is in progress."""
+        bs = self.store.block_size
+        await self.streamer.drain_overlap(ino, blk * bs, (blk + 1) * bs)
+        gen = fs.gen
+        old = await self.backend.read(ino, blk * bs, bs)
+        c = self.store.counters
+        c["rmw_reads"] += 1
+        c["backend_reads"] += 1
+        if self.store.files.get(ino) is not fs or fs.gen != gen:
+            return None
+        return old
+
+    async def bypassed(self, ino: int, start: int, n: int) -> bytes:
+        """Blocks ``start..start+n-1`` straight from the backend (read bypass): not cached."""
+        bs = self.store.block_size
+        await self.streamer.drain_overlap(ino, start * bs, (start + n) * bs)
+        data = await self.backend.read(ino, start * bs, n * bs)
+        c = self.store.counters
+        c["backend_reads"] += 1
+        c["bypassed_reads"] += n
+        return data

@@ -1,7 +1,7 @@
 """Large requests of the block cache: stream writes, stream reads and read-ahead.
 
-Kept apart from ``_cache.py`` (like ``_writeback.py``); :class:`StreamMixin` is mixed into
-:class:`pvfs.cache.BlockCache`. Which requests come here is the :class:`StreamPolicy`'s call.
+:class:`Streamer` is the part of :class:`pvfs.cache.BlockCache` that moves them, over the
+cache's :class:`BlockStore`. Which requests come here is the :class:`StreamPolicy`'s call.
 
 A *stream write* is copied once (one ``bytes``) into the file's FIFO queue of pending writes
 and the call returns; cached blocks it overlaps are updated in place. A per-file streamer task
@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._table import Entry, FileState
+from ._table import FileState
 
 if TYPE_CHECKING:
     from ._policy import Backend, StreamPolicy
+    from ._store import BackendCaps, BlockStore
 
-__all__ = ["StreamMixin", "StreamState"]
+__all__ = ["StreamState", "Streamer"]
 
 
 class StreamState:
@@ -76,35 +77,44 @@ class StreamState:
         self.ra_inflight = None
 
 
-class StreamMixin:
-    backend: Backend
-    block_size: int
-    stream: StreamPolicy
-    _table: dict[tuple[int, int], Entry]
-    _files: dict[int, FileState]
-    _counters: dict[str, int]
-    _nursery: trio.Nursery | None
-    _pending_total: int
-    _ra_files: OrderedDict[int, None]
+class Streamer:
+    """Stream writes, stream reads and read-ahead of one cache.
 
-    if TYPE_CHECKING:  # provided by BlockCache and WritebackMixin
-        def invalidate(self, ino: int, offset: int = 0, length: int | None = None) -> int: ...
+    Args:
+        store: the cache's blocks (stream writes update cached blocks in place; stream reads
+            lay dirty blocks over what they read).
+        backend: where the bytes go.
+        caps: the backend's abilities (stripe windows).
+        policy: thresholds, write size, read-ahead window.
 
-        def _stripe_window(self, ino: int, max_write: int | None = None) -> int: ...
+    Attributes:
+        nursery: where streamer and read-ahead tasks run (the cache's workers' nursery), or
+            None before ``BlockCache.start``: then writes are drained by flushes only and no
+            read-ahead happens.
+        pending_total: bytes queued in all files.
+    """
 
-        def _span(self, blk: int, start: int, end: int) -> tuple[int, int]: ...
+    def __init__(self, store: BlockStore, backend: Backend, caps: BackendCaps,
+                 policy: StreamPolicy) -> None:
+        self.store = store
+        self.backend = backend
+        self.caps = caps
+        self.policy = policy
+        self.nursery: trio.Nursery | None = None
+        self.pending_total = 0
+        self._ra_files: OrderedDict[int, None] = OrderedDict()
 
     # ---------------------------------------------------------------- writes
 
-    async def _stream_write(self, ino: int, fs: FileState, offset: int,
-                            data: bytes | memoryview) -> None:
+    async def write(self, ino: int, fs: FileState, offset: int,
+                    data: bytes | memoryview) -> None:
         """Queue ``data`` at ``offset`` (write-behind as one slice); update cached blocks.
 
         ``bytes`` are immutable and kept as they are (FUSE hands us one per request); other
         buffers are copied once."""
         buf = data if type(data) is bytes else bytes(data)
         end = offset + len(buf)
-        self._update_cached(ino, fs, offset, buf)
+        self.store.update_cached(ino, fs, offset, buf)
         fs.gen += 1  # a fetch in flight read the servers' older bytes: it must not insert
         st = fs.stream
         if st is None:
@@ -112,54 +122,39 @@ class StreamMixin:
         st.drop_readahead()
         st.seq += 1
         st.pending.append([offset, buf, st.seq])
-        self._pending_total += len(buf)
+        self.pending_total += len(buf)
         fs.local_end = max(fs.local_end, end)
-        self._counters["stream_writes"] += 1
-        if self._nursery is not None and not st.streaming:
+        self.store.counters["stream_writes"] += 1
+        if self.nursery is not None and not st.streaming:
             st.streaming = True
-            self._nursery.start_soon(self._streamer, ino, fs, st)
-        if self._pending_total > self.stream.max_pending:
-            self._counters["stream_throttles"] += 1
-            await self._drain(ino, fs, upto=st.seq)
-
-    def _update_cached(self, ino: int, fs: FileState, offset: int, data: bytes) -> None:
-        """Copy the part of ``data`` over every cached block it overlaps (dirty stay dirty)."""
-        if not fs.blocks:
-            return
-        bs = self.block_size
-        end = offset + len(data)
-        first, last = offset // bs, (end - 1) // bs
-        if len(fs.blocks) < last - first + 1:
-            hit = sorted(b for b in fs.blocks if first <= b <= last)
-        else:
-            hit = [b for b in range(first, last + 1) if b in fs.blocks]
-        mv = memoryview(data)
-        for blk in hit:
-            a, b = self._span(blk, offset, end)
-            self._table[(ino, blk)].apply(a, mv[blk * bs + a - offset:blk * bs + b - offset])
+            self.nursery.start_soon(self._streamer, ino, fs, st)
+        if self.pending_total > self.policy.max_pending:
+            self.store.counters["stream_throttles"] += 1
+            await self.drain(ino, fs, upto=st.seq)
 
     async def _streamer(self, ino: int, fs: FileState, st: StreamState) -> None:
         """Write the file's queue back, one coalesced write at a time, until it is empty."""
+        files = self.store.files
         try:
-            while st.pending and self._files.get(ino) is fs and fs.stream is st:
+            while st.pending and files.get(ino) is fs and fs.stream is st:
                 async with fs.io_lock:
-                    await self._drain_locked(ino, fs, batches=1)
+                    await self.drain_locked(ino, fs, batches=1)
         finally:
             st.streaming = False
 
-    async def _drain_overlap(self, ino: int, lo: int, hi: int) -> None:
+    async def drain_overlap(self, ino: int, lo: int, hi: int) -> None:
         """Write back pending stream writes of ``ino`` if any touches ``[lo, hi)``."""
-        fs = self._files.get(ino)
+        fs = self.store.files.get(ino)
         if fs is not None and fs.stream is not None and fs.stream.pending \
                 and fs.stream.overlaps(lo, hi):
-            await self._drain(ino, fs)
+            await self.drain(ino, fs)
 
-    async def _drain(self, ino: int, fs: FileState, *, upto: int | None = None) -> None:
+    async def drain(self, ino: int, fs: FileState, *, upto: int | None = None) -> None:
         async with fs.io_lock:
-            await self._drain_locked(ino, fs, upto=upto)
+            await self.drain_locked(ino, fs, upto=upto)
 
-    async def _drain_locked(self, ino: int, fs: FileState, *, upto: int | None = None,
-                            batches: int | None = None) -> int:
+    async def drain_locked(self, ino: int, fs: FileState, *, upto: int | None = None,
+                           batches: int | None = None) -> int:
         """Write queued entries (up to number ``upto``); the caller holds ``fs.io_lock``.
 
         A failed write is handled like a failed block write-back: its entries are dropped,
@@ -167,9 +162,10 @@ class StreamMixin:
         Returns bytes written.
         """
         st = fs.stream
-        c = self._counters
+        c = self.store.counters
+        files = self.store.files
         written = 0
-        while st is not None and st.pending and self._files.get(ino) is fs and fs.stream is st:
+        while st is not None and st.pending and files.get(ino) is fs and fs.stream is st:
             if upto is not None and st.pending[0][2] > upto:
                 break
             if batches is not None:
@@ -186,7 +182,7 @@ class StreamMixin:
                 c["write_errors"] += 1
                 if fs.error is None:
                     fs.error = exc
-                self.invalidate(ino, offset, len(data))
+                self.store.invalidate(ino, offset, len(data))
                 continue
             self._pop(st, count)
             c["backend_writes"] += 1
@@ -196,12 +192,12 @@ class StreamMixin:
 
     def _pop(self, st: StreamState, count: int) -> None:
         for _ in range(count):
-            self._pending_total -= len(st.pending.popleft()[1])
+            self.pending_total -= len(st.pending.popleft()[1])
 
     def _batch(self, ino: int, st: StreamState) -> tuple[int, int]:
         """How many leading queue entries go into the next write, splitting entries in place
         so the write ends on a stripe window boundary. Returns ``(offset, count)``."""
-        window = self._stripe_window(ino, self.stream.max_write)
+        window = self.caps.window(ino, self.policy.max_write)
         q = st.pending
         offset = q[0][0]
         limit = (offset // window + 1) * window
@@ -217,7 +213,7 @@ class StreamMixin:
             count += 1
         return offset, max(count, 1)
 
-    def _trim_pending(self, fs: FileState, size: int) -> None:
+    def trim(self, fs: FileState, size: int) -> None:
         """Truncate to ``size``: drop queued bytes past it (they never existed)."""
         st = fs.stream
         if st is None:
@@ -226,26 +222,33 @@ class StreamMixin:
         keep: deque[list] = deque()
         for ent in st.pending:
             if ent[0] >= size:
-                self._pending_total -= len(ent[1])
+                self.pending_total -= len(ent[1])
                 continue
             if ent[0] + len(ent[1]) > size:
-                self._pending_total -= ent[0] + len(ent[1]) - size
+                self.pending_total -= ent[0] + len(ent[1]) - size
                 ent[1] = ent[1][:size - ent[0]]
             keep.append(ent)
         st.pending = keep
 
+    def forget(self, fs: FileState) -> None:
+        """The file is gone: drop its queue and read-ahead."""
+        if fs.stream is not None:
+            self.pending_total -= fs.stream.pending_bytes()
+            fs.stream.pending.clear()
+            fs.stream.drop_readahead()
+
     # ----------------------------------------------------------------- reads
 
-    async def _stream_read(self, ino: int, fs: FileState | None, offset: int, end: int,
-                           eff: int) -> bytes:
+    async def read(self, ino: int, fs: FileState | None, offset: int, end: int,
+                   eff: int) -> bytes:
         """``[offset, end)`` (inside the file's ``eff`` bytes) in one piece."""
-        c = self._counters
+        c = self.store.counters
         c["stream_reads"] += 1
         if fs is None:
-            return await self._read_direct(ino, offset, end - offset)
+            return await self.read_direct(ino, offset, end - offset)
         st = fs.stream
         if st is not None and st.pending and st.overlaps(offset, end):
-            await self._drain(ino, fs)
+            await self.drain(ino, fs)
         if fs.stream is None:
             fs.stream = StreamState()
         st = fs.stream
@@ -264,46 +267,28 @@ class StreamMixin:
         if pos > offset:
             c["readahead_hits"] += 1
         if pos < end:
-            parts.append(await self._read_direct(ino, pos, end - pos))
+            parts.append(await self.read_direct(ino, pos, end - pos))
         out = parts[0] if len(parts) == 1 else b"".join(parts)
         if fs.dirty:
-            out = self._overlay_dirty(ino, fs, offset, end, out)
+            out = self.store.overlay_dirty(ino, fs, offset, end, out)
         self._readahead(ino, fs, st, offset, end, eff)
         return out
 
-    async def _read_direct(self, ino: int, offset: int, length: int) -> bytes:
+    async def read_direct(self, ino: int, offset: int, length: int) -> bytes:
         """One backend read; zeros past its end (holes, data only this node has)."""
         data = await self.backend.read(ino, offset, length)
-        self._counters["backend_reads"] += 1
+        self.store.counters["backend_reads"] += 1
         return data if len(data) == length else bytes(data).ljust(length, b"\0")
-
-    def _overlay_dirty(self, ino: int, fs: FileState, offset: int, end: int,
-                       data: bytes) -> bytes:
-        """``data`` (bytes ``[offset, end)``) with the file's dirty blocks laid over it."""
-        bs = self.block_size
-        first, last = offset // bs, (end - 1) // bs
-        if len(fs.dirty) < last - first + 1:
-            hit = [b for b in fs.dirty if first <= b <= last]
-        else:
-            hit = [b for b in range(first, last + 1) if b in fs.dirty]
-        if not hit:
-            return data
-        out = bytearray(data)
-        for blk in hit:
-            a, b = self._span(blk, offset, end)
-            base = blk * bs - offset
-            out[base + a:base + b] = self._table[(ino, blk)].buf[a:b]
-        return bytes(out)
 
     def _readahead(self, ino: int, fs: FileState, st: StreamState, offset: int, end: int,
                    eff: int) -> None:
         """After a stream read: drop consumed chunks; if sequential, keep a window ahead."""
-        window = self.stream.readahead
+        window = self.policy.readahead
         near = st.next_off >= 0 and st.next_off - window <= offset <= st.next_off + window
         st.next_off = max(end, st.next_off) if near else end
         while st.ra and st.ra[0][0] + len(st.ra[0][1]) <= offset:
             st.ra.popleft()
-        if not near or window <= 0 or self._nursery is None or st.ra_inflight is not None:
+        if not near or window <= 0 or self.nursery is None or st.ra_inflight is not None:
             return
         ahead = max(end, st.ra[-1][0] + len(st.ra[-1][1])) if st.ra else end
         if ahead - end > window // 2 or ahead >= eff:
@@ -313,14 +298,14 @@ class StreamMixin:
             return
         self._ra_files[ino] = None
         self._ra_files.move_to_end(ino)
-        while len(self._ra_files) > self.stream.max_streams:
+        while len(self._ra_files) > self.policy.max_streams:
             old, _ = self._ra_files.popitem(last=False)
-            ofs = self._files.get(old)
+            ofs = self.store.files.get(old)
             if ofs is not None and ofs.stream is not None:
                 ofs.stream.drop_readahead()
         ev = trio.Event()
         st.ra_inflight = (ahead, stop, ev)
-        self._nursery.start_soon(self._prefetch, ino, fs, st, ahead, stop, ev, st.ra_gen)
+        self.nursery.start_soon(self._prefetch, ino, fs, st, ahead, stop, ev, st.ra_gen)
 
     async def _prefetch(self, ino: int, fs: FileState, st: StreamState, start: int, stop: int,
                         ev: trio.Event, gen: int) -> None:
@@ -332,9 +317,9 @@ class StreamMixin:
             if st.ra_inflight is not None and st.ra_inflight[2] is ev:
                 st.ra_inflight = None
             ev.set()
-        c = self._counters
+        c = self.store.counters
         c["backend_reads"] += 1
-        if st.ra_gen != gen or fs.stream is not st or self._files.get(ino) is not fs or \
+        if st.ra_gen != gen or fs.stream is not st or self.store.files.get(ino) is not fs or \
                 not data or (st.ra and st.ra[-1][0] + len(st.ra[-1][1]) != start):
             return
         st.ra.append((start, data))

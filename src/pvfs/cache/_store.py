@@ -1,0 +1,314 @@
+"""The block store every part of the cache works on: the table, the lists and the buffers.
+
+:class:`BlockStore` owns the state the paper's cache is made of (§3.2): blocks by
+``(ino, block)`` in a hash table, the per-file state, the dirty list in dirtying order, the free
+list, a lock per key, the replacement policy's view, and the counters. Its methods change that
+state synchronously (never across an ``await``), so the parts that await — the fetcher, the
+streamer, the flusher — each re-check it after their awaits. :class:`BackendCaps` is what the
+backend can do, decided once when the cache is built.
+
+The parts are shaped for a second owner (the global cache daemon keeps its own store and
+reuses the same fetcher and flusher over it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._table import Entry, FileState, FreeList, KeyLocks
+
+if TYPE_CHECKING:
+    from ._policy import Backend, ReplacementPolicy, WaterMarks
+
+__all__ = ["COUNTERS", "BackendCaps", "BlockStore", "Key", "piece_of"]
+
+Key = tuple[int, int]
+
+# Every counter the cache keeps, zero at start (``BlockCache.stats``).
+COUNTERS = (
+    "hits", "misses", "evictions", "flushed_bytes", "bypassed_reads", "bypassed_writes",
+    "sync_writes", "rmw_reads", "backend_reads", "backend_writes", "write_errors", "harvests",
+    "flushes", "stream_reads", "stream_writes", "stream_throttles", "readahead_hits",
+    "readahead_bytes", "list_writes", "list_reads", "list_regions",
+)
+
+
+def piece_of(chunk: bytes | bytearray | memoryview, a: int, b: int) -> bytes:
+    """``chunk[a:b]`` padded with zeros to ``b - a`` bytes (holes and short reads)."""
+    out = bytes(chunk[a:b])
+    return out if len(out) == b - a else out.ljust(b - a, b"\0")
+
+
+class BackendCaps:
+    """The optional abilities of a backend (``pvfs.cache.ListBackend``,
+    ``pvfs.cache.StripedBackend``), looked up once instead of probed at every call.
+
+    Attributes:
+        read_list: the backend's ``read_list`` or None.
+        write_list: the backend's ``write_list`` or None.
+    """
+
+    def __init__(self, backend: Backend, block_size: int) -> None:
+        self.read_list = _method(backend, "read_list")
+        self.write_list = _method(backend, "write_list")
+        self._stripe_size = _method(backend, "stripe_size")
+        self._block_size = block_size
+
+    def window(self, ino: int, limit: int) -> int:
+        """Write-back never crosses a multiple of this many bytes of file ``ino``: the largest
+        multiple of its stripe size not above ``limit`` (block multiples if unknown)."""
+        bs = self._block_size
+        ss = self._stripe_size(ino) if self._stripe_size is not None else None
+        if not ss or ss <= 0:
+            return max(bs, limit // bs * bs)
+        return max(ss, limit // ss * ss)
+
+
+def _method(obj: Any, name: str) -> Any:
+    m = getattr(obj, name, None)
+    return m if callable(m) else None
+
+
+class BlockStore:
+    """Blocks, per-file state and the lists of one cache (all synchronous).
+
+    Args:
+        block_size: bytes per block.
+        capacity_blocks: block buffers at most.
+        policy: the replacement policy (told of inserts, touches and removals).
+        watermarks: when allocation wakes the harvester.
+    """
+
+    def __init__(self, block_size: int, capacity_blocks: int, policy: ReplacementPolicy,
+                 watermarks: WaterMarks) -> None:
+        self.block_size = block_size
+        self.capacity_blocks = capacity_blocks
+        self.policy = policy
+        self.watermarks = watermarks
+        self.table: dict[Key, Entry] = {}
+        self.files: dict[int, FileState] = {}
+        self.dirty: OrderedDict[Key, None] = OrderedDict()
+        self.free = FreeList(block_size)
+        self.allocated = 0
+        self.locks = KeyLocks()
+        self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        # set when dirty data or a shortage of buffers wants the flusher / harvester now
+        self.flush_wanted = trio.Event()
+        self.harvest_wanted = trio.Event()
+
+    # -------------------------------------------------------------- geometry
+
+    def span(self, blk: int, start: int, end: int) -> tuple[int, int]:
+        """The part of ``[start, end)`` inside block ``blk``, as offsets within the block."""
+        base = blk * self.block_size
+        return max(start, base) - base, min(end, base + self.block_size) - base
+
+    def covers(self, e: Entry, blk: int, eff: int) -> bool:
+        """Whether entry ``e`` can answer for block ``blk`` of a file ``eff`` bytes long.
+
+        A dirty block always can (its zeros past ``valid`` are holes we made). A clean block
+        fetched short at the old end of file cannot if the file has grown since: refetch it.
+        """
+        return e.dirty or e.valid >= min(self.block_size, eff - blk * self.block_size)
+
+    @property
+    def blocks_in_use(self) -> int:
+        return self.allocated - len(self.free)
+
+    # ---------------------------------------------------------------- entries
+
+    def file(self, ino: int) -> FileState:
+        fs = self.files.get(ino)
+        if fs is None:
+            fs = self.files[ino] = FileState()
+        return fs
+
+    def alloc(self) -> bytearray | None:
+        """A zeroed buffer: from the free list, a new one under the capacity, or by evicting one
+        clean block right here (direct reclaim). None when every block is dirty or busy."""
+        buf = self.free.get()
+        if buf is None:
+            if self.allocated < self.capacity_blocks:
+                self.allocated += 1
+                buf = bytearray(self.block_size)
+            elif len(self.dirty) < len(self.table) and self.evict(1):
+                buf = self.free.get()
+        if buf is None:
+            self.flush_wanted.set()
+            return None
+        if self.watermarks.should_harvest(self.blocks_in_use + 1, self.capacity_blocks):
+            self.harvest_wanted.set()
+        return buf
+
+    def insert(self, key: Key, fs: FileState, e: Entry) -> None:
+        self.table[key] = e
+        fs.blocks.add(key[1])
+        self.policy.inserted(key)
+
+    def install(self, ino: int, fs: FileState, blk: int, chunk: bytes) -> None:
+        """Put fetched clean data for ``blk`` into the table (if a buffer is to be had)."""
+        key = (ino, blk)
+        e = self.table.get(key)
+        if e is not None:
+            if e.dirty:
+                return
+            e.buf[: len(chunk)] = chunk
+            e.buf[len(chunk):] = bytes(self.block_size - len(chunk))
+            e.valid = len(chunk)
+            e.version += 1
+            return
+        buf = self.alloc()
+        if buf is None:
+            return
+        buf[: len(chunk)] = chunk
+        e = Entry(buf)
+        e.valid = len(chunk)
+        self.insert(key, fs, e)
+
+    def modify(self, key: Key, e: Entry, lo: int, piece: memoryview | bytes) -> None:
+        """Write ``piece`` into entry ``e`` at ``lo`` and put it on the dirty list."""
+        e.apply(lo, piece)
+        self.policy.touched(key)
+        if not e.dirty:
+            e.dirty = True
+            e.dirty_since = trio.current_time()
+            self.dirty[key] = None
+            self.files[key[0]].dirty.add(key[1])
+
+    def mark_clean(self, key: Key, e: Entry, version: int) -> None:
+        """``e`` was written back as of ``version``: clean, unless modified since."""
+        if self.table.get(key) is e and e.version == version and e.dirty:
+            e.dirty = False
+            self.files[key[0]].dirty.discard(key[1])
+            self.dirty.pop(key, None)
+
+    def drop(self, key: Key, *, tell_policy: bool = True) -> None:
+        e = self.table.pop(key)
+        ino, blk = key
+        fs = self.files.get(ino)
+        if fs is not None:
+            fs.blocks.discard(blk)
+            fs.dirty.discard(blk)
+            if fs.idle() and fs.local_end == 0 and not tell_policy:
+                del self.files[ino]
+        self.dirty.pop(key, None)
+        if tell_policy:
+            self.policy.removed(key)
+        self.free.put(e.buf)
+
+    # --------------------------------------------------------------- eviction
+
+    def _evictable(self, key: Any) -> bool:
+        e = self.table.get(key)
+        return e is not None and not e.dirty and not self.locks.busy(key)
+
+    def evict(self, n: int) -> int:
+        victims = self.policy.select_victims(n, self._evictable)
+        for key in victims:
+            self.drop(key, tell_policy=False)
+        self.counters["evictions"] += len(victims)
+        return len(victims)
+
+    def harvest(self) -> int:
+        """Free clean blocks down to the low water mark (what the harvester task runs).
+
+        Returns:
+            The number of blocks evicted. If dirty blocks keep the cache above the mark, the
+            flusher is woken.
+        """
+        excess = self.blocks_in_use - self.watermarks.low_blocks(self.capacity_blocks)
+        if excess <= 0:
+            return 0
+        self.counters["harvests"] += 1
+        freed = self.evict(excess)
+        if freed < excess:
+            self.flush_wanted.set()
+        return freed
+
+    # ----------------------------------------------------------- invalidation
+
+    def invalidate(self, ino: int, offset: int = 0, length: int | None = None) -> int:
+        """Drop the clean blocks of ``ino`` overlapping ``[offset, offset+length)``; fetches and
+        read-ahead in flight keep nothing. Returns the number of blocks dropped."""
+        fs = self.files.get(ino)
+        if fs is None:
+            return 0
+        fs.gen += 1
+        if fs.stream is not None:
+            fs.stream.drop_readahead()
+        bs = self.block_size
+        first = offset // bs
+        last = math.inf if length is None else (offset + length - 1) // bs
+        victims = [b for b in fs.blocks if first <= b <= last and b not in fs.dirty]
+        for blk in victims:
+            self.drop((ino, blk))
+        return len(victims)
+
+    def cut(self, ino: int, fs: FileState, size: int) -> None:
+        """Drop the blocks of ``ino`` past ``size`` and zero the tail of the last one."""
+        if self.files.get(ino) is not fs:
+            return  # forgotten meanwhile (unlinked): nothing of it is cached any more
+        bs = self.block_size
+        keep = -(-size // bs)
+        for blk in [b for b in fs.blocks if b >= keep]:
+            self.drop((ino, blk))
+        if size % bs:
+            e = self.table.get((ino, size // bs))
+            cut = size % bs
+            if e is not None and e.valid > cut:
+                e.buf[cut:e.valid] = bytes(e.valid - cut)
+                e.valid = cut
+                e.version += 1
+        fs.local_end = size
+
+    def forget(self, ino: int) -> FileState | None:
+        """Remove file ``ino`` and all its blocks; returns its state (for the streamer)."""
+        fs = self.files.pop(ino, None)
+        if fs is None:
+            return None
+        fs.gen += 1
+        for blk in list(fs.blocks):
+            key = (ino, blk)
+            e = self.table.pop(key)
+            self.dirty.pop(key, None)
+            self.policy.removed(key)
+            self.free.put(e.buf)
+        return fs
+
+    def overlay_dirty(self, ino: int, fs: FileState, offset: int, end: int,
+                      data: bytes) -> bytes:
+        """``data`` (bytes ``[offset, end)``) with the file's dirty blocks laid over it."""
+        bs = self.block_size
+        first, last = offset // bs, (end - 1) // bs
+        if len(fs.dirty) < last - first + 1:
+            hit = [b for b in fs.dirty if first <= b <= last]
+        else:
+            hit = [b for b in range(first, last + 1) if b in fs.dirty]
+        if not hit:
+            return data
+        out = bytearray(data)
+        for blk in hit:
+            a, b = self.span(blk, offset, end)
+            base = blk * bs - offset
+            out[base + a:base + b] = self.table[(ino, blk)].buf[a:b]
+        return bytes(out)
+
+    def update_cached(self, ino: int, fs: FileState, offset: int, data: bytes) -> None:
+        """Copy the part of ``data`` over every cached block it overlaps (dirty stay dirty)."""
+        if not fs.blocks:
+            return
+        bs = self.block_size
+        end = offset + len(data)
+        first, last = offset // bs, (end - 1) // bs
+        if len(fs.blocks) < last - first + 1:
+            hit = sorted(b for b in fs.blocks if first <= b <= last)
+        else:
+            hit = [b for b in range(first, last + 1) if b in fs.blocks]
+        mv = memoryview(data)
+        for blk in hit:
+            a, b = self.span(blk, offset, end)
+            self.table[(ino, blk)].apply(a, mv[blk * bs + a - offset:blk * bs + b - offset])
