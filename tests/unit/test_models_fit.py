@@ -33,3 +33,18 @@ def test_fit_recovers_the_parameters_that_made_the_runs():
         for got, want in zip(p.E_opt[alg], TRUE.E_opt[alg]):
             assert math.isclose(got, want, rel_tol=1e-3), alg
     assert max(abs(r["residual"]) for r in res) < 0.02
+
+
+def test_e_opt_comes_from_the_end_case_and_zero_from_where_opt1_is_best():
+    """opt4 loses on small uncached blocks and wins on large ones (chapter 4): the table takes
+    the large end (as the thesis did), the ~0 threshold keeps opt1 for the small ones."""
+    obs = []
+    for size, t2, t4, t1 in ((64 << 10, 0.08, 0.09, 0.06), (1 << 20, 2.0, 1.4, 2.05)):
+        for alg, t in (("opt1", t1), ("opt2", t2), ("opt3", t2), ("opt4", t4)):
+            obs.append(fit.Obs("single-block", size, False, alg, t))
+    p, _ = fit.fit(obs, NPROCS, NIODS)
+    assert math.isclose(p.E_opt["opt4"][0], 1.4 / 2.0, rel_tol=0.05)
+    small = fit.workload_of(obs[0], NPROCS, NIODS)[0]
+    large = fit.workload_of(obs[4], NPROCS, NIODS)[0]
+    assert rs.select(p, small)[0] == "opt1"
+    assert rs.select(p, large)[0] == "opt4"

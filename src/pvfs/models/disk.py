@@ -97,6 +97,6 @@ def storage_of(config, index: int) -> tuple[str, DiskParams | None]:
     over = {k: v for k, v in table.items() if k in fields}
     for k, v in over.items():
         if not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise ValueError(f"[storage].{k} must be a number")
+            raise ValueError(f"[storage].{k} must be a number")  # noqa: TRY004 - config error
         over[k] = int(v) if fields[k].type == "int" else float(v)
     return kind, preset(name, **over)

@@ -17,8 +17,9 @@ Steps, as appendix B:
 * B.2 ``C_req`` (``P_req`` = 1) from strided runs under opt2, ``C_dist`` and ``P_dist`` from
   the random 16/32 block runs under opt2, each solving eq. 5.4/5.5 for the observed
   inefficiency ``(T - T_over) / (S / B)``.
-* B.3 ``E_opt``: per algorithm, workload class and cache state, the geometric mean over sizes
-  of its I/O time over opt2's.
+* B.3 ``E_opt``: per algorithm, workload class and cache state, its I/O time over opt2's at
+  the largest size measured (the thesis "matched end cases"); and the selector's ~0 threshold
+  (``zero_s``, §5.6): the predicted I/O time below which opt1 was as good as the best.
 """
 
 from __future__ import annotations
@@ -133,22 +134,46 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
         _, c_dist, p_dist = best
     base = rs.Params(**{**base.to_wire(), "C_req": c_req, "P_req": 1.0, "C_dist": c_dist,
                         "P_dist": p_dist, "E_opt": dict(rs.TABLE_5_3)})
-    # B.3: E_opt, the I/O time of each algorithm over opt2's, per class and cache state.
+    # B.3: E_opt, the I/O time of each algorithm over opt2's, per class and cache state, at
+    # the end case (the largest size measured), as the thesis matched them.
     table = {a: list(base.E_opt[a]) for a in rs.ALGORITHMS}
-    ratios: dict[tuple, list[float]] = defaultdict(list)
     ref = {(o.workload, o.cached, o.request_bytes): o for o in obs if o.algorithm == "opt2"}
+    end: dict[tuple, tuple[float, list[float]]] = {}
     for o in obs:
         r = ref.get((o.workload, o.cached, o.request_bytes))
         if r is None or o.algorithm == "opt2" or o.algorithm not in table:
             continue
         n = PIECES[o.workload] if o.workload.startswith("random") else 1
         a, b = o.mean_task_service_s / n - t_over, r.mean_task_service_s / n - t_over
-        if a > 0 and b > 0:
-            col = rs.CLASSES.index(CLASS_OF[o.workload]) + (3 if o.cached else 0)
-            ratios[(o.algorithm, col)].append(a / b)
-    for (alg, col), vals in ratios.items():
+        if a <= 0 or b <= 0:
+            continue
+        col = rs.CLASSES.index(CLASS_OF[o.workload]) + (3 if o.cached else 0)
+        size = o.request_bytes / n
+        have = end.get((o.algorithm, col))
+        if have is None or size > have[0]:
+            end[(o.algorithm, col)] = (size, [a / b])
+        elif size == have[0]:
+            have[1].append(a / b)
+    for (alg, col), (_, vals) in end.items():
         table[alg][col] = math.exp(sum(math.log(v) for v in vals) / len(vals))
-    params = rs.Params(**{**base.to_wire(), "E_opt": {a: tuple(v) for a, v in table.items()}})
+    base = rs.Params(**{**base.to_wire(), "E_opt": {a: tuple(v) for a, v in table.items()}})
+    # The selector's "~0" (§5.6): below which predicted I/O time opt1 -- the network-oriented
+    # default -- was as good as the best (within 5 %); the threshold that sorts the most runs.
+    cells: dict[tuple, dict[str, Obs]] = defaultdict(dict)
+    for o in obs:
+        cells[(o.workload, o.cached, o.request_bytes)][o.algorithm] = o
+    marks = []
+    for by in cells.values():
+        if "opt1" in by and "opt2" in by and len(by) >= 2:
+            best = min(x.mean_task_service_s for x in by.values())
+            w, _ = workload_of(by["opt2"], nprocs, niods)
+            marks.append((rs.io_time(base, "opt2", w),
+                          by["opt1"].mean_task_service_s <= best * 1.05))
+    zero_s = base.zero_s
+    if marks:
+        cands = sorted({0.0, *(t * 1.0001 for t, _ in marks)})
+        zero_s = max(cands, key=lambda c: (sum((t < c) == ok for t, ok in marks), -c))
+    params = rs.Params(**{**base.to_wire(), "zero_s": zero_s})
     return params, residuals(params, obs, nprocs, niods)
 
 
