@@ -64,8 +64,9 @@ def test_write_behind_loses_nothing(pvfs_cluster):
 
 
 @pytest.mark.slow
-def test_stress_with_eight_ranks(pvfs_cluster):
-    run_mpi(8, "stress", pvfs_cluster.config_path, timeout=600)
+@pytest.mark.parametrize("scenario", ["visibility", "atomic", "stress"])
+def test_eight_ranks(pvfs_cluster, scenario):
+    run_mpi(8, scenario, pvfs_cluster.config_path, timeout=600)
 
 
 PAGE = 1024
