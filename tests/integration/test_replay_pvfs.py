@@ -11,8 +11,6 @@ from pvfs.traces.generators import NAMES, generate
 from pvfs.traces.metrics import comparable
 from pvfs.traces.replay import ReplayOptions, open_target, run_local
 
-pvfs = pytest.importorskip("pvfs")
-
 # Small enough that the whole module runs in seconds on two cores.
 SMALL: dict[str, dict[str, object]] = {
     "thesis": {"sizes": "16K"},
@@ -32,18 +30,9 @@ SMALL: dict[str, dict[str, object]] = {
 }
 
 
-def _fixture(request: pytest.FixtureRequest, name: str):
-    try:
-        return request.getfixturevalue(name)
-    except pytest.FixtureLookupError:
-        pytest.skip(f"no {name} fixture yet")
-
-
 @pytest.fixture(scope="module")
-def cluster(request: pytest.FixtureRequest):
-    if getattr(pvfs, "connect", None) is None:
-        pytest.skip("the native API (pvfs.connect) is not available yet")
-    return _fixture(request, "pvfs_cluster")
+def cluster(pvfs_cluster):
+    return pvfs_cluster
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -74,15 +63,11 @@ def test_native_target_basics(cluster) -> None:
         assert target.size("a/b/f") is None
 
 
-def test_native_counters_when_daemons_report_them(request: pytest.FixtureRequest) -> None:
-    if getattr(pvfs, "connect", None) is None:
-        pytest.skip("the native API (pvfs.connect) is not available yet")
-    cluster = _fixture(request, "fresh_cluster")  # few files: the stats reply stays small
+def test_native_counters_when_daemons_report_them(fresh_cluster) -> None:
+    # a fresh cluster: few files, so the stats reply stays small
     trace = generate("mining", 2, SMALL["mining"])
-    res = run_local(trace, f"pvfs://{cluster.config_path}?root=/counters", ReplayOptions())
-    if not hasattr(pvfs.FileSystem, "iod_stats"):
-        assert res["counters"] is None
-        return
+    res = run_local(trace, f"pvfs://{fresh_cluster.config_path}?root=/counters",
+                    ReplayOptions())
     assert res["counters"] is not None and len(res["counters"]["after"]) >= 1
     delta = res["counters"]["delta"]
     moved = sum(d.get("counters", {}).get("bytes_read", 0) for d in delta)
@@ -90,9 +75,8 @@ def test_native_counters_when_daemons_report_them(request: pytest.FixtureRequest
 
 
 @pytest.mark.parametrize("name", ["btio", "db2", "lu"])
-def test_mount_matches_local(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    mount = _fixture(request, "pvfs_mount")
-    path = getattr(mount, "path", None) or getattr(mount, "mountpoint", None) or mount
+def test_mount_matches_local(name: str, pvfs_mount, tmp_path: Path) -> None:
+    path = pvfs_mount.path
     trace = generate(name, 4, SMALL[name], seed=2)
     opts = ReplayOptions(verify=True)
     mounted = run_local(trace, f"mount:{Path(str(path)) / 'replay' / name}", opts)

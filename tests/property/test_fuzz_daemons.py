@@ -13,13 +13,13 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pvfs.cli.launch import ping
 from pvfs.protocol.framing import MAGIC, PREFIX, decode_header, parse_prefix
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=60, deadline=None)
 
 
 def exchange(ep, raw: bytes, timeout: float = 3.0) -> dict | None:

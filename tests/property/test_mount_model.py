@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -129,6 +129,5 @@ def model_mount(pvfs_cluster, tmp_path_factory):
 def test_mount_matches_local_directory(model_mount):
     MountModel.mount_root = model_mount.path
     MountModel.TestCase.settings = settings(max_examples=25, stateful_step_count=30,
-                                            deadline=None,
-                                            suppress_health_check=list(HealthCheck))
+                                            deadline=None)
     MountModel.TestCase().runTest()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 
@@ -156,6 +156,5 @@ def make_machine(cluster):
 def test_native_api_matches_model(machine_cluster):
     machine = make_machine(machine_cluster)
     machine.TestCase.settings = settings(
-        max_examples=25, stateful_step_count=25, deadline=None,
-        suppress_health_check=list(HealthCheck))
+        max_examples=25, stateful_step_count=25, deadline=None)
     machine.TestCase().runTest()
