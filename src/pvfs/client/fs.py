@@ -134,9 +134,10 @@ class FileSystem:
         parent, name = self._parent(path)
         self.meta("mkdir", parent=parent, name=name, mode=mode & ~self.umask & 0o7777)
 
-    def mknod(self, path: str, mode: int = 0o600 | statmod.S_IFIFO, device: int = 0) -> None:
-        """A FIFO, UNIX socket or device node (``os.mknod``): an inode with a mode and a
-        device number, no data; the kernel of a mount serves its I/O. Devices need root."""
+    def mknod(self, path: str, mode: int = 0o600, device: int = 0) -> None:
+        """Like ``os.mknod``: a FIFO, UNIX socket or device node is an inode with a mode and
+        a device number, no data (the kernel of a mount serves its I/O; devices need root);
+        no type bits, or S_IFREG, make an empty regular file."""
         if not statmod.S_IFMT(mode):
             mode |= statmod.S_IFREG
         if statmod.S_ISREG(mode):
