@@ -202,6 +202,9 @@ def test_special_files_on_the_mount(mnt, pvfs_cluster):
         assert fs.stat("/null").st_rdev == os.makedev(1, 3) and fs.stat("/fifo").type == "fifo"
         fs.mkfifo("/fifo2", 0o600)
         fs.mknod("/sock2", stat.S_IFSOCK | 0o600)
+        fs.mknod("/reg2")  # like os.mknod: no type bits make a regular file
+        assert fs.stat("/reg2").type == "file" and fs.stat("/reg2").stripe is not None
+        fs.unlink("/reg2")
     assert stat.S_ISFIFO(os.stat(mnt / "fifo2").st_mode)
     assert stat.S_ISSOCK(os.stat(mnt / "sock2").st_mode)
     for n in ("fifo", "sock", "null", "blk", "fifo2", "sock2"):
