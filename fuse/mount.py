@@ -100,42 +100,50 @@ def set_read_ahead(mountpoint: str, kib: int) -> bool:
 # ---------------------------------------------------------------------- the daemon
 async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
                  ready_fd: int | None) -> None:
+    """Assemble the mount part by part; each part's teardown is registered on the exit stack
+    as soon as the part exists, so whatever fails (or however the mount ends) undoes exactly
+    what was built, last first: unmount, write back the cache, stop the tasks, close the
+    coherence and global-cache connections, remove the status file, close the client."""
     async with contextlib.AsyncExitStack() as stack:
         client = await AsyncClient.connect(config)
         stack.callback(client.close)
-        ops = Operations(client, opts)
         status = _status_path(mountpoint)
         status.parent.mkdir(parents=True, exist_ok=True)
         stack.callback(lambda: status.unlink(missing_ok=True))
-        async with trio.open_nursery() as nursery:
-            await ops.cache.start(nursery)
-            if ops.coherence is not None:
-                await nursery.start(ops.coherence.run)
-                stack.callback(ops.coherence.close)
+        ops = Operations(client, opts)
+        if ops.gbackend is not None:
+            stack.callback(ops.gbackend.close)
+        if ops.coherence is not None:
+            stack.callback(ops.coherence.close)
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        stack.callback(nursery.cancel_scope.cancel)
+        await ops.cache.start(nursery)
+        stack.push_async_callback(_write_back, ops.cache)
+        if ops.coherence is not None:
+            await nursery.start(ops.coherence.run)
             if ops.gbackend is not None:
-                stack.callback(ops.gbackend.close)
-                if ops.coherence is not None:
-                    from .gcachewire import global_callbacks
+                from .gcachewire import global_callbacks
 
-                    await nursery.start(global_callbacks(ops).run)
-            pyfuse3.init(ops, mountpoint, opts.fuse_options())
-            session = _Session()
-            try:
-                nursery.start_soon(_signals, session)
-                nursery.start_soon(_announce, ops, mountpoint, opts, ready_fd)
-                nursery.start_soon(_status_writer, ops, status, mountpoint, config, opts)
-                await pyfuse3.main(min_tasks=4, max_tasks=opts.max_tasks)
-            finally:
-                with trio.move_on_after(EXIT_TIMEOUT, shield=True) as scope:
-                    try:
-                        await ops.cache.aclose()
-                    except OSError as exc:
-                        log.error("writing back dirty blocks at unmount: %s", exc)
-                if scope.cancelled_caught:
-                    log.error("write-back at unmount did not finish in %g s", EXIT_TIMEOUT)
-                pyfuse3.close(unmount=True)
-                nursery.cancel_scope.cancel()
+                await nursery.start(global_callbacks(ops).run)
+        pyfuse3.init(ops, mountpoint, opts.fuse_options())
+        stack.callback(pyfuse3.close, unmount=True)
+        session = _Session()
+        nursery.start_soon(_signals, session)
+        nursery.start_soon(_announce, ops, mountpoint, opts, ready_fd)
+        nursery.start_soon(_status_writer, ops, status, mountpoint, config, opts)
+        await pyfuse3.main(min_tasks=4, max_tasks=opts.max_tasks)
     log.info("unmounted %s", mountpoint)
+
+
+async def _write_back(cache) -> None:
+    """The cache's dirty blocks to the I/O daemons before exit, bounded by EXIT_TIMEOUT."""
+    with trio.move_on_after(EXIT_TIMEOUT, shield=True) as scope:
+        try:
+            await cache.aclose()
+        except OSError as exc:
+            log.error("writing back dirty blocks at unmount: %s", exc)
+    if scope.cancelled_caught:
+        log.error("write-back at unmount did not finish in %g s", EXIT_TIMEOUT)
 
 
 class _Session:
