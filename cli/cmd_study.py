@@ -64,6 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--sizes", default=None, help="bytes per task, comma separated")
     q.add_argument("--reps", type=int, default=None, help="runs per cell, averaged "
                    "(default 1 with --quick, else 3)")
+    q.add_argument("--model", default=None, metavar="JSON",
+                   help="use the model of an earlier study or calibration (its \"model\" or "
+                        "\"params\"); rs then runs in every cell right beside opt1..opt4")
     q.add_argument("--out", default=None, help="write the JSON document here too")
     q.add_argument("--plot-dir", default=None, help="write the figures here")
 
@@ -92,10 +95,15 @@ def _mean_rows(rows: list[dict]) -> dict:
 
 
 def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple[int, ...],
-              reps: int, log=note) -> dict:
+              reps: int, model: dict | None = None, log=note) -> dict:
+    """The study. Without ``model``: opt1..opt4 on every cell, the model fitted to them, then
+    rs on every cell (chapters 4 and 5 in turn). With a ``model`` (from an earlier run): all
+    five back to back in each cell, in an order rotated from cell to cell, so that rs and the
+    fixed algorithms see the same load on a shared machine."""
     from pvfs.cli.netns import Network
     from pvfs.cli.study_runner import WORKLOADS, Runner, run_mixed
     from pvfs.models import fit
+    from pvfs.models.rs import Params
 
     hosts_s = [f"s{i}" for i in range(iods)]
     hosts_c = [f"c{k}" for k in range(clients)]
@@ -118,18 +126,31 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
                     f"mean task {row['mean_task_service_s']:.3f} s, app "
                     f"{row['app_service_s']:.3f} s")
 
-            for cell in cells:
-                for alg in ALGOS:
-                    measure(*cell, alg)
-            # Chapter 5: the model tuned to chapter 4's runs, then rs on every cell.
-            obs = [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
-                           x["mean_task_service_s"]) for x in results]
-            cache = r.call(0, "sched_get")["disk"]["cache_bytes"]
-            params, residuals = fit.fit(obs, clients, iods, s_cache=cache)
-            for i in range(iods):
-                r.call(i, "model_set", params=params.to_wire())
-            for cell in cells:
-                measure(*cell, "rs")
+            if model is None:
+                for cell in cells:
+                    for alg in ALGOS:
+                        measure(*cell, alg)
+                # Chapter 5: the model tuned to chapter 4's runs, then rs on every cell.
+                obs = [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
+                               x["mean_task_service_s"]) for x in results]
+                cache = r.call(0, "sched_get")["disk"]["cache_bytes"]
+                params, residuals = fit.fit(obs, clients, iods, s_cache=cache)
+                for i in range(iods):
+                    r.call(i, "model_set", params=params.to_wire())
+                for cell in cells:
+                    measure(*cell, "rs")
+            else:
+                params = Params.from_wire(model)
+                for i in range(iods):
+                    r.call(i, "model_set", params=params.to_wire())
+                order = (*ALGOS, "rs")
+                for k, cell in enumerate(cells):
+                    for alg in order[k % 5:] + order[:k % 5]:
+                        measure(*cell, alg)
+                obs = [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
+                               x["mean_task_service_s"]) for x in results
+                       if x["algorithm"] in ALGOS]
+                residuals = fit.residuals(params, obs, clients, iods)
             for alg in (*ALGOS, "rs"):
                 row = _mean_rows([run_mixed(r, alg, seed=i).row() for i in range(reps)])
                 results.append(row)
@@ -196,8 +217,18 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
         raise CliError("study scheduling", str(exc), status=2) from None
     reps = args.reps or (1 if args.quick else 3)
     rate = args.rate or ("100mbit" if args.disk == "ide-2000" else "none")
+    model = None
+    if args.model:
+        import json
+
+        try:
+            prior = json.loads(Path(args.model).read_text())
+            model = prior.get("model") or prior["params"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise CliError("study scheduling", f"--model {args.model}: {exc}", status=2) from None
     doc = run_study(args.disk, args.clients, args.iods, None if rate == "none" else rate, sizes,
-                    reps)
+                    reps, model)
+    doc["model_from"] = args.model or "fitted to this run's opt1..opt4 results"
     doc["machine"] = machine()
     doc["command"] = " ".join([PROG, *sys.argv[1:]]) if sys.argv else PROG
     if args.out:
