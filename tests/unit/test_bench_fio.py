@@ -119,12 +119,12 @@ def test_parse_size_rejects(bad: str) -> None:
 def test_default_jobs_cover_issue_4() -> None:
     jobs = default_jobs()
     names = {j.name for j in jobs}
-    assert len(names) == len(jobs) == 8
+    assert len(names) == len(jobs) == 10
     assert {(j.rw, j.bs, j.numjobs) for j in jobs} == {
         (rw, bs, n) for n in (1, 4)
         for rw, bs in (("write", MiB), ("read", MiB), ("randwrite", 4 * KiB),
                        ("randread", 4 * KiB))}
-    assert [j.cached for j in jobs if j.rw == "randread"] == [True, True]
+    assert [j.cached for j in jobs if j.rw == "randread"] == [False, True, False, True]
 
 
 def test_fio_args_cache_and_fsync_options() -> None:
