@@ -238,8 +238,9 @@ def setattr_rules(r: Inode, cred: Cred, stamp: int, *, mode: int | None, uid: in
     ``handle`` says the size change comes through a handle the caller opened for writing
     (ftruncate): access was checked at open, so W_OK is not asked again -- a file created
     ``O_CREAT|O_RDWR`` with mode 0 can be ftruncated (POSIX). It is honoured for ``size``
-    only. A non-owner may change the mode only to clear S_ISUID/S_ISGID, and only with
-    write permission (or a writable handle): that is the kernel's kill-suid on write."""
+    and the kill-suid that comes with it only. A non-owner may change the mode only to
+    clear S_ISUID/S_ISGID, and only with write permission (or a writable handle): that is
+    the kernel's kill-suid on write."""
     perm = None if mode is None else check_mode(mode)
     uid = None if uid is None or uid == -1 else check_int(uid, 0, MAX_ID, "uid")
     gid = None if gid is None or gid == -1 else check_int(gid, 0, MAX_ID, "gid")
