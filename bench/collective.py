@@ -11,7 +11,6 @@ is stored because other work on the host changes absolute numbers (compare withi
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -35,7 +34,6 @@ def main() -> int:
                      if args.window_ranks else None,
                      benchmarks=args.only.split(",") if args.only else None,
                      progress=lambda s: print(s, file=sys.stderr, flush=True))
-    data["load_after"] = [round(x, 2) for x in os.getloadavg()]
     name = "collective-quick" if args.quick else "collective"
     path = write_results(name, data)
     if args.plot:

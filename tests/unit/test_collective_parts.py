@@ -89,3 +89,15 @@ def test_parse_amode():
     assert parse_amode("r+") == (True, True, False)
     with pytest.raises(ValueError):
         parse_amode("x")
+
+
+@given(st.lists(st.tuples(st.integers(0, 200), st.integers(1, 40)), max_size=30))
+def test_write_behind_extents_match_a_byte_set(writes):
+    p = _Page(256)
+    written: set[int] = set()
+    for off, n in writes:
+        p.add(off, bytes([1]) * n)
+        written.update(range(off, off + n))
+    covered = {i for lo, hi in p.extents for i in range(lo, hi)}
+    assert covered == written
+    assert all(a[1] < b[0] for a, b in zip(p.extents, p.extents[1:]))  # disjoint, apart

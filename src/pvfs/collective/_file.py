@@ -72,7 +72,7 @@ class CollectiveFile:
                  writable: bool, page_size: int, cache_bytes: int, coordination: str,
                  atomic: bool, method: str, max_bytes: int, sub_bytes: int,
                  flush_group: int, services: tuple[Any, list[int]] | None,
-                 size_at_open: int) -> None:
+                 size_at_open: int, sub_buffers: int = 2) -> None:
         self.comm = comm
         self.rank, self.n = comm.Get_rank(), comm.Get_size()
         self._fs, self._own_fs = fs, own_fs
@@ -85,6 +85,7 @@ class CollectiveFile:
         self.atomic = atomic
         self.max_bytes = max_bytes
         self.sub_bytes = sub_bytes
+        self.sub_buffers = sub_buffers
         self.flush_group = flush_group
         self.size_at_open = size_at_open
         self._services = services  # (service comm, lock-server ranks) for "servers"
@@ -146,7 +147,7 @@ class CollectiveFile:
         from pvfs.collective._writebehind import WriteBehind
 
         self.wb = WriteBehind(self.comm.Dup(), self.io, self.page_size, self.cache_bytes,
-                              self.sub_bytes)
+                              self.sub_bytes, sub_buffers=self.sub_buffers)
 
     def _stop_cache(self) -> None:
         assert self.cache is not None
@@ -195,10 +196,16 @@ class CollectiveFile:
     def write_list(self, regions: list[tuple[int, int]], data: bytes | memoryview) -> int:
         """Write ``data`` (the regions' bytes concatenated); atomic as a whole if atomic."""
         self._check(write=True)
-        regions = [(int(o), int(n)) for o, n in regions]
-        view = memoryview(data).cast("B")
-        if len(view) != sum(n for _, n in regions):
-            raise ValueError("data length differs from the regions' total")
+        view = memoryview(data)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        if len(regions) == 1:  # the common call: one region, no copies of the list
+            if regions[0][1] != len(view):
+                raise ValueError("data length differs from the region's length")
+        else:
+            regions = [(int(o), int(n)) for o, n in regions]
+            if len(view) != sum(n for _, n in regions):
+                raise ValueError("data length differs from the regions' total")
         if self.cache is not None:
             self.cache.write(regions, view)
         elif self.wb is not None:
@@ -335,7 +342,8 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
          page_size: int | None = None, cache_bytes: int = 32 << 20,
          coordination: str = "rma", atomic: bool = False, method: str = "auto",
          lock_servers: int = 1, max_bytes: int = 4 << 30, sub_bytes: int = 64 << 10,
-         flush_group: int | None = None, stripe: Any = None) -> CollectiveFile | LockServerFile:
+         flush_group: int | None = None, stripe: Any = None,
+         sub_buffers: int = 2) -> CollectiveFile | LockServerFile:
     """Open ``path`` collectively on every rank of ``comm``.
 
     Args:
@@ -351,6 +359,7 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
         lock_servers: ranks taken from ``comm`` (the last ones) for ``"servers"``.
         max_bytes: largest file the RMA metadata covers (DAChe assumed 2 GB).
         sub_bytes: write-behind stage-one sub-buffer per destination (64 KiB).
+        sub_buffers: write-behind buffers per destination (2: double buffering, as the paper).
         flush_group: pages flushed together at close (default: a stripe row, ``pcount``).
         stripe: the distribution of a newly created file.
 
@@ -409,9 +418,10 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
     size_at_open = comm.bcast(native.size() if comm.Get_rank() == 0 else None, root=0)
     ps = page_size or native.stripe.ssize
     group = flush_group or max(1, (native.stripe.pcount * native.stripe.ssize) // ps)
-    return CollectiveFile(comm, fsys, own, native, readable, writable, ps, cache_bytes,
-                          coordination, atomic, method, max_bytes, sub_bytes, group, services,
-                          size_at_open)
+    f = CollectiveFile(comm, fsys, own, native, readable, writable, ps, cache_bytes,
+                       coordination, atomic, method, max_bytes, sub_bytes, group, services,
+                       size_at_open, sub_buffers)
+    return f
 
 
 __all__ = ["COORDINATIONS", "METHODS", "CollectiveFile", "LockServerFile", "open",

@@ -18,14 +18,15 @@ No locks, no metadata: a write-only file with non-overlapping writes needs no co
 
 from __future__ import annotations
 
+import bisect
 import sys
 import threading
 import time
+from array import array
 from collections import OrderedDict
 from typing import Any
 
 from pvfs.collective._fsio import CountingFile
-from pvfs.collective._pages import split
 from pvfs.collective._wait import Backoff, until
 
 TAG = 21
@@ -45,26 +46,25 @@ class _Page:
         end = off + len(chunk)
         self.data[off:end] = chunk
         ext = self.extents
-        ext.append([off, end])
-        if len(ext) > 1 and ext[-2][1] >= off and ext[-2][0] <= off:
-            ext.pop()
-            ext[-1][1] = max(ext[-1][1], end)
+        if not ext or off > ext[-1][1]:
+            ext.append([off, end])  # the common case: appending in file order
             return
-        ext.sort()
-        merged: list[list[int]] = []
-        for lo, hi in ext:
-            if merged and lo <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], hi)
-            else:
-                merged.append([lo, hi])
-        self.extents = merged
+        i = bisect.bisect_left(ext, [off, -1])
+        if i > 0 and ext[i - 1][1] >= off:
+            i -= 1
+        lo, hi, j = min(off, ext[i][0]) if i < len(ext) else off, end, i
+        while j < len(ext) and ext[j][0] <= hi:
+            lo, hi = min(lo, ext[j][0]), max(hi, ext[j][1])
+            j += 1
+        ext[i:j] = [[lo, hi]]
 
 
 class WriteBehind:
     """One rank's side of the two-stage buffering (construct collectively)."""
 
     def __init__(self, comm: Any, fs: CountingFile, page_size: int, cache_bytes: int,
-                 sub_bytes: int = 64 << 10, flush_bytes: int = 16 << 20) -> None:
+                 sub_bytes: int = 64 << 10, flush_bytes: int = 16 << 20,
+                 sub_buffers: int = 2) -> None:
         self.comm = comm  # a private duplicate: only this object's messages travel on it
         self.n, self.rank = comm.Get_size(), comm.Get_rank()
         self.fs = fs
@@ -72,8 +72,12 @@ class WriteBehind:
         self.max_pages = max(1, cache_bytes // page_size)
         self.sub_bytes = sub_bytes
         self.flush_bytes = flush_bytes
-        self._fill: dict[int, tuple[list[tuple[int, int]], bytearray]] = {}
-        self._inflight: dict[int, Any] = {}
+        self.sub_buffers = max(2, sub_buffers)
+        self._fill: dict[int, tuple[array, bytearray]] = {}
+        self._inflight: dict[int, list[tuple[Any, bytearray]]] = {}
+        from mpi4py import MPI
+
+        self._byte = MPI.BYTE
         self.pages: OrderedDict[int, _Page] = OrderedDict()
         self._plock = threading.Lock()
         self.sent_buffers = self.received_buffers = 0
@@ -92,40 +96,53 @@ class WriteBehind:
 
     # ------------------------------------------------------------------ stage one
     def write(self, regions: list[tuple[int, int]], data: memoryview) -> None:
-        ps = self.ps
-        if len(regions) == 1 and regions[0][0] // ps == (sum(regions[0]) - 1) // ps:
-            pieces = [(regions[0][0], regions[0][1], 0)]  # the common case: inside one page
-        else:
-            pieces = [(p.page * ps + p.off, p.length, p.buf) for p in split(regions, ps)]
-        for off, length, pos in pieces:
-            dest = (off // ps) % self.n
-            if dest == self.rank:
-                self._apply([(off, length)], bytes(data[pos:pos + length]))
-                continue
-            entry = self._fill.get(dest)
-            if entry is None:
-                entry = self._fill[dest] = ([], bytearray())
-            entry[0].append((off, length))
-            entry[1].extend(data[pos:pos + length])
-            if len(entry[1]) >= self.sub_bytes:
-                self._ship(dest)
+        ps, n, me, fill = self.ps, self.n, self.rank, self._fill
+        pos = 0
+        for off, length in regions:
+            while length > 0:
+                page = off // ps
+                cut = min(length, (page + 1) * ps - off)
+                dest = page % n
+                if dest == me:
+                    self._apply([(off, cut)], data[pos:pos + cut])
+                else:
+                    entry = fill.get(dest)
+                    if entry is None:
+                        entry = fill[dest] = (array("q"), bytearray())
+                    regs, buf = entry
+                    regs.append(off)
+                    regs.append(cut)
+                    buf += data[pos:pos + cut]
+                    if len(buf) >= self.sub_bytes:
+                        self._ship(dest)
+                off += cut
+                pos += cut
+                length -= cut
 
     def _ship(self, dest: int) -> None:
         entry = self._fill.pop(dest, None)
         if entry is None:
             return
         regs, blob = entry
-        prev = self._inflight.get(dest)
-        if prev is not None:
-            # Double buffering: the other buffer must be on its way out before this one goes.
+        flying = self._inflight.setdefault(dest, [])
+        while flying and flying[0][0].Test():
+            flying.pop(0)
+        if len(flying) >= self.sub_buffers - 1:
+            # Double buffering (sub_buffers=2): the buffer sent before must be delivered
+            # before another one goes out to the same rank.
             t0 = time.perf_counter()
-            until(prev.Test, f"write-behind buffer to rank {dest}", cap=2e-4)
+            until(flying[0][0].Test, f"write-behind buffer to rank {dest}", cap=2e-4)
+            flying.pop(0)
             self.wait_s += time.perf_counter() - t0
-        self._inflight[dest] = self.comm.isend((regs, bytes(blob)), dest=dest, tag=TAG)
+        # One raw message, no pickling: [count][offset, length]*count, then the bytes.
+        msg = bytearray(array("q", [len(regs) // 2]).tobytes())
+        msg += regs.tobytes()
+        msg += blob
+        flying.append((self.comm.Isend([msg, self._byte], dest=dest, tag=TAG), msg))
         self.sent_buffers += 1
 
     # ------------------------------------------------------------------ stage two
-    def _apply(self, regs: list[tuple[int, int]], blob: bytes) -> None:
+    def _apply(self, regs: list[tuple[int, int]], blob: bytes | memoryview) -> None:
         view = memoryview(blob)
         pos = 0
         evict: list[tuple[int, _Page]] = []
@@ -178,12 +195,16 @@ class WriteBehind:
                     backoff.pause()
                     continue
                 backoff.reset()
-                msg = self.comm.recv(source=status.Get_source(), tag=TAG)
-                if msg is None:
+                msg = bytearray(status.Get_count(MPI.BYTE))
+                self.comm.Recv([msg, MPI.BYTE], source=status.Get_source(), tag=TAG)
+                count = array("q", msg[:8])[0]
+                if count < 0:
                     ended += 1
                     continue
                 self.received_buffers += 1
-                self._apply(*msg)
+                flat = array("q", msg[8:8 + 16 * count])
+                regs = list(zip(flat[0::2], flat[1::2], strict=True))
+                self._apply(regs, memoryview(msg)[8 + 16 * count:])
         except BaseException as exc:  # noqa: BLE001 - re-raised by close()
             self._error = exc
 
@@ -193,8 +214,11 @@ class WriteBehind:
         t_close = time.perf_counter()
         for dest in list(self._fill):
             self._ship(dest)
-        until(lambda: all(r.Test() for r in self._inflight.values()), "write-behind sends")
-        ends = [self.comm.isend(None, dest=d, tag=TAG) for d in range(self.n) if d != self.rank]
+        until(lambda: all(r.Test() for rs in self._inflight.values() for r, _ in rs),
+              "write-behind sends")
+        end = array("q", [-1]).tobytes()
+        ends = [self.comm.Isend([end, self._byte], dest=d, tag=TAG)
+                for d in range(self.n) if d != self.rank]
         until(lambda: all(r.Test() for r in ends), "write-behind end markers")
         if self._thread is not None:
             until(lambda: not self._thread.is_alive(), "write-behind receiver")

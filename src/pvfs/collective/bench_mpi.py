@@ -8,9 +8,11 @@
   ``rma``/``thread``/``servers`` go through the group cache (4 MiB per rank, 32 KiB pages);
   with ``servers`` the job has ``lock_servers`` extra ranks that only serve locks.
 - ``btio``, ``flash``, ``s3d``: the checkpoint traces of :mod:`pvfs.traces.generators`
-  replayed by the ranks under ``independent`` (each region one pvfs write), ``collective``
-  (each phase between barriers one two-phase ``write_list_all``), ``caching`` (the group
-  cache, ``rma``) or ``write_behind``.
+  replayed by the ranks; each rank writes a phase (the records between two barriers) with
+  one call carrying all its regions, as an MPI program writes a subarray through a file
+  view: ``write_list`` for ``independent`` (each region one pvfs write, as ROMIO's
+  independent path without data sieving), ``caching`` (the group cache, ``rma``) and
+  ``write_behind``; ``write_list_all`` (two-phase) for ``collective``.
 
 Rank 0 prints one JSON line: the method's wall time from the first open to the last close
 (max over ranks), MiB/s, file-system writes/reads summed over ranks (one contiguous native
@@ -134,7 +136,7 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
     method_of = {"independent": "direct", "collective": "direct", "caching": "caching",
                  "write_behind": "write_behind"}
     amode = "w" if method == "write_behind" else "w+"
-    tuning = {k: opts[k] for k in ("page_size", "sub_bytes", "cache_bytes") if k in opts}
+    tuning = {k: opts[k] for k in ("page_size", "sub_bytes", "cache_bytes", "sub_buffers") if k in opts}
     comm.Barrier()
     iod_before = _iod_writes(fs) if rank == 0 else 0
     barrier(comm)
@@ -145,31 +147,33 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
     collective = method in ("collective", "caching")
 
     def flush_batches() -> None:
+        # One call per rank and phase with all its regions: what an MPI program does with
+        # a file view (MPI_File_write[_all] of the subarray); the method decides how the
+        # regions reach pvfs.
         for fid, f in files.items():
             regs, parts = batch.pop(fid, ([], []))
-            f.write_list_all(regs, b"".join(parts))
+            if collective:
+                f.write_list_all(regs, b"".join(parts))
+            elif regs:
+                f.write_list(regs, b"".join(parts))
 
     for op, fid, regions, data in program:
         if op == "write":
-            if collective:
-                regs, parts = batch.setdefault(fid, ([], []))
-                regs.extend(regions)
-                parts.append(data)
-            else:
-                files[fid].write_list(regions, data)
+            regs, parts = batch.setdefault(fid, ([], []))
+            regs.extend(regions)
+            parts.append(data)
         elif op == "open":
             files[fid] = pc.open(comm, fs, paths[fid], amode, method=method_of[method],
                                  **tuning)
         elif op == "close":
-            if collective:
-                flush_batches()
+            flush_batches()
             f = files.pop(fid)
             f.close()
             closed.append(f.counters())
-        elif collective:
-            flush_batches()
         else:
-            barrier(comm)
+            flush_batches()
+            if not collective:
+                barrier(comm)
     elapsed = time.perf_counter() - t0
     elapsed = comm.allreduce(elapsed, op=_max())
     totals = comm.gather(_sum(closed), root=0)

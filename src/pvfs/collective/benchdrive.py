@@ -120,6 +120,7 @@ def run_suite(config: str | None = None, quick: bool = False, ranks: int = 4,
     jobs = plan(quick, ranks, window_ranks, benchmarks)
     runs: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(jobs))}
     started = time.time()
+    load_before = _load()
     with contextlib.ExitStack() as stack:
         if config is None:
             config = stack.enter_context(private_cluster())
@@ -137,7 +138,8 @@ def run_suite(config: str | None = None, quick: bool = False, ranks: int = 4,
         best["runs_mib_s"] = [round(r["mib_s"], 3) for r in runs[i]]
         results.append(best)
     return {"results": results, "quick": quick, "ranks": ranks, "repeat": repeat,
-            "seconds": round(time.time() - started, 1), "load_before": _load(),
+            "seconds": round(time.time() - started, 1), "load_before": load_before,
+            "load_after": _load(),
             "window": WINDOW, "params": PARAMS["quick" if quick else "full"]}
 
 
