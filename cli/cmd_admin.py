@@ -19,20 +19,21 @@ from __future__ import annotations
 import argparse
 import errno
 
-from pvfs.cli.main import PROG, add_command, client, connect, has_command, load_config
-from pvfs.cli.output import CliError, emit, human_duration, human_size, note, parse_size, table
+from pvfs.cli.common import (
+    PROG,
+    add_command,
+    client,
+    connect,
+    load_config,
+    mount_available,
+    size_arg,
+)
+from pvfs.cli.output import CliError, emit, human_duration, human_size, note, table
 from pvfs.client.fs import FileSystem
 from pvfs.config import ALGORITHMS, Config
 from pvfs.layout.stripe import Stripe
 
 PAGE = 4096
-
-
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("algorithm", choices=ALGORITHMS, metavar="ALGO",
                    help=f"one of {', '.join(ALGORITHMS)}")
     q.add_argument("--iod", type=int, metavar="N", help="only I/O daemon N (default: all)")
-    q.add_argument("--window", type=_size, metavar="BYTES",
+    q.add_argument("--window", type=size_arg, metavar="BYTES",
                    help="opt3 window, e.g. 256M (default: unchanged)")
 
     p = add_command(sub, "stats", help="request, byte and service-time counters per I/O daemon",
@@ -168,13 +169,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def local_mounts(cfg: Config) -> list[dict]:
     """This host's running mounts of the file system (with their cache counters), if the
     mount client is installed."""
-    if not has_command("mount"):
+    if not mount_available():
         return []
-    import importlib
+    from pvfs.cli.cmd_mount import mounts_of
 
-    mounts_of = getattr(importlib.import_module("pvfs.cli.cmd_mount"), "mounts_of", None)
-    if not callable(mounts_of):
-        return []
     try:
         return [{"mountpoint": m.get("mountpoint"), "pid": m.get("pid"),
                  "stats": m.get("stats", {})} for m in mounts_of(cfg)]

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from pvfs.cli.main import PROG, add_command, load_config
+from pvfs.cli.common import PROG, add_command, load_config, size_arg
 from pvfs.cli.output import CliError, emit, note, table
 
 POLICY_NAMES = ("none", "local", "global", "both", "plan", "runtime10", "runtime25",
@@ -33,10 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         m.add_argument("trace", help="trace file, or gen:NAME for a generated workload")
         m.add_argument("--coarse", action="store_true", help="whole files, program wide")
         m.add_argument("-o", "--output", metavar="FILE", help="write the plan here")
-        m.add_argument("--global-size", type=_size, default=4 << 20, metavar="BYTES",
+        m.add_argument("--global-size", type=size_arg, default=4 << 20, metavar="BYTES",
                        help="global cache size the plan fits (default 4M)")
         m.add_argument("--segment-blocks", type=int, default=4, metavar="N")
-        m.add_argument("--block-size", type=_size, default=4096, metavar="BYTES")
+        m.add_argument("--block-size", type=size_arg, default=4096, metavar="BYTES")
         m.add_argument("--procs", type=int, default=4, help="ranks of a gen: workload")
 
     if "study" not in sub.choices:
@@ -84,12 +84,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     gp.add_argument("policy", choices=("all", "runtime", "adaptive", "sketch"))
     gp.add_argument("--threshold", type=int, default=25)
     gp.add_argument("--drop", action="store_true", help="also write back and empty the caches")
-
-
-def _size(text: str) -> int:
-    from pvfs.cli.output import parse_size
-
-    return parse_size(text)
 
 
 # ---------------------------------------------------------------------- plan

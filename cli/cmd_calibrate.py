@@ -22,7 +22,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from pvfs.cli.main import PROG, add_command
+from pvfs.cli.common import PROG, add_command
 from pvfs.cli.output import CliError, emit, note, parse_size, table
 
 

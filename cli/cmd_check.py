@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from pvfs.cli.main import PROG, add_command
+from pvfs.cli.common import PROG, add_command
 
 __all__ = ["register"]
 

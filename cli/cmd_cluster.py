@@ -14,8 +14,8 @@ import os
 import time
 from pathlib import Path
 
-from pvfs.cli.main import PROG, add_command, has_command, load_config, main
-from pvfs.cli.output import CliError, emit, human_duration, human_size, note, parse_size, table
+from pvfs.cli.common import PROG, add_command, load_config, mount_available, size_arg
+from pvfs.cli.output import CliError, emit, human_duration, human_size, note, table
 from pvfs.config import Config, Endpoint
 from pvfs.layout.stripe import Stripe
 
@@ -29,14 +29,6 @@ STOP_TIMEOUT = 10.0
 def default_dir() -> str:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
     return os.path.join(base, "pvfs")
-
-
-def size_arg(text: str) -> int:
-    """argparse type for byte counts with k/M/G suffixes."""
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -198,7 +190,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     if not launch.daemons_of(cfg):
         raise CliError("up", f"no daemon of {cfg.path} belongs to this host")
-    if args.mount and not has_command("mount"):
+    if args.mount and not mount_available():
         raise CliError("up --mount", "the mount client (pvfs.fuse) is not installed")
     started = launch.up(cfg, timeout=args.timeout)
     rows = [{"name": n, "pid": pid, "started": now,
@@ -206,8 +198,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     data = {"config": cfg.path, "daemons": rows, "mount": None}
     status = 0
     if args.mount:
-        # The mount client's own subcommand does the work (and its error reporting).
-        status = main(["--config", cfg.path, "mount", args.mount])
+        from pvfs.cli.cmd_mount import mount_fs
+
+        try:
+            status = mount_fs(cfg, args.mount)
+        except CliError as exc:  # reported like `pvfs-admin mount`; the daemons stay up
+            note(f"{PROG}: {exc.what}: {(exc.why.splitlines() or [''])[0]}")
+            status = exc.status
         data["mount"] = os.path.abspath(args.mount) if status == 0 else None
     emit(args.json, data, lambda d: table(
         [[r["name"], r["address"], r["pid"], "started" if r["started"] else "already running"]
@@ -224,24 +221,16 @@ def cmd_down(args: argparse.Namespace) -> int:
     from pvfs.cli import launch
 
     cfg = load_config(args)
-    if has_command("umount"):
-        _unmount_all(cfg)
+    if mount_available():
+        from pvfs.cli.cmd_mount import unmount_all
+
+        unmount_all(cfg)  # the mounts go before the daemons they use
     stopped = launch.down(cfg, timeout=args.timeout)
     data = {"config": cfg.path, "stopped": [{"name": n, "pid": p} for n, p in stopped]}
     emit(args.json, data, lambda d: table([[r["name"], r["pid"], "stopped"] for r in d["stopped"]],
                                           ["daemon", "pid", "state"], right=[1])
          if d["stopped"] else "no daemon of this config was running here")
     return 0
-
-
-def _unmount_all(cfg: Config) -> None:
-    """Let the mount client unmount this file system's mounts before the daemons go."""
-    import importlib
-
-    mod = importlib.import_module("pvfs.cli.cmd_mount")
-    hook = getattr(mod, "unmount_all", None)
-    if callable(hook):
-        hook(cfg)
 
 
 # ---------------------------------------------------------------------- status / ping

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from pvfs.cli.main import PROG, add_command
+from pvfs.cli.common import PROG, add_command
 from pvfs.cli.output import CliError, emit, table
 
 
@@ -84,7 +84,7 @@ def cmd_bench_collective(args: argparse.Namespace) -> int:
         raise CliError("bench collective", f"--only takes {', '.join(sorted(known))}", 2)
     config = None
     if args.use_config:
-        from pvfs.cli.main import load_config
+        from pvfs.cli.common import load_config
 
         config = load_config(args).path
     out = run_suite(config=config, quick=args.quick, ranks=args.ranks, repeat=args.repeat,

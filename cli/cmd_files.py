@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from pvfs.cli.main import PROG, add_command, connect, pvfs_path
+from pvfs.cli.common import PROG, add_command, connect, positive_size_arg, pvfs_path
 from pvfs.cli.output import (
     CliError,
     Progress,
@@ -26,7 +26,6 @@ from pvfs.cli.output import (
     format_time_ns,
     human_size,
     key_values,
-    parse_size,
     progress_wanted,
     table,
 )
@@ -85,22 +84,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("sources", nargs="+", metavar="SRC")
     p.add_argument("dst", metavar="DST")
     p.add_argument("-r", "-R", "--recursive", action="store_true", help="copy directories")
-    p.add_argument("--chunk", type=_size, default=CHUNK, metavar="BYTES",
+    p.add_argument("--chunk", type=positive_size_arg, default=CHUNK, metavar="BYTES",
                    help="bytes per read/write (default: 8M)")
     p.add_argument("--progress", dest="progress", action="store_const", const=True,
                    default=None, help="draw a progress bar even when stderr is no terminal")
     p.add_argument("--no-progress", dest="progress", action="store_const", const=False,
                    help="never draw a progress bar")
-
-
-def _size(text: str) -> int:
-    try:
-        n = parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if n < 1:
-        raise argparse.ArgumentTypeError("must be at least 1 byte")
-    return n
 
 
 # ---------------------------------------------------------------------- ls / stat

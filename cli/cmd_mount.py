@@ -1,17 +1,16 @@
 """``pvfs-admin mount`` and ``umount``: the FUSE client (``pvfs.fuse``), like mount(8).
 
-``up --mount DIR`` calls ``main(["--config", PATH, "mount", DIR])``; ``down`` calls
-:func:`unmount_all` first.
+``up --mount DIR`` calls :func:`mount_fs`; ``down`` calls :func:`unmount_all` first.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from pvfs.cli.main import PROG, add_command, load_config
+from pvfs.cli.common import PROG, add_command, load_config
 from pvfs.cli.output import CliError
 
-__all__ = ["mounts_of", "register", "unmount_all"]
+__all__ = ["mount_fs", "mounts_of", "register", "unmount_all"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,12 +34,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
+    return mount_fs(load_config(args), args.dir, args.options, foreground=args.foreground)
+
+
+def mount_fs(cfg, directory: str, options: list[str] | None = None,
+             foreground: bool = False) -> int:
+    """Mount ``cfg``'s file system at ``directory``; 0, or 1 with the reason on stderr.
+
+    Raises:
+        CliError: bad options or mount point (status 2), or the mount failed to start.
+    """
     from pvfs.fuse import mount, parse_options
 
-    cfg = load_config(args)
     try:
-        opts = parse_options(args.options)
-        return mount(cfg.path, args.dir, opts, foreground=args.foreground)
+        opts = parse_options(options or [])
+        return mount(cfg.path, directory, opts, foreground=foreground)
     except ValueError as exc:
         raise CliError("mount", str(exc), status=2) from None
     except OSError as exc:

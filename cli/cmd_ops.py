@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from pvfs.cli.main import PROG, add_command, client, load_config
+from pvfs.cli.common import PROG, add_command, client, load_config
 from pvfs.cli.output import CliError, emit, human_size, table
 from pvfs.client.datapath import MGR
 from pvfs.client.fs import FileSystem

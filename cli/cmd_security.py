@@ -11,7 +11,7 @@ import argparse
 import dataclasses
 import os
 
-from pvfs.cli.main import PROG, add_command, load_config
+from pvfs.cli.common import PROG, add_command, load_config
 from pvfs.cli.output import CliError, emit
 
 

@@ -11,17 +11,10 @@ from __future__ import annotations
 
 import argparse
 
-from pvfs.cli.main import PROG, add_command, connect, pvfs_path
-from pvfs.cli.output import CliError, emit, human_size, key_values, parse_size, table
+from pvfs.cli.common import PROG, add_command, connect, pvfs_path, size_arg
+from pvfs.cli.output import CliError, emit, human_size, key_values, table
 from pvfs.client.fs import FileSystem
 from pvfs.layout.stripe import Stripe
-
-
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="first I/O daemon (index in the config's list)")
     p.add_argument("-c", "--pcount", type=int, metavar="N",
                    help="number of I/O daemons (-1: all)")
-    p.add_argument("-S", "--ssize", type=_size, metavar="BYTES",
+    p.add_argument("-S", "--ssize", type=size_arg, metavar="BYTES",
                    help="stripe size, e.g. 65536, 64k, 1M")
     p.add_argument("-d", "--delete", action="store_true",
                    help="clear a directory's default layout")

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pvfs.cli.main import PROG, add_command
+from pvfs.cli.common import PROG, add_command
 from pvfs.cli.output import CliError, emit, note, parse_size, table
 
 ALGOS = ("opt1", "opt2", "opt3", "opt4")

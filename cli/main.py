@@ -11,34 +11,35 @@ status (None means 0). Failures end in one line on stderr, ``pvfs-admin: <what>:
  2    usage error (unknown option, bad value)
 ====  ==========================================================
 
-Optional groups join when their part is installed: ``mount``/``umount`` (``cmd_mount``, when
-``pvfs.fuse`` imports) and ``replay``/``trace`` (``pvfs.traces.cli.add_subcommands``).
+The groups are listed once, in the command table of ``pvfs.cli.commands`` (optional ones:
+``mount``/``umount`` when ``pvfs.fuse`` can load, ``replay``/``trace`` from
+``pvfs.traces.cli``); what the ``cmd_*`` modules share is in ``pvfs.cli.common``.
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
-import importlib
-import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
+# The names subcommand modules once imported from here stay importable (common is theirs).
+from pvfs.cli.common import (  # noqa: F401
+    PROG,
+    Handler,
+    Parser,
+    add_command,
+    client,
+    connect,
+    global_options,
+    load_config,
+    pvfs_path,
+)
 from pvfs.cli.output import CliError
 
-if TYPE_CHECKING:
-    from pvfs.client.fs import FileSystem
-    from pvfs.config import Config
-
-PROG = "pvfs-admin"
-Handler = Callable[[argparse.Namespace], "int | None"]
-
-# Groups always present, in the order `--help` lists them.
-GROUPS = ("cmd_cluster", "cmd_files", "cmd_stripe", "cmd_admin", "cmd_ops", "cmd_security",
-          "cmd_cache", "cmd_calibrate", "cmd_study", "cmd_collective")
+# The subcommand groups: the command table of pvfs.cli.commands (one line per group).
 
 DESCRIPTION = """\
 Administer a pvfs parallel file system: start and stop its daemons, look at their state,
@@ -55,47 +56,6 @@ examples:
   pvfs-admin --json df | jq .total
 
 exit status: 0 ok, 1 failed, 2 usage error"""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors and exit status 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{PROG}: {self.prog.removeprefix(PROG).strip() or 'usage'}: "
-                         f"{message} (see {self.prog} --help)\n")
-        sys.exit(2)
-
-
-def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
-    """--config/--json/--verbose; on subcommands with SUPPRESS so a value given before the
-    subcommand name is not overwritten by the subparser's default."""
-    d = argparse.SUPPRESS if suppress else None
-    parser.add_argument("--config", metavar="FILE", default=d,
-                        help="file-system config (default: $PVFS_CONFIG, else the last `init`)")
-    parser.add_argument("--json", action="store_true", default=d if suppress else False,
-                        help="print JSON for scripts instead of tables")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        default=d if suppress else False, help="log debug messages to stderr")
-
-
-_COMMON = Parser(add_help=False)
-_global_options(_COMMON, suppress=True)
-
-
-def add_command(sub: argparse._SubParsersAction, name: str, *, help: str, example: str,
-                func: Handler, description: str | None = None, aliases: Sequence[str] = (),
-                pvfs_names: bool = False) -> argparse.ArgumentParser:
-    """Add one subcommand: global options, ``--help`` text with ``example``, handler.
-
-    ``pvfs_names``: the file names in the command's errors are pvfs paths (shown ``pvfs:/x``).
-    """
-    parser = sub.add_parser(
-        name, help=help, aliases=list(aliases), parents=[_COMMON],
-        description=description or (help[0].upper() + help[1:] + "."),
-        epilog="example:\n" + "\n".join("  " + line for line in example.strip().splitlines()),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.set_defaults(func=func, command=name, pvfs_names=pvfs_names)
-    return parser
 
 
 def _command_of(argv: Sequence[str] | None) -> str | None:
@@ -118,13 +78,16 @@ def build_parser(argv: Sequence[str] | None = None, everything: bool = True) -> 
     ``argv`` names no core subcommand (they are slow to import and rarely wanted)."""
     parser = Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    _global_options(parser, suppress=False)
+    global_options(parser, suppress=False)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(title="subcommands", metavar="COMMAND", parser_class=Parser)
-    for group in GROUPS:
-        importlib.import_module(f"pvfs.cli.{group}").register(sub)
+    from pvfs.cli import commands  # here: it imports every cmd_* module, which import common
+
+    for register in commands.CORE:
+        register(sub)
     if everything or _command_of(argv) not in sub.choices:
-        _register_optional(sub)
+        for register in commands.optional():
+            register(sub)
         _registered.update(sub.choices)
     return parser
 
@@ -135,32 +98,6 @@ def _version() -> str:
     return __version__
 
 
-def _register_optional(sub: argparse._SubParsersAction) -> None:
-    """Subcommands of parts that may be absent: the mount client and the trace tools."""
-    # Found, not imported: loading the FUSE client costs every command a fifth of a second.
-    if _importable("pyfuse3") and _importable("pvfs.fuse"):
-        try:
-            mount = importlib.import_module("pvfs.cli.cmd_mount")
-        except ImportError:
-            pass
-        else:
-            mount.register(sub)
-    try:
-        traces = importlib.import_module("pvfs.traces.cli")
-    except ImportError:
-        return
-    add = getattr(traces, "add_subcommands", None)
-    if callable(add):
-        add(sub)
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 _registered: set[str] = set()
 
 
@@ -169,42 +106,6 @@ def has_command(name: str) -> bool:
     if not _registered:
         build_parser()
     return name in _registered
-
-
-# ---------------------------------------------------------------------- shared by commands
-def load_config(args: argparse.Namespace) -> Config:
-    from pvfs.config import load
-
-    return load(getattr(args, "config", None))
-
-
-def connect(args: argparse.Namespace) -> FileSystem:
-    """A native-API connection to the file system of ``--config`` (the manager must answer)."""
-    from pvfs.client.fs import connect as _connect
-
-    cfg = load_config(args)
-    try:
-        return _connect(cfg)
-    except OSError as exc:
-        hint = "" if exc.errno == errno.EACCES else f" (is the file system up? try `{PROG} status`)"
-        raise CliError(f"manager {cfg.manager.address}", f"{exc.strerror or exc}{hint}") from None
-
-
-def client(args: argparse.Namespace) -> FileSystem:
-    """A connection that does not need the manager (for per-daemon calls)."""
-    from pvfs.client.fs import FileSystem
-
-    return FileSystem(load_config(args))
-
-
-def pvfs_path(text: str) -> str:
-    """``pvfs:/a/b`` or ``/a/b`` -> ``/a/b`` (normalised, absolute)."""
-    import posixpath
-
-    path = text.removeprefix("pvfs:")
-    if not path.startswith("/"):
-        path = "/" + path
-    return posixpath.normpath(path).replace("//", "/")
 
 
 # ---------------------------------------------------------------------- entry point
