@@ -9,9 +9,39 @@ from dataclasses import dataclass, field, fields
 
 from pvfs.units import parse_size
 
-__all__ = ["COHERENCE_MODES", "MountOptions", "parse_options"]
+__all__ = ["COHERENCE_MODES", "MountOptions", "default_cache_size", "parse_options"]
 
 COHERENCE_MODES = ("none", "sync")
+
+# The default local cache: a share of the machine's memory, at least CACHE_MIN, at most
+# CACHE_MAX -- so the working set of a typical job (fio's 64 MiB file, a source tree) is
+# served from memory without tuning (the harvester keeps it below 95 % full, so the floor is
+# twice 64 MiB), while a small VM keeps most of its RAM.
+CACHE_MIN = 128 << 20
+CACHE_MAX = 1 << 30
+CACHE_SHARE = 16  # one sixteenth of MemTotal
+
+
+def mem_total(meminfo: str = "/proc/meminfo") -> int | None:
+    """Bytes of RAM (``MemTotal``), None if unknown."""
+    try:
+        with open(meminfo) as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def default_cache_size(total: int | None = None) -> int:
+    """``cache_size`` when ``-o`` does not set it: RAM / CACHE_SHARE within [CACHE_MIN,
+    CACHE_MAX], rounded down to MiB (CACHE_MIN if the RAM is unknown). Buffers are
+    allocated as blocks are used, so an idle mount costs nothing for it."""
+    total = mem_total() if total is None else total
+    if not total:
+        return CACHE_MIN
+    return min(CACHE_MAX, max(CACHE_MIN, total // CACHE_SHARE >> 20 << 20))
 
 
 def _flag(text: str) -> bool:
@@ -28,7 +58,7 @@ class MountOptions:
 
     coherence: str = "none"
     block_size: int = 4096
-    cache_size: int = 64 << 20
+    cache_size: int = field(default_factory=default_cache_size)
     cache: bool = True  # cache=0: every block bypasses the local cache
     gcache: bool = True  # gcache=off: never use the config's global caches
     direct_io: bool = False
