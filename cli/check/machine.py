@@ -179,27 +179,25 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             return ((np.arange(n, dtype=np.int64) * 7 + self.writes * 131) % 251 + 1) \
                 .astype(np.uint8).tobytes()
 
-        def resync(self, c: int, f: FileModel, size_floor: int | None = None) -> None:
+        def resync(self, c: int, f: FileModel) -> None:
             if not self.model.quiet(f):
                 return  # another node's write-behind may land while we read: wait for it
             got = world.read_back(f)
             if got is None:
                 return
             content, size = got
-            bad = self.model.resync(f, content, size, size_floor)
+            bad = self.model.resync(f, content, size)
             if bad is not None:
                 self.fail(c, bad.what, bad)
 
         def after_flush(self, c: int, f: FileModel, err: int | None) -> None:
-            view = f.views.get(c)
-            pending = view.pending_floor if view is not None else None
             if err is None:
                 self.model.flushed(c, f)
                 if self.clients[c].caches:
-                    self.resync(c, f, pending)
+                    self.resync(c, f)
             elif world.fault_epoch:
                 self.model.flush_failed(c, f)
-                self.resync(c, f, pending)
+                self.resync(c, f)
             else:
                 self.fail(c, f"write-back failed with {errno_name(err)}")
 

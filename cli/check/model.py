@@ -270,22 +270,12 @@ class Model:
         view.stamp = stamp
         view.wrote_since_open = False
 
-    def resync(self, f: FileModel, content: bytes, size: int,
-               size_floor: int | None = None) -> Mismatch | None:
+    def resync(self, f: FileModel, content: bytes, size: int) -> Mismatch | None:
         """The daemons hold ``content`` (``size`` bytes): check it, then take it as the
-        newest state. ``size_floor``: the oldest state whose size a write-back that just
-        landed may have brought back (its node's first pending write)."""
-        bad = self.check_bytes(f.daemon_floor, f, 0, content)
+        newest state."""
+        bad = self.check_extent(f, content, size)
         if bad is not None:
-            bad.what = "after a flush the file system holds bytes no allowed state has"
             return bad
-        floor = self.daemon_size_floor(f)
-        if size_floor is not None:
-            floor = min(floor, size_floor)
-        lo, hi = self.size_range(f, floor)
-        if not lo <= size <= hi:
-            return Mismatch(f"size {size} after a flush, allowed {lo}..{hi}",
-                            lengths=(lo, hi))
         new = np.zeros(MAX_FILE, np.uint8)
         n = min(len(content), MAX_FILE)
         new[:n] = np.frombuffer(content[:n], np.uint8)
@@ -342,6 +332,39 @@ class Model:
         return Mismatch("read returned bytes no allowed state has", offset=off, got=got,
                         expected=f.content()[off:off + len(got)].tobytes(),
                         allowed=allowed, first_bad=off + i)
+
+    def check_extent(self, f: FileModel, content: bytes, size: int) -> Mismatch | None:
+        """The whole file as the daemons hold it: every byte position up to ``MAX_FILE`` --
+        present with its value, or absent past the end -- must be what some state at or
+        after the daemons' floor has there. So a byte that every allowed state has (written
+        and flushed, or fsync'd) must be there, and nothing may appear that no state had."""
+        if size > MAX_FILE:
+            return Mismatch(f"the file grew to {size} bytes; no step wrote past {MAX_FILE}")
+        have = np.full(MAX_FILE, -1, np.int16)
+        n = min(size, len(content))
+        have[:n] = np.frombuffer(content[:n], np.uint8)
+        fl = f.daemon_floor
+        kmin = int(fl.min())
+        ok = np.zeros(MAX_FILE, bool)
+        pos = np.arange(MAX_FILE)
+        for k in range(kmin, len(f.states)):
+            state = np.where(pos < f.sizes[k], f.states[k].astype(np.int16), -1)
+            ok |= (state == have) & (k >= fl)
+        if ok.all():
+            return None
+        i = int(np.argmin(ok))
+        allowed = sorted({int(f.states[k][i]) if i < f.sizes[k] else -1
+                          for k in range(int(fl[i]), len(f.states))})
+        lo = max(0, i - 8)
+        got = content[lo:min(n, lo + 32)]
+        if i >= n and -1 not in allowed:
+            what = (f"after a flush byte {i} is missing (the file has {size} bytes), but it "
+                    "was written and flushed")
+        else:
+            what = f"after a flush byte {i} of the file is one no allowed state has there"
+        return Mismatch(what, offset=lo, got=got,
+                        expected=f.content()[lo:min(lo + 32, f.sizes[-1])].tobytes(),
+                        allowed=[a for a in allowed if a >= 0], first_bad=i)
 
     def check_read(self, c: int, f: FileModel, off: int, length: int, got: bytes,
                    attr_window: float) -> Mismatch | None:

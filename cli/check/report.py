@@ -51,8 +51,9 @@ def format_mismatch(m: Mismatch) -> list[str]:
     if m.first_bad is not None:
         i = m.first_bad - m.offset
         lo = max(0, i - 8)
-        lines.append(f"first wrong byte at offset {m.first_bad}: got 0x{m.got[i]:02x}, allowed "
-                     + (", ".join(f"0x{v:02x}" for v in (m.allowed or [])) or "nothing"))
+        got = f"0x{m.got[i]:02x}" if i < len(m.got) else "no byte (past the end)"
+        lines.append(f"first wrong byte at offset {m.first_bad}: got {got}, allowed "
+                     + (", ".join(f"0x{v:02x}" for v in (m.allowed or [])) or "no byte"))
         lines.append(f"  actual   [{m.offset + lo}..]: {_hex(m.got[lo:lo + 16])}")
         lines.append(f"  expected [{m.offset + lo}..]: {_hex(m.expected[lo:lo + 16])}"
                      "  (newest state)")
