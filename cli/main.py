@@ -25,18 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-# The names subcommand modules once imported from here stay importable (common is theirs).
-from pvfs.cli.common import (  # noqa: F401
-    PROG,
-    Handler,
-    Parser,
-    add_command,
-    client,
-    connect,
-    global_options,
-    load_config,
-    pvfs_path,
-)
+from pvfs.cli.common import PROG, Handler, Parser, global_options
 from pvfs.cli.output import CliError
 
 # The subcommand groups: the command table of pvfs.cli.commands (one line per group).

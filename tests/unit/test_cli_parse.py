@@ -6,6 +6,7 @@ import argparse
 
 import pytest
 
+from pvfs.cli import common
 from pvfs.cli import main as climain
 
 EXPECTED = {"init", "up", "down", "status", "ping", "df", "ls", "stat", "mkdir", "rm", "mv",
@@ -116,7 +117,7 @@ def test_cp_between_two_local_paths_is_a_usage_error(tmp_path, capsys):
     ("pvfs:/a/../c", "/c"),
 ])
 def test_pvfs_path(text, path):
-    assert climain.pvfs_path(text) == path
+    assert common.pvfs_path(text) == path
 
 
 def test_init_refuses_to_overwrite_and_writes_a_loadable_config(tmp_path, monkeypatch, capsys):
