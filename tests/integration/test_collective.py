@@ -57,7 +57,7 @@ def test_random_lock_stress_no_deadlock_nothing_lost(pvfs_cluster):
 
 
 def test_write_behind_loses_nothing(pvfs_cluster):
-    out = run_mpi(3, "write_behind", pvfs_cluster.config_path, "rma")
+    out = run_mpi(3, "write_behind", pvfs_cluster.config_path, "rma,servers")
     counters = json.loads(next(line for line in out.splitlines()
                                if line.startswith("counters")).split(" ", 1)[1])
     assert counters["wb_sent_buffers"] > 0  # stage one really shipped sub-buffers

@@ -108,12 +108,15 @@ class CollectiveFile:
     def _start_cache(self) -> None:
         nslots = max(1, self.cache_bytes // self.page_size)
         max_pages = -(-self.max_bytes // self.page_size)
-        if self.coordination == "rma":
+        if self.coordination == "rma" or (self.coordination == "servers"
+                                           and self._services is None):
+            # (servers are taken from the group only at open; a write-behind file switched
+            # to atomic mode later caches with RMA locks instead)
             from pvfs.collective._rma import RmaData, RmaLocks
 
             locks: Any = RmaLocks(self.comm, max_pages)
             data: Any = RmaData(self.comm, nslots, self.page_size)
-        elif self.coordination == "servers":
+        elif self.coordination == "servers" and self._services is not None:
             from pvfs.collective._rma import RmaData
             from pvfs.collective._service import Caller, MsgLocks
 
@@ -269,6 +272,10 @@ class CollectiveFile:
         if flag and self.wb is not None:
             self.wb.close()  # write-behind cannot be atomic: continue through the cache
             self.wb = None
+            barrier(self.comm, "write-behind flushed")
+            # The cache treats pages past the size at open as zeros; that size just grew.
+            self.size_at_open = self.comm.bcast(
+                self.native.size() if self.rank == 0 else None, root=0)
             self.method = "caching"
             self.atomic = True
             self._start_cache()

@@ -184,6 +184,7 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
     return {"benchmark": name, "method": method, "ranks": size, "seconds": elapsed,
             "mib_s": nbytes / elapsed / 2**20, "bytes": nbytes,
             "fs_writes": total.get("fs_writes", 0),
+            "fs_write_regions": total.get("fs_write_regions", 0),
             "avg_write_bytes": total.get("fs_bytes_written", 0) // max(1, total.get("fs_writes", 0)),
             "fs_reads": total.get("fs_reads", 0), "locks": total.get("locks", 0),
             "iod_write_requests": iod,
