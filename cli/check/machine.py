@@ -93,13 +93,6 @@ class Step:
     result: str = "ok"
 
 
-def outcome(fn, *args) -> tuple[Any, int | None]:
-    try:
-        return fn(*args), None
-    except OSError as exc:
-        return None, exc.errno
-
-
 def build_machine(world: World) -> type[RuleBasedStateMachine]:
     """A state machine class bound to ``world`` (the clients, the mode, the options)."""
     nclients = len(world.clients)
@@ -144,7 +137,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
 
         # ------------------------------------------------------------------ helpers
         def log(self, c: int, op: str, result: str = "ok", **args: Any) -> Step:
-            step = Step(self.clients[c].label if c >= 0 else "faults", op, args, result)
+            step = Step(self.clients[c].label if c >= 0 else "checker", op, args, result)
             self.steps.append(step)
             world.ops[op] = world.ops.get(op, 0) + 1
             return step
@@ -153,9 +146,22 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             self.steps[-1].result += "  <-- VIOLATION"
             if world.first_failure is None:
                 world.first_failure = (world.examples, time.monotonic())
-            raise Violation(message, client=self.clients[c].label if c >= 0 else "faults",
+            raise Violation(message, client=self.clients[c].label if c >= 0 else "checker",
                             mismatch=mismatch,
                             steps=[s.__dict__ for s in self.steps])
+
+        def call(self, c: int, fn, *args) -> tuple[Any, int | None]:
+            """``(result, None)`` or ``(None, errno)`` of a client call. Anything but an
+            ``OSError`` breaks the API's promise (errors are OSErrors with an errno)."""
+            try:
+                return fn(*args), None
+            except OSError as exc:
+                return None, exc.errno
+            except Exception as exc:
+                self.log(c, getattr(fn, "__name__", "call"), type(exc).__name__)
+                self.fail(c, f"{getattr(fn, '__name__', 'a call')} raised "
+                             f"{type(exc).__name__}: {exc} (errors must be OSErrors)")
+                raise  # not reached: fail() raises
 
         def expect_errno(self, c: int, got: int | None, allowed: set[int | None],
                          what: str) -> None:
@@ -182,7 +188,12 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
         def resync(self, c: int, f: FileModel) -> None:
             if not self.model.quiet(f):
                 return  # another node's write-behind may land while we read: wait for it
-            got = world.read_back(f)
+            try:
+                got = world.read_back(f)
+            except Exception as exc:  # noqa: BLE001 - the file system's answer is checked
+                self.log(c, "read back", type(exc).__name__, file=f.id)
+                self.fail(c, f"reading the file back through a native connection raised "
+                             f"{type(exc).__name__}: {exc}")
             if got is None:
                 return
             content, size = got
@@ -214,7 +225,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             current = self.model.binding(name)
             cands = self.candidates(c, name)
             before = world.stamp(name) if client.caches else None
-            handle, err = outcome(client.open, name, flags)
+            handle, err = self.call(c, client.open, name, flags)
             after = world.stamp(name) if client.caches else None
             step = self.log(c, "open", errno_name(err), name=name, flags=label)
             creat, excl = bool(flags & os.O_CREAT), bool(flags & os.O_EXCL)
@@ -278,14 +289,14 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             self.slots.remove(s)
             f = self.model.files[s.fid]
             f.handles -= 1
-            _, err = outcome(s.h.close)
+            _, err = self.call(s.client, s.h.close)
             self.log(s.client, "close", errno_name(err), name=s.name, file=f.id)
             self.after_flush(s.client, f, err)
 
         def fsync(self, k: int) -> None:
             s = self.pick(k)
             f = self.model.files[s.fid]
-            _, err = outcome(s.h.fsync)
+            _, err = self.call(s.client, s.h.fsync)
             self.log(s.client, "fsync", errno_name(err), name=s.name, file=f.id)
             self.after_flush(s.client, f, err)
 
@@ -293,7 +304,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             s = self.pick(k)
             f = self.model.files[s.fid]
             off = min(off, MAX_FILE)
-            got, err = outcome(s.h.pread, n, off)
+            got, err = self.call(s.client, s.h.pread, n, off)
             step = self.log(s.client, "pread", errno_name(err), name=s.name, file=f.id,
                             offset=off, length=n)
             if not s.readable:
@@ -316,7 +327,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             data = self.payload(n)
             view = f.views.get(s.client)
             sync = bool(s.flags & os.O_SYNC) or bool(view and view.sync_xattr)
-            _, err = outcome(s.h.pwrite, data, off)
+            _, err = self.call(s.client, s.h.pwrite, data, off)
             self.log(s.client, "pwrite", errno_name(err), name=s.name, file=f.id, offset=off,
                      length=n, sync=sync, data=data[:16].hex())
             if not s.writable:
@@ -334,7 +345,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             if self.ambiguous(c, name):
                 return
             f = self.model.binding(name)
-            _, err = outcome(self.clients[c].truncate, name, size)
+            _, err = self.call(c, self.clients[c].truncate, name, size)
             self.log(c, "truncate", errno_name(err), name=name, size=size)
             if f is None:
                 self.expect_errno(c, err, {errno.ENOENT}, f"truncate({name!r})")
@@ -345,7 +356,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
         def unlink(self, c: int, name: str) -> None:
             f = self.model.binding(name)
             stale_none = None in self.candidates(c, name)
-            _, err = outcome(self.clients[c].unlink, name)
+            _, err = self.call(c, self.clients[c].unlink, name)
             self.log(c, "unlink", errno_name(err), name=name)
             if f is None:
                 self.expect_errno(c, err, {errno.ENOENT}, f"unlink({name!r})")
@@ -358,7 +369,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
         def rename(self, c: int, src: str, dst: str) -> None:
             f = self.model.binding(src)
             stale_none = None in self.candidates(c, src)
-            _, err = outcome(self.clients[c].rename, src, dst)
+            _, err = self.call(c, self.clients[c].rename, src, dst)
             self.log(c, "rename", errno_name(err), src=src, dst=dst)
             if f is None:
                 self.expect_errno(c, err, {errno.ENOENT}, f"rename({src!r}, {dst!r})")
@@ -374,7 +385,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             if self.ambiguous(c, src):
                 return  # the kernel links the inode its name cache holds
             f, g = self.model.binding(src), self.model.binding(dst)
-            _, err = outcome(self.clients[c].link, src, dst)
+            _, err = self.call(c, self.clients[c].link, src, dst)
             self.log(c, "link", errno_name(err), src=src, dst=dst)
             allowed: set[int | None] = {errno.ENOENT if f is None else
                                         errno.EEXIST if g is not None else None}
@@ -389,7 +400,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
                 return
             client = self.clients[c]
             f = self.model.binding(name)
-            st_, err = outcome(client.stat, name)
+            st_, err = self.call(c, client.stat, name)
             step = self.log(c, "stat", errno_name(err), name=name)
             if f is None:
                 self.expect_errno(c, err, {errno.ENOENT}, f"stat({name!r})")
@@ -419,10 +430,10 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             full = f"user.check.{key}"
             if write:
                 value = self.payload(8)
-                _, err = outcome(client.setxattr, name, full, value)
+                _, err = self.call(c, client.setxattr, name, full, value)
                 self.log(c, "setxattr", errno_name(err), name=name, key=full, value=value.hex())
             else:
-                value, err = outcome(client.getxattr, name, full)
+                value, err = self.call(c, client.getxattr, name, full)
                 self.log(c, "getxattr", errno_name(err), name=name, key=full)
             if err in (errno.ENOTSUP, errno.EOPNOTSUPP):
                 world.xattrs = False
@@ -447,7 +458,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             if not (client.caches and client.supports_stripe()) or f is None \
                     or self.ambiguous(c, name):
                 return
-            _, err = outcome(client.setxattr, name, SYNC_XATTR, b"1")
+            _, err = self.call(c, client.setxattr, name, SYNC_XATTR, b"1")
             self.log(c, "setxattr", errno_name(err), name=name, key=SYNC_XATTR, value="1")
             self.expect_errno(c, err, {None}, f"setxattr({SYNC_XATTR})")
             f.views[c].sync_xattr = True
@@ -459,7 +470,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
                     or self.ambiguous(c, name):
                 return
             stripe = world.fit_stripe(STRIPES[which])
-            _, err = outcome(world.setstripe, client, name, stripe)
+            _, err = self.call(c, world.setstripe, client, name, stripe)
             self.log(c, "setstripe", errno_name(err), name=name, stripe=stripe)
             lo, hi = self.model.size_range(f, self.model.daemon_size_floor(f))
             allowed: set[int | None] = set()
@@ -531,6 +542,6 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             # everything that reached the daemons must still be there
             for f in list(self.model.files.values()):
                 if f.names:
-                    self.resync(0, f)
+                    self.resync(-1, f)
 
     return Check

@@ -10,6 +10,7 @@ import os
 import random
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,15 +115,18 @@ def setup(opts: Options) -> tuple[World, list[str]]:
     return world, warnings
 
 
-def _find_violation(exc: BaseException):
+def _find_violation(exc: BaseException, depth: int = 0):
+    """The :class:`Violation` in what hypothesis raised, and whether it came wrapped (the
+    failure did not reproduce on every replay: a timing-dependent one)."""
     from pvfs.cli.check.machine import Violation
 
     if isinstance(exc, Violation):
-        return exc, False
-    inner = getattr(exc, "exceptions", None)
-    if inner:
-        for e in inner:
-            found, _ = _find_violation(e)
+        return exc, depth > 0
+    if depth > 8:
+        return None, False
+    for e in [*getattr(exc, "exceptions", ()), exc.__cause__, exc.__context__]:
+        if e is not None:
+            found, _ = _find_violation(e, depth + 1)
             if found is not None:
                 return found, True
     return None, False
@@ -166,8 +170,12 @@ def run(opts: Options) -> Result:
         violation, flaky = _find_violation(exc)
         if violation is None:
             status = 2
-            summary.update(result="error", error=f"{type(exc).__name__}: {exc}")
+            cause = _root_cause(exc)
+            summary.update(result="error", error=f"{type(exc).__name__}: {exc}",
+                           cause="".join(traceback.format_exception(cause)[-6:]))
             text.append(f"error while checking: {type(exc).__name__}: {exc}")
+            if cause is not exc:
+                text.append(f"caused by: {type(cause).__name__}: {cause}")
         else:
             status = 1
             if world.first_failure is not None:
@@ -229,6 +237,19 @@ def _violation(v, flaky: bool, opts: Options, labels: list[str], seed: int,
                    mismatch=report.mismatch_json(v.mismatch), steps=v.steps, trace=path,
                    trace_lost=lost, flaky=flaky)
     return text
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The first exception of a chain or group (hypothesis wraps what a step raised)."""
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "exceptions", None)
+        nxt = inner[0] if inner else (exc.__cause__ or exc.__context__)
+        if nxt is None:
+            break
+        exc = nxt
+    return exc
 
 
 @contextlib.contextmanager
