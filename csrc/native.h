@@ -33,10 +33,11 @@ struct pv_err {
     bool misuse;                      /* the caller's mistake: a closed engine, a bad argument */
     char msg[PV_ERR_LEN];
 };
-int pv_fail(struct pv_err *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-int pv_misuse(struct pv_err *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int pv_err_set(struct pv_err *err, int code, bool misuse, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Fill err and return -1: a failure of the system (errno code), or the caller's misuse. */
+#define pv_fail(err, code, ...) pv_err_set((err), (code), false, __VA_ARGS__)
+#define pv_misuse(err, code, ...) pv_err_set((err), (code), true, __VA_ARGS__)
 
 #define pv_container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
