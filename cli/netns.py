@@ -34,22 +34,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Self
 
+from pvfs.procs import pid_alive
+
 PREFIX = "pvfsns"
 _NAME = re.compile(rf"^{PREFIX}(\d+)-([\w.-]+)$")
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def namespaces() -> list[str]:
@@ -75,7 +67,7 @@ def cleanup_stale() -> list[str]:
     gone = []
     for name in namespaces():
         pid = int(_NAME.match(name).group(1))
-        if pid != os.getpid() and not _alive(pid):
+        if pid != os.getpid() and not pid_alive(pid):
             remove_namespace(name)
             gone.append(name)
     return gone
