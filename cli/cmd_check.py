@@ -45,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="check any directory (ext4, GlusterFS, MooseFS, ...) with one client")
     p.add_argument("--faults", action="store_true",
                    help="kill -9 and restart daemons of this host between steps")
+    p.add_argument("--shrink-seconds", metavar="S", type=int, default=60,
+                   help="time allowed for shrinking a violation (default: 60)")
     p.add_argument("--trace-out", metavar="FILE", default=None,
                    help="where a failure's trace goes (default: ./pvfs-check-SEED.trace)")
 
@@ -59,7 +61,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                    mounts=[m for m in args.mounts.split(",") if m], native=args.native,
                    mode=args.mode, examples=args.examples, steps=args.steps, seed=args.seed,
                    target=args.target, faults=args.faults, trace_out=args.trace_out,
-                   progress=not args.json)
+                   progress=not args.json, shrink_seconds=args.shrink_seconds)
     result = run(opts)
     if args.json:
         print(json.dumps(result.summary, indent=1, default=str))
