@@ -103,7 +103,7 @@ def calibrate(runner, nprocs: int, quick: bool, max_size: int, log=note) -> dict
             "(raise --max-size)")
         s_cache = float(lo)
     # B.2 and B.3.
-    mid_size = 4 << 20
+    mid_size = 1 << 20 if quick else 4 << 20
     for wl in WORKLOADS[1:]:
         run(wl, mid_size, False, "opt2")
         if not quick:
