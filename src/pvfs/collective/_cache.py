@@ -33,6 +33,9 @@ from typing import Any, Protocol
 from pvfs.collective._fsio import CountingFile
 from pvfs.collective._pages import Dirty, Lru, Meta, Piece, by_page, merge_runs, split
 
+#: Pages one lock set may span outside atomic mode (regions are never split between sets).
+LOCKSET_PAGES = 16
+
 
 class Locks(Protocol):
     lock_calls: int
@@ -49,8 +52,8 @@ class Data(Protocol):
     remote_puts: int
 
     def view(self, slot: int) -> memoryview: ...
-    def get(self, owner: int, slot: int, off: int, out: memoryview) -> None: ...
-    def put(self, owner: int, slot: int, off: int, data: memoryview) -> None: ...
+    def get_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None: ...
+    def put_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None: ...
     def dirty(self, slot: int) -> Dirty: ...
     def mark(self, slot: int, lo: int, hi: int) -> None: ...
     def clean(self, slot: int) -> None: ...
@@ -99,21 +102,27 @@ class PageCache:
         self._access(regions, data, write=True)
 
     def _access(self, regions: list[tuple[int, int]], buf: memoryview, write: bool) -> None:
-        # Atomic: the whole request is one lock set. Otherwise each contiguous region is,
-        # so a list request may be seen part-done, as MPI allows without atomic mode.
-        if self.atomic:
-            self._locked_access(split(regions, self.ps), buf, write)
-            return
+        # Atomic: the whole request is one lock set. Otherwise consecutive regions share a
+        # lock set until it spans LOCKSET_PAGES pages (never splitting a region), so a list
+        # request may be seen part-done, as MPI allows without atomic mode, while a long list
+        # of small regions does not pay a lock round per region.
         pieces = split(regions, self.ps)
+        if self.atomic:
+            self._locked_access(pieces, buf, write)
+            return
         start = 0
+        pages: set[int] = set()
+        i = 0
         for off, n in regions:
-            count = 0
-            pos = off
-            while pos < off + n:  # pieces of this region
-                pos = (pos // self.ps + 1) * self.ps
-                count += 1
-            self._locked_access(pieces[start:start + count], buf, write)
-            start += count
+            first, last = off // self.ps, (off + n - 1) // self.ps
+            span = {p for p in range(first, last + 1)} if n > 0 else set()
+            if pages and len(pages | span) > LOCKSET_PAGES:
+                self._locked_access(pieces[start:i], buf, write)
+                start, pages = i, set()
+            pages |= span
+            i += len(span)
+        if start < len(pieces):
+            self._locked_access(pieces[start:], buf, write)
 
     def _locked_access(self, pieces: list[Piece], buf: memoryview, write: bool) -> None:
         """Two-phase locking: every page in increasing order, then the bytes, then unlock."""
@@ -204,11 +213,11 @@ class PageCache:
             if write:
                 self.held[page].new = Meta(-1, -1, True)
         else:
-            for p in pieces:
-                if write:
-                    self.data.put(meta.owner, meta.slot, p.off, buf[p.buf:p.buf + p.length])
-                else:
-                    self.data.get(meta.owner, meta.slot, p.off, buf[p.buf:p.buf + p.length])
+            parts = [(p.off, buf[p.buf:p.buf + p.length]) for p in pieces]
+            if write:
+                self.data.put_many(meta.owner, meta.slot, parts)
+            else:
+                self.data.get_many(meta.owner, meta.slot, parts)
 
     # ------------------------------------------------------------------ eviction, flushing
     def _alloc_slot(self) -> int | None:

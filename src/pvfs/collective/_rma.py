@@ -141,22 +141,32 @@ class RmaData:
         base = slot * self.page_size
         return memoryview(self.mem[base:base + self.page_size])
 
-    def get(self, owner: int, slot: int, off: int, out: memoryview) -> None:
-        self.remote_gets += 1
-        buf = np.frombuffer(out, dtype=np.uint8)
-        self.win.Get(buf, owner, target=(slot * self.page_size + off, len(buf), self.MPI.BYTE))
+    def get_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
+        """Read pieces of a remote slot: one ``Get`` each, one ``Flush`` for all."""
+        base = slot * self.page_size
+        for off, out in parts:
+            self.remote_gets += 1
+            buf = np.frombuffer(out, dtype=np.uint8)
+            self.win.Get(buf, owner, target=(base + off, len(buf), self.MPI.BYTE))
         self.win.Flush(owner)
 
-    def put(self, owner: int, slot: int, off: int, data: memoryview) -> None:
+    def put_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
+        """Write pieces of a remote slot and raise its dirty marks (one ``Flush`` each)."""
         MPI = self.MPI
-        self.remote_puts += 1
-        buf = np.frombuffer(data, dtype=np.uint8)
-        self.win.Put(buf, owner, target=(slot * self.page_size + off, len(buf), MPI.BYTE))
+        base = slot * self.page_size
+        lo, hi = 1 << 62, 0
+        for off, data in parts:
+            self.remote_puts += 1
+            buf = np.frombuffer(data, dtype=np.uint8)
+            self.win.Put(buf, owner, target=(base + off, len(buf), MPI.BYTE))
+            lo, hi = min(lo, off), max(hi, off + len(buf))
         self.win.Flush(owner)
-        self._v[0] = off
-        self.dwin.Accumulate([self._v, 1, MPI.INT64_T], owner, target=(2 * slot, 1, MPI.INT64_T), op=MPI.MIN)
-        self._v[0] = off + len(buf)
-        self.dwin.Accumulate([self._v, 1, MPI.INT64_T], owner, target=(2 * slot + 1, 1, MPI.INT64_T), op=MPI.MAX)
+        self._v[0] = lo
+        self.dwin.Accumulate([self._v, 1, MPI.INT64_T], owner, target=(2 * slot, 1, MPI.INT64_T),
+                             op=MPI.MIN)
+        self._v[0] = hi
+        self.dwin.Accumulate([self._v, 1, MPI.INT64_T], owner,
+                             target=(2 * slot + 1, 1, MPI.INT64_T), op=MPI.MAX)
         self.dwin.Flush(owner)
 
     def dirty(self, slot: int) -> Dirty:

@@ -123,14 +123,17 @@ class Service:
             for who, m in self.locks.release(page, src, None if meta is None else Meta(*meta)):
                 self._send(who, m)
         elif op == "get":
-            _, slot, off, n = msg
+            _, slot, pieces = msg
             assert self.pages is not None
-            self._send(src, bytes(self.pages.slot(slot)[off:off + n]))
+            view = self.pages.slot(slot)
+            self._send(src, [bytes(view[off:off + n]) for off, n in pieces])
         elif op == "put":
-            _, slot, off, data = msg
+            _, slot, pieces = msg
             assert self.pages is not None
-            self.pages.slot(slot)[off:off + len(data)] = data
-            self.pages.dirty_marks[slot].add(off, off + len(data))
+            view = self.pages.slot(slot)
+            for off, data in pieces:
+                view[off:off + len(data)] = data
+                self.pages.dirty_marks[slot].add(off, off + len(data))
             self._send(src, True)
         else:
             raise RuntimeError(f"unknown request {op!r} from rank {src}")
@@ -196,13 +199,16 @@ class MsgData:
     def view(self, slot: int) -> memoryview:
         return self.pages.slot(slot)
 
-    def get(self, owner: int, slot: int, off: int, out: memoryview) -> None:
-        self.remote_gets += 1
-        out[:] = self.caller.call(owner, ("get", slot, off, len(out)))
+    def get_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
+        """Pieces of a slot at its owner's I/O thread: one request for all of them."""
+        self.remote_gets += len(parts)
+        replies = self.caller.call(owner, ("get", slot, [(off, len(out)) for off, out in parts]))
+        for (_, out), blob in zip(parts, replies, strict=True):
+            out[:] = blob
 
-    def put(self, owner: int, slot: int, off: int, data: memoryview) -> None:
-        self.remote_puts += 1
-        self.caller.call(owner, ("put", slot, off, bytes(data)))
+    def put_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
+        self.remote_puts += len(parts)
+        self.caller.call(owner, ("put", slot, [(off, bytes(data)) for off, data in parts]))
 
     def dirty(self, slot: int) -> Dirty:
         return self.pages.dirty_marks[slot]

@@ -21,9 +21,11 @@ import contextlib
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -122,6 +124,10 @@ def run_suite(config: str | None = None, quick: bool = False, ranks: int = 4,
     started = time.time()
     load_before = _load()
     with contextlib.ExitStack() as stack:
+        if threading.current_thread() is threading.main_thread():
+            # A plain SIGTERM would skip the private cluster's shutdown: make it an exit.
+            old = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+            stack.callback(signal.signal, signal.SIGTERM, old)
         if config is None:
             config = stack.enter_context(private_cluster())
         for rep in range(repeat):
