@@ -8,7 +8,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -30,25 +29,6 @@ static int mode_index(const char *const *names, const char *name)
             return i;
     }
     return -1;
-}
-
-PyObject *pv_raise(const struct pv_err *err)
-{
-    PyObject *args;
-
-    if (err->code == ENOMEM)
-        return PyErr_NoMemory();
-    if (err->misuse) {
-        PyErr_SetString(PyExc_ValueError, err->msg);
-        return NULL;
-    }
-    /* OSError((errno, msg)) picks the subclass (FileNotFoundError, ...) from the errno. */
-    args = Py_BuildValue("(is)", err->code, err->msg);
-    if (args != NULL) {
-        PyErr_SetObject(PyExc_OSError, args);
-        Py_DECREF(args);
-    }
-    return NULL;
 }
 
 static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)

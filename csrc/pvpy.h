@@ -8,7 +8,7 @@
 struct pv_engine;
 struct pv_err;
 
-/* module.c: raise the Python exception for a C-side error (the one convention, err.c):
+/* pyerr.c: raise the Python exception for a C-side error (the one convention, err.c):
  * MemoryError for ENOMEM, ValueError for misuse, else OSError(code, msg). Returns NULL. */
 PyObject *pv_raise(const struct pv_err *err);
 
