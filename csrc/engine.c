@@ -134,8 +134,12 @@ static void finish_job(struct pv_engine *e, struct pv_job *j)
         if (j->conn == NULL && epoll_ctl(e->epfd, EPOLL_CTL_DEL, j->sock, NULL) < 0
             && errno != EBADF && errno != ENOENT && j->err == 0)
             j->err = errno;
-        if (e->ops->so_dequeue != NULL)
+        if (!pv_job_scheduled(j)) {
+            if (pv_ring_linked(&j->sq))
+                pv_ring_del(&j->sq);
+        } else if (e->ops->so_dequeue != NULL) {
             e->ops->so_dequeue(e, j);
+        }
         list_remove(&e->jobs_head, &e->jobs_tail, j);
         e->njobs--;
         j->registered = false;
@@ -187,7 +191,7 @@ static void join_loop(struct pv_engine *e, struct pv_job *j)
     list_append(&e->jobs_head, &e->jobs_tail, j);
     e->njobs++;
     pv_ring_init(&j->sq);
-    if (e->ops->so_enqueue != NULL)
+    if (pv_job_scheduled(j) && e->ops->so_enqueue != NULL)
         e->ops->so_enqueue(e, j);
 }
 
@@ -233,6 +237,28 @@ static void arrive(struct pv_engine *e, struct pv_job *j)
         return;
     }
     join_loop(e, j);
+}
+
+/* A job's readiness changed: replies go to (or leave) the express queue, data jobs are the
+ * policy's business. */
+static void job_changed(struct pv_engine *e, struct pv_job *j)
+{
+    if (!pv_job_scheduled(j)) {
+        if (pv_job_runnable(j) && !pv_ring_linked(&j->sq))
+            pv_ring_add_tail(&e->express, &j->sq);
+        else if (!pv_job_runnable(j) && pv_ring_linked(&j->sq))
+            pv_ring_del(&j->sq);
+    } else if (e->ops->so_update != NULL) {
+        e->ops->so_update(e, j);
+    }
+}
+
+/* The next job to serve: a runnable reply first, else the policy's pick. */
+static struct pv_job *next_job(struct pv_engine *e)
+{
+    if (pv_ring_linked(&e->express))
+        return pv_container_of(e->express.next, struct pv_job, sq);
+    return e->ops->so_peek(e);
 }
 
 static void switch_policy(struct pv_engine *e, const struct pv_sched_ops *ops)
@@ -307,8 +333,7 @@ static void disk_wake(struct pv_engine *e, int64_t now)
         j->t_last = now;
         if (j->ready)
             j->ready_seq = ++e->ready_seq;
-        if (e->ops->so_update != NULL)
-            e->ops->so_update(e, j);
+        job_changed(e, j);
     }
     e->disk_next = next;
 }
@@ -368,12 +393,10 @@ static void serve_turn(struct pv_engine *e, struct pv_job *j)
         e->ndisk_wait++;
         if (e->ndisk_wait == 1 || j->disk_until < e->disk_next)
             e->disk_next = j->disk_until;
-        if (e->ops->so_update != NULL)
-            e->ops->so_update(e, j);
+        job_changed(e, j);
     } else if (r == PV_SERVE_BLOCKED) {
         j->ready = false;
-        if (e->ops->so_update != NULL)
-            e->ops->so_update(e, j);
+        job_changed(e, j);
         /* A write job's suffix needs the other direction. */
         if (pv_job_wants_out(j) != j->reg_out) {
             j->reg_out = !j->reg_out;
@@ -397,7 +420,7 @@ static void *engine_main(void *arg)
         bool wake = false;
 
         disk_wake(e, pv_now_ns());
-        j = e->ops->so_peek(e);
+        j = next_job(e);
         wait = (j != NULL && pv_job_runnable(j)) || pv_conn_pending(e) ? 0
                                                                       : wait_ns(e, pv_now_ns());
         ts.tv_sec = wait / 1000000000;
@@ -425,15 +448,14 @@ static void *engine_main(void *arg)
             } else if (!ej->ready) {
                 ej->ready = true;
                 ej->ready_seq = ++e->ready_seq;
-                if (e->ops->so_update != NULL)
-                    e->ops->so_update(e, ej);
+                job_changed(e, ej);
             }
         }
         if (wake && take_inbox(e))
             break;
         expire_idle(e);
         disk_wake(e, pv_now_ns());
-        j = e->ops->so_peek(e);
+        j = next_job(e);
         if (j != NULL && pv_job_runnable(j))
             serve_turn(e, j);
         /* Headers last: a job that just finished has its next header read in this turn. */
@@ -473,6 +495,7 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, struct pv
     pthread_cond_init(&e->cmd_cond, NULL);
     pv_conn_init(e);
     pv_ring_init(&e->sched_q);
+    pv_ring_init(&e->express);
 
     e->buf_len = PV_BUF_LEN;
     e->buf = malloc(e->buf_len);

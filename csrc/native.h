@@ -158,9 +158,20 @@ struct pv_job {
     int64_t map_off;
     size_t map_len;
 
-    struct pv_ring sq;            /* link in the active policy's queue (e->sched_q) */
+    struct pv_ring sq;            /* link in the active policy's queue (e->sched_q), or in
+                                   * e->express for a job that moves no file data */
     int64_t disk_until;           /* waiting for the emulated disk until then; 0: not */
 };
+
+/* A job without accesses (a reply: a prefix and/or suffix, no file data) is no scheduling
+ * decision: it has no position and costs no disk, so the engine serves it ahead of the
+ * policy (e->express) and the policies never see it. Positioned at (inode 0, 0), it would
+ * otherwise wait behind every data job under opt3/opt4 -- a zero-byte reply from the daemon
+ * that holds none of a small read stalled the client's whole request. */
+static inline bool pv_job_scheduled(const struct pv_job *j)
+{
+    return j->nacc > 0;
+}
 
 /* A job the policies may serve now: its socket is ready and it waits for no disk. */
 static inline bool pv_job_runnable(const struct pv_job *j)
@@ -320,6 +331,7 @@ struct pv_engine {
     int pipe_r, pipe_w;           /* write_mode "splice": socket -> pipe -> file */
     size_t pipe_size;
     struct pv_ring sched_q;       /* the active policy's queue of jobs (opt1: ready FIFO) */
+    struct pv_ring express;       /* runnable jobs without accesses (replies), served first */
     size_t ndisk_wait;            /* jobs waiting for the emulated disk */
     int64_t disk_next;            /* earliest disk_until among them */
     struct pv_event *out_head, *out_tail;     /* posted this turn, published at its end */

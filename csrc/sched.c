@@ -13,6 +13,9 @@
  * moves at least one socket buffer of data, so their peek scans the list instead of keeping
  * a tree sorted under positions that change as jobs are served.
  *
+ * Jobs without accesses (replies) never reach a policy: the engine serves them first
+ * (native.h, pv_job_scheduled).
+ *
  * The reactive selector (rs, thesis §5) is not a policy here: it lives in Python
  * (pvfs.models.rs) and switches the engine between these four on each new request.
  */
@@ -132,7 +135,7 @@ static int opt1_start(struct pv_engine *e)
 {
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         struct pv_ring *at = &e->sched_q;
-        if (!pv_job_runnable(j))
+        if (!pv_job_scheduled(j) || !pv_job_runnable(j))
             continue;
         /* Insertion sort from the back: edges mostly arrive in order already. */
         while (at->prev != &e->sched_q
@@ -155,7 +158,8 @@ static struct pv_job *opt2_peek(struct pv_engine *e)
     struct pv_job *best = NULL;
 
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
-        if (pv_job_runnable(j) && (best == NULL || cscan_better(e->last, j, best)))
+        if (pv_job_scheduled(j) && pv_job_runnable(j)
+            && (best == NULL || cscan_better(e->last, j, best)))
             best = j;
     }
     return best;
@@ -170,7 +174,7 @@ static struct pv_job *opt3_peek(struct pv_engine *e)
 
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         struct pv_dist d;
-        if (!pv_job_runnable(j))
+        if (!pv_job_scheduled(j) || !pv_job_runnable(j))
             continue;
         d = pos_dist(pv_job_pos(j), e->last);
         /* Inside the window: "no more than one half the window size bytes" away. */
@@ -191,7 +195,7 @@ static struct pv_job *opt4_peek(struct pv_engine *e)
     struct pv_job *best = NULL;
 
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
-        if (best == NULL || nearest_better(e->last, j, best))
+        if (pv_job_scheduled(j) && (best == NULL || nearest_better(e->last, j, best)))
             best = j;
     }
     return best;

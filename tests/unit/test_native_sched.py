@@ -257,3 +257,30 @@ def test_opt4_waits_but_new_job_reevaluated(fd, data):
             recv_exact(b, junk)
             assert recv_exact(b, JOB) == data[1 << 20:(1 << 20) + JOB]
             assert wait_done(eng, 1)[1][1] == 0
+
+
+def test_replies_are_served_ahead_of_the_policy(fd):
+    """A job without accesses (a small reply, e.g. a zero-byte read answer) has no position
+    and costs no disk: it must not wait behind opt4's blocker -- it used to, at (inode 0, 0),
+    far from every data job, until the blocker's peer drained."""
+    eng = nat.Engine(algorithm="opt4", idle_timeout=60.0)
+    ps, pc = tcp_pair()
+    bs, bc = tcp_pair()
+    rs_, rc = tcp_pair()
+    try:
+        # A first job moves the engine's last position to (INODE, 4096).
+        eng.submit(9, ps.fileno(), fd, READ, acc((FILE, 0, 4096)), inode=INODE)
+        recv_exact(pc, 4096)
+        wait_done(eng, 1)
+        fill(bs)                                    # the blocker cannot move: not ready
+        eng.submit(1, bs.fileno(), fd, READ, acc((FILE, 4096, 4096)), inode=INODE)
+        time.sleep(0.05)                            # opt4 now waits for job 1 (distance 0)
+        eng.submit(2, rs_.fileno(), fd, READ, b"", prefix=b"REPLY")
+        rc.settimeout(10)
+        assert recv_exact(rc, 5) == b"REPLY"
+        done = wait_done(eng, 1)
+        assert 2 in done and 1 not in done
+    finally:
+        eng.close()
+        for s in (ps, pc, bs, bc, rs_, rc):
+            s.close()
