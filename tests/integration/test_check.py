@@ -141,3 +141,13 @@ def test_setup_errors_exit_2(pvfs_cluster, tmp_path):
     assert rc == 2 and "collective" in out["error"]
     rc, out = check(None, "--target", str(tmp_path / "missing"))
     assert rc == 2 and "not a directory" in out["error"]
+
+
+def test_faults_refuse_daemons_of_other_hosts(tmp_path):
+    from pvfs.cli.check.faults import Faults, FaultSetupError
+    from pvfs.cli.launch import make_config, write_config
+
+    cfg = write_config(make_config(str(tmp_path), hosts=["192.0.2.1", "192.0.2.2"]),
+                       str(tmp_path / "pvfs.toml"))
+    with pytest.raises(FaultSetupError, match="on this host"):
+        Faults(cfg)
