@@ -87,8 +87,9 @@ def setup(opts: Options) -> tuple[World, list[str]]:
         if importlib.util.find_spec("pvfs.collective") is None:
             raise SetupError("mode collective: not available (this pvfs has no "
                              "pvfs.collective, the collective caching of SPEC §8)")
-        raise SetupError("mode collective: pvfs.collective exists but this checker has no "
-                         "model of its semantics yet")
+        raise SetupError("mode collective: not available yet -- pvfs.collective is an MPI "
+                         "library (every rank opens the file collectively), and this checker "
+                         "drives its clients from one process; see docs/check.md")
     run_dir = f"pvfs-check-{os.getpid()}-{int(time.time())}"
     if opts.target:
         if opts.mounts or opts.native or opts.faults:
