@@ -36,6 +36,14 @@ from .handles import HandleTable
 from .options import MountOptions
 
 CAPS_XATTR = "security.capability"
+# Names the kernel and common tools ask for on every file, almost always absent: the kernel
+# before each write(2) (security.capability), ``ls -l`` for each entry (security.selinux).
+# Their answers are cached per inode like the attributes (_probed).
+PROBED_XATTRS = frozenset((CAPS_XATTR, "security.selinux"))
+# ``ls -l`` also asks for the ACL of every entry. The manager never stores system.* names
+# (daemons/mgr/perms.py: xattr_rule refuses to set them, reads are ENODATA), so the mount
+# answers these reads itself, as the manager would.
+ACL_XATTRS = frozenset(("system.posix_acl_access", "system.posix_acl_default"))
 
 log = logging.getLogger("pvfs.fuse")
 
@@ -46,6 +54,7 @@ _NET_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.E
                errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ENOTCONN, errno.EPROTO,
                errno.EBADMSG, errno.ESHUTDOWN}
 _GROUPS_TTL = 1.0
+_NAMES_MAX = 65536  # (parent, name) -> inode entries remembered for unlink
 
 
 def _errno_of(exc: BaseException) -> int:
@@ -129,9 +138,14 @@ class Operations(pyfuse3.Operations):
                                        "capability_hits"), 0)
         self.controls = Controls(self.cache, self.table, vars(options), self._extra_stats)
         self._groups: dict[int, tuple[float, tuple[int, ...]]] = {}
-        # security.capability per inode: (expiry, value or None for ENODATA); see getxattr
-        self._caps: dict[int, tuple[float, bytes | None]] = {}
+        # PROBED_XATTRS per (inode, name): (expiry, value or None for ENODATA); see _probed
+        self._caps: dict[tuple[int, str], tuple[float, bytes | None]] = {}
         self._caps_gen = 0
+        # (parent, name) -> inode of the regular files this mount has named to the kernel
+        # (lookup, create, readdirplus, link, rename): the kernel looks a name up before it
+        # unlinks it, so unlink learns which inode's cache to drop without asking the
+        # manager (a lookup there costs a manager and an I/O daemon round trip per file).
+        self._names: dict[tuple[int, str], int] = {}
         self.kernel_ready = False  # invalidate_inode only once the session runs
 
     # ------------------------------------------------------------------ helpers
@@ -165,6 +179,13 @@ class Operations(pyfuse3.Operations):
                 info.stripe = Stripe(*a["stripe"])
             info.size = a["size"]
             info.size_stale = False
+        return a
+
+    def _named(self, parent: int, name: str, a: dict) -> dict:
+        if a.get("type") == "file":
+            if len(self._names) >= _NAMES_MAX:
+                self._names.clear()
+            self._names[(parent, name)] = a["ino"]
         return a
 
     async def _stripe_of(self, ino: int) -> Stripe:
@@ -225,7 +246,9 @@ class Operations(pyfuse3.Operations):
     # ------------------------------------------------------------------ name space
     @_guard
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
-        return self.entry(await self.client.lookup(parent_inode, _name(name), self.cred(ctx)))
+        n = _name(name)
+        return self.entry(self._named(parent_inode, n,
+                                      await self.client.lookup(parent_inode, n, self.cred(ctx))))
 
     @_guard
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
@@ -296,11 +319,21 @@ class Operations(pyfuse3.Operations):
     @_guard
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
         cred = self.cred(ctx)
+        n = _name(name)
+        ino = self._names.pop((parent_inode, n), None)
+        if ino is not None and self.gbackend is None and not self.cache.has_dirty(ino):
+            # Known inode, nothing dirty: no lookup needed. Its clean blocks may go whatever
+            # its link count was (dropping clean blocks is always safe).
+            await self.client.unlink(parent_inode, n, cred)
+            if not self.table.is_open(ino):
+                self.cache.forget(ino)
+                self.table.inodes.pop(ino, None)
+            return
         try:
-            a = await self.client.lookup(parent_inode, _name(name), cred)
+            a = await self.client.lookup(parent_inode, n, cred)
         except OSError:
             a = None
-        await self.client.unlink(parent_inode, _name(name), cred)
+        await self.client.unlink(parent_inode, n, cred)
         if a is not None and a.get("type") == "file" and not self.table.is_open(a["ino"]) \
                 and a["nlink"] <= 1:
             self.cache.forget(a["ino"])
@@ -321,14 +354,20 @@ class Operations(pyfuse3.Operations):
     @_guard
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
                      name_new: bytes, flags: int, ctx: RequestContext) -> None:
-        await self.client.rename(parent_inode_old, _name(name_old), parent_inode_new,
-                                 _name(name_new), self.cred(ctx), flags)
+        old, new = (parent_inode_old, _name(name_old)), (parent_inode_new, _name(name_new))
+        moved, replaced = self._names.pop(old, None), self._names.pop(new, None)
+        await self.client.rename(old[0], old[1], new[0], new[1], self.cred(ctx), flags)
+        if moved is not None:
+            self._names[new] = moved
+        if replaced is not None and flags & 2:  # RENAME_EXCHANGE
+            self._names[old] = replaced
 
     @_guard
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
                    ctx: RequestContext) -> EntryAttributes:
-        return self.entry(await self.client.link(inode, new_parent_inode, _name(new_name),
-                                                 self.cred(ctx)))
+        n = _name(new_name)
+        return self.entry(self._named(new_parent_inode, n, await self.client.link(
+            inode, new_parent_inode, n, self.cred(ctx))))
 
     @_guard
     async def opendir(self, inode: int, ctx: RequestContext) -> int:
@@ -355,7 +394,7 @@ class Operations(pyfuse3.Operations):
             if not entries:
                 return
             for name, a, nxt in entries:
-                e = self.entry(a) if sized else self._unsized_entry(a)
+                e = self.entry(self._named(h.ino, name, a)) if sized else self._unsized_entry(a)
                 if not pyfuse3.readdir_reply(token, os.fsencode(name), e, nxt):
                     return
                 cookie = nxt
@@ -421,21 +460,25 @@ class Operations(pyfuse3.Operations):
             return self.controls.get_bypass(inode)
         if n == cachewire.SYNC_XATTR:
             return self.controls.get_sync(inode)
-        if n == CAPS_XATTR:
-            return await self._capability(inode, ctx)
+        if n in PROBED_XATTRS:
+            return await self._probed(inode, n, ctx)
+        if n in ACL_XATTRS:
+            raise FUSEError(errno.ENODATA)
         return await self.client.getxattr(inode, n, self.cred(ctx))
 
-    async def _capability(self, inode: int, ctx: RequestContext) -> bytes:
-        """``security.capability``, cached for ``attr_timeout`` like the attributes.
+    async def _probed(self, inode: int, name: str, ctx: RequestContext) -> bytes:
+        """A name of PROBED_XATTRS, cached for ``attr_timeout`` like the attributes.
 
-        The kernel asks for it before every write(2) to a FUSE file (file_remove_privs; FUSE
-        never sets SB_NOSEC), so without the cache each 4 KiB write cost a manager round trip.
-        Anyone may read ``security.*``, so the answer does not depend on the caller. This
-        node's set/removexattr of the inode drops the entry; another node's change shows
-        after at most ``attr_timeout``.
+        The kernel asks for ``security.capability`` before every write(2) to a FUSE file
+        (file_remove_privs; FUSE never sets SB_NOSEC), so without the cache each 4 KiB write
+        cost a manager round trip; ``ls -l`` asks for ``security.selinux`` of every entry.
+        Anyone may read ``security.*``, so the answer does not depend on the caller.
+        This node's set/removexattr of the inode drops the entries; another node's change
+        shows after at most ``attr_timeout``.
         """
         now = time.monotonic()
-        got = self._caps.get(inode)
+        key = (inode, name)
+        got = self._caps.get(key)
         if got is not None and got[0] > now:
             self.counters["capability_hits"] += 1
             if got[1] is None:
@@ -446,13 +489,13 @@ class Operations(pyfuse3.Operations):
         ttl = self.opts.attr_timeout
         gen = self._caps_gen
         try:
-            value = await self.client.getxattr(inode, CAPS_XATTR, self.cred(ctx))
+            value = await self.client.getxattr(inode, name, self.cred(ctx))
         except OSError as exc:
             if exc.errno == errno.ENODATA and ttl > 0 and gen == self._caps_gen:
-                self._caps[inode] = (now + ttl, None)
+                self._caps[key] = (now + ttl, None)
             raise
         if ttl > 0 and gen == self._caps_gen:
-            self._caps[inode] = (now + ttl, value)
+            self._caps[key] = (now + ttl, value)
         return value
 
     @_guard
@@ -508,9 +551,10 @@ class Operations(pyfuse3.Operations):
             self._caps_changed(inode)
 
     def _caps_changed(self, inode: int) -> None:
-        """Before and after this node changes an xattr of ``inode``: drop the cached
-        capability, and keep a lookup in flight meanwhile from storing what it got."""
-        self._caps.pop(inode, None)
+        """Before and after this node changes an xattr of ``inode``: drop its cached
+        probed names, and keep a lookup in flight meanwhile from storing what it got."""
+        for name in PROBED_XATTRS:
+            self._caps.pop((inode, name), None)
         self._caps_gen += 1
 
     # ------------------------------------------------------------------ files
@@ -549,8 +593,10 @@ class Operations(pyfuse3.Operations):
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: RequestContext) -> tuple[FileInfo, EntryAttributes]:
         cred = self.cred(ctx)
-        a = await self.client.create(parent_inode, _name(name), stat.S_IMODE(mode), cred,
-                                     exclusive=bool(flags & os.O_EXCL), flags=flags | os.O_CREAT)
+        n = _name(name)
+        a = self._named(parent_inode, n, await self.client.create(
+            parent_inode, n, stat.S_IMODE(mode), cred, exclusive=bool(flags & os.O_EXCL),
+            flags=flags | os.O_CREAT))
         if a.get("created", True):
             self.cache.forget(a["ino"])  # a new inode: nothing cached for it can be valid
         elif flags & os.O_TRUNC and flags & os.O_ACCMODE:
