@@ -638,7 +638,11 @@ class Operations(pyfuse3.Operations):
 
     @_guard
     async def flush(self, fh: int) -> None:
-        await self.cache.flush(self.table.get(fh).ino)
+        ino = self.table.get(fh).ino
+        if self.opts.testing_lose_close_writes:  # a broken client, on purpose (options.py)
+            self.cache.forget(ino)
+            return
+        await self.cache.flush(ino)
 
     @_guard
     async def fsync(self, fh: int, datasync: bool) -> None:

@@ -78,6 +78,10 @@ class MountOptions:
     max_tasks: int = 64
     log: str = ""
     debug: bool = False
+    # TESTING ONLY: close (FUSE flush) throws the file's dirty blocks away instead of writing
+    # them back -- a deliberately broken client, so that `pvfs-admin check` can show it
+    # catches lost writes (tests/integration/test_check.py). Never use it for data.
+    testing_lose_close_writes: bool = False
     extra_fuse: list[str] = field(default_factory=list)
 
     def fuse_options(self) -> set[str]:
@@ -103,7 +107,8 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "attr_timeout": float, "entry_timeout": float, "timeout": float,
             "flush_interval": float, "dirty_age": float, "max_tasks": int,
             "stream_min": parse_size, "cache_readahead": parse_size}
-_BOOL = {"cache", "gcache", "direct_io", "allow_other", "default_permissions", "debug"}
+_BOOL = {"cache", "gcache", "direct_io", "allow_other", "default_permissions", "debug",
+         "testing_lose_close_writes"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",
             "directio": "direct_io"}
 # Standard mount(8) words that make sense to pass through or to ignore.
