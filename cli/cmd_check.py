@@ -52,8 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from pvfs.cli.check import Options, run
-
+    try:
+        from pvfs.cli.check import Options, run
+    except ImportError as exc:
+        sys.stderr.write(f"{PROG}: check: needs hypothesis ({exc}); "
+                         "pip install 'pvfs[check]'\n")
+        return 2
     if args.examples < 1 or args.steps < 1 or (args.native is not None and args.native < 0):
         sys.stderr.write(f"{PROG}: check: --examples, --steps and --native must be positive\n")
         return 2
