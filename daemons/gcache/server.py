@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import secrets
 import time
 
 import trio
@@ -121,6 +122,9 @@ class GcacheServer:
         self.file_locks: dict[int, trio.Lock] = {}
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.started = time.time()
+        # Told to clients with every write and flush: a new value means a restarted daemon
+        # that lost whatever was dirty (clients then write their journal themselves).
+        self.epoch = secrets.randbits(52)
         self.address: tuple[str, int] | None = None
         self.key = auth.key_for(config)  # None: authentication off
         self._kick = trio.Event()
@@ -357,7 +361,7 @@ class GcacheServer:
                 if valid < bs:
                     break
             header = {"n": total, "bypass": sorted(bypass),
-                      "ttl": self.policy.bypass_ttl if bypass else 0}
+                      "ttl": self.policy.bypass_ttl if bypass else 0, "epoch": self.epoch}
             await send_views(sock, [memoryview(frame(header, total)), *views])
         finally:
             self._unpin_all(pinned)
@@ -369,7 +373,7 @@ class GcacheServer:
         self.stripes[ino] = stripe
         self.counters["writes"] += 1
         if n == 0:
-            return {"n": 0, "bypass": [], "ttl": 0}
+            return {"n": 0, "bypass": [], "ttl": 0, "epoch": self.epoch}
         bs, sb = self.bs, self.sb
         first, last = off // bs, (off + n - 1) // bs
         received = False
@@ -456,7 +460,8 @@ class GcacheServer:
         if f["invalidate"] and f["client"] is not None:
             self.counters["invalidations"] += await self.directory.invalidate(
                 f["client"], ino, off, n)
-        return {"n": n, "bypass": sorted(bypass), "ttl": self.policy.bypass_ttl if bypass else 0}
+        return {"n": n, "bypass": sorted(bypass), "ttl": self.policy.bypass_ttl if bypass else 0,
+                "epoch": self.epoch}
 
     # ------------------------------------------------------------------ write-back
     async def flush_file(self, ino: int) -> None:
@@ -519,7 +524,7 @@ class GcacheServer:
     async def op_flush(self, f: dict) -> dict:
         for ino in ([f["ino"]] if f["ino"] else list(self.store.dirty)):
             await self.flush_file(ino)
-        return {"dirty_blocks": self.store.dirty_blocks}
+        return {"dirty_blocks": self.store.dirty_blocks, "epoch": self.epoch}
 
     async def op_truncate(self, f: dict) -> dict:
         """Drop blocks past the new end (dirty ones too) and cut the last one: call before the

@@ -11,7 +11,10 @@ Failure: a global cache that does not answer within the config's timeouts (or re
 connection) is marked down for ``retry_after`` seconds and every request meanwhile goes direct.
 Writes sent through a global cache are kept in a *journal* until the daemon has written them
 back (``flush``/``fsync``); when the daemon fails, the journal is written to the I/O daemons
-directly, so nothing this client wrote — fsync'd or not — is lost with the daemon.
+directly, so nothing this client wrote — fsync'd or not — is lost with the daemon. Every reply
+of a daemon carries its *epoch* (random per process start): a daemon that was restarted
+between a write and the flush answers the flush with another epoch, and the writes it never
+saw are written directly too.
 """
 
 from __future__ import annotations
@@ -89,8 +92,10 @@ class GcacheBackend:
                                  key=key, role="client")
                          for i, e in enumerate(gconf.endpoints)]
         self.down_until = [0.0] * len(self.channels)
+        self.epochs: list[int | None] = [None] * len(self.channels)  # last seen per daemon
         self.hints: dict[tuple[int, int], int] = {}  # (ino, seg) -> accesses left, -1: for ever
-        self.journal: dict[int, list[tuple[int, bytes]]] = {}
+        # ino -> [offset, data, epoch of the daemon that took it (None: no answer yet)]
+        self.journal: dict[int, list[list]] = {}
         self.journal_bytes = 0
         self.counters = dict.fromkeys(
             ("global_reads", "global_writes", "direct_reads", "direct_writes", "hints",
@@ -185,6 +190,9 @@ class GcacheBackend:
                 reply, data = await self.channels[idx].call_bulk(
                     {"op": "read", "ino": ino, "stripe": stripe.to_wire(), "offset": pos,
                      "length": n, "client": self.name if self.sync else None})
+                if await self._check_epoch(idx, reply.get("epoch")):
+                    # It restarted and lost writes of ours: they are on the I/O daemons now.
+                    return await self._dread(ino, offset, length)
                 self._take_hints(ino, reply)
                 parts.append(data)
                 pos += n
@@ -230,7 +238,8 @@ class GcacheBackend:
         idx = self._index(ino)
         stripe = await self.stripe_of(ino)
         blob = bytes(data)
-        self.journal.setdefault(ino, []).append((offset, blob))
+        entry: list = [offset, blob, None]
+        self.journal.setdefault(ino, []).append(entry)
         self.journal_bytes += len(blob)
         try:
             reply = await self.channels[idx].call(
@@ -239,39 +248,61 @@ class GcacheBackend:
                  "client": self.name if self.sync else None}, blob)
         except (OSError, trio.TooSlowError) as exc:
             if _daemon_said(exc):
-                self._unjournal(ino, offset, blob)
+                self._unjournal(ino, entry)
                 raise
             self._fail(idx, exc)
             await self._replay(idx)
             return
         self.counters["global_writes"] += 1
+        entry[2] = reply.get("epoch")
+        if await self._check_epoch(idx, entry[2]):
+            return  # this write too went to the I/O daemons with the rest of the journal
         self._take_hints(ino, reply)
         if self.sync:
             self._drop_journal(ino)  # written through already
         elif self.journal_bytes > self.journal_limit:
             await self._trim_journal()
 
-    def _unjournal(self, ino: int, offset: int, blob: bytes) -> None:
+    def _unjournal(self, ino: int, entry: list) -> None:
         entries = self.journal.get(ino, [])
-        if entries and entries[-1][0] == offset and entries[-1][1] is blob:
+        if entries and entries[-1] is entry:
             entries.pop()
-            self.journal_bytes -= len(blob)
+            self.journal_bytes -= len(entry[1])
 
     def _drop_journal(self, ino: int) -> None:
-        for _, blob in self.journal.pop(ino, []):
-            self.journal_bytes -= len(blob)
+        for entry in self.journal.pop(ino, []):
+            self.journal_bytes -= len(entry[1])
 
     async def _trim_journal(self) -> None:
         """Have the global cache write back the file with the most journalled bytes."""
-        ino = max(self.journal, key=lambda i: sum(len(b) for _, b in self.journal[i]))
+        ino = max(self.journal, key=lambda i: sum(len(e[1]) for e in self.journal[i]))
         await self.flush(ino)
+
+    async def _check_epoch(self, idx: int, epoch: int | None) -> bool:
+        """Note daemon ``idx``'s epoch from a reply. When it changed (the daemon restarted and
+        lost its dirty blocks), every journalled file of that daemon is dropped there (blocks it
+        fetched since may predate our lost writes) and its journal written directly; True
+        then, if there was any."""
+        old, self.epochs[idx] = self.epochs[idx], epoch
+        if old is None or epoch is None or old == epoch:
+            return False
+        inos = [i for i in self.journal if self._index(i) == idx]
+        log.warning("global cache %d restarted: writing the journal of %d files directly",
+                    idx, len(inos))
+        for ino in inos:
+            try:
+                await self.channels[idx].call({"op": "forget", "ino": ino})
+            except (OSError, trio.TooSlowError):
+                pass
+        await self._replay(idx)
+        return bool(inos)
 
     async def _replay(self, idx: int) -> None:
         """Write every journalled write of files of global cache ``idx`` to the I/O daemons
         (that daemon failed: what it had not written back is gone)."""
         for ino in [i for i in self.journal if self._index(i) == idx]:
             entries = self.journal.get(ino, [])
-            for off, blob in list(entries):
+            for off, blob, _ in list(entries):
                 await self.direct.write(ino, off, blob)
             self._drop_journal(ino)
             self.counters["journal_replays"] += 1
@@ -288,18 +319,28 @@ class GcacheBackend:
             return
         entries = list(self.journal[ino])
         try:
-            await self.channels[idx].call({"op": "flush", "ino": ino})
+            reply = await self.channels[idx].call({"op": "flush", "ino": ino})
         except (OSError, trio.TooSlowError) as exc:
             if _daemon_said(exc):
                 raise
             self._fail(idx, exc)
             await self._replay(idx)
             return
+        if await self._check_epoch(idx, reply.get("epoch")):
+            return
+        lost = [e for e in entries if e[2] != reply.get("epoch")]
+        if lost:
+            # The daemon restarted since it took these (or never answered them): write them.
+            log.warning("global cache %d restarted: writing %d journalled writes directly",
+                        idx, len(lost))
+            self.counters["journal_replays"] += 1
+            for off, blob, _ in lost:
+                await self.direct.write(ino, off, blob)
         # Drop what was written back; writes that arrived during the flush stay journalled.
         current = self.journal.get(ino, [])
-        done = {id(b) for _, b in entries}
-        keep = [(o, b) for o, b in current if id(b) not in done]
-        self.journal_bytes -= sum(len(b) for _, b in current) - sum(len(b) for _, b in keep)
+        done = {id(e) for e in entries}
+        keep = [e for e in current if id(e) not in done]
+        self.journal_bytes -= sum(len(e[1]) for e in current) - sum(len(e[1]) for e in keep)
         if keep:
             self.journal[ino] = keep
         else:
