@@ -85,6 +85,27 @@ def _load(path: str, kind: str | None) -> fmt.Trace:
 
 
 # ------------------------------------------------------------------------------------ replay
+def _replay_plan(args: argparse.Namespace, trace: fmt.Trace) -> int:
+    """``replay --plan``: through the cache stacks, the plan applied per phase."""
+    from pvfs.traces.plan import load_plan
+    from pvfs.traces.replay.cached import replay_with_plan
+
+    if args.nodes < 1:
+        raise UsageError("--nodes must be at least 1")
+    result = replay_with_plan(trace, args.target, load_plan(args.plan), nodes=args.nodes)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2, default=str)
+    if args.json:
+        _emit_json(result)
+    else:
+        loc = result["local"]
+        print(f"time {result['time_s']:.3f} s over {len(result['phase_s'])} phases, "
+              f"{result['ops']} ops, local cache hits {loc.get('hits', 0)} "
+              f"misses {loc.get('misses', 0)}")
+    return EXIT_OK
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay a generated workload or a trace file on a target."""
     from pvfs.traces.generators import generate
@@ -105,6 +126,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         trace = _load(args.trace, args.format)
         if procs is not None and procs != trace.nprocs:
             raise UsageError(f"the trace has {trace.nprocs} ranks; --procs {procs} differs")
+    if args.plan:
+        return _replay_plan(args, trace)
     if args.drop_caches and not can_drop_caches():
         raise UsageError("--drop-caches needs write access to /proc/sys/vm/drop_caches (root)")
     opts = ReplayOptions(think=args.think, think_scale=args.think_scale, verify=args.verify,
@@ -262,6 +285,11 @@ def add_subcommands(subparsers: Any) -> None:
     rp.add_argument("--no-digest", action="store_true", help="skip hashing the files after")
     rp.add_argument("--mpi", action="store_true", help="run as MPI ranks (under mpiexec)")
     rp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rp.add_argument("--plan", metavar="FILE",
+                    help="bypass plan (pvfs-admin plan make): replay through the client "
+                    "caches of a pvfs:// target, the plan's bits set at each phase")
+    rp.add_argument("--nodes", type=int, default=1,
+                    help="with --plan: client cache stacks sharing the ranks (default 1)")
     rp.set_defaults(func=_guard(cmd_replay))
 
     tp = subparsers.add_parser("trace", help="show, analyse, generate or import traces",

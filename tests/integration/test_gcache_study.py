@@ -60,3 +60,30 @@ def test_init_gcaches_up_stats_down(tmp_path):
         assert r.returncode == 0 and "runtime" in r.stdout
     finally:
         admin("--config", cfg, "down", env=env)
+
+
+def test_replay_with_plan(tmp_path):
+    from conftest import start_cluster
+
+    from pvfs.cli.launch import down, free_ports
+    from pvfs.gcache.config import gcache_table
+
+    port = free_ports(1)[0]
+    cluster = start_cluster(tmp_path / "fs", iods=2,
+                            extra={"gcache": gcache_table([f"127.0.0.1:{port}"],
+                                                          capacity=1 << 20)})
+    try:
+        plan = tmp_path / "lu.plan"
+        assert admin("plan", "make", "gen:lu:n=128,slabs=4", "--global-size", "64k",
+                     "-o", str(plan)).returncode == 0
+        r = admin("replay", "--workload", "lu", "--param", "n=128", "--param", "slabs=4",
+                  "--seed", "1", "--target", f"pvfs://{cluster.config_path}", "--plan",
+                  str(plan), "--nodes", "2", "--json")
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["plan"] and out["nodes"] == 2 and out["ops"] > 0
+        assert out["local"]["gcache_client"] is True and len(out["phase_s"]) > 1
+        r = admin("replay", "--workload", "lu", "--target", str(tmp_path), "--plan", str(plan))
+        assert r.returncode == 2  # plans need the client caches of a pvfs:// target
+    finally:
+        down(cluster.config)

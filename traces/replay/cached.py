@@ -13,6 +13,7 @@ nodes' local cache counters.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from pvfs.gcache.stack import CacheStack, StackFile
 from pvfs.traces.format import Op, Trace
 from pvfs.traces.plan import phase_bits
 
-__all__ = ["CachedResult", "prepare_files", "replay_cached"]
+__all__ = ["CachedResult", "prepare_files", "replay_cached", "replay_with_plan"]
 
 _ZEROS = memoryview(bytes(16 << 20))
 
@@ -158,3 +159,31 @@ async def replay_cached(trace: Trace, nodes: list[CacheStack], files: dict[int, 
             if isinstance(v, int):
                 result.local[k] = result.local.get(k, 0) + v
     return result
+
+
+def replay_with_plan(trace: Trace, target: str, plan: dict[str, Any] | None,
+                     nodes: int = 1, local_size: int = 64 << 20) -> dict[str, Any]:
+    """``pvfs-admin replay --plan``: the trace through ``nodes`` cache stacks of the pvfs
+    file system ``target`` (``pvfs://CONFIG``), the plan's bits applied at each phase."""
+    from pvfs.traces.replay.targets import parse_spec
+
+    kind, location, options = parse_spec(target)
+    if kind != "pvfs":
+        raise ValueError("--plan needs a pvfs://CONFIG target (the caches are the client's)")
+    root = options.get("root", "/").rstrip("/") + "/plan-replay"
+
+    async def main() -> CachedResult:
+        async with CacheStack.open(location, local=False, gcache=False) as prep:
+            files = await prepare_files(trace, prep, root)
+        sizes = {files[e.id].ino: e.size for e in trace.files}
+        async with contextlib.AsyncExitStack() as stack:
+            ns = [await stack.enter_async_context(
+                CacheStack.open(location, local_size=local_size, sizes=sizes))
+                for _ in range(nodes)]
+            res = await replay_cached(trace, ns, files, plan)
+            res.local["gcache_client"] = ns[0].gbackend is not None
+            return res
+
+    res = trio.run(main)
+    return {"target": target, "plan": bool(plan), "nodes": nodes, "time_s": res.time_s,
+            "phase_s": res.phase_s, "ops": res.ops, "bytes": res.bytes, "local": res.local}
