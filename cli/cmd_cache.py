@@ -39,10 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         m.add_argument("--block-size", type=size_arg, default=4096, metavar="BYTES")
         m.add_argument("--procs", type=int, default=4, help="ranks of a gen: workload")
 
-    if "study" not in sub.choices:
-        s = add_command(sub, "study", help="studies that reproduce papers' experiments",
-                        func=None, example=f"{PROG} study caching --quick --json > study.json")
-        ssub = s.add_subparsers(title="studies", metavar="STUDY")
+    ssub = _group(sub, "study", "studies that reproduce papers' experiments",
+                  f"{PROG} study caching --quick --json > study.json", "studies", "STUDY")
+    if "caching" not in ssub.choices:
         c = add_command(ssub, "caching", help="trace study of discretionary caching (paper §5)",
                         func=cmd_study_caching, example=f"""\
 {PROG} study caching --quick
@@ -57,10 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         c.add_argument("-o", "--output", metavar="JSON", help="also write the result here")
         c.add_argument("--plot", metavar="PNG", help="draw normalized times and hit rates")
 
-    if "bench" not in sub.choices:
-        b = add_command(sub, "bench", help="micro-benchmarks", func=None,
-                        example=f"{PROG} bench latency --json > latency.json")
-        bsub = b.add_subparsers(title="benchmarks", metavar="BENCH")
+    bsub = _group(sub, "bench", "micro-benchmarks",
+                  f"{PROG} bench latency --json > latency.json", "benchmarks", "BENCH")
+    if "latency" not in bsub.choices:
         lat = add_command(bsub, "latency", help="read/write latency with and without the "
                           "caches (paper tables 1-2, figs. 2-4)", func=cmd_bench_latency,
                           example=f"{PROG} bench latency --quick --plot latency.png")
@@ -84,6 +82,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     gp.add_argument("policy", choices=("all", "runtime", "adaptive", "sketch"))
     gp.add_argument("--threshold", type=int, default=25)
     gp.add_argument("--drop", action="store_true", help="also write back and empty the caches")
+
+
+def _group(sub: argparse._SubParsersAction, name: str, help: str, example: str, title: str,
+           metavar: str) -> argparse._SubParsersAction:
+    """The sub-subcommands of ``name`` (e.g. ``study``): another group may have made it
+    already (``study scheduling``); then this group's commands join it."""
+    parser = sub.choices.get(name)
+    if parser is None:
+        parser = add_command(sub, name, help=help, func=None, example=example)
+        return parser.add_subparsers(title=title, metavar=metavar)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    return parser.add_subparsers(title=title, metavar=metavar)
 
 
 # ---------------------------------------------------------------------- plan
