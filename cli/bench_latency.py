@@ -173,32 +173,94 @@ async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int, setup: st
         return time.perf_counter() - t0
 
 
+def _measure(cfg, reps: int, ops: int, max_iods: int, micro: bool,
+             progress: Callable[[str], None] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    out["read_ms"], out["write_ms"] = trio.run(_tables, cfg, max_iods, reps, progress)
+    if micro:
+        rows = []
+        for nodes, iods in ((1, 1), (2, 3)):
+            for o in (10, 600, 25000):
+                row = {"nodes": nodes, "iods": iods, "s": 2, "o": o, "ops": ops}
+                for setup in ("none", "local", "global", "both"):
+                    row[setup] = trio.run(_micro, cfg, nodes, iods, 2, o, ops, setup)
+                rows.append(row)
+                if progress:
+                    progress(f"micro {nodes} node(s) {iods} iod(s) o={o}: " + "  ".join(
+                        f"{k} {row[k]:.2f}s" for k in ("none", "local", "global", "both")))
+        out["micro"] = rows
+    return out
+
+
+@contextlib.contextmanager
+def _shaped_cluster(iods: int, rate: str):
+    """The netns harness (``pvfs.cli.netns``): each I/O daemon, the global cache and the
+    client on a host of their own behind ``rate``-shaped links."""
+    import sys
+
+    from pvfs.cli.netns import Network
+    from pvfs.config import load
+
+    hosts = [f"iod{i}" for i in range(iods)] + ["gc", "c0"]
+    root = Path(tempfile.mkdtemp(prefix="pvfs-lat-net-"))
+    try:
+        with Network(hosts, rate=rate) as net:
+            cfg = net.make_config(root, [f"iod{i}" for i in range(iods)],
+                                  stripe=Stripe(0, -1, SSIZE), request_timeout=60.0,
+                                  extra={"gcache": gcache_table([f"{net.addr('gc')}:7410"],
+                                                                capacity=GLOBAL)})
+            net.start_daemons(cfg)
+            log = open(root / "gcache0.log", "ab")  # noqa: SIM115 - the child keeps it
+            net.popen("gc", [sys.executable, "-m", "pvfs.daemons.gcache", "--index", "0",
+                             "--config", cfg.path], stdout=log, stderr=log)
+            log.close()
+            probe = f"import socket; socket.create_connection(({net.addr('gc')!r}, 7410), 1)"
+            deadline = time.monotonic() + 20
+            while net.run("gc", [sys.executable, "-c", probe]).returncode != 0:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the global cache did not come up")
+                time.sleep(0.2)
+            yield net, load(cfg.path)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def run_latency(*, quick: bool = False, reps: int | None = None, max_iods: int = 4,
-                micro: bool = True, progress: Callable[[str], None] | None = None
-                ) -> dict[str, Any]:
+                micro: bool = True, shaped: str | None = None,
+                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Measure everything; ``shaped`` (e.g. ``"100mbit"``) runs it over the netns harness
+    with that link rate instead of loopback."""
+    import json
+    import sys
+
     reps = reps or (7 if quick else 21)
     ops = 600 if quick else 2000
     started = time.time()
     out: dict[str, Any] = {"sizes": SIZES, "stripe": SSIZE, "local_bytes": LOCAL,
-                           "global_bytes": GLOBAL, "reps": reps, "links": "loopback"}
-    with _cluster(max(max_iods, 3)) as cfg:
-        out["read_ms"], out["write_ms"] = trio.run(_tables, cfg, max_iods, reps, progress)
-        if micro:
-            rows = []
-            for nodes, iods in ((1, 1), (2, 3)):
-                for o in (10, 600, 25000):
-                    row = {"nodes": nodes, "iods": iods, "s": 2, "o": o, "ops": ops}
-                    for setup in ("none", "local", "global", "both"):
-                        row[setup] = trio.run(_micro, cfg, nodes, iods, 2, o, ops, setup)
-                    rows.append(row)
-                    if progress:
-                        progress(f"micro {nodes} node(s) {iods} iod(s) o={o}: " + "  ".join(
-                            f"{k} {row[k]:.2f}s" for k in ("none", "local", "global", "both")))
-            out["micro"] = rows
+                           "global_bytes": GLOBAL, "reps": reps,
+                           "links": f"netns, {shaped} per host" if shaped else "loopback"}
+    if shaped:
+        with _shaped_cluster(max(max_iods, 3), shaped) as (net, cfg):
+            argv = [sys.executable, "-m", "pvfs.cli.bench_latency", cfg.path, str(reps),
+                    str(ops), str(max_iods), "1" if micro else "0"]
+            done = net.run("c0", argv, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"the client host failed: {done.stderr[-2000:]}")
+            inner = json.loads(done.stdout)
+            out.update({k: _int_keys(v) if k in ("read_ms", "write_ms") else v
+                        for k, v in inner.items()})
+    else:
+        with _cluster(max(max_iods, 3)) as cfg:
+            out.update(_measure(cfg, reps, ops, max_iods, micro, progress))
     out["machine"] = {"host": platform.node(), "cpus": os.cpu_count(), "load": os.getloadavg(),
                       "python": platform.python_version()}
     out["elapsed_s"] = time.time() - started
     return out
+
+
+def _int_keys(rows: list[dict]) -> list[dict]:
+    """JSON made the request sizes strings: back to ints."""
+    return [{(int(k) if k.isdigit() else k): v for k, v in r.items()} for r in rows]
 
 
 def render(d: dict[str, Any]) -> str:
@@ -252,3 +314,14 @@ def plot_required_hr(d: dict[str, Any], path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+if __name__ == "__main__":  # the client side of a shaped run: python -m ... CONFIG REPS OPS K MICRO
+    import json
+    import sys
+
+    from pvfs.config import load as _load
+
+    _cfg = _load(sys.argv[1])
+    print(json.dumps(_measure(_cfg, int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                              sys.argv[5] == "1", None)))

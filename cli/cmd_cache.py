@@ -66,6 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         lat.add_argument("--reps", type=int, default=None, help="reads per cell")
         lat.add_argument("--max-iods", type=int, default=4)
         lat.add_argument("--no-micro", action="store_true", help="skip figs. 3-4")
+        lat.add_argument("--shaped", metavar="RATE",
+                         help="run over the netns multi-host harness with RATE links "
+                         "(e.g. 100mbit; root) instead of loopback")
         lat.add_argument("-o", "--output", metavar="JSON", help="also write the result here")
         lat.add_argument("--plot", metavar="PNG", help="draw fig. 2 (required hit rate)")
 
@@ -179,7 +182,7 @@ def cmd_bench_latency(args: argparse.Namespace) -> int:
     from pvfs.cli.bench_latency import render, run_latency
 
     out = run_latency(quick=args.quick, reps=args.reps, max_iods=args.max_iods,
-                      micro=not args.no_micro,
+                      micro=not args.no_micro, shaped=args.shaped,
                       progress=None if args.json else (lambda s: print(s, file=sys.stderr,
                                                                        flush=True)))
     out["command"] = " ".join([PROG, *sys.argv[1:]])
