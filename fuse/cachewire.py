@@ -106,13 +106,14 @@ class ClientBackend:
         """List I/O: write-back of scattered runs in one request per I/O daemon."""
         stripe = await self.stripe_of(ino)
         self.table.info(ino).wrote = True
-        mv = memoryview(data)
         pos = 0
-        for i in range(0, len(regions), MAX_LIST_REGIONS):
-            part = regions[i:i + MAX_LIST_REGIONS]
-            n = sum(length for _, length in part)
-            await self.client.write_regions(ino, stripe, part, mv[pos:pos + n])
-            pos += n
+        with memoryview(data) as mv:  # released on every path (pvfs/client/buffers.py)
+            for i in range(0, len(regions), MAX_LIST_REGIONS):
+                part = regions[i:i + MAX_LIST_REGIONS]
+                n = sum(length for _, length in part)
+                with mv[pos:pos + n] as piece:
+                    await self.client.write_regions(ino, stripe, part, piece)
+                pos += n
 
 
 class Coherence:

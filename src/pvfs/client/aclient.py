@@ -12,6 +12,7 @@ import os
 import trio
 
 from pvfs import config as cfgmod
+from pvfs.client.buffers import nbytes
 from pvfs.client.datapath import DataPath
 from pvfs.layout.describe import Regions
 from pvfs.layout.stripe import Stripe
@@ -163,7 +164,7 @@ class AsyncClient:
         return max(0, min(len(buf), end - offset))
 
     async def write(self, ino: int, stripe: Stripe, offset: int, data) -> int:
-        n = len(memoryview(data).cast("B"))
+        n = nbytes(data)
         if n == 0:
             return 0
         return await trio.to_thread.run_sync(self.data.write, ino, stripe,

@@ -151,7 +151,8 @@ class DataPath:
         for sock, (key, header, buf, segs, direction) in zip(socks, calls):
             bulk = 0
             if direction == 1 and segs:
-                bulk = sum(memoryview(segs).cast("q")[1::2])
+                with memoryview(segs) as raw, raw.cast("q") as pairs:
+                    bulk = sum(pairs[1::2])
             requests.append((sock.fileno(), frame(header, bulk), buf, segs, direction))
         results = _native.transfer(requests, self.config.request_timeout)
         replies: list[dict] = []
@@ -184,7 +185,14 @@ class DataPath:
             replies.append(reply)
         if failure is not None:
             failure.pvfs_broken_keys = broken  # type: ignore[attr-defined]
-            raise failure
+            try:
+                raise failure
+            finally:
+                # A local naming the exception raised from this frame is a cycle (exception
+                # -> traceback -> frame -> exception) that only the cycle collector frees;
+                # until then the frame keeps ``calls``, i.e. views of the caller's buffers,
+                # and the caller cannot resize them (BufferError after a resend).
+                del failure, calls, requests
         return replies
 
     def call(self, key: int, header: dict) -> dict:

@@ -12,6 +12,7 @@ import os
 import threading
 from typing import Any, Protocol, Self
 
+from pvfs.client.buffers import byte_view, nbytes
 from pvfs.client.datapath import DataPath
 from pvfs.client.modes import readable, writable
 from pvfs.layout.describe import MAX_OFFSET, Regions, Strided, validate
@@ -80,12 +81,12 @@ class File:
 
     def _write_desc(self, desc, data) -> int:
         validate(desc)
-        view = memoryview(data).cast("B")
-        if len(view) != desc.total():
-            raise ValueError(f"data is {len(view)} bytes, the regions need {desc.total()}")
-        if not len(view):
-            return 0
-        return self.fs.data.write(self.ino, self.stripe, desc, view)
+        with byte_view(data) as view:
+            if len(view) != desc.total():
+                raise ValueError(f"data is {len(view)} bytes, the regions need {desc.total()}")
+            if not len(view):
+                return 0
+            return self.fs.data.write(self.ino, self.stripe, desc, view)
 
     # ------------------------------------------------------------------ contiguous
     def pread(self, length: int, offset: int) -> bytes:
@@ -98,21 +99,21 @@ class File:
     def preadinto(self, buf, offset: int) -> int:
         """Read into ``buf`` (any writable buffer) at ``offset``; returns bytes read."""
         self._check(want_read=True)
-        view = memoryview(buf).cast("B")
-        if offset < 0 or offset + len(view) > MAX_OFFSET:
-            raise OSError(errno.EINVAL, "offset out of range", self.path)
-        known = self._read_desc(Regions(((offset, len(view)),)), view)
+        with byte_view(buf) as view:  # released here, so ``pread`` can shrink its buffer
+            length = len(view)
+            if offset < 0 or offset + length > MAX_OFFSET:
+                raise OSError(errno.EINVAL, "offset out of range", self.path)
+            known = self._read_desc(Regions(((offset, length),)), view)
         if known is None:
-            return len(view)
+            return length
         end = self.fs.data.size(self.ino, self.stripe, known)
-        return max(0, min(len(view), end - offset))
+        return max(0, min(length, end - offset))
 
     def pwrite(self, data, offset: int) -> int:
         self._check(want_write=True)
         if offset < 0:
             raise OSError(errno.EINVAL, "negative offset", self.path)
-        n = len(memoryview(data).cast("B"))
-        return self._write_desc(Regions(((offset, n),)), data)
+        return self._write_desc(Regions(((offset, nbytes(data)),)), data)
 
     def read(self, size: int = -1) -> bytes:
         """Read from the file pointer (or the partition view, after ``set_partition``)."""
@@ -264,7 +265,7 @@ class File:
         return bytes(buf)
 
     def _write_partition(self, data) -> int:
-        n = len(memoryview(data).cast("B"))
+        n = nbytes(data)
         written = self._write_desc(Regions(self._view_regions(self._pos, n)), data)
         self._pos += written
         return written
