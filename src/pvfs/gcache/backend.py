@@ -19,6 +19,7 @@ saw are written directly too.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -165,13 +166,23 @@ class GcacheBackend:
     async def read(self, ino: int, offset: int, length: int) -> bytes:
         if length <= 0:
             return b""
-        out: list[bytes] = []
-        for off, n, via in self._pieces(ino, offset, length, _RG):
-            data = await (self._gread(ino, off, n) if via else self._dread(ino, off, n))
-            out.append(data)
-            if len(data) < n:
-                break  # end of file
-        return out[0] if len(out) == 1 else b"".join(out)
+        pieces = self._pieces(ino, offset, length, _RG)
+        if len(pieces) == 1:
+            off, n, via = pieces[0]
+            return await (self._gread(ino, off, n) if via else self._dread(ino, off, n))
+        # Pieces on both routes move at once: a request costs its slowest route, not the sum.
+        out: list[bytes] = [b""] * len(pieces)
+
+        async def one(i: int, off: int, n: int, via: bool) -> None:
+            out[i] = await (self._gread(ino, off, n) if via else self._dread(ino, off, n))
+
+        async with _first_error(), trio.open_nursery() as nursery:
+            for i, (off, n, via) in enumerate(pieces):
+                nursery.start_soon(one, i, off, n, via)
+        for i, (_, n, _) in enumerate(pieces):
+            if len(out[i]) < n:  # end of file
+                return b"".join(out[:i + 1])
+        return b"".join(out)
 
     async def _dread(self, ino: int, offset: int, length: int) -> bytes:
         self.counters["direct_reads"] += 1
@@ -214,12 +225,11 @@ class GcacheBackend:
         mv = memoryview(data).cast("B")
         if not len(mv):
             return
-        for off, n, via in self._pieces(ino, offset, len(mv), _WG):
-            piece = mv[off - offset:off - offset + n]
-            if via:
-                await self._gwrite(ino, off, piece)
-            else:
-                await self._dwrite(ino, off, piece)
+        pieces = self._pieces(ino, offset, len(mv), _WG)
+        async with _first_error(), trio.open_nursery() as nursery:
+            for off, n, via in pieces:
+                piece = mv[off - offset:off - offset + n]
+                nursery.start_soon(self._gwrite if via else self._dwrite, ino, off, piece)
 
     async def _dwrite(self, ino: int, offset: int, data) -> None:
         self.counters["direct_writes"] += 1
@@ -381,6 +391,18 @@ class GcacheBackend:
     def close(self) -> None:
         for ch in self.channels:
             ch.close()
+
+
+@contextlib.asynccontextmanager
+async def _first_error():
+    """Callers of a backend expect one ``OSError``, not the group a nursery raises."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        first: BaseException = group
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
 
 
 def _daemon_said(exc: BaseException) -> bool:
