@@ -110,16 +110,22 @@ def cmd_sched_show(args: argparse.Namespace) -> int:
                 rows.append({"iod": i, "address": addr, "algorithm": None, "window": None,
                              "error": exc.strerror or str(exc)})
                 continue
+            rs_state = r.get("rs") or {}
             rows.append({"iod": i, "address": addr, "algorithm": r["algorithm"],
-                         "window": r["window"], "error": None})
+                         "window": r["window"], "error": None,
+                         # rs: the engine's current pick and the selector's last decision
+                         "engine": r.get("engine"), "storage": r.get("storage"),
+                         "rs_last": rs_state.get("last") or None,
+                         "rs_picks": rs_state.get("picks") or None})
     emit(args.json, rows, _render_sched)
     return 1 if failed else 0
 
 
 def _render_sched(rows: list[dict]) -> str:
     return table([[f"iod{r['iod']}", r["address"], r["algorithm"] or "DOWN",
+                   r.get("engine") or "-", r.get("storage") or "-",
                    human_size(r["window"]) if r["window"] else r["error"]] for r in rows],
-                 ["daemon", "address", "algorithm", "window"])
+                 ["daemon", "address", "algorithm", "engine", "storage", "window"])
 
 
 def cmd_sched_set(args: argparse.Namespace) -> int:

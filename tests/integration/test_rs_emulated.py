@@ -86,3 +86,16 @@ def test_sched_set_rs_selects_per_request(cluster):
             fs.iod_call(0, "model_set", params={"B_zz": 1})
         fs.iod_call(0, "sched_set", algorithm="opt2", window=None)
         assert fs.iod_call(0, "sched_get")["algorithm"] == "opt2"
+
+
+def test_sched_show_reports_rs_and_the_engines_pick(cluster, capsys):
+    import json
+
+    from pvfs.cli.main import main
+
+    assert main(["sched", "set", "rs", "--iod", "1", "--config", cluster.path]) == 0
+    capsys.readouterr()
+    assert main(["sched", "show", "--json", "--config", cluster.path]) == 0
+    rows = {r["iod"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows[1]["algorithm"] == "rs" and rows[1]["engine"] in rs.ALGORITHMS
+    assert rows[0]["storage"] == "emulated" and rows[1]["storage"] == "posix"
