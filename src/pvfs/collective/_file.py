@@ -136,7 +136,9 @@ class CollectiveFile:
 
             scomm = self.comm.Dup()
             pages = LocalPages(nslots, self.page_size)
-            self._thread = ServiceThread(Service(scomm, pages, stops=1))
+            # Every rank sends its stop after its last request, so the thread ends only
+            # when no request to it can still be on the way.
+            self._thread = ServiceThread(Service(scomm, pages, stops=self.n))
             caller = Caller(scomm)
             locks = MsgLocks(caller, list(range(self.n)))
             data = MsgData(caller, self.rank, pages)
@@ -159,17 +161,16 @@ class CollectiveFile:
                       self.flush_group)
         barrier(self.comm, "close flush")
         self._final_counters = self.cache.counters()
+        locks = self._parts[0]
+        if hasattr(locks, "homes"):
+            # Message back ends: a stop to every home after this rank's last request (the
+            # pair's message order puts it behind them); homes end after every client's.
+            for home in sorted(set(locks.homes)):
+                locks.caller.send(home, ("stop",))
         for part in self._parts:
             part.close()
         if self._thread is not None:
-            self._parts[0].caller.send(self.rank, ("stop",))
-            self._parts[0].caller.drain()
             self._thread.join()
-        if self._services is not None and self.rank == 0:
-            caller = self._parts[0].caller
-            for home in self._services[1]:
-                caller.send(home, ("stop",))
-            caller.drain()
         self.cache = None
 
     # ------------------------------------------------------------------ checks
@@ -394,7 +395,7 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
         if is_server:
             from pvfs.collective._service import Service
 
-            service = Service(scomm, None, stops=1)
+            service = Service(scomm, None, stops=first_server)  # one stop per client
             service.run()
             return LockServerFile(service.served, service.locks.requests,
                                   service.locks.queued)
