@@ -21,6 +21,20 @@ def make(capacity_blocks: int = 64, **kw: object) -> tuple[BlockCache, MemoryBac
     cache = BlockCache(be, block_size=BS, capacity=capacity_blocks * BS, **kw)  # type: ignore[arg-type]
     return cache, be
 
+def fetch_started(be: MemoryBackend) -> trio.Event:
+    """An event set when ``be`` starts its next read (a fixed sleep raced the fetch when the
+    machine was loaded: trio may wake two expired sleepers in either order)."""
+    started = trio.Event()
+    backend_read = be.read
+
+    async def read(*args: int) -> bytes:
+        started.set()
+        return await backend_read(*args)
+
+    be.read = read  # type: ignore[method-assign]
+    return started
+
+
 
 def pattern(n: int, seed: int = 1) -> bytes:
     return bytes((i * 7 + seed) % 251 for i in range(n))
@@ -240,7 +254,7 @@ async def test_two_readers_one_fetch() -> None:
 
 
 async def test_writer_waits_for_fetch_of_same_block() -> None:
-    be = MemoryBackend(delay=0.01)
+    be = MemoryBackend(delay=0.2)
     cache = BlockCache(be, block_size=BS, capacity=16 * BS)
     be.files[1] = bytearray(pattern(BS))
     got: list[bytes] = []
@@ -248,25 +262,29 @@ async def test_writer_waits_for_fetch_of_same_block() -> None:
     async def reader() -> None:
         got.append(await cache.read(1, 0, BS, file_size=BS))
 
+    fetching = fetch_started(be)
+
     async with trio.open_nursery() as n:
         n.start_soon(reader)
-        await trio.sleep(0.001)
+        await fetching.wait()
         await cache.write(1, 0, b"W")
     assert await cache.read(1, 0, 2, file_size=BS) == b"W" + pattern(BS)[1:2]
     assert be.reads == [(1, 0, BS)]
 
 
 async def test_truncate_during_fetch_does_not_insert_stale() -> None:
-    be = MemoryBackend(delay=0.01)
+    be = MemoryBackend(delay=0.2)
     cache = BlockCache(be, block_size=BS, capacity=16 * BS)
     be.files[1] = bytearray(pattern(2 * BS))
 
     async def reader() -> None:
         await cache.read(1, 0, 2 * BS, file_size=2 * BS)
 
+    fetching = fetch_started(be)
+
     async with trio.open_nursery() as n:
         n.start_soon(reader)
-        await trio.sleep(0.001)
+        await fetching.wait()
         await cache.truncate(1, 0)
         be.truncate(1, 0)
     assert cache.stats()["blocks_cached"] == 0
@@ -300,17 +318,60 @@ async def test_bad_arguments() -> None:
 
 
 async def test_truncate_during_rmw_fetch_refetches() -> None:
-    be = MemoryBackend(delay=0.01)
+    be = MemoryBackend(delay=0.2)  # long, so the truncate surely lands while it is in flight
     cache = BlockCache(be, block_size=BS, capacity=16 * BS)
     be.files[1] = bytearray(b"o" * BS)
+    fetching = fetch_started(be)
 
     async def writer() -> None:
         await cache.write(1, 10, b"x")  # partial block: read-modify-write
 
     async with trio.open_nursery() as n:
         n.start_soon(writer)
-        await trio.sleep(0.001)
+        await fetching.wait()
         await cache.truncate(1, 0)
         be.truncate(1, 0)
     assert await cache.read(1, 0, BS, file_size=0) == bytes(10) + b"x"
     assert be.reads == [(1, 0, BS), (1, 0, BS)]
+
+
+async def test_write_back_keeps_another_clients_bytes_in_the_same_block() -> None:
+    """The checker's counterexample (docs/check.md): this node thinks the file is 1 byte long,
+    another client wrote 3 bytes at 16384; our write at 18970 (same block, no overlap) must not
+    turn them into zeros when it is written back."""
+    cache, be = make()
+    be.files[1] = bytearray(b"a")
+    be.files[1][1:] = bytes(16384 - 1) + b"xyz"  # the other client's write, unseen by us
+    await cache.write(1, 18970, b"w" * 192, file_size=1)
+    await cache.flush(1)
+    assert bytes(be.files[1][16384:16387]) == b"xyz"
+    assert bytes(be.files[1][18970:18970 + 192]) == b"w" * 192
+
+
+async def test_write_back_sends_only_the_ranges_written() -> None:
+    cache, be = make()
+    be.files[1] = bytearray(pattern(2 * BS))
+    await cache.write(1, 0, b"A" * 10, file_size=0)  # the cache believes the file is empty
+    await cache.write(1, 100, b"B" * 10, file_size=0)
+    await cache.write(1, BS - 5, b"C" * 10, file_size=0)  # across the block boundary
+    be.files[1][50:60] = b"O" * 10  # another client, between our two ranges
+    await cache.flush(1)
+    want = bytearray(pattern(2 * BS))
+    want[0:10], want[50:60], want[100:110] = b"A" * 10, b"O" * 10, b"B" * 10
+    want[BS - 5:BS + 5] = b"C" * 10
+    assert bytes(be.files[1]) == bytes(want)
+    assert not cache.has_dirty(1)
+
+
+async def test_truncate_cuts_dirty_ranges() -> None:
+    cache, be = make()
+    await cache.write(1, 0, b"x" * 100)
+    await cache.write(1, 200, b"y" * 100)
+    await cache.truncate(1, 150)
+    be.truncate(1, 150)
+    await cache.flush(1)
+    assert bytes(be.files[1]) == b"x" * 100 + bytes(50)
+    await cache.truncate(1, 50)
+    be.truncate(1, 50)
+    await cache.flush(1)
+    assert bytes(be.files[1]) == b"x" * 50

@@ -172,6 +172,7 @@ class BlockStore:
     def modify(self, key: Key, e: Entry, lo: int, piece: memoryview | bytes) -> None:
         """Write ``piece`` into entry ``e`` at ``lo`` and put it on the dirty list."""
         e.apply(lo, piece)
+        e.mark(lo, lo + len(piece))
         self.policy.touched(key)
         if not e.dirty:
             e.dirty = True
@@ -179,12 +180,24 @@ class BlockStore:
             self.dirty[key] = None
             self.files[key[0]].dirty.add(key[1])
 
-    def mark_clean(self, key: Key, e: Entry, version: int) -> None:
-        """``e`` was written back as of ``version``: clean, unless modified since."""
-        if self.table.get(key) is e and e.version == version and e.dirty:
-            e.dirty = False
-            self.files[key[0]].dirty.discard(key[1])
-            self.dirty.pop(key, None)
+    def mark_written(self, key: Key, e: Entry, version: int,
+                     ranges: list[tuple[int, int]]) -> bool:
+        """``ranges`` of ``e`` reached the backend as of ``version``: forget them, and mark the
+        block clean when none is left. Nothing changes if the block was modified (or replaced)
+        meanwhile. Returns whether dirty ranges that were not written remain."""
+        if self.table.get(key) is not e or e.version != version or not e.dirty:
+            return False
+        e.ranges = [r for r in e.ranges if r not in ranges]
+        if e.ranges:
+            return True
+        self._clean(key, e)
+        return False
+
+    def _clean(self, key: Key, e: Entry) -> None:
+        e.dirty = False
+        e.ranges = []
+        self.files[key[0]].dirty.discard(key[1])
+        self.dirty.pop(key, None)
 
     def drop(self, key: Key, *, tell_policy: bool = True) -> None:
         e = self.table.pop(key)
@@ -263,6 +276,10 @@ class BlockStore:
                 e.buf[cut:e.valid] = bytes(e.valid - cut)
                 e.valid = cut
                 e.version += 1
+            if e is not None and e.dirty:
+                e.clip(cut)
+                if not e.ranges:
+                    self._clean((ino, size // bs), e)  # all it wrote was cut away
         fs.local_end = size
 
     def forget(self, ino: int) -> FileState | None:
@@ -294,7 +311,11 @@ class BlockStore:
         for blk in hit:
             a, b = self.span(blk, offset, end)
             base = blk * bs - offset
-            out[base + a:base + b] = self.table[(ino, blk)].buf[a:b]
+            e = self.table[(ino, blk)]
+            for lo, hi in e.ranges:  # only what this node wrote: the rest came from the servers
+                lo, hi = max(lo, a), min(hi, b)
+                if lo < hi:
+                    out[base + lo:base + hi] = e.buf[lo:hi]
         return bytes(out)
 
     def update_cached(self, ino: int, fs: FileState, offset: int, data: bytes) -> None:

@@ -28,9 +28,14 @@ class Entry:
         dirty_since: trio clock when the block became dirty (for the flusher's age rule).
         version: bumped on every modification; a write-back marks the block clean only if the
             version did not move while the backend write was in flight.
+        ranges: the byte ranges ``[lo, hi)`` this node wrote since the last write-back, sorted
+            and merged. Write-back sends only these: the rest of the block may be zeros the
+            cache filled in (it believed the file ended there) or bytes fetched earlier, and
+            writing those back would destroy another client's writes to the same block (NFS
+            keeps dirty ranges per page for the same reason).
     """
 
-    __slots__ = ("buf", "dirty", "dirty_since", "valid", "version")
+    __slots__ = ("buf", "dirty", "dirty_since", "ranges", "valid", "version")
 
     def __init__(self, buf: bytearray) -> None:
         self.buf = buf
@@ -38,12 +43,29 @@ class Entry:
         self.dirty = False
         self.dirty_since = 0.0
         self.version = 0
+        self.ranges: list[tuple[int, int]] = []
 
     def apply(self, lo: int, data: bytes | memoryview) -> None:
         hi = lo + len(data)
         self.buf[lo:hi] = data
         self.valid = max(self.valid, hi)
         self.version += 1
+
+    def mark(self, lo: int, hi: int) -> None:
+        """Add ``[lo, hi)`` to the dirty ranges (merging touching and overlapping ones)."""
+        out: list[tuple[int, int]] = []
+        for a, b in self.ranges:
+            if b < lo or a > hi:
+                out.append((a, b))
+            else:
+                lo, hi = min(a, lo), max(b, hi)
+        out.append((lo, hi))
+        out.sort()
+        self.ranges = out
+
+    def clip(self, size: int) -> None:
+        """Forget dirty ranges at or past ``size`` bytes into the block (truncation)."""
+        self.ranges = [(a, min(b, size)) for a, b in self.ranges if a < size]
 
 
 class FileState:

@@ -11,6 +11,8 @@ carried (as the kernel does: the data is lost, the cache then shows what the ser
 parks the error on the file until the next :meth:`Flusher.flush` raises it once. When the
 backend has list I/O (``write_list``), the dirty runs of a file go out gathered into a few calls
 (up to the policy's ``max_list_bytes``/``max_regions`` each) instead of one call per run.
+Only the byte ranges this node wrote go back (``Entry.ranges``), never a whole block: the
+rest of a block may hold zeros or old bytes where another client has written since.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
     from ._stream import Streamer
 
 __all__ = ["Flusher"]
+
+# A run of dirty bytes contiguous in the file: its offset and its pieces (block, lo, hi).
+Run = tuple[int, list[tuple[int, int, int]]]
 
 
 class Flusher:
@@ -76,47 +81,52 @@ class Flusher:
         if first is not None:
             raise first
 
-    def _chunks(self, ino: int, blocks: list[int]) -> list[list[int]]:
-        """Cut sorted dirty ``blocks`` into contiguous chunks for single backend writes.
+    def _runs(self, ino: int, blocks: list[int]) -> list[Run]:
+        """Cut the dirty ranges of sorted ``blocks`` into runs for single backend writes.
 
-        A chunk ends at a gap, after a short block (its bytes past ``valid`` are unknown), where
-        the next block would start in a new stripe window, or at ``max_write`` bytes.
+        A run is contiguous in the file: it continues into the next block only if the block's
+        last dirty range ends at the block's end and the next one's first starts at 0. It also
+        ends where the next piece would start in a new stripe window, or at ``max_write`` bytes.
         """
         table = self.store.table
         bs = self.store.block_size
         window = self.caps.window(ino, self.policy.max_write)
         limit = max(bs, self.policy.max_write, window)
-        chunks: list[list[int]] = []
-        cur: list[int] = []
+        runs: list[Run] = []
+        start = end = -1
+        pieces: list[tuple[int, int, int]] = []
         for blk in blocks:
-            if cur and (
-                blk != cur[-1] + 1
-                or table[(ino, cur[-1])].valid < bs
-                or (blk * bs) // window != (cur[0] * bs) // window
-                or (len(cur) + 1) * bs > limit
-            ):
-                chunks.append(cur)
-                cur = []
-            cur.append(blk)
-        if cur:
-            chunks.append(cur)
-        return chunks
+            for lo, hi in table[(ino, blk)].ranges:
+                a, b = blk * bs + lo, blk * bs + hi
+                if pieces and (a != end or a // window != start // window
+                               or b - start > limit):
+                    runs.append((start, pieces))
+                    pieces = []
+                if not pieces:
+                    start = a
+                pieces.append((blk, lo, hi))
+                end = b
+        if pieces:
+            runs.append((start, pieces))
+        return runs
 
-    def _batches(self, chunks: list[list[int]]) -> list[list[list[int]]]:
-        """Group chunks into backend calls: one chunk per call unless the backend has list
-        I/O (``write_list``), else as many as fit in ``max_list_bytes`` and ``max_regions``."""
+    def _batches(self, runs: list[Run]) -> list[list[Run]]:
+        """Group runs into backend calls: one run per call unless the backend has list I/O
+        (``write_list``), else as many as fit in ``max_list_bytes`` and ``max_regions``."""
         if self.caps.write_list is None:
-            return [[chunk] for chunk in chunks]
+            return [[run] for run in runs]
         p = self.policy
-        bs = self.store.block_size
-        return [chunks[g] for g in gather([len(ch) * bs for ch in chunks], p.max_list_bytes,
-                                          p.max_regions)]
+        sizes = [sum(hi - lo for _, lo, hi in pieces) for _, pieces in runs]
+        return [runs[g] for g in gather(sizes, p.max_list_bytes, p.max_regions)]
 
     async def write_back(self, ino: int, fs: FileState) -> int:
-        """Write back the dirty blocks of one file, coalesced into runs and the runs gathered
-        into list-I/O calls when the backend has them. Returns bytes written."""
+        """Write back the dirty ranges of one file's blocks, coalesced into runs and the runs
+        gathered into list-I/O calls when the backend has them. Returns bytes written.
+
+        Each call is planned from the blocks' state right before it (writers may add ranges
+        during an earlier call's await); the blocks dirty when the write-back began are
+        written once each, so a steady writer cannot keep it going forever."""
         store = self.store
-        bs = store.block_size
         c = store.counters
         written = 0
         async with fs.io_lock:
@@ -127,25 +137,24 @@ class Flusher:
             if store.files.get(ino) is not fs or not fs.dirty:
                 return written
             c["flushes"] += 1
-            for batch in self._batches(self._chunks(ino, sorted(fs.dirty))):
-                if store.files.get(ino) is not fs:
+            todo = set(fs.dirty)
+            while store.files.get(ino) is fs:
+                blocks = sorted(todo & fs.dirty)
+                if not blocks:
                     break
-                snap = [(blk, store.table[(ino, blk)]) for chunk in batch for blk in chunk
-                        if (ino, blk) in store.table]
-                if len(snap) != sum(len(chunk) for chunk in batch):
-                    break
+                batch = self._batches(self._runs(ino, blocks))[0]
+                sent: dict[int, list[tuple[int, int]]] = {}
+                for _, pieces in batch:
+                    for blk, lo, hi in pieces:
+                        sent.setdefault(blk, []).append((lo, hi))
+                snap = [(blk, store.table[(ino, blk)]) for blk in sorted(sent)]
                 versions = [e.version for _, e in snap]
                 regions: list[tuple[int, int]] = []
                 parts: list[bytearray] = []
-                i = 0
-                for chunk in batch:
-                    n = 0
-                    for _ in chunk:
-                        e = snap[i][1]
-                        parts.append(e.buf[: e.valid])
-                        n += e.valid
-                        i += 1
-                    regions.append((chunk[0] * bs, n))
+                for start, pieces in batch:
+                    for blk, lo, hi in pieces:
+                        parts.append(store.table[(ino, blk)].buf[lo:hi])
+                    regions.append((start, sum(hi - lo for _, lo, hi in pieces)))
                 data = b"".join(parts)
                 try:
                     if len(regions) == 1:
@@ -161,6 +170,7 @@ class Flusher:
                     for blk, e in snap:
                         if store.table.get((ino, blk)) is e:
                             store.drop((ino, blk))
+                    todo.difference_update(sent)
                     continue
                 c["backend_writes"] += 1
                 if len(regions) > 1:
@@ -171,7 +181,11 @@ class Flusher:
                 if fs.stream is not None:
                     fs.stream.drop_readahead()  # fetched before these bytes reached the servers
                 for (blk, e), v in zip(snap, versions):
-                    store.mark_clean((ino, blk), e, v)
+                    # a block written in part (its other ranges are in a later call) stays to
+                    # do; one modified meanwhile stays dirty for the next write-back
+                    if store.mark_written((ino, blk), e, v, sent[blk]):
+                        continue
+                    todo.discard(blk)
         return written
 
     async def flush_pass(self) -> int:
