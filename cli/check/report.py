@@ -86,7 +86,8 @@ def to_trace(steps: list[dict[str, Any]], clients: list[str],
         rec = None
         ok = not str(s["result"]).split()[0].startswith("E")
         if rank is None or not ok:
-            lost.append(f"#{i} {s['op']} ({'failed: ' + s['result'] if ok is False else 'fault'})")
+            why = "not a client's step" if ok else "failed: " + s["result"]
+            lost.append(f"#{i} {s['op']} ({why})")
         elif op in ("open", "close", "pread", "pwrite", "fsync"):
             fid = names.setdefault(a["name"], len(names))
             if op == "open":
