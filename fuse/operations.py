@@ -135,7 +135,7 @@ class Operations(pyfuse3.Operations):
             self.backend.coherence = self.coherence
         self.counters = dict.fromkeys(("backend_errors", "internal_errors", "opens",
                                        "kernel_invalidations", "reopen_invalidations",
-                                       "capability_hits"), 0)
+                                       "capability_hits", "fuse_writes"), 0)
         self.controls = Controls(self.cache, self.table, vars(options), self._extra_stats)
         self._groups: dict[int, tuple[float, tuple[int, ...]]] = {}
         # PROBED_XATTRS per (inode, name): (expiry, value or None for ENODATA); see _probed
@@ -147,6 +147,10 @@ class Operations(pyfuse3.Operations):
         # manager (a lookup there costs a manager and an I/O daemon round trip per file).
         self._names: dict[tuple[int, str], int] = {}
         self.kernel_ready = False  # invalidate_inode only once the session runs
+        # Read by pyfuse3.init: the kernel keeps written pages and writes them back itself
+        # (flush/fsync/memory pressure). Handles whose writes must reach the I/O daemons at
+        # once (O_SYNC/O_DSYNC, user.pvfs.sync=1) are opened direct_io instead (_file_info).
+        self.enable_writeback_cache = options.writeback_cache
 
     # ------------------------------------------------------------------ helpers
     def _extra_stats(self) -> dict:
@@ -570,8 +574,9 @@ class Operations(pyfuse3.Operations):
             self.cache.invalidate(ino)
         info.stamp = stamp
         info.wrote = False
-        return FileInfo(fh=fh, direct_io=self.opts.direct_io,
-                        keep_cache=keep and not self.opts.direct_io)
+        direct = self.opts.direct_io or (self.opts.writeback_cache and (
+            self.table.get(fh).sync or info.sync))
+        return FileInfo(fh=fh, direct_io=direct, keep_cache=keep and not direct)
 
     @_guard
     async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
@@ -618,6 +623,7 @@ class Operations(pyfuse3.Operations):
 
     @_guard
     async def write(self, fh: int, off: int, buf: bytes) -> int:
+        self.counters["fuse_writes"] += 1  # write requests from the kernel (not write(2) calls)
         h = self.table.get(fh)
         info = self.table.info(h.ino)
         sync = h.sync or info.sync

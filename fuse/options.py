@@ -62,6 +62,9 @@ class MountOptions:
     cache: bool = True  # cache=0: every block bypasses the local cache
     gcache: bool = True  # gcache=off: never use the config's global caches
     direct_io: bool = False
+    # The kernel's write-back page cache (FUSE writeback_cache): coherence=none only; see
+    # docs/mount.md for what it changes.
+    writeback_cache: bool = False
     read_ahead_kb: int = 1024
     attr_timeout: float = 1.0
     entry_timeout: float = 1.0
@@ -107,7 +110,8 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "attr_timeout": float, "entry_timeout": float, "timeout": float,
             "flush_interval": float, "dirty_age": float, "max_tasks": int,
             "stream_min": parse_size, "cache_readahead": parse_size}
-_BOOL = {"cache", "gcache", "direct_io", "allow_other", "default_permissions", "debug",
+_BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "allow_other",
+         "default_permissions", "debug",
          "testing_lose_close_writes"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",
             "directio": "direct_io"}
@@ -148,6 +152,8 @@ def parse_options(text: str | list[str] | None, base: MountOptions | None = None
             raise ValueError(f"mount option {key}: {exc}") from None
     if opts.coherence not in COHERENCE_MODES:
         raise ValueError(f"coherence must be one of {', '.join(COHERENCE_MODES)}")
+    if opts.writeback_cache and opts.coherence != "none":
+        raise ValueError("writeback_cache needs coherence=none (sync mode writes through)")
     if opts.block_size < 512 or opts.block_size & (opts.block_size - 1):
         raise ValueError("block_size must be a power of two >= 512")
     if opts.cache_size < opts.block_size:
