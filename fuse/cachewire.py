@@ -87,6 +87,10 @@ class ClientBackend:
     async def write(self, ino: int, offset: int, data: bytes) -> None:
         stripe = await self.stripe_of(ino)
         self.table.info(ino).wrote = True
+        if self.coherence is not None:
+            # The written blocks stay cached as clean copies: hold them like fetched ones, so
+            # a later sync write of another node calls us back (docs/check.md, finding 1).
+            await self.coherence.hold(ino, stripe, offset, len(data))
         await self.client.write(ino, stripe, offset, data)
 
 
@@ -106,6 +110,9 @@ class ClientBackend:
         """List I/O: write-back of scattered runs in one request per I/O daemon."""
         stripe = await self.stripe_of(ino)
         self.table.info(ino).wrote = True
+        if self.coherence is not None:  # as in write(): one registration covering them all
+            lo = regions[0][0]
+            await self.coherence.hold(ino, stripe, lo, max(o + n for o, n in regions) - lo)
         pos = 0
         with memoryview(data) as mv:  # released on every path (pvfs/client/buffers.py)
             for i in range(0, len(regions), MAX_LIST_REGIONS):

@@ -59,18 +59,12 @@ def test_native_clients_pass(pvfs_cluster):
     assert out["operations"]["pread"] > 0 and out["operations"]["pwrite"] > 0
 
 
-# The two runs below are what issue 15 asks to pass on a healthy pvfs. They find two bugs of
-# this tree instead (docs/check.md, "Findings on pvfs": a sync write does not invalidate
-# blocks another node cached by writing them; a write-back overwrites another client's bytes
-# in the same block), so they are expected failures until those are fixed -- not strict,
-# because a run may miss both. Remove the marks with the fixes.
-KNOWN_BUGS = pytest.mark.xfail(strict=False, reason="pvfs coherence bugs found by check "
-                               "(docs/check.md, Findings on pvfs 1 and 2)")
+# The two runs below are what issue 15 asks to pass on a healthy pvfs. They found two bugs
+# (docs/check.md, "Findings on pvfs" 1 and 2), fixed since: they must pass.
 
 
 @needs_fuse
 @pytest.mark.fuse
-@KNOWN_BUGS
 def test_sync_mounts_and_a_native_client_pass(pvfs_cluster, two_mounts):
     a, b = two_mounts
     rc, out = check(pvfs_cluster.config_path, "--mode", "sync", "--mounts", _mounts(a, b),
@@ -84,7 +78,6 @@ def test_sync_mounts_and_a_native_client_pass(pvfs_cluster, two_mounts):
 @needs_fuse
 @pytest.mark.fuse
 @pytest.mark.slow
-@KNOWN_BUGS
 def test_sync_mounts_pass_200_examples(pvfs_cluster, two_mounts):
     a, b = two_mounts
     rc, out = check(pvfs_cluster.config_path, "--mode", "sync", "--mounts", _mounts(a, b),
