@@ -174,3 +174,32 @@ def test_restarted_gcache_loses_nothing(slow_flush_cluster):
     assert st["journal_replays"] >= 1 and st["failovers"] == 0
     with cluster.connect() as fs, fs.open("/e", "rb") as f:
         assert f.read() == data
+
+
+def test_frozen_gcache_comes_back_without_stale_data(slow_flush_cluster):
+    """A daemon that was only frozen (timeouts, not dead) still holds older dirty data when
+    it answers again: the client's direct writes meanwhile must win."""
+    cluster, _ = slow_flush_cluster
+    a_data, b_data, c_data = b"A" * 8192, b"B" * 8192, b"C" * 8192
+
+    async def main():
+        async with CacheStack.open(cluster.config, local=False) as a:
+            a.gbackend.retry_after = 0.5
+            f = await a.open_file("/z", create=True, stripe=STRIPE)
+            await a.write(f, 0, a_data)  # dirty in the global cache
+            cluster.kill("gcache0", signal.SIGSTOP)
+            try:
+                await a.write(f, 0, b_data)  # times out: fails over, journal written directly
+                await a.write(f, 0, c_data)  # direct while the daemon is down
+            finally:
+                cluster.kill("gcache0", signal.SIGCONT)
+            await trio.sleep(0.6)
+            got = await a.read(f, 0, 8192)  # through the global cache again
+            await a.fsync(f)
+            return got, a.stats()["global_client"]
+
+    got, st = run(main)
+    assert st["failovers"] >= 1
+    assert got == c_data
+    with cluster.connect() as fs, fs.open("/z", "rb") as f:
+        assert f.read() == c_data

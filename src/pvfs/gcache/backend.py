@@ -94,6 +94,8 @@ class GcacheBackend:
                          for i, e in enumerate(gconf.endpoints)]
         self.down_until = [0.0] * len(self.channels)
         self.epochs: list[int | None] = [None] * len(self.channels)  # last seen per daemon
+        # daemon -> ino -> [(offset, data)] written directly since the daemon failed
+        self.rejoin: dict[int, dict[int, list[tuple[int, bytes]]]] = {}
         self.hints: dict[tuple[int, int], int] = {}  # (ino, seg) -> accesses left, -1: for ever
         # ino -> [offset, data, epoch of the daemon that took it (None: no answer yet)]
         self.journal: dict[int, list[list]] = {}
@@ -157,15 +159,44 @@ class GcacheBackend:
         self.counters["hints"] += len(segs)
 
     def _fail(self, idx: int, exc: BaseException) -> None:
+        # A daemon that was only slow may still hold (even dirty) copies of what this client
+        # now writes directly: remember those writes until the daemon is used again.
+        self.rejoin.setdefault(idx, {})
         self.down_until[idx] = time.monotonic() + self.retry_after
         self.counters["failovers"] += 1
         log.warning("global cache %d failed (%s): direct I/O for %g s", idx, exc,
                     self.retry_after)
 
     # ------------------------------------------------------------------ reads
+    async def _ensure(self, idx: int) -> None:
+        """Before a failed daemon is used again: have it write back and drop its copies of
+        the files this client wrote directly meanwhile, then write those writes again (the
+        daemon's write-back may have been older data)."""
+        pending = self.rejoin.get(idx)
+        if pending is None or not self._up(idx):
+            return
+        del self.rejoin[idx]
+        try:
+            for ino, entries in pending.items():
+                lo = min(o for o, _ in entries)
+                hi = max(o + len(b) for o, b in entries)
+                await self.channels[idx].call({"op": "invalidate", "ino": ino, "offset": lo,
+                                               "length": hi - lo})
+                for off, blob in entries:
+                    await self.direct.write(ino, off, blob)
+        except (OSError, trio.TooSlowError) as exc:
+            merged = self.rejoin.setdefault(idx, {})
+            for ino, entries in pending.items():
+                merged[ino] = entries + merged.get(ino, [])
+            if _daemon_said(exc):
+                raise
+            self._fail(idx, exc)
+
     async def read(self, ino: int, offset: int, length: int) -> bytes:
         if length <= 0:
             return b""
+        if self.rejoin:
+            await self._ensure(self._index(ino))
         pieces = self._pieces(ino, offset, length, _RG)
         if len(pieces) == 1:
             off, n, via = pieces[0]
@@ -225,6 +256,8 @@ class GcacheBackend:
         mv = memoryview(data).cast("B")
         if not len(mv):
             return
+        if self.rejoin:
+            await self._ensure(self._index(ino))
         pieces = self._pieces(ino, offset, len(mv), _WG)
         async with _first_error(), trio.open_nursery() as nursery:
             for off, n, via in pieces:
@@ -235,6 +268,8 @@ class GcacheBackend:
         self.counters["direct_writes"] += 1
         await self.direct.write(ino, offset, data)
         idx = self._index(ino)
+        if idx in self.rejoin:
+            self.rejoin[idx].setdefault(ino, []).append((offset, bytes(data)))
         if self.sync and self._up(idx):
             # The global cache may hold an older copy of what was just written past it.
             try:
@@ -321,6 +356,8 @@ class GcacheBackend:
     async def flush(self, ino: int) -> None:
         """The file's writes through its global cache are on the I/O daemons when this returns
         (written back by the daemon, or from the journal if it failed)."""
+        if self.rejoin:
+            await self._ensure(self._index(ino))
         if ino not in self.journal:
             return
         idx = self._index(ino)
