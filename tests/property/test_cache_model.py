@@ -7,6 +7,7 @@ read-modify-write and the second-chance scan all happen within a few steps.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -156,6 +157,51 @@ class CacheModel(RuleBasedStateMachine):
     def harvest(self) -> None:
         assert self.cache is not None
         self.cache.harvest()
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS, offset=OFFSETS, length=SIZES)
+    def read_fails(self, ino: int, offset: int, length: int) -> None:
+        """An injected backend read failure: the read raises (a miss) or is served from the
+        cache (a hit) and then must be right; either way nothing wrong is cached."""
+        assert self.cache is not None
+        self.be.fail_reads = errno.EIO
+        try:
+            got = self.run(lambda: self.cache.read(ino, offset, length,
+                                                   file_size=self.size(ino)))
+        except OSError as exc:
+            assert exc.errno == errno.EIO
+            got = None
+        finally:
+            self.be.fail_reads = None
+        if got is not None:
+            assert got == bytes(self.expect(ino)[offset:offset + length])
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS)
+    def flush_fails(self, ino: int) -> None:
+        """An injected write-back failure: flush raises ENOSPC (once) if anything was to be
+        written, the unwritten data is gone (the kernel's rule), and what the backend holds is
+        untouched. The application then starts over from the servers' copy (forget)."""
+        assert self.cache is not None
+        dirty = self.cache.has_dirty(ino) or self.cache.pending_error(ino) is not None
+        before = bytes(self.be.files.get(ino, b""))
+        self.be.fail_writes = errno.ENOSPC
+        try:
+            self.run(lambda: self.cache.flush(ino))
+            failed = False
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+            failed = True
+        finally:
+            self.be.fail_writes = None
+        assert failed == dirty
+        assert bytes(self.be.files.get(ino, b"")) == before
+        assert not self.cache.has_dirty(ino)
+        if failed:
+            self.cache.forget(ino)
+            self.model[ino] = bytearray(before)
+        else:
+            assert before == bytes(self.expect(ino))
 
     @invariant()
     def accounting(self) -> None:
