@@ -77,6 +77,7 @@ class FileModel:
     handles: int = 0
     xattrs: dict[str, bytes] = field(default_factory=dict)
     last_mtime: int | None = None  # newest mtime a direct client saw
+    landed_end: int = 0  # end of the write-behind blocks flushed since the last resync
     stripe: tuple[int, int, int] | None = None
 
     @property
@@ -229,6 +230,7 @@ class Model:
             return
         mask = view.dirty
         f.daemon_floor[mask] = view.floor[mask]
+        f.landed_end = max(f.landed_end, int(np.flatnonzero(mask)[-1]) + 1)
         view.dirty[:] = False
         view.pending_floor = None
         self._lower_daemon(f, 0, MAX_FILE)
@@ -274,6 +276,7 @@ class Model:
         """The daemons hold ``content`` (``size`` bytes): check it, then take it as the
         newest state."""
         bad = self.check_extent(f, content, size)
+        f.landed_end = 0
         if bad is not None:
             return bad
         new = np.zeros(MAX_FILE, np.uint8)
@@ -346,10 +349,16 @@ class Model:
         fl = f.daemon_floor
         kmin = int(fl.min())
         ok = np.zeros(MAX_FILE, bool)
+        absent_ok = np.zeros(MAX_FILE, bool)
         pos = np.arange(MAX_FILE)
         for k in range(kmin, len(f.states)):
             state = np.where(pos < f.sizes[k], f.states[k].astype(np.int16), -1)
             ok |= (state == have) & (k >= fl)
+            absent_ok |= (state == -1) & (k >= fl)
+        # A write-back that landed after another client's truncate extends the file again:
+        # what lies below it and was absent reads as a hole (zeros) -- the write, reordered
+        # after the truncate, as write-behind may (it is only due at close/fsync).
+        ok |= absent_ok & (have == 0) & (pos < f.landed_end)
         if ok.all():
             return None
         i = int(np.argmin(ok))
