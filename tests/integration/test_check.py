@@ -158,3 +158,15 @@ def test_faults_refuse_daemons_of_other_hosts(tmp_path):
                        str(tmp_path / "pvfs.toml"))
     with pytest.raises(FaultSetupError, match="on this host"):
         Faults(cfg)
+
+
+@needs_fuse
+@pytest.mark.fuse
+def test_faults_kill_and_restart_daemons_and_lose_nothing(fresh_cluster, tmp_path):
+    # fresh_cluster: daemons of this test only (short timeouts), so killing them is ours to do
+    with Mount(fresh_cluster.config_path, tmp_path / "m", "timeout=5") as m:
+        rc, out = check(fresh_cluster.config_path, "--native", "1", "--mounts", str(m.path),
+                        "--faults", "--examples", "15", "--seed", "2")
+    assert rc == 0, _verdict(out)
+    assert out["faults"], out  # daemons were killed and restarted
+    assert set(out["faults"]) <= {"mgr", "iod0", "iod1", "iod2", "iod3"}
