@@ -67,6 +67,7 @@ class MgrServer:
                          self.config.manager.data_dir)
                 task_status.started(self.address)
                 nursery.start_soon(self.reap_orphans)
+                nursery.start_soon(self.checkpointer)
                 if self.config.manager.metrics_port:
                     from ..httpmetrics import serve_metrics
 
@@ -163,6 +164,13 @@ class MgrServer:
                         attrs["ino"], exc)
             return
         self.store.remove_inode(attrs["ino"])
+
+    async def checkpointer(self, interval: float = 1.0) -> None:
+        """Checkpoint the metadata WAL every ``interval`` seconds in a worker thread, so the
+        fsyncs of a checkpoint never stall the trio thread that serves requests."""
+        while True:
+            await trio.sleep(interval)
+            await trio.to_thread.run_sync(self.store.checkpoint)
 
     async def reap_orphans(self) -> None:
         """Finish removing files unlinked before a crash or while a daemon was down."""

@@ -73,6 +73,12 @@ class MetaStore:
                                    cached_statements=128)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # No checkpoint from a commit: with synchronous=NORMAL a commit only appends to the
+        # WAL, but an automatic checkpoint would fsync on the server's trio thread. The server
+        # runs checkpoint() in a worker thread instead, on a connection of its own.
+        self._db.execute("PRAGMA wal_autocheckpoint=0")
+        self._path = path
+        self._ckpt: sqlite3.Connection | None = None
         self._db.executescript(_SCHEMA.read_text())  # idempotent: IF NOT EXISTS
         with self._tx():
             row = self._db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
@@ -98,8 +104,20 @@ class MetaStore:
         """``close()`` closes the store; ``close(ino)`` drops one handle (``release``)."""
         if ino is not None:
             return self.release(ino)
+        if self._ckpt is not None:
+            self._ckpt.close()
         self._db.close()
         return None
+
+    def checkpoint(self) -> tuple[int, int]:
+        """Copy the WAL's committed frames into the database file and fsync it (SQLite's
+        PASSIVE checkpoint: never waits for the store's own transactions). Blocking: call it
+        from a worker thread, one at a time. Returns ``(frames in the WAL, frames copied)``."""
+        if self._ckpt is None:
+            self._ckpt = sqlite3.connect(self._path, isolation_level=None,
+                                         check_same_thread=False)
+        _, log, done = self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return log, done
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
