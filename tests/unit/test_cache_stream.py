@@ -220,3 +220,34 @@ async def test_aclose_with_streamer_in_flight_loses_nothing() -> None:
         await trio.sleep(0.015)  # a write-back in flight
         await cache.aclose()
     assert bytes(be.files[1]) == data
+
+
+async def test_stream_read_racing_a_write_back_keeps_the_new_bytes() -> None:
+    """A stream read's backend read took its snapshot before a write-back of a dirty block in
+    its range landed; the write-back then marked the block clean, the overlay skipped it and
+    the read returned the old bytes (fsx under cache_readahead=0). Stream reads now hold the
+    file's io_lock, so the write-back waits."""
+    be = MemoryBackend()
+    be.files[1] = bytearray(b"o" * (8 * BS))
+    cache = BlockCache(be, block_size=BS, capacity=16 * BS,
+                       stream=StreamPolicy(min_bytes=2 * BS, readahead=0))
+    await cache.write(1, 3 * BS + 5, b"NEW", file_size=8 * BS)  # a dirty block
+    reading = trio.Event()
+
+    async def snapshot_then_wait(ino: int, offset: int, length: int) -> bytes:
+        data = bytes(be.files[ino][offset:offset + length])  # what the servers hold now
+        reading.set()
+        await trio.sleep(0.2)
+        return data
+
+    be.read = snapshot_then_wait  # type: ignore[method-assign]
+    got: list[bytes] = []
+
+    async def reader() -> None:
+        got.append(await cache.read(1, 0, 8 * BS, file_size=8 * BS))
+
+    async with trio.open_nursery() as n:
+        n.start_soon(reader)
+        await reading.wait()
+        await cache.flush(1)  # the write-back of the dirty block
+    assert got[0][3 * BS + 5:3 * BS + 8] == b"NEW"

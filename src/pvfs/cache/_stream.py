@@ -246,9 +246,19 @@ class Streamer:
         c["stream_reads"] += 1
         if fs is None:
             return await self.read_direct(ino, offset, end - offset)
+        # Under the file's io_lock: no write-back of it can complete while the servers' bytes
+        # are read, so every block dirty when the read began is still dirty (or newer) when
+        # its ranges are laid over them. Without it a write-back finishing mid-read marked a
+        # block clean, the overlay skipped it and the read returned the servers' old bytes.
+        async with fs.io_lock:
+            return await self._read_locked(ino, fs, offset, end, eff)
+
+    async def _read_locked(self, ino: int, fs: FileState, offset: int, end: int,
+                           eff: int) -> bytes:
+        c = self.store.counters
         st = fs.stream
         if st is not None and st.pending and st.overlaps(offset, end):
-            await self.drain(ino, fs)
+            await self.drain_locked(ino, fs)
         if fs.stream is None:
             fs.stream = StreamState()
         st = fs.stream
