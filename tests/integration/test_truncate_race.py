@@ -98,18 +98,35 @@ def test_minimized_fsx_replay_many_times(default_mount, fs):
         run_file(default_mount.path, fs, f"race{i}", REPLAY, seed=i, mapped=True, race=i >= 40)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("options", MODES, ids=[m or "default" for m in MODES])
-def test_random_fsx_sequence_every_mode(pvfs_cluster, fs, options):
-    """2,000 seeded fsx-style operations per mount mode (mapped where the mode allows)."""
-    m = mounted(pvfs_cluster, options)
+def random_sequences(cluster, fs, options: str, *, race: bool) -> None:
+    """2,000 seeded fsx-style operations on one mount (mapped where the mode allows)."""
+    m = mounted(cluster, options)
     try:
         mapped = "direct_io" not in options  # FUSE direct_io files refuse shared mappings
         rng = random.Random(f"fsx-{options}")
         for part in range(4):
-            run_file(m.path, fs, f"seq{part}", random_ops(rng, 500), seed=part, mapped=mapped)
+            run_file(m.path, fs, f"seq{part}", random_ops(rng, 500), seed=part, mapped=mapped,
+                     race=race)
     finally:
         unmount(m)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", MODES, ids=[m or "default" for m in MODES])
+def test_random_fsx_sequence_every_mode(pvfs_cluster, fs, options):
+    """fsx's own way: one process, operations in sequence, in every mount mode."""
+    random_sequences(pvfs_cluster, fs, options, race=False)
+
+
+# With a racing reader (page cache dropped and read-ahead forced all the time) this still
+# fails about once in 50 mode-runs on this tree: a mapped read sees zeros or old bytes of a
+# write (docs/conformance.md, "Known races"). It found the truncate race and the stream-read
+# race fixed this session; it stays here, not strict, until the last one is found.
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason="rare race under a racing reader, being chased")
+@pytest.mark.parametrize("options", MODES, ids=[m or "default" for m in MODES])
+def test_random_fsx_sequence_with_a_racing_reader(pvfs_cluster, fs, options):
+    random_sequences(pvfs_cluster, fs, options, race=True)
 
 
 def test_refused_o_trunc_open_keeps_cached_data(default_mount, fs, tmp_path):
