@@ -54,8 +54,15 @@ class Mount:
         os.stat(self.path)  # answered once the session serves
         return self
 
+    def listed(self) -> bool:
+        """Whether the kernel still lists the mount (also a dead one: ``ismount`` says False
+        when its daemon was killed, ENOTCONN, and the mount would leak)."""
+        target = os.path.realpath(self.path).encode()
+        with open("/proc/self/mounts", "rb") as f:
+            return any(line.split()[1] == target for line in f if len(line.split()) > 1)
+
     def stop(self) -> None:
-        if os.path.ismount(self.path):
+        if self.listed():
             done = subprocess.run(["fusermount3", "-u", str(self.path)], check=False,
                                   capture_output=True)
             if done.returncode != 0:
