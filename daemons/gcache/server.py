@@ -437,7 +437,7 @@ class GcacheServer:
                 if lo > slot.valid:  # a hole inside the block reads as zeros
                     self.store.block_view(slot, slot.valid, lo)[:] = bytes(lo - slot.valid)
                 slot.valid = max(slot.valid, hi)
-                self.store.mark_dirty((ino, b), slot)
+                self.store.mark_dirty((ino, b), slot, lo, hi)
             if scratch:
                 # Refused blocks go straight through to the I/O daemons.
                 ext = [(b * bs + ranges[b][0], ranges[b][1] - ranges[b][0],
@@ -472,22 +472,25 @@ class GcacheServer:
                 return
             stripe = self.stripes[ino]
             bs = self.bs
-            work: list[tuple[int, Slot, int]] = []
+            work: list[tuple[int, Slot, int, list[tuple[int, int]]]] = []
             for b in blocks:
                 slot = self.store.get((ino, b))
                 if slot is None or not slot.dirty:
                     continue
                 slot.pins += 1
-                work.append((b, slot, slot.version))
-            ext = [(b * bs, s.valid, s.idx * bs) for b, s, _ in work if s.valid]
+                work.append((b, slot, slot.version, list(slot.ranges)))
+            # Only the written ranges go back, never the whole block: its other bytes came
+            # from the I/O daemons before another client may have written them there.
+            ext = _coalesce([(b * bs + lo, hi - lo, s.idx * bs + lo)
+                             for b, s, _, ranges in work for lo, hi in ranges if hi > lo])
             try:
                 await trio.to_thread.run_sync(write_extents, self.data, ino, stripe, ext,
                                               self.store.slab, limiter=self.limiter)
             finally:
-                self._unpin_all([s for _, s, _ in work])
+                self._unpin_all([s for _, s, _, _ in work])
             self.counters["flushes"] += 1
-            for b, s, version in work:
-                if self.store.mark_clean((ino, b), s, version):
+            for b, s, version, ranges in work:
+                if self.store.mark_clean((ino, b), s, version, ranges):
                     self.counters["flushed_blocks"] += 1
 
     async def _flush_some(self) -> None:
@@ -543,6 +546,10 @@ class GcacheServer:
                 self.store.block_view(slot, cut, slot.valid)[:] = bytes(slot.valid - cut)
                 slot.valid = cut
                 slot.version += 1
+            if slot is not None:
+                self.store.clip(slot, size % bs)
+                if not slot.ranges and slot.dirty:
+                    self.store.mark_clean((ino, size // bs), slot, slot.version, [])
         return {}
 
     async def op_forget(self, f: dict) -> dict:
@@ -594,6 +601,18 @@ class GcacheServer:
     async def op_cb_invalidate(self, f: dict) -> dict:
         return {"invalidated": await self.directory.invalidate(
             f["client"], f["ino"], f["offset"], f["length"])}
+
+
+def _coalesce(ext: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Join extents ``(file offset, length, slab offset)`` that continue each other in the
+    file and in the slab (whole dirty blocks in adjacent slots): fewer pieces per request."""
+    out: list[tuple[int, int, int]] = []
+    for off, n, buf in ext:
+        if out and out[-1][0] + out[-1][1] == off and out[-1][2] + out[-1][1] == buf:
+            out[-1] = (out[-1][0], out[-1][1] + n, out[-1][2])
+        else:
+            out.append((off, n, buf))
+    return out
 
 
 def _pid() -> int:

@@ -27,12 +27,17 @@ SCAN = 16
 class Slot:
     """One block's place in the slab and its state."""
 
-    __slots__ = ("dirty", "doomed", "hits", "idx", "pins", "valid", "version")
+    __slots__ = ("dirty", "doomed", "hits", "idx", "pins", "ranges", "valid", "version")
 
     def __init__(self, idx: int) -> None:
         self.idx = idx
         self.valid = 0  # bytes of the block that exist (a short block ends the file)
         self.dirty = False
+        # The byte ranges [lo, hi) clients wrote since the last write-back, sorted and merged
+        # (the local cache's rule, ``pvfs.cache._table.Entry.ranges``): only these go back.
+        # The rest of the slot holds bytes fetched earlier (read-modify-write) that another
+        # client may have overwritten at the I/O daemons since.
+        self.ranges: list[tuple[int, int]] = []
         self.pins = 0
         self.version = 0  # bumped on every modification (write-back checks it)
         self.hits = 0
@@ -139,6 +144,7 @@ class BlockStore:
                 del self.files[ino]
         self._clean(key)
         slot.dirty = False
+        slot.ranges = []
         if slot.pins:
             slot.doomed = True
         else:
@@ -152,18 +158,38 @@ class BlockStore:
             self._free.append(slot.idx)
 
     # ------------------------------------------------------------------ dirty state
-    def mark_dirty(self, key: Key, slot: Slot) -> None:
+    def mark_dirty(self, key: Key, slot: Slot, lo: int, hi: int) -> None:
+        """Bytes ``[lo, hi)`` of ``key``'s block were written: add them to its dirty ranges."""
+        merged: list[tuple[int, int]] = []
+        for a, b in slot.ranges:
+            if b < lo or a > hi:
+                merged.append((a, b))
+            else:
+                lo, hi = min(a, lo), max(b, hi)
+        merged.append((lo, hi))
+        merged.sort()
+        slot.ranges = merged
         slot.dirty = True
         slot.version += 1
         self.dirty.setdefault(key[0], set()).add(key[1])
 
-    def mark_clean(self, key: Key, slot: Slot, version: int) -> bool:
-        """Clean ``key`` if it was not modified since ``version`` (written back meanwhile)."""
+    def mark_clean(self, key: Key, slot: Slot, version: int,
+                   written: list[tuple[int, int]]) -> bool:
+        """The ``written`` ranges of ``key`` reached the I/O daemons as of ``version``: clean
+        the block, unless it was modified meanwhile (then it stays dirty with every range,
+        and the next write-back sends them again with their current bytes)."""
         if self.map.get(key) is not slot or slot.version != version:
+            return False
+        slot.ranges = [r for r in slot.ranges if r not in written]
+        if slot.ranges:
             return False
         slot.dirty = False
         self._clean(key)
         return True
+
+    def clip(self, slot: Slot, size: int) -> None:
+        """Forget dirty ranges at or past ``size`` bytes into the block (truncation)."""
+        slot.ranges = [(a, min(b, size)) for a, b in slot.ranges if a < size]
 
     def _clean(self, key: Key) -> None:
         blocks = self.dirty.get(key[0])

@@ -97,7 +97,7 @@ def test_store_lru_pins_dirty_and_victims():
     assert st.insert((1, 9)) is None
     for s in slots:
         st.unpin(s)
-    st.mark_dirty((1, 0), slots[0])
+    st.mark_dirty((1, 0), slots[0], 0, 100)
     slots[1].pins += 1
     assert st.victim() == (1, 2)  # 0 dirty, 1 pinned
     assert st.victim(lambda k: k == (1, 3)) == (1, 3)
@@ -110,9 +110,15 @@ def test_store_lru_pins_dirty_and_victims():
     assert st.has_room()
     # write-back cleans only an unmodified block
     v = slots[0].version
-    st.mark_dirty((1, 0), slots[0])
-    assert not st.mark_clean((1, 0), slots[0], v)
-    assert st.mark_clean((1, 0), slots[0], slots[0].version)
+    st.mark_dirty((1, 0), slots[0], 50, 200)
+    assert slots[0].ranges == [(0, 200)]  # merged
+    assert not st.mark_clean((1, 0), slots[0], v, [(0, 200)])
+    st.mark_dirty((1, 0), slots[0], 1000, 1010)
+    # only the ranges written back are forgotten: the block stays dirty with the others
+    assert not st.mark_clean((1, 0), slots[0], slots[0].version, [(0, 200)])
+    assert slots[0].dirty and slots[0].ranges == [(1000, 1010)]
+    assert st.mark_clean((1, 0), slots[0], slots[0].version, [(1000, 1010)])
+    assert not slots[0].dirty and not slots[0].ranges
     assert st.dirty_blocks == 0
 
 
