@@ -32,19 +32,35 @@ def test_runtime_first_access_unchecked_then_threshold():
     assert before == 4 and p.admit(1, 7, before, None)  # above the threshold
 
 
-def test_runtime_harvest_prefers_cold_and_ages():
-    p = RuntimeBypass(threshold=4)
+def test_runtime_harvest_prefers_cold_and_ages_per_round():
+    p = RuntimeBypass(threshold=4, age_every=3)
     for _ in range(20):
         p.access(1, 0)
     p.access(1, 1)
     assert p.good_victim(1, 1)  # cold segment: a victim of choice
-    assert not p.good_victim(1, 0)  # hot: passed over, but its counter is halved
-    assert p.counters[(1, 0)] == 10
-    assert not p.good_victim(1, 0)  # 10 -> 5
-    assert not p.good_victim(1, 0)  # 5 -> 2
-    assert p.good_victim(1, 0)  # 2: at or under the threshold
+    for _ in range(5):  # looking at a candidate does not age it (no halving per scan)
+        assert not p.good_victim(1, 0)
+    assert p.count(1, 0) == 20
+    for _ in range(3):  # one harvest round: every counter halves once
+        p.evicted(1, 1, 0)
+    assert p.count(1, 0) == 10 and p.count(1, 1) == 1
+    for _ in range(6):
+        p.evicted(1, 1, 0)
+    assert p.count(1, 0) == 2 and p.good_victim(1, 0)  # 20 -> 10 -> 5 -> 2
     p.forget(1)
     assert not p.counters
+
+
+def test_runtime_aging_never_makes_a_seen_segment_new():
+    """Counter zero means first access (admitted unchecked); aging must not get there, or a
+    segment evicted and missed again is admitted unchecked every time and nothing is ever
+    bypassed (what the study showed before: LU with 0 bypasses under runtime10)."""
+    p = RuntimeBypass(threshold=10, age_every=1)
+    assert p.admit(1, 0, p.access(1, 0), None)
+    for _ in range(50):
+        p.evicted(2, 0, 0)
+    before = p.access(1, 0)
+    assert before == 1 and not p.admit(1, 0, before, (2, 0))
 
 
 def test_adaptive_raises_threshold_when_admissions_are_useless():

@@ -21,7 +21,8 @@ Policies:
 ``all``       admit everything (cache-everything, the paper's "Local & Global").
 ``runtime``   the paper's segment counters: the first access of a segment is admitted
               unchecked; later misses only if the counter exceeds the threshold; the
-              harvester prefers victims under the threshold and halves the counters it passes.
+              harvester prefers victims under the threshold; counters are halved once per
+              harvest round (never back to the "never seen" zero).
 ``adaptive``  ``runtime`` whose threshold follows the usefulness of admissions: when evicted
               blocks were hit less than once on average, admission is polluting the cache and
               the threshold doubles; when they were hit often, it halves. Refusals expire, so
@@ -109,27 +110,60 @@ class AdmitAll:
 class RuntimeBypass:
     """The paper's runtime bypass: a counter per segment and a fixed threshold.
 
+    Two details decide whether it ever bypasses anything (paper §5):
+
+    * "we do not perform any checks when the block is accessed for the first time (counter
+      reads zero)": zero means *never seen*. Aging therefore never takes a seen segment's
+      counter below 1; otherwise aging turns every re-access of an evicted segment into an
+      unchecked "first" access, and the scheme degenerates into cache-everything.
+    * aging happens at harvest, as the harvester sweeps the resident blocks: here once per
+      *round*, ``age_every`` evictions (as many as the cache holds blocks: the harvester has
+      gone over every resident block once), every counter is halved (lazily, on its next
+      use). Halving the counters of the blocks a victim scan passes at every eviction would
+      age the blocks near the LRU end a dozen times before they leave.
+
     Args:
         threshold: a segment's blocks are admitted after its first access only while its
             counter is above this (10-50 worked best in the paper).
         max_segments: counters kept at most; beyond, the smallest half is dropped (a bound on
             memory for long runs, not part of the paper's scheme).
+        age_every: evictions per aging round (the cache's size in blocks); 0: never age.
     """
 
     name = "runtime"
     bypass_ttl = 0
 
-    def __init__(self, threshold: int = 25, max_segments: int = 1 << 20) -> None:
+    def __init__(self, threshold: int = 25, max_segments: int = 1 << 20,
+                 age_every: int = 0) -> None:
         if threshold < 0:
             raise ValueError("threshold must be >= 0")
+        if age_every < 0:
+            raise ValueError("age_every must be >= 0")
         self.threshold = threshold
         self.max_segments = max_segments
+        self.age_every = age_every
+        self.round = 0  # aging rounds so far
+        self._evictions = 0
         self.counters: dict[Seg, int] = {}
+        self._aged: dict[Seg, int] = {}  # the round each counter was last brought up to date
+
+    def count(self, ino: int, seg: int) -> int:
+        """The segment's counter, aged to the current round (0: never seen)."""
+        key = (ino, seg)
+        c = self.counters.get(key, 0)
+        if c:
+            behind = self.round - self._aged.get(key, self.round)
+            if behind:
+                c = max(1, c >> min(behind, 63))
+                self.counters[key] = c
+                self._aged[key] = self.round
+        return c
 
     def access(self, ino: int, seg: int) -> int:
         key = (ino, seg)
-        before = self.counters.get(key, 0)
+        before = self.count(ino, seg)
         self.counters[key] = before + 1
+        self._aged[key] = self.round
         if len(self.counters) > self.max_segments:
             self._shrink()
         return before
@@ -139,30 +173,35 @@ class RuntimeBypass:
         return before == 0 or before > self.threshold
 
     def good_victim(self, ino: int, seg: int) -> bool:
-        key = (ino, seg)
-        count = self.counters.get(key, 0)
-        if count:
-            self.counters[key] = count >> 1  # aging at harvest
-        return count <= self.threshold
+        return self.count(ino, seg) <= self.threshold
 
     def hit(self, ino: int, seg: int) -> None:
         pass
 
     def evicted(self, ino: int, seg: int, hits: int) -> None:
-        pass
+        self._age_tick()
+
+    def _age_tick(self) -> None:
+        if self.age_every:
+            self._evictions += 1
+            if self._evictions >= self.age_every:
+                self._evictions = 0
+                self.round += 1
 
     def forget(self, ino: int) -> None:
         for key in [k for k in self.counters if k[0] == ino]:
             del self.counters[key]
+            self._aged.pop(key, None)
 
     def _shrink(self) -> None:
         ordered = sorted(self.counters.items(), key=lambda kv: kv[1])
         for key, _ in ordered[: len(ordered) // 2]:
             del self.counters[key]
+            self._aged.pop(key, None)
 
     def stats(self) -> dict:
         return {"policy": self.name, "threshold": self.threshold,
-                "segments_counted": len(self.counters)}
+                "segments_counted": len(self.counters), "aging_rounds": self.round}
 
 
 class AdaptiveBypass(RuntimeBypass):
@@ -179,19 +218,20 @@ class AdaptiveBypass(RuntimeBypass):
     bypass_ttl = REPROBE_AFTER
 
     def __init__(self, threshold: int = 10, lo: int = 1, hi: int = 64, epoch: int = 256,
-                 low: float = 0.5, high: float = 2.0) -> None:
-        super().__init__(threshold)
+                 low: float = 0.5, high: float = 2.0, age_every: int = 0) -> None:
+        super().__init__(threshold, age_every=age_every)
         self.lo, self.hi, self.epoch = lo, hi, epoch
         self.low, self.high = low, high
-        self._evictions = 0
+        self._epoch_evictions = 0
         self._hits_evicted = 0
         self.adjustments = 0
 
     def evicted(self, ino: int, seg: int, hits: int) -> None:
-        self._evictions += 1
+        self._age_tick()
+        self._epoch_evictions += 1
         self._hits_evicted += hits
-        if self._evictions >= self.epoch:
-            mean = self._hits_evicted / self._evictions
+        if self._epoch_evictions >= self.epoch:
+            mean = self._hits_evicted / self._epoch_evictions
             old = self.threshold
             if mean < self.low:
                 self.threshold = min(self.hi, max(1, self.threshold) * 2)
@@ -199,7 +239,7 @@ class AdaptiveBypass(RuntimeBypass):
                 self.threshold = max(self.lo, self.threshold // 2)
             if self.threshold != old:
                 self.adjustments += 1
-            self._evictions = self._hits_evicted = 0
+            self._epoch_evictions = self._hits_evicted = 0
 
     def stats(self) -> dict:
         out = super().stats()
@@ -291,9 +331,10 @@ class SketchAdmission:
 POLICIES = ("all", "runtime", "adaptive", "sketch")
 
 
-def make_policy(name: str, threshold: int = 25) -> AdmissionPolicy:
+def make_policy(name: str, threshold: int = 25, blocks: int = 0) -> AdmissionPolicy:
     """The policy called ``name`` (one of :data:`POLICIES`); ``threshold`` for ``runtime`` and
-    as the starting point of ``adaptive``.
+    as the starting point of ``adaptive``; ``blocks``: the cache's size in blocks (one aging
+    round of the counters per that many evictions; 0: no aging).
 
     Raises:
         ValueError: for an unknown name or a negative threshold.
@@ -303,9 +344,9 @@ def make_policy(name: str, threshold: int = 25) -> AdmissionPolicy:
     if name == "all":
         return AdmitAll()
     if name == "runtime":
-        return RuntimeBypass(threshold)
+        return RuntimeBypass(threshold, age_every=blocks)
     if name == "adaptive":
-        return AdaptiveBypass(threshold)
+        return AdaptiveBypass(threshold, age_every=blocks)
     if name == "sketch":
         return SketchAdmission()
     raise ValueError(f"unknown gcache policy {name!r} (one of {', '.join(POLICIES)})")
