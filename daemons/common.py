@@ -31,6 +31,9 @@ Dispatch = Callable[[str, dict, int, trio.socket.SocketType], Awaitable[dict | N
 FRAME_TIMEOUT = 30.0
 
 
+#: Requests that may carry bulk data after their header (the global cache's list write too).
+BULK_OPS = frozenset({"write", "write_list"})
+
 async def serve_connection(sock: trio.socket.SocketType, schemas: dict, dispatch: Dispatch,
                            peer: str, key: bytes | None = None) -> None:
     """Serve one client connection until it closes or breaks the protocol; with a ``key``,
@@ -61,7 +64,7 @@ async def serve_connection(sock: trio.socket.SocketType, schemas: dict, dispatch
                     except (OSError, trio.TooSlowError):
                         return
             else:
-                if bulk_len and op != "write":
+                if bulk_len and op not in BULK_OPS:
                     log.info("dropping %s: bulk data on %s", peer, op)
                     return
                 try:

@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from pvfs.layout.describe import MAX_OFFSET
 from pvfs.protocol.schema import INO, OFFSET, Field, boolean, integer, optional, stripe, text
 
 #: Largest read served in one request (the client splits longer ones).
 MAX_READ = 64 << 20
+#: Most regions in one list request (the mount's list I/O limit, ``cachewire``).
+MAX_REGIONS = 16384
+
+
+def regions(total: int | None) -> Any:
+    """A list of ``[offset, length]`` pairs within the file's range (at most
+    :data:`MAX_REGIONS`; with ``total``, at most that many bytes in all)."""
+    def check(v: Any) -> list[tuple[int, int]]:
+        if not isinstance(v, list) or not 1 <= len(v) <= MAX_REGIONS:
+            raise ValueError(f"must be a list of 1 to {MAX_REGIONS} regions")
+        out: list[tuple[int, int]] = []
+        for r in v:
+            if (not isinstance(r, list | tuple) or len(r) != 2
+                    or any(type(x) is not int for x in r)
+                    or r[0] < 0 or r[1] < 0 or r[0] + r[1] > MAX_OFFSET):
+                raise ValueError("each region must be [offset, length] within the file range")
+            out.append((r[0], r[1]))
+        if total is not None and sum(n for _, n in out) > total:
+            raise ValueError(f"the regions must add up to at most {total} bytes")
+        return out
+    return check
+
 
 CLIENT = Field(optional(text(64)), False, None)
 
@@ -19,6 +44,11 @@ GCACHE_SCHEMAS: dict[str, dict[str, Field]] = {
     "write": {"ino": INO, "stripe": Field(stripe), "offset": Field(OFFSET),
               "sync": Field(boolean, False, False), "invalidate": Field(boolean, False, False),
               "client": CLIENT},
+    "read_list": {"ino": INO, "stripe": Field(stripe), "regions": Field(regions(MAX_READ)),
+                  "client": CLIENT},
+    "write_list": {"ino": INO, "stripe": Field(stripe), "regions": Field(regions(None)),
+                   "sync": Field(boolean, False, False),
+                   "invalidate": Field(boolean, False, False), "client": CLIENT},
     "fsync": {"ino": INO, "stripe": Field(stripe), "data_only": Field(boolean, False, False)},
     "flush": {"ino": Field(integer(0, 2**63 - 1), False, 0)},
     "truncate": {"ino": INO, "size": Field(OFFSET)},

@@ -111,7 +111,7 @@ class GcacheServer:
         self.store = BlockStore(g.capacity, g.block_size)
         self.data = DataPath(config)
         self.limiter = trio.CapacityLimiter(8)
-        self.policy = make_policy(g.policy, g.threshold)
+        self.policy = make_policy(g.policy, g.threshold, self.store.nslots)
         self.directory = HolderDirectory(config.request_timeout)
         self.stripes: dict[int, Stripe] = {}
         # Bytes known to exist per file (fetches that met the end, writes, truncates): a block
@@ -148,6 +148,10 @@ class GcacheServer:
             return await self.op_read(f, sock)
         if op == "write":
             return await self.op_write(f, bulk_len, sock)
+        if op == "read_list":
+            return await self.op_read_list(f, sock)
+        if op == "write_list":
+            return await self.op_write_list(f, bulk_len, sock)
         if op == "cb_register":
             await self.directory.serve_client(f["client"], f["block_size"], sock)
             return None
@@ -287,20 +291,33 @@ class GcacheServer:
 
     # ------------------------------------------------------------------ read
     async def op_read(self, f: dict, sock) -> None:
-        ino, stripe, off, n = f["ino"], f["stripe"], f["offset"], f["length"]
+        await self._read(f["ino"], f["stripe"], [(f["offset"], f["length"])], f["client"],
+                         sock, listed=False)
+
+    async def op_read_list(self, f: dict, sock) -> None:
+        """List I/O: many regions of one file in one request and one reply (``ns``: the
+        bytes of each region, short only at the end of the file), the misses of all of
+        them fetched from the I/O daemons in one request per daemon."""
+        await self._read(f["ino"], f["stripe"], f["regions"], f["client"], sock, listed=True)
+
+    async def _read(self, ino: int, stripe: Stripe, regions: list[tuple[int, int]],
+                    client: str | None, sock, *, listed: bool) -> None:
         self.stripes[ino] = stripe
         self.counters["reads"] += 1
-        if n == 0:
-            await aio.send_frame(sock, {"n": 0, "bypass": [], "ttl": 0})
-            return
         bs, sb = self.bs, self.sb
-        first, last = off // bs, (off + n - 1) // bs
-        before = {s: self.policy.access(ino, s) for s in range(first // sb, last // sb + 1)}
+        blocks = sorted({b for off, n in regions if n
+                         for b in range(off // bs, (off + n - 1) // bs + 1)})
+        if not blocks:
+            await aio.send_frame(sock, {"n": 0, "ns": [0] * len(regions), "bypass": [],
+                                        "ttl": 0, "epoch": self.epoch})
+            return
+        first, last = blocks[0], blocks[-1]
+        before = {s: self.policy.access(ino, s) for s in sorted({b // sb for b in blocks})}
         await self._wait_inflight(ino, first, last)
         pinned: list[Slot] = []
         src: dict[int, Slot] = {}
         missing: list[int] = []
-        for b in range(first, last + 1):
+        for b in blocks:
             slot = self.store.get((ino, b))
             if slot is None:
                 missing.append(b)
@@ -339,53 +356,76 @@ class GcacheServer:
                         s = self.store.get((ino, b))
                         if s is not None and not s.dirty:
                             self.store.remove((ino, b))
-            if f["client"] is not None and f["client"] in self.directory.clients:
-                self.directory.hold(f["client"], ino, first, last - first + 1)
+            if client is not None and client in self.directory.clients:
+                self.directory.hold(client, ino, first, last - first + 1)
             views: list[memoryview] = []
-            total = 0
+            ns: list[int] = []
             sview = memoryview(sbuf) if sbuf is not None else None
             size = self.sizes.get(ino, 0)
-            for b in range(first, last + 1):
-                lo = off - b * bs if b == first else 0
-                hi = min(bs, off + n - b * bs)
-                slot = src.get(b)
-                if slot is not None:
-                    valid = max(slot.valid, min(bs, size - b * bs))
-                    view = self.store.block_view(slot, lo, max(lo, min(hi, valid)))
-                else:
-                    o = scratch[b]
-                    valid = bs if eof is None else max(0, min(bs, eof - b * bs))
-                    view = sview[o + lo:o + max(lo, min(hi, valid))]  # type: ignore[index]
-                views.append(view)
-                total += len(view)
-                if valid < bs:
-                    break
-            header = {"n": total, "bypass": sorted(bypass),
+            for off, n in regions:
+                got = 0
+                for b in range(off // bs, (off + n - 1) // bs + 1) if n else ():
+                    lo = off - b * bs if b * bs < off else 0
+                    hi = min(bs, off + n - b * bs)
+                    slot = src.get(b)
+                    if slot is not None:
+                        valid = max(slot.valid, min(bs, size - b * bs))
+                        view = self.store.block_view(slot, lo, max(lo, min(hi, valid)))
+                    else:
+                        o = scratch[b]
+                        valid = bs if eof is None else max(0, min(bs, eof - b * bs))
+                        view = sview[o + lo:o + max(lo, min(hi, valid))]  # type: ignore[index]
+                    views.append(view)
+                    got += len(view)
+                    if valid < bs:
+                        break
+                ns.append(got)
+            header = {"n": sum(ns), "bypass": sorted(bypass),
                       "ttl": self.policy.bypass_ttl if bypass else 0, "epoch": self.epoch}
-            await send_views(sock, [memoryview(frame(header, total)), *views])
+            if listed:
+                header["ns"] = ns
+            await send_views(sock, [memoryview(frame(header, header["n"])), *views])
         finally:
             self._unpin_all(pinned)
-        return
 
     # ------------------------------------------------------------------ write
     async def op_write(self, f: dict, n: int, sock) -> dict:
-        ino, stripe, off = f["ino"], f["stripe"], f["offset"]
+        return await self._write(f, [(f["offset"], n)], n, sock)
+
+    async def op_write_list(self, f: dict, n: int, sock) -> dict:
+        """List I/O: the bulk is the regions' bytes one after the other."""
+        if sum(length for _, length in f["regions"]) != n:
+            with trio.move_on_after(self.config.request_timeout):
+                await aio.drain(sock, n)
+            raise OSError(errno.EINVAL, "write_list: region lengths do not add up to the data")
+        return await self._write(f, f["regions"], n, sock)
+
+    async def _write(self, f: dict, regions: list[tuple[int, int]], n: int, sock) -> dict:
+        ino, stripe = f["ino"], f["stripe"]
         self.stripes[ino] = stripe
         self.counters["writes"] += 1
-        if n == 0:
+        regions = [(off, length) for off, length in regions if length]
+        if not regions:
             return {"n": 0, "bypass": [], "ttl": 0, "epoch": self.epoch}
         bs, sb = self.bs, self.sb
-        first, last = off // bs, (off + n - 1) // bs
+        # block -> the byte ranges of it the request writes, in request order
+        ranges: dict[int, list[tuple[int, int]]] = {}
+        for off, length in regions:
+            for b in range(off // bs, (off + length - 1) // bs + 1):
+                ranges.setdefault(b, []).append((max(off - b * bs, 0),
+                                                 min(bs, off + length - b * bs)))
+        blocks = sorted(ranges)
+        first, last = blocks[0], blocks[-1]
         received = False
         pinned: list[Slot] = []
         try:
             if self.store.dirty_blocks > DIRTY_HIGH * self.store.nslots:
                 await self._flush_some()
-            before = {s: self.policy.access(ino, s) for s in range(first // sb, last // sb + 1)}
+            before = {s: self.policy.access(ino, s) for s in sorted({b // sb for b in blocks})}
             await self._wait_inflight(ino, first, last)
             dest: dict[int, Slot] = {}
             missing: list[int] = []
-            for b in range(first, last + 1):
+            for b in blocks:
                 slot = self.store.get((ino, b))
                 if slot is None:
                     missing.append(b)
@@ -400,9 +440,9 @@ class GcacheServer:
             slots, scratch = self._admit_missing(ino, missing, before, bypass) \
                 if missing else ({}, {})
             pinned += slots.values()
-            # Read-modify-write: a new slot the write covers only partly needs the old bytes.
-            partial = {b: s for b, s in slots.items()
-                       if not (b * bs >= off and (b + 1) * bs <= off + n)}
+            # Read-modify-write: a new slot the write covers only partly needs the old bytes
+            # (for reads: only the written ranges go back, see flush_file).
+            partial = {b: s for b, s in slots.items() if _merge(ranges[b]) != [(0, bs)]}
             if partial:
                 try:
                     await self._fetch(ino, stripe, partial, {}, None)
@@ -417,32 +457,30 @@ class GcacheServer:
             sbuf = bytearray(len(scratch) * bs) if scratch else None
             sview = memoryview(sbuf) if sbuf is not None else None
             views: list[memoryview] = []
-            ranges: dict[int, tuple[int, int]] = {}
-            for b in range(first, last + 1):
-                lo = off - b * bs if b == first else 0
-                hi = min(bs, off + n - b * bs)
-                ranges[b] = (lo, hi)
-                slot = dest.get(b)
-                if slot is not None:
-                    views.append(self.store.block_view(slot, lo, hi))
-                else:
-                    o = scratch[b]
-                    views.append(sview[o + lo:o + hi])  # type: ignore[index]
+            for off, length in regions:  # the bulk's order
+                for b in range(off // bs, (off + length - 1) // bs + 1):
+                    lo, hi = max(off - b * bs, 0), min(bs, off + length - b * bs)
+                    slot = dest.get(b)
+                    if slot is not None:
+                        views.append(self.store.block_view(slot, lo, hi))
+                    else:
+                        o = scratch[b]
+                        views.append(sview[o + lo:o + hi])  # type: ignore[index]
             with trio.fail_after(self.config.request_timeout):
                 await recv_views(sock, views)
             received = True
-            self.sizes[ino] = max(self.sizes.get(ino, 0), off + n)
+            self.sizes[ino] = max(self.sizes.get(ino, 0), max(o + k for o, k in regions))
             for b, slot in dest.items():
-                lo, hi = ranges[b]
-                if lo > slot.valid:  # a hole inside the block reads as zeros
-                    self.store.block_view(slot, slot.valid, lo)[:] = bytes(lo - slot.valid)
-                slot.valid = max(slot.valid, hi)
-                self.store.mark_dirty((ino, b), slot, lo, hi)
+                for lo, hi in _merge(ranges[b]):
+                    if lo > slot.valid:  # a hole inside the block reads as zeros
+                        self.store.block_view(slot, slot.valid, lo)[:] = bytes(lo - slot.valid)
+                    slot.valid = max(slot.valid, hi)
+                    self.store.mark_dirty((ino, b), slot, lo, hi)
             if scratch:
                 # Refused blocks go straight through to the I/O daemons.
-                ext = [(b * bs + ranges[b][0], ranges[b][1] - ranges[b][0],
-                        scratch[b] + ranges[b][0]) for b in sorted(scratch)]
-                self.counters["write_through_blocks"] += len(ext)
+                ext = [(b * bs + lo, hi - lo, scratch[b] + lo)
+                       for b in sorted(scratch) for lo, hi in _merge(ranges[b])]
+                self.counters["write_through_blocks"] += len(scratch)
                 await trio.to_thread.run_sync(write_extents, self.data, ino, stripe, ext, sbuf,
                                               limiter=self.limiter)
             if bypass:
@@ -458,8 +496,9 @@ class GcacheServer:
         if f["sync"]:
             await self.flush_file(ino)
         if f["invalidate"] and f["client"] is not None:
-            self.counters["invalidations"] += await self.directory.invalidate(
-                f["client"], ino, off, n)
+            for off, length in regions:
+                self.counters["invalidations"] += await self.directory.invalidate(
+                    f["client"], ino, off, length)
         return {"n": n, "bypass": sorted(bypass), "ttl": self.policy.bypass_ttl if bypass else 0,
                 "epoch": self.epoch}
 
@@ -582,7 +621,7 @@ class GcacheServer:
     async def op_policy_set(self, f: dict) -> dict:
         """Switch the admission policy; with ``drop``, write back and empty the cache too
         (a cold start for a study run)."""
-        self.policy = make_policy(f["policy"], f["threshold"])
+        self.policy = make_policy(f["policy"], f["threshold"], self.store.nslots)
         if f["drop"]:
             for ino in list(self.store.dirty):
                 await self.flush_file(ino)
@@ -601,6 +640,17 @@ class GcacheServer:
     async def op_cb_invalidate(self, f: dict) -> dict:
         return {"invalidated": await self.directory.invalidate(
             f["client"], f["ino"], f["offset"], f["length"])}
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, merged ``[lo, hi)`` ranges (overlapping and touching ones joined)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
 
 
 def _coalesce(ext: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:

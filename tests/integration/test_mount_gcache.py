@@ -66,6 +66,38 @@ def test_gcache_off_and_bypass_bits(gcluster, tmp_path):
         assert st["direct_reads"] >= 1 and st["global_reads"] == 0
 
 
+def test_scattered_writes_keep_list_io_with_gcache(gcluster, tmp_path):
+    """The mount's write-back of scattered blocks reaches the global cache as list writes
+    (a few requests, not one per block), and the bytes arrive."""
+    import random
+
+    cluster, ep = gcluster
+    rng = random.Random(3)
+    with Mount(cluster.config_path, tmp_path / "l") as m:
+        p = m.path / "scattered"
+        model = bytearray(rng.randbytes(1 << 20))
+        p.write_bytes(model)
+        s0, g0 = m.stats(), request(ep, {"op": "stats"})
+        fd = os.open(p, os.O_RDWR)
+        try:
+            for _ in range(200):
+                blk = rng.randrange(256)
+                data = rng.randbytes(4096)
+                model[blk * 4096:(blk + 1) * 4096] = data
+                os.pwrite(fd, data, blk * 4096)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        s1, g1 = m.stats(), request(ep, {"op": "stats"})
+        assert s1["list_writes"] > s0["list_writes"]
+        assert s1["backend_writes"] - s0["backend_writes"] < 20
+        assert g1["writes"] - g0["writes"] < 20  # ~180 distinct blocks
+        with open(p, "rb") as fh:
+            assert fh.read() == model
+    with cluster.connect() as fs, fs.open("/scattered", "rb") as f:
+        assert f.read() == model
+
+
 def test_dead_gcache_degrades_and_keeps_fsynced_data(gcluster, tmp_path):
     cluster, _ = gcluster
     data = os.urandom(50000)

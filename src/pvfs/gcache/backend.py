@@ -44,6 +44,8 @@ __all__ = ["GcacheBackend", "GlobalCallbacks"]
 
 #: Largest read sent to a global cache in one request (its schema's bound).
 MAX_READ = 64 << 20
+#: Most regions in one list request (the daemon's schema's bound).
+MAX_LIST_REGIONS = 16384
 _RG, _WG = int(Bypass.READ_GLOBAL), int(Bypass.WRITE_GLOBAL)
 
 
@@ -308,6 +310,163 @@ class GcacheBackend:
         elif self.journal_bytes > self.journal_limit:
             await self._trim_journal()
 
+    # ------------------------------------------------------------------ list I/O
+    async def read_list(self, ino: int, regions: list[tuple[int, int]]) -> list[bytes]:
+        """List I/O (the local cache's ``read_list``): every region's bytes, short or empty
+        only at the end of the file. The regions' global pieces go to the file's global cache
+        in one ``read_list`` request, the bypassed ones to the I/O daemons in one list request
+        (when the direct backend has list I/O), both at once."""
+        if self.rejoin:
+            await self._ensure(self._index(ino))
+        plan = [self._pieces(ino, off, n, _RG) if n > 0 else [] for off, n in regions]
+        routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+        for pieces in plan:
+            for off, n, via in pieces:
+                routes[via].append((off, n))
+        got: dict[bool, list[bytes]] = {True: [], False: []}
+
+        async def one(via: bool) -> None:
+            if routes[via]:
+                got[via] = await (self._gread_list(ino, routes[via]) if via
+                                  else self._dread_list(ino, routes[via]))
+
+        async with _first_error(), trio.open_nursery() as nursery:
+            nursery.start_soon(one, True)
+            nursery.start_soon(one, False)
+        it = {True: iter(got[True]), False: iter(got[False])}
+        out: list[bytes] = []
+        for pieces in plan:
+            parts: list[bytes] = []
+            short = False
+            for _, n, via in pieces:
+                data = next(it[via])
+                if not short:
+                    parts.append(data)
+                    short = len(data) < n  # end of file: the rest of the region is past it
+            out.append(b"".join(parts))
+        return out
+
+    async def _dread_list(self, ino: int, regions: list[tuple[int, int]]) -> list[bytes]:
+        self.counters["direct_reads"] += 1
+        fn = getattr(self.direct, "read_list", None)
+        if fn is not None:
+            out = list(await fn(ino, regions))
+        else:
+            out = [await self.direct.read(ino, off, n) for off, n in regions]
+        self.counters["direct_read_bytes"] += sum(len(b) for b in out)
+        return out
+
+    async def _gread_list(self, ino: int, regions: list[tuple[int, int]]) -> list[bytes]:
+        idx = self._index(ino)
+        stripe = (await self.stripe_of(ino)).to_wire()
+        out: list[bytes] = []
+        try:
+            for group in _groups(regions, MAX_READ):
+                reply, data = await self.channels[idx].call_bulk(
+                    {"op": "read_list", "ino": ino, "stripe": stripe,
+                     "regions": [list(r) for r in group],
+                     "client": self.name if self.sync else None})
+                if await self._check_epoch(idx, reply.get("epoch")):
+                    return await self._dread_list(ino, regions)
+                self._take_hints(ino, reply)
+                pos = 0
+                for k in reply["ns"]:
+                    out.append(bytes(data[pos:pos + k]))
+                    pos += k
+        except (OSError, trio.TooSlowError) as exc:
+            if _daemon_said(exc):
+                raise
+            self._fail(idx, exc)
+            await self._replay(idx)
+            return await self._dread_list(ino, regions)
+        self.counters["global_reads"] += 1
+        self.counters["global_read_bytes"] += sum(len(b) for b in out)
+        return out
+
+    async def write_list(self, ino: int, regions: list[tuple[int, int]], data) -> None:
+        """List I/O (the local cache's write-back of scattered runs): the global pieces in
+        one ``write_list`` request to the file's global cache, the bypassed ones in one list
+        request to the I/O daemons, both at once."""
+        mv = memoryview(data).cast("B")
+        if self.rejoin:
+            await self._ensure(self._index(ino))
+        routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+        blobs: dict[bool, list[bytes]] = {True: [], False: []}
+        pos = 0
+        for off, n in regions:
+            for poff, pn, via in (self._pieces(ino, off, n, _WG) if n > 0 else []):
+                routes[via].append((poff, pn))
+                blobs[via].append(bytes(mv[pos + poff - off:pos + poff - off + pn]))
+            pos += n
+        async with _first_error(), trio.open_nursery() as nursery:
+            if routes[True]:
+                nursery.start_soon(self._gwrite_list, ino, routes[True], blobs[True])
+            if routes[False]:
+                nursery.start_soon(self._dwrite_list, ino, routes[False], blobs[False])
+
+    async def _dwrite_list(self, ino: int, regions: list[tuple[int, int]],
+                           blobs: list[bytes]) -> None:
+        self.counters["direct_writes"] += 1
+        fn = getattr(self.direct, "write_list", None)
+        if fn is not None:
+            await fn(ino, regions, b"".join(blobs))
+        else:
+            for (off, _), blob in zip(regions, blobs):
+                await self.direct.write(ino, off, blob)
+        idx = self._index(ino)
+        if idx in self.rejoin:
+            self.rejoin[idx].setdefault(ino, []).extend(
+                (off, blob) for (off, _), blob in zip(regions, blobs))
+        if self.sync and self._up(idx):
+            lo = regions[0][0]
+            hi = max(off + n for off, n in regions)
+            try:  # one call covering them all: it may drop a few more clean copies
+                await self.channels[idx].call({"op": "invalidate", "ino": ino, "offset": lo,
+                                               "length": hi - lo})
+            except (OSError, trio.TooSlowError) as exc:
+                if not _daemon_said(exc):
+                    self._fail(idx, exc)
+
+    async def _gwrite_list(self, ino: int, regions: list[tuple[int, int]],
+                           blobs: list[bytes]) -> None:
+        idx = self._index(ino)
+        stripe = (await self.stripe_of(ino)).to_wire()
+        entries = [[off, blob, None] for (off, _), blob in zip(regions, blobs)]
+        journal = self.journal.setdefault(ino, [])
+        journal.extend(entries)
+        self.journal_bytes += sum(len(b) for b in blobs)
+        replies = []
+        try:
+            done = 0
+            for group in _groups(regions, None):
+                part = blobs[done:done + len(group)]
+                replies.append(await self.channels[idx].call(
+                    {"op": "write_list", "ino": ino, "stripe": stripe,
+                     "regions": [list(r) for r in group], "sync": self.sync,
+                     "invalidate": self.sync, "client": self.name if self.sync else None},
+                    b"".join(part)))
+                for e in entries[done:done + len(group)]:
+                    e[2] = replies[-1].get("epoch")
+                done += len(group)
+        except (OSError, trio.TooSlowError) as exc:
+            if _daemon_said(exc):
+                keep = {id(e) for e in entries if e[2] is None}
+                self.journal[ino] = [e for e in self.journal.get(ino, []) if id(e) not in keep]
+                self.journal_bytes -= sum(len(e[1]) for e in entries if id(e) in keep)
+                raise
+            self._fail(idx, exc)
+            await self._replay(idx)
+            return
+        self.counters["global_writes"] += 1
+        for reply in replies:
+            if await self._check_epoch(idx, reply.get("epoch")):
+                return  # these writes too went to the I/O daemons with the rest of the journal
+            self._take_hints(ino, reply)
+        if self.sync:
+            self._drop_journal(ino)  # written through already
+        elif self.journal_bytes > self.journal_limit:
+            await self._trim_journal()
+
     def _unjournal(self, ino: int, entry: list) -> None:
         entries = self.journal.get(ino, [])
         if entries and entries[-1] is entry:
@@ -440,6 +599,22 @@ async def _first_error():
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
         raise first from None
+
+
+def _groups(regions: list[tuple[int, int]],
+            max_bytes: int | None) -> list[list[tuple[int, int]]]:
+    """Consecutive groups of at most ``MAX_LIST_REGIONS`` regions (and ``max_bytes`` bytes,
+    if given; a longer region is a group of its own, split by the daemon's caller)."""
+    out: list[list[tuple[int, int]]] = []
+    size = 0
+    for r in regions:
+        if (not out or len(out[-1]) >= MAX_LIST_REGIONS
+                or (max_bytes is not None and size + r[1] > max_bytes)):
+            out.append([])
+            size = 0
+        out[-1].append(r)
+        size += r[1]
+    return out
 
 
 def _daemon_said(exc: BaseException) -> bool:
