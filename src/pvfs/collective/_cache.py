@@ -42,6 +42,7 @@ class Locks(Protocol):
     retries: int
 
     def lock(self, page: int, excl: bool) -> Meta: ...
+    def upgrade(self, page: int) -> Meta | None: ...
     def try_lock(self, page: int) -> Meta | None: ...
     def unlock(self, page: int, excl: bool, meta: Meta | None) -> None: ...
     def close(self) -> None: ...
@@ -141,10 +142,14 @@ class PageCache:
         excl = write
         meta = self.locks.lock(page, excl)
         if not excl and meta.owner < 0:
-            # Caching the page changes its metadata: trade up before the next page's lock.
-            self.locks.unlock(page, False, None)
+            # Caching the page changes its metadata: trade up before the next page's lock
+            # (in place when this rank is the only reader, else release and queue again).
             excl = True
-            meta = self.locks.lock(page, True)
+            up = self.locks.upgrade(page)
+            if up is None:
+                self.locks.unlock(page, False, None)
+                up = self.locks.lock(page, True)
+            meta = up
         self.held[page] = _Held(excl, meta)
         if meta.owner == self.rank:
             self.hits += 1

@@ -112,18 +112,31 @@ class CollectiveFile:
                                            and self._services is None):
             # (servers are taken from the group only at open; a write-behind file switched
             # to atomic mode later caches with RMA locks instead)
-            from pvfs.collective._rma import RmaData, RmaLocks
+            from pvfs.collective._rma import (
+                MAX_SLOTS,
+                RmaData,
+                RmaLocks,
+                RmaSpace,
+                meta_words,
+            )
 
-            locks: Any = RmaLocks(self.comm, max_pages)
-            data: Any = RmaData(self.comm, nslots, self.page_size)
+            if nslots > MAX_SLOTS:
+                raise ValueError(f"cache_bytes / page_size is over {MAX_SLOTS} slots")
+            space = RmaSpace(self.comm, meta_words(self.comm, max_pages), nslots,
+                             self.page_size)
+            locks: Any = RmaLocks(self.comm, space)
+            data: Any = RmaData(self.comm, space, self.page_size)
+            extra: list[Any] = [space]
         elif self.coordination == "servers" and self._services is not None:
-            from pvfs.collective._rma import RmaData
+            from pvfs.collective._rma import RmaData, RmaSpace
             from pvfs.collective._service import Caller, MsgLocks
 
             assert self._services is not None
             scomm, homes = self._services
             locks = MsgLocks(Caller(scomm), homes)
-            data = RmaData(self.comm, nslots, self.page_size)
+            space = RmaSpace(self.comm, 0, nslots, self.page_size)
+            data = RmaData(self.comm, space, self.page_size)
+            extra = [space]
         else:
             from pvfs.collective._service import (
                 Caller,
@@ -143,7 +156,8 @@ class CollectiveFile:
             locks = MsgLocks(caller, list(range(self.n)))
             data = MsgData(caller, self.rank, pages)
             self._scomm = scomm
-        self._parts = [locks, data]
+            extra = []
+        self._parts = [locks, data, *extra]
         self.cache = PageCache(self.rank, self.n, self.io, locks, data, nslots, self.page_size,
                                self.size_at_open, self.atomic)
         barrier(self.comm, "cache set-up")
@@ -157,9 +171,10 @@ class CollectiveFile:
     def _stop_cache(self) -> None:
         assert self.cache is not None
         barrier(self.comm, "close")
-        shuffle_flush(self.comm, self.io, self.cache.dirty_pages(), self.page_size,
-                      self.flush_group)
-        barrier(self.comm, "close flush")
+        if self.writable:  # (a read-only open has no dirty pages on any rank)
+            shuffle_flush(self.comm, self.io, self.cache.dirty_pages(), self.page_size,
+                          self.flush_group)
+            barrier(self.comm, "close flush")
         self._final_counters = self.cache.counters()
         locks = self._parts[0]
         if hasattr(locks, "homes"):

@@ -1,12 +1,19 @@
 """MPI-3 passive-target RMA back end: locks, metadata and page data in windows.
 
-What DAChe wanted and could not have (§4, §7): every rank exposes three windows, created
-once at open and accessed inside one ``Lock_all`` epoch until close, so no rank takes part in
-another's lock or data transfer:
+What DAChe wanted and could not have (§4, §7): every rank exposes one window
+(:class:`RmaSpace`), created once at open and accessed inside one ``Lock_all`` epoch until
+close, so no rank takes part in another's lock or data transfer. One window, not one per
+part, because creating and freeing a window is a collective with barriers inside MPICH that
+poll a core; with more ranks than cores each one costs scheduler slices. The window holds:
 
-- *meta*: two int64 words per page it is home for (page ``p`` on rank ``p mod n``, index
-  ``p // n``): a reader/writer lock word (``WRITER`` bit | reader count) changed only with
-  ``Compare_and_swap`` / ``Fetch_and_op``, and the encoded :class:`Meta`;
+- *meta*: one int64 word per page it is home for (page ``p`` on rank ``p mod n``, index
+  ``p // n``) holding both the page's reader/writer lock and its encoded :class:`Meta`
+  (:func:`pack`), changed only with ``Compare_and_swap`` / ``Fetch_and_op``. One word means
+  one atomic per lock and one per unlock: a shared lock's ``Fetch_and_op(+1)`` returns the
+  metadata with it, an exclusive lock is one ``Compare_and_swap`` from the word last seen,
+  and an exclusive unlock publishes the new metadata and drops the writer bit with a single
+  ``Fetch_and_op(SUM)`` (a sum, not a replace, so a reader's transient +1/-1 on a
+  write-locked word is never lost);
 - *data*: its cache slots, ``page_size`` bytes each, read with ``Get`` and written with ``Put``;
 - *dirty*: the ``[lo, hi)`` high-water marks of each slot, raised by writers with
   ``Accumulate(MIN/MAX)``.
@@ -19,6 +26,7 @@ is busy elsewhere; across nodes MPICH needs ``MPIR_CVAR_ASYNC_PROGRESS=1`` for t
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -26,8 +34,33 @@ import numpy as np
 from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout
 
-WRITER = 1 << 40
 _NEVER = 1 << 62
+
+# The page word: readers in bits 0-19, the writer bit, then the metadata (flushed, slot,
+# owner + 1). Reader counts only ever reach the number of ranks (plus transient +1s).
+READERS = (1 << 20) - 1
+WRITER = 1 << 20
+_FLUSHED = 1 << 21
+_SLOT_SHIFT, _SLOT_BITS = 22, 24
+_OWNER_SHIFT, _OWNER_BITS = 46, 17
+LOCK_BITS = READERS | WRITER
+MAX_SLOTS = 1 << _SLOT_BITS
+MAX_RANKS = (1 << _OWNER_BITS) - 1
+
+
+def pack(meta: Meta) -> int:
+    """The metadata part of a page word (lock bits zero)."""
+    if meta.owner < 0:
+        return _FLUSHED if meta.flushed else 0
+    return ((meta.owner + 1) << _OWNER_SHIFT) | (meta.slot << _SLOT_SHIFT) | \
+        (_FLUSHED if meta.flushed else 0)
+
+
+def unpack(word: int) -> Meta:
+    """The :class:`Meta` in a page word (its lock bits ignored)."""
+    owner = ((word >> _OWNER_SHIFT) & ((1 << _OWNER_BITS) - 1)) - 1
+    slot = (word >> _SLOT_SHIFT) & ((1 << _SLOT_BITS) - 1) if owner >= 0 else -1
+    return Meta(owner, slot, bool(word & _FLUSHED))
 
 
 def _mpi() -> Any:
@@ -36,23 +69,54 @@ def _mpi() -> Any:
     return MPI
 
 
-class RmaLocks:
-    """Page locks and metadata in a window (the ``rma`` coordination)."""
+class RmaSpace:
+    """This rank's window: ``meta_words`` page words, then ``nslots`` dirty-mark pairs, then
+    ``nslots`` page slots (byte displacements; construct collectively)."""
 
-    def __init__(self, comm: Any, max_pages: int) -> None:
+    def __init__(self, comm: Any, meta_words: int, nslots: int, page_size: int) -> None:
+        MPI = _mpi()
+        self.dirty_base = meta_words * 8
+        self.data_base = self.dirty_base + nslots * 16
+        size = self.data_base + nslots * page_size
+        self.win = MPI.Win.Allocate(max(8, size), 1, comm=comm)
+        mem = self.win.tomemory()
+        self.meta = np.frombuffer(mem, dtype=np.int64, count=meta_words)
+        self.dirty = np.frombuffer(mem, dtype=np.int64, count=2 * nslots,
+                                   offset=self.dirty_base)
+        self.data = np.frombuffer(mem, dtype=np.uint8, count=nslots * page_size,
+                                  offset=self.data_base)
+        self.meta[:] = 0
+        self.dirty[0::2] = _NEVER
+        self.dirty[1::2] = 0
+        self.win.Lock_all()
+
+    def close(self) -> None:
+        self.win.Unlock_all()
+        self.win.Free()
+
+
+def meta_words(comm: Any, max_pages: int) -> int:
+    """Page words each rank holds for ``max_pages`` pages."""
+    return -(-max_pages // comm.Get_size())
+
+
+class RmaLocks:
+    """Page locks and metadata in the window's page words (the ``rma`` coordination)."""
+
+    def __init__(self, comm: Any, space: RmaSpace) -> None:
         MPI = _mpi()
         self.MPI = MPI
         self.comm = comm
         self.n = comm.Get_size()
-        per_rank = -(-max_pages // self.n)
-        self.per_rank = per_rank
-        self.win = MPI.Win.Allocate(per_rank * 2 * 8, 8, comm=comm)
-        mem = np.frombuffer(self.win.tomemory(), dtype=np.int64)
-        mem[:] = 0
-        self.win.Lock_all()
+        if self.n > MAX_RANKS:
+            raise ValueError(f"the rma coordination supports at most {MAX_RANKS} ranks")
+        self.per_rank = len(space.meta)
+        self.win = space.win
         self._one = np.zeros(1, np.int64)
         self._res = np.zeros(1, np.int64)
         self._cmp = np.zeros(1, np.int64)
+        self._seen: dict[int, int] = {}  # page -> metadata bits last seen (CAS guesses)
+        self._held: dict[int, int] = {}  # page -> metadata bits under our exclusive lock
         self.lock_calls = 0
         self.retries = 0
 
@@ -60,7 +124,7 @@ class RmaLocks:
         home, index = page % self.n, page // self.n
         if index >= self.per_rank:
             raise ValueError(f"page {page} beyond max_bytes given at open")
-        return home, 2 * index
+        return home, 8 * index
 
     def _fop(self, value: int, home: int, disp: int, op: Any) -> int:
         self._one[0] = value
@@ -74,65 +138,90 @@ class RmaLocks:
         self.win.Flush(home)
         return int(self._res[0])
 
-    def _try(self, home: int, disp: int, excl: bool) -> bool:
-        MPI = self.MPI
-        if excl:
-            return self._cas(WRITER, 0, home, disp) == 0
-        if self._fop(1, home, disp, MPI.SUM) & WRITER:
-            self._fop(-1, home, disp, MPI.SUM)
-            return False
-        return True
+    def _try_shared(self, home: int, disp: int) -> int | None:
+        word = self._fop(1, home, disp, self.MPI.SUM)
+        if word & WRITER:
+            self._fop(-1, home, disp, self.MPI.SUM)
+            return None
+        return word
 
-    def _meta(self, home: int, disp: int) -> Meta:
-        return Meta.decode(self._fop(0, home, disp + 1, self.MPI.NO_OP))
+    def _try_excl(self, page: int, home: int, disp: int) -> tuple[bool, int]:
+        """One CAS from the word last seen; a miss that finds the page unlocked (only the
+        metadata changed) retries at once with the word it found."""
+        guess = self._seen.get(page, 0)
+        for _ in range(3):
+            word = self._cas(guess | WRITER, guess, home, disp)
+            if word == guess:
+                self._held[page] = guess
+                return True, guess
+            guess = word & ~LOCK_BITS
+            self._seen[page] = guess
+            if word & LOCK_BITS:
+                return False, word
+        return False, guess
 
     def lock(self, page: int, excl: bool) -> Meta:
-        import time
-
         self.lock_calls += 1
         home, disp = self._where(page)
         backoff = Backoff()
         limit = time.monotonic() + DEADLINE
-        while not self._try(home, disp, excl):
+        while True:
+            if excl:
+                ok, word = self._try_excl(page, home, disp)
+            else:
+                got = self._try_shared(home, disp)
+                ok, word = got is not None, got or 0
+            if ok:
+                self._seen[page] = word & ~LOCK_BITS
+                return unpack(word)
             self.retries += 1
             if time.monotonic() > limit:
                 raise CollectiveTimeout(f"lock of page {page}")
             backoff.pause()
-        return self._meta(home, disp)
+
+    def upgrade(self, page: int) -> Meta | None:
+        """Shared to exclusive in one CAS when this rank is the page's only reader; None
+        (the shared lock still held) otherwise."""
+        self.lock_calls += 1
+        home, disp = self._where(page)
+        meta = self._seen.get(page, 0)
+        if self._cas(meta | WRITER, meta | 1, home, disp) == meta | 1:
+            self._held[page] = meta
+            return unpack(meta)
+        return None
 
     def try_lock(self, page: int) -> Meta | None:
         home, disp = self._where(page)
         self.lock_calls += 1
-        return self._meta(home, disp) if self._try(home, disp, True) else None
+        ok, word = self._try_excl(page, home, disp)
+        return unpack(word) if ok else None
 
     def unlock(self, page: int, excl: bool, meta: Meta | None) -> None:
-        MPI = self.MPI
         home, disp = self._where(page)
-        if meta is not None:
-            self._fop(meta.encode(), home, disp + 1, MPI.REPLACE)
-        self._fop(-WRITER if excl else -1, home, disp, MPI.SUM)
+        if not excl:
+            self._fop(-1, home, disp, self.MPI.SUM)
+            return
+        old = self._held.pop(page)
+        new = old if meta is None else pack(meta)
+        self._seen[page] = new
+        self._fop(new - old - WRITER, home, disp, self.MPI.SUM)
 
     def close(self) -> None:
-        self.win.Unlock_all()
-        self.win.Free()
+        pass  # the window is the RmaSpace's
 
 
 class RmaData:
-    """Cache slots and their dirty marks in windows (``rma`` and ``servers`` coordination)."""
+    """Cache slots and their dirty marks in the window (``rma`` and ``servers``)."""
 
-    def __init__(self, comm: Any, nslots: int, page_size: int) -> None:
+    def __init__(self, comm: Any, space: RmaSpace, page_size: int) -> None:
         MPI = _mpi()
         self.MPI = MPI
         self.rank = comm.Get_rank()
         self.page_size = page_size
-        self.win = MPI.Win.Allocate(max(1, nslots * page_size), 1, comm=comm)
-        self.mem = np.frombuffer(self.win.tomemory(), dtype=np.uint8)
-        self.dwin = MPI.Win.Allocate(max(1, nslots) * 16, 8, comm=comm)
-        self.dmem = np.frombuffer(self.dwin.tomemory(), dtype=np.int64)
-        self.dmem[0::2] = _NEVER
-        self.dmem[1::2] = 0
-        self.win.Lock_all()
-        self.dwin.Lock_all()
+        self.space = space
+        self.win = space.win
+        self.mem = space.data
+        self.dmem = space.dirty
         self._v = np.zeros(1, np.int64)
         self.remote_gets = self.remote_puts = 0
 
@@ -143,7 +232,7 @@ class RmaData:
 
     def get_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
         """Read pieces of a remote slot: one ``Get`` each, one ``Flush`` for all."""
-        base = slot * self.page_size
+        base = self.space.data_base + slot * self.page_size
         for off, out in parts:
             self.remote_gets += 1
             buf = np.frombuffer(out, dtype=np.uint8)
@@ -151,26 +240,29 @@ class RmaData:
         self.win.Flush(owner)
 
     def put_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
-        """Write pieces of a remote slot and raise its dirty marks (one ``Flush`` each)."""
+        """Write pieces of a remote slot and raise its dirty marks (one ``Flush``)."""
         MPI = self.MPI
-        base = slot * self.page_size
+        base = self.space.data_base + slot * self.page_size
         lo, hi = 1 << 62, 0
         for off, data in parts:
             self.remote_puts += 1
             buf = np.frombuffer(data, dtype=np.uint8)
             self.win.Put(buf, owner, target=(base + off, len(buf), MPI.BYTE))
             lo, hi = min(lo, off), max(hi, off + len(buf))
-        self.win.Flush(owner)
+        # The marks are raised in the same epoch after the puts; one flush completes both
+        # before the caller's unlock, so whoever locks the page next sees bytes and marks.
+        mark = self.space.dirty_base + 16 * slot
         self._v[0] = lo
-        self.dwin.Accumulate([self._v, 1, MPI.INT64_T], owner, target=(2 * slot, 1, MPI.INT64_T),
-                             op=MPI.MIN)
+        self.win.Accumulate([self._v, 1, MPI.INT64_T], owner, target=(mark, 1, MPI.INT64_T),
+                            op=MPI.MIN)
+        self.win.Flush_local(owner)  # the origin buffer is reused right below
         self._v[0] = hi
-        self.dwin.Accumulate([self._v, 1, MPI.INT64_T], owner,
-                             target=(2 * slot + 1, 1, MPI.INT64_T), op=MPI.MAX)
-        self.dwin.Flush(owner)
+        self.win.Accumulate([self._v, 1, MPI.INT64_T], owner,
+                            target=(mark + 8, 1, MPI.INT64_T), op=MPI.MAX)
+        self.win.Flush(owner)
 
     def dirty(self, slot: int) -> Dirty:
-        self.dwin.Sync()
+        self.win.Sync()
         d = Dirty()
         d.lo, d.hi = int(self.dmem[2 * slot]), int(self.dmem[2 * slot + 1])
         return d
@@ -181,9 +273,7 @@ class RmaData:
 
     def clean(self, slot: int) -> None:
         self.dmem[2 * slot], self.dmem[2 * slot + 1] = _NEVER, 0
-        self.dwin.Sync()
+        self.win.Sync()
 
     def close(self) -> None:
-        for w in (self.win, self.dwin):
-            w.Unlock_all()
-            w.Free()
+        pass  # the window is the RmaSpace's

@@ -175,6 +175,10 @@ class MsgLocks:
         self.lock_calls += 1
         return Meta(*self.caller.call(self.home(page), ("lock", page, excl, False)))
 
+    def upgrade(self, page: int) -> Meta | None:
+        """No in-place upgrade through a queue: the caller releases and asks again."""
+        return None
+
     def try_lock(self, page: int) -> Meta | None:
         self.lock_calls += 1
         meta = self.caller.call(self.home(page), ("lock", page, True, True))
