@@ -17,6 +17,8 @@ from collections import Counter
 
 from pvfs.models import rs
 
+from .stats import JobRecord
+
 log = logging.getLogger("pvfs.iod.rs")
 
 NFILE_TTL = 1.0     # seconds an N_file answer from the manager is used
@@ -32,13 +34,34 @@ class ReactiveSelector:
         self.nfile: dict[int, tuple[int, float]] = {}
         self._asking: set[int] = set()
         self.last: dict = {}
+        self.context: dict[int, tuple[int, dict | None]] = {}   # ino -> (pcount, last hint)
         self.picks: Counter[str] = Counter()
+        # Why it picked: "kind/column->pick" per decision, and how often the engine switched.
+        self.decisions: Counter[str] = Counter()
+        self.switches = 0
 
-    def on_read(self, ino: int, pieces, pcount: int, hint: dict | None) -> None:
-        """A new read request arrived (its job is submitted and in the statistics)."""
+    def on_read(self, ino: int, pieces, pcount: int, hint: dict | None,
+                record: JobRecord | None = None) -> None:
+        """A new read request arrived (its job is submitted and in the statistics as
+        ``record``): measure what of it is cached, then decide for its file."""
         if not self.active:
             return
-        cached = self._resident(ino, pieces)
+        got, total = self._resident(ino, pieces)
+        if record is not None and got is not None:
+            record.resident = got
+        self.context[ino] = (pcount, hint)
+        if len(self.context) > 4096:
+            self.context.pop(next(iter(self.context)))
+        self._decide(ino, extra=None if record is not None else (got, total))
+
+    def _decide(self, ino: int, extra: tuple[int | None, int] | None = None) -> None:
+        """Pick the algorithm for the requests in service of ``ino`` and switch the engine.
+
+        Runs on each new request and again when an input that was missing arrives (``N_file``
+        from the manager): a decision made on an incomplete estimate is not left standing
+        until the next request, which in a collective of single requests never comes."""
+        pcount, hint = self.context.get(ino, (1, None))
+        cached = self._cached_fraction(ino, extra)
         if hint is not None:
             # The hint speaks of the whole operation; this daemon holds 1/pcount of it.
             share = {k: (v if k == "requests" else v / pcount) for k, v in hint.items()}
@@ -52,21 +75,46 @@ class ReactiveSelector:
                             cached)
         pick, preds = rs.select(self.params, w)
         self.picks[pick] += 1
+        col = "cached" if rs.is_cached(self.params, w) else "uncached"
+        self.decisions[f"{w.kind()}/{col}->{pick}"] += 1
         self.last = {"ino": ino, "pick": pick, "workload": w.__dict__ | {"kind": w.kind()},
                      "predictions": preds, "hint": hint is not None}
         engine = self.server.engine
         if engine.algorithm != pick:
             engine.algorithm = pick
+            self.switches += 1
 
-    def _resident(self, ino: int, pieces) -> float | None:
+    def _cached_fraction(self, ino: int, extra: tuple[int | None, int] | None) -> float | None:
+        """The resident fraction of the requests in service of ``ino`` (as measured when each
+        arrived), plus ``extra`` (resident, total) not yet in the statistics.
+
+        The model's cache state describes ``S_req``, all the requests in service (eq. 5.2),
+        not the newest one alone: judged on the newest, a collective whose blocks are half
+        prefetched by their neighbours' read-ahead flips between the columns of table 5.3 on
+        every request."""
+        got = total = 0
+        fs = self.server.stats.files.get(ino)
+        for rec in (fs.jobs.values() if fs is not None else ()):
+            if rec.op == "read" and rec.resident is not None:
+                got += rec.resident
+                total += rec.nbytes
+        if extra is not None and extra[0] is not None:
+            got += extra[0]
+            total += extra[1]
+        return got / total if total else None
+
+    def _resident(self, ino: int, pieces) -> tuple[int | None, int]:
+        """Bytes of the request cached, and its size (None: the storage cannot tell). Only
+        the first MAX_PIECES ranges are asked; the rest count as cached like them."""
         total = got = 0
         for _, local, n in pieces[:MAX_PIECES]:
             c = self.server.storage.cached(ino, local, n)
             if c is None:
-                return None
+                return None, 0
             total += n
             got += c
-        return got / total if total else None
+        size = sum(n for _, _, n in pieces)
+        return (round(got * size / total) if total else 0), size
 
     def _nfile(self, ino: int) -> int:
         entry = self.nfile.get(ino)
@@ -81,12 +129,17 @@ class ReactiveSelector:
     async def _ask_nfile(self, ino: int) -> None:
         try:
             n = (await self.server.nfile([ino])).get(ino, 0)
+            known = self.nfile.get(ino, (None,))[0]
             self.nfile[ino] = (n, time.monotonic())
             if len(self.nfile) > 4096:
                 self.nfile.pop(next(iter(self.nfile)))
+            fs = self.server.stats.files.get(ino)
+            if self.active and n != known and fs is not None and fs.jobs:
+                self._decide(ino)
         finally:
             self._asking.discard(ino)
 
     def status(self) -> dict:
         return {"active": self.active, "picks": dict(self.picks), "last": self.last,
+                "decisions": dict(self.decisions), "switches": self.switches,
                 "params": self.params.to_wire()}

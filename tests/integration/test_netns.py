@@ -35,6 +35,12 @@ def test_file_round_trips_across_hosts_and_all_is_removed(tmp_path):
         assert {net.ns(h) for h in ("s0", "s1", "c0")} | {net.switch} <= names
         tc = net.run("c0", ["tc", "qdisc", "show", "dev", "eth0"]).stdout
         assert "tbf" in tc and "rate 100Mbit" in tc
+        # one frame per packet on both ends of a shaped link (no offload super-packets,
+        # which tbf would split and partly drop)
+        assert "gso_max_segs 1 " in net.run("c0", ["ip", "-d", "link", "show", "eth0"]).stdout
+        port = subprocess.run(["ip", "-n", net.switch, "-d", "link", "show", "p2"],
+                              capture_output=True, text=True, check=True).stdout
+        assert "gso_max_segs 1 " in port
         cfg = net.make_config(tmp_path, iods=["s0", "s1"])
         assert cfg.iods[1].host == net.addr("s1")
         net.start_daemons(cfg)
