@@ -26,10 +26,12 @@ _CLIENT_NAMES = {
     "File": ("pvfs.client.file", "File"),
     "Stat": ("pvfs.client.attrs", "Stat"),
     "AsyncClient": ("pvfs.client.aclient", "AsyncClient"),
+    "AccessHint": ("pvfs.client.hints", "AccessHint"),
     "mdbi": ("pvfs.client.mdbi", None),
 }
 
 __all__ = [
+    "AccessHint",
     "AsyncClient",
     "Config",
     "File",

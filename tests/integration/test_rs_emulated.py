@@ -99,3 +99,37 @@ def test_sched_show_reports_rs_and_the_engines_pick(cluster, capsys):
     rows = {r["iod"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows[1]["algorithm"] == "rs" and rows[1]["engine"] in rs.ALGORITHMS
     assert rows[0]["storage"] == "emulated" and rows[1]["storage"] == "posix"
+
+
+def test_a_clients_access_hint_reaches_the_selector_and_a_bad_one_is_refused(cluster):
+    import errno
+
+    import pvfs
+    from pvfs.layout.describe import Regions
+
+    with pvfs.connect(cluster.path) as fs:
+        data = random.Random(3).randbytes(1 << 20)
+        with fs.open("/hinted", "wb", stripe=Stripe(0, 2, 65536)) as f:
+            f.write(data)
+        fs.iod_call(0, "sched_set", algorithm="rs", window=None)
+        hint = pvfs.AccessHint.collective(tasks=8, per_task=1 << 20, regions_per_task=4,
+                                          extent=64 << 20)
+        with fs.open("/hinted", "rb") as f:
+            f.set_hint(hint)
+            assert f.pread(1 << 20, 0) == data
+            last = fs.iod_call(0, "sched_get")["rs"]["last"]
+            assert last["hint"] is True
+            w = last["workload"]   # this daemon's share of the whole operation (pcount 2)
+            assert (w["S_req"], w["N_req"], w["D_req"], w["R_req"]) == (
+                hint.size / 2, 8, 16, hint.range / 2)
+            assert w["kind"] == "disjoint"
+            f.set_hint(None)
+            assert f.pread(4096, 0) == data[:4096]
+            assert fs.iod_call(0, "sched_get")["rs"]["last"]["hint"] is False
+            # the daemon validates what arrives on the wire, whatever the client library did
+            bad = {"size": 1, "requests": 0, "regions": 1, "range": 1}
+            with pytest.raises(OSError) as exc:
+                fs.data.read(f.ino, f.stripe, Regions(((0, 4096),)), bytearray(4096), hint=bad)
+            assert exc.value.errno == errno.EINVAL
+            assert f.pread(4096, 0) == data[:4096]       # and the connection still works
+        fs.iod_call(0, "sched_set", algorithm="opt1", window=None)

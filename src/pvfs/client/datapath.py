@@ -199,16 +199,21 @@ class DataPath:
         return self.run([(key, header, None, b"", 0)])[0]
 
     # ------------------------------------------------------------------ data
-    def read(self, ino: int, stripe: Stripe, desc: Description, buf) -> ReadResult:
-        """Fill ``buf`` (len = desc.total()) with the description's bytes, in order."""
+    def read(self, ino: int, stripe: Stripe, desc: Description, buf,
+             hint: dict[str, int] | None = None) -> ReadResult:
+        """Fill ``buf`` (len = desc.total()) with the description's bytes, in order.
+        ``hint``: the collective operation the read belongs to (``AccessHint.to_wire()``),
+        sent to every daemon in the read's header."""
         calls, ranks, reach = [], [], {}
         wire = desc.to_wire()
         for rank, pieces in enumerate(split_description(desc, stripe)):
             if not pieces:
                 continue
             iod = stripe.iod_of_rank(rank, self.config.niods)
-            calls.append((iod, {"op": "read", "ino": ino, "stripe": stripe.to_wire(),
-                                "desc": wire}, buf, pack_segments(pieces), 0))
+            header = {"op": "read", "ino": ino, "stripe": stripe.to_wire(), "desc": wire}
+            if hint is not None:
+                header["hint"] = hint
+            calls.append((iod, header, buf, pack_segments(pieces), 0))
             ranks.append(rank)
             reach[rank] = max(local + n for _, local, n in pieces)
         replies = self.run(calls)

@@ -14,6 +14,7 @@ from typing import Any, Protocol, Self
 
 from pvfs.client.buffers import byte_view, nbytes
 from pvfs.client.datapath import DataPath
+from pvfs.client.hints import AccessHint
 from pvfs.client.modes import readable, writable
 from pvfs.layout.describe import MAX_OFFSET, Regions, Strided, validate
 from pvfs.layout.stripe import Stripe
@@ -41,6 +42,7 @@ class File:
         self.closed = False
         self._pos = attrs["size"] if flags & os.O_APPEND else 0
         self._partition: Strided | None = None
+        self._hint: dict[str, int] | None = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ state
@@ -76,7 +78,10 @@ class File:
         validate(desc)
         if desc.total() == 0:
             return None
-        result = self.fs.data.read(self.ino, self.stripe, desc, buf)
+        if self._hint is None:
+            result = self.fs.data.read(self.ino, self.stripe, desc, buf)
+        else:
+            result = self.fs.data.read(self.ino, self.stripe, desc, buf, hint=self._hint)
         return result.local_sizes if result.needs_eof_check else None
 
     def _write_desc(self, desc, data) -> int:
@@ -211,6 +216,17 @@ class File:
     def write_desc(self, desc, data) -> int:
         self._check(want_write=True)
         return self._write_desc(desc, data)
+
+    # ------------------------------------------------------------------ access hints
+    def set_hint(self, hint: AccessHint | None) -> None:
+        """Send ``hint`` (the collective operation these reads belong to, all tasks together)
+        with every read of this handle until ``set_hint(None)``; see ``pvfs.AccessHint``.
+        An I/O daemon running reactive scheduling (``rs``) then models that operation instead
+        of estimating it from the requests it has seen so far."""
+        self._check()
+        if hint is not None and not isinstance(hint, AccessHint):
+            raise TypeError(f"hint must be an AccessHint or None, not {type(hint).__name__}")
+        self._hint = None if hint is None else hint.to_wire()
 
     # ------------------------------------------------------------------ partitions
     def set_partition(self, offset: int, gsize: int, stride: int) -> None:
