@@ -1,11 +1,13 @@
 """The reactive selector in the I/O daemon (thesis §5.5; SPEC §3).
 
-With ``sched set rs`` the daemon re-decides its engine's algorithm on every new read request:
-it estimates the model's inputs for that request's file from the requests in service
-(eq. 5.7-5.10, ``N_file`` from the manager, refreshed in the background) or takes a client's
-hint of the collective operation, measures the resident fraction of the requested ranges
-(``cachestat(2)`` or the emulated disk's cache), asks ``pvfs.models.rs.select`` and switches
-the engine when the answer differs. Parameters come from the config's ``[model]`` table
+With ``sched set rs`` the daemon re-decides its engine's algorithm on every new read request
+(and once more when a missing ``N_file`` arrives from the manager): it estimates the model's
+inputs for that request's file by eq. 5.7-5.10 from the requests that stand for the operation
+in progress -- those in service plus the newest that left service within ``RECENT_S``, up to
+``N_file`` of them (``ReactiveSelector.window`` says why) -- or takes a client's hint of the
+collective operation (``pvfs.AccessHint``), measures the resident fraction of those requests
+(``cachestat(2)`` or the emulated disk's cache, on arrival), asks ``pvfs.models.rs.select``
+and switches the engine when the answer differs. Parameters come from the config's ``[model]`` table
 (``pvfs-admin calibrate`` writes it) or ``model_set``; without either, the thesis' table 5.2.
 """
 
@@ -13,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
+from dataclasses import dataclass
 
 from pvfs.models import rs
 
@@ -23,6 +26,17 @@ log = logging.getLogger("pvfs.iod.rs")
 
 NFILE_TTL = 1.0     # seconds an N_file answer from the manager is used
 MAX_PIECES = 256    # ranges whose residency is measured per request (the rest is like them)
+RECENT_S = 1.0      # a request that left service still describes its operation this long
+SEEN_MAX = 512      # requests remembered per file
+
+
+@dataclass(slots=True)
+class Seen:
+    """A read request of the file as the selector saw it arrive."""
+
+    rec: JobRecord          # its statistics record (logical range, bytes, regions)
+    t: float                # arrival, time.monotonic()
+    resident: int | None    # bytes of it cached on arrival; None: the storage cannot tell
 
 
 class ReactiveSelector:
@@ -35,6 +49,7 @@ class ReactiveSelector:
         self._asking: set[int] = set()
         self.last: dict = {}
         self.context: dict[int, tuple[int, dict | None]] = {}   # ino -> (pcount, last hint)
+        self.seen: dict[int, deque[Seen]] = {}                  # ino -> requests, newest last
         self.picks: Counter[str] = Counter()
         # Why it picked: "kind/column->pick" per decision, and how often the engine switched.
         self.decisions: Counter[str] = Counter()
@@ -42,79 +57,111 @@ class ReactiveSelector:
 
     def on_read(self, ino: int, pieces, pcount: int, hint: dict | None,
                 record: JobRecord | None = None) -> None:
-        """A new read request arrived (its job is submitted and in the statistics as
-        ``record``): measure what of it is cached, then decide for its file."""
+        """A new read request arrived; its job is submitted and in the statistics as
+        ``record`` (None: the newest record of the file there). Measure what of it is cached,
+        remember it, then decide for its file."""
         if not self.active:
             return
-        got, total = self._resident(ino, pieces)
-        if record is not None and got is not None:
-            record.resident = got
+        if record is None:
+            fs = self.server.stats.files.get(ino)
+            if fs is None or not fs.jobs:
+                return
+            record = next(reversed(fs.jobs.values()))
+        seen = self.seen.get(ino)
+        if seen is None:
+            seen = self.seen[ino] = deque(maxlen=SEEN_MAX)
+            if len(self.seen) > 4096:
+                self.seen.pop(next(iter(self.seen)))
+        seen.append(Seen(record, time.monotonic(), self._resident(ino, pieces)))
         self.context[ino] = (pcount, hint)
         if len(self.context) > 4096:
             self.context.pop(next(iter(self.context)))
-        self._decide(ino, extra=None if record is not None else (got, total))
+        self._decide(ino)
 
-    def _decide(self, ino: int, extra: tuple[int | None, int] | None = None) -> None:
-        """Pick the algorithm for the requests in service of ``ino`` and switch the engine.
+    def window(self, ino: int, n_file: int) -> list[Seen]:
+        """The requests that stand for the operation in progress on ``ino``: every one still
+        in service, topped up with the newest that left service within ``RECENT_S`` until
+        there are ``N_file`` of them.
+
+        The thesis estimates from the requests in service alone (eq. 5.7-5.10) and names the
+        flaw itself (§5.5): at the start of a collective few requests have arrived, at its
+        end only stragglers remain. Worse, when requests are served quickly (cached blocks,
+        one per task at a time) a single request is in service: its own range is the
+        observed range, so a random-block operation spread over the whole file looks dense
+        ("ideal"), and the next moment sparse. The N_file newest requests are the sample of
+        the operation eq. 5.8-5.9 scale from."""
+        seen = self.seen.get(ino)
+        if not seen:
+            return []
+        fs = self.server.stats.files.get(ino)
+        live = {id(r) for r in fs.jobs.values()} if fs is not None else set()
+        want = max(n_file, len(live), 1)
+        horizon = time.monotonic() - RECENT_S
+        out: list[Seen] = []
+        for s in reversed(seen):
+            if id(s.rec) in live or (len(out) < want and s.t >= horizon):
+                out.append(s)
+        return out
+
+    def _decide(self, ino: int) -> None:
+        """Pick the algorithm for the operation in progress on ``ino``; switch the engine.
 
         Runs on each new request and again when an input that was missing arrives (``N_file``
         from the manager): a decision made on an incomplete estimate is not left standing
         until the next request, which in a collective of single requests never comes."""
         pcount, hint = self.context.get(ino, (1, None))
-        cached = self._cached_fraction(ino, extra)
+        n_file = self._nfile(ino)
+        win = self.window(ino, n_file)
+        cached = self._cached_fraction(win)
         if hint is not None:
             # The hint speaks of the whole operation; this daemon holds 1/pcount of it.
             share = {k: (v if k == "requests" else v / pcount) for k, v in hint.items()}
             w = rs.from_hint(share, cached)
         else:
-            fs = self.server.stats.files.get(ino)
-            obs = fs.observed() if fs is not None else {}
+            recs = [s.rec for s in win]
+            s_o = sum(r.nbytes for r in recs)
+            d_o = sum(r.regions for r in recs)
+            r_o = (max(r.hi for r in recs) - min(r.lo for r in recs)) if recs else 0
             # Logical range -> this daemon's share of it (S_req_o counts local bytes).
-            w = rs.estimate(self._nfile(ino), obs.get("N_req_o", 1), obs.get("S_req_o", 0),
-                            obs.get("D_req_o", 1), obs.get("R_req_o", 0) // max(1, pcount),
-                            cached)
+            w = rs.estimate(n_file, max(1, len(recs)), s_o, max(1, d_o),
+                            r_o // max(1, pcount), cached)
         pick, preds = rs.select(self.params, w)
         self.picks[pick] += 1
         col = "cached" if rs.is_cached(self.params, w) else "uncached"
         self.decisions[f"{w.kind()}/{col}->{pick}"] += 1
         self.last = {"ino": ino, "pick": pick, "workload": w.__dict__ | {"kind": w.kind()},
-                     "predictions": preds, "hint": hint is not None}
+                     "predictions": preds, "hint": hint is not None, "observed": len(win)}
         engine = self.server.engine
         if engine.algorithm != pick:
             engine.algorithm = pick
             self.switches += 1
 
-    def _cached_fraction(self, ino: int, extra: tuple[int | None, int] | None) -> float | None:
-        """The resident fraction of the requests in service of ``ino`` (as measured when each
-        arrived), plus ``extra`` (resident, total) not yet in the statistics.
-
-        The model's cache state describes ``S_req``, all the requests in service (eq. 5.2),
-        not the newest one alone: judged on the newest, a collective whose blocks are half
+    @staticmethod
+    def _cached_fraction(win: list[Seen]) -> float | None:
+        """The resident fraction of the operation's requests (as measured when each
+        arrived). The model's cache state describes ``S_req``, all of them (eq. 5.2), not
+        the newest one alone: judged on the newest, a collective whose blocks are half
         prefetched by their neighbours' read-ahead flips between the columns of table 5.3 on
         every request."""
         got = total = 0
-        fs = self.server.stats.files.get(ino)
-        for rec in (fs.jobs.values() if fs is not None else ()):
-            if rec.op == "read" and rec.resident is not None:
-                got += rec.resident
-                total += rec.nbytes
-        if extra is not None and extra[0] is not None:
-            got += extra[0]
-            total += extra[1]
+        for s in win:
+            if s.resident is not None:
+                got += s.resident
+                total += s.rec.nbytes
         return got / total if total else None
 
-    def _resident(self, ino: int, pieces) -> tuple[int | None, int]:
-        """Bytes of the request cached, and its size (None: the storage cannot tell). Only
-        the first MAX_PIECES ranges are asked; the rest count as cached like them."""
+    def _resident(self, ino: int, pieces) -> int | None:
+        """Bytes of the request cached (None: the storage cannot tell). Only the first
+        MAX_PIECES ranges are asked; the rest count as cached like them."""
         total = got = 0
         for _, local, n in pieces[:MAX_PIECES]:
             c = self.server.storage.cached(ino, local, n)
             if c is None:
-                return None, 0
+                return None
             total += n
             got += c
         size = sum(n for _, _, n in pieces)
-        return (round(got * size / total) if total else 0), size
+        return round(got * size / total) if total else 0
 
     def _nfile(self, ino: int) -> int:
         entry = self.nfile.get(ino)

@@ -23,9 +23,6 @@ class JobRecord:
     regions: int
     lo: int
     hi: int
-    # Bytes of it resident in the (page or emulated) cache when it arrived; None: not
-    # measured. The reactive selector fills it in and sums it over the requests in service.
-    resident: int | None = None
 
 
 @dataclass

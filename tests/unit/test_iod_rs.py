@@ -63,3 +63,72 @@ def test_model_table_from_the_config_is_used():
     p = rs.Params(B_dr=1e6, zero_s=0.5)
     sel = ReactiveSelector(server(model=p.to_table()))
     assert sel.params == p
+
+
+def _begin(srv, job_id: int, ino: int, lo: int, n: int) -> JobRecord:
+    rec = JobRecord(ino, "read", n, 1, lo, lo + n)
+    srv.stats.begin(job_id, rec)
+    return rec
+
+
+def test_random_blocks_served_one_at_a_time_are_seen_as_sparse():
+    """One block of each of 14 tasks, spread over a 14 MB file, each finished before the
+    next arrives: the requests in service alone (one) look dense; the operation is sparse."""
+    srv = server(resident=0.0)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+    sel.nfile[5] = (14, 1e18)
+    for k in range(14):
+        rec = _begin(srv, k, 5, ((k * 7) % 14) * 1_000_000, 65536)
+        sel.on_read(5, [(0, 0, 32768)], 2, None, rec)
+        srv.stats.end(k, 5, 0, 32768, 0.0, 0.001)
+    w = sel.last["workload"]
+    assert sel.last["observed"] == 14 and w["kind"] == "sparse"
+    assert abs(w["S_req"] - 14 * 65536) < 1 and w["N_req"] == 14
+
+
+def test_requests_that_left_service_long_ago_do_not_count(monkeypatch):
+    from pvfs.daemons.iod import rs as iod_rs
+
+    now = [1000.0]
+    monkeypatch.setattr(iod_rs.time, "monotonic", lambda: now[0])
+    srv = server(resident=0.0)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+    sel.nfile[5] = (4, 1e18)
+    for k in range(3):                       # an earlier operation, finished
+        sel.on_read(5, [(0, 0, 100)], 1, None, _begin(srv, k, 5, k * 10_000_000, 100))
+        srv.stats.end(k, 5, 0, 100, 0.0, 0.001)
+    now[0] += iod_rs.RECENT_S + 0.1
+    sel.on_read(5, [(0, 0, 100)], 1, None, _begin(srv, 9, 5, 0, 100))
+    assert sel.last["observed"] == 1 and sel.last["workload"]["kind"] == "ideal"
+
+
+def test_cached_fraction_covers_every_request_of_the_operation():
+    srv = server(resident=1.0)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+    sel.nfile[5] = (2, 1e18)
+    sel.on_read(5, [(0, 0, 3000)], 1, None, _begin(srv, 1, 5, 0, 3000))   # all cached
+    srv.storage.resident = 0.0
+    sel.on_read(5, [(0, 0, 1000)], 1, None, _begin(srv, 2, 5, 3000, 1000))  # none cached
+    assert sel.last["workload"]["cached"] == 0.75       # 3000 of 4000 bytes, not 0
+
+
+def test_the_decision_is_made_again_when_n_file_arrives():
+    import trio
+
+    srv = server(resident=0.0)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+    # one 1 MB uncached block seen, N_file unknown yet: the estimate is that block alone
+    sel.on_read(5, [(0, 0, 1_000_000)], 1, None, _begin(srv, 1, 5, 0, 1_000_000))
+    assert srv.engine.algorithm == "opt4" and sel.last["workload"]["N_req"] == 1
+
+    async def nfile(inos):
+        return {5: 14}
+
+    srv.nfile = nfile
+    trio.run(sel._ask_nfile, 5)
+    assert sel.last["workload"]["N_req"] == 14
+    assert abs(sel.last["workload"]["S_req"] - 14e6) < 1
