@@ -19,6 +19,11 @@ to it — local copy or remote ``get``/``put`` — is coherent. An access:
    keeps the owner from evicting the page meanwhile (eviction only ``try``-locks, and skips a
    pinned page).
 
+A non-atomic read that finds a page locked while it is cached nowhere (another rank is
+loading it, or writing it straight to the file) reads that page from the file instead of
+waiting ("read around"): every completed write to such a page is in the file, so this is
+what independent I/O would return, and a descheduled loader no longer stalls its readers.
+
 Dirty bytes of a slot are a high-water range ``[lo, hi)``. ``sync`` writes each rank's own
 dirty pages; ``close`` does the two-phase flush: dirty pages are shuffled so that the pages of
 one flush group (by default a stripe row: ``pcount`` pages of one stripe unit) end on one
@@ -41,7 +46,7 @@ class Locks(Protocol):
     lock_calls: int
     retries: int
 
-    def lock(self, page: int, excl: bool) -> Meta: ...
+    def lock(self, page: int, excl: bool, around: bool = False) -> Meta | None: ...
     def upgrade(self, page: int) -> Meta | None: ...
     def try_lock(self, page: int) -> Meta | None: ...
     def unlock(self, page: int, excl: bool, meta: Meta | None) -> None: ...
@@ -90,6 +95,8 @@ class PageCache:
         self.free = list(range(nslots - 1, -1, -1))
         self.lru = Lru()
         self.held: dict[int, _Held] = {}
+        self.around: set[int] = set()  # pages this access reads from the file, unlocked
+        self.read_around = 0
         self.hits = self.remote_hits = self.misses = self.direct = 0
         self.evictions = self.evict_pinned = 0
 
@@ -132,24 +139,38 @@ class PageCache:
             for page, _ in groups:
                 self._acquire(page, write)
             self._install(groups, write)
+            if self.around:
+                self._read_around([p for page, mine in groups if page in self.around
+                                   for p in mine], buf)
             for page, mine in groups:
-                self._move(page, mine, buf, write)
+                if page not in self.around:
+                    self._move(page, mine, buf, write)
         finally:
+            self.around.clear()
             for page in sorted(self.held, reverse=True):
                 self._release(page)
 
     def _acquire(self, page: int, write: bool) -> None:
         excl = write
-        meta = self.locks.lock(page, excl)
-        if not excl and meta.owner < 0:
+        # A non-atomic read does not queue behind another rank's load of the page: while
+        # a page is locked and cached nowhere the file holds every completed write to it
+        # (a cached copy is published before its writer unlocks, and an evicted one is
+        # written before), so the read goes to the file, as independent I/O would, instead
+        # of waiting for a holder that may be descheduled. Atomic reads always wait.
+        around = not write and not self.atomic
+        meta = self.locks.lock(page, excl, around)
+        if meta is not None and not excl and meta.owner < 0:
             # Caching the page changes its metadata: trade up before the next page's lock
             # (in place when this rank is the only reader, else release and queue again).
             excl = True
-            up = self.locks.upgrade(page)
-            if up is None:
+            meta = self.locks.upgrade(page)
+            if meta is None:
                 self.locks.unlock(page, False, None)
-                up = self.locks.lock(page, True)
-            meta = up
+                meta = self.locks.lock(page, True, around)
+        if meta is None:
+            self.around.add(page)
+            self.read_around += 1
+            return
         self.held[page] = _Held(excl, meta)
         if meta.owner == self.rank:
             self.hits += 1
@@ -165,9 +186,9 @@ class PageCache:
         from the file are read with one call."""
         load: list[tuple[int, int]] = []  # (page, slot) to read from the file
         for page, pieces in groups:
-            held = self.held[page]
-            if held.meta.owner >= 0:
-                continue
+            held = self.held.get(page)
+            if held is None or held.meta.owner >= 0:
+                continue  # read around, or cached already
             self.misses += 1
             slot = self._alloc_slot()
             if slot is None:
@@ -195,9 +216,24 @@ class PageCache:
                 self.data.view(load[k][1])[:] = run[(k - i) * self.ps:(k - i + 1) * self.ps]
             i = j
 
+    def _read_around(self, pieces: list[Piece], buf: memoryview) -> None:
+        """Read pieces from the file; pieces next to each other in both the file and the
+        caller's buffer (one region over consecutive pages) are one read."""
+        runs: list[list[int]] = []  # [file offset, buffer offset, length]
+        for p in sorted(pieces, key=lambda p: p.buf):
+            off = p.page * self.ps + p.off
+            if runs and runs[-1][0] + runs[-1][2] == off and runs[-1][1] + runs[-1][2] == p.buf:
+                runs[-1][2] += p.length
+            else:
+                runs.append([off, p.buf, p.length])
+        for off, pos, length in runs:
+            out = buf[pos:pos + length]
+            n = self.fs.preadinto(out, off)
+            out[n:] = bytes(length - n)
+
     def _move(self, page: int, pieces: list[Piece], buf: memoryview, write: bool) -> None:
-        meta = self.held[page].meta
         base = page * self.ps
+        meta = self.held[page].meta
         if meta.owner == self.rank:
             view = self.data.view(meta.slot)
             for p in pieces:
@@ -272,7 +308,8 @@ class PageCache:
         return {"locks": self.locks.lock_calls, "lock_retries": self.locks.retries,
                 "hits": self.hits, "remote_hits": self.remote_hits, "misses": self.misses,
                 "direct": self.direct, "evictions": self.evictions,
-                "evict_pinned": self.evict_pinned, "remote_gets": self.data.remote_gets,
+                "evict_pinned": self.evict_pinned, "read_around": self.read_around,
+                "remote_gets": self.data.remote_gets,
                 "remote_puts": self.data.remote_puts}
 
 

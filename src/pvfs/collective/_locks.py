@@ -44,20 +44,31 @@ class LockManager:
             return False
         return not entry.readers if excl else True
 
-    def acquire(self, page: int, src: int, excl: bool, try_only: bool = False
-                ) -> tuple[bool, Meta | None]:
-        """``(granted, meta)``; not granted means queued (or refused for ``try_only``)."""
+    def acquire(self, page: int, src: int, excl: bool, try_only: bool = False,
+                around: bool = False) -> tuple[bool, Meta | None]:
+        """``(granted, meta)``; not granted means queued, or refused for ``try_only`` and,
+        with ``around``, when the page is locked but cached nowhere (see :meth:`request`)."""
+        status, meta = self.request(page, src, excl, try_only, around)
+        return status == "granted", meta
+
+    def request(self, page: int, src: int, excl: bool, try_only: bool = False,
+                around: bool = False) -> tuple[str, Meta | None]:
+        """``("granted", meta)``, ``("queued", None)`` or ``("refused", None)``.
+
+        ``around``: a non-atomic reader that would rather read the file than wait while
+        the page is loaded (locked, cached nowhere) is refused instead of queued.
+        """
         self.requests += 1
         entry = self._get(page)
         # FIFO fairness: a new shared request does not overtake a queued exclusive one.
         if not entry.queue and self._free_for(entry, excl):
             self._grant(entry, src, excl)
-            return True, entry.meta
-        if try_only:
-            return False, None
+            return "granted", entry.meta
+        if try_only or (around and entry.meta.owner < 0):
+            return "refused", None
         entry.queue.append((src, excl))
         self.queued += 1
-        return False, None
+        return "queued", None
 
     @staticmethod
     def _grant(entry: _PageLock, src: int, excl: bool) -> None:

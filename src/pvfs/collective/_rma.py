@@ -138,12 +138,12 @@ class RmaLocks:
         self.win.Flush(home)
         return int(self._res[0])
 
-    def _try_shared(self, home: int, disp: int) -> int | None:
+    def _try_shared(self, home: int, disp: int) -> tuple[bool, int]:
         word = self._fop(1, home, disp, self.MPI.SUM)
         if word & WRITER:
             self._fop(-1, home, disp, self.MPI.SUM)
-            return None
-        return word
+            return False, word
+        return True, word
 
     def _try_excl(self, page: int, home: int, disp: int) -> tuple[bool, int]:
         """One CAS from the word last seen; a miss that finds the page unlocked (only the
@@ -160,7 +160,9 @@ class RmaLocks:
                 return False, word
         return False, guess
 
-    def lock(self, page: int, excl: bool) -> Meta:
+    def lock(self, page: int, excl: bool, around: bool = False) -> Meta | None:
+        """Wait for the lock; with ``around``, None instead of waiting while the page is
+        locked and cached nowhere (being loaded: the file is what to read)."""
         self.lock_calls += 1
         home, disp = self._where(page)
         backoff = Backoff()
@@ -169,11 +171,12 @@ class RmaLocks:
             if excl:
                 ok, word = self._try_excl(page, home, disp)
             else:
-                got = self._try_shared(home, disp)
-                ok, word = got is not None, got or 0
+                ok, word = self._try_shared(home, disp)
             if ok:
                 self._seen[page] = word & ~LOCK_BITS
                 return unpack(word)
+            if around and unpack(word).owner < 0:
+                return None
             self.retries += 1
             if time.monotonic() > limit:
                 raise CollectiveTimeout(f"lock of page {page}")

@@ -114,9 +114,9 @@ class Service:
     def _handle(self, src: int, msg: tuple) -> None:
         op = msg[0]
         if op == "lock":
-            _, page, excl, try_only = msg
-            granted, meta = self.locks.acquire(page, src, excl, try_only)
-            if granted or try_only:
+            _, page, excl, try_only, around = msg
+            status, meta = self.locks.request(page, src, excl, try_only, around)
+            if status != "queued":
                 self._send(src, meta)
         elif op == "unlock":
             _, page, meta = msg
@@ -171,9 +171,10 @@ class MsgLocks:
     def home(self, page: int) -> int:
         return self.homes[page % len(self.homes)]
 
-    def lock(self, page: int, excl: bool) -> Meta:
+    def lock(self, page: int, excl: bool, around: bool = False) -> Meta | None:
         self.lock_calls += 1
-        return Meta(*self.caller.call(self.home(page), ("lock", page, excl, False)))
+        meta = self.caller.call(self.home(page), ("lock", page, excl, False, around))
+        return None if meta is None else Meta(*meta)
 
     def upgrade(self, page: int) -> Meta | None:
         """No in-place upgrade through a queue: the caller releases and asks again."""
@@ -181,7 +182,7 @@ class MsgLocks:
 
     def try_lock(self, page: int) -> Meta | None:
         self.lock_calls += 1
-        meta = self.caller.call(self.home(page), ("lock", page, True, True))
+        meta = self.caller.call(self.home(page), ("lock", page, True, True, False))
         return None if meta is None else Meta(*meta)
 
     def unlock(self, page: int, excl: bool, meta: Meta | None) -> None:

@@ -91,6 +91,7 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
             "fs_writes": total.get("fs_writes", 0), "locks": total.get("locks", 0),
             "lock_retries": total.get("lock_retries", 0),
             "remote_gets": total.get("remote_gets", 0),
+            "read_around": total.get("read_around", 0),
             "lock_server_queued": total.get("lock_server_queued", 0),
             "iod_write_requests": _iod_writes(fs) - iod_before}
 
