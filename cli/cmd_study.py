@@ -88,9 +88,35 @@ def machine() -> dict:
 
 
 def _mean_rows(rows: list[dict]) -> dict:
+    """The runs of one cell and setting: the metrics averaged (the thesis' "average of three
+    test runs"), each run's kept under ``runs``, rs' decisions summed."""
     out = dict(rows[0])
     for k in ("app_service_s", "mean_task_service_s", "variance"):
         out[k] = sum(r[k] for r in rows) / len(rows)
+    out["runs"] = [{"app_service_s": r["app_service_s"],
+                    "mean_task_service_s": r["mean_task_service_s"]} for r in rows]
+    if "rs" in out:
+        total: dict = {"picks": {}, "decisions": {}, "switches": 0}
+        for r in rows:
+            for key in ("picks", "decisions"):
+                for k, v in r["rs"][key].items():
+                    total[key][k] = total[key].get(k, 0) + v
+            total["switches"] += r["rs"]["switches"]
+        out["rs"] = total
+    return out
+
+
+def _rs_delta(before: list[dict], after: list[dict]) -> dict:
+    """What rs decided during one cell, summed over the daemons: picks, the model column
+    behind each pick, and how often the engine switched."""
+    out: dict = {"picks": {}, "decisions": {}, "switches": 0}
+    for b, a in zip(before, after):
+        for key in ("picks", "decisions"):
+            for k, v in a.get(key, {}).items():
+                d = v - b.get(key, {}).get(k, 0)
+                if d:
+                    out[key][k] = out[key].get(k, 0) + d
+        out["switches"] += a.get("switches", 0) - b.get("switches", 0)
     return out
 
 
@@ -98,8 +124,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
               reps: int, model: dict | None = None, log=note) -> dict:
     """The study. Without ``model``: opt1..opt4 on every cell, the model fitted to them, then
     rs on every cell (chapters 4 and 5 in turn). With a ``model`` (from an earlier run): all
-    five back to back in each cell, in an order rotated from cell to cell, so that rs and the
-    fixed algorithms see the same load on a shared machine."""
+    five side by side in each cell (``side_by_side``), so that rs and the fixed algorithms see
+    the same load on a shared machine. The mixed-phase workload runs side by side either way."""
     from pvfs.cli.netns import Network
     from pvfs.cli.study_runner import WORKLOADS, Runner, run_mixed
     from pvfs.models import fit
@@ -118,13 +144,44 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
                     wrap=lambda k, argv: net.argv(hosts_c[k], argv)) as r:
             cells = [(wl, s, c) for wl in WORKLOADS for s in sizes for c in (False, True)]
 
-            def measure(wl, s, c, alg):
-                rows = [r.run(wl, s, c, alg, seed=i).row() for i in range(reps)]
+            def one(wl, s, c, alg, seed):
+                """One run; for rs with what it decided during the run."""
+                before = [r.call(i, "sched_get")["rs"] for i in range(iods)] if alg == "rs" \
+                    else None
+                row = (run_mixed(r, alg, seed=seed) if wl == "mixed-phase"
+                       else r.run(wl, s, c, alg, seed=seed)).row()
+                if before is not None:
+                    row["rs"] = _rs_delta(before, [r.call(i, "sched_get")["rs"]
+                                                   for i in range(iods)])
+                return row
+
+            def record(rows):
                 row = _mean_rows(rows)
                 results.append(row)
-                log(f"{wl:>12} {s >> 10:>6} KiB {'cached  ' if c else 'uncached'} {alg}: "
-                    f"mean task {row['mean_task_service_s']:.3f} s, app "
-                    f"{row['app_service_s']:.3f} s")
+                wl, s, c, alg = (row[k] for k in ("workload", "request_bytes", "cached",
+                                                  "algorithm"))
+                what = ("mixed" if s is None
+                        else f"{s >> 10:>6} KiB {'cached  ' if c else 'uncached'}")
+                log(f"{wl:>12} {what} {alg}: mean task {row['mean_task_service_s']:.3f} s, "
+                    f"app {row['app_service_s']:.3f} s"
+                    + (f" {row['rs']['decisions']} switches {row['rs']['switches']}"
+                       if "rs" in row else ""))
+
+            def measure(wl, s, c, alg):
+                record([one(wl, s, c, alg, i) for i in range(reps)])
+
+            def side_by_side(k, wl, s, c):
+                """Every setting on one cell, run i of each before run i+1 of any, in an
+                order rotated from run to run and cell to cell: on a shared machine the load
+                drifts, and this way no setting gets the quiet minutes for all its runs."""
+                order = (*ALGOS, "rs")
+                rows: dict[str, list[dict]] = {a: [] for a in order}
+                for i in range(reps):
+                    j = (k + i) % len(order)
+                    for alg in order[j:] + order[:j]:
+                        rows[alg].append(one(wl, s, c, alg, i))
+                for alg in order:
+                    record(rows[alg])
 
             if model is None:
                 for cell in cells:
@@ -143,19 +200,13 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
                 params = Params.from_wire(model)
                 for i in range(iods):
                     r.call(i, "model_set", params=params.to_wire())
-                order = (*ALGOS, "rs")
                 for k, cell in enumerate(cells):
-                    for alg in order[k % 5:] + order[:k % 5]:
-                        measure(*cell, alg)
+                    side_by_side(k, *cell)
                 obs = [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
                                x["mean_task_service_s"]) for x in results
                        if x["algorithm"] in ALGOS]
                 residuals = fit.residuals(params, obs, clients, iods)
-            for alg in (*ALGOS, "rs"):
-                row = _mean_rows([run_mixed(r, alg, seed=i).row() for i in range(reps)])
-                results.append(row)
-                log(f"{'mixed-phase':>12} {alg}: app {row['app_service_s']:.3f} s, mean task "
-                    f"{row['mean_task_service_s']:.3f} s")
+            side_by_side(len(cells), "mixed-phase", None, None)
             picks = [r.call(i, "sched_get")["rs"]["picks"] for i in range(iods)]
     return {"study": "scheduling", "disk": disk, "rate": rate, "clients": clients,
             "iods": iods, "sizes": list(sizes), "reps": reps, "results": results,
