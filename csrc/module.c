@@ -123,7 +123,8 @@ static PyObject *Engine_fileno(EngineObject *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(Engine_submit_doc,
-"submit(job_id, sock_fd, file_fd, op, accesses, prefix=b'', inode=0, suffix=b'') -> None\n\n"
+"submit(job_id, sock_fd, file_fd, op, accesses, prefix=b'', inode=0, suffix=b'',\n"
+"       size_at=-1, check=False) -> None\n\n"
 "Hand a job to the engine. accesses: packed little-endian int64 triples\n"
 "(kind, file_offset, length) in stream order. OP_READ sends prefix, then each access\n"
 "(ACC_FILE bytes of the file, ACC_ZERO zeros); OP_WRITE receives each access (ACC_FILE\n"
@@ -131,14 +132,19 @@ PyDoc_STRVAR(Engine_submit_doc,
 "bulk if the job succeeded (a write's reply). On an attached connection the job must\n"
 "follow a frame. The engine never closes either fd; the job's result arrives through\n"
 "events() as (\"done\", ...) or completions().\n\n"
+"On the job's first turn, on the engine's thread: check=True ends the job with err\n"
+"ERR_STALE, nothing moved and the connection in step, if file_fd was unlinked (or fstat\n"
+"fails); size_at >= 0 (reads) writes the file's size big-endian into the 8 bytes\n"
+"prefix[size_at:size_at+8] and sends file bytes past it as zeros.\n\n"
 "Raises:\n"
 "    ValueError: malformed accesses or arguments, or the engine is closed.");
 
 static PyObject *Engine_submit(EngineObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = { "job_id", "sock_fd", "file_fd", "op", "accesses", "prefix",
-                              "inode", "suffix", NULL };
-    long long id;
+                              "inode", "suffix", "size_at", "check", NULL };
+    long long id, size_at = -1;
+    int check = 0;
     int sock, file, op;
     Py_buffer acc = { 0 }, prefix = { 0 }, suffix = { 0 };
     PyObject *inode_obj = NULL;
@@ -147,8 +153,9 @@ static PyObject *Engine_submit(EngineObject *self, PyObject *args, PyObject *kwa
     struct pv_job *j;
     PyObject *ret = NULL;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Liiiy*|y*Oy*:submit", kwlist, &id, &sock,
-                                     &file, &op, &acc, &prefix, &inode_obj, &suffix))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Liiiy*|y*Oy*Lp:submit", kwlist, &id,
+                                     &sock, &file, &op, &acc, &prefix, &inode_obj, &suffix,
+                                     &size_at, &check))
         return NULL;
     if (inode_obj != NULL) {
         inode = PyLong_AsUnsignedLongLong(inode_obj);
@@ -169,6 +176,13 @@ static PyObject *Engine_submit(EngineObject *self, PyObject *args, PyObject *kwa
         pv_raise(&err);
         goto out;
     }
+    if (size_at >= 0 && (op != PV_OP_READ || prefix.obj == NULL || size_at > prefix.len - 8)) {
+        pv_job_free(j);
+        PyErr_SetString(PyExc_ValueError, "size_at must name 8 bytes of a read's prefix");
+        goto out;
+    }
+    j->size_at = size_at < 0 ? -1 : size_at;
+    j->check = check != 0;
     if (pv_engine_submit(self->e, j, &err) < 0) {
         pv_job_free(j);
         pv_raise(&err);
@@ -449,6 +463,7 @@ static int module_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "ACC_FILE", PV_ACC_FILE) < 0
         || PyModule_AddIntConstant(m, "ACC_ZERO", PV_ACC_ZERO) < 0
         || PyModule_AddIntConstant(m, "ACC_DISCARD", PV_ACC_DISCARD) < 0
+        || PyModule_AddIntConstant(m, "ERR_STALE", PV_ERR_STALE) < 0
         || PyModule_AddStringConstant(m, "DEFAULT_READ_MODE", PV_DEFAULT_READ_MODE) < 0
         || PyModule_AddStringConstant(m, "DEFAULT_WRITE_MODE", PV_DEFAULT_WRITE_MODE) < 0
         || add_names(m, "ALGORITHMS", algs) < 0

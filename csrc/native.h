@@ -13,6 +13,7 @@
 #ifndef PVFS_NATIVE_H
 #define PVFS_NATIVE_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -161,7 +162,19 @@ struct pv_job {
     struct pv_ring sq;            /* link in the active policy's queue (e->sched_q), or in
                                    * e->express for a job that moves no file data */
     int64_t disk_until;           /* waiting for the emulated disk until then; 0: not */
+
+    /* Examined on the job's first turn, on the engine's thread (the daemon's trio thread
+     * makes no file system call): see job_examine() in stream.c. */
+    bool check;                   /* a descriptor unlinked meanwhile ends the job PV_ERR_STALE */
+    bool examined;
+    bool stale;                   /* ended before moving a byte: the connection is in step */
+    int64_t size_at;              /* read: the prefix's 8-byte slot for st_size, or -1 */
+    int64_t file_end;             /* read: file bytes from here on are sent as zeros */
 };
+
+/* A job's err when its first turn found the descriptor unusable (unlinked, or fstat
+ * failed): nothing moved, the connection waits for the next job. Negative: never an errno. */
+#define PV_ERR_STALE (-ESTALE)
 
 /* A job without accesses (a reply: a prefix and/or suffix, no file data) is no scheduling
  * decision: it has no position and costs no disk, so the engine serves it ahead of the

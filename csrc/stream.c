@@ -115,6 +115,8 @@ struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *ac
     j->prefix_len = prefix_len;
     j->suffix_len = suffix_len;
     j->sock_flags = -1;
+    j->size_at = -1;
+    j->file_end = INT64_MAX;
     j->t_submit = pv_now_ns();
     return j;
 
@@ -191,7 +193,7 @@ bool pv_job_wants_out(const struct pv_job *j)
  * the failure was the file's (a write drained the rest of its stream), not the socket's. */
 bool pv_job_in_step(const struct pv_job *j)
 {
-    return j->draining && bulk_done(j) && j->suffix_done == 0;
+    return j->stale || (j->draining && bulk_done(j) && j->suffix_done == 0);
 }
 
 struct pv_pos pv_job_pos(const struct pv_job *j)
@@ -285,8 +287,9 @@ static ssize_t read_step(struct pv_engine *e, struct pv_job *j)
     ssize_t n;
     int r;
 
-    if (a->kind == PV_ACC_ZERO || j->zero_fill)
+    if (a->kind == PV_ACC_ZERO || j->zero_fill || o >= j->file_end)
         return send_zeros(j, rem);
+    rem = min64(rem, j->file_end - o);  /* the rest of the access is past the end: zeros */
     if (e->disk != NULL) {
         int64_t lim = disk_limit(e, j, o, rem);
         if (lim <= 0)
@@ -404,8 +407,39 @@ static ssize_t write_step(struct pv_engine *e, struct pv_job *j)
     return n;
 }
 
+/* The job's first turn: what the daemon used to ask with fstat(2) on its trio thread,
+ * asked here on the engine's thread right before the first byte moves. A checked job whose
+ * descriptor was unlinked behind the daemon's cache (or cannot be examined) ends at once
+ * with PV_ERR_STALE, in step: the daemon reopens the file in a worker thread and submits
+ * the request again. A read with a size slot gets the file's size written into its prefix
+ * (big-endian, the slot of a msgpack uint64) and its file bytes clipped there. Returns false
+ * when the job ended. */
+static bool job_examine(struct pv_job *j)
+{
+    struct stat st;
+    uint64_t v;
+
+    j->examined = true;
+    if (!j->check && j->size_at < 0)
+        return true;
+    if (fstat(j->file, &st) < 0 || (j->check && st.st_nlink == 0)) {
+        j->err = PV_ERR_STALE;
+        j->stale = true;
+        return false;
+    }
+    if (j->size_at >= 0) {
+        v = (uint64_t)st.st_size;
+        for (int b = 7; b >= 0; b--, v >>= 8)
+            j->prefix[j->size_at + b] = (char)(v & 0xff);
+        j->file_end = st.st_size;
+    }
+    return true;
+}
+
 enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress)
 {
+    if (!j->examined && !job_examine(j))
+        return PV_SERVE_DONE;
     for (;;) {
         enum { PREFIX, BULK, SUFFIX } part = BULK;
         bool through = job_skip_done(j);

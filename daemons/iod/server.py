@@ -11,6 +11,13 @@ algorithm (opt1..opt4); completions, frames and closed connections all arrive th
 eventfd, so a request costs no trio task switch at all. Slow control calls (fsync, listing,
 statistics that ask the manager) run as trio tasks and reply when done; a connection sends
 its next request only after the reply, so order per connection is kept.
+
+The trio thread makes no file system call in the request path. A read or write on a cached
+stripe-file descriptor is submitted at once; the engine examines the descriptor on its own
+thread as the job starts (unlinked behind the cache: the job ends before moving a byte and
+the daemon reopens the file; a read's ``local_size`` and its clip at the stripe end come from
+that fstat). A cache miss opens the file in a worker thread first; so do size, create and
+utime, and the last descriptor of an unlinked file is closed there.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from pvfs.layout.intersect import pieces_for_rank, stream_length
 from pvfs.metrics import Metrics, render
 from pvfs.protocol import auth, schema
 from pvfs.protocol.errors import error_reply, from_exception
-from pvfs.protocol.framing import FrameError, decode_header, frame
+from pvfs.protocol.framing import MAGIC, PREFIX, FrameError, decode_header, encode_header, frame
 from pvfs.protocol.rpc import Channel
 from pvfs.protocol.schema import IOD_SCHEMAS
 
@@ -49,7 +56,7 @@ log = logging.getLogger("pvfs.iod")
 MAX_DRAIN = 64 << 20
 # How each request is served (IodServer.OPS, the daemon's one dispatch table):
 STREAM = "stream"  # moves bulk or the connection itself: handler(cid, fields, bulk_len)
-INLINE = "inline"  # quick and never blocks: handler(fields) -> reply, on the trio thread
+INLINE = "inline"  # quick, no file system call: handler(fields) -> reply, on the trio thread
 TASK = "task"  # may block on the disk (run in a worker thread) or wait on other daemons:
 #              async handler(fields) -> reply, as a trio task of its own
 
@@ -57,11 +64,14 @@ TASK = "task"  # may block on the disk (run in a worker thread) or wait on other
 class _Job:
     """What the server remembers of a job until the engine reports it done."""
 
-    __slots__ = ("cid", "ino", "op", "pinned", "record")
+    __slots__ = ("cid", "ino", "op", "pinned", "record", "retry")
 
     def __init__(self, cid: int, ino: int = 0, op: str = "reply",
-                 record: JobRecord | None = None, pinned: bool = False) -> None:
+                 record: JobRecord | None = None, pinned: bool = False,
+                 retry: tuple | None = None) -> None:
         self.cid, self.ino, self.op, self.record, self.pinned = cid, ino, op, record, pinned
+        # (fields, bulk_len, pieces) of a job on a cached descriptor the engine checks.
+        self.retry = retry
 
 
 class IodServer:
@@ -74,9 +84,6 @@ class IodServer:
         "cb_register": (STREAM, "start_callbacks"),
         "ping": (INLINE, "op_ping"),
         "status": (INLINE, "op_status"),
-        "size": (INLINE, "op_size"),
-        "create": (INLINE, "op_create"),
-        "utime": (INLINE, "op_utime"),
         "sched_get": (INLINE, "op_sched_get"),
         "sched_set": (INLINE, "op_sched_set"),
         "model_set": (INLINE, "op_model_set"),
@@ -84,7 +91,10 @@ class IodServer:
         "cb_hold": (INLINE, "op_cb_hold"),
         "cb_status": (INLINE, "op_cb_status"),
         "metrics": (INLINE, "op_metrics"),
+        "size": (TASK, "op_size"),
         "sizes": (TASK, "op_sizes"),
+        "create": (TASK, "op_create"),
+        "utime": (TASK, "op_utime"),
         "truncate": (TASK, "op_truncate"),
         "unlink": (TASK, "op_unlink"),
         "statfs": (TASK, "op_statfs"),
@@ -229,14 +239,8 @@ class IodServer:
                 result = handler(f)
                 self.metrics.request(op)
                 self.reply(cid, result)
-        except Exception as exc:
-            self.metrics.request(op, error=True)
-            if not isinstance(exc, (OSError, ValueError)):
-                log.exception("error serving %s", op)
-            if op == "write":
-                self.refuse(cid, bulk_len, from_exception(exc))
-            else:
-                self.reply(cid, from_exception(exc))
+        except Exception as exc:  # noqa: BLE001 - _failed answers it and logs a bug
+            self._failed(cid, op, bulk_len, exc)
 
     def on_done(self, job_id: int, err: int, nbytes: int, t_submit: int, t_start: int,
                 t_done: int) -> None:
@@ -244,7 +248,15 @@ class IodServer:
         if job is None:
             return
         if job.pinned:
-            self.storage.unpin(job.ino)
+            self._close_later(self.storage.unpin(job.ino, defer=True))
+        if err == _native.ERR_STALE and job.cid in self.conns:
+            if job.record is not None:
+                self.stats.withdraw(job_id, job.ino)
+            if job.retry is not None:
+                self._stale(job)
+            else:
+                self.reply(job.cid, error_reply(errno.EIO, "stripe file cannot be examined"))
+            return
         if job.record is not None:
             self.stats.end(job_id, job.ino, err, nbytes, (t_start - t_submit) / 1e9,
                            (t_done - t_start) / 1e9)
@@ -269,11 +281,12 @@ class IodServer:
             sock.close()
 
     def _submit(self, cid: int, job: _Job, file_fd: int, op: int, accesses: bytes,
-                prefix: bytes = b"", suffix: bytes = b"") -> int:
+                prefix: bytes = b"", suffix: bytes = b"", size_at: int = -1,
+                check: bool = False) -> int:
         job_id = next(self._ids)
         self.jobs[job_id] = job
         self.engine.submit(job_id, self.conns[cid].fileno(), file_fd, op, accesses, prefix,
-                           job.ino, suffix)
+                           job.ino, suffix, size_at, check)
         return job_id
 
     def reply(self, cid: int, header: dict) -> None:
@@ -311,57 +324,124 @@ class IodServer:
         return rec
 
     def start_read(self, cid: int, f: dict, bulk_len: int) -> None:
-        ino = f["ino"]
         pieces = pieces_for_rank(f["desc"], f["stripe"], self._rank(f))
-        nbytes = stream_length(pieces)
         # Pinned from the start: a worker thread's call may evict cached descriptors.
-        fd = self.storage.acquire(ino, create=False)
-        try:
-            local_size = os.fstat(fd).st_size if fd is not None else 0
-            prefix = frame({"nbytes": nbytes, "local_size": local_size}, nbytes)
-            if nbytes == 0:
-                self._submit(cid, _Job(cid), self.null_fd, _native.OP_READ, b"", prefix)
-                return
-            acc = array("q")
-            for _, local, n in pieces:
-                # Bytes the stripe file does not hold (holes past its end) stream as zeros.
-                inside = 0 if fd is None else max(0, min(n, local_size - local))
-                if inside:
-                    acc.extend((_native.ACC_FILE, local, inside))
-                if n - inside:
-                    acc.extend((_native.ACC_ZERO, local + inside, n - inside))
-            job = _Job(cid, ino, "read", pinned=fd is not None)
-            job_id = self._submit(cid, job, self.null_fd if fd is None else fd, _native.OP_READ,
-                                  acc.tobytes(), prefix)
-            fd = None  # the job holds the pin now; on_done releases it
-        finally:
-            if fd is not None:
-                self.storage.unpin(ino)
-        job.record = self._begin(job_id, ino, "read", f["desc"], nbytes)
-        self.selector.on_read(ino, pieces, f["stripe"].resolved(self.config.niods).pcount,
-                              f.get("hint"))
+        fd = self.storage.lookup(f["ino"])
+        if fd is None:
+            self._nursery.start_soon(self._open_then, self._submit_read, cid, f, bulk_len,
+                                     pieces, False)
+        else:
+            self._submit_read(cid, f, bulk_len, pieces, fd, True)
 
     def start_write(self, cid: int, f: dict, bulk_len: int) -> None:
-        ino = f["ino"]
         pieces = pieces_for_rank(f["desc"], f["stripe"], self._rank(f))
         nbytes = stream_length(pieces)
         if nbytes != bulk_len:
             raise ValueError(f"write carries {bulk_len} bytes, description needs {nbytes}")
-        ok = frame({"nbytes": nbytes})
         if nbytes == 0:
             self.reply(cid, {"nbytes": 0})
             return
+        fd = self.storage.lookup(f["ino"])
+        if fd is None:
+            self._nursery.start_soon(self._open_then, self._submit_write, cid, f, bulk_len,
+                                     pieces, True)
+        else:
+            self._submit_write(cid, f, bulk_len, pieces, fd, True)
+
+    async def _open_then(self, submit: Callable, cid: int, f: dict, bulk_len: int, pieces,
+                         create: bool) -> None:
+        """A descriptor-cache miss (or a stale descriptor): open the stripe file in a worker
+        thread, as every call that may wait for the disk is made, then submit the job."""
+        op = "write" if create else "read"
+        try:
+            fd = await trio.to_thread.run_sync(self.storage.acquire, f["ino"], create)
+        except Exception as exc:  # noqa: BLE001 - _failed answers it and logs a bug
+            self._failed(cid, op, bulk_len, exc)
+            return
+        if cid not in self.conns:  # the connection went away meanwhile
+            if fd is not None:
+                self._close_later(self.storage.unpin(f["ino"], defer=True))
+            return
+        try:
+            # No check: acquire just looked at the file (and serves a pinned, unlinked one
+            # on purpose, as before).
+            submit(cid, f, bulk_len, pieces, fd, False)
+        except Exception as exc:  # noqa: BLE001 - _failed answers it and logs a bug
+            self._failed(cid, op, bulk_len, exc)
+
+    def _submit_read(self, cid: int, f: dict, bulk_len: int, pieces, fd: int | None,
+                     check: bool) -> None:
+        """Submit a read on ``fd`` (pinned; the job takes the pin) or, with None, on no
+        stripe file. The engine examines the descriptor as the job starts (check: unlinked
+        behind the cache) and writes the stripe file's size into the ack; bytes past it
+        (holes past the end) stream as zeros."""
+        ino = f["ino"]
+        nbytes = stream_length(pieces)
+        try:
+            prefix = _read_ack(nbytes, sized=fd is not None)
+            if nbytes == 0 and fd is None:
+                self._submit(cid, _Job(cid), self.null_fd, _native.OP_READ, b"", prefix)
+                return
+            acc = array("q")
+            kind = _native.ACC_ZERO if fd is None else _native.ACC_FILE
+            for _, local, n in pieces:
+                acc.extend((kind, local, n))
+            job = _Job(cid, ino, "read", pinned=fd is not None,
+                       retry=(f, bulk_len, pieces) if check else None)
+            job_id = self._submit(cid, job, self.null_fd if fd is None else fd,
+                                  _native.OP_READ, acc.tobytes(), prefix,
+                                  size_at=-1 if fd is None else len(prefix) - 8, check=check)
+            fd = None  # the job holds the pin now; on_done releases it
+        finally:
+            if fd is not None:
+                self._close_later(self.storage.unpin(ino, defer=True))
+        if nbytes == 0:
+            return
+        job.record = self._begin(job_id, ino, "read", f["desc"], nbytes)
+        self.selector.on_read(ino, pieces, f["stripe"].resolved(self.config.niods).pcount,
+                              f.get("hint"), job.record)
+
+    def _submit_write(self, cid: int, f: dict, bulk_len: int, pieces, fd: int,
+                      check: bool) -> None:
+        """Submit a write on ``fd`` (pinned; the job takes the pin)."""
+        ino = f["ino"]
+        nbytes = stream_length(pieces)
         acc = array("q")
         for _, local, n in pieces:
             acc.extend((_native.ACC_FILE, local, n))
-        fd = self.storage.acquire(ino, create=True)
         try:
-            job = _Job(cid, ino, "write", pinned=True)
-            job_id = self._submit(cid, job, fd, _native.OP_WRITE, acc.tobytes(), b"", ok)
+            job = _Job(cid, ino, "write", pinned=True,
+                       retry=(f, bulk_len, pieces) if check else None)
+            job_id = self._submit(cid, job, fd, _native.OP_WRITE, acc.tobytes(), b"",
+                                  frame({"nbytes": nbytes}), check=check)
         except BaseException:
-            self.storage.unpin(ino)
+            self._close_later(self.storage.unpin(ino, defer=True))
             raise
         job.record = self._begin(job_id, ino, "write", f["desc"], nbytes)
+
+    def _stale(self, job: _Job) -> None:
+        """The engine found the job's cached descriptor unlinked behind the cache (or not
+        examinable) before moving a byte: reopen in a worker thread and submit again."""
+        f, bulk_len, pieces = job.retry
+        write = job.op == "write"
+        self._nursery.start_soon(self._open_then,
+                                 self._submit_write if write else self._submit_read,
+                                 job.cid, f, bulk_len, pieces, write)
+
+    def _failed(self, cid: int, op: str, bulk_len: int, exc: Exception) -> None:
+        """Answer a request whose handler raised (counted, logged if it is a bug)."""
+        self.metrics.request(op, error=True)
+        if not isinstance(exc, (OSError, ValueError)):
+            log.exception("error serving %s", op, exc_info=exc)
+        if op == "write":
+            self.refuse(cid, bulk_len, from_exception(exc))
+        else:
+            self.reply(cid, from_exception(exc))
+
+    def _close_later(self, fd: int | None) -> None:
+        """Close a descriptor the cache let go of in a worker thread (see storage.unpin)."""
+        if fd is not None:
+            self._nursery.start_soon(trio.to_thread.run_sync, os.close, fd)
 
     # ------------------------------------------------------------------ control calls
     def start_callbacks(self, cid: int, f: dict, bulk_len: int) -> None:
@@ -397,8 +477,8 @@ class IodServer:
                 "connections": len(self.conns), "scheduler": info.get("algorithm"),
                 "engine": info}
 
-    def op_size(self, f: dict) -> dict:
-        size, mtime, blocks = self.storage.usage(f["ino"])
+    async def op_size(self, f: dict) -> dict:
+        size, mtime, blocks = await trio.to_thread.run_sync(self.storage.usage, f["ino"])
         return {"local_size": size, "mtime_ns": mtime, "blocks": blocks}
 
     async def op_sizes(self, f: dict) -> dict:
@@ -411,12 +491,12 @@ class IodServer:
         await trio.to_thread.run_sync(self.storage.truncate, f["ino"], f["local_size"])
         return {}
 
-    def op_create(self, f: dict) -> dict:
-        self.storage.create(f["ino"])
+    async def op_create(self, f: dict) -> dict:
+        await trio.to_thread.run_sync(self.storage.create, f["ino"])
         return {}
 
-    def op_utime(self, f: dict) -> dict:
-        self.storage.utime(f["ino"], f["mtime_ns"])
+    async def op_utime(self, f: dict) -> dict:
+        await trio.to_thread.run_sync(self.storage.utime, f["ino"], f["mtime_ns"])
         return {}
 
     async def op_unlink(self, f: dict) -> dict:
@@ -519,6 +599,18 @@ class IodServer:
     async def op_drop_cache(self, f: dict) -> dict:
         """Write back and evict the page cache of every stripe file (pvfs-admin cache drop)."""
         return await trio.to_thread.run_sync(drop_page_cache, self.storage.root)
+
+
+def _read_ack(nbytes: int, sized: bool) -> bytes:
+    """A read's reply frame (sent ahead of its bulk). ``sized``: ``local_size`` is encoded
+    as a msgpack uint64 in the frame's last 8 bytes, which the engine fills with the stripe
+    file's size as the job starts (``size_at=len - 8``); else it is 0 (no stripe file)."""
+    if not sized:
+        return frame({"nbytes": nbytes, "local_size": 0}, nbytes)
+    body = encode_header({"nbytes": nbytes, "local_size": 0})
+    assert body.endswith(b"\x00")  # local_size, the map's last value, as a positive fixint
+    body = body[:-1] + b"\xcf" + bytes(8)
+    return PREFIX.pack(MAGIC, len(body), nbytes) + body
 
 
 # Engine errors that mean the connection itself broke (as opposed to the local file).

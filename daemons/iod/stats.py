@@ -81,6 +81,18 @@ class WorkloadStats:
             self.counters["bytes_read" if rec.op == "read" else "bytes_written"] += nbytes
         self.service_times.append((ino, rec.op, nbytes, wait_s, service_s))
 
+    def withdraw(self, job_id: int, ino: int) -> None:
+        """Take back ``begin`` for a job that will be submitted again (its descriptor was
+        stale): the request is counted once, by the job that serves it."""
+        fs = self.files.get(ino)
+        rec = fs.jobs.pop(job_id, None) if fs else None
+        if rec is None:
+            return
+        fs.total_requests -= 1
+        fs.total_bytes -= rec.nbytes
+        fs.total_regions -= rec.regions
+        self.counters[f"{rec.op}_requests"] -= 1
+
     def forget(self, ino: int) -> None:
         """Drop a removed file's statistics (kept while a job of it is still in service)."""
         fs = self.files.get(ino)

@@ -29,6 +29,18 @@ class Storage(Protocol):
     """What the I/O daemon needs from a storage layer."""
 
     def open(self, ino: int, create: bool) -> int | None: ...
+    def lookup(self, ino: int) -> int | None:
+        """The cached descriptor of ``ino``, pinned, or None: no system call at all, for the
+        daemon's trio thread. Whether the file was unlinked behind the cache is the engine's
+        to check as the job starts (``Engine.submit(check=True)``); a miss is ``acquire``'s,
+        in a worker thread."""
+        with self._lock:
+            fd = self._fds.get(ino)
+            if fd is not None:
+                self._fds.move_to_end(ino)
+                self._pins[ino] = self._pins.get(ino, 0) + 1
+            return fd
+
     def acquire(self, ino: int, create: bool) -> int | None: ...
     def pin(self, ino: int) -> None: ...
     def unpin(self, ino: int) -> None: ...
@@ -134,26 +146,45 @@ class PosixStorage:
         with self._lock:
             self._pins[ino] = self._pins.get(ino, 0) + 1
 
-    def unpin(self, ino: int) -> None:
+    def unpin(self, ino: int, defer: bool = False) -> int | None:
+        """Release one pin. A descriptor forgotten while pinned is closed now, or with
+        ``defer`` returned for the caller to close: closing the last descriptor of an
+        unlinked file frees its blocks, which the daemon's trio thread must not wait for."""
         with self._lock:
             left = self._pins.get(ino, 0) - 1
             if left > 0:
                 self._pins[ino] = left
-                return
+                return None
             self._pins.pop(ino, None)
             if ino in self._doomed:
                 self._doomed.discard(ino)
-                self.forget(ino)
+                return self.forget(ino, defer)
+            return None
 
-    def forget(self, ino: int) -> None:
-        """Close the cached descriptor (later, if a job still uses it)."""
+    def forget(self, ino: int, defer: bool = False) -> int | None:
+        """Close the cached descriptor (later, if a job still uses it); with ``defer`` the
+        descriptor is returned unclosed instead (see ``unpin``)."""
         with self._lock:
             if ino in self._pins:
                 self._doomed.add(ino)
-                return
+                return None
             fd = self._fds.pop(ino, None)
-            if fd is not None:
+            if fd is not None and not defer:
                 os.close(fd)
+                return None
+            return fd
+
+    def lookup(self, ino: int) -> int | None:
+        """The cached descriptor of ``ino``, pinned, or None: no system call at all, for the
+        daemon's trio thread. Whether the file was unlinked behind the cache is the engine's
+        to check as the job starts (``Engine.submit(check=True)``); a miss is ``acquire``'s,
+        in a worker thread."""
+        with self._lock:
+            fd = self._fds.get(ino)
+            if fd is not None:
+                self._fds.move_to_end(ino)
+                self._pins[ino] = self._pins.get(ino, 0) + 1
+            return fd
 
     def acquire(self, ino: int, create: bool) -> int | None:
         """``open`` and ``pin`` in one step (no other thread can evict the descriptor in
@@ -245,11 +276,18 @@ class PosixStorage:
                     continue
 
     def cached(self, ino: int, off: int, length: int) -> int | None:
-        """Bytes of the range in the page cache; None when the kernel cannot tell."""
-        with self._held(ino, create=False) as fd:
-            if fd is None:
-                return length  # a hole: reading it costs no disk
+        """Bytes of the range in the page cache; None when the kernel cannot tell.
+
+        Asked on the trio thread for a read whose job holds the descriptor pinned, so the
+        cache has it whenever the file exists: no open here; cachestat(2) only counts pages
+        and never waits for the disk."""
+        fd = self.lookup(ino)
+        if fd is None:
+            return length  # no stripe file: a hole, reading it costs no disk
+        try:
             return cachestat(fd, off, length)
+        finally:
+            self.unpin(ino)
 
     def drop_cache(self) -> None:
         """Evict every stripe file's pages (cold-cache runs): fsync, then DONTNEED."""

@@ -153,6 +153,59 @@ def test_read_past_eof_pads_with_zeros(engine, tmp_path, mode):
     assert c[1:3] == (0, 20_100)
 
 
+@pytest.mark.parametrize("mode", nat.READ_MODES)
+def test_read_size_slot_and_clip_from_the_engines_fstat(engine, tmp_path, mode):
+    # The engine examines the file as the job starts: its size lands in the prefix's slot
+    # and file bytes past it are zeros (the daemon's trio thread no longer fstat()s).
+    path = tmp_path / "sized"
+    path.write_bytes(b"y" * 3000)
+    fd = os.open(path, os.O_RDONLY)
+    eng = engine(read_mode=mode)
+    a, b = socket.socketpair()
+    try:
+        eng.submit(6, a.fileno(), fd, READ, acc((FILE, 1000, 4000), (FILE, 0, 10)),
+                   prefix=b"HDR" + bytes(8), size_at=3, check=True)
+        body = recv_exact(b, 11 + 4010)
+        c = wait_done(eng, 1)[6]
+    finally:
+        a.close(), b.close(), os.close(fd)
+    assert body == b"HDR" + struct.pack(">Q", 3000) + b"y" * 2000 + bytes(2000) + b"y" * 10
+    assert c[1:3] == (0, 4010)
+
+
+@pytest.mark.parametrize("op", [READ, WRITE])
+def test_check_ends_a_job_on_an_unlinked_file_before_moving_a_byte(engine, tmp_path, op):
+    path = tmp_path / "gone"
+    path.write_bytes(b"z" * 100)
+    fd = os.open(path, os.O_RDWR)
+    os.unlink(path)
+    eng = engine()
+    a, b = socket.socketpair()
+    try:
+        if op == WRITE:
+            b.sendall(b"w" * 50)
+        eng.submit(7, a.fileno(), fd, op, acc((FILE, 0, 50)),
+                   prefix=b"P" * 8 if op == READ else b"", check=True)
+        c = wait_done(eng, 1)[7]
+        b.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            b.recv(1)  # nothing was sent
+        if op == WRITE:
+            assert a.recv(100) == b"w" * 50  # nothing was received
+    finally:
+        a.close(), b.close(), os.close(fd)
+    assert c[1:3] == (nat.ERR_STALE, 0)
+
+
+def test_size_at_must_name_a_reads_prefix_slot(engine, data_file):
+    fd, _, _ = data_file
+    eng = engine()
+    with pytest.raises(ValueError):
+        eng.submit(8, fd, fd, READ, acc((FILE, 0, 1)), prefix=b"short", size_at=0)
+    with pytest.raises(ValueError):
+        eng.submit(9, fd, fd, WRITE, acc((FILE, 0, 1)), size_at=0)
+
+
 def test_read_peer_closes_mid_job(engine, data_file):
     fd, _, _ = data_file
     eng = engine()
