@@ -67,6 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--model", default=None, metavar="JSON",
                    help="use the model of an earlier study or calibration (its \"model\" or "
                         "\"params\"); rs then runs in every cell right beside opt1..opt4")
+    q.add_argument("--hints", action="store_true",
+                   help="also run rs with every task sending an access hint of the collective "
+                        "operation (pvfs.AccessHint), as the setting \"rs+hint\"")
     q.add_argument("--out", default=None, help="write the JSON document here too")
     q.add_argument("--plot-dir", default=None, help="write the figures here")
 
@@ -121,13 +124,13 @@ def _rs_delta(before: list[dict], after: list[dict]) -> dict:
 
 
 def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple[int, ...],
-              reps: int, model: dict | None = None, log=note) -> dict:
+              reps: int, model: dict | None = None, log=note, hints: bool = False) -> dict:
     """The study. Without ``model``: opt1..opt4 on every cell, the model fitted to them, then
     rs on every cell (chapters 4 and 5 in turn). With a ``model`` (from an earlier run): all
     five side by side in each cell (``side_by_side``), so that rs and the fixed algorithms see
     the same load on a shared machine. The mixed-phase workload runs side by side either way."""
     from pvfs.cli.netns import Network
-    from pvfs.cli.study_runner import WORKLOADS, Runner, run_mixed
+    from pvfs.cli.study_runner import HINTED, WORKLOADS, Runner, run_mixed
     from pvfs.models import fit
     from pvfs.models.rs import Params
 
@@ -143,11 +146,12 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
         with Runner(cfg.path, clients, range(iods),
                     wrap=lambda k, argv: net.argv(hosts_c[k], argv)) as r:
             cells = [(wl, s, c) for wl in WORKLOADS for s in sizes for c in (False, True)]
+            reactive = ("rs", HINTED) if hints else ("rs",)
 
             def one(wl, s, c, alg, seed):
                 """One run; for rs with what it decided during the run."""
-                before = [r.call(i, "sched_get")["rs"] for i in range(iods)] if alg == "rs" \
-                    else None
+                before = [r.call(i, "sched_get")["rs"] for i in range(iods)] \
+                    if alg in reactive else None
                 row = (run_mixed(r, alg, seed=seed) if wl == "mixed-phase"
                        else r.run(wl, s, c, alg, seed=seed)).row()
                 if before is not None:
@@ -174,7 +178,7 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
                 """Every setting on one cell, run i of each before run i+1 of any, in an
                 order rotated from run to run and cell to cell: on a shared machine the load
                 drifts, and this way no setting gets the quiet minutes for all its runs."""
-                order = (*ALGOS, "rs")
+                order = (*ALGOS, *reactive)
                 rows: dict[str, list[dict]] = {a: [] for a in order}
                 for i in range(reps):
                     j = (k + i) % len(order)
@@ -195,7 +199,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
                 for i in range(iods):
                     r.call(i, "model_set", params=params.to_wire())
                 for cell in cells:
-                    measure(*cell, "rs")
+                    for alg in reactive:
+                        measure(*cell, alg)
             else:
                 params = Params.from_wire(model)
                 for i in range(iods):
@@ -211,28 +216,31 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
     return {"study": "scheduling", "disk": disk, "rate": rate, "clients": clients,
             "iods": iods, "sizes": list(sizes), "reps": reps, "results": results,
             "model": params.to_wire(), "residuals": residuals, "rs_picks": picks,
-            "targets": targets(results), "elapsed_s": time.time() - started}
+            "targets": targets(results),
+            **({"targets_rs_hint": targets(results, HINTED)} if hints else {}),
+            "elapsed_s": time.time() - started}
 
 
-def targets(results: list[dict]) -> dict:
-    """The issue's three targets, checked on the results (honestly: pass or not)."""
+def targets(results: list[dict], setting: str = "rs") -> dict:
+    """The issue's three targets, checked on the results (honestly: pass or not) for rs, or
+    for another reactive ``setting`` (rs+hint) in its place."""
     cells: dict[tuple, dict[str, dict]] = {}
     for x in results:
         cells.setdefault((x["workload"], x["request_bytes"], x["cached"]), {})[x["algorithm"]] = x
     within, below_opt1, mixed = [], [], {}
     for (wl, size, cached), by in cells.items():
-        if "rs" not in by:
+        if setting not in by:
             continue
         fixed = {a: by[a] for a in ALGOS if a in by}
         if wl == "mixed-phase":
-            rs_app = by["rs"]["app_service_s"]
+            rs_app = by[setting]["app_service_s"]
             mixed = {a: 1 - rs_app / v["app_service_s"] for a, v in fixed.items()}
             continue
         best = min(v["mean_task_service_s"] for v in fixed.values())
         within.append({"workload": wl, "request_bytes": size, "cached": cached,
-                       "rs_over_best": by["rs"]["mean_task_service_s"] / best - 1})
+                       "rs_over_best": by[setting]["mean_task_service_s"] / best - 1})
         if wl == "single-block" and not cached and size >= 1 << 20:
-            below_opt1.append({"request_bytes": size, "rs_below_opt1": 1 - by["rs"][
+            below_opt1.append({"request_bytes": size, "rs_below_opt1": 1 - by[setting][
                 "mean_task_service_s"] / by["opt1"]["mean_task_service_s"]})
     return {
         "rs_within_5pct_of_best": {"pass": all(w["rs_over_best"] <= 0.05 for w in within),
@@ -278,7 +286,7 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
         except (OSError, ValueError, KeyError) as exc:
             raise CliError("study scheduling", f"--model {args.model}: {exc}", status=2) from None
     doc = run_study(args.disk, args.clients, args.iods, None if rate == "none" else rate, sizes,
-                    reps, model)
+                    reps, model, hints=args.hints)
     doc["model_from"] = args.model or "fitted to this run's opt1..opt4 results"
     doc["machine"] = machine()
     doc["command"] = " ".join([PROG, *sys.argv[1:]]) if sys.argv else PROG

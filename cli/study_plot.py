@@ -13,7 +13,7 @@ from pathlib import Path
 METRICS = (("app_service_s", "application service time (s)"),
            ("mean_task_service_s", "mean task service time (s)"),
            ("variance", "task service time variance (s²)"))
-ALGS = ("opt1", "opt2", "opt3", "opt4", "rs")
+ALGS = ("opt1", "opt2", "opt3", "opt4", "rs", "rs+hint")
 WORKLOADS = ("single-block", "strided", "random16", "random32")
 
 
@@ -39,7 +39,7 @@ def plot_study(doc: dict, out_dir: str) -> list[str]:
                                  and r["algorithm"] == alg)
                     if pts:
                         ax.plot([p[0] / 1024 for p in pts], [p[1] for p in pts], marker="o",
-                                label=alg, linestyle="--" if alg == "rs" else "-")
+                                label=alg, linestyle="-" if alg.startswith("opt") else "--")
                 ax.set_xscale("log")
                 ax.set_xlabel("KiB per task")
                 ax.set_title(f"{wl}: {label}", fontsize=9)
@@ -63,7 +63,7 @@ def plot_study(doc: dict, out_dir: str) -> list[str]:
             if "rs" in by and "opt1" in by:
                 labels.append(f"{wl}\n{size >> 10}K")
                 opt1.append(by["opt1"])
-                best.append(min(v for a, v in by.items() if a != "rs"))
+                best.append(min(v for a, v in by.items() if a.startswith("opt")))
                 rsv.append(by["rs"])
     x = range(len(labels))
     a1.bar([i - 0.27 for i in x], opt1, 0.27, label="opt1 (PVFS)")
@@ -75,7 +75,8 @@ def plot_study(doc: dict, out_dir: str) -> list[str]:
     a1.legend(fontsize=8)
     mixed = {r["algorithm"]: r["app_service_s"] for r in doc["results"]
              if r["workload"] == "mixed-phase"}
-    a2.bar(list(mixed), list(mixed.values()), color=["C0"] * (len(mixed) - 1) + ["C2"])
+    a2.bar(list(mixed), list(mixed.values()),
+           color=["C0" if a.startswith("opt") else "C2" for a in mixed])
     a2.set_ylabel("application service time (s)")
     a2.set_title("mixed-phase workload")
     fig.tight_layout()

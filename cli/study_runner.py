@@ -65,6 +65,25 @@ def extent(nprocs: int, per_task: int) -> int:
     return nprocs * per_task
 
 
+HINTED = "rs+hint"
+
+
+def hint_for(workload: str, nprocs: int, per_task: int) -> dict[str, int]:
+    """The access hint of one run of ``workload``, the collective operation as the tasks know
+    it: single blocks and strided requests (16 regions each, interleaved) are one request
+    per task over the whole extent; random-block tasks have one block each in service at a
+    time, spread over the whole extent."""
+    from pvfs.client.hints import AccessHint
+
+    n = units(workload)
+    if workload.startswith("random"):
+        h = AccessHint.collective(nprocs, per_task, extent=extent(nprocs, per_task), at_once=n)
+    else:
+        h = AccessHint.collective(nprocs, per_task, regions_per_task=n,
+                                  extent=extent(nprocs, per_task))
+    return h.to_wire()
+
+
 @dataclass
 class Run:
     workload: str
@@ -164,9 +183,9 @@ class Runner:
             self.files.add(path)
         return path
 
-    def _tasks(self, path: str, ops: Sequence[list]) -> list[float]:
+    def _tasks(self, path: str, ops: Sequence[list], hint: dict | None = None) -> list[float]:
         for k in range(self.nprocs):
-            self._send(k, {"path": path, "ops": ops[k]})
+            self._send(k, {"path": path, "ops": ops[k], "hint": hint})
         for k in range(self.nprocs):
             self._recv(k)                                    # ready: every file open
         for k in range(self.nprocs):
@@ -175,14 +194,16 @@ class Runner:
 
     def run(self, workload: str, per_task: int, cached: bool, algorithm: str,
             seed: int = 0) -> Run:
-        """One measured run; ``algorithm`` in opt1..opt4 or rs."""
+        """One measured run; ``algorithm`` in opt1..opt4, rs, or rs+hint (rs, every task
+        telling the daemons the collective operation with ``pvfs.AccessHint``)."""
         path = self.file_for(workload, per_task)
         ops = task_ops(workload, self.nprocs, per_task, seed)
-        self.call_all("sched_set", algorithm=algorithm, window=None)
+        hint = hint_for(workload, self.nprocs, per_task) if algorithm == HINTED else None
+        self.call_all("sched_set", algorithm="rs" if hint else algorithm, window=None)
         self.call_all("disk_drop")
         if cached:
-            self._tasks(path, ops)                           # warm the cache, unmeasured
-        return Run(workload, per_task, cached, algorithm, self._tasks(path, ops))
+            self._tasks(path, ops, hint)                     # warm the cache, unmeasured
+        return Run(workload, per_task, cached, algorithm, self._tasks(path, ops, hint))
 
 
 # The mixed-phase workload: phases that want different algorithms, back to back.

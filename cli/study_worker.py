@@ -4,7 +4,8 @@ A study runs N of these, on N client hosts (``pvfs.cli.netns``) or as N local pr
 drives them over stdin/stdout with JSON lines so that every task starts its access at the
 same moment -- the thesis' tasks "synchronize before the access" (§4.3):
 
-    driver -> {"path": P, "ops": [["read", off, len] | ["list", [[off, len], ...]], ...]}
+    driver -> {"path": P, "ops": [["read", off, len] | ["list", [[off, len], ...]], ...],
+               "hint": {"size", "requests", "regions", "range"} (optional: pvfs.AccessHint)}
     worker -> {"ready": true}                 (file open, nothing read yet)
     driver -> {"go": true}                    (to every worker at once: the barrier)
     worker -> {"t": seconds, "bytes": n}      (time of the task's whole access; file closed)
@@ -27,7 +28,11 @@ import time
 
 
 def _run(fs, msg: dict) -> dict:
+    import pvfs
+
     with fs.open(msg["path"], "rb") as f:
+        if msg.get("hint"):
+            f.set_hint(pvfs.AccessHint(**msg["hint"]))
         _say({"ready": True})
         go = sys.stdin.readline()
         if not go.strip():

@@ -133,3 +133,23 @@ def test_a_clients_access_hint_reaches_the_selector_and_a_bad_one_is_refused(clu
             assert exc.value.errno == errno.EINVAL
             assert f.pread(4096, 0) == data[:4096]       # and the connection still works
         fs.iod_call(0, "sched_set", algorithm="opt1", window=None)
+
+
+def test_study_runner_rs_hint_setting_sends_the_collectives_hint(cluster):
+    """The study's ``rs+hint`` setting: every task tells the daemons the collective operation
+    (pvfs.AccessHint); the selector models exactly that, not its own estimate."""
+    import pvfs
+    from pvfs.cli.study_runner import HINTED, Runner, hint_for
+
+    with Runner(cluster.path, 2, range(2)) as r:
+        run = r.run("strided", 64 << 10, False, HINTED)
+        assert run.algorithm == HINTED and len(run.times) == 2
+        st = r.call(0, "sched_get")
+        assert st["algorithm"] == "rs" and st["rs"]["last"]["hint"] is True
+        w = st["rs"]["last"]["workload"]
+        h = hint_for("strided", 2, 64 << 10)
+        assert (w["N_req"], w["D_req"]) == (2, h["regions"] / 2) and w["kind"] == "disjoint"
+        r.run("strided", 64 << 10, False, "rs")             # no hint: the estimate again
+        assert r.call(0, "sched_get")["rs"]["last"]["hint"] is False
+    with pvfs.connect(cluster.path) as fs:
+        fs.iod_call(0, "sched_set", algorithm="opt1", window=None)
