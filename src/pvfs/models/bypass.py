@@ -76,7 +76,47 @@ class AdmissionPolicy(Protocol):
     def stats(self) -> dict: ...
 
 
-class AdmitAll:
+class _Rounds:
+    """Aging in rounds, shared by the policies whose counters age: every ``every`` events
+    (evictions, accesses) complete one round. ``every`` 0 or less: never (``tick`` with
+    ``zero_is_every_event``: each event is a round, as ``SketchAdmission(sample=0)`` always
+    behaved)."""
+
+    def __init__(self, every: int, zero_is_every_event: bool = False) -> None:
+        self.every = max(every, 1) if zero_is_every_event else every
+        self.rounds = 0
+        self._events = 0
+
+    def tick(self) -> bool:
+        """Count one event; True when it completes a round."""
+        if self.every <= 0:
+            return False
+        self._events += 1
+        if self._events < self.every:
+            return False
+        self._events = 0
+        self.rounds += 1
+        return True
+
+
+class _Unaging:
+    """The notifications of a policy that learns nothing from hits, evictions or removals
+    and takes any block as a victim."""
+
+    def good_victim(self, ino: int, seg: int) -> bool:
+        return True
+
+    def hit(self, ino: int, seg: int) -> None:
+        pass
+
+    def evicted(self, ino: int, seg: int, hits: int) -> None:
+        pass
+
+    def forget(self, ino: int) -> None:
+        pass
+
+
+class AdmitAll(_Unaging):
     """Cache everything (no bypass): the baseline every other policy is compared with."""
 
     name = "all"
@@ -90,18 +130,6 @@ class AdmitAll:
 
     def admit(self, ino: int, seg: int, before: int, victim: Seg | None) -> bool:
         return True
-
-    def good_victim(self, ino: int, seg: int) -> bool:
-        return True
-
-    def hit(self, ino: int, seg: int) -> None:
-        pass
-
-    def evicted(self, ino: int, seg: int, hits: int) -> None:
-        pass
-
-    def forget(self, ino: int) -> None:
-        pass
 
     def stats(self) -> dict:
         return {"policy": self.name, "threshold": 0}
@@ -142,8 +170,7 @@ class RuntimeBypass:
         self.threshold = threshold
         self.max_segments = max_segments
         self.age_every = age_every
-        self.round = 0  # aging rounds so far
-        self._evictions = 0
+        self._aging = _Rounds(age_every)
         self.counters: dict[Seg, int] = {}
         self._aged: dict[Seg, int] = {}  # the round each counter was last brought up to date
 
@@ -158,6 +185,11 @@ class RuntimeBypass:
                 self.counters[key] = c
                 self._aged[key] = self.round
         return c
+
+    @property
+    def round(self) -> int:
+        """Aging rounds so far."""
+        return self._aging.rounds
 
     def access(self, ino: int, seg: int) -> int:
         key = (ino, seg)
@@ -179,14 +211,7 @@ class RuntimeBypass:
         pass
 
     def evicted(self, ino: int, seg: int, hits: int) -> None:
-        self._age_tick()
-
-    def _age_tick(self) -> None:
-        if self.age_every:
-            self._evictions += 1
-            if self._evictions >= self.age_every:
-                self._evictions = 0
-                self.round += 1
+        self._aging.tick()
 
     def forget(self, ino: int) -> None:
         for key in [k for k in self.counters if k[0] == ino]:
@@ -227,7 +252,7 @@ class AdaptiveBypass(RuntimeBypass):
         self.adjustments = 0
 
     def evicted(self, ino: int, seg: int, hits: int) -> None:
-        self._age_tick()
+        self._aging.tick()
         self._epoch_evictions += 1
         self._hits_evicted += hits
         if self._epoch_evictions >= self.epoch:
@@ -277,7 +302,7 @@ class CountMinSketch:
                 row[i] >>= 1
 
 
-class SketchAdmission:
+class SketchAdmission(_Unaging):
     """TinyLFU-like admission: a missing block enters only if its segment has been accessed
     more often (per the sketch) than the segment of the block it would displace.
 
@@ -293,36 +318,25 @@ class SketchAdmission:
         self.sketch = CountMinSketch(width)
         self.sample = sample
         self.threshold = 0
-        self._seen = 0
-        self.resets = 0
+        self._aging = _Rounds(sample, zero_is_every_event=True)
+
+    @property
+    def resets(self) -> int:
+        """Halvings of the sketch so far."""
+        return self._aging.rounds
 
     def access(self, ino: int, seg: int) -> int:
         key = (ino, seg)
         before = self.sketch.estimate(key)
         self.sketch.add(key)
-        self._seen += 1
-        if self._seen >= self.sample:
+        if self._aging.tick():
             self.sketch.halve()
-            self._seen = 0
-            self.resets += 1
         return before
 
     def admit(self, ino: int, seg: int, before: int, victim: Seg | None) -> bool:
         if victim is None or victim == (ino, seg):
             return True
         return self.sketch.estimate((ino, seg)) > self.sketch.estimate(victim)
-
-    def good_victim(self, ino: int, seg: int) -> bool:
-        return True
-
-    def hit(self, ino: int, seg: int) -> None:
-        pass
-
-    def evicted(self, ino: int, seg: int, hits: int) -> None:
-        pass
-
-    def forget(self, ino: int) -> None:
-        pass
 
     def stats(self) -> dict:
         return {"policy": self.name, "threshold": 0, "sketch_resets": self.resets}
