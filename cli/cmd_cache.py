@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from pvfs.cli.common import PROG, add_command, load_config, size_arg
+from pvfs.cli.common import PROG, add_command, finish_run, load_config, size_arg
 from pvfs.cli.output import CliError, emit, note, table
 
 POLICY_NAMES = ("none", "local", "global", "both", "plan", "runtime10", "runtime25",
@@ -156,16 +156,13 @@ def cmd_study_caching(args: argparse.Namespace) -> int:
                         storage=args.storage, repeat=args.repeat, progress=progress)
     except ValueError as exc:
         raise CliError("study caching", str(exc), status=2) from None
-    out["command"] = " ".join([PROG, *sys.argv[1:]])
-    if args.output:
-        with open(args.output, "w") as fh:
-            json.dump(out, fh, indent=1)
-    if args.plot:
-        from pvfs.traces.cachestudy_plot import plot_study
+    return finish_run(args, out, _render_study, _study_plot)
 
-        plot_study(out, args.plot)
-    emit(args.json, out, _render_study)
-    return 0
+
+def _study_plot():
+    from pvfs.traces.cachestudy_plot import plot_study
+
+    return plot_study
 
 
 def _render_study(d: dict) -> str:
@@ -185,16 +182,13 @@ def cmd_bench_latency(args: argparse.Namespace) -> int:
                       micro=not args.no_micro, shaped=args.shaped,
                       progress=None if args.json else (lambda s: print(s, file=sys.stderr,
                                                                        flush=True)))
-    out["command"] = " ".join([PROG, *sys.argv[1:]])
-    if args.output:
-        with open(args.output, "w") as fh:
-            json.dump(out, fh, indent=1)
-    if args.plot:
-        from pvfs.cli.bench_latency import plot_required_hr
+    return finish_run(args, out, render, _latency_plot)
 
-        plot_required_hr(out, args.plot)
-    emit(args.json, out, render)
-    return 0
+
+def _latency_plot():
+    from pvfs.cli.bench_latency import plot_required_hr
+
+    return plot_required_hr
 
 
 # ---------------------------------------------------------------------- gcache

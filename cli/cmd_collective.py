@@ -9,11 +9,10 @@ group if another part made one, else makes it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from pvfs.cli.common import PROG, add_command
-from pvfs.cli.output import CliError, emit, table
+from pvfs.cli.common import PROG, add_command, finish_run
+from pvfs.cli.output import CliError, table
 
 
 def _bench_group(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -91,13 +90,10 @@ def cmd_bench_collective(args: argparse.Namespace) -> int:
                     window_ranks=_ints(args.window_ranks), benchmarks=only,
                     progress=None if args.json else
                     (lambda s: print(s, file=sys.stderr, flush=True)))
-    out["command"] = " ".join([PROG, *sys.argv[1:]])
-    if args.output:
-        with open(args.output, "w") as fh:
-            json.dump(out, fh, indent=1)
-    if args.plot:
-        from pvfs.collective.benchdrive import plot
+    return finish_run(args, out, render, _plot)
 
-        plot(out, args.plot)
-    emit(args.json, out, render)
-    return 0
+
+def _plot():
+    from pvfs.collective.benchdrive import plot
+
+    return plot

@@ -15,15 +15,16 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from pvfs.cli.output import CliError
+from pvfs.cli.output import CliError, emit
 from pvfs.units import parse_size
 
 if TYPE_CHECKING:
     from pvfs.client.fs import FileSystem
     from pvfs.config import Config
 
-__all__ = ["PROG", "Handler", "Parser", "add_command", "client", "connect", "global_options",
-           "load_config", "mount_available", "positive_size_arg", "pvfs_path", "size_arg"]
+__all__ = ["PROG", "Handler", "Parser", "add_command", "client", "connect", "finish_run",
+           "global_options", "load_config", "mount_available", "positive_size_arg", "pvfs_path",
+           "size_arg"]
 
 PROG = "pvfs-admin"
 Handler = Callable[[argparse.Namespace], "int | None"]
@@ -131,3 +132,21 @@ def mount_available() -> bool:
         return all(importlib.util.find_spec(m) is not None for m in ("pyfuse3", "pvfs.fuse"))
     except (ImportError, ValueError):
         return False
+
+
+def finish_run(args: argparse.Namespace, out: dict, render: Callable[[dict], str],
+               plot: Callable[[], Callable[[dict, str], object]] | None = None) -> int:
+    """The end every study and bench command with ``-o/--output`` and ``--plot`` shares: the
+    command line recorded in the result, the JSON written, the plot drawn and the result
+    shown (a table, or ``--json``). ``plot`` returns the drawing function: it is imported
+    only when ``--plot`` asks for it (matplotlib is slow to load)."""
+    import json
+
+    out["command"] = " ".join([PROG, *sys.argv[1:]])
+    if args.output:
+        with open(args.output, "w") as fh:
+            json.dump(out, fh, indent=1)
+    if args.plot and plot is not None:
+        plot()(out, args.plot)
+    emit(args.json, out, render)
+    return 0
