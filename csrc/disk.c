@@ -19,8 +19,9 @@
  *     seek_min + 8/15 (seek_max - seek_min).
  *   - Transfer: bytes / rate (read or write rate).
  *   - Cache: an LRU of pages (PV_DISK_PAGE bytes) keyed by (inode, page), at most cache_bytes;
- *     a miss reads at least `readahead` bytes (Linux reads ahead likewise) into it. Writes go
- *     through to the disk model and leave their pages cached.
+ *     a miss reads at least `readahead` bytes (Linux reads ahead likewise) into it, but only
+ *     pages not cached yet: the read stops at the first cached page. Writes go through to
+ *     the disk model and leave their pages cached.
  *   - Queueing: one head. An access starts when the previous one finished (free_at), so
  *     concurrent jobs wait for each other as they would for one spindle.
  *
@@ -253,9 +254,34 @@ int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len
                        int64_t now, int64_t *done)
 {
     double rate = write ? d->p.write_bps : d->p.read_bps;
-    int64_t to = pv_disk_addr(d, ino, off), cost, start;
+    int64_t to, cost, start;
 
     pthread_mutex_lock(&d->lock);
+    if (!write && len > 0) {
+        /* A read brings in only what is not cached: from the first missing page to the next
+         * cached one, one contiguous request (Linux's read-ahead skips present pages the
+         * same way). Charging the whole read-ahead window again made a job that missed one
+         * page re-read, at full transfer time, the 120 KiB its neighbours had just read. */
+        int64_t end = off + len;
+        uint64_t pg = (uint64_t)off / PV_DISK_PAGE, first;
+        while ((int64_t)(pg * PV_DISK_PAGE) < end && cache_find(d, ino, pg) != PV_DISK_NIL)
+            pg++;
+        if ((int64_t)(pg * PV_DISK_PAGE) >= end) {
+            pthread_mutex_unlock(&d->lock);
+            if (done != NULL)
+                *done = now;
+            return 0;                   /* all cached: no disk access at all */
+        }
+        first = pg;
+        while ((int64_t)(pg * PV_DISK_PAGE) < end && cache_find(d, ino, pg) == PV_DISK_NIL)
+            pg++;
+        if ((int64_t)(first * PV_DISK_PAGE) > off)
+            off = (int64_t)(first * PV_DISK_PAGE);
+        if ((int64_t)(pg * PV_DISK_PAGE) < end)
+            end = (int64_t)(pg * PV_DISK_PAGE);
+        len = end - off;
+    }
+    to = pv_disk_addr(d, ino, off);
     cost = pv_disk_position_ns(d, d->head, to, write) + (int64_t)llround((double)len * 1e9 / rate);
     d->head = to + len;
     for (uint64_t pg = (uint64_t)off / PV_DISK_PAGE; (int64_t)(pg * PV_DISK_PAGE) < off + len;

@@ -154,3 +154,21 @@ def test_storage_table_chooses_per_daemon_and_overrides_fields():
     assert storage_of(SimpleNamespace(extra={}), 3) == ("posix", None)
     with pytest.raises(ValueError):
         storage_of(SimpleNamespace(extra={"storage": {"default": "emulated", "span": "x"}}), 0)
+
+
+def test_a_read_fetches_only_the_pages_not_cached():
+    """A miss whose read-ahead window runs into pages a neighbour already read stops there,
+    as Linux's read-ahead skips present pages; a read of cached pages costs nothing."""
+    d = disk()
+    d.access(1, 64 << 10, RA)                       # a neighbour read [64K, 64K+RA)
+    t, _ = d.access(1, 0, RA)                       # the window [0, RA) overlaps it
+    pos = d.position(d.addr(1, (64 << 10) + RA), d.addr(1, 0))
+    assert math.isclose(t, pos + (64 << 10) / 4.2e6, abs_tol=2e-9)   # 64 KiB, not RA
+    before = d.info()
+    t, done = d.access(1, 16 << 10, 32 << 10, now=7.0)
+    assert t == 0 and done == 7.0                   # all cached: no disk access
+    assert d.info()["accesses"] == before["accesses"]
+    # a cached page in front of a missing run: only the run is read
+    t, _ = d.access(1, (64 << 10) + RA - 4096, 8192)
+    pos = d.position(d.addr(1, 64 << 10), d.addr(1, (64 << 10) + RA))   # head after [0, 64K)
+    assert math.isclose(t, pos + 4096 / 4.2e6, abs_tol=2e-9)          # one page, not two
