@@ -40,7 +40,7 @@ from pvfs.gcache.config import gcache_table
 from pvfs.gcache.stack import CacheStack
 from pvfs.layout.stripe import Stripe
 
-__all__ = ["plot_required_hr", "render", "run_latency"]
+__all__ = ["plot_required_hr", "render", "run_latency", "shaped_gcache_cluster"]
 
 SIZES = [4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10]
 SSIZE = 32 << 10
@@ -53,19 +53,13 @@ _ZERO = bytes(FILE)
 
 @contextlib.contextmanager
 def _cluster(iods: int):
-    from pvfs.cli.launch import down, free_ports, make_config, up, write_config
+    from pvfs.cli.launch import free_ports, scratch_cluster
 
-    root = Path(tempfile.mkdtemp(prefix="pvfs-lat-"))
     port = free_ports(1)[0]
-    cfg = make_config(str(root), iods=iods, stripe=Stripe(0, -1, SSIZE), request_timeout=60.0,
-                      extra={"gcache": gcache_table([f"127.0.0.1:{port}"], capacity=GLOBAL)})
-    cfg = write_config(cfg, str(root / "pvfs.toml"))
-    try:
-        up(cfg)
+    with scratch_cluster("pvfs-lat-", iods, stripe=Stripe(0, -1, SSIZE), request_timeout=60.0,
+                         extra={"gcache": gcache_table([f"127.0.0.1:{port}"],
+                                                       capacity=GLOBAL)}) as cfg:
         yield cfg
-    finally:
-        down(cfg)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _med(xs: list[float]) -> float:
@@ -194,8 +188,19 @@ def _measure(cfg, reps: int, ops: int, max_iods: int, micro: bool,
 
 @contextlib.contextmanager
 def _shaped_cluster(iods: int, rate: str):
+    with shaped_gcache_cluster(iods, rate, capacity=GLOBAL) as got:
+        yield got
+
+
+@contextlib.contextmanager
+def shaped_gcache_cluster(iods: int, rate: str, *, capacity: int,
+                          storage: dict[str, Any] | None = None,
+                          stripe: Stripe | None = None, **gcache):
     """The netns harness (``pvfs.cli.netns``): each I/O daemon, the global cache and the
-    client on a host of their own behind ``rate``-shaped links."""
+    client (host ``c0``) on a host of their own behind ``rate``-shaped links, so a global
+    miss pays two transfers as on the paper's cluster. Yields ``(network, config)``; the
+    client side runs with ``network.run("c0", argv)``; ``storage``: the ``[storage]`` table
+    (default: posix)."""
     import sys
 
     from pvfs.cli.netns import Network
@@ -205,10 +210,13 @@ def _shaped_cluster(iods: int, rate: str):
     root = Path(tempfile.mkdtemp(prefix="pvfs-lat-net-"))
     try:
         with Network(hosts, rate=rate) as net:
+            extra: dict[str, Any] = {"gcache": gcache_table([f"{net.addr('gc')}:7410"],
+                                                            capacity=capacity, **gcache)}
+            if storage is not None:
+                extra["storage"] = storage
             cfg = net.make_config(root, [f"iod{i}" for i in range(iods)],
-                                  stripe=Stripe(0, -1, SSIZE), request_timeout=60.0,
-                                  extra={"gcache": gcache_table([f"{net.addr('gc')}:7410"],
-                                                                capacity=GLOBAL)})
+                                  stripe=stripe or Stripe(0, -1, SSIZE), request_timeout=60.0,
+                                  extra=extra)
             net.start_daemons(cfg)
             log = open(root / "gcache0.log", "ab")  # noqa: SIM115 - the child keeps it
             net.popen("gc", [sys.executable, "-m", "pvfs.daemons.gcache", "--index", "0",

@@ -17,6 +17,7 @@ import sys
 from pvfs.cli.common import PROG, add_command, finish_run, load_config, size_arg
 from pvfs.cli.output import CliError, emit, note, table
 
+IOD_CACHE = 512 << 10  # pvfs.traces.cachestudy.IOD_CACHE (not imported: keeps --help fast)
 POLICY_NAMES = ("none", "local", "global", "both", "plan", "runtime10", "runtime25",
                 "adaptive", "sketch")
 
@@ -53,6 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--storage", default="emulated:ide-2000",
                        help="I/O daemons' storage (posix | emulated:PRESET)")
         c.add_argument("--repeat", type=int, default=1, help="runs per cell (best is kept)")
+        c.add_argument("--iod-cache", type=size_arg, default=IOD_CACHE, metavar="BYTES",
+                       help="page cache of each emulated disk (default 512K: scaled with the "
+                            "traces, see docs/caching.md)")
+        c.add_argument("--shaped", metavar="RATE",
+                       help="over the netns multi-host harness with links of RATE (e.g. "
+                            "100mbit: the paper's network; needs root) instead of loopback")
         c.add_argument("-o", "--output", metavar="JSON", help="also write the result here")
         c.add_argument("--plot", metavar="PNG", help="draw normalized times and hit rates")
 
@@ -153,7 +160,9 @@ def cmd_study_caching(args: argparse.Namespace) -> int:
     progress = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
         out = run_study(traces, policies, quick=args.quick, iods=args.iods,
-                        storage=args.storage, repeat=args.repeat, progress=progress)
+                        storage=args.storage, iod_cache=args.iod_cache,
+                        repeat=args.repeat, shaped=args.shaped,
+                        progress=progress)
     except ValueError as exc:
         raise CliError("study caching", str(exc), status=2) from None
     return finish_run(args, out, _render_study, _study_plot)

@@ -24,12 +24,9 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -42,13 +39,19 @@ from pvfs.traces.generators import generate
 from pvfs.traces.plan import make_plan
 from pvfs.traces.replay.cached import prepare_files, replay_cached
 
-__all__ = ["POLICIES", "TRACES", "Setup", "run_study", "study_cluster"]
+__all__ = ["POLICIES", "TRACES", "Setup", "replay_all", "run_study", "study_cluster"]
 
 LOCAL_BYTES = 2 << 20
 GLOBAL_BYTES = 4 << 20
 NODES = 2
 NPROCS = 4
 STRIPE = Stripe(0, -1, 32 << 10)  # the paper's 32 KiB stripe
+#: Page cache of each I/O daemon's emulated disk. The preset's 56 MiB (the thesis' nodes)
+#: would hold every scaled trace whole, so after its first touch no block would ever reach
+#: a disk and neither the global cache nor bypassing it could matter; on the paper's cluster
+#: (128 MB nodes, traces of hundreds of MB) the I/O daemons' memory held a small part of the
+#: data. Scaled with the traces, it is a fraction of the global cache.
+IOD_CACHE = 512 << 10
 
 #: Scaled traces: (generator parameters for --quick, for the full study). Working sets are
 #: several times the global cache, as in the paper's runs.
@@ -84,25 +87,30 @@ POLICIES: dict[str, Setup] = {
 }
 
 
-@contextlib.contextmanager
-def study_cluster(iods: int = 2, storage: str = "emulated:ide-2000"):
-    """A file system of its own under a temp dir: ``iods`` I/O daemons with ``storage``, one
-    global cache of :data:`GLOBAL_BYTES`; stopped and removed afterwards."""
-    from pvfs.cli.launch import down, free_ports, make_config, up, write_config
+def storage_table(storage: str, iod_cache: int | None) -> dict[str, Any]:
+    """The ``[storage]`` table: ``storage`` for every I/O daemon and, for emulated disks,
+    ``iod_cache`` bytes of page cache in front of each (None: the preset's)."""
+    table: dict[str, Any] = {"default": storage}
+    if iod_cache is not None and storage.startswith("emulated"):
+        table["cache_bytes"] = iod_cache
+    return table
 
-    root = Path(tempfile.mkdtemp(prefix="pvfs-study-"))
+
+@contextlib.contextmanager
+def study_cluster(iods: int = 2, storage: str = "emulated:ide-2000",
+                  iod_cache: int | None = None):
+    """A file system of its own under a temp dir: ``iods`` I/O daemons with ``storage``
+    (``iod_cache``: see :func:`storage_table`), one global cache of :data:`GLOBAL_BYTES`;
+    stopped and removed afterwards."""
+    from pvfs.cli.launch import free_ports, scratch_cluster
+
     port = free_ports(1)[0]
-    cfg = make_config(str(root), iods=iods, stripe=STRIPE, request_timeout=60.0,
-                      extra={"gcache": gcache_table([f"127.0.0.1:{port}"],
-                                                    capacity=GLOBAL_BYTES, flush_interval=0.5),
-                             "storage": {"default": storage}})
-    cfg = write_config(cfg, str(root / "pvfs.toml"))
-    try:
-        up(cfg)
+    extra = {"gcache": gcache_table([f"127.0.0.1:{port}"], capacity=GLOBAL_BYTES,
+                                    flush_interval=0.5),
+             "storage": storage_table(storage, iod_cache)}
+    with scratch_cluster("pvfs-study-", iods, stripe=STRIPE, request_timeout=60.0,
+                         extra=extra) as cfg:
         yield cfg
-    finally:
-        down(cfg)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _call(ep, header: dict) -> dict:
@@ -140,46 +148,47 @@ async def _one(cfg, trace, files, setup: Setup, plan) -> dict[str, Any]:
 
 
 def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iods: int = 2,
-              storage: str = "emulated:ide-2000", repeat: int = 1,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+              storage: str = "emulated:ide-2000", iod_cache: int | None = IOD_CACHE,
+              repeat: int = 1, shaped: str | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the study; the JSON document ``--json`` prints (``results`` as the issue asks, plus
-    the setup and machine)."""
+    the setup and machine).
+
+    ``shaped`` (e.g. ``"100mbit"``): over the multi-host harness instead of loopback — every
+    I/O daemon, the global cache and the client on a host of their own behind links of that
+    rate (``pvfs.cli.netns``), so each hop costs a transfer as on the paper's cluster and a
+    global miss costs two (the paper's table 1: a global miss about twice a direct read).
+    """
     unknown = [t for t in traces if t not in TRACES] + [p for p in policies if p not in POLICIES]
     if unknown:
         raise ValueError(f"unknown trace or policy: {', '.join(unknown)}")
-    results: list[dict[str, Any]] = []
     started = time.time()
-    with study_cluster(iods, storage) as cfg:
-        async def main() -> None:
-            for name in traces:
-                params = TRACES[name][0 if quick else 1]
-                trace = generate(name, NPROCS, params, seed=1)
-                plan = make_plan(trace, global_bytes=GLOBAL_BYTES)
-                async with CacheStack.open(cfg, local=False, gcache=False) as prep:
-                    files = await prepare_files(trace, prep, f"/study-{name}")
-                rows = []
-                for pol in policies:
-                    best: dict[str, Any] | None = None
-                    for _ in range(repeat):
-                        row = await _one(cfg, trace, files, POLICIES[pol], plan)
-                        if best is None or row["time_s"] < best["time_s"]:
-                            best = row
-                    assert best is not None
-                    best.update(trace=name, policy=pol)
-                    rows.append(best)
-                    if progress:
-                        progress(f"{name:9s} {pol:10s} {best['time_s']:7.3f} s  "
-                                 f"local {best['local_hit_rate']:.2f}  "
-                                 f"global {best['global_hit_rate']:.2f}")
-                base = next((r["time_s"] for r in rows if r["policy"] == "both"), None)
-                for r in rows:
-                    r["time_norm"] = r["time_s"] / base if base else None
-                results.extend(rows)
+    if shaped:
+        import json
+        import subprocess
+        import sys
 
-        trio.run(main)
+        from pvfs.cli.bench_latency import shaped_gcache_cluster
+
+        with shaped_gcache_cluster(iods, shaped, capacity=GLOBAL_BYTES,
+                                   storage=storage_table(storage, iod_cache),
+                                   stripe=STRIPE, flush_interval=0.5) as (net, cfg):
+            job = {"traces": traces, "policies": policies, "quick": quick, "repeat": repeat,
+                   "progress": progress is not None}
+            done = net.run("c0", [sys.executable, "-m", "pvfs.traces.cachestudy", cfg.path,
+                                  json.dumps(job)], capture_output=False,
+                           stdout=subprocess.PIPE, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"the study's client host failed (exit {done.returncode})")
+            results = json.loads(done.stdout)
+    else:
+        with study_cluster(iods, storage, iod_cache) as cfg:
+            results = replay_all(cfg, traces, policies, quick=quick, repeat=repeat,
+                                 progress=progress)
     return {"results": [_ordered(r) for r in results],
             "setup": {"nodes": NODES, "nprocs": NPROCS, "local_bytes": LOCAL_BYTES,
                       "global_bytes": GLOBAL_BYTES, "iods": iods, "storage": storage,
+                      "iod_cache": iod_cache,
+                      "links": f"netns, {shaped} per host" if shaped else "loopback",
                       "stripe": STRIPE.ssize, "quick": quick, "repeat": repeat,
                       "traces": {t: TRACES[t][0 if quick else 1] for t in traces}},
             "machine": {"host": platform.node(), "cpus": os.cpu_count(),
@@ -187,8 +196,58 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
             "elapsed_s": time.time() - started}
 
 
+def replay_all(cfg, traces: list[str], policies: list[str], *, quick: bool, repeat: int,
+               progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Every trace under every policy on the running file system ``cfg`` (the client side
+    of the study); rows with ``time_norm`` filled in per trace."""
+    results: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        for name in traces:
+            params = TRACES[name][0 if quick else 1]
+            trace = generate(name, NPROCS, params, seed=1)
+            plan = make_plan(trace, global_bytes=GLOBAL_BYTES)
+            async with CacheStack.open(cfg, local=False, gcache=False) as prep:
+                files = await prepare_files(trace, prep, f"/study-{name}")
+            rows = []
+            for pol in policies:
+                best: dict[str, Any] | None = None
+                for _ in range(repeat):
+                    row = await _one(cfg, trace, files, POLICIES[pol], plan)
+                    if best is None or row["time_s"] < best["time_s"]:
+                        best = row
+                assert best is not None
+                best.update(trace=name, policy=pol)
+                rows.append(best)
+                if progress:
+                    progress(f"{name:9s} {pol:10s} {best['time_s']:7.3f} s  "
+                             f"local {best['local_hit_rate']:.2f}  "
+                             f"global {best['global_hit_rate']:.2f}")
+            base = next((r["time_s"] for r in rows if r["policy"] == "both"), None)
+            for r in rows:
+                r["time_norm"] = r["time_s"] / base if base else None
+            results.extend(rows)
+
+    trio.run(main)
+    return results
+
+
 def _ordered(r: dict[str, Any]) -> dict[str, Any]:
     keys = ("trace", "policy", "time_s", "time_norm", "local_hit_rate", "global_hit_rate")
     out = {k: r[k] for k in keys}
     out.update({k: v for k, v in r.items() if k not in keys})
     return out
+
+
+if __name__ == "__main__":  # the client host of a shaped study: python -m ... CONFIG JOB_JSON
+    import json as _json
+    import sys as _sys
+
+    from pvfs.config import load as _load
+
+    _job = _json.loads(_sys.argv[2])
+    _rows = replay_all(_load(_sys.argv[1]), _job["traces"], _job["policies"],
+                       quick=_job["quick"], repeat=_job["repeat"],
+                       progress=(lambda line: print(line, file=_sys.stderr, flush=True))
+                       if _job["progress"] else None)
+    print(_json.dumps(_rows))

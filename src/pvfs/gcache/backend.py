@@ -203,19 +203,10 @@ class GcacheBackend:
         if len(pieces) == 1:
             off, n, via = pieces[0]
             return await (self._gread(ino, off, n) if via else self._dread(ino, off, n))
-        # Pieces on both routes move at once: a request costs its slowest route, not the sum.
-        out: list[bytes] = [b""] * len(pieces)
-
-        async def one(i: int, off: int, n: int, via: bool) -> None:
-            out[i] = await (self._gread(ino, off, n) if via else self._dread(ino, off, n))
-
-        async with _first_error(), trio.open_nursery() as nursery:
-            for i, (off, n, via) in enumerate(pieces):
-                nursery.start_soon(one, i, off, n, via)
-        for i, (_, n, _) in enumerate(pieces):
-            if len(out[i]) < n:  # end of file
-                return b"".join(out[:i + 1])
-        return b"".join(out)
+        # Segments on both routes: one list request per route, both at once (a request costs
+        # its slowest route, and the bypassed pieces stay one request to the I/O daemons, as
+        # the paper's local cache sends its list of bypassed blocks, not one per segment).
+        return (await self._read_plan(ino, [pieces]))[0]
 
     async def _dread(self, ino: int, offset: int, length: int) -> bytes:
         self.counters["direct_reads"] += 1
@@ -261,10 +252,17 @@ class GcacheBackend:
         if self.rejoin:
             await self._ensure(self._index(ino))
         pieces = self._pieces(ino, offset, len(mv), _WG)
-        async with _first_error(), trio.open_nursery() as nursery:
-            for off, n, via in pieces:
-                piece = mv[off - offset:off - offset + n]
-                nursery.start_soon(self._gwrite if via else self._dwrite, ino, off, piece)
+        if len(pieces) == 1:
+            off, n, via = pieces[0]
+            await (self._gwrite if via else self._dwrite)(ino, off, mv)
+            return
+        # Segments on both routes: one list request per route, both at once.
+        routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+        blobs: dict[bool, list[bytes]] = {True: [], False: []}
+        for off, n, via in pieces:
+            routes[via].append((off, n))
+            blobs[via].append(bytes(mv[off - offset:off - offset + n]))
+        await self._write_routes(ino, routes, blobs)
 
     async def _dwrite(self, ino: int, offset: int, data) -> None:
         self.counters["direct_writes"] += 1
@@ -318,7 +316,14 @@ class GcacheBackend:
         (when the direct backend has list I/O), both at once."""
         if self.rejoin:
             await self._ensure(self._index(ino))
-        plan = [self._pieces(ino, off, n, _RG) if n > 0 else [] for off, n in regions]
+        return await self._read_plan(
+            ino, [self._pieces(ino, off, n, _RG) if n > 0 else [] for off, n in regions])
+
+    async def _read_plan(self, ino: int,
+                         plan: list[list[tuple[int, int, bool]]]) -> list[bytes]:
+        """Each region's bytes from its pieces ``(offset, length, via_global)``: the global
+        ones in one list request to the global cache, the direct ones in one to the I/O
+        daemons, at once."""
         routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
         for pieces in plan:
             for off, n, via in pieces:
@@ -398,6 +403,10 @@ class GcacheBackend:
                 routes[via].append((poff, pn))
                 blobs[via].append(bytes(mv[pos + poff - off:pos + poff - off + pn]))
             pos += n
+        await self._write_routes(ino, routes, blobs)
+
+    async def _write_routes(self, ino: int, routes: dict[bool, list[tuple[int, int]]],
+                            blobs: dict[bool, list[bytes]]) -> None:
         async with _first_error(), trio.open_nursery() as nursery:
             if routes[True]:
                 nursery.start_soon(self._gwrite_list, ino, routes[True], blobs[True])
