@@ -7,11 +7,15 @@ as users do: one process per daemon, a pidfile and a log file each under the con
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -227,3 +231,29 @@ def down(cfg: Config, timeout: float = STOP_TIMEOUT) -> list[tuple[str, int]]:
             except OSError:
                 pass
     return [(name, pid) for name, pid, _ in running if pid in stopped]
+
+
+@contextlib.contextmanager
+def running(cfg: Config) -> Iterator[Config]:
+    """The local daemons of ``cfg`` up for the block and down after it, also when ``up``
+    failed half way (the daemons it did start are stopped)."""
+    try:
+        up(cfg)
+        yield cfg
+    finally:
+        down(cfg)
+
+
+@contextlib.contextmanager
+def scratch_cluster(prefix: str, iods: int, **overrides) -> Iterator[Config]:
+    """A file system of its own on this host for a study or a benchmark: a new temp dir
+    (``prefix``), ``make_config(iods=iods, **overrides)`` written there, the daemons
+    ``running`` for the block; stopped and the directory removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        cfg = write_config(make_config(str(root), iods=iods, **overrides),
+                           str(root / "pvfs.toml"))
+        with running(cfg):
+            yield cfg
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from pvfs import Stripe
-from pvfs.cli.launch import down, make_config, up, write_config
+from pvfs.cli.launch import make_config, running, write_config
 from pvfs.models import rs
 
 
@@ -19,12 +19,8 @@ def cluster(tmp_path_factory):
     d = tmp_path_factory.mktemp("rs")
     cfg = make_config(str(d), iods=2, extra={"storage": {"default": "posix",
                                                           "iod0": "emulated:ide-2000"}})
-    cfg = write_config(cfg, str(d / "pvfs.toml"))
-    try:
-        up(cfg)
+    with running(write_config(cfg, str(d / "pvfs.toml"))) as cfg:
         yield cfg
-    finally:
-        down(cfg)
 
 
 def test_emulated_iod_serves_right_bytes_and_charges_the_disk(cluster):
