@@ -48,3 +48,25 @@ def test_e_opt_comes_from_the_end_case_and_zero_from_where_opt1_is_best():
     large = fit.workload_of(obs[4], NPROCS, NIODS)[0]
     assert rs.select(p, small)[0] == "opt1"
     assert rs.select(p, large)[0] == "opt4"
+
+
+def test_the_small_request_rule_takes_the_algorithm_best_on_small_runs():
+    """When opt2, not opt1, is best on the small runs of every class (and the table's picks
+    are wrong there), the ~0 rule takes opt2 below a threshold between small and large."""
+    obs = []
+    for wl in ("single-block", "strided"):
+        for size, small in ((64 << 10, True), (1 << 20, False)):
+            base = 0.05 if small else 1.5
+            times = ({"opt1": 1.3, "opt2": 1.0, "opt3": 1.2, "opt4": 1.6} if small
+                     else {"opt1": 1.0, "opt2": 1.0, "opt3": 0.95, "opt4": 0.7})
+            for alg, f in times.items():
+                obs.append(fit.Obs(wl, size, False, alg, base * f))
+    p, _ = fit.fit(obs, NPROCS, NIODS)
+    assert p.small_alg == "opt2" and p.zero_s > 0
+    for o in obs:
+        if o.algorithm == "opt2":
+            w, _ = fit.workload_of(o, NPROCS, NIODS)
+            want = "opt2" if o.request_bytes < (1 << 20) else "opt4"
+            assert rs.select(p, w)[0] == want, (o.workload, o.request_bytes)
+    assert rs.Params.from_table(p.to_table()).small_alg == "opt2"
+    assert rs.Params.from_wire(p.to_wire()) == p

@@ -38,7 +38,9 @@ the file open::
 A client's hint of the collective operation (§5.8) replaces the estimate when present.
 Selector (§5.5-5.6): the smallest predicted time wins; when the predicted I/O time is ~0
 (below ``zero_s``; judged on the baseline, E_opt = 1) the thesis' own fix applies and
-``opt1`` runs. Ties go to the earlier algorithm in the list.
+``small_alg`` runs (opt1 as in the thesis, unless the fit found another algorithm best for
+small requests: the table of factors cannot say that an algorithm loses on small requests and
+wins on large ones of the same class). Ties go to the earlier algorithm in the list.
 """
 
 from __future__ import annotations
@@ -82,12 +84,15 @@ class Params:
     P_dist: float = 0.10
     E_opt: Mapping[str, tuple[float, ...]] = field(default_factory=lambda: dict(TABLE_5_3))
     zero_s: float = 1e-3          # I/O parts below this are "~0" (the selector's fallback)
+    small_alg: str = "opt1"       # what runs then: the thesis' opt1, or what the fit found
 
     def __post_init__(self) -> None:
         for k in ("C_cache", "C_req", "C_dist"):
             _unit(k, getattr(self, k))
         if min(self.B_dr, self.B_drc) <= 0 or self.S_cache < 0 or self.T_over < 0:
             raise ValueError("bandwidths must be > 0, S_cache and T_over >= 0")
+        if self.small_alg not in ALGORITHMS:
+            raise ValueError(f"small_alg must be one of {', '.join(ALGORITHMS)}")
         for alg in ALGORITHMS:
             row = self.E_opt.get(alg)
             if row is None or len(row) != 6 or min(row) <= 0:
@@ -104,14 +109,18 @@ class Params:
         bad = set(d) - known
         if bad:
             raise ValueError(f"unknown model parameters: {', '.join(sorted(bad))}")
-        kw = {k: (float(v) if k != "E_opt" else v) for k, v in d.items()}
+        kw = {k: (float(v) if k not in ("E_opt", "small_alg") else v) for k, v in d.items()}
+        if "small_alg" in kw:
+            kw["small_alg"] = str(kw["small_alg"])
         if "E_opt" in kw:
             kw["E_opt"] = {str(a): tuple(float(x) for x in row) for a, row in kw["E_opt"].items()}
         return cls(**kw)
 
     # The config's [model] table is flat (pvfs.config.dump): E_opt rows as strings.
     def to_table(self) -> dict:
-        d = {k: float(v) for k, v in asdict(self).items() if k != "E_opt"}
+        d: dict = {k: float(v) for k, v in asdict(self).items()
+                   if k not in ("E_opt", "small_alg")}
+        d["small_alg"] = self.small_alg
         for alg, row in self.E_opt.items():
             d[f"E_{alg}"] = " ".join(f"{x:.4g}" for x in row)
         return d
@@ -219,12 +228,14 @@ def from_hint(hint: Mapping[str, int], cached: float | None = None) -> Workload:
 
 def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS) -> tuple[str, dict]:
     """The algorithm with the smallest predicted time, and every prediction. When the I/O
-    time is ~0 (below ``p.zero_s``) the thesis' fix applies: opt1 (§5.6)."""
+    time is ~0 (below ``p.zero_s``) the thesis' fix applies (§5.6): "default to a more
+    practical algorithm for this situation, such as Opt 1" -- ``p.small_alg``, opt1 unless
+    the fit found another one better for small requests on this system."""
     preds = {a: predict(p, a, w) for a in algorithms}
     # "~0" is judged on the baseline I/O time (E_opt = 1, opt2's): the factors of table 5.3
     # are all near 1, so when it is ~0 every algorithm's is.
     if e_req(p, w) * e_dist(p, w) * t_ioread(p, w.S_req, w.cached) < p.zero_s:
-        return "opt1", preds
+        return p.small_alg, preds
     best = min(algorithms, key=lambda a: (preds[a], algorithms.index(a)))
     return best, preds
 
