@@ -19,14 +19,14 @@ import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from pvfs.layout.stripe import Stripe
 
-from . import perms
+from . import migrations, perms
 from .inode import Inode
 from .paths import walk
 from .perms import R_OK, W_OK, X_OK, Cred, check_cred, check_ino, check_name, fail
+from .xattrs import XATTR_CREATE, XATTR_REPLACE, Xattrs
 
 __all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "ROOT_INO", "XATTR_CREATE", "XATTR_REPLACE",
            "Cred", "MetaStore"]
@@ -34,17 +34,9 @@ __all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "ROOT_INO", "XATTR_CREATE", "X
 ROOT_INO = 1
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
-XATTR_CREATE = 1
-XATTR_REPLACE = 2
 READDIR_MAX = 65536
-SCHEMA_VERSION = 2
-# Upgrades of an existing store, by the version they start from; each runs in the
-# transaction that records the new version, so a crash leaves the old schema intact.
-_MIGRATIONS = {
-    1: ["ALTER TABLE inodes ADD COLUMN rdev INTEGER NOT NULL DEFAULT 0"],  # special files
-}
-
-_SCHEMA = Path(__file__).with_name("schema.sql")
+# The schema and its upgrades live in migrations.py, the xattrs table in xattrs.py (whose
+# XATTR_CREATE/XATTR_REPLACE flags are re-exported here with the store's API).
 
 _COLS = "i.ino, i.mode, i.nlink, i.uid, i.gid, i.atime, i.mtime, i.ctime, i.nent, " \
         "i.target, i.sbase, i.spcount, i.sssize, i.rdev"
@@ -79,26 +71,16 @@ class MetaStore:
         self._db.execute("PRAGMA wal_autocheckpoint=0")
         self._path = path
         self._ckpt: sqlite3.Connection | None = None
-        self._db.executescript(_SCHEMA.read_text())  # idempotent: IF NOT EXISTS
+        self._xattrs = Xattrs(self._db, self._get, self._tx, self._set_ctime)
+        migrations.create(self._db)
         with self._tx():
-            row = self._db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
-            if row is None:  # a new file system: the root directory is inode 1
+            version = migrations.stored_version(self._db)
+            if version is None:  # a new file system: the root directory is inode 1
                 now = time.time_ns()
-                self._db.execute("INSERT INTO meta VALUES ('version', ?)", (SCHEMA_VERSION,))
                 self._db.execute(_INSERT, (stat.S_IFDIR | 0o755, 2, 0, 0, now, now, now,
                                            None, None, None, None, 0))
             else:
-                self._migrate(row[0])
-
-    def _migrate(self, version: int) -> None:
-        """Bring an existing store up to SCHEMA_VERSION (inside the caller's transaction)."""
-        if version > SCHEMA_VERSION or any(v not in _MIGRATIONS
-                                           for v in range(version, SCHEMA_VERSION)):
-            raise fail(errno.EINVAL, f"metadata schema {version}, need {SCHEMA_VERSION}")
-        for v in range(version, SCHEMA_VERSION):
-            for sql in _MIGRATIONS[v]:
-                self._db.execute(sql)
-        self._db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (SCHEMA_VERSION,))
+                migrations.upgrade(self._db, version)
 
     def close(self, ino: int | None = None) -> dict | None:
         """``close()`` closes the store; ``close(ino)`` drops one handle (``release``)."""
@@ -178,7 +160,7 @@ class MetaStore:
         self._db.execute("UPDATE inodes SET ctime = ? WHERE ino = ?", (now, ino))
 
     def _delete(self, ino: int) -> None:
-        self._db.execute("DELETE FROM xattrs WHERE ino = ?", (ino,))
+        self._xattrs.drop(ino)
         self._db.execute("DELETE FROM inodes WHERE ino = ?", (ino,))
 
     def _drop_link(self, r: Inode, now: int) -> dict | None:
@@ -532,46 +514,19 @@ class MetaStore:
         """Handles open on all files (for status)."""
         return sum(self._open.values())
 
-    # -- extended attributes --------------------------------------------------------------
+    # -- extended attributes (xattrs.py) --------------------------------------------------
 
     def getxattr(self, ino: int, name: str, cred: Cred) -> bytes:
-        ino, cred = check_ino(ino), check_cred(cred)
-        name = perms.xattr_rule(self._get(ino), name, cred, False)
-        row = self._db.execute("SELECT value FROM xattrs WHERE ino = ? AND name = ?",
-                               (ino, name)).fetchone()
-        if row is None:
-            raise fail(errno.ENODATA, name)
-        return bytes(row[0])
+        return self._xattrs.get(ino, name, cred)
 
     def setxattr(self, ino: int, name: str, value: bytes, cred: Cred, flags: int = 0) -> None:
-        ino, cred = check_ino(ino), check_cred(cred)
-        value = perms.xattr_value(value)
-        flags = perms.check_flags(flags, "xattr flags")
-        with self._tx():
-            name = perms.xattr_rule(self._get(ino), name, cred, True)
-            exists = self._db.execute("SELECT 1 FROM xattrs WHERE ino = ? AND name = ?",
-                                      (ino, name)).fetchone() is not None
-            if flags & (XATTR_CREATE if exists else XATTR_REPLACE):
-                raise fail(errno.EEXIST if exists else errno.ENODATA, name)
-            self._db.execute("INSERT OR REPLACE INTO xattrs VALUES (?, ?, ?)",
-                             (ino, name, value))
-            self._set_ctime(ino, time.time_ns())
+        self._xattrs.set(ino, name, value, cred, flags)
 
     def listxattr(self, ino: int, cred: Cred) -> list[str]:
-        ino, cred = check_ino(ino), check_cred(cred)
-        self._get(ino)
-        rows = self._db.execute("SELECT name FROM xattrs WHERE ino = ? ORDER BY name", (ino,))
-        names = [row[0] for row in rows]
-        return names if cred.is_root else [n for n in names if not n.startswith("trusted.")]
+        return self._xattrs.names(ino, cred)
 
     def removexattr(self, ino: int, name: str, cred: Cred) -> None:
-        ino, cred = check_ino(ino), check_cred(cred)
-        with self._tx():
-            name = perms.xattr_rule(self._get(ino), name, cred, True)
-            cur = self._db.execute("DELETE FROM xattrs WHERE ino = ? AND name = ?", (ino, name))
-            if cur.rowcount == 0:
-                raise fail(errno.ENODATA, name)
-            self._set_ctime(ino, time.time_ns())
+        self._xattrs.remove(ino, name, cred)
 
     # -- layouts --------------------------------------------------------------------------
 
