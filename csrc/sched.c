@@ -38,12 +38,19 @@ struct pv_dist {
     uint64_t doff;
 };
 
-static struct pv_dist pos_dist(struct pv_pos a, struct pv_pos b)
+/* How far the candidate position c is from the last position served. In the same file, the
+ * offsets' difference. In another file, offsets are not comparable (the file could be
+ * anywhere): it is farther than any job of this file, and among its jobs the one nearest its
+ * start comes first -- so that every daemon enters a striped file at the same end. */
+static struct pv_dist pos_dist(struct pv_pos c, struct pv_pos last)
 {
     struct pv_dist d;
-    d.dinode = a.inode > b.inode ? a.inode - b.inode : b.inode - a.inode;
-    d.doff = a.off > b.off ? (uint64_t)a.off - (uint64_t)b.off
-                           : (uint64_t)b.off - (uint64_t)a.off;
+    d.dinode = c.inode > last.inode ? c.inode - last.inode : last.inode - c.inode;
+    if (d.dinode != 0)
+        d.doff = (uint64_t)c.off;
+    else
+        d.doff = c.off > last.off ? (uint64_t)c.off - (uint64_t)last.off
+                                  : (uint64_t)last.off - (uint64_t)c.off;
     return d;
 }
 

@@ -284,3 +284,37 @@ def test_replies_are_served_ahead_of_the_policy(fd):
         eng.close()
         for s in (ps, pc, bs, bc, rs_, rc):
             s.close()
+
+
+def test_opt4_enters_another_file_at_its_start(fd, data):
+    """Offsets of different files are not comparable: coming from another file, opt4 (and
+    opt3's fallback) takes the job nearest the new file's start. It used to compare offsets
+    across files, so two daemons entering the same striped file from different places
+    served its tasks in different orders and every task waited for its slower half."""
+    eng = nat.Engine(algorithm="opt4", idle_timeout=60.0)
+    socks = []
+    try:
+        a, b = socket.socketpair()
+        socks += [a, b]
+        eng.submit(0, a.fileno(), fd, READ, acc((FILE, 1 << 20, JOB)), inode=INODE)
+        assert recv_exact(b, JOB) == data[1 << 20:(1 << 20) + JOB]
+        wait_done(eng, 1)                    # last position: (INODE, 1 MiB + JOB)
+        jobs = {}
+        for jid, off in ((1, 1 << 20), (2, 512 << 10), (3, 0)):
+            ja, jb = socket.socketpair()
+            socks += [ja, jb]
+            jobs[jid] = (off, jb, fill(ja))  # not ready: opt4 waits for its pick
+            eng.submit(jid, ja.fileno(), fd, READ, acc((FILE, off, JOB)), inode=INODE + 1)
+        while eng.info()["queued"] != 3:
+            time.sleep(0.01)
+        for jid in (1, 2, 3):                # ready in the old rule's order
+            off, jb, junk = jobs[jid]
+            recv_exact(jb, junk)
+        done = wait_done(eng, 3)
+        for jid, (off, jb, _) in jobs.items():
+            assert recv_exact(jb, JOB) == data[off:off + JOB]
+    finally:
+        eng.close()
+        for s in socks:
+            s.close()
+    assert sorted(jobs, key=lambda j: done[j][4]) == [3, 2, 1]
