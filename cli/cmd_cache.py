@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--iod-cache", type=size_arg, default=IOD_CACHE, metavar="BYTES",
                        help="page cache of each emulated disk (default 512K: scaled with the "
                             "traces, see docs/caching.md)")
+        c.add_argument("--model", choices=("paper",),
+                       help="no file system: charge every request the paper's table 1-2 "
+                            "latencies (trace-driven model, deterministic, seconds)")
         c.add_argument("--shaped", metavar="RATE",
                        help="over the netns multi-host harness with links of RATE (e.g. "
                             "100mbit: the paper's network; needs root) instead of loopback")
@@ -161,7 +164,7 @@ def cmd_study_caching(args: argparse.Namespace) -> int:
     try:
         out = run_study(traces, policies, quick=args.quick, iods=args.iods,
                         storage=args.storage, iod_cache=args.iod_cache,
-                        repeat=args.repeat, shaped=args.shaped,
+                        repeat=args.repeat, shaped=args.shaped, model=args.model,
                         progress=progress)
     except ValueError as exc:
         raise CliError("study caching", str(exc), status=2) from None
