@@ -365,10 +365,13 @@ static inline void pv_ev_append(struct pv_event **head, struct pv_event **tail,
     *tail = ev;
 }
 
-/* engine.c */
+/* lifecycle.c */
 struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, struct pv_err *err);
 void pv_engine_stop(struct pv_engine *e);
 void pv_engine_destroy(struct pv_engine *e);
+
+/* engine.c */
+void *pv_engine_main(void *arg);     /* the loop thread's body */
 void pv_post(struct pv_engine *e, struct pv_event *ev);
 int pv_epoll_set(struct pv_engine *e, int op, int fd, uint32_t events, uintptr_t data);
 void pv_eventfd_signal(int fd);
