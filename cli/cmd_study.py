@@ -99,14 +99,18 @@ def _mean_rows(rows: list[dict]) -> dict:
     out["runs"] = [{"app_service_s": r["app_service_s"],
                     "mean_task_service_s": r["mean_task_service_s"]} for r in rows]
     if "rs" in out:
-        total: dict = {"picks": {}, "decisions": {}, "switches": 0}
-        for r in rows:
-            for key in ("picks", "decisions"):
-                for k, v in r["rs"][key].items():
-                    total[key][k] = total[key].get(k, 0) + v
-            total["switches"] += r["rs"]["switches"]
-        out["rs"] = total
+        out["rs"] = _sum_deltas([r["rs"] for r in rows])
     return out
+
+
+def _sum_deltas(deltas: list[dict]) -> dict:
+    total: dict = {"picks": {}, "decisions": {}, "switches": 0}
+    for d in deltas:
+        for key in ("picks", "decisions"):
+            for k, v in d[key].items():
+                total[key][k] = total[key].get(k, 0) + v
+        total["switches"] += d["switches"]
+    return total
 
 
 def _rs_delta(before: list[dict], after: list[dict]) -> dict:
@@ -149,14 +153,23 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
             reactive = ("rs", HINTED) if hints else ("rs",)
 
             def one(wl, s, c, alg, seed):
-                """One run; for rs with what it decided during the run."""
-                before = [r.call(i, "sched_get")["rs"] for i in range(iods)] \
-                    if alg in reactive else None
-                row = (run_mixed(r, alg, seed=seed) if wl == "mixed-phase"
-                       else r.run(wl, s, c, alg, seed=seed)).row()
-                if before is not None:
-                    row["rs"] = _rs_delta(before, [r.call(i, "sched_get")["rs"]
-                                                   for i in range(iods)])
+                """One run; for rs with what it decided during the measured passes (a cached
+                run's warm-up left out)."""
+                deltas: list[dict] = []
+                snap: list[list[dict]] = []
+
+                def mark(what: str) -> None:
+                    now = [r.call(i, "sched_get")["rs"] for i in range(iods)]
+                    if what == "start":
+                        snap.append(now)
+                    else:
+                        deltas.append(_rs_delta(snap.pop(), now))
+
+                hook = mark if alg in reactive else None
+                row = (run_mixed(r, alg, seed=seed, mark=hook) if wl == "mixed-phase"
+                       else r.run(wl, s, c, alg, seed=seed, mark=hook)).row()
+                if hook is not None:
+                    row["rs"] = _sum_deltas(deltas)
                 return row
 
             def record(rows):

@@ -193,9 +193,11 @@ class Runner:
         return [self._recv(k)["t"] for k in range(self.nprocs)]
 
     def run(self, workload: str, per_task: int, cached: bool, algorithm: str,
-            seed: int = 0) -> Run:
+            seed: int = 0, mark: Callable[[str], object] | None = None) -> Run:
         """One measured run; ``algorithm`` in opt1..opt4, rs, or rs+hint (rs, every task
-        telling the daemons the collective operation with ``pvfs.AccessHint``)."""
+        telling the daemons the collective operation with ``pvfs.AccessHint``). ``mark`` is
+        called with "start" and "end" around the measured pass (a cached run's warm-up
+        comes before "start")."""
         path = self.file_for(workload, per_task)
         ops = task_ops(workload, self.nprocs, per_task, seed)
         hint = hint_for(workload, self.nprocs, per_task) if algorithm == HINTED else None
@@ -203,7 +205,12 @@ class Runner:
         self.call_all("disk_drop")
         if cached:
             self._tasks(path, ops, hint)                     # warm the cache, unmeasured
-        return Run(workload, per_task, cached, algorithm, self._tasks(path, ops, hint))
+        if mark is not None:
+            mark("start")
+        times = self._tasks(path, ops, hint)
+        if mark is not None:
+            mark("end")
+        return Run(workload, per_task, cached, algorithm, times)
 
 
 # The mixed-phase workload: phases that want different algorithms, back to back.
@@ -212,11 +219,13 @@ MIXED_PHASES = (("single-block", 1 << 20, False), ("random32", 64 << 10, True),
                 ("random16", 256 << 10, True))
 
 
-def run_mixed(r: Runner, algorithm: str, seed: int = 0) -> Run:
+def run_mixed(r: Runner, algorithm: str, seed: int = 0,
+              mark: Callable[[str], object] | None = None) -> Run:
     """Every phase in turn under one algorithm setting; a task's time is the sum of its
-    phases' times, so the application time is what a program doing all of them would see."""
+    phases' times, so the application time is what a program doing all of them would see.
+    ``mark``: as for ``Runner.run``, around each phase's measured pass."""
     total = [0.0] * r.nprocs
     for i, (wl, size, cached) in enumerate(MIXED_PHASES):
-        run = r.run(wl, size, cached, algorithm, seed + i)
+        run = r.run(wl, size, cached, algorithm, seed + i, mark)
         total = [a + b for a, b in zip(total, run.times)]
     return Run("mixed-phase", None, None, algorithm, total)

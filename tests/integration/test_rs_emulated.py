@@ -147,5 +147,14 @@ def test_study_runner_rs_hint_setting_sends_the_collectives_hint(cluster):
         assert (w["N_req"], w["D_req"]) == (2, h["regions"] / 2) and w["kind"] == "disjoint"
         r.run("strided", 64 << 10, False, "rs")             # no hint: the estimate again
         assert r.call(0, "sched_get")["rs"]["last"]["hint"] is False
+        # the study brackets the measured pass (a cached run's warm-up comes before it)
+        seen = []
+
+        def mark(what):
+            seen.append((what, sum(r.call(0, "sched_get")["rs"]["picks"].values())))
+
+        r.run("strided", 64 << 10, True, "rs", mark=mark)
+        assert [w for w, _ in seen] == ["start", "end"]
+        assert seen[0][1] > 0 and seen[1][1] > seen[0][1]   # warm-up decided before "start"
     with pvfs.connect(cluster.path) as fs:
         fs.iod_call(0, "sched_set", algorithm="opt1", window=None)
