@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from array import array
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any
 
 from pvfs.collective._fsio import CountingFile
@@ -73,6 +73,8 @@ class WriteBehind:
         self.sub_bytes = sub_bytes
         self.flush_bytes = flush_bytes
         self.sub_buffers = max(2, sub_buffers)
+        self._max_pairs = max(1, sub_bytes // 16)
+        self.max_message = 8 + 16 * self._max_pairs + sub_bytes
         self._fill: dict[int, tuple[array, bytearray]] = {}
         self._inflight: dict[int, list[tuple[Any, bytearray]]] = {}
         from mpi4py import MPI
@@ -83,6 +85,7 @@ class WriteBehind:
         self.sent_buffers = self.received_buffers = 0
         self.evicted_pages = 0
         self.wait_s = self.drain_s = self.flush_s = 0.0
+        self.stage1_cpu = self.stage2_cpu = 0.0  # CPU seconds of the cutting / applying
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._switch = sys.getswitchinterval()
@@ -96,6 +99,13 @@ class WriteBehind:
 
     # ------------------------------------------------------------------ stage one
     def write(self, regions: list[tuple[int, int]], data: memoryview) -> None:
+        t0 = time.thread_time()
+        try:
+            self._cut(regions, data)
+        finally:
+            self.stage1_cpu += time.thread_time() - t0
+
+    def _cut(self, regions: list[tuple[int, int]], data: memoryview) -> None:
         ps, n, me, fill = self.ps, self.n, self.rank, self._fill
         pos = 0
         for off, length in regions:
@@ -110,10 +120,13 @@ class WriteBehind:
                     if entry is None:
                         entry = fill[dest] = (array("q"), bytearray())
                     regs, buf = entry
+                    # A message never passes sub_bytes of data nor sub_bytes of offset
+                    # pairs, so the receiver's pre-posted buffers always fit it.
+                    cut = min(cut, self.sub_bytes - len(buf))
                     regs.append(off)
                     regs.append(cut)
                     buf += data[pos:pos + cut]
-                    if len(buf) >= self.sub_bytes:
+                    if len(buf) >= self.sub_bytes or len(regs) >= self._max_pairs * 2:
                         self._ship(dest)
                 off += cut
                 pos += cut
@@ -184,27 +197,50 @@ class WriteBehind:
         self.fs.write_list(regions, b"".join(parts))
 
     def _receive(self) -> None:
+        """Stage two's receiver: ``sub_buffers`` receives per sending rank are posted ahead
+        (any source), so a sub-buffer is delivered as soon as either thread of this rank
+        enters MPI — the main thread's own sends and tests move it — and the sender's
+        double buffer frees without waiting for this thread to be scheduled; the thread
+        only drops delivered buffers into pages and posts their receives again."""
         from mpi4py import MPI
 
         status = MPI.Status()
         ended = 0
         backoff = Backoff(cap=5e-4)
+        # Receives posted with the same source and tag match arriving messages in the order
+        # they were posted, so taking them from the head of this queue applies each
+        # sender's buffers (and its end marker last) in the order it sent them.
+        posted: deque[tuple[Any, bytearray]] = deque()
+        for _ in range((self.n - 1) * self.sub_buffers):
+            buf = bytearray(self.max_message)
+            posted.append((self.comm.Irecv([buf, MPI.BYTE], source=MPI.ANY_SOURCE, tag=TAG),
+                           buf))
         try:
             while ended < self.n - 1:
-                if not self.comm.iprobe(source=MPI.ANY_SOURCE, tag=TAG, status=status):
+                req, buf = posted[0]
+                if not req.Test(status):
                     backoff.pause()
                     continue
                 backoff.reset()
-                msg = bytearray(status.Get_count(MPI.BYTE))
-                self.comm.Recv([msg, MPI.BYTE], source=status.Get_source(), tag=TAG)
-                count = array("q", msg[:8])[0]
+                posted.popleft()
+                msg = memoryview(buf)[:status.Get_count(MPI.BYTE)]
+                count = array("q", bytes(msg[:8]))[0]
                 if count < 0:
                     ended += 1
-                    continue
-                self.received_buffers += 1
-                flat = array("q", msg[8:8 + 16 * count])
-                regs = list(zip(flat[0::2], flat[1::2], strict=True))
-                self._apply(regs, memoryview(msg)[8 + 16 * count:])
+                else:
+                    self.received_buffers += 1
+                    t0 = time.thread_time()
+                    flat = array("q")
+                    flat.frombytes(msg[8:8 + 16 * count])
+                    regs = list(zip(flat[0::2], flat[1::2], strict=True))
+                    self._apply(regs, msg[8 + 16 * count:])
+                    self.stage2_cpu += time.thread_time() - t0
+                del msg
+                posted.append((self.comm.Irecv([buf, MPI.BYTE], source=MPI.ANY_SOURCE,
+                                               tag=TAG), buf))
+            for req, _ in posted:  # nothing more can come: every sender's end marker is in
+                req.Cancel()
+            MPI.Request.Waitall([req for req, _ in posted])
         except BaseException as exc:  # noqa: BLE001 - re-raised by close()
             self._error = exc
 
@@ -235,4 +271,6 @@ class WriteBehind:
         return {"wb_sent_buffers": self.sent_buffers,
                 "wb_received_buffers": self.received_buffers,
                 "wb_evicted_pages": self.evicted_pages, "wb_wait_ms": int(self.wait_s * 1e3),
-                "wb_drain_ms": int(self.drain_s * 1e3), "wb_flush_ms": int(self.flush_s * 1e3)}
+                "wb_drain_ms": int(self.drain_s * 1e3), "wb_flush_ms": int(self.flush_s * 1e3),
+                "wb_stage1_cpu_ms": int(self.stage1_cpu * 1e3),
+                "wb_stage2_cpu_ms": int(self.stage2_cpu * 1e3)}

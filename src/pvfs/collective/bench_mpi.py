@@ -59,7 +59,7 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     comm.Barrier()
     iod_before = _iod_writes(fs) if comm.Get_rank() == 0 else 0
     barrier(comm)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if method == "independent":
         f = pc.open(comm, fs, path, "r", method="direct")
     else:
@@ -79,6 +79,7 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
         counters = {"lock_server_requests": f.counters()["lock_requests"],
                     "lock_server_queued": f.counters()["lock_queued"]}
     elapsed = time.perf_counter() - t0
+    cpu = comm.allreduce(time.process_time() - c0)
     elapsed = comm.allreduce(elapsed, op=_max())
     totals = comm.gather(counters, root=0)
     if comm.Get_rank() != 0:
@@ -87,7 +88,7 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     nbytes = loops * clients * clients * chunk
     return {"benchmark": "sliding_window", "method": method, "ranks": clients,
             "lock_servers": servers, "seconds": elapsed, "mib_s": nbytes / elapsed / 2**20,
-            "bytes": nbytes, "fs_reads": total.get("fs_reads", 0),
+            "bytes": nbytes, "cpu_s": cpu, "fs_reads": total.get("fs_reads", 0),
             "fs_writes": total.get("fs_writes", 0), "locks": total.get("locks", 0),
             "lock_retries": total.get("lock_retries", 0),
             "remote_gets": total.get("remote_gets", 0),
@@ -141,7 +142,7 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
     comm.Barrier()
     iod_before = _iod_writes(fs) if rank == 0 else 0
     barrier(comm)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     files: dict[int, Any] = {}
     batch: dict[int, tuple[list[tuple[int, int]], list[Any]]] = {}
     closed: list[dict[str, int]] = []
@@ -176,6 +177,7 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
             if not collective:
                 barrier(comm)
     elapsed = time.perf_counter() - t0
+    cpu = comm.allreduce(time.process_time() - c0)
     elapsed = comm.allreduce(elapsed, op=_max())
     totals = comm.gather(_sum(closed), root=0)
     if rank != 0:
@@ -183,7 +185,7 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
     total = _sum(totals)
     iod = _iod_writes(fs) - iod_before
     return {"benchmark": name, "method": method, "ranks": size, "seconds": elapsed,
-            "mib_s": nbytes / elapsed / 2**20, "bytes": nbytes,
+            "mib_s": nbytes / elapsed / 2**20, "bytes": nbytes, "cpu_s": cpu,
             "fs_writes": total.get("fs_writes", 0),
             "fs_write_regions": total.get("fs_write_regions", 0),
             "avg_write_bytes": total.get("fs_bytes_written", 0) // max(1, total.get("fs_writes", 0)),
