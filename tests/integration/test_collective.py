@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -39,55 +40,68 @@ def run_mpi(n: int, scenario: str, config: str, coords: str = ALL, *extra: str,
     return proc.stdout
 
 
-@pytest.mark.parametrize("n", [2, 3])
+# Every "Done when" property under mpiexec -n 2..8, each run covering all three
+# coordinations in one job. The sizes in FAST run on every `make test` without the slow
+# marker; the others are marked slow (they still run in `make test`).
+SIZES = range(2, 9)
+FAST = {"visibility": {2, 3, 4}, "atomic": {2, 3}, "stress": {4}, "write_behind": {2, 3},
+        "model": {3}}
+
+
+def sizes(scenario: str, among: Iterable[int] = SIZES) -> list:
+    return [pytest.param(n, id=f"n{n}",
+                         marks=() if n in FAST[scenario] else (pytest.mark.slow,))
+            for n in among]
+
+
+@pytest.mark.parametrize("n", sizes("visibility"))
 def test_read_after_synced_write_sees_it(pvfs_cluster, n):
-    run_mpi(n, "visibility", pvfs_cluster.config_path)
+    run_mpi(n, "visibility", pvfs_cluster.config_path, timeout=300)
 
 
-def test_atomic_mode_is_all_or_nothing(pvfs_cluster):
-    run_mpi(3, "atomic", pvfs_cluster.config_path)
+@pytest.mark.parametrize("n", sizes("atomic"))
+def test_atomic_mode_is_all_or_nothing(pvfs_cluster, n):
+    run_mpi(n, "atomic", pvfs_cluster.config_path, timeout=300)
 
 
-def test_random_lock_stress_no_deadlock_nothing_lost(pvfs_cluster):
-    out = run_mpi(4, "stress", pvfs_cluster.config_path)
-    # The cache was small enough that the run exercised eviction and pinned pages.
+@pytest.mark.parametrize("n", sizes("stress"))
+def test_random_lock_stress_no_deadlock_nothing_lost(pvfs_cluster, n):
+    out = run_mpi(n, "stress", pvfs_cluster.config_path, timeout=600)
+    # The caches were small enough that the run exercised eviction (counters summed over
+    # the clients, one line per coordination).
     counters = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
                 if line.startswith("counters")]
     assert counters and all(c["evictions"] > 0 for c in counters)
 
 
-def test_write_behind_loses_nothing(pvfs_cluster):
-    out = run_mpi(3, "write_behind", pvfs_cluster.config_path, "rma,servers")
-    counters = json.loads(next(line for line in out.splitlines()
-                               if line.startswith("counters")).split(" ", 1)[1])
-    assert counters["wb_sent_buffers"] > 0  # stage one really shipped sub-buffers
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("scenario", ["visibility", "atomic", "stress"])
-def test_eight_ranks(pvfs_cluster, scenario):
-    run_mpi(8, scenario, pvfs_cluster.config_path, timeout=600)
+@pytest.mark.parametrize("n", sizes("write_behind"))
+def test_write_behind_loses_nothing(pvfs_cluster, n):
+    out = run_mpi(n, "write_behind", pvfs_cluster.config_path, timeout=300)
+    counters = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
+                if line.startswith("counters")]
+    assert counters and all(c["wb_sent_buffers"] > 0 for c in counters)  # stage one shipped
 
 
 PAGE = 1024
-op = st.one_of(
-    st.tuples(st.integers(0, 2), st.just("write"), st.integers(0, 6 * PAGE),
+op = st.one_of(  # (rank mod the clients, op, offset, length, byte value)
+    st.tuples(st.integers(0, 7), st.just("write"), st.integers(0, 6 * PAGE),
               st.integers(1, 3 * PAGE), st.integers(1, 255)),
-    st.tuples(st.integers(0, 2), st.just("read"), st.integers(0, 6 * PAGE),
+    st.tuples(st.integers(0, 7), st.just("read"), st.integers(0, 6 * PAGE),
               st.integers(1, 3 * PAGE), st.just(0)),
-    st.tuples(st.integers(0, 2), st.just("sync"), st.just(0), st.just(0), st.just(0)),
+    st.tuples(st.integers(0, 7), st.just("sync"), st.just(0), st.just(0), st.just(0)),
 )
 
 
+@pytest.mark.parametrize("n", sizes("model", [2, 3, 5, 8]))  # ~3 s per example and size
 @settings(max_examples=4, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(op, min_size=1, max_size=25), atomic=st.booleans(),
        slots=st.integers(1, 4))
-def test_generated_sequences_agree_with_sequential_model(pvfs_cluster, tmp_path, ops, atomic,
-                                                         slots):
+def test_generated_sequences_agree_with_sequential_model(pvfs_cluster, tmp_path, n, ops,
+                                                         atomic, slots):
     spec = tmp_path / "case.json"
     spec.write_text(json.dumps({"ops": ops, "atomic": atomic, "slots": slots}))
-    run_mpi(3, "model", pvfs_cluster.config_path, ALL, str(spec))
+    run_mpi(n, "model", pvfs_cluster.config_path, ALL, str(spec), timeout=300)
 
 
 @pytest.mark.slow
