@@ -17,7 +17,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import format_table, write_results
-from pvfs.collective.benchdrive import HEADERS, plot, run_suite, table_rows
+from pvfs.collective.benchdrive import (
+    HEADERS,
+    PAIRED_HEADERS,
+    paired_rows,
+    plot,
+    run_suite,
+    table_rows,
+)
 
 
 def main() -> int:
@@ -39,6 +46,9 @@ def main() -> int:
     if args.plot:
         plot(data, args.plot)
     print(format_table(HEADERS, table_rows(data)))
+    print()
+    print("ratios within each repeat (same load for both sides):")
+    print(format_table(PAIRED_HEADERS, paired_rows(data)))
     print(f"saved {path}")
     return 0
 

@@ -67,9 +67,13 @@ def _ints(text: str | None) -> list[int] | None:
 
 
 def render(data: dict) -> str:
-    from pvfs.collective.benchdrive import HEADERS, table_rows
+    from pvfs.collective.benchdrive import HEADERS, PAIRED_HEADERS, paired_rows, table_rows
 
-    return table(table_rows(data), HEADERS, right=list(range(2, len(HEADERS))))
+    out = table(table_rows(data), HEADERS, right=list(range(2, len(HEADERS))))
+    if data.get("repeat", 1) > 1 and data.get("paired"):
+        out += "\n\nratios within each repeat (same load for both sides):\n"
+        out += table(paired_rows(data), PAIRED_HEADERS, right=[2, 4, 5, 6])
+    return out
 
 
 def cmd_bench_collective(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from pvfs.cli.main import build_parser
 from pvfs.collective.benchdrive import (
     CHECKPOINT_METHODS,
     WINDOW,
+    paired_ratios,
     plan,
     square_at_most,
     table_rows,
@@ -64,3 +65,18 @@ def test_help_has_an_example(argv, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(argv)
     assert "example:" in capsys.readouterr().out
+
+
+def test_paired_ratios_compare_within_each_repeat():
+    jobs = [(4, {"benchmark": "btio", "method": m}) for m in
+            ("independent", "collective", "write_behind")]
+    mk = lambda m, v: {"benchmark": "btio", "method": m, "ranks": 4, "mib_s": v}
+    # Load doubles between repeats: absolute numbers move, the ratios within a repeat not.
+    runs = {0: [mk("independent", 1.0), mk("independent", 0.5)],
+            1: [mk("collective", 10.0), mk("collective", 5.0)],
+            2: [mk("write_behind", 12.0), mk("write_behind", 4.0)]}
+    got = {(p["method"], p["versus"]): p for p in paired_ratios(jobs, runs)}
+    wb = got[("write_behind", "collective")]
+    assert wb["ratios"] == [1.2, 0.8] and wb["median"] == 1.0 and wb["wins"] == 1
+    assert got[("write_behind", "independent")]["min"] == 8.0
+    assert ("collective", "collective") not in got and ("independent", "independent") not in got

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -136,17 +137,59 @@ def run_suite(config: str | None = None, quick: bool = False, ranks: int = 4,
                     progress(f"[{rep + 1}/{repeat}] {opts['benchmark']} {opts['method']}"
                              f"{' k=' + str(opts['lock_servers']) if 'lock_servers' in opts else ''}"
                              f" -n {nprocs}")
-                runs[i].append(run_job(config, nprocs, opts))
+                result = run_job(config, nprocs, opts)
+                result["load"] = _load()
+                runs[i].append(result)
     results = []
     for i in range(len(jobs)):
         ordered = sorted(runs[i], key=lambda r: r["mib_s"])
         best = dict(ordered[len(ordered) // 2])
         best["runs_mib_s"] = [round(r["mib_s"], 3) for r in runs[i]]
+        best["runs_load1"] = [r["load"][0] if r["load"] else None for r in runs[i]]
         results.append(best)
-    return {"results": results, "quick": quick, "ranks": ranks, "repeat": repeat,
+    return {"results": results, "paired": paired_ratios(jobs, runs), "quick": quick,
+            "ranks": ranks, "repeat": repeat,
             "seconds": round(time.time() - started, 1), "load_before": load_before,
             "load_after": _load(),
             "window": WINDOW, "params": PARAMS["quick" if quick else "full"]}
+
+
+def paired_ratios(jobs: list[tuple[int, dict[str, Any]]],
+                  runs: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each method's bandwidth over its baselines' *in the same repeat* (the jobs of one
+    repeat run back to back, so a change of load hits both sides of a ratio alike): per
+    repeat, then median, min and max. Baselines: ``independent`` always, ``collective``
+    (two-phase) for the checkpoints."""
+    index: dict[tuple[str, int, str], int] = {}
+    for i, (_, opts) in enumerate(jobs):
+        r = runs[i][0]
+        index[(r["benchmark"], r["ranks"], label(r))] = i
+    out = []
+    for (bench, ranks, name), i in index.items():
+        for base in ("independent", "collective"):
+            j = index.get((bench, ranks, base))
+            if j is None or j == i:
+                continue
+            ratios = [a["mib_s"] / b["mib_s"] for a, b in zip(runs[i], runs[j], strict=True)
+                      if b["mib_s"] > 0]
+            if not ratios:
+                continue
+            out.append({"benchmark": bench, "ranks": ranks, "method": name, "versus": base,
+                        "ratios": [round(x, 3) for x in ratios],
+                        "median": round(statistics.median(ratios), 3),
+                        "min": round(min(ratios), 3), "max": round(max(ratios), 3),
+                        "wins": sum(x > 1 for x in ratios)})
+    return out
+
+
+def paired_rows(data: dict[str, Any]) -> list[list[Any]]:
+    """Rows for people from ``data["paired"]``."""
+    return [[p["benchmark"], p["method"], p["ranks"], p["versus"], f"{p['median']:.2f}x",
+             f"{p['min']:.2f}-{p['max']:.2f}", f"{p['wins']}/{len(p['ratios'])}"]
+            for p in data.get("paired", [])]
+
+
+PAIRED_HEADERS = ["benchmark", "method", "ranks", "versus", "median ratio", "range", "wins"]
 
 
 def _load() -> list[float]:
