@@ -97,7 +97,9 @@ def _mean_rows(rows: list[dict]) -> dict:
     for k in ("app_service_s", "mean_task_service_s", "variance"):
         out[k] = sum(r[k] for r in rows) / len(rows)
     out["runs"] = [{"app_service_s": r["app_service_s"],
-                    "mean_task_service_s": r["mean_task_service_s"]} for r in rows]
+                    "mean_task_service_s": r["mean_task_service_s"],
+                    **({"phases": r["phases"]} if "phases" in r else {})} for r in rows]
+    out.pop("phases", None)
     if "rs" in out:
         out["rs"] = _sum_deltas([r["rs"] for r in rows])
     return out

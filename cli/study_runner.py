@@ -91,14 +91,19 @@ class Run:
     cached: bool | None           # None: mixed (mixed-phase)
     algorithm: str
     times: list[float]
+    phases: list[Run] | None = None   # mixed-phase: each phase's own run
 
     def row(self) -> dict:
         m = three_metrics(self.times)
-        return {"workload": self.workload, "request_bytes": self.per_task,
-                "cached": self.cached, "algorithm": self.algorithm,
-                "app_service_s": m["app_service_time"],
-                "mean_task_service_s": m["mean_task_service_time"],
-                "variance": m["task_service_time_variance"]}
+        out = {"workload": self.workload, "request_bytes": self.per_task,
+               "cached": self.cached, "algorithm": self.algorithm,
+               "app_service_s": m["app_service_time"],
+               "mean_task_service_s": m["mean_task_service_time"],
+               "variance": m["task_service_time_variance"]}
+        if self.phases is not None:
+            out["phases"] = [{k: v for k, v in p.row().items() if k != "algorithm"}
+                             for p in self.phases]
+        return out
 
 
 class Runner:
@@ -225,7 +230,9 @@ def run_mixed(r: Runner, algorithm: str, seed: int = 0,
     phases' times, so the application time is what a program doing all of them would see.
     ``mark``: as for ``Runner.run``, around each phase's measured pass."""
     total = [0.0] * r.nprocs
+    phases = []
     for i, (wl, size, cached) in enumerate(MIXED_PHASES):
         run = r.run(wl, size, cached, algorithm, seed + i, mark)
+        phases.append(run)
         total = [a + b for a, b in zip(total, run.times)]
-    return Run("mixed-phase", None, None, algorithm, total)
+    return Run("mixed-phase", None, None, algorithm, total, phases)
