@@ -30,6 +30,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from . import rs
 
@@ -180,7 +181,12 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
             marks.append((rs.io_time(base, "opt2", w), excess, excess.get(table_pick, 1.0)))
     zero_s, small_alg = base.zero_s, base.small_alg
     if marks:
-        cands = sorted({0.0, *(t * 1.0001 for t, _, _ in marks)})
+        # Thresholds halfway (geometrically) between neighbouring runs, not just above one:
+        # the daemon's estimate of a run's I/O time differs a little from the fit's, and a
+        # boundary right at a run would flip its pick on that difference.
+        ts = sorted({t for t, _, _ in marks if t > 0})
+        cands = [0.0, *(math.sqrt(a * b) for a, b in pairwise(ts)),
+                 *([ts[-1] * 2] if ts else [])]
         zero_s, small_alg = min(
             ((c, a) for a in rs.ALGORITHMS for c in cands),
             key=lambda ca: (round(sum(ex.get(ca[1], 1.0) if t < ca[0] else table_ex
