@@ -111,7 +111,8 @@ class ReactiveSelector:
         until the next request, which in a collective of single requests never comes."""
         pcount, hint = self.context.get(ino, (1, None))
         n_file = self._nfile(ino)
-        win = self.window(ino, n_file)
+        n_here = self._reaching(ino, n_file, pcount)
+        win = self.window(ino, n_here)
         cached = self._cached_fraction(win)
         if hint is not None:
             # The hint speaks of the whole operation; this daemon holds 1/pcount of it.
@@ -123,7 +124,7 @@ class ReactiveSelector:
             d_o = sum(r.regions for r in recs)
             r_o = (max(r.hi for r in recs) - min(r.lo for r in recs)) if recs else 0
             # Logical range -> this daemon's share of it (S_req_o counts local bytes).
-            w = rs.estimate(n_file, max(1, len(recs)), s_o, max(1, d_o),
+            w = rs.estimate(n_here, max(1, len(recs)), s_o, max(1, d_o),
                             r_o // max(1, pcount), cached)
         pick, preds = rs.select(self.params, w)
         self.picks[pick] += 1
@@ -135,6 +136,25 @@ class ReactiveSelector:
         if engine.algorithm != pick:
             engine.algorithm = pick
             self.switches += 1
+
+    def _reaching(self, ino: int, n_file: int, pcount: int) -> int:
+        """How many of the ``N_file`` tasks' requests reach this daemon (0: N_file unknown).
+
+        Eq. 5.7-5.8 scale the observed requests up to ``N_file``, as if every task's
+        request reached every daemon -- true of the thesis' large requests, not of small
+        ones: a 64 KiB block on a 64 KiB stripe over two daemons lands on one of them, and
+        scaling to all tasks doubled ``S_req`` (and its predicted time, past the small-request
+        threshold). A request whose share here is ``f`` of its bytes spans about ``1/f`` of
+        the ``pcount`` daemons; the mean of that over the recent requests is the fraction of
+        tasks that reach this one."""
+        if n_file <= 0 or pcount <= 1:
+            return n_file
+        seen = self.seen.get(ino)
+        spans = [min(pcount, s.rec.logical / s.rec.nbytes) for s in list(seen or ())[-64:]
+                 if s.rec.logical > 0 and s.rec.nbytes > 0]
+        if not spans:
+            return n_file
+        return max(1, round(n_file * sum(spans) / len(spans) / pcount))
 
     @staticmethod
     def _cached_fraction(win: list[Seen]) -> float | None:

@@ -319,7 +319,7 @@ class IodServer:
         regions = desc.expand()
         lo = min((o for o, _ in regions), default=0)
         hi = max((o + n for o, n in regions), default=0)
-        rec = JobRecord(ino, op, nbytes, len(regions), lo, hi)
+        rec = JobRecord(ino, op, nbytes, len(regions), lo, hi, sum(n for _, n in regions))
         self.stats.begin(job_id, rec)
         return rec
 

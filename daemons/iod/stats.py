@@ -23,6 +23,10 @@ class JobRecord:
     regions: int
     lo: int
     hi: int
+    # Bytes of the whole request, all daemons' shares together (0: unknown). nbytes over
+    # this is the share here; the reactive selector uses it to tell how many of a
+    # collective's requests reach this daemon at all.
+    logical: int = 0
 
 
 @dataclass

@@ -132,3 +132,26 @@ def test_the_decision_is_made_again_when_n_file_arrives():
     trio.run(sel._ask_nfile, 5)
     assert sel.last["workload"]["N_req"] == 14
     assert abs(sel.last["workload"]["S_req"] - 14e6) < 1
+
+
+def test_small_requests_on_one_daemon_scale_to_the_tasks_that_reach_it():
+    """14 tasks each read 64 KiB = one stripe unit of a file over two daemons: seven
+    requests reach this daemon, not fourteen (eq. 5.8 would double S_req)."""
+    srv = server(resident=0.0)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+    sel.nfile[5] = (14, 1e18)
+    for k in range(0, 14, 2):                 # the even tasks' blocks live here
+        rec = JobRecord(5, "read", 65536, 1, k * 65536, (k + 1) * 65536, 65536)
+        srv.stats.begin(k, rec)
+        sel.on_read(5, [(0, 0, 65536)], 2, None, rec)
+    w = sel.last["workload"]
+    assert w["N_req"] == 7 and w["S_req"] == 7 * 65536
+    # a 1 MiB request spans both daemons: every task reaches this one
+    sel2 = ReactiveSelector(srv2 := server(resident=0.0))
+    sel2.active = True
+    sel2.nfile[6] = (14, 1e18)
+    rec = JobRecord(6, "read", 1 << 19, 1, 0, 1 << 20, 1 << 20)
+    srv2.stats.begin(1, rec)
+    sel2.on_read(6, [(0, 0, 1 << 19)], 2, None, rec)
+    assert sel2.last["workload"]["N_req"] == 14
