@@ -101,3 +101,19 @@ def test_write_behind_extents_match_a_byte_set(writes):
     covered = {i for lo, hi in p.extents for i in range(lo, hi)}
     assert covered == written
     assert all(a[1] < b[0] for a, b in zip(p.extents, p.extents[1:]))  # disjoint, apart
+
+
+def test_rma_page_word_packs_meta_beside_the_lock_bits():
+    from pvfs.collective._rma import LOCK_BITS, MAX_RANKS, MAX_SLOTS, WRITER, pack, unpack
+
+    for meta in (UNCACHED, Meta(-1, -1, True), Meta(0, 0, False), Meta(7, 12345, True),
+                 Meta(MAX_RANKS - 1, MAX_SLOTS - 1, True)):
+        word = pack(meta)
+        assert word >= 0 and word & LOCK_BITS == 0 and unpack(word) == meta
+        assert unpack(word | WRITER | 5) == meta  # lock bits leave the metadata alone
+    # An exclusive unlock is one sum: it publishes the new metadata and drops the writer
+    # bit while two readers' transient +1s on the write-locked word stay counted.
+    old, new = pack(UNCACHED), pack(Meta(3, 9, False))
+    word = (old | WRITER) + 2
+    word += new - old - WRITER
+    assert unpack(word) == Meta(3, 9, False) and word & LOCK_BITS == 2
