@@ -46,6 +46,7 @@ class ReactiveSelector:
         self.params = rs.Params.from_table(table) if isinstance(table, dict) else rs.Params()
         self.active = False
         self.nfile: dict[int, tuple[int, float]] = {}
+        self._last_nfile = 0      # the latest N_file answer, for files not asked about yet
         self._asking: set[int] = set()
         self.last: dict = {}
         self.context: dict[int, tuple[int, dict | None]] = {}   # ino -> (pcount, last hint)
@@ -191,12 +192,21 @@ class ReactiveSelector:
             if nursery is not None:
                 self._asking.add(ino)
                 nursery.start_soon(self._ask_nfile, ino)
-        return entry[0] if entry is not None else 0
+        if entry is not None:
+            return entry[0]
+        # Not known yet (the manager answers a round trip later): the tasks that opened the
+        # file last asked about are the best guess -- a parallel program opens its files
+        # with all its tasks. Guessing 1 (only what was seen) made the first requests of a
+        # large collective look small, and the engine began it under the small-request
+        # algorithm before switching.
+        return self._last_nfile
 
     async def _ask_nfile(self, ino: int) -> None:
         try:
             n = (await self.server.nfile([ino])).get(ino, 0)
-            known = self.nfile.get(ino, (None,))[0]
+            known = self.nfile.get(ino, (self._last_nfile,))[0]
+            if n > 0:
+                self._last_nfile = n
             self.nfile[ino] = (n, time.monotonic())
             if len(self.nfile) > 4096:
                 self.nfile.pop(next(iter(self.nfile)))

@@ -155,3 +155,21 @@ def test_small_requests_on_one_daemon_scale_to_the_tasks_that_reach_it():
     srv2.stats.begin(1, rec)
     sel2.on_read(6, [(0, 0, 1 << 19)], 2, None, rec)
     assert sel2.last["workload"]["N_req"] == 14
+
+
+def test_an_unknown_n_file_is_guessed_from_the_last_answer():
+    import trio
+
+    srv = server(resident=0.0)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+
+    async def nfile(inos):
+        return {i: 14 for i in inos}
+
+    srv.nfile = nfile
+    trio.run(sel._ask_nfile, 5)               # file 5: 14 tasks hold it open
+    rec = JobRecord(9, "read", 1 << 19, 1, 0, 1 << 20, 1 << 20)
+    srv.stats.begin(1, rec)
+    sel.on_read(9, [(0, 0, 1 << 19)], 2, None, rec)   # file 9: not asked about yet
+    assert sel.last["workload"]["N_req"] == 14 and sel.last["workload"]["S_req"] == 14 << 19
