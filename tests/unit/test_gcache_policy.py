@@ -65,13 +65,30 @@ def test_runtime_aging_never_makes_a_seen_segment_new():
 
 def test_adaptive_raises_threshold_when_admissions_are_useless():
     p = AdaptiveBypass(threshold=4, epoch=8)
-    for _ in range(8):
-        p.evicted(1, 0, hits=0)
+    for b in range(8):  # re-missed segments admitted above the threshold, never hit
+        assert p.admit(1, b, 5, None)
+    for b in range(8):
+        p.evicted(1, b, hits=0)
     assert p.threshold == 8
-    for _ in range(8):
-        p.evicted(1, 0, hits=5)
+    for b in range(8):
+        assert p.admit(1, b, 9, None)
+    for b in range(8):
+        p.evicted(1, b, hits=5)
     assert p.threshold == 4
     assert p.bypass_ttl > 0
+
+
+def test_adaptive_ignores_first_touch_admissions():
+    """Only the admissions the threshold decides move it: well-used (or unused) blocks that
+    entered on their first access say nothing about re-admitting re-missed segments."""
+    p = AdaptiveBypass(threshold=4, epoch=8)
+    for b in range(32):
+        assert p.admit(1, b, 0, None)  # first access
+        p.evicted(1, b, hits=10)
+    for b in range(32, 64):
+        assert p.admit(1, b, 0, None)
+        p.evicted(1, b, hits=0)
+    assert p.threshold == 4 and p.adjustments == 0
 
 
 def test_sketch_admits_only_more_frequent_than_victim():

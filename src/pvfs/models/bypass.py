@@ -23,10 +23,11 @@ Policies:
               unchecked; later misses only if the counter exceeds the threshold; the
               harvester prefers victims under the threshold; counters are halved once per
               harvest round (never back to the "never seen" zero).
-``adaptive``  ``runtime`` whose threshold follows the usefulness of admissions: when evicted
-              blocks were hit less than once on average, admission is polluting the cache and
-              the threshold doubles; when they were hit often, it halves. Refusals expire, so
-              segments whose reuse changes get another chance.
+``adaptive``  ``runtime`` whose threshold follows the usefulness of the admissions it
+              decides (re-missed segments admitted above the threshold): when those were hit
+              less than half a time on average, the threshold doubles; when they were hit
+              often, it halves. Refusals expire, so segments whose reuse changes get another
+              chance.
 ``sketch``    TinyLFU-like: a count-min sketch of segment frequencies (halved every
               ``sample`` accesses) and admission only when the candidate's segment is more
               frequent than the victim's (always while slots are free).
@@ -230,29 +231,49 @@ class RuntimeBypass:
 
 
 class AdaptiveBypass(RuntimeBypass):
-    """Runtime bypass whose threshold follows how useful admissions turn out to be.
+    """Runtime bypass whose threshold follows how useful the admissions it decides turn out.
 
-    Every ``epoch`` evictions it looks at the mean number of hits the evicted blocks had while
-    cached: below ``low`` (admitted blocks mostly left unused: admission pollutes) the threshold
-    doubles; above ``high`` (the cache pays off: admit more) it halves; within ``[lo, hi]``.
-    Refused segments are retried by clients after :data:`REPROBE_AFTER` accesses, so a phase
-    change can bring them back.
+    The threshold decides one thing only: whether a segment that missed before (counter
+    above zero) is admitted again. So the feedback comes from exactly those *marginal*
+    admissions: every ``epoch`` evictions of marginally admitted blocks it looks at the mean
+    number of hits they had while cached: below ``low`` (they mostly went unused: admitting
+    re-missed segments pollutes) the threshold doubles; above ``high`` (they pay off) it
+    halves; within ``[lo, hi]``. First-touch admissions, which no threshold controls, do not
+    move it. (Judging by every evicted block, as this did until 2026-11-23, lowered the
+    threshold whenever the cache held well-used blocks — LU's slabs — and the marginal
+    re-admissions then displaced them.) Refused segments are retried by clients after
+    :data:`REPROBE_AFTER` accesses, so a phase change can bring them back.
     """
 
     name = "adaptive"
     bypass_ttl = REPROBE_AFTER
 
-    def __init__(self, threshold: int = 10, lo: int = 1, hi: int = 64, epoch: int = 256,
+    def __init__(self, threshold: int = 10, lo: int = 1, hi: int = 64, epoch: int = 64,
                  low: float = 0.5, high: float = 2.0, age_every: int = 0) -> None:
         super().__init__(threshold, age_every=age_every)
         self.lo, self.hi, self.epoch = lo, hi, epoch
         self.low, self.high = low, high
+        self._marginal: dict[Seg, int] = {}  # blocks cached per segment admitted on a re-miss
         self._epoch_evictions = 0
         self._hits_evicted = 0
         self.adjustments = 0
 
+    def admit(self, ino: int, seg: int, before: int, victim: Seg | None) -> bool:
+        ok = super().admit(ino, seg, before, victim)
+        if ok and before > 0:
+            self._marginal[(ino, seg)] = self._marginal.get((ino, seg), 0) + 1
+        return ok
+
     def evicted(self, ino: int, seg: int, hits: int) -> None:
         self._aging.tick()
+        key = (ino, seg)
+        left = self._marginal.get(key, 0)
+        if not left:
+            return
+        if left == 1:
+            del self._marginal[key]
+        else:
+            self._marginal[key] = left - 1
         self._epoch_evictions += 1
         self._hits_evicted += hits
         if self._epoch_evictions >= self.epoch:
@@ -265,6 +286,11 @@ class AdaptiveBypass(RuntimeBypass):
             if self.threshold != old:
                 self.adjustments += 1
             self._epoch_evictions = self._hits_evicted = 0
+
+    def forget(self, ino: int) -> None:
+        super().forget(ino)
+        for key in [k for k in self._marginal if k[0] == ino]:
+            del self._marginal[key]
 
     def stats(self) -> dict:
         out = super().stats()
