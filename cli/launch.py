@@ -221,16 +221,16 @@ def _tail(path: str, lines: int = 15) -> str:
 
 def down(cfg: Config, timeout: float = STOP_TIMEOUT) -> list[tuple[str, int]]:
     """SIGTERM every local daemon (by pidfile), wait, SIGKILL stragglers; (name, pid) stopped."""
-    running = [(d.name, pid, d.pidfile) for d in daemons_of(cfg)
-               if (pid := read_pidfile(d.pidfile))]
-    stopped = set(terminate([pid for _, pid, _ in running], timeout))
-    for _, pid, pidfile in running:
+    alive = [(d.name, pid, d.pidfile) for d in daemons_of(cfg)
+             if (pid := read_pidfile(d.pidfile))]
+    stopped = set(terminate([pid for _, pid, _ in alive], timeout))
+    for _, pid, pidfile in alive:
         if pid in stopped:
             try:
                 os.unlink(pidfile)
             except OSError:
                 pass
-    return [(name, pid) for name, pid, _ in running if pid in stopped]
+    return [(name, pid) for name, pid, _ in alive if pid in stopped]
 
 
 @contextlib.contextmanager
