@@ -27,7 +27,7 @@ log = logging.getLogger("pvfs.iod.rs")
 NFILE_TTL = 1.0     # seconds an N_file answer from the manager is used
 MAX_PIECES = 256    # ranges whose residency is measured per request (the rest is like them)
 RECENT_S = 1.0      # a request that left service still describes its operation this long
-SEEN_MAX = 512      # requests remembered per file
+SEEN_MAX = 256      # requests remembered per file
 
 
 @dataclass(slots=True)
@@ -51,6 +51,7 @@ class ReactiveSelector:
         self.last: dict = {}
         self.context: dict[int, tuple[int, dict | None]] = {}   # ino -> (pcount, last hint)
         self.seen: dict[int, deque[Seen]] = {}                  # ino -> requests, newest last
+        self.span: dict[int, float] = {}   # ino -> daemons a request spans, recent average
         self.picks: Counter[str] = Counter()
         # Why it picked: "kind/column->pick" per decision, and how often the engine switched.
         self.decisions: Counter[str] = Counter()
@@ -72,8 +73,15 @@ class ReactiveSelector:
         if seen is None:
             seen = self.seen[ino] = deque(maxlen=SEEN_MAX)
             if len(self.seen) > 4096:
-                self.seen.pop(next(iter(self.seen)))
+                gone = next(iter(self.seen))
+                del self.seen[gone]
+                self.span.pop(gone, None)
         seen.append(Seen(record, time.monotonic(), self._resident(ino, pieces)))
+        if record.logical > 0 and record.nbytes > 0:
+            # daemons this request spans, averaged over the recent ones (weight 1/16)
+            one = record.logical / record.nbytes
+            old = self.span.get(ino)
+            self.span[ino] = one if old is None else old + (one - old) / 16
         self.context[ino] = (pcount, hint)
         if len(self.context) > 4096:
             self.context.pop(next(iter(self.context)))
@@ -99,9 +107,18 @@ class ReactiveSelector:
         want = max(n_file, len(live), 1)
         horizon = time.monotonic() - RECENT_S
         out: list[Seen] = []
+        unseen_live = len(live)
+        # Newest first; stop once the window is full and every live request was met (the
+        # selector runs on every request: it must not walk the whole history each time).
         for s in reversed(seen):
-            if id(s.rec) in live or (len(out) < want and s.t >= horizon):
+            is_live = id(s.rec) in live
+            if is_live:
+                unseen_live -= 1
                 out.append(s)
+            elif len(out) < want and s.t >= horizon:
+                out.append(s)
+            elif unseen_live <= 0:
+                break
         return out
 
     def _decide(self, ino: int) -> None:
@@ -148,14 +165,10 @@ class ReactiveSelector:
         threshold). A request whose share here is ``f`` of its bytes spans about ``1/f`` of
         the ``pcount`` daemons; the mean of that over the recent requests is the fraction of
         tasks that reach this one."""
-        if n_file <= 0 or pcount <= 1:
+        span = self.span.get(ino)
+        if n_file <= 0 or pcount <= 1 or span is None:
             return n_file
-        seen = self.seen.get(ino)
-        spans = [min(pcount, s.rec.logical / s.rec.nbytes) for s in list(seen or ())[-64:]
-                 if s.rec.logical > 0 and s.rec.nbytes > 0]
-        if not spans:
-            return n_file
-        return max(1, round(n_file * sum(spans) / len(spans) / pcount))
+        return max(1, round(n_file * min(pcount, span) / pcount))
 
     @staticmethod
     def _cached_fraction(win: list[Seen]) -> float | None:

@@ -231,10 +231,14 @@ def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS) -> tu
     time is ~0 (below ``p.zero_s``) the thesis' fix applies (§5.6): "default to a more
     practical algorithm for this situation, such as Opt 1" -- ``p.small_alg``, opt1 unless
     the fit found another one better for small requests on this system."""
-    preds = {a: predict(p, a, w) for a in algorithms}
+    # Eq. 5.6 with the parts every algorithm shares computed once (this runs on every
+    # request): T_over + E_opt[alg][column] * base.
+    base = e_req(p, w) * e_dist(p, w) * t_ioread(p, w.S_req, w.cached)
+    col = CLASSES.index(w.kind()) + (3 if is_cached(p, w) else 0)
+    preds = {a: p.T_over + p.E_opt[a][col] * base for a in algorithms}
     # "~0" is judged on the baseline I/O time (E_opt = 1, opt2's): the factors of table 5.3
     # are all near 1, so when it is ~0 every algorithm's is.
-    if e_req(p, w) * e_dist(p, w) * t_ioread(p, w.S_req, w.cached) < p.zero_s:
+    if base < p.zero_s:
         return p.small_alg, preds
     best = min(algorithms, key=lambda a: (preds[a], algorithms.index(a)))
     return best, preds
