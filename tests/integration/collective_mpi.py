@@ -96,7 +96,8 @@ def stress(fs, coord: str, ops: int = 120) -> None:
     are evicted while others hold them: no deadlock, own cells always read back, nothing
     lost after close."""
     path = fresh(fs, f"stress-{coord}")
-    cell, ncells = 97, 400
+    # About twice as many pages as the group's cache slots (6 per rank), at every size.
+    cell, ncells = 97, 130 * SIZE + 140
     f = copen(fs, path, coord, cache_bytes=6 * PS)
     if f.is_lock_server:
         comm.gather({}, root=0)

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pvfs.collective._file import parse_amode
-from pvfs.collective._locks import LockManager
+from pvfs.collective._locks import READ, LockManager
 from pvfs.collective._pages import UNCACHED, Dirty, Meta, Piece, by_page, merge_runs, split
 from pvfs.collective._writebehind import _Page
 
@@ -117,3 +117,22 @@ def test_rma_page_word_packs_meta_beside_the_lock_bits():
     word = (old | WRITER) + 2
     word += new - old - WRITER
     assert unpack(word) == Meta(3, 9, False) and word & LOCK_BITS == 2
+
+
+def test_lock_manager_read_mode_is_exclusive_while_the_page_is_cached_nowhere():
+    m = LockManager()
+    assert m.request(3, 0, READ) == ("granted", UNCACHED)  # the reader will cache it
+    assert m.holders(3) == (0, set())
+    assert m.request(3, 1, READ) == ("queued", None)  # still cached nowhere: waits ...
+    assert m.request(3, 2, READ, around=True) == ("refused", None)  # ... or reads around
+    cached = Meta(0, 4, False)
+    assert m.release(3, 0, cached) == [(1, cached)]  # decided at the grant: now shared
+    assert m.holders(3) == (None, {1})
+    assert m.request(3, 2, READ) == ("granted", cached)
+    assert m.request(3, 4, True) == ("queued", None)  # a writer waits for both readers
+    # A page cached somewhere is never read around: its copy may be dirty.
+    assert m.request(3, 5, READ, around=True) == ("queued", None)
+    assert m.release(3, 1, None) == []
+    assert m.release(3, 2, None) == [(4, cached)]
+    assert m.release(3, 4, UNCACHED) == [(5, UNCACHED)]  # evicted meanwhile: exclusive
+    assert m.holders(3) == (5, set())

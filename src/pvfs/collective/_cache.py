@@ -47,7 +47,7 @@ class Locks(Protocol):
     retries: int
 
     def lock(self, page: int, excl: bool, around: bool = False) -> Meta | None: ...
-    def upgrade(self, page: int) -> Meta | None: ...
+    def lock_read(self, page: int, around: bool) -> tuple[Meta | None, bool]: ...
     def try_lock(self, page: int) -> Meta | None: ...
     def unlock(self, page: int, excl: bool, meta: Meta | None) -> None: ...
     def close(self) -> None: ...
@@ -151,22 +151,18 @@ class PageCache:
                 self._release(page)
 
     def _acquire(self, page: int, write: bool) -> None:
-        excl = write
         # A non-atomic read does not queue behind another rank's load of the page: while
         # a page is locked and cached nowhere the file holds every completed write to it
         # (a cached copy is published before its writer unlocks, and an evicted one is
         # written before), so the read goes to the file, as independent I/O would, instead
         # of waiting for a holder that may be descheduled. Atomic reads always wait.
-        around = not write and not self.atomic
-        meta = self.locks.lock(page, excl, around)
-        if meta is not None and not excl and meta.owner < 0:
-            # Caching the page changes its metadata: trade up before the next page's lock
-            # (in place when this rank is the only reader, else release and queue again).
-            excl = True
-            meta = self.locks.upgrade(page)
-            if meta is None:
-                self.locks.unlock(page, False, None)
-                meta = self.locks.lock(page, True, around)
+        excl = write
+        if write:
+            meta = self.locks.lock(page, True)
+        else:
+            # Caching an uncached page changes its metadata: the read's lock is exclusive
+            # then (RMA: traded up in place; message homes decide at the grant).
+            meta, excl = self.locks.lock_read(page, not self.atomic)
         if meta is None:
             self.around.add(page)
             self.read_around += 1

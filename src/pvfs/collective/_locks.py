@@ -15,13 +15,23 @@ from dataclasses import dataclass, field
 
 from pvfs.collective._pages import UNCACHED, Meta
 
+#: A lock mode besides shared (False) and exclusive (True): a read that caches the page if
+#: nobody does — exclusive when granted while the page is cached nowhere, else shared.
+READ = "read"
+
+Mode = bool | str
+
 
 @dataclass
 class _PageLock:
     readers: set[int] = field(default_factory=set)
     writer: int | None = None
-    queue: deque[tuple[int, bool]] = field(default_factory=deque)
+    queue: deque[tuple[int, Mode]] = field(default_factory=deque)
     meta: Meta = UNCACHED
+
+    def exclusive(self, mode: Mode) -> bool:
+        """Whether ``mode`` asks for the page exclusively, decided now (at the grant)."""
+        return self.meta.owner < 0 if mode == READ else bool(mode)
 
 
 class LockManager:
@@ -39,19 +49,19 @@ class LockManager:
         return entry
 
     @staticmethod
-    def _free_for(entry: _PageLock, excl: bool) -> bool:
+    def _free_for(entry: _PageLock, mode: Mode) -> bool:
         if entry.writer is not None:
             return False
-        return not entry.readers if excl else True
+        return not entry.readers if entry.exclusive(mode) else True
 
-    def acquire(self, page: int, src: int, excl: bool, try_only: bool = False,
+    def acquire(self, page: int, src: int, excl: Mode, try_only: bool = False,
                 around: bool = False) -> tuple[bool, Meta | None]:
         """``(granted, meta)``; not granted means queued, or refused for ``try_only`` and,
         with ``around``, when the page is locked but cached nowhere (see :meth:`request`)."""
         status, meta = self.request(page, src, excl, try_only, around)
         return status == "granted", meta
 
-    def request(self, page: int, src: int, excl: bool, try_only: bool = False,
+    def request(self, page: int, src: int, excl: Mode, try_only: bool = False,
                 around: bool = False) -> tuple[str, Meta | None]:
         """``("granted", meta)``, ``("queued", None)`` or ``("refused", None)``.
 
@@ -71,8 +81,8 @@ class LockManager:
         return "queued", None
 
     @staticmethod
-    def _grant(entry: _PageLock, src: int, excl: bool) -> None:
-        if excl:
+    def _grant(entry: _PageLock, src: int, mode: Mode) -> None:
+        if entry.exclusive(mode):
             entry.writer = src
         else:
             entry.readers.add(src)
@@ -94,8 +104,9 @@ class LockManager:
             entry.meta = meta
         granted = []
         while entry.queue and self._free_for(entry, entry.queue[0][1]):
-            who, excl = entry.queue.popleft()
-            self._grant(entry, who, excl)
+            who, mode = entry.queue.popleft()
+            excl = entry.exclusive(mode)
+            self._grant(entry, who, mode)
             granted.append((who, entry.meta))
             if excl:
                 break

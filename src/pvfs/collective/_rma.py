@@ -182,6 +182,20 @@ class RmaLocks:
                 raise CollectiveTimeout(f"lock of page {page}")
             backoff.pause()
 
+    def lock_read(self, page: int, around: bool) -> tuple[Meta | None, bool]:
+        """A read's lock: shared, or exclusive when the page is cached nowhere (the reader
+        will cache it) — traded up in place when this rank is its only reader, else released
+        and asked for again (still before any higher page, so the order stays increasing).
+        ``(None, False)``: read around (see :meth:`lock`)."""
+        meta = self.lock(page, False, around)
+        if meta is None or meta.owner >= 0:
+            return meta, False
+        up = self.upgrade(page)
+        if up is None:
+            self.unlock(page, False, None)
+            up = self.lock(page, True, around)
+        return up, True
+
     def upgrade(self, page: int) -> Meta | None:
         """Shared to exclusive in one CAS when this rank is the page's only reader; None
         (the shared lock still held) otherwise."""

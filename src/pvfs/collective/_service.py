@@ -24,9 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from pvfs.collective._locks import LockManager
+from pvfs.collective._locks import READ, LockManager
 from pvfs.collective._pages import Dirty, Meta
-from pvfs.collective._wait import Backoff, until
+from pvfs.collective._wait import (
+    Backoff,
+    lower_switch_interval,
+    restore_switch_interval,
+    until,
+)
 
 REQ, REPLY = 11, 12
 
@@ -146,6 +151,9 @@ class ServiceThread:
         self.service = service
         self.thread = threading.Thread(target=self._run, name="pvfs-collective-io",
                                        daemon=True)
+        # Other ranks wait on this thread's replies: it must get the GIL soon after a
+        # request arrives, not after the main thread's 5 ms slice (restored at join).
+        lower_switch_interval()
         self.thread.start()
 
     def _run(self) -> None:
@@ -155,6 +163,7 @@ class ServiceThread:
 
     def join(self) -> None:
         self.thread.join()
+        restore_switch_interval()
         if self.service.error is not None:
             raise RuntimeError(f"I/O thread failed: {self.service.error!r}")
 
@@ -176,9 +185,15 @@ class MsgLocks:
         meta = self.caller.call(self.home(page), ("lock", page, excl, False, around))
         return None if meta is None else Meta(*meta)
 
-    def upgrade(self, page: int) -> Meta | None:
-        """No in-place upgrade through a queue: the caller releases and asks again."""
-        return None
+    def lock_read(self, page: int, around: bool) -> tuple[Meta | None, bool]:
+        """A read's lock in one round trip: the home grants it exclusive when, at the time
+        of the grant, the page is cached nowhere (the reader will cache it), else shared."""
+        self.lock_calls += 1
+        meta = self.caller.call(self.home(page), ("lock", page, READ, False, around))
+        if meta is None:
+            return None, False
+        meta = Meta(*meta)
+        return meta, meta.owner < 0
 
     def try_lock(self, page: int) -> Meta | None:
         self.lock_calls += 1

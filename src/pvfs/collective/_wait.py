@@ -10,6 +10,8 @@ deadlock becomes an error, not a hang.
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -79,3 +81,30 @@ def barrier(comm: Any, what: str = "barrier") -> None:
     """``comm.Barrier()`` through ``Ibarrier`` and sleeping tests."""
     req = comm.Ibarrier()
     until(req.Test, what)
+
+
+#: Python's thread switch interval while a helper thread (an I/O thread, a write-behind
+#: receiver) must answer soon after a message arrives; the default is 5 ms.
+SWITCH_INTERVAL = 5e-4
+_switch_lock = threading.Lock()
+_switch_users = 0
+_switch_saved = 0.0
+
+
+def lower_switch_interval() -> None:
+    """Let a helper thread get the GIL within :data:`SWITCH_INTERVAL` of the main thread
+    running Python code; nested users share one lowering, the last restores."""
+    global _switch_users, _switch_saved
+    with _switch_lock:
+        if _switch_users == 0:
+            _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_saved, SWITCH_INTERVAL))
+        _switch_users += 1
+
+
+def restore_switch_interval() -> None:
+    global _switch_users
+    with _switch_lock:
+        _switch_users -= 1
+        if _switch_users == 0:
+            sys.setswitchinterval(_switch_saved)

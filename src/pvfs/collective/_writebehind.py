@@ -19,7 +19,6 @@ No locks, no metadata: a write-only file with non-overlapping writes needs no co
 from __future__ import annotations
 
 import bisect
-import sys
 import threading
 import time
 from array import array
@@ -27,10 +26,14 @@ from collections import OrderedDict, deque
 from typing import Any
 
 from pvfs.collective._fsio import CountingFile
-from pvfs.collective._wait import Backoff, until
+from pvfs.collective._wait import (
+    Backoff,
+    lower_switch_interval,
+    restore_switch_interval,
+    until,
+)
 
 TAG = 21
-SWITCH_INTERVAL = 5e-4  # seconds; Python's default is 5e-3
 
 
 class _Page:
@@ -58,13 +61,16 @@ class _Page:
             j += 1
         ext[i:j] = [[lo, hi]]
 
+    def full(self, size: int) -> bool:
+        return len(self.extents) == 1 and self.extents[0][0] == 0 and self.extents[0][1] == size
+
 
 class WriteBehind:
     """One rank's side of the two-stage buffering (construct collectively)."""
 
     def __init__(self, comm: Any, fs: CountingFile, page_size: int, cache_bytes: int,
                  sub_bytes: int = 64 << 10, flush_bytes: int = 16 << 20,
-                 sub_buffers: int = 2) -> None:
+                 sub_buffers: int = 2, early_bytes: int = 1 << 20) -> None:
         self.comm = comm  # a private duplicate: only this object's messages travel on it
         self.n, self.rank = comm.Get_size(), comm.Get_rank()
         self.fs = fs
@@ -81,18 +87,25 @@ class WriteBehind:
 
         self._byte = MPI.BYTE
         self.pages: OrderedDict[int, _Page] = OrderedDict()
-        self._plock = threading.Lock()
+        # Full pages wait here for the receiver thread to write them, early_bytes at a time,
+        # while the program goes on (the paper's "global buffers full: written").
+        self.early_bytes = max(page_size, early_bytes)
+        self._ready: dict[int, _Page] = {}
+        self._plock = threading.Lock()  # pages and _ready
+        # Held from taking pages out of ``pages``/``_ready`` until they are written, so two
+        # writes of one page (a rewrite after an early write) reach pvfs in order.
+        self._flock = threading.Lock()
+        self.early_pages = self.early_writes = 0
         self.sent_buffers = self.received_buffers = 0
         self.evicted_pages = 0
         self.wait_s = self.drain_s = self.flush_s = 0.0
         self.stage1_cpu = self.stage2_cpu = 0.0  # CPU seconds of the cutting / applying
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        self._switch = sys.getswitchinterval()
         if self.n > 1:
             # The receiver must get the GIL soon after a message arrives, not after the
             # main thread's default 5 ms slice; restored at close.
-            sys.setswitchinterval(min(self._switch, SWITCH_INTERVAL))
+            lower_switch_interval()
             self._thread = threading.Thread(target=self._receive, name="pvfs-write-behind",
                                             daemon=True)
             self._thread.start()
@@ -158,34 +171,56 @@ class WriteBehind:
     def _apply(self, regs: list[tuple[int, int]], blob: bytes | memoryview) -> None:
         view = memoryview(blob)
         pos = 0
-        evict: list[tuple[int, _Page]] = []
+        ps = self.ps
         with self._plock:
             for off, length in regs:
-                page, within = divmod(off, self.ps)
+                page, within = divmod(off, ps)
                 entry = self.pages.get(page)
                 if entry is None:
-                    entry = self.pages[page] = _Page(self.ps)
+                    entry = self._ready.pop(page, None)  # rewritten before its early write
+                    if entry is None:
+                        entry = _Page(ps)
+                    self.pages[page] = entry
                 entry.add(within, view[pos:pos + length])
                 pos += length
-            while len(self.pages) > self.max_pages:
-                evict.append(self.pages.popitem(last=False))
-        for page, entry in evict:
-            self.evicted_pages += 1
-            self._write_page(page, entry)
+                if entry.full(ps):
+                    self._ready[page] = self.pages.pop(page)
+            over = len(self.pages) + len(self._ready) > self.max_pages
+        if over:
+            self._evict()
 
-    def _write_page(self, page: int, entry: _Page) -> None:
-        view = memoryview(entry.data)
-        for lo, hi in entry.extents:
-            self.fs.pwrite(view[lo:hi], page * self.ps + lo)
+    def _evict(self) -> None:
+        """Stage two is over ``cache_bytes``: write every full page, then the oldest."""
+        with self._flock:
+            with self._plock:
+                out = sorted(self._ready.items())
+                self._ready.clear()
+                while self.pages and len(self.pages) + len(out) > self.max_pages:
+                    out.append(self.pages.popitem(last=False))
+            self.evicted_pages += len(out)
+            self._write_pages(out)
 
-    def _write_all(self) -> None:
-        """Every page held here, aligned regions, ``flush_bytes`` per list-I/O call (one
+    def _write_early(self) -> None:
+        """Write the full pages gathered so far (receiver thread; the GIL is released while
+        the daemons are written, so the program and MPI progress go on)."""
+        with self._flock:
+            with self._plock:
+                out = sorted(self._ready.items())
+                self._ready.clear()
+            self.early_pages += len(out)
+            self.early_writes += 1
+            self._write_pages(out)
+
+    def _ready_bytes(self) -> int:
+        return len(self._ready) * self.ps
+
+    def _write_pages(self, pages: list[tuple[int, _Page]]) -> None:
+        """Pages in page order, aligned regions, ``flush_bytes`` per list-I/O call (one
         request per I/O daemon instead of one per page)."""
         regions: list[tuple[int, int]] = []
         parts: list[memoryview] = []
         size = 0
-        for page in sorted(self.pages):
-            entry = self.pages[page]
+        for page, entry in sorted(pages, key=lambda pe: pe[0]):
             view = memoryview(entry.data)
             for lo, hi in entry.extents:
                 regions.append((page * self.ps + lo, hi - lo))
@@ -194,7 +229,16 @@ class WriteBehind:
             if size >= self.flush_bytes:
                 self.fs.write_list(regions, b"".join(parts))
                 regions, parts, size = [], [], 0
-        self.fs.write_list(regions, b"".join(parts))
+        if regions:
+            self.fs.write_list(regions, b"".join(parts))
+
+    def _write_all(self) -> None:
+        """Every page still held here (at close, after the receiver thread ended)."""
+        with self._flock, self._plock:
+            out = list(self._ready.items()) + list(self.pages.items())
+            self._ready.clear()
+            self.pages.clear()
+        self._write_pages(out)
 
     def _receive(self) -> None:
         """Stage two's receiver: ``sub_buffers`` receives per sending rank are posted ahead
@@ -235,6 +279,8 @@ class WriteBehind:
                     regs = list(zip(flat[0::2], flat[1::2], strict=True))
                     self._apply(regs, msg[8 + 16 * count:])
                     self.stage2_cpu += time.thread_time() - t0
+                    if self._ready_bytes() >= self.early_bytes:
+                        self._write_early()
                 del msg
                 posted.append((self.comm.Irecv([buf, MPI.BYTE], source=MPI.ANY_SOURCE,
                                                tag=TAG), buf))
@@ -258,19 +304,19 @@ class WriteBehind:
         until(lambda: all(r.Test() for r in ends), "write-behind end markers")
         if self._thread is not None:
             until(lambda: not self._thread.is_alive(), "write-behind receiver")
-            sys.setswitchinterval(self._switch)
+            restore_switch_interval()
             if self._error is not None:
                 raise RuntimeError(f"write-behind receiver failed: {self._error!r}")
         t0 = time.perf_counter()
         self.drain_s = t0 - t_close
         self._write_all()
-        self.pages.clear()
         self.flush_s = time.perf_counter() - t0
 
     def counters(self) -> dict[str, int]:
         return {"wb_sent_buffers": self.sent_buffers,
                 "wb_received_buffers": self.received_buffers,
-                "wb_evicted_pages": self.evicted_pages, "wb_wait_ms": int(self.wait_s * 1e3),
+                "wb_evicted_pages": self.evicted_pages, "wb_early_pages": self.early_pages,
+                "wb_early_writes": self.early_writes, "wb_wait_ms": int(self.wait_s * 1e3),
                 "wb_drain_ms": int(self.drain_s * 1e3), "wb_flush_ms": int(self.flush_s * 1e3),
                 "wb_stage1_cpu_ms": int(self.stage1_cpu * 1e3),
                 "wb_stage2_cpu_ms": int(self.stage2_cpu * 1e3)}
