@@ -29,21 +29,11 @@ from pvfs.client.aclient import AsyncClient
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.cred import Cred
 
-from . import cachewire
 from .cachewire import ClientBackend, Coherence, Controls, MountBypass
 from .gcachewire import make_gcache_backend
 from .handles import HandleTable
 from .options import MountOptions
-
-CAPS_XATTR = "security.capability"
-# Names the kernel and common tools ask for on every file, almost always absent: the kernel
-# before each write(2) (security.capability), ``ls -l`` for each entry (security.selinux).
-# Their answers are cached per inode like the attributes (_probed).
-PROBED_XATTRS = frozenset((CAPS_XATTR, "security.selinux"))
-# ``ls -l`` also asks for the ACL of every entry. The manager never stores system.* names
-# (daemons/mgr/perms.py: xattr_rule refuses to set them, reads are ENODATA), so the mount
-# answers these reads itself, as the manager would.
-ACL_XATTRS = frozenset(("system.posix_acl_access", "system.posix_acl_default"))
+from .xattrs import ACL_XATTRS, PROBED_XATTRS, ProbedCache, VirtualXattrs
 
 log = logging.getLogger("pvfs.fuse")
 
@@ -138,9 +128,9 @@ class Operations(pyfuse3.Operations):
                                        "capability_hits", "fuse_writes"), 0)
         self.controls = Controls(self.cache, self.table, vars(options), self._extra_stats)
         self._groups: dict[int, tuple[float, tuple[int, ...]]] = {}
-        # PROBED_XATTRS per (inode, name): (expiry, value or None for ENODATA); see _probed
-        self._caps: dict[tuple[int, str], tuple[float, bytes | None]] = {}
-        self._caps_gen = 0
+        self.probed = ProbedCache(options.attr_timeout, self.counters)
+        self.virtual = VirtualXattrs(client, self.controls, self.table, self._learn,
+                                     self._kernel_invalidate)
         # (parent, name) -> inode of the regular files this mount has named to the kernel
         # (lookup, create, readdirplus, link, rename): the kernel looks a name up before it
         # unlinks it, so unlink learns which inode's cache to drop without asking the
@@ -453,85 +443,28 @@ class Operations(pyfuse3.Operations):
     @_guard
     async def getxattr(self, inode: int, name: bytes, ctx: RequestContext) -> bytes:
         n = _name(name)
-        if n == cachewire.STATS_XATTR:
-            return self.controls.stats_text()
-        if n == cachewire.STRIPE_XATTR:
-            stripe = await self.client.getstripe(inode, self.cred(ctx))
-            if stripe is None:
-                raise FUSEError(errno.ENODATA)
-            return cachewire.format_stripe(stripe).encode()
-        if n == cachewire.BYPASS_XATTR:
-            return self.controls.get_bypass(inode)
-        if n == cachewire.SYNC_XATTR:
-            return self.controls.get_sync(inode)
+        cred = self.cred(ctx)
+        value = await self.virtual.get(inode, n, cred)
+        if value is not None:
+            return value
         if n in PROBED_XATTRS:
-            return await self._probed(inode, n, ctx)
+            return await self.probed.get(inode, n,
+                                         lambda: self.client.getxattr(inode, n, cred))
         if n in ACL_XATTRS:
             raise FUSEError(errno.ENODATA)
-        return await self.client.getxattr(inode, n, self.cred(ctx))
-
-    async def _probed(self, inode: int, name: str, ctx: RequestContext) -> bytes:
-        """A name of PROBED_XATTRS, cached for ``attr_timeout`` like the attributes.
-
-        The kernel asks for ``security.capability`` before every write(2) to a FUSE file
-        (file_remove_privs; FUSE never sets SB_NOSEC), so without the cache each 4 KiB write
-        cost a manager round trip; ``ls -l`` asks for ``security.selinux`` of every entry.
-        Anyone may read ``security.*``, so the answer does not depend on the caller.
-        This node's set/removexattr of the inode drops the entries; another node's change
-        shows after at most ``attr_timeout``.
-        """
-        now = time.monotonic()
-        key = (inode, name)
-        got = self._caps.get(key)
-        if got is not None and got[0] > now:
-            self.counters["capability_hits"] += 1
-            if got[1] is None:
-                raise FUSEError(errno.ENODATA)
-            return got[1]
-        if len(self._caps) >= 4096:
-            self._caps.clear()
-        ttl = self.opts.attr_timeout
-        gen = self._caps_gen
-        try:
-            value = await self.client.getxattr(inode, name, self.cred(ctx))
-        except OSError as exc:
-            if exc.errno == errno.ENODATA and ttl > 0 and gen == self._caps_gen:
-                self._caps[key] = (now + ttl, None)
-            raise
-        if ttl > 0 and gen == self._caps_gen:
-            self._caps[key] = (now + ttl, value)
-        return value
+        return await self.client.getxattr(inode, n, cred)
 
     @_guard
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: RequestContext) -> None:
         n = _name(name)
         cred = self.cred(ctx)
-        if n == cachewire.STATS_XATTR:
-            raise FUSEError(errno.EPERM)
-        if n == cachewire.DROP_XATTR:  # pvfs-admin cache drop (root only, like drop_caches)
-            if cred.uid != 0:
-                raise FUSEError(errno.EPERM)
-            await self.controls.drop_cache(self._kernel_invalidate, inode)
+        if await self.virtual.set(inode, n, value, cred):
             return
-        if n in (cachewire.BYPASS_XATTR, cachewire.SYNC_XATTR):
-            await self.client.access(inode, os.W_OK, cred)
-            if n == cachewire.BYPASS_XATTR:
-                self.controls.set_bypass(inode, value)
-            else:
-                self.controls.set_sync(inode, value)
-            return
-        if n == cachewire.STRIPE_XATTR:
-            default = await self.client.getstripe(inode, cred) or self.client.config.stripe
-            stripe = cachewire.parse_stripe(value.decode("ascii"), default)
-            a = await self.client.setstripe(inode, stripe, cred)
-            if a.get("type") == "file":
-                self._learn(a)
-            return
-        self._caps_changed(inode)
+        self.probed.changed(inode)
         try:
             await self.client.setxattr(inode, n, value, cred)
         finally:
-            self._caps_changed(inode)
+            self.probed.changed(inode)
 
     @_guard
     async def listxattr(self, inode: int, ctx: RequestContext) -> list[bytes]:
@@ -540,26 +473,13 @@ class Operations(pyfuse3.Operations):
     @_guard
     async def removexattr(self, inode: int, name: bytes, ctx: RequestContext) -> None:
         n = _name(name)
-        if n == cachewire.BYPASS_XATTR:
-            self.controls.set_bypass(inode, b"")
+        if self.virtual.remove(inode, n):
             return
-        if n == cachewire.SYNC_XATTR:
-            self.table.info(inode).sync = False
-            return
-        if n in cachewire.VIRTUAL_XATTRS:
-            raise FUSEError(errno.EPERM)
-        self._caps_changed(inode)
+        self.probed.changed(inode)
         try:
             await self.client.removexattr(inode, n, self.cred(ctx))
         finally:
-            self._caps_changed(inode)
-
-    def _caps_changed(self, inode: int) -> None:
-        """Before and after this node changes an xattr of ``inode``: drop its cached
-        probed names, and keep a lookup in flight meanwhile from storing what it got."""
-        for name in PROBED_XATTRS:
-            self._caps.pop((inode, name), None)
-        self._caps_gen += 1
+            self.probed.changed(inode)
 
     # ------------------------------------------------------------------ files
     def _file_info(self, fh: int, ino: int, a: dict) -> FileInfo:

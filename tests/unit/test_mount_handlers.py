@@ -17,7 +17,8 @@ import pytest
 import trio
 from fake_client import ROOT_INO, FakeClient
 
-from pvfs.fuse.operations import CAPS_XATTR, Operations
+from pvfs.fuse.operations import Operations
+from pvfs.fuse.xattrs import CAPS_XATTR
 from pvfs.fuse.options import MountOptions
 
 pytestmark = pytest.mark.trio
