@@ -173,32 +173,48 @@ def model(fs, coord: str, spec: str) -> None:
 def write_behind(fs, coord: str) -> None:
     """Write-only non-atomic open: two-stage write-behind, everything in pvfs after close."""
     path = fresh(fs, "wb")
-    f = copen(fs, path, coord, amode="w", cache_bytes=8 * PS, sub_bytes=256)
+    # Stage two big enough to hold pages until they fill; every full page written at once.
+    f = copen(fs, path, coord, amode="w", cache_bytes=64 * PS, sub_bytes=256,
+              early_bytes=PS)
     assert f.method == "write_behind"
     r, n = f.comm.Get_rank(), f.comm.Get_size()
     rng = random.Random(r)
     cell, ncells = 61, 600
-    mine = [c for c in range(ncells) if c % n == r]
-    rng.shuffle(mine)
-    half = len(mine) // 2
+    # The ranks' cells interleave; the first half of the file is written before the switch,
+    # so its stage-two pages fill up and are written early.
+    first = [c for c in range(ncells // 2) if c % n == r]
+    later = [c for c in range(ncells // 2, ncells) if c % n == r]
+    rng.shuffle(first)
+    rng.shuffle(later)
     # Every cell of the first half is written twice; the second write travels in a later
-    # sub-buffer and must win (each sender's buffers apply in the order it sent them).
-    for c in mine[:half]:
+    # sub-buffer (often after the page's early write) and must win.
+    for c in first:
         f.write_at(c * cell, b"\xee" * cell)
-    for c in mine[:half]:
+    for c in first:
         f.write_at(c * cell, bytes([c % 251 + 1]) * cell)
+    f.comm.Barrier()  # every rank's first half sent before the counters are read
     counters = f.counters()
     # Atomic mode is not for write-behind: the file flushes and goes on through the cache.
     f.set_atomicity(True)
     assert f.method == "caching"
-    for c in mine[half:]:
+    for c in later:
         f.write_at(c * cell, bytes([c % 251 + 1]) * cell)
     f.close()
+    want = b"".join(bytes([c % 251 + 1]) * cell for c in range(ncells))
     if RANK == 0:
         with fs.open(path) as g:
             data = g.pread(cell * ncells, 0)
-        want = b"".join(bytes([c % 251 + 1]) * cell for c in range(ncells))
         assert data == want, "write-behind lost data or applied an older write last"
+    # A stage two of 2 pages a rank: pages are evicted long before they fill.
+    path = fresh(fs, "wb-evict")
+    f = copen(fs, path, coord, amode="w", cache_bytes=2 * PS, sub_bytes=256)
+    for c in first + later:
+        f.write_at(c * cell, bytes([c % 251 + 1]) * cell)
+    f.close()
+    counters.update({"evict_" + k: v for k, v in f.counters().items()})
+    if RANK == 0:
+        with fs.open(path) as g:
+            assert g.pread(cell * ncells, 0) == want, "write-behind lost evicted data"
     print("counters", json.dumps(counters))
     comm.Barrier()
 

@@ -80,6 +80,9 @@ def test_write_behind_loses_nothing(pvfs_cluster, n):
     counters = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
                 if line.startswith("counters")]
     assert counters and all(c["wb_sent_buffers"] > 0 for c in counters)  # stage one shipped
+    # Full pages were written early, and the small stage two overflowed.
+    assert sum(c["wb_early_pages"] for c in counters) > 0
+    assert sum(c["evict_wb_evicted_pages"] for c in counters) > 0
 
 
 PAGE = 1024

@@ -72,7 +72,7 @@ class CollectiveFile:
                  writable: bool, page_size: int, cache_bytes: int, coordination: str,
                  atomic: bool, method: str, max_bytes: int, sub_bytes: int,
                  flush_group: int, services: tuple[Any, list[int]] | None,
-                 size_at_open: int, sub_buffers: int = 2) -> None:
+                 size_at_open: int, sub_buffers: int = 2, early_bytes: int = 1 << 20) -> None:
         self.comm = comm
         self.rank, self.n = comm.Get_rank(), comm.Get_size()
         self._fs, self._own_fs = fs, own_fs
@@ -86,6 +86,7 @@ class CollectiveFile:
         self.max_bytes = max_bytes
         self.sub_bytes = sub_bytes
         self.sub_buffers = sub_buffers
+        self.early_bytes = early_bytes
         self.flush_group = flush_group
         self.size_at_open = size_at_open
         self._services = services  # (service comm, lock-server ranks) for "servers"
@@ -166,7 +167,8 @@ class CollectiveFile:
         from pvfs.collective._writebehind import WriteBehind
 
         self.wb = WriteBehind(self.comm.Dup(), self.io, self.page_size, self.cache_bytes,
-                              self.sub_bytes, sub_buffers=self.sub_buffers)
+                              self.sub_bytes, sub_buffers=self.sub_buffers,
+                              early_bytes=self.early_bytes)
 
     def _stop_cache(self) -> None:
         assert self.cache is not None
@@ -366,7 +368,7 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
          coordination: str = "rma", atomic: bool = False, method: str = "auto",
          lock_servers: int = 1, max_bytes: int = 4 << 30, sub_bytes: int = 64 << 10,
          flush_group: int | None = None, stripe: Any = None,
-         sub_buffers: int = 2) -> CollectiveFile | LockServerFile:
+         sub_buffers: int = 2, early_bytes: int = 1 << 20) -> CollectiveFile | LockServerFile:
     """Open ``path`` collectively on every rank of ``comm``.
 
     Args:
@@ -383,6 +385,8 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
         max_bytes: largest file the RMA metadata covers (DAChe assumed 2 GB).
         sub_bytes: write-behind stage-one sub-buffer per destination (64 KiB).
         sub_buffers: write-behind buffers per destination (2: double buffering, as the paper).
+        early_bytes: write-behind writes stage-two pages that are full while the program
+            runs, this many bytes per list-I/O call (at most a quarter of ``cache_bytes``).
         flush_group: pages flushed together at close (default: a stripe row, ``pcount``).
         stripe: the distribution of a newly created file.
 
@@ -443,7 +447,7 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
     group = flush_group or max(1, (native.stripe.pcount * native.stripe.ssize) // ps)
     f = CollectiveFile(comm, fsys, own, native, readable, writable, ps, cache_bytes,
                        coordination, atomic, method, max_bytes, sub_bytes, group, services,
-                       size_at_open, sub_buffers)
+                       size_at_open, sub_buffers, early_bytes)
     return f
 
 

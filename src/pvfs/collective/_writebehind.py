@@ -89,7 +89,8 @@ class WriteBehind:
         self.pages: OrderedDict[int, _Page] = OrderedDict()
         # Full pages wait here for the receiver thread to write them, early_bytes at a time,
         # while the program goes on (the paper's "global buffers full: written").
-        self.early_bytes = max(page_size, early_bytes)
+        # (at most a quarter of stage two, so a small cache_bytes writes early too)
+        self.early_bytes = max(page_size, min(early_bytes, cache_bytes // 4))
         self._ready: dict[int, _Page] = {}
         self._plock = threading.Lock()  # pages and _ready
         # Held from taking pages out of ``pages``/``_ready`` until they are written, so two
@@ -195,9 +196,11 @@ class WriteBehind:
             with self._plock:
                 out = sorted(self._ready.items())
                 self._ready.clear()
+                full = len(out)
                 while self.pages and len(self.pages) + len(out) > self.max_pages:
                     out.append(self.pages.popitem(last=False))
-            self.evicted_pages += len(out)
+            self.early_pages += full
+            self.evicted_pages += len(out) - full
             self._write_pages(out)
 
     def _write_early(self) -> None:
