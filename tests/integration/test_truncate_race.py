@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fsxlike import FsxFile, Racer, random_ops
+from fsxlike import BadData, FsxFile, Racer, random_ops
 from test_mount_support import Mount, needs_fuse
 
 pytestmark = [pytest.mark.fuse, needs_fuse]
@@ -62,17 +62,23 @@ def run_file(mnt: Path, fs, name: str, lines: list[str], seed: int, *, mapped: b
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     f = FsxFile(fd, rng=random.Random(seed))
     racer = Racer(path) if race else None
+    done: list[str] = []
     try:
         if racer is not None:
             racer.start()
         for line in lines:
             if not mapped:
                 line = line.replace("mapread", "read").replace("mapwrite", "write")
+            done.append(line)
             f.run(line)
         if racer is not None:
             racer.stop()
         f.check_all()
         os.fsync(fd)
+    except BadData as exc:
+        # the operations that led here, in --replay-ops form: what a rare failure needs
+        raise BadData(f"{exc}\nlast operations on {name} (seed {seed}):\n"
+                      + "\n".join(done[-40:])) from None
     finally:
         if racer is not None:
             racer.stop()
