@@ -349,9 +349,10 @@ class IodServer:
             self._submit_write(cid, f, bulk_len, pieces, fd, True)
 
     async def _open_then(self, submit: Callable, cid: int, f: dict, bulk_len: int, pieces,
-                         create: bool) -> None:
-        """A descriptor-cache miss (or a stale descriptor): open the stripe file in a worker
-        thread, as every call that may wait for the disk is made, then submit the job."""
+                         create: bool, again: bool = False) -> None:
+        """A descriptor-cache miss (or, ``again``, a stale descriptor): open the stripe file
+        in a worker thread, as every call that may wait for the disk is made, then submit
+        the job."""
         op = "write" if create else "read"
         try:
             fd = await trio.to_thread.run_sync(self.storage.acquire, f["ino"], create)
@@ -365,16 +366,17 @@ class IodServer:
         try:
             # No check: acquire just looked at the file (and serves a pinned, unlinked one
             # on purpose, as before).
-            submit(cid, f, bulk_len, pieces, fd, False)
+            submit(cid, f, bulk_len, pieces, fd, False, again)
         except Exception as exc:  # noqa: BLE001 - _failed answers it and logs a bug
             self._failed(cid, op, bulk_len, exc)
 
     def _submit_read(self, cid: int, f: dict, bulk_len: int, pieces, fd: int | None,
-                     check: bool) -> None:
+                     check: bool, again: bool = False) -> None:
         """Submit a read on ``fd`` (pinned; the job takes the pin) or, with None, on no
         stripe file. The engine examines the descriptor as the job starts (check: unlinked
         behind the cache) and writes the stripe file's size into the ack; bytes past it
-        (holes past the end) stream as zeros."""
+        (holes past the end) stream as zeros. ``again``: the request's first job found a
+        stale descriptor; the reactive selector has seen the request already."""
         ino = f["ino"]
         nbytes = stream_length(pieces)
         try:
@@ -398,11 +400,13 @@ class IodServer:
         if nbytes == 0:
             return
         job.record = self._begin(job_id, ino, "read", f["desc"], nbytes)
-        self.selector.on_read(ino, pieces, f["stripe"].resolved(self.config.niods).pcount,
-                              f.get("hint"), job.record)
+        if not again:
+            self.selector.on_read(ino, pieces,
+                                  f["stripe"].resolved(self.config.niods).pcount,
+                                  f.get("hint"), job.record)
 
     def _submit_write(self, cid: int, f: dict, bulk_len: int, pieces, fd: int,
-                      check: bool) -> None:
+                      check: bool, again: bool = False) -> None:
         """Submit a write on ``fd`` (pinned; the job takes the pin)."""
         ino = f["ino"]
         nbytes = stream_length(pieces)
@@ -426,7 +430,7 @@ class IodServer:
         write = job.op == "write"
         self._nursery.start_soon(self._open_then,
                                  self._submit_write if write else self._submit_read,
-                                 job.cid, f, bulk_len, pieces, write)
+                                 job.cid, f, bulk_len, pieces, write, True)
 
     def _failed(self, cid: int, op: str, bulk_len: int, exc: Exception) -> None:
         """Answer a request whose handler raised (counted, logged if it is a bug)."""

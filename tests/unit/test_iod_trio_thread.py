@@ -136,6 +136,8 @@ async def test_a_stripe_file_removed_behind_the_cache_is_reopened(tmp_path) -> N
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             server, ch, _ = await _serve(nursery, tmp_path)
+            seen: list[int] = []
+            server.selector.on_read = lambda ino, *_: seen.append(ino)
             await _write(ch, 5, 0, b"old contents")
             assert server.storage.lookup(5) is not None  # cached (and pinned by lookup)
             server.storage.unpin(5)
@@ -151,5 +153,6 @@ async def test_a_stripe_file_removed_behind_the_cache_is_reopened(tmp_path) -> N
             assert reply["local_size"] == 3 and bulk == b"new" + bytes(9)
             stats = await ch.call({"op": "stats", "reset": False})
             assert stats["counters"]["read_requests"] == 2  # a stale job is counted once
+            assert seen == [5, 5]  # ... and seen once by the reactive selector
             ch.close()
             nursery.cancel_scope.cancel()
