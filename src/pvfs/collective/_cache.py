@@ -7,10 +7,10 @@ to it — local copy or remote ``get``/``put`` — is coherent. An access:
 1. cuts its regions into per-page pieces and takes the page locks in increasing page order,
    shared for a read and exclusive for a write, all before any byte moves and released after
    the last (two-phase locking). With ``atomic`` the lock set is the whole request, so a
-   non-contiguous request is all-or-nothing for every other request; without it each
-   contiguous region is its own lock set;
-2. a read that finds the page uncached trades its shared lock for an exclusive one (before
-   asking for the next page, so the order stays increasing) and caches the page itself:
+   non-contiguous request is all-or-nothing for every other request; without it
+   consecutive regions share a lock set of up to ``LOCKSET_PAGES`` pages;
+2. a read that finds the page uncached holds it exclusively instead (``Locks.lock_read``;
+   before asking for the next page, so the order stays increasing) and caches it itself:
    takes a free slot or evicts its least recently used page, reading the page from the file
    unless a write covers it whole or the page lies past the size at open and was never
    flushed;
