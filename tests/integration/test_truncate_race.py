@@ -124,10 +124,11 @@ def test_random_fsx_sequence_every_mode(pvfs_cluster, fs, options):
     random_sequences(pvfs_cluster, fs, options, race=False)
 
 
-# With a racing reader (page cache dropped and read-ahead forced all the time) this still
-# fails about once in 50 mode-runs on this tree: a mapped read sees zeros or old bytes of a
-# write (docs/conformance.md, "Known races"). It found the truncate race and the stream-read
-# race fixed this session; it stays here, not strict, until the last one is found.
+# With a racing reader (page cache dropped and read-ahead forced all the time) this failed about
+# once in 15 mode-runs before 8d68207 (a read saw a range's bytes from before its last write,
+# both times after a copy_file_range) and in none of 114 since; it stays here, not strict, until
+# the race is explained (docs/conformance.md, "Known races"). It found the truncate race and
+# the stream-read race, both fixed.
 @pytest.mark.slow
 @pytest.mark.xfail(strict=False, reason="rare race under a racing reader, being chased")
 @pytest.mark.parametrize("options", MODES, ids=[m or "default" for m in MODES])
