@@ -18,8 +18,8 @@ import trio
 from fake_client import ROOT_INO, FakeClient
 
 from pvfs.fuse.operations import Operations
-from pvfs.fuse.xattrs import CAPS_XATTR
 from pvfs.fuse.options import MountOptions
+from pvfs.fuse.xattrs import CAPS_XATTR
 
 pytestmark = pytest.mark.trio
 
