@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pvfs.cache import Bypass, BypassTable
+from pvfs.gcache.backend import via_global
 from pvfs.models.bypass import make_policy
 from pvfs.traces.format import Op, Trace
 from pvfs.traces.plan import phase_bits
@@ -160,17 +161,7 @@ class _Node:
             self.lru.popitem(last=False)
 
     def via_global(self, ino: int, seg: int, bits: BypassTable, bit: int) -> bool:
-        if int(bits.flags(ino, seg)) & bit:
-            return False
-        left = self.hints.get((ino, seg))
-        if left is None:
-            return True
-        if left > 0:
-            if left == 1:
-                del self.hints[(ino, seg)]
-            else:
-                self.hints[(ino, seg)] = left - 1
-        return False
+        return via_global(int(bits.flags(ino, seg)) & bit, self.hints, (ino, seg))
 
 
 def _blocks(off: int, n: int) -> list[int]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
+from pvfs.cache import merge_range
+
 __all__ = ["BlockStore", "Slot"]
 
 Key = tuple[int, int]
@@ -160,15 +162,7 @@ class BlockStore:
     # ------------------------------------------------------------------ dirty state
     def mark_dirty(self, key: Key, slot: Slot, lo: int, hi: int) -> None:
         """Bytes ``[lo, hi)`` of ``key``'s block were written: add them to its dirty ranges."""
-        merged: list[tuple[int, int]] = []
-        for a, b in slot.ranges:
-            if b < lo or a > hi:
-                merged.append((a, b))
-            else:
-                lo, hi = min(a, lo), max(b, hi)
-        merged.append((lo, hi))
-        merged.sort()
-        slot.ranges = merged
+        slot.ranges = merge_range(slot.ranges, lo, hi)
         slot.dirty = True
         slot.version += 1
         self.dirty.setdefault(key[0], set()).add(key[1])

@@ -20,6 +20,7 @@ from ._policy import StreamPolicy as StreamPolicy
 from ._policy import StripedBackend as StripedBackend
 from ._policy import WaterMarks as WaterMarks
 from ._policy import WritebackPolicy as WritebackPolicy
+from ._table import merge_range as merge_range
 
 __all__ = [
     "LRU",
@@ -37,5 +38,6 @@ __all__ = [
     "WaterMarks",
     "WritebackPolicy",
     "format_bypass",
+    "merge_range",
     "parse_bypass",
 ]

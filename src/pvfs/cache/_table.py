@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-__all__ = ["Entry", "FileState", "FreeList", "KeyLocks", "gather", "runs_of"]
+__all__ = ["Entry", "FileState", "FreeList", "KeyLocks", "gather", "merge_range", "runs_of"]
 
 
 class Entry:
@@ -53,15 +53,7 @@ class Entry:
 
     def mark(self, lo: int, hi: int) -> None:
         """Add ``[lo, hi)`` to the dirty ranges (merging touching and overlapping ones)."""
-        out: list[tuple[int, int]] = []
-        for a, b in self.ranges:
-            if b < lo or a > hi:
-                out.append((a, b))
-            else:
-                lo, hi = min(a, lo), max(b, hi)
-        out.append((lo, hi))
-        out.sort()
-        self.ranges = out
+        self.ranges = merge_range(self.ranges, lo, hi)
 
     def clip(self, size: int) -> None:
         """Forget dirty ranges at or past ``size`` bytes into the block (truncation)."""
@@ -177,6 +169,21 @@ class FreeList:
 
     def shrink(self, keep: int) -> None:
         del self._bufs[keep:]
+
+
+def merge_range(ranges: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    """Sorted, merged byte ranges: ``ranges`` (sorted, merged) with ``[lo, hi)`` added; ranges
+    that touch or overlap it become one. The dirty-range rule of the local cache and of the
+    global cache daemon (only written bytes are written back)."""
+    out: list[tuple[int, int]] = []
+    for a, b in ranges:
+        if b < lo or a > hi:
+            out.append((a, b))
+        else:
+            lo, hi = min(a, lo), max(b, hi)
+    out.append((lo, hi))
+    out.sort()
+    return out
 
 
 def runs_of(blocks: Iterable[int]) -> list[tuple[int, int]]:

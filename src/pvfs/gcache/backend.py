@@ -40,13 +40,30 @@ from .config import GcacheConfig, gcache_index
 
 log = logging.getLogger("pvfs.gcache")
 
-__all__ = ["GcacheBackend", "GlobalCallbacks"]
+__all__ = ["GcacheBackend", "GlobalCallbacks", "via_global"]
 
 #: Largest read sent to a global cache in one request (its schema's bound).
 MAX_READ = 64 << 20
 #: Most regions in one list request (the daemon's schema's bound).
 MAX_LIST_REGIONS = 16384
 _RG, _WG = int(Bypass.READ_GLOBAL), int(Bypass.WRITE_GLOBAL)
+
+
+def via_global(bypassed: int, hints: dict[tuple[int, int], int], key: tuple[int, int]) -> bool:
+    """Whether an access of segment ``key`` goes through the global cache: not if its bits
+    bypass it, nor while a runtime hint from the global cache says so (``hints[key]``
+    accesses left, -1 for ever); this access counts against the hint."""
+    if bypassed:
+        return False
+    left = hints.get(key)
+    if left is None:
+        return True
+    if left > 0:
+        if left == 1:
+            del hints[key]
+        else:
+            hints[key] = left - 1
+    return False
 
 
 class GcacheBackend:
@@ -120,17 +137,7 @@ class GcacheBackend:
     def _global(self, ino: int, seg: int, bit: int) -> bool:
         """Whether an access of segment ``seg`` goes through the global cache (and count the
         access against a runtime hint)."""
-        if int(self.bypass.flags(ino, seg)) & bit:
-            return False
-        left = self.hints.get((ino, seg))
-        if left is None:
-            return True
-        if left > 0:
-            if left == 1:
-                del self.hints[(ino, seg)]
-            else:
-                self.hints[(ino, seg)] = left - 1
-        return False
+        return via_global(int(self.bypass.flags(ino, seg)) & bit, self.hints, (ino, seg))
 
     def _pieces(self, ino: int, offset: int, length: int, bit: int) -> list[tuple[int, int, bool]]:
         """``(offset, length, via_global)`` runs of the request, cut at segment boundaries
