@@ -215,7 +215,12 @@ def write_behind(fs, coord: str) -> None:
     if RANK == 0:
         with fs.open(path) as g:
             assert g.pread(cell * ncells, 0) == want, "write-behind lost evicted data"
-    print("counters", json.dumps(counters))
+    # Rank 0 prints every rank's line: lines printed by several ranks at once can be
+    # spliced together by mpiexec's output forwarding.
+    every = comm.gather(counters, root=0)
+    if RANK == 0:
+        for c in every:
+            print("counters", json.dumps(c), flush=True)
     comm.Barrier()
 
 
