@@ -5,6 +5,7 @@
 
 - an **orphan** is a stripe file on a daemon for which no file inode exists, or whose inode
   holds no share on that daemon — ``--repair`` unlinks it;
+- stripe files of the manager's pool of precreated inode numbers are expected, not orphans;
 - a **dangling** inode is a file inode whose stripe file is missing on some of the daemons of
   its distribution — ``--repair`` removes the inode when every share is missing (the data is
   gone), else recreates the missing stripe files empty (the file keeps the data it has; the
@@ -257,6 +258,11 @@ def _stripe_files(fs: FileSystem, iod: int) -> set[int]:
         after = page[-1]
 
 
+def _precreated(fs: FileSystem) -> set[int]:
+    """The manager's pool of precreated inode numbers: their stripe files are expected."""
+    return set(fs.meta("precreated")["inos"])
+
+
 def _holders(fs: FileSystem, attrs: dict) -> list[int]:
     s = Stripe(*attrs["stripe"])
     return [s.iod_of_rank(r, fs.config.niods) for r in range(s.pcount)]
@@ -281,10 +287,14 @@ def _has_stripe_file(fs: FileSystem, iod: int, ino: int) -> bool:
 def scan(fs: FileSystem) -> tuple[list[dict], list[dict], dict]:
     """(orphans, dangling, counts): the damage found, each candidate checked twice."""
     inodes = _all_inodes(fs)
+    pooled = _precreated(fs)
     present = {i: _stripe_files(fs, i) for i in range(fs.config.niods)}
+    pooled |= _precreated(fs)  # and those the manager precreated while we listed
     orphans, dangling = [], []
     for iod, inos in present.items():
         for ino in sorted(inos):
+            if ino in pooled:
+                continue  # made ahead of a create (daemons/mgr/precreate.py)
             a = inodes.get(ino)
             if a is not None and iod in _holders(fs, a):
                 continue
@@ -313,7 +323,7 @@ def scan(fs: FileSystem) -> tuple[list[dict], list[dict], dict]:
                              "action": "remove inode" if len(missing) == len(holders)
                              else "recreate empty stripe files", "repaired": False})
     counts = {"inodes": len(inodes), "stripe_files": sum(len(v) for v in present.values()),
-              "iods": fs.config.niods}
+              "precreated": len(pooled), "iods": fs.config.niods}
     return orphans, dangling, counts
 
 
@@ -360,7 +370,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
 def _render_fsck(d: dict) -> str:
     c = d["checked"]
     out = [(f"checked {c['inodes']} file inodes and {c['stripe_files']} stripe files "
-            f"on {c['iods']} I/O daemons")]
+            f"on {c['iods']} I/O daemons ({c.get('precreated', 0)} inode numbers precreated)")]
     if d["orphans"]:
         out += ["", f"orphan stripe files: {len(d['orphans'])}", table(
             [[f"iod{o['iod']}", o["ino"], human_size(o["size"]), o["reason"],

@@ -278,6 +278,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                        queued_jobs=reply.get("queued_jobs"), scheduler=reply.get("scheduler"))
             if role == "mgr":
                 row["inodes"] = {k: reply.get(k) for k in ("files", "dirs", "symlinks")}
+                row["removals_pending"] = reply.get("removals_pending", 0)
+                row["precreated"] = reply.get("precreated", 0)
         rows.append(row)
     down = [r["name"] for r in rows if not r["up"]]
     from pvfs.cli.cmd_admin import local_mounts
@@ -300,7 +302,8 @@ def _render_status(d: dict) -> str:
     if mgr.get("inodes"):
         i = mgr["inodes"]
         notes.insert(0, f"metadata: {i['files']} files, {i['dirs']} directories, "
-                     f"{i['symlinks']} symlinks")
+                     f"{i['symlinks']} symlinks; {mgr['precreated']} inodes precreated, "
+                     f"{mgr['removals_pending']} deleted files' data still to remove")
     notes += [f"mounted at {m['mountpoint']} (client pid {m['pid']})" for m in d["mounts"]]
     return body + ("\n\n" + "\n".join(notes) if notes else "")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,9 +53,23 @@ class Cluster:
                 except ChildProcessError:
                     pass
 
+    def removals_done(self, limit: float = 30.0) -> None:
+        """Wait until the manager has removed the data of every deleted file (reaper.py)."""
+        deadline = time.monotonic() + limit
+        with self.connect() as fs:
+            while fs.meta("status")["removals_pending"]:
+                assert time.monotonic() < deadline, "deleted files' data not removed"
+                time.sleep(0.02)
+
     def stripe_files(self) -> list[Path]:
-        return [p for e in self.config.iods for p in Path(e.data_dir, "stripes").rglob("*")
-                if p.is_file()]
+        """The stripe files of files, once deleted files' are gone (not those the manager
+        precreated for its pool)."""
+        self.removals_done()
+        found = [p for e in self.config.iods for p in Path(e.data_dir, "stripes").rglob("*")
+                 if p.is_file()]
+        with self.connect() as fs:  # after listing: numbers reserved meanwhile are in it
+            pooled = set(fs.meta("precreated")["inos"])
+        return [p for p in found if int(p.name, 16) not in pooled]
 
 
 def start_cluster(directory: Path, iods: int = 4, **overrides) -> Cluster:

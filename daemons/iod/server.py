@@ -94,9 +94,11 @@ class IodServer:
         "size": (TASK, "op_size"),
         "sizes": (TASK, "op_sizes"),
         "create": (TASK, "op_create"),
+        "precreate": (TASK, "op_precreate"),
         "utime": (TASK, "op_utime"),
         "truncate": (TASK, "op_truncate"),
         "unlink": (TASK, "op_unlink"),
+        "unlinks": (TASK, "op_unlinks"),
         "statfs": (TASK, "op_statfs"),
         "fsync": (TASK, "op_fsync"),
         "list": (TASK, "op_list"),
@@ -499,6 +501,9 @@ class IodServer:
         await trio.to_thread.run_sync(self.storage.create, f["ino"])
         return {}
 
+    async def op_precreate(self, f: dict) -> dict:
+        return {"made": await trio.to_thread.run_sync(self.storage.precreate, f["inos"])}
+
     async def op_utime(self, f: dict) -> dict:
         await trio.to_thread.run_sync(self.storage.utime, f["ino"], f["mtime_ns"])
         return {}
@@ -506,6 +511,13 @@ class IodServer:
     async def op_unlink(self, f: dict) -> dict:
         self.stats.forget(f["ino"])
         return {"removed": await trio.to_thread.run_sync(self.storage.unlink, f["ino"])}
+
+    async def op_unlinks(self, f: dict) -> dict:
+        """The manager's batched removal of deleted files (daemons/mgr/reaper.py)."""
+        for ino in f["inos"]:
+            self.stats.forget(ino)
+        return {"removed": await trio.to_thread.run_sync(
+            lambda: sum(self.storage.unlink(i) for i in f["inos"]))}
 
     async def op_statfs(self, f: dict) -> dict:
         return await trio.to_thread.run_sync(self.storage.statfs)

@@ -37,6 +37,7 @@ class Storage(Protocol):
     def usage(self, ino: int) -> tuple[int, int, int]: ...
     def truncate(self, ino: int, length: int) -> None: ...
     def create(self, ino: int) -> None: ...
+    def precreate(self, inos: list[int]) -> int: ...
     def unlink(self, ino: int) -> bool: ...
     def fsync(self, ino: int, data_only: bool) -> None: ...
     def statfs(self) -> dict: ...
@@ -223,6 +224,25 @@ class PosixStorage:
 
     def create(self, ino: int) -> None:
         self.open(ino, create=True)
+
+    def precreate(self, inos: list[int]) -> int:
+        """Make empty stripe files for the manager's pool of inode numbers, ahead of the
+        creates that will use them; an existing file is left as it is. Not kept open (the
+        descriptor cache is for files in use). Returns how many were made."""
+        made = 0
+        for ino in inos:
+            path = self.path(ino)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+            try:
+                fd = os.open(path, flags, 0o600)
+            except FileNotFoundError:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fd = os.open(path, flags, 0o600)
+            except FileExistsError:
+                continue
+            os.close(fd)
+            made += 1
+        return made
 
     def utime(self, ino: int, mtime_ns: int) -> None:
         """Set the stripe file's mtime (an explicit utimens on the file; atime untouched)."""

@@ -16,10 +16,13 @@ from .perms import fail
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "create", "stored_version", "upgrade"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Upgrades of an existing store, by the version they start from.
 MIGRATIONS: dict[int, list[str]] = {
     1: ["ALTER TABLE inodes ADD COLUMN rdev INTEGER NOT NULL DEFAULT 0"],  # special files
+    # the pool of precreated inode numbers (schema.sql makes the table on every open)
+    2: [("CREATE TABLE IF NOT EXISTS precreated (ino INTEGER PRIMARY KEY, "
+         "ready INTEGER NOT NULL)")],
 }
 
 _SCHEMA = Path(__file__).with_name("schema.sql")

@@ -22,3 +22,6 @@ CREATE TABLE IF NOT EXISTS xattrs (
     ino INTEGER NOT NULL, name TEXT NOT NULL, value BLOB NOT NULL,
     PRIMARY KEY (ino, name)
 ) WITHOUT ROWID;
+-- Inode numbers whose stripe files the I/O daemons made ahead of any create (schema 3;
+-- daemons/mgr/precreate.py): ready once every daemon has them; fsck counts them as expected.
+CREATE TABLE IF NOT EXISTS precreated (ino INTEGER PRIMARY KEY, ready INTEGER NOT NULL);

@@ -26,6 +26,8 @@ from pvfs.protocol.rpc import Channel, call_many
 from pvfs.protocol.schema import MGR_SCHEMAS
 
 from ..common import serve_tcp
+from .precreate import PrecreatePool
+from .reaper import Reaper
 from .store import Cred, MetaStore
 
 log = logging.getLogger("pvfs.mgr")
@@ -49,6 +51,11 @@ class MgrServer:
                              max_idle=32, name=f"iod{i} ({e.address})", manager=False,
                              key=self.key, role="mgr")
                      for i, e in enumerate(config.iods)]
+        # Stripe files made ahead of creates, a batch per daemon per request (precreate.py).
+        self.pool = PrecreatePool(self.store, config.niods, self._each, config.precreate)
+        # Stripe files of deleted files go in the background, batched (reaper.py).
+        self.reaper = Reaper(self.store, lambda a: [i for _, i in self._iods_of(a["stripe"])],
+                             self._each)
         self.started = time.time()
         self.address: tuple[str, int] | None = None
         self.metrics = Metrics("mgr")
@@ -66,8 +73,9 @@ class MgrServer:
                 log.info("manager serving %s:%d, metadata in %s", *self.address[:2],
                          self.config.manager.data_dir)
                 task_status.started(self.address)
-                nursery.start_soon(self.reap_orphans)
+                nursery.start_soon(self.reaper.run)
                 nursery.start_soon(self.checkpointer)
+                nursery.start_soon(self.pool.run)
                 if self.config.manager.metrics_port:
                     from ..httpmetrics import serve_metrics
 
@@ -149,33 +157,12 @@ class MgrServer:
             a["mtime_ns"] = max([a["mtime_ns"]] + [m for _, m, _ in shares])
             a["blocks"] = _blocks([b for _, _, b in shares])
 
-    async def _remove_data(self, attrs: dict | None) -> None:
-        """Remove every stripe file of an inode whose last name and handle are gone, then
-        the inode itself. Two phases for crash safety: the store keeps the inode (nlink 0)
-        until its data is gone, and the startup reaper retries what a crash or a dead
-        I/O daemon left behind."""
-        if not attrs or attrs.get("type") != "file":
-            return
-        try:
-            await self._each([(iod, {"op": "unlink", "ino": attrs["ino"]})
-                              for _, iod in self._iods_of(attrs["stripe"])])
-        except OSError as exc:
-            log.warning("removing stripe files of inode %d: %s (retried at restart)",
-                        attrs["ino"], exc)
-            return
-        self.store.remove_inode(attrs["ino"])
-
     async def checkpointer(self, interval: float = 1.0) -> None:
         """Checkpoint the metadata WAL every ``interval`` seconds in a worker thread, so the
         fsyncs of a checkpoint never stall the trio thread that serves requests."""
         while True:
             await trio.sleep(interval)
             await trio.to_thread.run_sync(self.store.checkpoint)
-
-    async def reap_orphans(self) -> None:
-        """Finish removing files unlinked before a crash or while a daemon was down."""
-        for attrs in self.store.orphans():
-            await self._remove_data(attrs)
 
     async def _truncate(self, attrs: dict, size: int) -> None:
         stripe = Stripe(*attrs["stripe"])
@@ -205,6 +192,7 @@ class MgrServer:
         return {"version": __version__, "role": "mgr", "pid": os.getpid(),
                 "uptime": time.time() - self.started, **self.store.counts(),
                 "open_files": self.store.open_count() if hasattr(self.store, "open_count") else 0,
+                "removals_pending": self.reaper.pending, "precreated": len(self.pool),
                 "niods": self.config.niods}
 
     async def op_resolve(self, f, cred) -> dict:
@@ -235,9 +223,19 @@ class MgrServer:
         return await self._with_size(attrs)
 
     async def op_create(self, f, cred) -> dict:
-        attrs, created = self.store.create(f["parent"], f["name"], f["mode"], cred,
-                                           stripe=f["stripe"], exclusive=f["exclusive"])
-        if created:
+        ino = self.pool.take()
+        try:
+            attrs, created = self.store.create(f["parent"], f["name"], f["mode"], cred,
+                                               stripe=f["stripe"], exclusive=f["exclusive"],
+                                               precreated=ino)
+        except BaseException:
+            if ino is not None:
+                self.pool.give_back(ino)
+            raise
+        pooled = ino is not None and attrs["ino"] == ino
+        if ino is not None and not pooled:
+            self.pool.give_back(ino)  # another layout, or the name existed
+        if created and not pooled:
             try:
                 await self._each([(iod, {"op": "create", "ino": attrs["ino"]})
                                   for _, iod in self._iods_of(attrs["stripe"])])
@@ -250,8 +248,9 @@ class MgrServer:
             # The stripe files are newer than the inode, and a file's mtime is the newest
             # of them all: stamp it now, or the mtime in this reply would jump later.
             attrs = self.store.stamp(attrs["ino"], atime=True)
-        else:
+        elif not created:
             attrs = await self._with_size(attrs)
+        # (A pooled file's stripe files exist already, older than its inode: no stamp.)
         if f["flags"]:
             attrs = self.store.open(attrs["ino"], f["flags"], cred, created=created) | {
                 "size": attrs["size"]}
@@ -294,7 +293,7 @@ class MgrServer:
             if exc.errno != errno.EBADF:
                 raise
             return {}  # a handle opened before a manager restart: open counts start afresh
-        await self._remove_data(attrs)
+        self.reaper.add(attrs)
         return {}
 
     async def op_mkdir(self, f, cred) -> dict:
@@ -305,12 +304,12 @@ class MgrServer:
         return {}
 
     async def op_unlink(self, f, cred) -> dict:
-        await self._remove_data(self.store.unlink(f["parent"], f["name"], cred))
+        self.reaper.add(self.store.unlink(f["parent"], f["name"], cred))
         return {}
 
     async def op_rename(self, f, cred) -> dict:
-        await self._remove_data(self.store.rename(f["parent"], f["name"], f["new_parent"],
-                                                  f["new_name"], cred, f["flags"]))
+        self.reaper.add(self.store.rename(f["parent"], f["name"], f["new_parent"],
+                                          f["new_name"], cred, f["flags"]))
         return {}
 
     async def op_mknod(self, f, cred) -> dict:
@@ -396,6 +395,11 @@ class MgrServer:
                 if len(out) >= f["limit"]:
                     break
         return {"inodes": out}
+
+    async def op_precreated(self, f, cred) -> dict:
+        if cred.uid != 0:
+            raise PermissionError(errno.EPERM, "listing the precreated inodes needs root")
+        return {"inos": self.store.pool(), "ready": self.store.pool(ready=True)}
 
     async def op_remove_inode(self, f, cred) -> dict:
         if cred.uid != 0:

@@ -49,6 +49,7 @@ _TOUCH_DIR = ("UPDATE inodes SET mtime = ?, ctime = ?, nent = nent + ?, nlink = 
               "WHERE ino = ?")
 _INSERT = ("INSERT INTO inodes (mode, nlink, uid, gid, atime, mtime, ctime, target, "
            "sbase, spcount, sssize, rdev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_INSERT_INO = _INSERT.replace("(mode,", "(ino, mode,").replace("VALUES (?,", "VALUES (?, ?,")
 
 
 class MetaStore:
@@ -264,12 +265,14 @@ class MetaStore:
         return d
 
     def _insert(self, parent: Inode, name: str, ftype: int, perm: int, cred: Cred, now: int,
-                target: str | None = None, stripe: Stripe | None = None, rdev: int = 0) -> int:
+                target: str | None = None, stripe: Stripe | None = None, rdev: int = 0,
+                ino: int | None = None) -> int:
         perm, gid = perms.new_owner(parent.mode, parent.gid, perm, ftype == stat.S_IFDIR, cred)
         nlink = 2 if ftype == stat.S_IFDIR else 1
         s = (None, None, None) if stripe is None else (stripe.base, stripe.pcount, stripe.ssize)
-        cur = self._db.execute(_INSERT, (ftype | perm, nlink, cred.uid, gid, now, now, now,
-                                         target, *s, rdev))
+        row = (ftype | perm, nlink, cred.uid, gid, now, now, now, target, *s, rdev)
+        cur = self._db.execute(_INSERT, row) if ino is None else \
+            self._db.execute(_INSERT_INO, (ino, *row))
         ino = cur.lastrowid
         assert ino is not None
         self._db.execute("INSERT INTO dentries (parent, name, ino) VALUES (?, ?, ?)",
@@ -278,9 +281,14 @@ class MetaStore:
         return ino
 
     def create(self, parent: int, name: str, mode: int, cred: Cred,
-               stripe: Stripe | None = None, exclusive: bool = False) -> tuple[dict, bool]:
+               stripe: Stripe | None = None, exclusive: bool = False,
+               precreated: int | None = None) -> tuple[dict, bool]:
         """A regular file; an existing non-directory is returned as is (created False) unless
-        ``exclusive``. Layout: ``stripe`` > parent's default > file-system default."""
+        ``exclusive``. Layout: ``stripe`` > parent's default > file-system default.
+
+        ``precreated`` is a number of the pool (``pool_reserve``) whose stripe files every
+        I/O daemon already holds: the new file gets it if its layout spans every daemon
+        (the caller sees that in the reply's ``ino``; otherwise the number stays pooled)."""
         parent, name, cred = check_ino(parent), check_name(name, creating=True), check_cred(cred)
         perm = perms.check_mode(mode)
         explicit = perms.check_stripe(stripe, self.niods, resolve=True)
@@ -293,7 +301,12 @@ class MetaStore:
             self._need(d, W_OK | X_OK, cred)
             layout = perms.check_stripe(explicit or d.stripe or self.default_stripe,
                                         self.niods, resolve=True)
-            ino = self._insert(d, name, stat.S_IFREG, perm, cred, time.time_ns(), stripe=layout)
+            if precreated is not None and (layout.pcount != self.niods or self._db.execute(
+                    "DELETE FROM precreated WHERE ino = ? AND ready = 1",
+                    (precreated,)).rowcount != 1):
+                precreated = None
+            ino = self._insert(d, name, stat.S_IFREG, perm, cred, time.time_ns(), stripe=layout,
+                               ino=precreated)
             return self._get(ino).attrs(), True
 
     def mkdir(self, parent: int, name: str, mode: int, cred: Cred) -> dict:
@@ -588,22 +601,66 @@ class MetaStore:
         return [r.attrs() for r in out if r.is_file and not self._open.get(r.ino)]
 
     def remove_inode(self, ino: int) -> None:
-        """Forget an inode: every name of it, its xattrs, its handle count. Used after the
-        server removed an unlinked file's data, and by fsck repair."""
-        ino = check_ino(ino)
-        if ino == ROOT_INO:
+        """Forget an inode: every name of it, its xattrs, its handle count. Used by fsck
+        repair (and, for many at once, after the reaper removed deleted files' data)."""
+        self._get(check_ino(ino))  # ENOENT
+        self.remove_inodes([ino])
+
+    def remove_inodes(self, inos: list[int]) -> None:
+        """``remove_inode`` of every inode of ``inos`` in one transaction; an inode already
+        gone (fsck removed it meanwhile) is skipped."""
+        inos = [check_ino(i) for i in inos]
+        if ROOT_INO in inos:
             raise fail(errno.EBUSY, "root")
         with self._tx():
-            r = self._get(ino)
-            if r.is_dir and r.nent:
-                raise fail(errno.ENOTEMPTY, f"inode {ino}")
-            now = time.time_ns()
-            rows = self._db.execute("SELECT parent FROM dentries WHERE ino = ?", (ino,))
-            for (parent,) in rows.fetchall():
-                self._touch_dir(parent, now, -1, -1 if r.is_dir else 0)
-            self._db.execute("DELETE FROM dentries WHERE ino = ?", (ino,))
-            self._delete(ino)
-        self._open.pop(ino, None)
+            for ino in inos:
+                row = self._db.execute(_SEL_INO, (ino,)).fetchone()
+                if row is None:
+                    continue
+                r = Inode._make(row)
+                if r.is_dir and r.nent:
+                    raise fail(errno.ENOTEMPTY, f"inode {ino}")
+                now = time.time_ns()
+                rows = self._db.execute("SELECT parent FROM dentries WHERE ino = ?", (ino,))
+                for (parent,) in rows.fetchall():
+                    self._touch_dir(parent, now, -1, -1 if r.is_dir else 0)
+                self._db.execute("DELETE FROM dentries WHERE ino = ?", (ino,))
+                self._delete(ino)
+        for ino in inos:
+            self._open.pop(ino, None)
+
+    def removable(self, ino: int) -> bool:
+        """Whether a file's data may go: no name and no handle left (the reaper asks just
+        before it removes, as a file can be opened by inode after its last unlink)."""
+        row = self._db.execute("SELECT nlink FROM inodes WHERE ino = ?", (ino,)).fetchone()
+        return row is not None and row[0] == 0 and not self._open.get(ino)
+
+    # -- the pool of precreated inode numbers (server: precreate.py) -------------------------
+
+    def pool_reserve(self, n: int) -> list[int]:
+        """Take ``n`` new inode numbers for the pool (never given to any other inode), not
+        yet ready: their stripe files are still to be made."""
+        n = perms.check_int(n, 1, 1 << 16, "pool size")
+        with self._tx():
+            (last,) = self._db.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'inodes'").fetchone()
+            self._db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'inodes'",
+                             (last + n,))
+            inos = list(range(last + 1, last + n + 1))
+            self._db.executemany("INSERT INTO precreated (ino, ready) VALUES (?, 0)",
+                                 [(i,) for i in inos])
+        return inos
+
+    def pool_ready(self, inos: list[int]) -> None:
+        """Every I/O daemon has made the stripe files of ``inos``: they may be used."""
+        with self._tx():
+            self._db.executemany("UPDATE precreated SET ready = 1 WHERE ino = ?",
+                                 [(check_ino(i),) for i in inos])
+
+    def pool(self, ready: bool | None = None) -> list[int]:
+        """The pooled numbers (all, or only the ready or the unready ones), in order."""
+        where = "" if ready is None else f" WHERE ready = {int(ready)}"
+        return [i for (i,) in self._db.execute(f"SELECT ino FROM precreated{where} ORDER BY ino")]
 
     def counts(self) -> dict:
         """Inode totals for statfs (unlinked files awaiting removal included)."""

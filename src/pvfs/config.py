@@ -33,6 +33,8 @@ Example (what ``pvfs-admin init`` writes)::
 
 A ``[manager]`` or ``[[iod]]`` table may add ``metrics_port = 9400``: that daemon then
 serves Prometheus text on http://HOST:PORT/metrics (docs/operations.md); off unless set.
+``[manager]`` may set ``precreate = 256``: how many stripe files per I/O daemon the manager
+makes ahead of creates in one request (``daemons/mgr/precreate.py``; 0: none).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class Config:
     request_timeout: float = 10.0
     algorithm: str = "opt1"
     window: int = 256 << 20
+    precreate: int = 256  # [manager] precreate: the pool's batch (0: off)
     run_dir: str = ""
     path: str = ""
     extra: dict = field(default_factory=dict, compare=False)
@@ -187,6 +190,7 @@ def parse(data: dict, path: str = "") -> Config:
         request_timeout=_number(to, "request", 10.0, float, "[timeouts]", 0.01),
         algorithm=algorithm,
         window=_number(sched, "window", 256 << 20, int, "[scheduler]", 1),
+        precreate=min(_number(data["manager"], "precreate", 256, int, "[manager]", 0), 4096),
         run_dir=str((base_dir / run_dir).resolve()),
         path=str(Path(path).resolve()) if path else "",
         extra={k: v for k, v in data.items()
@@ -248,6 +252,8 @@ def dump(cfg: Config) -> str:
            f"data_dir = {_toml_value(cfg.manager.data_dir)}"]
     if cfg.manager.metrics_port:
         out.append(f"metrics_port = {cfg.manager.metrics_port}")
+    if cfg.precreate != 256:
+        out.append(f"precreate = {cfg.precreate}")
     for i, e in enumerate(cfg.iods):
         out += ["", f"[[iod]]  # I/O daemon {i}", f"address = {_toml_value(e.address)}",
                 f"data_dir = {_toml_value(e.data_dir)}"]

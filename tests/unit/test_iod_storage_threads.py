@@ -59,3 +59,12 @@ def test_usage_of_missing_and_present(tmp_path) -> None:
     assert st.unlink(5) and not st.unlink(5)
     assert st.usage(5) == (0, 0, 0)
     st.close()
+
+
+def test_precreate_makes_empty_files_and_leaves_existing_ones(tmp_path) -> None:
+    st = PosixStorage(str(tmp_path))
+    st.truncate(5, 100)  # an existing stripe file with data
+    assert st.precreate([4, 5, 6, 300]) == 3
+    assert [st.usage(i)[0] for i in (4, 5, 6, 300)] == [0, 100, 0, 0]
+    assert st.lookup(4) is None  # not kept open: the descriptor cache is for files in use
+    assert st.precreate([4]) == 0

@@ -16,11 +16,12 @@ import errno
 
 MGR_IDEMPOTENT = frozenset({
     "ping", "status", "resolve", "lookup", "getattr", "readlink", "readdir", "statfs", "access",
-    "getxattr", "listxattr", "getstripe", "nfile", "inodes", "sync",
+    "getxattr", "listxattr", "getstripe", "nfile", "inodes", "precreated",
+    "sync",
 })
 IOD_IDEMPOTENT = frozenset({
-    "ping", "status", "read", "write", "size", "sizes", "truncate", "utime", "create", "unlink",
-    "fsync", "statfs", "stats", "sched_get", "sched_set", "list",
+    "ping", "status", "read", "write", "size", "sizes", "truncate", "utime", "create",
+    "precreate", "unlink", "unlinks", "fsync", "statfs", "stats", "sched_get", "sched_set", "list",
 })
 
 # A connection that failed with one of these is dead; a timeout is not retried (the daemon

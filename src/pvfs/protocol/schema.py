@@ -188,6 +188,7 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "inodes": {"after": Field(integer(0, 2**63 - 1), False, 0),
                "limit": Field(integer(1, 65536), False, 4096)},
     "remove_inode": {"ino": INO},
+    "precreated": {},  # fsck: the pool's inode numbers (their stripe files are expected)
     "status": {},
     "metrics": {},  # Prometheus families (pvfs.metrics)
 }
@@ -202,7 +203,9 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "truncate": {"ino": INO, "local_size": Field(OFFSET)},
     "utime": {"ino": INO, "mtime_ns": Field(integer(0, 2**63 - 1))},
     "create": {"ino": INO},
+    "precreate": {"inos": Field(lambda v: _int_list(v, 4096))},  # the manager's pool
     "unlink": {"ino": INO},
+    "unlinks": {"inos": Field(lambda v: _int_list(v, 4096))},  # the manager's reaper
     "fsync": {"ino": INO, "data_only": Field(boolean, False, False)},
     "statfs": {},
     "stats": {"reset": Field(boolean, False, False)},

@@ -1,0 +1,86 @@
+"""Precreated stripe files: creates without a round trip to the I/O daemons.
+
+A create used to wait for every I/O daemon of the new file to make its stripe file (one
+request per daemon per file, most of a create's messages). Like OrangeFS's precreate pools,
+the manager instead keeps a pool of inode numbers whose stripe files every daemon has
+already made, in batches of ``batch`` numbers per request. A create whose layout spans
+every daemon takes the next number; other layouts, and creates while the pool is empty,
+make their stripe files as before.
+
+The numbers are reserved in the store before the daemons are asked (``pool_reserve``), and
+marked ready only after every daemon answered (``pool_ready``): a crash in between leaves
+unready numbers, whose stripe files are asked for again at the next start (``precreate``
+leaves existing files alone). ``pvfs-admin fsck`` asks for the pool and does not count its
+stripe files as orphans.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+import trio
+
+log = logging.getLogger("pvfs.mgr")
+
+__all__ = ["PrecreatePool"]
+
+
+class PrecreatePool:
+    """The manager's pool of ready inode numbers, refilled in the background.
+
+    ``each`` runs one call per I/O daemon concurrently (``MgrServer._each``); ``low`` is the
+    level below which a refill of ``batch`` numbers starts (``batch`` 0: no pool)."""
+
+    def __init__(self, store, niods: int, each: Callable[[list], Awaitable[list]],
+                 batch: int = 256, low: int = 64) -> None:
+        self.store, self.niods, self.each = store, niods, each
+        self.batch, self.low = batch, min(low, batch)
+        self._ready: deque[int] = deque(store.pool(ready=True)) if batch else deque()
+        self._wanted = trio.Event()
+        self.made = 0  # numbers made ready since the start (for tests and metrics)
+
+    def __len__(self) -> int:
+        return len(self._ready)
+
+    def take(self) -> int | None:
+        """The next ready number, or None (the pool is empty: create as before)."""
+        ino = self._ready.popleft() if self._ready else None
+        if len(self._ready) < self.low:
+            self._wanted.set()
+        return ino
+
+    def give_back(self, ino: int) -> None:
+        """A number ``take`` gave out that the create did not use (another layout, an
+        existing name): it is still pooled in the store, so it is ready again."""
+        self._ready.appendleft(ino)
+
+    async def run(self) -> None:
+        """Keep the pool above ``low``: first finish what a crash left unready, then refill
+        whenever creates drained it. A daemon that does not answer is retried with backoff
+        (creates meanwhile make their own stripe files, as without a pool)."""
+        if not self.batch:
+            return
+        pending = self.store.pool(ready=False)
+        delay = 0.5
+        while True:
+            if not pending and len(self._ready) >= self.low:
+                self._wanted = trio.Event()
+                await self._wanted.wait()
+                continue
+            inos = pending or self.store.pool_reserve(self.batch)
+            try:
+                await self.each([(iod, {"op": "precreate", "inos": inos})
+                                 for iod in range(self.niods)])
+            except OSError as exc:
+                log.warning("precreating %d stripe files: %s (retrying in %.1f s)",
+                            len(inos), exc, delay)
+                pending = inos
+                await trio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            self.store.pool_ready(inos)
+            self._ready.extend(inos)
+            self.made += len(inos)
+            pending, delay = [], 0.5
