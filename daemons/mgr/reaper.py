@@ -37,6 +37,8 @@ class Reaper:
         self._idle = trio.Event()
         self._idle.set()
         self.removed = 0
+        for attrs in store.orphans():  # what a crash or a dead daemon left behind
+            self.add(attrs)
 
     @property
     def pending(self) -> int:
@@ -55,8 +57,6 @@ class Reaper:
         await self._idle.wait()
 
     async def run(self) -> None:
-        for attrs in self.store.orphans():  # what a crash or a dead daemon left behind
-            self.add(attrs)
         delay = 0.5
         while True:
             if not self._queue:
