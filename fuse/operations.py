@@ -30,6 +30,7 @@ from pvfs.layout.stripe import Stripe
 from pvfs.protocol.cred import Cred
 
 from .cachewire import ClientBackend, Coherence, Controls, MountBypass
+from .dirattrs import DirAttrs
 from .gcachewire import make_gcache_backend
 from .handles import HandleTable
 from .options import MountOptions
@@ -129,6 +130,9 @@ class Operations(pyfuse3.Operations):
         self.controls = Controls(self.cache, self.table, vars(options), self._extra_stats)
         self._groups: dict[int, tuple[float, tuple[int, ...]]] = {}
         self.probed = ProbedCache(options.attr_timeout, self.counters)
+        # A directory's attributes from the replies to this mount's creates and unlinks in
+        # it, for the kernel's getattr that follows each of them (dirattrs.py).
+        self.dirattrs = DirAttrs(options.attr_timeout)
         self.virtual = VirtualXattrs(client, self.controls, self.table, self._learn,
                                      self._kernel_invalidate)
         # (parent, name) -> inode of the regular files this mount has named to the kernel
@@ -146,6 +150,7 @@ class Operations(pyfuse3.Operations):
     def _extra_stats(self) -> dict:
         out = dict(self.counters)
         out["open_handles"] = len(self.table.handles)
+        out["dir_attr_hits"] = self.dirattrs.hits
         out["coherence"] = self.opts.coherence
         if self.coherence is not None:
             out.update(self.coherence.counters)
@@ -246,12 +251,18 @@ class Operations(pyfuse3.Operations):
 
     @_guard
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
+        held = self.dirattrs.get(inode)
+        if held is not None:
+            e = self.entry(held[0])
+            e.attr_timeout = min(e.attr_timeout, held[1])
+            return e
         return self.entry(await self.client.getattr(inode, self.cred(ctx)))
 
     @_guard
     async def setattr(self, inode: int, attr: EntryAttributes, fields: pyfuse3.SetattrFields,
                       fh: int | None, ctx: RequestContext) -> EntryAttributes:
         cred = self.cred(ctx)
+        self.dirattrs.forget(inode)
         kw: dict[str, Any] = {}
         if fields.update_mode:
             kw["mode"] = stat.S_IMODE(attr.st_mode)
@@ -298,17 +309,21 @@ class Operations(pyfuse3.Operations):
                     ctx: RequestContext) -> EntryAttributes:
         if not stat.S_ISREG(mode):
             # FIFOs, sockets (bind), devices: inodes at the manager; the kernel serves them
+            self.dirattrs.forget(parent_inode)
             return self.entry(await self.client.mknod(parent_inode, _name(name), mode, rdev,
                                                       self.cred(ctx)))
         a = await self.client.create(parent_inode, _name(name), stat.S_IMODE(mode),
                                      self.cred(ctx), exclusive=True)
+        self.dirattrs.learn(parent_inode, a)
         return self.entry(a)
 
     @_guard
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
                     ctx: RequestContext) -> EntryAttributes:
-        return self.entry(await self.client.mkdir(parent_inode, _name(name), stat.S_IMODE(mode),
-                                                  self.cred(ctx)))
+        a = await self.client.mkdir(parent_inode, _name(name), stat.S_IMODE(mode),
+                                    self.cred(ctx))
+        self.dirattrs.learn(parent_inode, a)
+        return self.entry(a)
 
     @_guard
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -318,7 +333,7 @@ class Operations(pyfuse3.Operations):
         if ino is not None and self.gbackend is None and not self.cache.has_dirty(ino):
             # Known inode, nothing dirty: no lookup needed. Its clean blocks may go whatever
             # its link count was (dropping clean blocks is always safe).
-            await self.client.unlink(parent_inode, n, cred)
+            self.dirattrs.learn(parent_inode, await self.client.unlink(parent_inode, n, cred))
             if not self.table.is_open(ino):
                 self.cache.forget(ino)
                 self.table.inodes.pop(ino, None)
@@ -327,7 +342,7 @@ class Operations(pyfuse3.Operations):
             a = await self.client.lookup(parent_inode, n, cred)
         except OSError:
             a = None
-        await self.client.unlink(parent_inode, n, cred)
+        self.dirattrs.learn(parent_inode, await self.client.unlink(parent_inode, n, cred))
         if a is not None and a.get("type") == "file" and not self.table.is_open(a["ino"]) \
                 and a["nlink"] <= 1:
             self.cache.forget(a["ino"])
@@ -337,11 +352,13 @@ class Operations(pyfuse3.Operations):
 
     @_guard
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
+        self.dirattrs.forget(parent_inode)
         await self.client.rmdir(parent_inode, _name(name), self.cred(ctx))
 
     @_guard
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
                       ctx: RequestContext) -> EntryAttributes:
+        self.dirattrs.forget(parent_inode)
         return self.entry(await self.client.symlink(parent_inode, _name(name),
                                                     os.fsdecode(target), self.cred(ctx)))
 
@@ -350,6 +367,7 @@ class Operations(pyfuse3.Operations):
                      name_new: bytes, flags: int, ctx: RequestContext) -> None:
         old, new = (parent_inode_old, _name(name_old)), (parent_inode_new, _name(name_new))
         moved, replaced = self._names.pop(old, None), self._names.pop(new, None)
+        self.dirattrs.forget_all()  # a moved directory's ctime and ".." change too
         await self.client.rename(old[0], old[1], new[0], new[1], self.cred(ctx), flags)
         if moved is not None:
             self._names[new] = moved
@@ -360,6 +378,7 @@ class Operations(pyfuse3.Operations):
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
                    ctx: RequestContext) -> EntryAttributes:
         n = _name(new_name)
+        self.dirattrs.forget(new_parent_inode)
         return self.entry(self._named(new_parent_inode, n, await self.client.link(
             inode, new_parent_inode, n, self.cred(ctx))))
 
@@ -460,6 +479,7 @@ class Operations(pyfuse3.Operations):
         cred = self.cred(ctx)
         if await self.virtual.set(inode, n, value, cred):
             return
+        self.dirattrs.forget(inode)
         self.probed.changed(inode)
         try:
             await self.client.setxattr(inode, n, value, cred)
@@ -475,6 +495,7 @@ class Operations(pyfuse3.Operations):
         n = _name(name)
         if self.virtual.remove(inode, n):
             return
+        self.dirattrs.forget(inode)
         self.probed.changed(inode)
         try:
             await self.client.removexattr(inode, n, self.cred(ctx))
@@ -522,6 +543,7 @@ class Operations(pyfuse3.Operations):
         a = self._named(parent_inode, n, await self.client.create(
             parent_inode, n, stat.S_IMODE(mode), cred, exclusive=bool(flags & os.O_EXCL),
             flags=flags | os.O_CREAT))
+        self.dirattrs.learn(parent_inode, a)
         if a.get("created", True):
             self.cache.forget(a["ino"])  # a new inode: nothing cached for it can be valid
         elif flags & os.O_TRUNC and flags & os.O_ACCMODE:

@@ -258,7 +258,17 @@ class MgrServer:
                 await self._truncate(attrs, 0)
                 attrs = self.store.stamp(attrs["ino"], atime=False)  # truncated: m+ctime
         attrs["created"] = created
-        return attrs
+        return self._with_parent(attrs, f["parent"])
+
+    def _with_parent(self, reply: dict, parent: int) -> dict:
+        """Add the parent directory's attributes after a change in it: the kernel asks for
+        them again after every create or unlink in a directory (its permission check), and
+        the mount can answer that from this reply (fuse/dirattrs.py)."""
+        try:
+            reply["parent"] = self.store.getattr(parent)
+        except OSError:
+            pass  # removed meanwhile: the mount asks when it needs them
+        return reply
 
     async def _unlink_where_possible(self, attrs: dict) -> None:
         """Best effort: remove an undone file's stripe files, each daemon on its own (a dead
@@ -297,7 +307,8 @@ class MgrServer:
         return {}
 
     async def op_mkdir(self, f, cred) -> dict:
-        return self.store.mkdir(f["parent"], f["name"], f["mode"], cred)
+        return self._with_parent(self.store.mkdir(f["parent"], f["name"], f["mode"], cred),
+                                 f["parent"])
 
     async def op_rmdir(self, f, cred) -> dict:
         self.store.rmdir(f["parent"], f["name"], cred)
@@ -305,7 +316,7 @@ class MgrServer:
 
     async def op_unlink(self, f, cred) -> dict:
         self.reaper.add(self.store.unlink(f["parent"], f["name"], cred))
-        return {}
+        return self._with_parent({}, f["parent"])
 
     async def op_rename(self, f, cred) -> dict:
         self.reaper.add(self.store.rename(f["parent"], f["name"], f["new_parent"],

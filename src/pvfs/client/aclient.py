@@ -90,8 +90,9 @@ class AsyncClient:
     async def rmdir(self, parent: int, name: str, cred: Cred = ROOT) -> None:
         await self.meta("rmdir", cred, parent=parent, name=name)
 
-    async def unlink(self, parent: int, name: str, cred: Cred = ROOT) -> None:
-        await self.meta("unlink", cred, parent=parent, name=name)
+    async def unlink(self, parent: int, name: str, cred: Cred = ROOT) -> dict:
+        """Remove a name; the reply may carry the directory's new attributes ("parent")."""
+        return await self.meta("unlink", cred, parent=parent, name=name)
 
     async def rename(self, parent: int, name: str, new_parent: int, new_name: str,
                      cred: Cred = ROOT, flags: int = 0) -> None:

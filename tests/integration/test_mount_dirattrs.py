@@ -1,0 +1,58 @@
+"""The mount answers the kernel's getattr of a directory after its own creates and unlinks
+there from the manager's reply (fuse/dirattrs.py), and never shows stale attributes after
+any other change it makes to the directory."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from test_mount_support import Mount, needs_fuse
+
+pytestmark = needs_fuse
+
+
+def test_creates_and_unlinks_need_no_directory_getattr(pvfs_cluster, tmp_path):
+    with Mount(pvfs_cluster.config_path, tmp_path / "mnt", "attr_timeout=5") as m:
+        d = m.path / "many"
+        d.mkdir()
+        os.chmod(d, 0o755)
+        before = m.stats()["dir_attr_hits"]
+        for i in range(50):
+            os.close(os.open(d / f"f{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        assert m.stats()["dir_attr_hits"] - before >= 40  # the kernel asked; the mount knew
+        st = os.stat(d)
+        with pvfs_cluster.connect() as fs:
+            assert fs.stat("/many").st_mtime_ns == st.st_mtime_ns  # what the manager has
+        for i in range(50):
+            os.unlink(d / f"f{i}")
+        assert os.stat(d).st_mtime_ns >= st.st_mtime_ns and os.stat(d).st_nlink == 2
+        d.rmdir()
+
+
+def test_other_changes_to_a_directory_are_seen_at_once(pvfs_cluster, tmp_path):
+    with Mount(pvfs_cluster.config_path, tmp_path / "mnt", "attr_timeout=30") as m:
+        d = m.path / "d"
+        d.mkdir()
+        (d / "x").write_bytes(b"")  # now the mount holds d's attributes
+        os.chmod(d, 0o700)
+        assert os.stat(d).st_mode & 0o777 == 0o700
+        ctime = os.stat(d).st_ctime_ns
+        time.sleep(0.01)
+        os.setxattr(d, "user.note", b"1")
+        assert os.stat(d).st_ctime_ns > ctime
+        ctime = os.stat(d).st_ctime_ns
+        time.sleep(0.01)
+        os.rename(d, m.path / "e")  # a moved directory's ctime changes
+        e = m.path / "e"
+        assert os.stat(e).st_ctime_ns > ctime
+        (e / "sub").mkdir()
+        assert os.stat(e).st_nlink == 3
+        os.symlink("x", e / "link")
+        mtime = os.stat(e).st_mtime_ns
+        time.sleep(0.01)
+        (e / "sub").rmdir()
+        assert os.stat(e).st_nlink == 2 and os.stat(e).st_mtime_ns > mtime
+        for n in ("x", "link"):
+            os.unlink(e / n)
+        e.rmdir()
