@@ -25,9 +25,9 @@ class DirAttrs:
         self._held: dict[int, tuple[float, dict]] = {}
         self.hits = 0
 
-    def learn(self, ino: int, reply: dict) -> None:
+    def learn(self, ino: int, reply: dict | None) -> None:
         """Take the directory's attributes from a change's reply (or forget them)."""
-        attrs = reply.pop("parent", None)
+        attrs = reply.pop("parent", None) if reply else None
         if attrs is None or self.ttl <= 0:
             self._held.pop(ino, None)
             return
