@@ -17,6 +17,13 @@ from pvfs.layout.stripe import Stripe
 ROOT = Cred(0, 0)
 
 
+@pytest.fixture
+def store(tmp_path):
+    s = MetaStore(str(tmp_path / "meta.sqlite"), 4, Stripe(0, -1, 65536))
+    yield s
+    s.close()
+
+
 def test_reserved_numbers_are_never_given_to_another_inode(store):
     a, _ = store.create(ROOT_INO, "a", 0o644, ROOT)
     pool = store.pool_reserve(8)

@@ -16,6 +16,13 @@ from pvfs.layout.stripe import Stripe
 ROOT = Cred(0, 0)
 
 
+@pytest.fixture
+def store(tmp_path):
+    s = MetaStore(str(tmp_path / "meta.sqlite"), 4, Stripe(0, -1, 65536))
+    yield s
+    s.close()
+
+
 class FakeDaemons:
     def __init__(self) -> None:
         self.calls: list[list[tuple[int, dict]]] = []
