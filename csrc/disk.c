@@ -251,7 +251,7 @@ int64_t pv_disk_position_ns(const struct pv_disk *d, int64_t from, int64_t to, b
 }
 
 int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, bool write,
-                       int64_t now, int64_t *done)
+                       int64_t now, int64_t *done, int64_t *end_out)
 {
     double rate = write ? d->p.write_bps : d->p.read_bps;
     int64_t to, cost, start;
@@ -270,6 +270,8 @@ int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len
             pthread_mutex_unlock(&d->lock);
             if (done != NULL)
                 *done = now;
+            if (end_out != NULL)
+                *end_out = end;
             return 0;                   /* all cached: no disk access at all */
         }
         first = pg;
@@ -292,6 +294,8 @@ int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len
     d->free_at = start + cost;
     if (done != NULL)
         *done = d->free_at;
+    if (end_out != NULL)
+        *end_out = off + len;
     pthread_mutex_unlock(&d->lock);
     atomic_fetch_add(&d->busy_ns, cost);
     atomic_fetch_add(write ? &d->write_bytes : &d->miss_bytes, len);

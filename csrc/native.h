@@ -162,6 +162,8 @@ struct pv_job {
     struct pv_ring sq;            /* link in the active policy's queue (e->sched_q), or in
                                    * e->express for a job that moves no file data */
     int64_t disk_until;           /* waiting for the emulated disk until then; 0: not */
+    int64_t grant_off, grant_end; /* read: what its last disk miss read for it, sent even if
+                                   * other jobs' misses evicted it meanwhile (see disk_limit) */
 
     /* Examined on the job's first turn, on the engine's thread (the daemon's trio thread
      * makes no file system call): see job_examine() in stream.c. */
@@ -232,9 +234,10 @@ void pv_disk_drop(struct pv_disk *d);
 int64_t pv_disk_addr(const struct pv_disk *d, uint64_t ino, int64_t off);
 int64_t pv_disk_position_ns(const struct pv_disk *d, int64_t from, int64_t to, bool write);
 /* Charge a media access: returns its service time and sets *done to when it completes,
- * queued behind the accesses before it; its pages become resident. */
+ * queued behind the accesses before it; its pages become resident. *end_out (may be NULL):
+ * where the bytes this access read (or found cached) from off on stop. */
 int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, bool write,
-                       int64_t now, int64_t *done);
+                       int64_t now, int64_t *done, int64_t *end_out);
 
 struct pv_engine;
 

@@ -86,7 +86,8 @@ static PyObject *Disk_access(DiskObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     if (off < 0 || len < 0)
         return PyErr_Format(PyExc_ValueError, "offset and length must be >= 0");
-    cost = pv_disk_access(&self->d, ino, off, len, write, (int64_t)llround(now * 1e9), &done);
+    cost = pv_disk_access(&self->d, ino, off, len, write, (int64_t)llround(now * 1e9), &done,
+                          NULL);
     return Py_BuildValue("dd", (double)cost / 1e9, (double)done / 1e9);
 }
 

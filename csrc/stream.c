@@ -251,13 +251,22 @@ static int map_window(struct pv_engine *e, struct pv_job *j, int64_t o)
 
 /* Emulated disk: how much of [o, o+rem) may be sent now. A miss charges the disk for the
  * read (at least its read-ahead, not past the end of the file) and returns 0 with
- * j->disk_until set; -1 with errno if the file cannot be examined. */
+ * j->disk_until set; -1 with errno if the file cannot be examined.
+ *
+ * What a miss read is the job's once the disk is done (the grant), cached or not: the pages
+ * become resident when the miss is charged, so with more jobs waiting on the disk than the
+ * cache has read-ahead windows, every job's pages were evicted by the later misses before
+ * it woke, it missed again, and no job ever finished (a study hung on a 512 KiB cache and
+ * seven concurrent reads). Linux likewise hands a reader the pages it waited for. */
 static int64_t disk_limit(struct pv_engine *e, struct pv_job *j, int64_t o, int64_t rem)
 {
     struct pv_disk *d = e->disk;
-    int64_t n = pv_disk_resident(d, j->inode, o, rem), lo, hi, len;
+    int64_t n, lo, hi, len;
     struct stat st;
 
+    if (o >= j->grant_off && o < j->grant_end)
+        return min64(rem, j->grant_end - o);
+    n = pv_disk_resident(d, j->inode, o, rem);
     if (n > 0)
         return n;
     if (fstat(j->file, &st) < 0)
@@ -275,7 +284,9 @@ static int64_t disk_limit(struct pv_engine *e, struct pv_job *j, int64_t o, int6
     if (len > d->p.readahead && d->p.readahead > 0)
         len = (o - lo) + d->p.readahead + (PV_DISK_PAGE - d->p.readahead % PV_DISK_PAGE)
               % PV_DISK_PAGE;
-    (void)pv_disk_access(d, j->inode, lo, len, false, pv_now_ns(), &j->disk_until);
+    (void)pv_disk_access(d, j->inode, lo, len, false, pv_now_ns(), &j->disk_until,
+                         &j->grant_end);
+    j->grant_off = o;
     return 0;
 }
 
@@ -490,7 +501,7 @@ enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress
         if (e->disk != NULL && j->op == PV_OP_WRITE && j->acc[j->cur].kind == PV_ACC_FILE
             && !j->draining)
             (void)pv_disk_access(e->disk, j->inode, j->acc[j->cur].off + j->acc_done, n, true,
-                                 pv_now_ns(), &j->disk_until);
+                                 pv_now_ns(), &j->disk_until, NULL);
         j->acc_done += n;
         j->nbytes += n;
         atomic_fetch_add_explicit(j->op == PV_OP_READ ? &e->bytes_read : &e->bytes_written,

@@ -172,3 +172,43 @@ def test_a_read_fetches_only_the_pages_not_cached():
     t, _ = d.access(1, (64 << 10) + RA - 4096, 8192)
     pos = d.position(d.addr(1, 64 << 10), d.addr(1, (64 << 10) + RA))   # head after [0, 64K)
     assert math.isclose(t, pos + 4096 / 4.2e6, abs_tol=2e-9)          # one page, not two
+
+
+def test_more_concurrent_misses_than_cache_windows_all_finish(tmp_path):
+    """Eight reads that miss at once on a cache of two read-ahead windows: each job is sent
+    what its miss read even when later misses evicted it before the disk finished (the grant);
+    before, every job missed again on waking and none ever finished."""
+    import threading
+
+    data = random.Random(8).randbytes(4 * RA)
+    path = tmp_path / "stripe"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    d = preset("ide-2000", read_bps=400e6, seek_min=0.0, seek_max=1e-4, rotation=0.0,
+               cache_bytes=2 * RA).build()
+    eng = nat.Engine(disk=d)
+    pairs = [socket.socketpair() for _ in range(8)]
+    bodies: dict[int, bytes] = {}
+
+    def drain(i: int, sock: socket.socket) -> None:
+        bodies[i] = recv_exact(sock, len(data))
+
+    readers = [threading.Thread(target=drain, args=(i, b), daemon=True)
+               for i, (_, b) in enumerate(pairs)]
+    try:
+        for r in readers:
+            r.start()
+        for i, (a, _) in enumerate(pairs):   # one inode each: no job finds another's pages
+            eng.submit(i + 1, a.fileno(), fd, READ, acc((FILE, 0, len(data))), inode=100 + i)
+        done = wait_done(eng, len(pairs))
+        assert all(done[i + 1][1:3] == (0, len(data)) for i in range(len(pairs)))
+        for r in readers:
+            r.join(10)
+        assert bodies == {i: data for i in range(len(pairs))}
+        assert d.info()["miss_bytes"] == len(pairs) * len(data)   # each window read once
+    finally:
+        eng.close()
+        os.close(fd)
+        for a, b in pairs:
+            a.close()
+            b.close()
