@@ -21,7 +21,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -120,6 +122,20 @@ def _describe(exc: BaseException, args: argparse.Namespace | None) -> tuple[str,
     return command, f"{type(exc).__name__}: {exc}"
 
 
+_terminated = False
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM as a Ctrl-C: through whatever SIGINT handler is active (trio's inside
+    ``trio.run``, which delivers KeyboardInterrupt where trio can unwind)."""
+    global _terminated
+    _terminated = True
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    raise KeyboardInterrupt  # SIGINT ignored (a background job of a script) or trio deferred it
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv, everything=False)
     args = parser.parse_args(argv)
@@ -129,9 +145,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return 2
+    # SIGTERM unwinds like Ctrl-C, so a study's or benchmark's scratch cluster is stopped and
+    # removed by its context manager instead of left running (`kill`, a CI timeout).
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         status = func(args)
     except KeyboardInterrupt:
+        if _terminated:
+            sys.stderr.write(f"{PROG}: terminated\n")
+            return 128 + signal.SIGTERM
         sys.stderr.write(f"{PROG}: interrupted\n")
         return 130
     except BrokenPipeError:

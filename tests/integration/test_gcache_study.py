@@ -87,3 +87,56 @@ def test_replay_with_plan(tmp_path):
         assert r.returncode == 2  # plans need the client caches of a pvfs:// target
     finally:
         down(cluster.config)
+
+
+def test_sigterm_stops_and_removes_the_study_cluster(tmp_path):
+    """`kill` of a running study (SIGINT ignored, as in a script's background job) unwinds:
+    exit 143, its scratch cluster's daemons stopped and its directory removed."""
+    import os
+    import signal
+    import time
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    study = f"{sys.executable} -m pvfs.cli.main study caching --traces lu --policies both" \
+            " --repeat 50"
+    proc = subprocess.Popen(["sh", "-c", f"trap '' INT; exec {study}"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(pids) < 4:   # mgr, 2 iods, gcache
+            time.sleep(0.2)
+            pids = [int(p.read_text()) for p in tmp_path.glob("pvfs-study-*/run/*.pid")
+                    if p.read_text().strip()]
+        assert len(pids) == 4, list(tmp_path.rglob("*"))
+        time.sleep(2)                                          # the replay is under way
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143, err
+        assert "terminated" in err
+        assert not list(tmp_path.glob("pvfs-study-*"))
+        assert not [pid for pid in pids if running(pid)]
+    finally:
+        for pid in ([proc.pid] if proc.poll() is None else []) + pids:  # never left behind
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def running(pid: int, wait: float = 10.0) -> bool:
+    """Whether ``pid`` is still alive (not gone, not a zombie) after up to ``wait`` s: an
+    exited daemon whose parent exited first waits to be reaped by init."""
+    import time
+    from pathlib import Path
+
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        if state in ("Z", "X"):
+            return False
+        time.sleep(0.1)
+    return True
