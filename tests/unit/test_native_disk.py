@@ -174,10 +174,11 @@ def test_a_read_fetches_only_the_pages_not_cached():
     assert math.isclose(t, pos + 4096 / 4.2e6, abs_tol=2e-9)          # one page, not two
 
 
-def test_more_concurrent_misses_than_cache_windows_all_finish(tmp_path):
-    """Eight reads that miss at once on a cache of two read-ahead windows: each job is sent
-    what its miss read even when later misses evicted it before the disk finished (the grant);
-    before, every job missed again on waking and none ever finished."""
+@pytest.mark.parametrize("windows", [2, 0])
+def test_more_concurrent_misses_than_cache_windows_all_finish(tmp_path, windows):
+    """Eight reads that miss at once on a cache of two read-ahead windows (or none): each job
+    is sent what its miss read even when later misses evicted it before the disk finished (the
+    grant); before, every job missed again on waking and none ever finished."""
     import threading
 
     data = random.Random(8).randbytes(4 * RA)
@@ -185,7 +186,7 @@ def test_more_concurrent_misses_than_cache_windows_all_finish(tmp_path):
     path.write_bytes(data)
     fd = os.open(path, os.O_RDONLY)
     d = preset("ide-2000", read_bps=400e6, seek_min=0.0, seek_max=1e-4, rotation=0.0,
-               cache_bytes=2 * RA).build()
+               cache_bytes=windows * RA).build()
     eng = nat.Engine(disk=d)
     pairs = [socket.socketpair() for _ in range(8)]
     bodies: dict[int, bytes] = {}
