@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from pvfs.config import Config
-from pvfs.gcache.backend import GcacheBackend, GlobalCallbacks
+from pvfs.gcache.backend import GcacheBackend
+from pvfs.gcache.callbacks import GlobalCallbacks
 from pvfs.gcache.config import gcache_config
 from pvfs.layout.stripe import Stripe
 

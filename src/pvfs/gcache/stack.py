@@ -26,7 +26,8 @@ from pvfs.cache import BlockCache, BypassTable, StreamPolicy
 from pvfs.client.aclient import AsyncClient
 from pvfs.layout.stripe import Stripe
 
-from .backend import GcacheBackend, GlobalCallbacks
+from .backend import GcacheBackend
+from .callbacks import GlobalCallbacks
 from .config import gcache_config
 
 __all__ = ["CacheStack", "DirectBackend", "StackFile"]
