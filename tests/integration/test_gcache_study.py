@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 from pvfs.traces.cachestudy import run_study
 
@@ -92,10 +96,6 @@ def test_replay_with_plan(tmp_path):
 def test_sigterm_stops_and_removes_the_study_cluster(tmp_path):
     """`kill` of a running study (SIGINT ignored, as in a script's background job) unwinds:
     exit 143, its scratch cluster's daemons stopped and its directory removed."""
-    import os
-    import signal
-    import time
-
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     study = f"{sys.executable} -m pvfs.cli.main study caching --traces lu --policies both" \
             " --repeat 50"
@@ -127,9 +127,6 @@ def test_sigterm_stops_and_removes_the_study_cluster(tmp_path):
 def running(pid: int, wait: float = 10.0) -> bool:
     """Whether ``pid`` is still alive (not gone, not a zombie) after up to ``wait`` s: an
     exited daemon whose parent exited first waits to be reaped by init."""
-    import time
-    from pathlib import Path
-
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         try:
