@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--iod", type=int, metavar="N", help="only I/O daemon N (default: all)")
     q.add_argument("--window", type=size_arg, metavar="BYTES",
                    help="opt3 window, e.g. 256M (default: unchanged)")
+    q.add_argument("--gather", type=float, metavar="SECONDS",
+                   help="opt4: how long the first request of a busy period waits for the "
+                        "rest of its collective, 0..10 (default: unchanged; 0: off)")
 
     p = add_command(sub, "stats", help="request, byte and service-time counters per I/O daemon",
                     func=cmd_stats, example=f"""\
@@ -113,7 +116,7 @@ def cmd_sched_show(args: argparse.Namespace) -> int:
                 continue
             rs_state = r.get("rs") or {}
             rows.append({"iod": i, "address": addr, "algorithm": r["algorithm"],
-                         "window": r["window"], "error": None,
+                         "window": r["window"], "gather": r.get("gather"), "error": None,
                          # rs: the engine's current pick and the selector's last decision
                          "engine": r.get("engine"), "storage": r.get("storage"),
                          "rs_last": rs_state.get("last") or None,
@@ -125,8 +128,11 @@ def cmd_sched_show(args: argparse.Namespace) -> int:
 def _render_sched(rows: list[dict]) -> str:
     return table([[f"iod{r['iod']}", r["address"], r["algorithm"] or "DOWN",
                    r.get("engine") or "-", r.get("storage") or "-",
-                   human_size(r["window"]) if r["window"] else r["error"]] for r in rows],
-                 ["daemon", "address", "algorithm", "engine", "storage", "window"])
+                   human_size(r["window"]) if r["window"] else r["error"],
+                   f"{r['gather'] * 1000:g} ms" if r.get("gather") is not None else "-"]
+                  for r in rows],
+                 ["daemon", "address", "algorithm", "engine", "storage", "window",
+                  "opt4 gather"])
 
 
 def cmd_sched_set(args: argparse.Namespace) -> int:
@@ -134,12 +140,14 @@ def cmd_sched_set(args: argparse.Namespace) -> int:
     with client(args) as fs:
         for i in _iods(fs, args.iod):
             try:
-                r = fs.iod_call(i, "sched_set", algorithm=args.algorithm, window=args.window)
+                r = fs.iod_call(i, "sched_set", algorithm=args.algorithm, window=args.window,
+                                gather=args.gather)
             except OSError as exc:
                 raise CliError(f"sched set iod{i} ({fs.config.iods[i].address})",
                                exc.strerror or str(exc)) from None
             rows.append({"iod": i, "address": fs.config.iods[i].address,
-                         "algorithm": r["algorithm"], "window": r["window"], "error": None})
+                         "algorithm": r["algorithm"], "window": r["window"],
+                         "gather": r.get("gather"), "error": None})
     emit(args.json, rows, _render_sched)
     return 0
 

@@ -18,6 +18,7 @@ import json
 import random
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Self
@@ -29,6 +30,9 @@ WORKLOADS = ("single-block", "strided", "random16", "random32")
 _GEN = {"single-block": "single", "strided": "strided", "random16": "random16",
         "random32": "random32"}
 SSIZE = 64 << 10
+# The barrier's start time lies this far (plus 2 ms per task) after the driver sends it:
+# every task has read its "go" by then and sleeps until the same instant.
+BARRIER_LEAD = 0.03
 
 
 class _Collect:
@@ -193,8 +197,9 @@ class Runner:
             self._send(k, {"path": path, "ops": ops[k], "hint": hint})
         for k in range(self.nprocs):
             self._recv(k)                                    # ready: every file open
+        at = time.monotonic() + BARRIER_LEAD + 0.002 * self.nprocs
         for k in range(self.nprocs):
-            self._send(k, {"go": True})                      # the barrier
+            self._send(k, {"go": True, "at": at})            # the barrier
         return [self._recv(k)["t"] for k in range(self.nprocs)]
 
     def run(self, workload: str, per_task: int, cached: bool, algorithm: str,

@@ -134,8 +134,10 @@ static void finish_job(struct pv_engine *e, struct pv_job *j)
         if (!pv_job_scheduled(j)) {
             if (pv_ring_linked(&j->sq))
                 pv_ring_del(&j->sq);
-        } else if (e->ops->so_dequeue != NULL) {
-            e->ops->so_dequeue(e, j);
+        } else {
+            e->nsched--;
+            if (e->ops->so_dequeue != NULL)
+                e->ops->so_dequeue(e, j);
         }
         list_remove(&e->jobs_head, &e->jobs_tail, j);
         e->njobs--;
@@ -188,7 +190,15 @@ static void join_loop(struct pv_engine *e, struct pv_job *j)
     list_append(&e->jobs_head, &e->jobs_tail, j);
     e->njobs++;
     pv_ring_init(&j->sq);
-    if (pv_job_scheduled(j) && e->ops->so_enqueue != NULL)
+    if (!pv_job_scheduled(j))
+        return;
+    /* The first job of a busy period: the requests of a collective that arrive with it are
+     * gathered for gather_ns before a policy that honours it (opt4) picks among them. */
+    if (e->nsched++ == 0) {
+        e->gather_until = pv_now_ns() + e->gather_ns;
+        e->gather_entry = true;
+    }
+    if (e->ops->so_enqueue != NULL)
         e->ops->so_enqueue(e, j);
 }
 
@@ -250,9 +260,11 @@ static void job_changed(struct pv_engine *e, struct pv_job *j)
     }
 }
 
-/* The next job to serve: a runnable reply first, else the policy's pick. */
+/* The next job to serve: a runnable reply first, else the policy's pick. A policy that holds
+ * its pick back returns NULL and sets hold_until, which bounds the loop's sleep. */
 static struct pv_job *next_job(struct pv_engine *e)
 {
+    e->hold_until = 0;
     if (pv_ring_linked(&e->express))
         return pv_container_of(e->express.next, struct pv_job, sq);
     return e->ops->so_peek(e);
@@ -284,6 +296,7 @@ static bool take_inbox(struct pv_engine *e)
     e->inbox_head = e->inbox_tail = NULL;
     ops = e->want_ops;
     e->window = e->want_window;
+    e->gather_ns = e->want_gather_ns;
     stop = e->stopping;
     pthread_mutex_unlock(&e->lock);
 
@@ -344,6 +357,8 @@ static int64_t wait_ns(struct pv_engine *e, int64_t now)
 
     if (e->ndisk_wait > 0 && e->disk_next < first)
         first = e->disk_next;
+    if (e->hold_until > 0 && e->hold_until < first)
+        first = e->hold_until;
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         if (!j->ready && j->t_last + e->idle_ns < first)
             first = j->t_last + e->idle_ns;
@@ -383,6 +398,8 @@ static void serve_turn(struct pv_engine *e, struct pv_job *j)
         e->last = pv_job_pos(j);
     /* Idle time counts from the end of the last turn: from then on the peer holds us up. */
     j->t_last = pv_now_ns();
+    if (e->gather_entry && j->t_last >= e->gather_until)
+        e->gather_entry = false;
     if (r == PV_SERVE_DONE) {
         finish_job(e, j);
     } else if (r == PV_SERVE_DISK) {

@@ -119,6 +119,19 @@ int pv_engine_set_window(struct pv_engine *e, int64_t window, struct pv_err *err
     return 0;
 }
 
+int pv_engine_set_gather(struct pv_engine *e, int64_t gather_ns, struct pv_err *err)
+{
+    pthread_mutex_lock(&e->lock);
+    if (check_open(e, err) < 0) {
+        pthread_mutex_unlock(&e->lock);
+        return -1;
+    }
+    e->want_gather_ns = gather_ns;
+    pthread_mutex_unlock(&e->lock);
+    pv_eventfd_signal(e->wake_fd);
+    return 0;
+}
+
 /* The finished jobs only; frames and closed connections stay queued for events(). */
 struct pv_event *pv_engine_take_completions(struct pv_engine *e)
 {

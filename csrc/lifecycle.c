@@ -34,6 +34,7 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, struct pv
     e->wake_fd = e->done_fd = e->epfd = e->pipe_r = e->pipe_w = -1;
     e->ops = e->want_ops = cfg->ops;
     e->window = e->want_window = cfg->window;
+    e->gather_ns = e->want_gather_ns = cfg->gather_ns;
     e->idle_ns = cfg->idle_ns;
     e->read_mode = cfg->read_mode;
     e->write_mode = cfg->write_mode;

@@ -34,20 +34,20 @@ static int mode_index(const char *const *names, const char *name)
 static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = { "algorithm", "window", "idle_timeout", "read_mode",
-                              "write_mode", "mmap_window", "disk", NULL };
+                              "write_mode", "mmap_window", "disk", "gather", NULL };
     module_state *st = PyType_GetModuleState(type);
     PyObject *disk = Py_None;
     const char *alg = "opt1", *rmode = PV_DEFAULT_READ_MODE, *wmode = PV_DEFAULT_WRITE_MODE;
     long long window = (long long)256 << 20;
-    double idle = 30.0;
+    double idle = 30.0, gather = 0.0;
     Py_ssize_t mwin = PV_DEFAULT_MMAP_WINDOW;
     struct pv_engine_config cfg;
     struct pv_err err;
     EngineObject *self;
     int ri, wi;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|sLdssnO:Engine", kwlist, &alg, &window,
-                                     &idle, &rmode, &wmode, &mwin, &disk))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|sLdssnOd:Engine", kwlist, &alg, &window,
+                                     &idle, &rmode, &wmode, &mwin, &disk, &gather))
         return NULL;
     if (disk != Py_None && (st == NULL || !PyObject_TypeCheck(disk, st->disk_type)))
         return PyErr_Format(PyExc_TypeError, "disk must be a pvfs._native.Disk or None");
@@ -59,6 +59,8 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         return PyErr_Format(PyExc_ValueError, "window must be > 0, not %lld", window);
     if (!(idle > 0.0) || isnan(idle))
         return PyErr_Format(PyExc_ValueError, "idle_timeout must be > 0");
+    if (!(gather >= 0.0 && gather <= 10.0))
+        return PyErr_Format(PyExc_ValueError, "gather must be 0..10 seconds");
     ri = mode_index(read_modes, rmode);
     wi = mode_index(write_modes, wmode);
     if (ri < 0 || wi < 0)
@@ -67,6 +69,7 @@ static PyObject *Engine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     if (mwin <= 0)
         return PyErr_Format(PyExc_ValueError, "mmap_window must be > 0");
     cfg.window = window;
+    cfg.gather_ns = (int64_t)(gather * 1e9);
     /* An idle_timeout of years is "never"; keep the arithmetic far from overflow. */
     cfg.idle_ns = idle >= 1e9 ? (int64_t)1e18 : (int64_t)(idle * 1e9);
     if (cfg.idle_ns < 1)
@@ -356,6 +359,39 @@ static int Engine_set_window(EngineObject *self, PyObject *value, void *Py_UNUSE
     return 0;
 }
 
+static PyObject *Engine_get_gather(EngineObject *self, void *Py_UNUSED(closure))
+{
+    int64_t g;
+
+    pthread_mutex_lock(&self->e->lock);
+    g = self->e->want_gather_ns;
+    pthread_mutex_unlock(&self->e->lock);
+    return PyFloat_FromDouble((double)g / 1e9);
+}
+
+static int Engine_set_gather(EngineObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    double g;
+    struct pv_err err;
+
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "cannot delete gather");
+        return -1;
+    }
+    g = PyFloat_AsDouble(value);
+    if (g == -1.0 && PyErr_Occurred())
+        return -1;
+    if (!(g >= 0.0 && g <= 10.0)) {
+        PyErr_SetString(PyExc_ValueError, "gather must be 0..10 seconds");
+        return -1;
+    }
+    if (pv_engine_set_gather(self->e, (int64_t)(g * 1e9), &err) < 0) {
+        pv_raise(&err);
+        return -1;
+    }
+    return 0;
+}
+
 static PyMethodDef Engine_methods[] = {
     { "fileno", (PyCFunction)Engine_fileno, METH_NOARGS, Engine_fileno_doc },
     { "submit", (PyCFunction)(void (*)(void))Engine_submit, METH_VARARGS | METH_KEYWORDS,
@@ -378,12 +414,15 @@ static PyGetSetDef Engine_getset[] = {
       "Scheduling algorithm, 'opt1'..'opt4'; may be switched at run time.", NULL },
     { "window", (getter)Engine_get_window, (setter)Engine_set_window,
       "opt3's window in bytes (> 0); jobs within window/2 of the last position.", NULL },
+    { "gather", (getter)Engine_get_gather, (setter)Engine_set_gather,
+      "opt4: seconds the first request of a busy period waits for the others (0: off).",
+      NULL },
     { NULL, NULL, NULL, NULL, NULL },
 };
 
 PyDoc_STRVAR(Engine_doc,
 "Engine(algorithm='opt1', window=256 MiB, idle_timeout=30.0, read_mode=..., write_mode=...,\n"
-"       mmap_window=8 MiB)\n\n"
+"       mmap_window=8 MiB, disk=None, gather=0.0)\n\n"
 "The I/O daemon's service loop: one native thread moving the bytes of submitted jobs\n"
 "between sockets and files, choosing the next job by the scheduling algorithm.");
 

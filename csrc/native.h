@@ -296,6 +296,7 @@ extern const struct pv_sched_ops *const pv_sched_all[];
 struct pv_engine_config {
     const struct pv_sched_ops *ops;
     int64_t window;
+    int64_t gather_ns;
     int64_t idle_ns;
     enum pv_read_mode read_mode;
     enum pv_write_mode write_mode;
@@ -323,6 +324,7 @@ struct pv_engine {
     pthread_cond_t cmd_cond;      /* detach() waits here for the loop */
     const struct pv_sched_ops *want_ops;
     int64_t want_window;
+    int64_t want_gather_ns;
     bool stopping;                /* close() asked; no submissions accepted */
     pthread_mutex_t join_lock;    /* serializes close() callers around pthread_join */
     bool joined;
@@ -339,6 +341,11 @@ struct pv_engine {
     size_t njobs;
     const struct pv_sched_ops *ops;
     int64_t window;
+    int64_t gather_ns;            /* opt4: how long a busy period's first job waits for others */
+    size_t nsched;                /* jobs with accesses in the loop (the policy's jobs) */
+    int64_t gather_until;         /* the current busy period's gathering ends here */
+    bool gather_entry;            /* no turn served since that gathering ended */
+    int64_t hold_until;           /* a policy holding back its pick asks to wake here (0: no) */
     struct pv_pos last;           /* where the engine last served */
     uint64_t seq, ready_seq;
     int64_t last_start;           /* keeps t_start strictly increasing */
@@ -388,6 +395,7 @@ int pv_engine_detach(struct pv_engine *e, int64_t id, int fd, struct pv_err *err
 int pv_engine_set_algorithm(struct pv_engine *e, const struct pv_sched_ops *ops,
                             struct pv_err *err);
 int pv_engine_set_window(struct pv_engine *e, int64_t window, struct pv_err *err);
+int pv_engine_set_gather(struct pv_engine *e, int64_t gather_ns, struct pv_err *err);
 struct pv_event *pv_engine_take_completions(struct pv_engine *e);
 struct pv_event *pv_engine_take_events(struct pv_engine *e);
 

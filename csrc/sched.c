@@ -196,13 +196,30 @@ static struct pv_job *opt3_peek(struct pv_engine *e)
 }
 
 /* opt4: SSTF / disk-directed. The job nearest the last position whether ready or not; the
- * loop waits for it when it is not (idle_timeout still ends it if its peer stalls). */
+ * loop waits for it when it is not (idle_timeout still ends it if its peer stalls).
+ *
+ * At the start of a busy period it first waits gather_ns for the rest of the collective:
+ * SSTF from whichever request reached this daemon first makes the daemons of a striped file
+ * serve its tasks in different orders, and each task then waits for its slowest piece
+ * (anticipatory scheduling, Iyer & Druschel 2001). With the requests gathered, the first pick
+ * is the one nearest the start of the file last served, not nearest where that daemon
+ * happened to stop (or where another policy's turn left it, when rs switched to opt4 after
+ * the first request), so every daemon serves the tasks in the same order. */
 static struct pv_job *opt4_peek(struct pv_engine *e)
 {
     struct pv_job *best = NULL;
+    struct pv_pos from = e->last;
 
+    if (e->gather_ns > 0) {
+        if (pv_now_ns() < e->gather_until) {
+            e->hold_until = e->gather_until;
+            return NULL;
+        }
+        if (e->gather_entry)
+            from.off = 0;
+    }
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
-        if (pv_job_scheduled(j) && (best == NULL || nearest_better(e->last, j, best)))
+        if (pv_job_scheduled(j) && (best == NULL || nearest_better(from, j, best)))
             best = j;
     }
     return best;

@@ -121,7 +121,8 @@ class IodServer:
         # rs is no engine policy: the selector switches the engine among opt1..opt4.
         self.engine = _native.Engine(
             algorithm="opt1" if config.algorithm == "rs" else config.algorithm,
-            window=config.window, idle_timeout=config.request_timeout, disk=storage.disk)
+            window=config.window, idle_timeout=config.request_timeout, disk=storage.disk,
+            gather=config.gather)
         self.selector = ReactiveSelector(self)
         self.selector.active = config.algorithm == "rs"
         self.stats = WorkloadStats()
@@ -525,6 +526,7 @@ class IodServer:
     def op_sched_get(self, f: dict) -> dict:
         return {"algorithm": "rs" if self.selector.active else self.engine.algorithm,
                 "engine": self.engine.algorithm, "window": self.engine.window,
+                "gather": self.engine.gather,
                 "available": list(ALGORITHMS), "storage": self.storage.kind,
                 "disk": self.storage.disk.info() if self.storage.disk else None,
                 "rs": self.selector.status()}
@@ -537,7 +539,10 @@ class IodServer:
             self.engine.algorithm = f["algorithm"]
         if f["window"] is not None:
             self.engine.window = f["window"]
-        log.info("scheduler set to %s (window %d)", f["algorithm"], self.engine.window)
+        if f["gather"] is not None:
+            self.engine.gather = f["gather"]
+        log.info("scheduler set to %s (window %d, gather %g s)", f["algorithm"],
+                 self.engine.window, self.engine.gather)
         return self.op_sched_get(f)
 
     def op_model_set(self, f: dict) -> dict:

@@ -26,6 +26,8 @@ Example (what ``pvfs-admin init`` writes)::
     [scheduler]
     algorithm = "opt1"                 # opt1 | opt2 | opt3 | opt4 | rs (reactive)
     window = 268435456                 # opt3 window in bytes (~ memory size)
+    gather = 0.01                      # opt4: seconds a busy period's first request waits
+                                       # for the rest of its collective (0: off)
 
     [security]                         # docs/security.md
     key_file = "/srv/pvfs/pvfs.key"    # shared key (mode 0600; `pvfs-admin key generate`)
@@ -52,6 +54,9 @@ from pvfs.layout.stripe import Stripe
 FIXED_ALGORITHMS: tuple[str, ...] = tuple(_native.ALGORITHMS)
 ALGORITHMS: tuple[str, ...] = (*FIXED_ALGORITHMS, "rs")
 ENV_CONFIG = "PVFS_CONFIG"
+# opt4 waits this long at the start of a busy period for the other requests of a collective
+# (csrc/sched.c, opt4_peek; docs/scheduling.md).
+GATHER_S = 0.01
 
 
 class ConfigError(ValueError):
@@ -80,6 +85,7 @@ class Config:
     request_timeout: float = 10.0
     algorithm: str = "opt1"
     window: int = 256 << 20
+    gather: float = GATHER_S  # [scheduler] gather: opt4's wait for a collective's requests
     precreate: int = 256  # [manager] precreate: the pool's batch (0: off)
     run_dir: str = ""
     path: str = ""
@@ -142,6 +148,13 @@ def _number(table: dict, key: str, default, kind, what: str, minimum=None):
     return value
 
 
+def _gather(sched: dict) -> float:
+    g = _number(sched, "gather", GATHER_S, float, "[scheduler]", 0.0)
+    if g > 10.0:
+        raise ConfigError(f"[scheduler].gather: at most 10 seconds, got {g!r}")
+    return g
+
+
 def parse(data: dict, path: str = "") -> Config:
     """Build a Config from a parsed TOML document; relative data dirs are relative to it."""
     base_dir = Path(path).resolve().parent if path else Path.cwd()
@@ -190,6 +203,7 @@ def parse(data: dict, path: str = "") -> Config:
         request_timeout=_number(to, "request", 10.0, float, "[timeouts]", 0.01),
         algorithm=algorithm,
         window=_number(sched, "window", 256 << 20, int, "[scheduler]", 1),
+        gather=_gather(sched),
         precreate=min(_number(data["manager"], "precreate", 256, int, "[manager]", 0), 4096),
         run_dir=str((base_dir / run_dir).resolve()),
         path=str(Path(path).resolve()) if path else "",
@@ -264,6 +278,8 @@ def dump(cfg: Config) -> str:
             f"connect = {cfg.connect_timeout!r}", f"request = {cfg.request_timeout!r}",
             "", "[scheduler]", f"algorithm = {_toml_value(cfg.algorithm)}",
             f"window = {cfg.window}"]
+    if cfg.gather != GATHER_S:
+        out.append(f"gather = {cfg.gather!r}")
     if cfg.key_file or cfg.auth is not None:
         out += ["", "[security]"]
         if cfg.key_file:

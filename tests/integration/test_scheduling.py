@@ -96,3 +96,20 @@ def test_unknown_algorithm_is_refused(fs):
     with pytest.raises(OSError) as exc:
         fs.iod_call(0, "sched_set", algorithm="fifo")
     assert exc.value.errno == 22
+
+
+def test_opt4_gather_is_reported_and_set_at_run_time(fs):
+    """The config's [scheduler] gather (default GATHER_S) is what sched_get reports; sched_set
+    changes it on a running daemon and refuses values out of range."""
+    from pvfs.config import GATHER_S
+
+    assert fs.iod_call(0, "sched_get")["gather"] == pytest.approx(GATHER_S)
+    try:
+        r = fs.iod_call(0, "sched_set", algorithm="opt4", gather=0.05)
+        assert r["algorithm"] == "opt4" and r["gather"] == pytest.approx(0.05)
+        with pytest.raises(OSError) as exc:
+            fs.iod_call(0, "sched_set", algorithm="opt4", gather=-1)
+        assert exc.value.errno == 22
+        assert fs.iod_call(0, "sched_get")["gather"] == pytest.approx(0.05)
+    finally:
+        fs.iod_call(0, "sched_set", algorithm="opt1", gather=GATHER_S)

@@ -11,6 +11,16 @@ def test_dump_parse_round_trip(tmp_path):
     again = write_config(cfg, str(tmp_path / "pvfs.toml"))
     assert again.iods == cfg.iods and again.manager == cfg.manager
     assert again.stripe == Stripe(1, 2, 8192) and again.niods == 3
+    assert again.gather == cfgmod.GATHER_S
+
+
+def test_opt4_gather_round_trips(tmp_path):
+    from dataclasses import replace
+
+    from pvfs.cli.launch import make_config, write_config
+
+    cfg = replace(make_config(str(tmp_path), iods=2), gather=0.0)
+    assert write_config(cfg, str(tmp_path / "pvfs.toml")).gather == 0.0
 
 
 @pytest.mark.parametrize("text,msg", [
@@ -22,6 +32,10 @@ def test_dump_parse_round_trip(tmp_path):
       '[stripe]\npcount=3\n'), "pcount"),
     (('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n'
       '[scheduler]\nalgorithm="fifo"\n'), "algorithm"),
+    (('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n'
+      '[scheduler]\ngather=11\n'), "gather"),
+    (('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n'
+      '[scheduler]\ngather=-0.5\n'), "gather"),
     ("not toml [", "not valid TOML"),
 ])
 def test_bad_configs_say_why(tmp_path, text, msg):

@@ -318,3 +318,62 @@ def test_opt4_enters_another_file_at_its_start(fd, data):
         for s in socks:
             s.close()
     assert sorted(jobs, key=lambda j: done[j][4]) == [3, 2, 1]
+
+
+@pytest.mark.parametrize("gather, order", [(0.0, [1, 2]), (0.5, [2, 1])])
+def test_opt4_gathers_the_requests_of_a_busy_period(fd, data, gather, order):
+    """With ``gather``, opt4 lets the first request of a busy period wait for the others that
+    come with it and then enters the file at its start, so two daemons of a striped file
+    serve a collective's tasks in the same order. Without it, SSTF begins with whichever
+    request arrived first (job 1, far from the start)."""
+    with nat.Engine(algorithm="opt4", gather=gather, idle_timeout=60.0) as eng:
+        assert eng.gather == gather
+        a, b = socket.socketpair()
+        c, d = socket.socketpair()
+        with a, b, c, d:
+            eng.submit(1, a.fileno(), fd, READ, acc((FILE, 1 << 20, JOB)), inode=INODE)
+            time.sleep(0.1)
+            eng.submit(2, c.fileno(), fd, READ, acc((FILE, 0, JOB)), inode=INODE)
+            done = wait_done(eng, 2)
+            assert recv_exact(b, JOB) == data[1 << 20:(1 << 20) + JOB]
+            assert recv_exact(d, JOB) == data[:JOB]
+    assert sorted(done, key=lambda j: done[j][4]) == order
+
+
+@pytest.mark.parametrize("gather, order", [(0.0, [1, 2, 3]), (0.2, [3, 2, 1])])
+def test_opt4_after_gathering_enters_the_file_at_its_start(fd, data, gather, order):
+    """After the gathering, opt4's first pick is nearest the start of the file, not nearest
+    where this daemon stopped: two daemons that stopped at different places (they served
+    the last run's tasks in different orders) still agree on the next run's order."""
+    with nat.Engine(algorithm="opt4", gather=gather, idle_timeout=60.0) as eng:
+        a, b = socket.socketpair()
+        with a, b:
+            eng.submit(0, a.fileno(), fd, READ, acc((FILE, 1 << 20, JOB)), inode=INODE)
+            assert recv_exact(b, JOB) == data[1 << 20:(1 << 20) + JOB]
+            wait_done(eng, 1)                # stopped at (INODE, 1 MiB + JOB); idle now
+        pairs = {jid: socket.socketpair() for jid in (1, 2, 3)}
+        try:
+            for jid, off in ((1, 1 << 20), (2, 512 << 10), (3, 0)):
+                eng.submit(jid, pairs[jid][0].fileno(), fd, READ, acc((FILE, off, JOB)),
+                           inode=INODE)
+            done = wait_done(eng, 3)
+            for jid, off in ((1, 1 << 20), (2, 512 << 10), (3, 0)):
+                assert recv_exact(pairs[jid][1], JOB) == data[off:off + JOB]
+        finally:
+            for x, y in pairs.values():
+                x.close()
+                y.close()
+    assert sorted(done, key=lambda j: done[j][4]) == order
+
+
+def test_gather_is_checked_and_can_change():
+    with pytest.raises(ValueError, match="gather"):
+        nat.Engine(algorithm="opt4", gather=-0.1)
+    with pytest.raises(ValueError, match="gather"):
+        nat.Engine(algorithm="opt4", gather=11.0)
+    with nat.Engine(algorithm="opt4") as eng:
+        assert eng.gather == 0.0               # the engine's default: the thesis' opt4
+        eng.gather = 0.02
+        assert eng.gather == pytest.approx(0.02)
+        with pytest.raises(ValueError, match="gather"):
+            eng.gather = float("nan")

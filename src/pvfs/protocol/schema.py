@@ -102,6 +102,15 @@ def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return inner
 
 
+def seconds(lo: float, hi: float) -> Callable[[Any], float]:
+    """A number of seconds in [lo, hi] (an int is taken as a float)."""
+    def check(v: Any) -> float:
+        if type(v) not in (int, float) or not lo <= v <= hi:
+            raise ValueError(f"must be a number of seconds in [{lo}, {hi}]")
+        return float(v)
+    return check
+
+
 def collective_hint(v: Any) -> dict[str, int]:
     """A client's hint of the collective operation a read belongs to (thesis §5.8): its total
     size, number of requests, disjoint regions and range of file positions, all tasks together.
@@ -211,7 +220,8 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "stats": {"reset": Field(boolean, False, False)},
     "sched_get": {},
     "sched_set": {"algorithm": Field(text(16)),
-                  "window": Field(optional(integer(1, 1 << 50)), False)},
+                  "window": Field(optional(integer(1, 1 << 50)), False),
+                  "gather": Field(optional(seconds(0.0, 10.0)), False)},
     # reactive scheduling (pvfs.models.rs): model parameters; emptying the emulated disk's cache
     "model_set": {"params": Field(model_params)},
     "disk_drop": {},
