@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pvfs.cli import launch
-from pvfs.config import load
+from pvfs.config import GATHER_S, load
 from pvfs.daemons.iod.storage import PosixStorage
 from pvfs.procs import pid_alive
 
@@ -224,9 +224,14 @@ def test_sched_show_and_set(cfg):
     assert [r["iod"] for r in rows] == [0, 1, 2, 3]
     rows = js(cfg, "sched", "set", "opt3", "--iod", "2", "--window", "64M")
     assert rows == [{"iod": 2, "address": rows[0]["address"], "algorithm": "opt3",
-                     "window": 64 << 20, "error": None}]
+                     "window": 64 << 20, "gather": GATHER_S, "error": None}]
     rows = js(cfg, "sched", "show")
     assert rows[2]["algorithm"] == "opt3" and rows[2]["window"] == 64 << 20
+    rows = js(cfg, "sched", "set", "opt4", "--iod", "1", "--gather", "0.05")
+    assert rows[0]["algorithm"] == "opt4" and rows[0]["gather"] == 0.05
+    assert "50 ms" in ok(cfg, "sched", "show", "--iod", "1")
+    assert "gather" in failed(cfg, "sched", "set", "opt4", "--gather", "-1")
+    js(cfg, "sched", "set", "opt1", "--iod", "1", "--gather", str(GATHER_S))
     assert js(cfg, "status")["daemons"][3]["scheduler"] == "opt3"
     rows = js(cfg, "sched", "set", "opt1")
     assert {r["algorithm"] for r in rows} == {"opt1"} and len(rows) == 4
