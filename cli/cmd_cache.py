@@ -53,7 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--iods", type=int, default=2)
         c.add_argument("--storage", default="emulated:ide-2000",
                        help="I/O daemons' storage (posix | emulated:PRESET)")
-        c.add_argument("--repeat", type=int, default=1, help="runs per cell (best is kept)")
+        c.add_argument("--repeat", type=int, default=1,
+                       help="runs per cell, interleaved across the policies (the best is "
+                            "kept, every run recorded)")
         c.add_argument("--iod-cache", type=size_arg, default=IOD_CACHE, metavar="BYTES",
                        help="page cache of each emulated disk (default 512K: scaled with the "
                             "traces, see docs/caching.md)")

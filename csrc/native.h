@@ -345,6 +345,7 @@ struct pv_engine {
     size_t nsched;                /* jobs with accesses in the loop (the policy's jobs) */
     int64_t gather_until;         /* the current busy period's gathering ends here */
     bool gather_entry;            /* no turn served since that gathering ended */
+    int64_t idle_since;           /* when the last busy period ended (0: never busy) */
     int64_t hold_until;           /* a policy holding back its pick asks to wake here (0: no) */
     struct pv_pos last;           /* where the engine last served */
     uint64_t seq, ready_seq;

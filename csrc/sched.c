@@ -198,7 +198,8 @@ static struct pv_job *opt3_peek(struct pv_engine *e)
 /* opt4: SSTF / disk-directed. The job nearest the last position whether ready or not; the
  * loop waits for it when it is not (idle_timeout still ends it if its peer stalls).
  *
- * At the start of a busy period it first waits gather_ns for the rest of the collective:
+ * At the start of a busy period after a pause (engine.c, join_loop) it first waits gather_ns
+ * for the rest of the collective:
  * SSTF from whichever request reached this daemon first makes the daemons of a striped file
  * serve its tasks in different orders, and each task then waits for its slowest piece
  * (anticipatory scheduling, Iyer & Druschel 2001). With the requests gathered, the first pick

@@ -27,6 +27,7 @@ import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 import trio
@@ -246,23 +247,30 @@ def replay_all(cfg, traces: list[str], policies: list[str], *, quick: bool, repe
             plan = make_plan(trace, global_bytes=GLOBAL_BYTES)
             async with CacheStack.open(cfg, local=False, gcache=False) as prep:
                 files = await prepare_files(trace, prep, f"/study-{name}")
+            # Repeats interleaved (every policy once, then again, each round starting one
+            # policy later), so that a slow minute of the machine does not fall on one
+            # policy's runs only; the best run is kept, every run's time is recorded.
+            runs: dict[str, list[dict[str, Any]]] = {pol: [] for pol in policies}
+            for rep in range(repeat):
+                k = rep % len(policies)
+                for pol in policies[k:] + policies[:k]:
+                    runs[pol].append(await _one(cfg, trace, files, POLICIES[pol], plan))
             rows = []
             for pol in policies:
-                best: dict[str, Any] | None = None
-                for _ in range(repeat):
-                    row = await _one(cfg, trace, files, POLICIES[pol], plan)
-                    if best is None or row["time_s"] < best["time_s"]:
-                        best = row
-                assert best is not None
-                best.update(trace=name, policy=pol)
+                best = min(runs[pol], key=lambda row: row["time_s"])
+                times = [row["time_s"] for row in runs[pol]]
+                best.update(trace=name, policy=pol, runs_s=times, median_s=median(times))
                 rows.append(best)
                 if progress:
                     progress(f"{name:9s} {pol:10s} {best['time_s']:7.3f} s  "
                              f"local {best['local_hit_rate']:.2f}  "
-                             f"global {best['global_hit_rate']:.2f}")
-            base = next((r["time_s"] for r in rows if r["policy"] == "both"), None)
+                             f"global {best['global_hit_rate']:.2f}"
+                             + (f"  runs {', '.join(f'{t:.2f}' for t in times)}"
+                                if repeat > 1 else ""))
+            base = next((r for r in rows if r["policy"] == "both"), None)
             for r in rows:
-                r["time_norm"] = r["time_s"] / base if base else None
+                r["time_norm"] = r["time_s"] / base["time_s"] if base else None
+                r["median_norm"] = r["median_s"] / base["median_s"] if base else None
             results.extend(rows)
 
     trio.run(main)

@@ -1,0 +1,174 @@
+"""The I/O daemon's requests that move no bulk data (``IodServer.OPS``: INLINE and TASK).
+
+Stripe files' metadata (size, truncate, create, unlink, ...; each a worker-thread call, the
+trio thread makes no file system call), the scheduler and the reactive selector (``sched``,
+``model_set``, the emulated disk), statistics, the coherence callbacks of ``coherence=sync``
+mounts, and metrics. ``ControlRequests`` is a mixin of :class:`~.server.IodServer`: it uses
+the server's ``index``, ``started``, ``storage``, ``engine``, ``selector``, ``stats``,
+``holders``, ``conns``, ``mgr`` and ``metrics``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import trio
+
+from pvfs import __version__
+from pvfs.config import ALGORITHMS
+
+from .dropcache import drop_page_cache
+
+log = logging.getLogger("pvfs.iod")
+
+
+class ControlRequests:
+    def op_ping(self, f: dict) -> dict:
+        return {"version": __version__, "index": self.index, "uptime": time.time() - self.started}
+
+    def op_status(self, f: dict) -> dict:
+        info = self.engine.info()
+        return {"version": __version__, "index": self.index, "role": "iod",
+                "uptime": time.time() - self.started, "pid": os.getpid(),
+                "open_files": len(self.storage._fds), "queued_jobs": self.stats.in_service(),
+                "connections": len(self.conns), "scheduler": info.get("algorithm"),
+                "engine": info}
+
+    async def op_size(self, f: dict) -> dict:
+        size, mtime, blocks = await trio.to_thread.run_sync(self.storage.usage, f["ino"])
+        return {"local_size": size, "mtime_ns": mtime, "blocks": blocks}
+
+    async def op_sizes(self, f: dict) -> dict:
+        """[local size, mtime_ns, st_blocks] per inode (the manager's getattr of many)."""
+        return {"sizes": await trio.to_thread.run_sync(
+            lambda: [list(self.storage.usage(i)) for i in f["inos"]])}
+
+    async def op_truncate(self, f: dict) -> dict:
+        # Freeing the blocks of a large file can take the disk a long time.
+        await trio.to_thread.run_sync(self.storage.truncate, f["ino"], f["local_size"])
+        return {}
+
+    async def op_create(self, f: dict) -> dict:
+        await trio.to_thread.run_sync(self.storage.create, f["ino"])
+        return {}
+
+    async def op_precreate(self, f: dict) -> dict:
+        return {"made": await trio.to_thread.run_sync(self.storage.precreate, f["inos"])}
+
+    async def op_utime(self, f: dict) -> dict:
+        await trio.to_thread.run_sync(self.storage.utime, f["ino"], f["mtime_ns"])
+        return {}
+
+    async def op_unlink(self, f: dict) -> dict:
+        self.stats.forget(f["ino"])
+        return {"removed": await trio.to_thread.run_sync(self.storage.unlink, f["ino"])}
+
+    async def op_unlinks(self, f: dict) -> dict:
+        """The manager's batched removal of deleted files (daemons/mgr/reaper.py)."""
+        for ino in f["inos"]:
+            self.stats.forget(ino)
+        return {"removed": await trio.to_thread.run_sync(
+            lambda: sum(self.storage.unlink(i) for i in f["inos"]))}
+
+    async def op_statfs(self, f: dict) -> dict:
+        return await trio.to_thread.run_sync(self.storage.statfs)
+
+    def op_sched_get(self, f: dict) -> dict:
+        return {"algorithm": "rs" if self.selector.active else self.engine.algorithm,
+                "engine": self.engine.algorithm, "window": self.engine.window,
+                "gather": self.engine.gather,
+                "available": list(ALGORITHMS), "storage": self.storage.kind,
+                "disk": self.storage.disk.info() if self.storage.disk else None,
+                "rs": self.selector.status()}
+
+    def op_sched_set(self, f: dict) -> dict:
+        if f["algorithm"] not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {f['algorithm']!r}; one of {', '.join(ALGORITHMS)}")
+        self.selector.active = f["algorithm"] == "rs"
+        if not self.selector.active:
+            self.engine.algorithm = f["algorithm"]
+        if f["window"] is not None:
+            self.engine.window = f["window"]
+        if f["gather"] is not None:
+            self.engine.gather = f["gather"]
+        log.info("scheduler set to %s (window %d, gather %g s)", f["algorithm"],
+                 self.engine.window, self.engine.gather)
+        return self.op_sched_get(f)
+
+    def op_model_set(self, f: dict) -> dict:
+        """Replace the reactive selector's model parameters (pvfs-admin calibrate)."""
+        from pvfs.models.rs import Params
+
+        self.selector.params = Params.from_wire(f["params"])
+        return self.selector.status()
+
+    def op_disk_drop(self, f: dict) -> dict:
+        """Empty the emulated disk's page cache (cold runs); posix storage: nothing to do."""
+        if self.storage.disk is not None:
+            self.storage.disk.drop()
+        return {"storage": self.storage.kind}
+
+    async def op_fsync(self, f: dict) -> dict:
+        await trio.to_thread.run_sync(self.storage.fsync, f["ino"], f["data_only"])
+        return {}
+
+    async def op_list(self, f: dict) -> dict:
+        inos = await trio.to_thread.run_sync(self.storage.inodes, f["after"], f["limit"])
+        return {"inodes": inos}
+
+    async def nfile(self, inos: list[int]) -> dict[int, int]:
+        """N_file of each inode from the manager (0 where it cannot be asked)."""
+        out: dict[int, int] = {}
+        for ino in inos:
+            try:
+                reply = await self.mgr.call({"op": "nfile", "ino": ino, "cred": [0, 0, []]})
+                out[ino] = reply["nfile"]
+            except OSError:
+                out[ino] = 0
+        return out
+
+    async def op_stats(self, f: dict) -> dict:
+        snap = self.stats.snapshot(await self.nfile(list(self.stats.files)))
+        snap["engine"] = self.engine.info()
+        snap["coherence"] = self.holders.status()
+        if f["reset"]:
+            self.stats.reset()
+        return snap
+
+    # ------------------------------------------------------------------ coherence (sync mounts)
+    def op_cb_hold(self, f: dict) -> dict:
+        self.holders.hold(f["client"], f["ino"], f["first"], f["count"])
+        return {}
+
+    async def op_cb_invalidate(self, f: dict) -> dict:
+        n = await self.holders.invalidate(f["client"], f["ino"], f["offset"], f["length"])
+        return {"invalidated": n}
+
+    def op_cb_status(self, f: dict) -> dict:
+        return self.holders.status()
+
+    # ------------------------------------------------------------------ operations
+    def metrics_families(self) -> list[dict]:
+        holders = self.holders.status()
+        return self.metrics.families({
+            "pvfs_uptime_seconds": ("Seconds since the daemon started.",
+                                    time.time() - self.started),
+            "pvfs_connections": ("Client connections attached to the engine.", len(self.conns)),
+            "pvfs_jobs_in_service": ("Read and write jobs queued or running.",
+                                     self.stats.in_service()),
+            "pvfs_open_stripe_files": ("Stripe-file descriptors in the daemon's open-file cache.",
+                                       len(self.storage._fds)),
+            "pvfs_coherence_clients": ("Mounts holding a callback connection (coherence=sync).",
+                                       holders.get("clients", 0)),
+            "pvfs_coherence_callbacks_total": ("Invalidation callbacks sent to mounts.",
+                                               holders.get("callbacks_sent", 0)),
+        })
+
+    def op_metrics(self, f: dict) -> dict:
+        return {"families": self.metrics_families()}
+
+    async def op_drop_cache(self, f: dict) -> dict:
+        """Write back and evict the page cache of every stripe file (pvfs-admin cache drop)."""
+        return await trio.to_thread.run_sync(drop_page_cache, self.storage.root)
