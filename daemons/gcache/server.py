@@ -39,58 +39,22 @@ from pvfs.protocol.framing import frame
 from ..common import serve_tcp
 from ..iod.coherence import HolderDirectory
 from .schema import GCACHE_SCHEMAS
+from .sockio import recv_views, send_views
 from .store import BlockStore, Slot
 from .transfer import read_extents, write_extents
+from .writeback import DIRTY_HIGH, WriteBack
 
 log = logging.getLogger("pvfs.gcache")
 
 Key = tuple[int, int]
 
-#: Most buffers handed to one sendmsg/recvmsg_into (IOV_MAX is 1024 on Linux).
-IOV_BATCH = 512
-#: Above this fraction of slots dirty, writers wait for a write-back pass first.
-DIRTY_HIGH = 0.5
 
 COUNTERS = ("reads", "writes", "hits", "misses", "admissions", "bypasses", "bypassed_blocks",
             "evictions", "flushes", "flushed_blocks", "fetches", "fetched_blocks",
             "write_through_blocks", "flush_errors", "fsyncs", "invalidations")
 
 
-async def send_views(sock, views: list[memoryview]) -> None:
-    """Send every view in order with as few ``sendmsg`` calls as the socket allows."""
-    i = 0
-    views = [v for v in views if len(v)]
-    while i < len(views):
-        sent = await sock.sendmsg(views[i:i + IOV_BATCH])
-        while sent and i < len(views):
-            n = len(views[i])
-            if sent >= n:
-                sent -= n
-                i += 1
-            else:
-                views[i] = views[i][sent:]
-                sent = 0
-
-
-async def recv_views(sock, views: list[memoryview]) -> None:
-    """Fill every view in order from the socket (``recvmsg_into``, no intermediate buffer)."""
-    i = 0
-    views = [v for v in views if len(v)]
-    while i < len(views):
-        got = (await sock.recvmsg_into(views[i:i + IOV_BATCH]))[0]
-        if got == 0:
-            raise ConnectionResetError(errno.ECONNRESET, "peer closed the connection")
-        while got and i < len(views):
-            n = len(views[i])
-            if got >= n:
-                got -= n
-                i += 1
-            else:
-                views[i] = views[i][got:]
-                got = 0
-
-
-class GcacheServer:
+class GcacheServer(WriteBack):
     """One global cache daemon of a file system.
 
     Args:
@@ -502,57 +466,6 @@ class GcacheServer:
         return {"n": n, "bypass": sorted(bypass), "ttl": self.policy.bypass_ttl if bypass else 0,
                 "epoch": self.epoch}
 
-    # ------------------------------------------------------------------ write-back
-    async def flush_file(self, ino: int) -> None:
-        """Write every dirty block of ``ino`` back to the I/O daemons (coalesced, zero-copy)."""
-        async with self._lock(ino):
-            blocks = sorted(self.store.dirty.get(ino, ()))
-            if not blocks:
-                return
-            stripe = self.stripes[ino]
-            bs = self.bs
-            work: list[tuple[int, Slot, int, list[tuple[int, int]]]] = []
-            for b in blocks:
-                slot = self.store.get((ino, b))
-                if slot is None or not slot.dirty:
-                    continue
-                slot.pins += 1
-                work.append((b, slot, slot.version, list(slot.ranges)))
-            # Only the written ranges go back, never the whole block: its other bytes came
-            # from the I/O daemons before another client may have written them there.
-            ext = _coalesce([(b * bs + lo, hi - lo, s.idx * bs + lo)
-                             for b, s, _, ranges in work for lo, hi in ranges if hi > lo])
-            try:
-                await trio.to_thread.run_sync(write_extents, self.data, ino, stripe, ext,
-                                              self.store.slab, limiter=self.limiter)
-            finally:
-                self._unpin_all([s for _, s, _, _ in work])
-            self.counters["flushes"] += 1
-            for b, s, version, ranges in work:
-                if self.store.mark_clean((ino, b), s, version, ranges):
-                    self.counters["flushed_blocks"] += 1
-
-    async def _flush_some(self) -> None:
-        for ino in list(self.store.dirty):
-            try:
-                await self.flush_file(ino)
-            except OSError as exc:
-                self.counters["flush_errors"] += 1
-                log.warning("write-back of inode %d failed: %s", ino, exc)
-            if self.store.dirty_blocks <= DIRTY_HIGH * self.store.nslots / 2:
-                return
-
-    async def _flusher(self) -> None:
-        """Write dirty blocks back every ``flush_interval`` seconds (the paper's flusher)."""
-        while True:
-            await trio.sleep(self.gconf.flush_interval)
-            for ino in list(self.store.dirty):
-                try:
-                    await self.flush_file(ino)
-                except OSError as exc:
-                    self.counters["flush_errors"] += 1
-                    log.warning("write-back of inode %d failed: %s", ino, exc)
-
     # ------------------------------------------------------------------ file operations
     async def op_fsync(self, f: dict) -> dict:
         ino = f["ino"]
@@ -650,18 +563,6 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
             out[-1] = (out[-1][0], max(out[-1][1], hi))
         else:
             out.append((lo, hi))
-    return out
-
-
-def _coalesce(ext: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Join extents ``(file offset, length, slab offset)`` that continue each other in the
-    file and in the slab (whole dirty blocks in adjacent slots): fewer pieces per request."""
-    out: list[tuple[int, int, int]] = []
-    for off, n, buf in ext:
-        if out and out[-1][0] + out[-1][1] == off and out[-1][2] + out[-1][1] == buf:
-            out[-1] = (out[-1][0], out[-1][1] + n, out[-1][2])
-        else:
-            out.append((off, n, buf))
     return out
 
 
