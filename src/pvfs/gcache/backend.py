@@ -20,7 +20,6 @@ saw are written directly too.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import socket
@@ -37,6 +36,7 @@ from pvfs.layout.stripe import Stripe
 from pvfs.protocol import auth
 
 from .config import GcacheConfig, gcache_index
+from .failover import Failover, daemon_said
 
 log = logging.getLogger("pvfs.gcache")
 
@@ -66,7 +66,7 @@ def via_global(bypassed: int, hints: dict[tuple[int, int], int], key: tuple[int,
     return False
 
 
-class GcacheBackend:
+class GcacheBackend(Failover):
     """Local cache backend routing each segment through a global cache or straight through.
 
     Args:
@@ -167,40 +167,7 @@ class GcacheBackend:
             self.hints[(ino, int(seg))] = ttl if ttl > 0 else -1
         self.counters["hints"] += len(segs)
 
-    def _fail(self, idx: int, exc: BaseException) -> None:
-        # A daemon that was only slow may still hold (even dirty) copies of what this client
-        # now writes directly: remember those writes until the daemon is used again.
-        self.rejoin.setdefault(idx, {})
-        self.down_until[idx] = time.monotonic() + self.retry_after
-        self.counters["failovers"] += 1
-        log.warning("global cache %d failed (%s): direct I/O for %g s", idx, exc,
-                    self.retry_after)
-
     # ------------------------------------------------------------------ reads
-    async def _ensure(self, idx: int) -> None:
-        """Before a failed daemon is used again: have it write back and drop its copies of
-        the files this client wrote directly meanwhile, then write those writes again (the
-        daemon's write-back may have been older data)."""
-        pending = self.rejoin.get(idx)
-        if pending is None or not self._up(idx):
-            return
-        del self.rejoin[idx]
-        try:
-            for ino, entries in pending.items():
-                lo = min(o for o, _ in entries)
-                hi = max(o + len(b) for o, b in entries)
-                await self.channels[idx].call({"op": "invalidate", "ino": ino, "offset": lo,
-                                               "length": hi - lo})
-                for off, blob in entries:
-                    await self.direct.write(ino, off, blob)
-        except (OSError, trio.TooSlowError) as exc:
-            merged = self.rejoin.setdefault(idx, {})
-            for ino, entries in pending.items():
-                merged[ino] = entries + merged.get(ino, [])
-            if _daemon_said(exc):
-                raise
-            self._fail(idx, exc)
-
     async def read(self, ino: int, offset: int, length: int) -> bytes:
         if length <= 0:
             return b""
@@ -241,7 +208,7 @@ class GcacheBackend:
                 if len(data) < n:
                     break
         except (OSError, trio.TooSlowError) as exc:
-            if _daemon_said(exc):
+            if daemon_said(exc):
                 raise
             self._fail(idx, exc)
             await self._replay(idx)
@@ -283,7 +250,7 @@ class GcacheBackend:
                 await self.channels[idx].call({"op": "invalidate", "ino": ino, "offset": offset,
                                                "length": len(data)})
             except (OSError, trio.TooSlowError) as exc:
-                if not _daemon_said(exc):
+                if not daemon_said(exc):
                     self._fail(idx, exc)
 
     async def _gwrite(self, ino: int, offset: int, data) -> None:
@@ -299,7 +266,7 @@ class GcacheBackend:
                  "sync": self.sync, "invalidate": self.sync,
                  "client": self.name if self.sync else None}, blob)
         except (OSError, trio.TooSlowError) as exc:
-            if _daemon_said(exc):
+            if daemon_said(exc):
                 self._unjournal(ino, entry)
                 raise
             self._fail(idx, exc)
@@ -386,7 +353,7 @@ class GcacheBackend:
                     out.append(bytes(data[pos:pos + k]))
                     pos += k
         except (OSError, trio.TooSlowError) as exc:
-            if _daemon_said(exc):
+            if daemon_said(exc):
                 raise
             self._fail(idx, exc)
             await self._replay(idx)
@@ -440,7 +407,7 @@ class GcacheBackend:
                 await self.channels[idx].call({"op": "invalidate", "ino": ino, "offset": lo,
                                                "length": hi - lo})
             except (OSError, trio.TooSlowError) as exc:
-                if not _daemon_said(exc):
+                if not daemon_said(exc):
                     self._fail(idx, exc)
 
     async def _gwrite_list(self, ino: int, regions: list[tuple[int, int]],
@@ -465,7 +432,7 @@ class GcacheBackend:
                     e[2] = replies[-1].get("epoch")
                 done += len(group)
         except (OSError, trio.TooSlowError) as exc:
-            if _daemon_said(exc):
+            if daemon_said(exc):
                 keep = {id(e) for e in entries if e[2] is None}
                 self.journal[ino] = [e for e in self.journal.get(ino, []) if id(e) not in keep]
                 self.journal_bytes -= sum(len(e[1]) for e in entries if id(e) in keep)
@@ -483,50 +450,6 @@ class GcacheBackend:
         elif self.journal_bytes > self.journal_limit:
             await self._trim_journal()
 
-    def _unjournal(self, ino: int, entry: list) -> None:
-        entries = self.journal.get(ino, [])
-        if entries and entries[-1] is entry:
-            entries.pop()
-            self.journal_bytes -= len(entry[1])
-
-    def _drop_journal(self, ino: int) -> None:
-        for entry in self.journal.pop(ino, []):
-            self.journal_bytes -= len(entry[1])
-
-    async def _trim_journal(self) -> None:
-        """Have the global cache write back the file with the most journalled bytes."""
-        ino = max(self.journal, key=lambda i: sum(len(e[1]) for e in self.journal[i]))
-        await self.flush(ino)
-
-    async def _check_epoch(self, idx: int, epoch: int | None) -> bool:
-        """Note daemon ``idx``'s epoch from a reply. When it changed (the daemon restarted and
-        lost its dirty blocks), every journalled file of that daemon is dropped there (blocks it
-        fetched since may predate our lost writes) and its journal written directly; True
-        then, if there was any."""
-        old, self.epochs[idx] = self.epochs[idx], epoch
-        if old is None or epoch is None or old == epoch:
-            return False
-        inos = [i for i in self.journal if self._index(i) == idx]
-        log.warning("global cache %d restarted: writing the journal of %d files directly",
-                    idx, len(inos))
-        for ino in inos:
-            try:
-                await self.channels[idx].call({"op": "forget", "ino": ino})
-            except (OSError, trio.TooSlowError):
-                pass
-        await self._replay(idx)
-        return bool(inos)
-
-    async def _replay(self, idx: int) -> None:
-        """Write every journalled write of files of global cache ``idx`` to the I/O daemons
-        (that daemon failed: what it had not written back is gone)."""
-        for ino in [i for i in self.journal if self._index(i) == idx]:
-            entries = self.journal.get(ino, [])
-            for off, blob, _ in list(entries):
-                await self.direct.write(ino, off, blob)
-            self._drop_journal(ino)
-            self.counters["journal_replays"] += 1
-
     # ------------------------------------------------------------------ file operations
     async def flush(self, ino: int) -> None:
         """The file's writes through its global cache are on the I/O daemons when this returns
@@ -543,7 +466,7 @@ class GcacheBackend:
         try:
             reply = await self.channels[idx].call({"op": "flush", "ino": ino})
         except (OSError, trio.TooSlowError) as exc:
-            if _daemon_said(exc):
+            if daemon_said(exc):
                 raise
             self._fail(idx, exc)
             await self._replay(idx)
@@ -588,7 +511,7 @@ class GcacheBackend:
         try:
             await self.channels[idx].call(header)
         except (OSError, trio.TooSlowError) as exc:
-            if _daemon_said(exc):
+            if daemon_said(exc):
                 raise
             self._fail(idx, exc)
             await self._replay(idx)
@@ -631,15 +554,3 @@ def _groups(regions: list[tuple[int, int]],
         out[-1].append(r)
         size += r[1]
     return out
-
-
-def _daemon_said(exc: BaseException) -> bool:
-    """An error reply from a daemon that answered (EINVAL, ENOSPC, ...) as opposed to a
-    daemon that is gone or silent: only the latter is a reason to fail over."""
-    if isinstance(exc, (TimeoutError, trio.TooSlowError)):
-        return False
-    return getattr(exc, "errno", None) not in (None, errno.ECONNRESET, errno.EPIPE,
-                                               errno.ECONNABORTED, errno.ENOTCONN,
-                                               errno.ECONNREFUSED, errno.EHOSTUNREACH,
-                                               errno.ENETUNREACH, errno.ETIMEDOUT, errno.EIO,
-                                               errno.EBADF)
