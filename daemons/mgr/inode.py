@@ -11,9 +11,14 @@ from typing import NamedTuple
 
 from pvfs.layout.stripe import Stripe
 
-__all__ = ["DIR_BLOCK", "SPECIAL", "TYPES", "Inode"]
+__all__ = ["COLUMNS", "DIR_BLOCK", "ROOT_INO", "SELECT_INODE", "SPECIAL", "TYPES", "Inode"]
 
 DIR_BLOCK = 4096
+ROOT_INO = 1
+# The inode table's columns in Inode's order (alias i), and the query for one inode.
+COLUMNS = ("i.ino, i.mode, i.nlink, i.uid, i.gid, i.atime, i.mtime, i.ctime, i.nent, "
+           "i.target, i.sbase, i.spcount, i.sssize, i.rdev")
+SELECT_INODE = f"SELECT {COLUMNS} FROM inodes i WHERE i.ino = ?"
 TYPES = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink",
          stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFCHR: "chr", stat.S_IFBLK: "blk"}
 # Special files: an inode with a mode (and a device number) but no data at the I/O daemons;

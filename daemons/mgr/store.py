@@ -23,27 +23,24 @@ from contextlib import contextmanager
 from pvfs.layout.stripe import Stripe
 
 from . import migrations, perms
-from .inode import Inode
+from .inode import COLUMNS, ROOT_INO, SELECT_INODE, Inode
 from .paths import walk
 from .perms import R_OK, W_OK, X_OK, Cred, check_cred, check_ino, check_name, fail
+from .store_admin import StoreAdministration
 from .xattrs import XATTR_CREATE, XATTR_REPLACE, Xattrs
 
 __all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "ROOT_INO", "XATTR_CREATE", "XATTR_REPLACE",
            "Cred", "MetaStore"]
 
-ROOT_INO = 1
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 READDIR_MAX = 65536
 # The schema and its upgrades live in migrations.py, the xattrs table in xattrs.py (whose
 # XATTR_CREATE/XATTR_REPLACE flags are re-exported here with the store's API).
 
-_COLS = "i.ino, i.mode, i.nlink, i.uid, i.gid, i.atime, i.mtime, i.ctime, i.nent, " \
-        "i.target, i.sbase, i.spcount, i.sssize, i.rdev"
-_SEL_INO = f"SELECT {_COLS} FROM inodes i WHERE i.ino = ?"
-_SEL_CHILD = (f"SELECT {_COLS} FROM dentries d JOIN inodes i ON i.ino = d.ino "
+_SEL_CHILD = (f"SELECT {COLUMNS} FROM dentries d JOIN inodes i ON i.ino = d.ino "
               "WHERE d.parent = ? AND d.name = ?")
-_SEL_PAGE = (f"SELECT d.cookie, d.name, {_COLS} FROM dentries d JOIN inodes i ON i.ino = d.ino "
+_SEL_PAGE = (f"SELECT d.cookie, d.name, {COLUMNS} FROM dentries d JOIN inodes i ON i.ino = d.ino "
              "WHERE d.parent = ? AND d.cookie > ? ORDER BY d.cookie LIMIT ?")
 _TOUCH_DIR = ("UPDATE inodes SET mtime = ?, ctime = ?, nent = nent + ?, nlink = nlink + ? "
               "WHERE ino = ?")
@@ -52,7 +49,7 @@ _INSERT = ("INSERT INTO inodes (mode, nlink, uid, gid, atime, mtime, ctime, targ
 _INSERT_INO = _INSERT.replace("(mode,", "(ino, mode,").replace("VALUES (?,", "VALUES (?, ?,")
 
 
-class MetaStore:
+class MetaStore(StoreAdministration):
     """All metadata of one file system. See the module docstring for the removal protocol."""
 
     def __init__(self, path: str, niods: int, default_stripe: Stripe) -> None:
@@ -113,7 +110,7 @@ class MetaStore:
         self._db.execute("COMMIT")
 
     def _get(self, ino: int) -> Inode:
-        row = self._db.execute(_SEL_INO, (ino,)).fetchone()
+        row = self._db.execute(SELECT_INODE, (ino,)).fetchone()
         if row is None:
             raise fail(errno.ENOENT, f"inode {ino}")
         return Inode._make(row)
@@ -515,7 +512,7 @@ class MetaStore:
             self._open[ino] = n - 1
             return None
         del self._open[ino]
-        row = self._db.execute(_SEL_INO, (ino,)).fetchone()
+        row = self._db.execute(SELECT_INODE, (ino,)).fetchone()
         r = None if row is None else Inode._make(row)
         return r.attrs() if r is not None and r.nlink == 0 and r.is_file else None
 
@@ -575,99 +572,3 @@ class MetaStore:
             self._db.execute("UPDATE inodes SET sbase = ?, spcount = ?, sssize = ?, ctime = ? "
                              "WHERE ino = ?", (s.base, s.pcount, s.ssize, time.time_ns(), ino))
             return self._get(ino).attrs()
-
-    # -- administration (statfs, fsck, recovery) -----------------------------------------
-
-    def file_inodes(self) -> Iterator[dict]:
-        """Every regular-file inode, unlinked ones included, in inode order. Fetched in
-        batches so callers may modify the store while iterating."""
-        last = 0
-        while True:
-            rows = self._db.execute(
-                f"SELECT {_COLS} FROM inodes i WHERE i.ino > ? AND (i.mode & ?) = ? "
-                "ORDER BY i.ino LIMIT 512", (last, 0o170000, stat.S_IFREG))
-            batch = rows.fetchall()
-            if not batch:
-                return
-            for row in batch:
-                yield Inode._make(row).attrs()
-            last = batch[-1][0]
-
-    def orphans(self) -> list[dict]:
-        """Unlinked files no handle holds: their data removal is still pending (after a
-        restart, every unlinked file)."""
-        rows = self._db.execute(f"SELECT {_COLS} FROM inodes i WHERE i.nlink = 0")
-        out = [Inode._make(row) for row in rows.fetchall()]
-        return [r.attrs() for r in out if r.is_file and not self._open.get(r.ino)]
-
-    def remove_inode(self, ino: int) -> None:
-        """Forget an inode: every name of it, its xattrs, its handle count. Used by fsck
-        repair (and, for many at once, after the reaper removed deleted files' data)."""
-        self._get(check_ino(ino))  # ENOENT
-        self.remove_inodes([ino])
-
-    def remove_inodes(self, inos: list[int]) -> None:
-        """``remove_inode`` of every inode of ``inos`` in one transaction; an inode already
-        gone (fsck removed it meanwhile) is skipped."""
-        inos = [check_ino(i) for i in inos]
-        if ROOT_INO in inos:
-            raise fail(errno.EBUSY, "root")
-        with self._tx():
-            for ino in inos:
-                row = self._db.execute(_SEL_INO, (ino,)).fetchone()
-                if row is None:
-                    continue
-                r = Inode._make(row)
-                if r.is_dir and r.nent:
-                    raise fail(errno.ENOTEMPTY, f"inode {ino}")
-                now = time.time_ns()
-                rows = self._db.execute("SELECT parent FROM dentries WHERE ino = ?", (ino,))
-                for (parent,) in rows.fetchall():
-                    self._touch_dir(parent, now, -1, -1 if r.is_dir else 0)
-                self._db.execute("DELETE FROM dentries WHERE ino = ?", (ino,))
-                self._delete(ino)
-        for ino in inos:
-            self._open.pop(ino, None)
-
-    def removable(self, ino: int) -> bool:
-        """Whether a file's data may go: no name and no handle left (the reaper asks just
-        before it removes, as a file can be opened by inode after its last unlink)."""
-        row = self._db.execute("SELECT nlink FROM inodes WHERE ino = ?", (ino,)).fetchone()
-        return row is not None and row[0] == 0 and not self._open.get(ino)
-
-    # -- the pool of precreated inode numbers (server: precreate.py) -------------------------
-
-    def pool_reserve(self, n: int) -> list[int]:
-        """Take ``n`` new inode numbers for the pool (never given to any other inode), not
-        yet ready: their stripe files are still to be made."""
-        n = perms.check_int(n, 1, 1 << 16, "pool size")
-        with self._tx():
-            (last,) = self._db.execute(
-                "SELECT seq FROM sqlite_sequence WHERE name = 'inodes'").fetchone()
-            self._db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'inodes'",
-                             (last + n,))
-            inos = list(range(last + 1, last + n + 1))
-            self._db.executemany("INSERT INTO precreated (ino, ready) VALUES (?, 0)",
-                                 [(i,) for i in inos])
-        return inos
-
-    def pool_ready(self, inos: list[int]) -> None:
-        """Every I/O daemon has made the stripe files of ``inos``: they may be used."""
-        with self._tx():
-            self._db.executemany("UPDATE precreated SET ready = 1 WHERE ino = ?",
-                                 [(check_ino(i),) for i in inos])
-
-    def pool(self, ready: bool | None = None) -> list[int]:
-        """The pooled numbers (all, or only the ready or the unready ones), in order."""
-        where = "" if ready is None else f" WHERE ready = {int(ready)}"
-        return [i for (i,) in self._db.execute(f"SELECT ino FROM precreated{where} ORDER BY ino")]
-
-    def counts(self) -> dict:
-        """Inode totals for statfs (unlinked files awaiting removal included)."""
-        rows = self._db.execute("SELECT mode & ?, count(*) FROM inodes GROUP BY 1",
-                                (0o170000,)).fetchall()
-        by = dict(rows)
-        out = {"files": by.get(stat.S_IFREG, 0), "dirs": by.get(stat.S_IFDIR, 0),
-               "symlinks": by.get(stat.S_IFLNK, 0),
-               "special": sum(by.get(t, 0) for t in perms.SPECIAL)}
-        return out | {"inodes": sum(out.values())}

@@ -1,0 +1,117 @@
+"""The metadata store's side for the manager's background work and for administration:
+files for fsck, the removals pending after a restart (``orphans``), the second phase of a
+data removal (``remove_inodes``, after the reaper removed the stripe files), the pool of
+precreated inode numbers (``precreate.py``) and the inode totals of ``statfs``.
+
+``StoreAdministration`` is a mixin of :class:`~.store.MetaStore`: it uses the store's
+``_db``, ``_tx``, ``_get``, ``_touch_dir``, ``_delete`` and ``_open``.
+"""
+
+from __future__ import annotations
+
+import errno
+import stat
+import time
+from collections.abc import Iterator
+
+from . import perms
+from .inode import COLUMNS, ROOT_INO, SELECT_INODE, Inode
+from .perms import check_ino, fail
+
+
+class StoreAdministration:
+    # -- administration (statfs, fsck, recovery) -----------------------------------------
+
+    def file_inodes(self) -> Iterator[dict]:
+        """Every regular-file inode, unlinked ones included, in inode order. Fetched in
+        batches so callers may modify the store while iterating."""
+        last = 0
+        while True:
+            rows = self._db.execute(
+                f"SELECT {COLUMNS} FROM inodes i WHERE i.ino > ? AND (i.mode & ?) = ? "
+                "ORDER BY i.ino LIMIT 512", (last, 0o170000, stat.S_IFREG))
+            batch = rows.fetchall()
+            if not batch:
+                return
+            for row in batch:
+                yield Inode._make(row).attrs()
+            last = batch[-1][0]
+
+    def orphans(self) -> list[dict]:
+        """Unlinked files no handle holds: their data removal is still pending (after a
+        restart, every unlinked file)."""
+        rows = self._db.execute(f"SELECT {COLUMNS} FROM inodes i WHERE i.nlink = 0")
+        out = [Inode._make(row) for row in rows.fetchall()]
+        return [r.attrs() for r in out if r.is_file and not self._open.get(r.ino)]
+
+    def remove_inode(self, ino: int) -> None:
+        """Forget an inode: every name of it, its xattrs, its handle count. Used by fsck
+        repair (and, for many at once, after the reaper removed deleted files' data)."""
+        self._get(check_ino(ino))  # ENOENT
+        self.remove_inodes([ino])
+
+    def remove_inodes(self, inos: list[int]) -> None:
+        """``remove_inode`` of every inode of ``inos`` in one transaction; an inode already
+        gone (fsck removed it meanwhile) is skipped."""
+        inos = [check_ino(i) for i in inos]
+        if ROOT_INO in inos:
+            raise fail(errno.EBUSY, "root")
+        with self._tx():
+            for ino in inos:
+                row = self._db.execute(SELECT_INODE, (ino,)).fetchone()
+                if row is None:
+                    continue
+                r = Inode._make(row)
+                if r.is_dir and r.nent:
+                    raise fail(errno.ENOTEMPTY, f"inode {ino}")
+                now = time.time_ns()
+                rows = self._db.execute("SELECT parent FROM dentries WHERE ino = ?", (ino,))
+                for (parent,) in rows.fetchall():
+                    self._touch_dir(parent, now, -1, -1 if r.is_dir else 0)
+                self._db.execute("DELETE FROM dentries WHERE ino = ?", (ino,))
+                self._delete(ino)
+        for ino in inos:
+            self._open.pop(ino, None)
+
+    def removable(self, ino: int) -> bool:
+        """Whether a file's data may go: no name and no handle left (the reaper asks just
+        before it removes, as a file can be opened by inode after its last unlink)."""
+        row = self._db.execute("SELECT nlink FROM inodes WHERE ino = ?", (ino,)).fetchone()
+        return row is not None and row[0] == 0 and not self._open.get(ino)
+
+    # -- the pool of precreated inode numbers (server: precreate.py) -------------------------
+
+    def pool_reserve(self, n: int) -> list[int]:
+        """Take ``n`` new inode numbers for the pool (never given to any other inode), not
+        yet ready: their stripe files are still to be made."""
+        n = perms.check_int(n, 1, 1 << 16, "pool size")
+        with self._tx():
+            (last,) = self._db.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'inodes'").fetchone()
+            self._db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'inodes'",
+                             (last + n,))
+            inos = list(range(last + 1, last + n + 1))
+            self._db.executemany("INSERT INTO precreated (ino, ready) VALUES (?, 0)",
+                                 [(i,) for i in inos])
+        return inos
+
+    def pool_ready(self, inos: list[int]) -> None:
+        """Every I/O daemon has made the stripe files of ``inos``: they may be used."""
+        with self._tx():
+            self._db.executemany("UPDATE precreated SET ready = 1 WHERE ino = ?",
+                                 [(check_ino(i),) for i in inos])
+
+    def pool(self, ready: bool | None = None) -> list[int]:
+        """The pooled numbers (all, or only the ready or the unready ones), in order."""
+        where = "" if ready is None else f" WHERE ready = {int(ready)}"
+        return [i for (i,) in self._db.execute(f"SELECT ino FROM precreated{where} ORDER BY ino")]
+
+    def counts(self) -> dict:
+        """Inode totals for statfs (unlinked files awaiting removal included)."""
+        rows = self._db.execute("SELECT mode & ?, count(*) FROM inodes GROUP BY 1",
+                                (0o170000,)).fetchall()
+        by = dict(rows)
+        out = {"files": by.get(stat.S_IFREG, 0), "dirs": by.get(stat.S_IFDIR, 0),
+               "symlinks": by.get(stat.S_IFLNK, 0),
+               "special": sum(by.get(t, 0) for t in perms.SPECIAL)}
+        return out | {"inodes": sum(out.values())}
