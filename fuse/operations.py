@@ -1,9 +1,8 @@
 """The pyfuse3 ``Operations`` of a pvfs mount: every handler of the name space and the data path.
 
-Errors: a handler raises ``FUSEError(errno.X)`` where it finds the cause; ``OSError``s from the
-manager or the I/O daemons carry their errno already. :func:`_guard` turns everything else
-into an errno in one place: network failures become EIO (ETIMEDOUT stays ETIMEDOUT), and an
-unexpected exception is logged and becomes EIO.
+Errors: every handler is wrapped in ``guard.guard``, which turns what it raises into an errno.
+The handlers of open files (open, create, read, write, flush, fsync, release) are in
+``fileops.py``.
 
 Credentials come from the request context: uid/gid, and the caller's supplementary groups
 read from ``/proc/<pid>/status`` (cached per pid for a second).
@@ -12,17 +11,15 @@ read from ``/proc/<pid>/status`` (cached per pid for a second).
 from __future__ import annotations
 
 import errno
-import functools
 import logging
 import os
 import stat
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pyfuse3
 import trio
-from pyfuse3 import EntryAttributes, FileInfo, FUSEError, RequestContext
+from pyfuse3 import EntryAttributes, FUSEError, RequestContext
 
 from pvfs.cache import BlockCache, StreamPolicy, WritebackPolicy
 from pvfs.client.aclient import AsyncClient
@@ -31,7 +28,9 @@ from pvfs.protocol.cred import Cred
 
 from .cachewire import ClientBackend, Coherence, Controls, MountBypass
 from .dirattrs import DirAttrs
+from .fileops import FileOperations
 from .gcachewire import make_gcache_backend
+from .guard import errno_of, guard
 from .handles import HandleTable
 from .options import MountOptions
 from .xattrs import ACL_XATTRS, PROBED_XATTRS, ProbedCache, VirtualXattrs
@@ -40,44 +39,8 @@ log = logging.getLogger("pvfs.fuse")
 
 __all__ = ["Operations"]
 
-# Network-level errnos: the daemon is unreachable or broke the protocol -> EIO for callers.
-_NET_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE,
-               errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ENOTCONN, errno.EPROTO,
-               errno.EBADMSG, errno.ESHUTDOWN}
 _GROUPS_TTL = 1.0
 _NAMES_MAX = 65536  # (parent, name) -> inode entries remembered for unlink
-
-
-def _errno_of(exc: BaseException) -> int:
-    if isinstance(exc, FUSEError):
-        return exc.errno
-    if isinstance(exc, (TimeoutError, trio.TooSlowError)):
-        return errno.ETIMEDOUT
-    if isinstance(exc, OSError) and exc.errno:
-        return errno.EIO if exc.errno in _NET_ERRNOS else exc.errno
-    if isinstance(exc, (ValueError, UnicodeError)):
-        return errno.EINVAL
-    return errno.EIO
-
-
-def _guard(fn: Callable) -> Callable:
-    @functools.wraps(fn)
-    async def wrapper(self: Operations, *args: Any) -> Any:
-        try:
-            return await fn(self, *args)
-        except FUSEError:
-            raise
-        except (OSError, ValueError, UnicodeError, trio.TooSlowError) as exc:
-            code = _errno_of(exc)
-            if code in (errno.EIO, errno.ETIMEDOUT):
-                self.counters["backend_errors"] += 1
-                log.warning("%s: %s", fn.__name__, exc)
-            raise FUSEError(code) from None
-        except Exception:
-            self.counters["internal_errors"] += 1
-            log.exception("%s failed", fn.__name__)
-            raise FUSEError(errno.EIO) from None
-    return wrapper
 
 
 def _blocks(a: dict, size: int) -> int:
@@ -96,7 +59,7 @@ def _name(raw: bytes) -> str:
     return os.fsdecode(raw)
 
 
-class Operations(pyfuse3.Operations):
+class Operations(FileOperations, pyfuse3.Operations):
     """All handlers; one instance per mount."""
 
     supports_dot_lookup = True
@@ -243,13 +206,13 @@ class Operations(pyfuse3.Operations):
         return max(info.size, self.cache.size_hint(ino))
 
     # ------------------------------------------------------------------ name space
-    @_guard
+    @guard
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         n = _name(name)
         return self.entry(self._named(parent_inode, n,
                                       await self.client.lookup(parent_inode, n, self.cred(ctx))))
 
-    @_guard
+    @guard
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
         held = self.dirattrs.get(inode)
         if held is not None:
@@ -258,7 +221,7 @@ class Operations(pyfuse3.Operations):
             return e
         return self.entry(await self.client.getattr(inode, self.cred(ctx)))
 
-    @_guard
+    @guard
     async def setattr(self, inode: int, attr: EntryAttributes, fields: pyfuse3.SetattrFields,
                       fh: int | None, ctx: RequestContext) -> EntryAttributes:
         cred = self.cred(ctx)
@@ -300,11 +263,11 @@ class Operations(pyfuse3.Operations):
         a = await self.client.setattr(inode, cred, **kw)
         return self.entry(a)
 
-    @_guard
+    @guard
     async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
         return os.fsencode(await self.client.readlink(inode, self.cred(ctx)))
 
-    @_guard
+    @guard
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: RequestContext) -> EntryAttributes:
         if not stat.S_ISREG(mode):
@@ -317,7 +280,7 @@ class Operations(pyfuse3.Operations):
         self.dirattrs.learn(parent_inode, a)
         return self.entry(a)
 
-    @_guard
+    @guard
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
                     ctx: RequestContext) -> EntryAttributes:
         a = await self.client.mkdir(parent_inode, _name(name), stat.S_IMODE(mode),
@@ -325,7 +288,7 @@ class Operations(pyfuse3.Operations):
         self.dirattrs.learn(parent_inode, a)
         return self.entry(a)
 
-    @_guard
+    @guard
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
         cred = self.cred(ctx)
         n = _name(name)
@@ -350,19 +313,19 @@ class Operations(pyfuse3.Operations):
             if self.gbackend is not None:
                 await self.gbackend.forget(a["ino"])
 
-    @_guard
+    @guard
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
         self.dirattrs.forget(parent_inode)
         await self.client.rmdir(parent_inode, _name(name), self.cred(ctx))
 
-    @_guard
+    @guard
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
                       ctx: RequestContext) -> EntryAttributes:
         self.dirattrs.forget(parent_inode)
         return self.entry(await self.client.symlink(parent_inode, _name(name),
                                                     os.fsdecode(target), self.cred(ctx)))
 
-    @_guard
+    @guard
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
                      name_new: bytes, flags: int, ctx: RequestContext) -> None:
         old, new = (parent_inode_old, _name(name_old)), (parent_inode_new, _name(name_new))
@@ -374,7 +337,7 @@ class Operations(pyfuse3.Operations):
         if replaced is not None and flags & 2:  # RENAME_EXCHANGE
             self._names[old] = replaced
 
-    @_guard
+    @guard
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
                    ctx: RequestContext) -> EntryAttributes:
         n = _name(new_name)
@@ -382,13 +345,13 @@ class Operations(pyfuse3.Operations):
         return self.entry(self._named(new_parent_inode, n, await self.client.link(
             inode, new_parent_inode, n, self.cred(ctx))))
 
-    @_guard
+    @guard
     async def opendir(self, inode: int, ctx: RequestContext) -> int:
         cred = self.cred(ctx)
         await self.client.access(inode, os.R_OK, cred)
         return self.table.open(inode, os.O_RDONLY | os.O_DIRECTORY, cred).fh
 
-    @_guard
+    @guard
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         h = self.table.get(fh)
         cookie = start_id
@@ -397,7 +360,7 @@ class Operations(pyfuse3.Operations):
                 entries = await self.client.readdir(h.ino, h.cred, cookie=cookie, limit=256)
                 sized = True
             except OSError as exc:
-                if _errno_of(exc) not in (errno.EIO, errno.ETIMEDOUT):
+                if errno_of(exc) not in (errno.EIO, errno.ETIMEDOUT):
                     raise
                 # A daemon holding some file's size is unreachable: the names still list
                 # (SPEC §10: the rest keeps serving); a stat of such a file fails on its own.
@@ -423,15 +386,15 @@ class Operations(pyfuse3.Operations):
         e.st_atime_ns, e.st_mtime_ns, e.st_ctime_ns = a["atime_ns"], a["mtime_ns"], a["ctime_ns"]
         return e
 
-    @_guard
+    @guard
     async def releasedir(self, fh: int) -> None:
         self.table.close(fh)
 
-    @_guard
+    @guard
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         return None
 
-    @_guard
+    @guard
     async def statfs(self, ctx: RequestContext) -> pyfuse3.StatvfsData:
         r = await self.client.statfs(self.cred(ctx))
         s = pyfuse3.StatvfsData()
@@ -446,7 +409,7 @@ class Operations(pyfuse3.Operations):
         s.f_namemax = r["namemax"]
         return s
 
-    @_guard
+    @guard
     async def access(self, inode: int, mode: int, ctx: RequestContext) -> bool:
         await self.client.access(inode, mode, self.cred(ctx))
         return True
@@ -459,7 +422,7 @@ class Operations(pyfuse3.Operations):
                     self.table.inodes.pop(ino, None)
 
     # ------------------------------------------------------------------ xattrs
-    @_guard
+    @guard
     async def getxattr(self, inode: int, name: bytes, ctx: RequestContext) -> bytes:
         n = _name(name)
         cred = self.cred(ctx)
@@ -473,7 +436,7 @@ class Operations(pyfuse3.Operations):
             raise FUSEError(errno.ENODATA)
         return await self.client.getxattr(inode, n, cred)
 
-    @_guard
+    @guard
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: RequestContext) -> None:
         n = _name(name)
         cred = self.cred(ctx)
@@ -486,11 +449,11 @@ class Operations(pyfuse3.Operations):
         finally:
             self.probed.changed(inode)
 
-    @_guard
+    @guard
     async def listxattr(self, inode: int, ctx: RequestContext) -> list[bytes]:
         return [os.fsencode(n) for n in await self.client.listxattr(inode, self.cred(ctx))]
 
-    @_guard
+    @guard
     async def removexattr(self, inode: int, name: bytes, ctx: RequestContext) -> None:
         n = _name(name)
         if self.virtual.remove(inode, n):
@@ -501,111 +464,3 @@ class Operations(pyfuse3.Operations):
             await self.client.removexattr(inode, n, self.cred(ctx))
         finally:
             self.probed.changed(inode)
-
-    # ------------------------------------------------------------------ files
-    def _file_info(self, fh: int, ino: int, a: dict) -> FileInfo:
-        """Decide keep_cache: the kernel and local caches survive a reopen only if the file's
-        (size, mtime) at the manager is what this node saw at its last open (or the change
-        was this node's own write)."""
-        info = self.table.info(ino)
-        stamp = (a["size"], a["mtime_ns"])
-        keep = info.stamp is None or info.stamp == stamp or info.wrote
-        if not keep and info.opens <= 1 and not self.cache.has_dirty(ino):
-            self.counters["reopen_invalidations"] += 1
-            self.cache.invalidate(ino)
-        info.stamp = stamp
-        info.wrote = False
-        direct = self.opts.direct_io or (self.opts.writeback_cache and (
-            self.table.get(fh).sync or info.sync))
-        return FileInfo(fh=fh, direct_io=direct, keep_cache=keep and not direct)
-
-    @_guard
-    async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
-        cred = self.cred(ctx)
-        if flags & os.O_TRUNC and flags & os.O_ACCMODE:
-            # the manager truncates the servers inside open; a refused open cuts nothing
-            async with self.cache.truncation(inode, 0):
-                if self.gbackend is not None:
-                    await self.gbackend.truncate(inode, 0)
-                a = self._learn(await self.client.open(inode, flags, cred))
-            self.table.info(inode).wrote = True
-        else:
-            a = self._learn(await self.client.open(inode, flags, cred))
-        h = self.table.open(inode, flags, cred)
-        self.counters["opens"] += 1
-        return self._file_info(h.fh, inode, a)
-
-    @_guard
-    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
-                     ctx: RequestContext) -> tuple[FileInfo, EntryAttributes]:
-        cred = self.cred(ctx)
-        n = _name(name)
-        a = self._named(parent_inode, n, await self.client.create(
-            parent_inode, n, stat.S_IMODE(mode), cred, exclusive=bool(flags & os.O_EXCL),
-            flags=flags | os.O_CREAT))
-        self.dirattrs.learn(parent_inode, a)
-        if a.get("created", True):
-            self.cache.forget(a["ino"])  # a new inode: nothing cached for it can be valid
-        elif flags & os.O_TRUNC and flags & os.O_ACCMODE:
-            # an existing file the manager truncated: its inode was not known before the call,
-            # so the cache is cut after the servers (a fetch racing this is discarded)
-            await self.cache.truncate(a["ino"], 0)
-            if self.gbackend is not None:
-                await self.gbackend.truncate(a["ino"], 0)
-        e = self.entry(a)
-        h = self.table.open(a["ino"], flags, cred)
-        self.counters["opens"] += 1
-        return self._file_info(h.fh, a["ino"], a), e
-
-    @_guard
-    async def read(self, fh: int, off: int, size: int) -> bytes:
-        h = self.table.get(fh)
-        known = await self._known_size(h.ino)
-        return await self.cache.read(h.ino, off, size, file_size=known)
-
-    @_guard
-    async def write(self, fh: int, off: int, buf: bytes) -> int:
-        self.counters["fuse_writes"] += 1  # write requests from the kernel (not write(2) calls)
-        h = self.table.get(fh)
-        info = self.table.info(h.ino)
-        sync = h.sync or info.sync
-        known = max(info.size, self.cache.size_hint(h.ino))
-        info.wrote = True
-        if sync and self.coherence is not None:
-            stripe = await self._stripe_of(h.ino)
-            await self.coherence.hold(h.ino, stripe, off, len(buf))
-        n = await self.cache.write(h.ino, off, buf, sync=sync, file_size=known)
-        if h.sync:
-            if self.gbackend is not None:
-                await self.gbackend.flush(h.ino)
-            await self.client.fsync(h.ino, await self._stripe_of(h.ino),
-                                    data_only=(h.flags & os.O_SYNC) != os.O_SYNC)
-        if sync and self.coherence is not None:
-            await self.coherence.invalidate(h.ino, await self._stripe_of(h.ino), off, len(buf))
-        return n
-
-    @_guard
-    async def flush(self, fh: int) -> None:
-        ino = self.table.get(fh).ino
-        if self.opts.testing_lose_close_writes:  # a broken client, on purpose (options.py)
-            self.cache.forget(ino)
-            return
-        await self.cache.flush(ino)
-
-    @_guard
-    async def fsync(self, fh: int, datasync: bool) -> None:
-        h = self.table.get(fh)
-        await self.cache.flush(h.ino)
-        if self.gbackend is not None:
-            await self.gbackend.flush(h.ino)  # the global cache's write-back, then the disks
-        await self.client.fsync(h.ino, await self._stripe_of(h.ino), data_only=datasync)
-
-    @_guard
-    async def release(self, fh: int) -> None:
-        h = self.table.close(fh)
-        try:
-            await self.cache.flush(h.ino)
-        except OSError as exc:
-            log.warning("write-back of inode %d at close: %s", h.ino, exc)
-        finally:
-            await self.client.close_file(h.ino, h.cred)

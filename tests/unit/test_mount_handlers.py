@@ -2,7 +2,7 @@
 
 S3QL tests its ``Operations`` this way before the few real-mount tests: here setattr
 (truncate, chmod, utimens), the ``security.capability`` cache, ``keep_cache`` on reopen and
-the errno mapping of ``_guard`` are checked call by call.
+the errno mapping of ``guard`` are checked call by call.
 """
 
 from __future__ import annotations
