@@ -12,8 +12,9 @@ keeps the public API: the read and write paths, truncation, invalidation and sta
 Concurrency model: everything runs in one trio thread. State changes happen between awaits and
 are therefore atomic; the only awaits are backend calls and lock waits, and every path re-checks
 the state after one (S3QL's habit). A fetch records its file's generation and does not insert
-its blocks if the generation moved meanwhile (truncate, invalidate or a write-through), and no
-fetch starts while a truncation of its file is in progress (``truncation``).
+its blocks if the generation moved meanwhile (truncate, invalidate or a write-through), no
+fetch starts while a truncation of its file is in progress (``truncation``), and a read waits
+for the writes of its bytes already in progress (``FileState.writing``).
 """
 
 from __future__ import annotations
@@ -151,6 +152,12 @@ class BlockCache:
             raise ValueError("negative offset or length")
         store = self.store
         fs = store.files.get(ino)
+        if fs is not None and fs.writing:
+            # Writes of these bytes in progress here came first: the kernel sent this read
+            # after it dropped its pages (a changed mtime, the racing fadvise of fsx), and it
+            # caches what we answer, so the answer must hold them.
+            await fs.after_writes(offset, offset + length)
+            fs = store.files.get(ino)
         eff = max(file_size, fs.local_end if fs is not None else 0)
         end = min(offset + length, eff)
         if end <= offset:
@@ -244,8 +251,21 @@ class BlockCache:
         n = len(mv)
         if n == 0:
             return 0
+        fs = self.store.file(ino)
+        inflight = (offset, offset + n, trio.Event())
+        fs.writing.append(inflight)  # reads of these bytes arriving meanwhile wait
+        try:
+            await self._write(ino, offset, data, mv, sync, file_size)
+        finally:
+            fs.writing.remove(inflight)
+            inflight[2].set()
+        return n
+
+    async def _write(self, ino: int, offset: int, data: bytes | bytearray | memoryview,
+                     mv: memoryview, sync: bool, file_size: int | None) -> None:
         store = self.store
         bs = self.block_size
+        n = len(mv)
         end = offset + n
         fs = store.file(ino)
         if fs.stream is not None:
@@ -253,7 +273,7 @@ class BlockCache:
         if not sync and self.stream.is_stream(n) and \
                 self._plain(ino, offset // bs, (end - 1) // bs, True):
             await self.streamer.write(ino, fs, offset, data if type(data) is bytes else mv)
-            return n
+            return
         known = None if file_size is None else max(file_size, fs.local_end)
         through: list[int] = []
         bypassed: set[int] = set()
@@ -284,7 +304,6 @@ class BlockCache:
                                              cache_full=sync and start not in bypassed)
         if len(store.dirty) >= self.writeback.dirty_high * self.capacity_blocks:
             store.flush_wanted.set()
-        return n
 
     def _needs_fetch(self, blk: int, lo: int, hi: int, known: int | None) -> bool:
         """Whether writing ``[lo, hi)`` of uncached block ``blk`` must read the old block first:

@@ -79,10 +79,12 @@ class FileState:
         truncating: truncations in progress (``BlockCache.truncation``); while it is non-zero
             the servers may still hold bytes past the new end, so no fetch may start.
         settled: set when the last truncation in progress ends; fetches wait on it.
+        writing: ``(lo, hi, done)`` of every write of the file in progress (received, not yet
+            applied in full): a read that arrives meanwhile waits for the ones it overlaps.
     """
 
     __slots__ = ("blocks", "dirty", "error", "gen", "io_lock", "local_end", "settled", "stream",
-                 "truncating")
+                 "truncating", "writing")
 
     def __init__(self) -> None:
         self.blocks: set[int] = set()
@@ -95,11 +97,17 @@ class FileState:
         self.truncating = 0
         self.settled = trio.Event()
         self.settled.set()
+        self.writing: list[tuple[int, int, trio.Event]] = []
 
     def idle(self) -> bool:
         return (not self.blocks and self.error is None and not self.io_lock.locked()
-                and not self.truncating
+                and not self.truncating and not self.writing
                 and (self.stream is None or not self.stream.pending))
+
+    async def after_writes(self, lo: int, hi: int) -> None:
+        """Wait until the writes in progress now that overlap ``[lo, hi)`` are applied."""
+        for w in [w for w in self.writing if w[0] < hi and w[1] > lo]:
+            await w[2].wait()
 
     async def wait_settled(self) -> None:
         """Wait until no truncation of this file is in progress (see ``truncating``)."""
