@@ -1,7 +1,8 @@
 """The reactive selector in the I/O daemon (thesis §5.5; SPEC §3).
 
 With ``sched set rs`` the daemon re-decides its engine's algorithm on every new read request
-(and once more when a missing ``N_file`` arrives from the manager): it estimates the model's
+of a file until it has seen ``N_file`` of them, then at most every ``DECIDE_S`` (and once more
+when a missing ``N_file`` arrives from the manager): it estimates the model's
 inputs for that request's file by eq. 5.7-5.10 from the requests that stand for the operation
 in progress -- those in service plus the newest that left service within ``RECENT_S``, up to
 ``N_file`` of them (``ReactiveSelector.window`` says why) -- or takes a client's hint of the
@@ -28,6 +29,7 @@ NFILE_TTL = 1.0     # seconds an N_file answer from the manager is used
 MAX_PIECES = 256    # ranges whose residency is measured per request (the rest is like them)
 RECENT_S = 1.0      # a request that left service still describes its operation this long
 SEEN_MAX = 256      # requests remembered per file
+DECIDE_S = 0.002    # once a file's operation is seen whole, decide for it at most this often
 
 
 @dataclass(slots=True)
@@ -56,6 +58,8 @@ class ReactiveSelector:
         # Why it picked: "kind/column->pick" per decision, and how often the engine switched.
         self.decisions: Counter[str] = Counter()
         self.switches = 0
+        self.decided: dict[int, float] = {}   # ino -> time.monotonic() of its last decision
+        self.decide_s = DECIDE_S
 
     def on_read(self, ino: int, pieces, pcount: int, hint: dict | None,
                 record: JobRecord | None = None) -> None:
@@ -76,7 +80,8 @@ class ReactiveSelector:
                 gone = next(iter(self.seen))
                 del self.seen[gone]
                 self.span.pop(gone, None)
-        seen.append(Seen(record, time.monotonic(), self._resident(ino, pieces)))
+        now = time.monotonic()
+        seen.append(Seen(record, now, self._resident(ino, pieces)))
         if record.logical > 0 and record.nbytes > 0:
             # daemons this request spans, averaged over the recent ones (weight 1/16)
             one = record.logical / record.nbytes
@@ -85,7 +90,21 @@ class ReactiveSelector:
         self.context[ino] = (pcount, hint)
         if len(self.context) > 4096:
             self.context.pop(next(iter(self.context)))
-        self._decide(ino)
+        if self._due(ino, now, len(seen)):
+            self._decide(ino)
+
+    def _due(self, ino: int, now: float, seen: int) -> bool:
+        """Whether this request's file is decided for again. Deciding (window, estimate,
+        model) costs ~30 µs of Python, about a fifth of a cached 2 KiB request's work, and
+        rs picked the same algorithm as the best fixed one while losing 15-35 % to it on such
+        requests (docs/scheduling.md). While the file has had at most ``N_file`` requests
+        each one refines the estimate of its operation; after that a new operation on it is
+        seen ``decide_s`` late at most."""
+        last = self.decided.get(ino)
+        if last is None or now - last >= self.decide_s:
+            return True
+        known = self.nfile.get(ino)
+        return known is not None and seen <= known[0]
 
     def window(self, ino: int, n_file: int) -> list[Seen]:
         """The requests that stand for the operation in progress on ``ino``: every one still
@@ -127,6 +146,9 @@ class ReactiveSelector:
         Runs on each new request and again when an input that was missing arrives (``N_file``
         from the manager): a decision made on an incomplete estimate is not left standing
         until the next request, which in a collective of single requests never comes."""
+        self.decided[ino] = time.monotonic()
+        if len(self.decided) > 4096:
+            self.decided.pop(next(iter(self.decided)))
         pcount, hint = self.context.get(ino, (1, None))
         n_file = self._nfile(ino)
         n_here = self._reaching(ino, n_file, pcount)

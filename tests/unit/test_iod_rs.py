@@ -173,3 +173,37 @@ def test_an_unknown_n_file_is_guessed_from_the_last_answer():
     srv.stats.begin(1, rec)
     sel.on_read(9, [(0, 0, 1 << 19)], 2, None, rec)   # file 9: not asked about yet
     assert sel.last["workload"]["N_req"] == 14 and sel.last["workload"]["S_req"] == 14 << 19
+
+
+def test_after_n_file_requests_a_file_is_decided_at_most_every_decide_s(monkeypatch):
+    """Deciding costs about a fifth of a cached 2 KiB request: once a file's operation was
+    seen whole (N_file requests), its requests within ``decide_s`` of the last decision reuse
+    it. A new file and a missing N_file arriving are decided at once."""
+    from pvfs.daemons.iod import rs as iod_rs
+
+    now = [1000.0]
+    monkeypatch.setattr(iod_rs.time, "monotonic", lambda: now[0])
+    srv = server(resident=1.0)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+    sel.nfile[5] = (4, 1e18)
+
+    def read(ino: int, k: int) -> None:
+        sel.on_read(ino, [(0, 0, 2048)], 2, None, _begin(srv, k, ino, k * 2048, 2048))
+
+    for k in range(4):                     # the operation's first N_file requests: each one
+        read(5, k)
+    assert sum(sel.decisions.values()) == 4
+    for k in range(4, 20):                 # then, within decide_s: none
+        now[0] += sel.decide_s / 20
+        read(5, k)
+    assert sum(sel.decisions.values()) == 4
+    now[0] += sel.decide_s                 # decide_s after the last decision: again
+    read(5, 20)
+    assert sum(sel.decisions.values()) == 5
+    read(6, 21)                            # another file: at once
+    assert sum(sel.decisions.values()) == 6 and sel.last["ino"] == 6
+    sel.decide_s = 0.0                     # 0: every request, as the thesis does
+    read(5, 22)
+    read(5, 23)
+    assert sum(sel.decisions.values()) == 8
