@@ -87,10 +87,11 @@ class ReactiveSelector:
             one = record.logical / record.nbytes
             old = self.span.get(ino)
             self.span[ino] = one if old is None else old + (one - old) / 16
+        changed = self.context.get(ino) != (pcount, hint)   # a hint set or cleared: a new operation
         self.context[ino] = (pcount, hint)
         if len(self.context) > 4096:
             self.context.pop(next(iter(self.context)))
-        if self._due(ino, now, len(seen)):
+        if changed or self._due(ino, now, len(seen)):
             self._decide(ino)
 
     def _due(self, ino: int, now: float, seen: int) -> bool:
@@ -99,7 +100,7 @@ class ReactiveSelector:
         rs picked the same algorithm as the best fixed one while losing 15-35 % to it on such
         requests (docs/scheduling.md). While the file has had at most ``N_file`` requests
         each one refines the estimate of its operation; after that a new operation on it is
-        seen ``decide_s`` late at most."""
+        seen ``decide_s`` late at most (one announced by a changed hint at once)."""
         last = self.decided.get(ino)
         if last is None or now - last >= self.decide_s:
             return True

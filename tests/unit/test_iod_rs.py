@@ -178,7 +178,7 @@ def test_an_unknown_n_file_is_guessed_from_the_last_answer():
 def test_after_n_file_requests_a_file_is_decided_at_most_every_decide_s(monkeypatch):
     """Deciding costs about a fifth of a cached 2 KiB request: once a file's operation was
     seen whole (N_file requests), its requests within ``decide_s`` of the last decision reuse
-    it. A new file and a missing N_file arriving are decided at once."""
+    it. A new file, a changed hint and a missing N_file arriving are decided at once."""
     from pvfs.daemons.iod import rs as iod_rs
 
     now = [1000.0]
@@ -203,7 +203,12 @@ def test_after_n_file_requests_a_file_is_decided_at_most_every_decide_s(monkeypa
     assert sum(sel.decisions.values()) == 5
     read(6, 21)                            # another file: at once
     assert sum(sel.decisions.values()) == 6 and sel.last["ino"] == 6
+    hint = {"size": 4 * 2048, "requests": 4, "regions": 4, "range": 1 << 20}
+    sel.on_read(5, [(0, 0, 2048)], 2, hint, _begin(srv, 30, 5, 0, 2048))   # a hint: at once
+    assert sum(sel.decisions.values()) == 7 and sel.last["hint"]
+    sel.on_read(5, [(0, 0, 2048)], 2, None, _begin(srv, 31, 5, 0, 2048))   # cleared: at once
+    assert sum(sel.decisions.values()) == 8 and not sel.last["hint"]
     sel.decide_s = 0.0                     # 0: every request, as the thesis does
     read(5, 22)
     read(5, 23)
-    assert sum(sel.decisions.values()) == 8
+    assert sum(sel.decisions.values()) == 10
