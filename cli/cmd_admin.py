@@ -60,6 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--gather", type=float, metavar="SECONDS",
                    help="opt4: how long the first request of a busy period waits for the "
                         "rest of its collective, 0..10 (default: unchanged; 0: off)")
+    q.add_argument("--decide-every", type=float, metavar="SECONDS", dest="decide",
+                   help="rs: after a file's first N_file requests, decide for it again at "
+                        "most this often, 0..10 (default: unchanged; start 0.002; 0: on every "
+                        "request, as the thesis)")
 
     p = add_command(sub, "stats", help="request, byte and service-time counters per I/O daemon",
                     func=cmd_stats, example=f"""\
@@ -141,7 +145,7 @@ def cmd_sched_set(args: argparse.Namespace) -> int:
         for i in _iods(fs, args.iod):
             try:
                 r = fs.iod_call(i, "sched_set", algorithm=args.algorithm, window=args.window,
-                                gather=args.gather)
+                                gather=args.gather, decide=args.decide)
             except OSError as exc:
                 raise CliError(f"sched set iod{i} ({fs.config.iods[i].address})",
                                exc.strerror or str(exc)) from None

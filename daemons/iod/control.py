@@ -93,6 +93,8 @@ class ControlRequests:
             self.engine.window = f["window"]
         if f["gather"] is not None:
             self.engine.gather = f["gather"]
+        if f["decide"] is not None:
+            self.selector.decide_s = f["decide"]
         log.info("scheduler set to %s (window %d, gather %g s)", f["algorithm"],
                  self.engine.window, self.engine.gather)
         return self.op_sched_get(f)

@@ -255,4 +255,5 @@ class ReactiveSelector:
     def status(self) -> dict:
         return {"active": self.active, "picks": dict(self.picks), "last": self.last,
                 "decisions": dict(self.decisions), "switches": self.switches,
+                "decide_s": self.decide_s,
                 "params": self.params.to_wire()}

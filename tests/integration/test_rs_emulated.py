@@ -51,8 +51,10 @@ def test_sched_set_rs_selects_per_request(cluster):
         with fs.open("/rs", "wb", stripe=Stripe(0, 2, 65536)) as f:
             f.write(data)
         for i in range(2):
-            r = fs.iod_call(i, "sched_set", algorithm="rs", window=None)
+            # decide on every request (the throttle is a unit test's subject)
+            r = fs.iod_call(i, "sched_set", algorithm="rs", window=None, decide=0.0)
             assert r["algorithm"] == "rs" and r["engine"] in rs.ALGORITHMS
+            assert r["rs"]["decide_s"] == 0.0
         fs.iod_call(0, "disk_drop")
         errors: list[BaseException] = []
 
@@ -89,8 +91,13 @@ def test_sched_show_reports_rs_and_the_engines_pick(cluster, capsys):
 
     from pvfs.cli.main import main
 
-    assert main(["sched", "set", "rs", "--iod", "1", "--config", cluster.path]) == 0
+    assert main(["sched", "set", "rs", "--iod", "1", "--decide-every", "0.01",
+                 "--config", cluster.path]) == 0
     capsys.readouterr()
+    import pvfs
+
+    with pvfs.connect(cluster.path) as fs:
+        assert fs.iod_call(1, "sched_get")["rs"]["decide_s"] == 0.01
     assert main(["sched", "show", "--json", "--config", cluster.path]) == 0
     rows = {r["iod"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows[1]["algorithm"] == "rs" and rows[1]["engine"] in rs.ALGORITHMS

@@ -221,7 +221,9 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "sched_get": {},
     "sched_set": {"algorithm": Field(text(16)),
                   "window": Field(optional(integer(1, 1 << 50)), False),
-                  "gather": Field(optional(seconds(0.0, 10.0)), False)},
+                  "gather": Field(optional(seconds(0.0, 10.0)), False),
+                  # rs: decide a file's operation again at most this often (0: every request)
+                  "decide": Field(optional(seconds(0.0, 10.0)), False)},
     # reactive scheduling (pvfs.models.rs): model parameters; emptying the emulated disk's cache
     "model_set": {"params": Field(model_params)},
     "disk_drop": {},
