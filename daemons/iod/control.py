@@ -5,7 +5,7 @@ trio thread makes no file system call), the scheduler and the reactive selector 
 ``model_set``, the emulated disk), statistics, the coherence callbacks of ``coherence=sync``
 mounts, and metrics. ``ControlRequests`` is a mixin of :class:`~.server.IodServer`: it uses
 the server's ``index``, ``started``, ``storage``, ``engine``, ``selector``, ``stats``,
-``holders``, ``conns``, ``mgr`` and ``metrics``.
+``holders``, ``sizewatch``, ``conns``, ``mgr`` and ``metrics``.
 """
 
 from __future__ import annotations
@@ -34,41 +34,54 @@ class ControlRequests:
                 "uptime": time.time() - self.started, "pid": os.getpid(),
                 "open_files": len(self.storage._fds), "queued_jobs": self.stats.in_service(),
                 "connections": len(self.conns), "scheduler": info.get("algorithm"),
+                "size_watch": self.sizewatch.status(),
                 "engine": info}
 
     async def op_size(self, f: dict) -> dict:
+        # The promise (sizewatch.py) is made before measuring: a change after it is reported.
+        watched = f["watch"] and self.sizewatch.watch(f["ino"])
         size, mtime, blocks = await trio.to_thread.run_sync(self.storage.usage, f["ino"])
-        return {"local_size": size, "mtime_ns": mtime, "blocks": blocks}
+        return {"local_size": size, "mtime_ns": mtime, "blocks": blocks, "watched": watched}
 
     async def op_sizes(self, f: dict) -> dict:
         """[local size, mtime_ns, st_blocks] per inode (the manager's getattr of many)."""
+        watched = [f["watch"] and self.sizewatch.watch(i) for i in f["inos"]]
         return {"sizes": await trio.to_thread.run_sync(
-            lambda: [list(self.storage.usage(i)) for i in f["inos"]])}
+            lambda: [list(self.storage.usage(i)) for i in f["inos"]]), "watched": watched}
 
     async def op_truncate(self, f: dict) -> dict:
         # Freeing the blocks of a large file can take the disk a long time.
-        await trio.to_thread.run_sync(self.storage.truncate, f["ino"], f["local_size"])
+        async with self.sizewatch.change(f["ino"]):
+            await trio.to_thread.run_sync(self.storage.truncate, f["ino"], f["local_size"])
         return {}
 
     async def op_create(self, f: dict) -> dict:
-        await trio.to_thread.run_sync(self.storage.create, f["ino"])
+        async with self.sizewatch.change(f["ino"]):
+            await trio.to_thread.run_sync(self.storage.create, f["ino"])
         return {}
 
     async def op_precreate(self, f: dict) -> dict:
-        return {"made": await trio.to_thread.run_sync(self.storage.precreate, f["inos"])}
+        """Empty stripe files for the manager's pool, watched from the start: a create
+        from the pool knows their sizes without asking."""
+        made = await trio.to_thread.run_sync(self.storage.precreate, f["inos"])
+        watched = [self.sizewatch.watch(i) for i in f["inos"]]
+        return {"made": made, "watched": all(watched)}
 
     async def op_utime(self, f: dict) -> dict:
-        await trio.to_thread.run_sync(self.storage.utime, f["ino"], f["mtime_ns"])
+        async with self.sizewatch.change(f["ino"]):
+            await trio.to_thread.run_sync(self.storage.utime, f["ino"], f["mtime_ns"])
         return {}
 
     async def op_unlink(self, f: dict) -> dict:
         self.stats.forget(f["ino"])
+        self.sizewatch.gone(f["ino"])
         return {"removed": await trio.to_thread.run_sync(self.storage.unlink, f["ino"])}
 
     async def op_unlinks(self, f: dict) -> dict:
         """The manager's batched removal of deleted files (daemons/mgr/reaper.py)."""
         for ino in f["inos"]:
             self.stats.forget(ino)
+            self.sizewatch.gone(ino)
         return {"removed": await trio.to_thread.run_sync(
             lambda: sum(self.storage.unlink(i) for i in f["inos"]))}
 

@@ -47,6 +47,7 @@ from pvfs.protocol.schema import IOD_SCHEMAS
 from .coherence import HolderDirectory
 from .control import ControlRequests
 from .rs import ReactiveSelector
+from .sizewatch import SizeWatch
 from .stats import JobRecord, WorkloadStats
 from .storage import PosixStorage, open_storage
 
@@ -134,6 +135,8 @@ class IodServer(ControlRequests):
         self.mgr = Channel(config.manager.host, config.manager.port, config.connect_timeout,
                            config.request_timeout, max_idle=2, name="manager", key=self.key,
                            role=f"iod{index}")
+        # Stripe files whose size the manager caches: it hears before they change.
+        self.sizewatch = SizeWatch(self._sizes_changed)
         self.conns: dict[int, trio.socket.SocketType] = {}
         # Jobs that touch no file (replies, zeros, drains) still name a descriptor.
         self.null_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
@@ -155,6 +158,7 @@ class IodServer(ControlRequests):
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._event_loop)
+                nursery.start_soon(self.sizewatch.start)
                 nursery.start_soon(self._accept_loop, listener)
                 log.info("iod %d serving %s:%d, data in %s, scheduler %s (engine %s/%s)",
                          self.index, *self.address[:2], self.storage.root, self.engine.algorithm,
@@ -250,6 +254,8 @@ class IodServer(ControlRequests):
         job = self.jobs.pop(job_id, None)
         if job is None:
             return
+        if job.op == "write":
+            self.sizewatch.changed(job.ino)
         if job.pinned:
             self._close_later(self.storage.unpin(job.ino, defer=True))
         if err == _native.ERR_STALE and job.cid in self.conns:
@@ -410,21 +416,50 @@ class IodServer(ControlRequests):
 
     def _submit_write(self, cid: int, f: dict, bulk_len: int, pieces, fd: int,
                       check: bool, again: bool = False) -> None:
-        """Submit a write on ``fd`` (pinned; the job takes the pin)."""
+        """Submit a write on ``fd`` (pinned; the job takes the pin). A stripe file whose
+        size the manager holds is first reported to it (sizewatch.py); the write is counted
+        as a change in progress until its job is done."""
         ino = f["ino"]
+        if self.sizewatch.must_wait(ino):
+            self._nursery.start_soon(self._report_then_write, cid, f, bulk_len, pieces, fd,
+                                     check, again)
+            return
         nbytes = stream_length(pieces)
         acc = array("q")
         for _, local, n in pieces:
             acc.extend((_native.ACC_FILE, local, n))
+        self.sizewatch.changing[ino] += 1
         try:
             job = _Job(cid, ino, "write", pinned=True,
                        retry=(f, bulk_len, pieces) if check else None)
             job_id = self._submit(cid, job, fd, _native.OP_WRITE, acc.tobytes(), b"",
                                   frame({"nbytes": nbytes}), check=check)
         except BaseException:
+            self.sizewatch.changed(ino)
             self._close_later(self.storage.unpin(ino, defer=True))
             raise
         job.record = self._begin(job_id, ino, "write", f["desc"], nbytes)
+
+    async def _report_then_write(self, cid: int, f: dict, bulk_len: int, pieces, fd: int,
+                                 check: bool, again: bool) -> None:
+        """The manager holds the stripe file's size: tell it, then submit the write (its
+        reply must not reach the client before the manager forgot the old size)."""
+        try:
+            await self.sizewatch.before_change(f["ino"])
+        except BaseException:
+            self._close_later(self.storage.unpin(f["ino"], defer=True))
+            raise
+        if cid not in self.conns:  # the connection went away meanwhile
+            self._close_later(self.storage.unpin(f["ino"], defer=True))
+            return
+        try:
+            self._submit_write(cid, f, bulk_len, pieces, fd, check, again)
+        except Exception as exc:  # noqa: BLE001 - _failed answers it and logs a bug
+            self._failed(cid, "write", bulk_len, exc)
+
+    async def _sizes_changed(self, inos: list[int] | None) -> None:
+        await self.mgr.call({"op": "sizes_changed", "inos": inos or [], "all": inos is None,
+                             "cred": [0, 0, []]})
 
     def _stale(self, job: _Job) -> None:
         """The engine found the job's cached descriptor unlinked behind the cache (or not

@@ -31,11 +31,15 @@ class PrecreatePool:
     """The manager's pool of ready inode numbers, refilled in the background.
 
     ``each`` runs one call per I/O daemon concurrently (``MgrServer._each``); ``low`` is the
-    level below which a refill of ``batch`` numbers starts (``batch`` 0: no pool)."""
+    level below which a refill of ``batch`` numbers starts (``batch`` 0: no pool);
+    ``watched(inos)`` hears of numbers whose empty stripe files every daemon promised to
+    report changes of (the size cache, sizecache.py)."""
 
     def __init__(self, store, niods: int, each: Callable[[list], Awaitable[list]],
-                 batch: int = 256, low: int = 64) -> None:
+                 batch: int = 256, low: int = 64,
+                 watched: Callable[[list[int]], None] | None = None) -> None:
         self.store, self.niods, self.each = store, niods, each
+        self.watched = watched
         self.batch, self.low = batch, min(low, batch)
         self._ready: deque[int] = deque(store.pool(ready=True)) if batch else deque()
         self._wanted = trio.Event()
@@ -71,8 +75,8 @@ class PrecreatePool:
                 continue
             inos = pending or self.store.pool_reserve(self.batch)
             try:
-                await self.each([(iod, {"op": "precreate", "inos": inos})
-                                 for iod in range(self.niods)])
+                replies = await self.each([(iod, {"op": "precreate", "inos": inos})
+                                           for iod in range(self.niods)])
             except OSError as exc:
                 log.warning("precreating %d stripe files: %s (retrying in %.1f s)",
                             len(inos), exc, delay)
@@ -81,6 +85,8 @@ class PrecreatePool:
                 delay = min(delay * 2, 30.0)
                 continue
             self.store.pool_ready(inos)
+            if self.watched is not None and all(r.get("watched") for r in replies):
+                self.watched(inos)
             self._ready.extend(inos)
             self.made += len(inos)
             pending, delay = [], 0.5

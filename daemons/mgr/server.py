@@ -28,6 +28,7 @@ from pvfs.protocol.schema import MGR_SCHEMAS
 from ..common import serve_tcp
 from .precreate import PrecreatePool
 from .reaper import Reaper
+from .sizecache import SizeCache
 from .store import Cred, MetaStore
 
 log = logging.getLogger("pvfs.mgr")
@@ -37,6 +38,13 @@ def _blocks(per_iod: list[int | None]) -> int | None:
     """A file's st_blocks: the 512-byte blocks its stripe files really use, summed (None
     if a daemon did not say: the client then falls back to the size)."""
     return None if any(b is None for b in per_iod) else sum(per_iod)  # type: ignore[arg-type]
+
+
+def _fill(attrs: dict, stripe: Stripe, shares: list) -> None:
+    """A file's size, mtime and blocks from its stripe files' (rank order)."""
+    attrs["size"] = logical_size(stripe, [s for s, _, _ in shares])
+    attrs["mtime_ns"] = max([attrs["mtime_ns"]] + [m for _, m, _ in shares])
+    attrs["blocks"] = _blocks([b for _, _, b in shares])
 
 
 class MgrServer:
@@ -52,7 +60,10 @@ class MgrServer:
                              key=self.key, role="mgr")
                      for i, e in enumerate(config.iods)]
         # Stripe files made ahead of creates, a batch per daemon per request (precreate.py).
-        self.pool = PrecreatePool(self.store, config.niods, self._each, config.precreate)
+        self.pool = PrecreatePool(self.store, config.niods, self._each, config.precreate,
+                                  watched=lambda inos: self.sizes.watch_pool(inos))
+        # Sizes the I/O daemons promised to report changes of (sizecache.py).
+        self.sizes = SizeCache()
         # Stripe files of deleted files go in the background, batched (reaper.py).
         self.reaper = Reaper(self.store, lambda a: [i for _, i in self._iods_of(a["stripe"])],
                              self._each)
@@ -124,15 +135,20 @@ class MgrServer:
                                self.config.request_timeout)
 
     async def _with_size(self, attrs: dict) -> dict:
-        """Fill a file's size and mtime from its stripe files (SPEC §1)."""
+        """Fill a file's size and mtime from its stripe files (SPEC §1): from the size
+        cache while the I/O daemons keep it true, else asked of each of them."""
         if attrs.get("type") != "file":
             return attrs
         stripe = Stripe(*attrs["stripe"])
-        replies = await self._each([(iod, {"op": "size", "ino": attrs["ino"]})
-                                    for _, iod in self._iods_of(stripe)])
-        attrs["size"] = logical_size(stripe, [r["local_size"] for r in replies])
-        attrs["mtime_ns"] = max([attrs["mtime_ns"]] + [r["mtime_ns"] for r in replies])
-        attrs["blocks"] = _blocks([r.get("blocks") for r in replies])
+        ino = attrs["ino"]
+        shares = self.sizes.get(ino)
+        if shares is None:
+            token = self.sizes.begin(ino)
+            replies = await self._each([(iod, {"op": "size", "ino": ino, "watch": True})
+                                        for _, iod in self._iods_of(stripe)])
+            shares = [(r["local_size"], r["mtime_ns"], r.get("blocks")) for r in replies]
+            self.sizes.install(ino, token, shares, all(r.get("watched") for r in replies))
+        _fill(attrs, stripe, shares)
         return attrs
 
     async def _with_sizes(self, entries: list[dict]) -> None:
@@ -140,22 +156,40 @@ class MgrServer:
         files = [a for a in entries if a.get("type") == "file"]
         if not files:
             return
+        known = {a["ino"]: self.sizes.get(a["ino"]) for a in files}
         wanted: dict[int, list[int]] = {}
+        tokens = {}
         for a in files:
-            for _, iod in self._iods_of(a["stripe"]):
-                wanted.setdefault(iod, []).append(a["ino"])
-        calls = [(iod, {"op": "sizes", "inos": inos}) for iod, inos in wanted.items()]
+            if known[a["ino"]] is None:
+                tokens[a["ino"]] = self.sizes.begin(a["ino"])
+                for _, iod in self._iods_of(a["stripe"]):
+                    wanted.setdefault(iod, []).append(a["ino"])
+        calls = [(iod, {"op": "sizes", "inos": inos, "watch": True})
+                 for iod, inos in wanted.items()]
         replies = await self._each(calls)
         got: dict[tuple[int, int], tuple[int, int, int | None]] = {}
+        unwatched: set[int] = set()
         for (iod, header), reply in zip(calls, replies):
-            for ino, (size, mtime, *blocks) in zip(header["inos"], reply["sizes"]):
+            watched = reply.get("watched") or [False] * len(header["inos"])
+            for ino, (size, mtime, *blocks), w in zip(header["inos"], reply["sizes"], watched):
                 got[(iod, ino)] = (size, mtime, blocks[0] if blocks else None)
+                if not w:
+                    unwatched.add(ino)
         for a in files:
             stripe = Stripe(*a["stripe"])
-            shares = [got[(iod, a["ino"])] for _, iod in self._iods_of(stripe)]
-            a["size"] = logical_size(stripe, [s for s, _, _ in shares])
-            a["mtime_ns"] = max([a["mtime_ns"]] + [m for _, m, _ in shares])
-            a["blocks"] = _blocks([b for _, _, b in shares])
+            shares = known[a["ino"]]
+            if shares is None:
+                shares = [got[(iod, a["ino"])] for _, iod in self._iods_of(stripe)]
+                self.sizes.install(a["ino"], tokens[a["ino"]], shares,
+                                   a["ino"] not in unwatched)
+            _fill(a, stripe, shares)
+
+    def _reap(self, attrs: dict | None) -> None:
+        """An inode whose last name and handle are gone: its stripe files go in the
+        background, its cached size at once."""
+        if attrs is not None:
+            self.sizes.forget([attrs["ino"]])
+        self.reaper.add(attrs)
 
     async def checkpointer(self, interval: float = 1.0) -> None:
         """Checkpoint the metadata WAL every ``interval`` seconds in a worker thread, so the
@@ -193,7 +227,17 @@ class MgrServer:
                 "uptime": time.time() - self.started, **self.store.counts(),
                 "open_files": self.store.open_count() if hasattr(self.store, "open_count") else 0,
                 "removals_pending": self.reaper.pending, "precreated": len(self.pool),
+                "size_cache": self.sizes.status(),
                 "niods": self.config.niods}
+
+    async def op_sizes_changed(self, f, cred) -> dict:
+        """An I/O daemon is about to change these stripe files (or, ``all``, restarted and
+        forgot what it watched): drop their cached sizes before it goes on."""
+        if f["all"]:
+            self.sizes.forget_all()
+        else:
+            self.sizes.forget(f["inos"])
+        return {}
 
     async def op_resolve(self, f, cred) -> dict:
         return await self._with_size(self.store.resolve(f["path"], cred, f["follow"]))
@@ -233,6 +277,8 @@ class MgrServer:
                 self.pool.give_back(ino)
             raise
         pooled = ino is not None and attrs["ino"] == ino
+        if pooled:
+            self.sizes.created(ino, Stripe(*attrs["stripe"]).pcount)
         if ino is not None and not pooled:
             self.pool.give_back(ino)  # another layout, or the name existed
         if created and not pooled:
@@ -303,7 +349,7 @@ class MgrServer:
             if exc.errno != errno.EBADF:
                 raise
             return {}  # a handle opened before a manager restart: open counts start afresh
-        self.reaper.add(attrs)
+        self._reap(attrs)
         return {}
 
     async def op_mkdir(self, f, cred) -> dict:
@@ -315,11 +361,11 @@ class MgrServer:
         return {}
 
     async def op_unlink(self, f, cred) -> dict:
-        self.reaper.add(self.store.unlink(f["parent"], f["name"], cred))
+        self._reap(self.store.unlink(f["parent"], f["name"], cred))
         return self._with_parent({}, f["parent"])
 
     async def op_rename(self, f, cred) -> dict:
-        self.reaper.add(self.store.rename(f["parent"], f["name"], f["new_parent"],
+        self._reap(self.store.rename(f["parent"], f["name"], f["new_parent"],
                                           f["new_name"], cred, f["flags"]))
         return {}
 

@@ -17,7 +17,7 @@ import errno
 MGR_IDEMPOTENT = frozenset({
     "ping", "status", "resolve", "lookup", "getattr", "readlink", "readdir", "statfs", "access",
     "getxattr", "listxattr", "getstripe", "nfile", "inodes", "precreated",
-    "sync",
+    "sync", "sizes_changed",
 })
 IOD_IDEMPOTENT = frozenset({
     "ping", "status", "read", "write", "size", "sizes", "truncate", "utime", "create",

@@ -194,6 +194,9 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "getstripe": {"ino": INO},
     "setstripe": {"ino": INO, "stripe": Field(optional(stripe))},
     "nfile": {"ino": INO},
+    # an I/O daemon: these stripe files change (or, all, it restarted); see mgr/sizecache.py
+    "sizes_changed": {"inos": Field(lambda v: _int_list(v, 4096), False, []),
+                      "all": Field(boolean, False, False)},
     "inodes": {"after": Field(integer(0, 2**63 - 1), False, 0),
                "limit": Field(integer(1, 65536), False, 4096)},
     "remove_inode": {"ino": INO},
@@ -207,8 +210,10 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "read": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire),
              "hint": Field(optional(collective_hint), False)},
     "write": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire)},
-    "size": {"ino": INO},
-    "sizes": {"inos": Field(lambda v: _int_list(v, 4096))},
+    # watch: the manager asks, and caches the answer if watched (iod/sizewatch.py)
+    "size": {"ino": INO, "watch": Field(boolean, False, False)},
+    "sizes": {"inos": Field(lambda v: _int_list(v, 4096)),
+              "watch": Field(boolean, False, False)},
     "truncate": {"ino": INO, "local_size": Field(OFFSET)},
     "utime": {"ino": INO, "mtime_ns": Field(integer(0, 2**63 - 1))},
     "create": {"ino": INO},

@@ -1,0 +1,125 @@
+"""Which stripe files' sizes the manager holds, and telling it before they change.
+
+The manager caches a file's size, mtime and blocks (``daemons/mgr/sizecache.py``) only from
+answers this daemon marked ``watched``. A watched stripe file is a promise: before any change
+to it (write, truncate, utime, create) is made, the manager hears of it and acknowledges, so
+no client can be told of the change while the manager still answers the old size.
+
+- ``watch`` (a ``size``/``sizes``/``precreate`` from the manager): promise, unless a change
+  of that file is in progress (``changing``) -- its answer could be stale the moment it is
+  sent, so it is marked not watched and the manager does not keep it.
+- ``before_change`` (every change, from the trio thread): if the file is watched, or being
+  unwatched by another change, wait until the manager acknowledged; the caller then counts
+  its change in ``changing`` without yielding, so no ``watch`` slips in between.
+- At start nothing is known of what an earlier process promised: until the manager
+  acknowledged ``forget all`` every change waits, and nothing is promised.
+
+A manager that cannot be reached (refused: it is not running, and a manager that starts has
+nothing cached) or does not answer within the request timeout (logged) does not block the
+change beyond that.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import trio
+
+log = logging.getLogger("pvfs.iod")
+
+__all__ = ["SizeWatch"]
+
+WATCH_MAX = 1 << 20   # promises kept; beyond it the manager is told to forget them all
+
+
+class SizeWatch:
+    def __init__(self, notify: Callable[[list[int] | None], Awaitable[None]]) -> None:
+        """``notify(inos)`` tells the manager these stripe files change (None: all)."""
+        self._notify = notify
+        self.watched: set[int] = set()
+        self.changing: Counter[int] = Counter()      # ino -> changes in progress
+        self._unwatching: dict[int, trio.Event] = {}
+        self._ready = trio.Event()                   # the start's "forget all" acknowledged
+        self.notices = 0
+
+    async def start(self) -> None:
+        """Tell the manager to forget what an earlier process of this daemon promised."""
+        await self._tell(None)
+        self._ready.set()
+
+    def watch(self, ino: int) -> bool:
+        """Promise to report the next change of ``ino`` (False: cannot now, don't cache)."""
+        if not self._ready.is_set() or self.changing[ino] or ino in self._unwatching:
+            return False
+        self.watched.add(ino)
+        return True
+
+    def must_wait(self, ino: int) -> bool:
+        return not self._ready.is_set() or ino in self.watched or ino in self._unwatching
+
+    async def before_change(self, ino: int) -> None:
+        """Return once the manager no longer holds ``ino``'s size. The caller must count its
+        change (``changing[ino] += 1``) before its next await."""
+        while self.must_wait(ino):
+            if not self._ready.is_set():
+                await self._ready.wait()
+            elif ino in self._unwatching:
+                await self._unwatching[ino].wait()
+            else:
+                self.watched.discard(ino)
+                done = self._unwatching[ino] = trio.Event()
+                try:
+                    await self._tell([ino])
+                finally:
+                    del self._unwatching[ino]
+                    done.set()
+
+    @asynccontextmanager
+    async def change(self, ino: int) -> AsyncIterator[None]:
+        """``async with`` around a change of ``ino``'s stripe file made in a worker thread."""
+        await self.before_change(ino)
+        self.changing[ino] += 1
+        try:
+            yield
+        finally:
+            self.changed(ino)
+
+    def changed(self, ino: int) -> None:
+        """A change counted in ``changing`` is complete (its bytes are in place)."""
+        n = self.changing[ino] - 1
+        if n > 0:
+            self.changing[ino] = n
+        else:
+            del self.changing[ino]
+
+    def gone(self, ino: int) -> None:
+        """The stripe file was removed (the manager dropped the inode itself)."""
+        self.watched.discard(ino)
+
+    async def trim(self) -> None:
+        """Too many promises kept: have the manager forget them all, then start afresh."""
+        if len(self.watched) > WATCH_MAX and self._ready.is_set():
+            self._ready = trio.Event()
+            try:
+                await self._tell(None)
+                self.watched.clear()
+            finally:
+                self._ready.set()
+
+    def status(self) -> dict:
+        return {"watched": len(self.watched), "changing": sum(self.changing.values()),
+                "notices": self.notices}
+
+    async def _tell(self, inos: list[int] | None) -> None:
+        self.notices += 1
+        try:
+            await self._notify(inos)
+        except OSError as exc:
+            if exc.errno == errno.ECONNREFUSED:
+                return  # no manager running; one that starts has nothing cached
+            log.warning("telling the manager that %s changed: %s (going on)",
+                        "every stripe file" if inos is None else f"inode {inos[0]}", exc)

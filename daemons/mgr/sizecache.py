@@ -1,0 +1,98 @@
+"""Stripe-file sizes the manager may answer without asking the I/O daemons.
+
+A file's size, mtime and blocks live in its stripe files (SPEC §1): every ``lookup``,
+``getattr`` and ``readdir`` of a file used to ask each of its I/O daemons (four round trips
+for a ``stat``, most of a metadata operation's time). The daemons now tell the manager when
+a stripe file it may have cached changes, *before* the change is acknowledged to anyone
+(``daemons/iod/sizewatch.py``), so what the manager cached stays true until it is told.
+
+The rules that make a cached answer exact:
+
+- An answer is cached only if every daemon of the file said ``watched`` (it will report the
+  next change of that stripe file and had no change in progress when it measured).
+- A change reported while an answer is on its way invalidates that answer: ``begin`` hands
+  out a token, ``forget`` takes it back, ``install`` keeps only an answer whose token is
+  still current.
+- A precreated file's stripe files are empty and watched from their making
+  (``watch_pool``): a create from the pool caches zeros without asking anyone.
+- A daemon that restarted has forgotten what it watched: its first act is ``forget_all``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+__all__ = ["Share", "SizeCache"]
+
+Share = tuple[int, int, "int | None"]   # (local size, mtime_ns, st_blocks) of one stripe file
+
+
+class SizeCache:
+    def __init__(self, capacity: int = 1 << 18) -> None:
+        self.capacity = capacity
+        self._shares: OrderedDict[int, list[Share]] = OrderedDict()  # ino -> per rank, LRU
+        self._pending: dict[int, object] = {}   # ino -> token of the newest fetch on its way
+        self._pool: set[int] = set()            # precreated inodes every daemon watches
+        self.hits = self.misses = self.invalidations = 0
+
+    def __len__(self) -> int:
+        return len(self._shares)
+
+    def get(self, ino: int) -> list[Share] | None:
+        shares = self._shares.get(ino)
+        if shares is None:
+            self.misses += 1
+            return None
+        self._shares.move_to_end(ino)
+        self.hits += 1
+        return shares
+
+    def begin(self, ino: int) -> object:
+        """A fetch of ``ino``'s shares starts; ``install`` with this token when it ends."""
+        token = self._pending[ino] = object()
+        return token
+
+    def install(self, ino: int, token: object, shares: list[Share], watched: bool) -> None:
+        """Keep the fetched shares if every daemon watches them and nothing changed since
+        ``begin`` (a change reported meanwhile took the token back)."""
+        if self._pending.get(ino) is not token:
+            return
+        del self._pending[ino]
+        if watched:
+            self._put(ino, shares)
+
+    def watch_pool(self, inos: list[int]) -> None:
+        self._pool.update(inos)
+
+    def created(self, ino: int, pcount: int) -> bool:
+        """A create took precreated ``ino``: cache its empty shares if they are watched."""
+        if ino not in self._pool:
+            return False
+        self._pool.discard(ino)
+        self._put(ino, [(0, 0, 0)] * pcount)
+        return True
+
+    def forget(self, inos) -> None:
+        """Stripe files of these inodes changed (or are gone): ask the daemons next time."""
+        for ino in inos:
+            self.invalidations += 1
+            self._shares.pop(ino, None)
+            self._pending.pop(ino, None)
+            self._pool.discard(ino)
+
+    def forget_all(self) -> None:
+        """A daemon restarted (or gave up watching): nothing cached can be trusted."""
+        self.invalidations += len(self._shares)
+        self._shares.clear()
+        self._pending.clear()
+        self._pool.clear()
+
+    def status(self) -> dict:
+        return {"entries": len(self._shares), "hits": self.hits, "misses": self.misses,
+                "invalidations": self.invalidations, "pool_watched": len(self._pool)}
+
+    def _put(self, ino: int, shares: list[Share]) -> None:
+        self._shares[ino] = shares
+        self._shares.move_to_end(ino)
+        if len(self._shares) > self.capacity:
+            self._shares.popitem(last=False)

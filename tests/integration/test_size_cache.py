@@ -1,0 +1,92 @@
+"""The manager's size cache against real daemons (daemons/mgr/sizecache.py,
+daemons/iod/sizewatch.py): a stat is answered without asking the I/O daemons, and never
+with a size older than a write, truncate or utime that returned before it."""
+
+from __future__ import annotations
+
+import signal
+
+from pvfs import Stripe
+
+
+def size_cache(fs) -> dict:
+    return fs.meta("status")["size_cache"]
+
+
+def test_a_second_stat_is_answered_from_the_cache(fs):
+    with fs.open("/sc-hit", "wb", stripe=Stripe(0, 4, 4096)) as f:
+        f.write(b"a" * 10_000)
+    assert fs.stat("/sc-hit").st_size == 10_000
+    before = size_cache(fs)
+    for _ in range(5):
+        assert fs.stat("/sc-hit").st_size == 10_000
+    after = size_cache(fs)
+    assert after["hits"] - before["hits"] >= 5 and after["misses"] == before["misses"]
+    fs.unlink("/sc-hit")
+
+
+def test_a_pooled_create_is_cached_at_once(fs):
+    from test_precreate import pool_of
+
+    pool_of(fs, least=4)
+    before = size_cache(fs)
+    a = fs.meta("create", parent=1, name="sc-pooled", mode=0o644, flags=0)
+    st = fs.stat("/sc-pooled")
+    assert st.st_size == 0 and st.st_mtime_ns == a["mtime_ns"]
+    assert size_cache(fs)["misses"] == before["misses"]      # no daemon was asked
+    with fs.open("/sc-pooled", "r+b") as f:
+        f.write(b"z" * 5000)
+    assert fs.stat("/sc-pooled").st_size == 5000
+    fs.unlink("/sc-pooled")
+
+
+def test_every_write_truncate_and_utime_shows_in_the_next_stat(pvfs_cluster):
+    """One connection changes the file, another stats it right after each change returned:
+    the stat must never be older than the change (it is, without the daemons' reports)."""
+    with pvfs_cluster.connect() as w, pvfs_cluster.connect() as r:
+        f = w.open("/sc-race", "wb", stripe=Stripe(0, 4, 1024))
+        end = 0
+        for i in range(200):
+            n = 1 + (i * 7919) % 3000
+            f.pwrite(b"x" * n, end)
+            end += n
+            assert r.stat("/sc-race").st_size == end, f"stale size after write {i}"
+            if i % 25 == 24:
+                end //= 2
+                w.truncate("/sc-race", end)
+                assert r.stat("/sc-race").st_size == end, f"stale size after truncate {i}"
+        f.close()
+        w.utime("/sc-race", ns=(1_000_000_000, 2_000_000_000))
+        assert r.stat("/sc-race").st_mtime_ns == 2_000_000_000
+        with w.open("/sc-race", "r+b") as f:
+            f.pwrite(b"y", end)
+        st = r.stat("/sc-race")
+        assert st.st_size == end + 1 and st.st_mtime_ns > 2_000_000_000
+        w.unlink("/sc-race")
+
+
+def test_a_restarted_iod_makes_the_manager_forget(fresh_cluster):
+    """A restarted daemon has forgotten what it promised to report: its first act is to
+    have the manager forget every cached size (else the stat after its write is stale)."""
+    from pvfs.cli.launch import up
+
+    with fresh_cluster.connect() as fs:
+        with fs.open("/sc-restart", "wb", stripe=Stripe(0, 4, 4096)) as f:
+            f.write(b"r" * 8192)                    # ranks 0 and 1
+        assert fs.stat("/sc-restart").st_size == 8192
+        assert fs.stat("/sc-restart").st_size == 8192   # cached now
+        fresh_cluster.kill("iod2", signal.SIGKILL)
+        up(fresh_cluster.config)
+        with fs.open("/sc-restart", "r+b") as f:
+            f.pwrite(b"s" * 100, 8192)              # rank 2: the restarted daemon
+        assert fs.stat("/sc-restart").st_size == 8292
+        assert fs.iod_call(2, "status")["size_watch"]["notices"] >= 1
+
+
+def test_iods_report_only_what_the_manager_asked_to_watch(fs):
+    with fs.open("/sc-plain", "wb", stripe=Stripe(0, 4, 4096)) as f:
+        f.write(b"p" * 4096)
+    ino = fs.stat("/sc-plain").st_ino
+    reply = fs.iod_call(0, "size", ino=ino)          # a client's question: no promise
+    assert reply["local_size"] == 4096 and reply["watched"] is False
+    fs.unlink("/sc-plain")

@@ -1,0 +1,102 @@
+"""The size cache's rules without daemons: the manager keeps only answers nothing changed
+since (daemons/mgr/sizecache.py), and an I/O daemon reports a watched stripe file before
+any change to it, one report at a time, with no promise made while a change is in progress
+(daemons/iod/sizewatch.py)."""
+
+from __future__ import annotations
+
+import trio
+
+from pvfs.daemons.iod.sizewatch import SizeWatch
+from pvfs.daemons.mgr.sizecache import SizeCache
+
+
+def test_an_answer_overtaken_by_a_change_is_not_kept():
+    c = SizeCache()
+    token = c.begin(7)
+    c.forget([7])                       # a daemon reported a change while we asked
+    c.install(7, token, [(10, 1, 8)], watched=True)
+    assert c.get(7) is None
+    token = c.begin(7)
+    c.install(7, token, [(10, 1, 8)], watched=True)
+    assert c.get(7) == [(10, 1, 8)]
+
+
+def test_an_unwatched_answer_and_an_older_fetch_are_not_kept():
+    c = SizeCache()
+    c.install(1, c.begin(1), [(1, 1, 1)], watched=False)
+    assert c.get(1) is None
+    old, new = c.begin(2), c.begin(2)
+    c.install(2, old, [(1, 1, 1)], watched=True)
+    assert c.get(2) is None
+    c.install(2, new, [(2, 2, 2)], watched=True)
+    assert c.get(2) == [(2, 2, 2)]
+
+
+def test_pooled_creates_and_forget_all():
+    c = SizeCache()
+    c.watch_pool([5, 6])
+    assert c.created(5, 4) and c.get(5) == [(0, 0, 0)] * 4
+    assert not c.created(9, 4)
+    c.forget_all()
+    assert c.get(5) is None and not c.created(6, 4)
+
+
+def test_the_cache_is_bounded():
+    c = SizeCache(capacity=3)
+    for i in range(5):
+        c.install(i, c.begin(i), [(i, 0, 0)], watched=True)
+    assert len(c) == 3 and c.get(0) is None and c.get(4) == [(4, 0, 0)]
+
+
+def test_a_change_of_a_watched_file_waits_for_the_managers_acknowledgement():
+    told: list = []
+    log: list[str] = []
+
+    async def notify(inos):
+        told.append(inos)
+        await trio.sleep(0.05)
+        log.append("acknowledged")
+
+    async def main():
+        w = SizeWatch(notify)
+        assert not w.watch(3)                   # nothing promised before the start
+        await w.start()
+        assert told == [None]
+        assert w.watch(3)
+
+        async def change(name):
+            async with w.change(3):
+                log.append(name)
+                assert not w.watch(3)           # no promise while a change is in progress
+                await trio.sleep(0.01)
+
+        async with trio.open_nursery() as n:
+            n.start_soon(change, "first")
+            n.start_soon(change, "second")
+        assert told == [None, [3]]              # one report for both changes
+        assert log.index("acknowledged") < log.index("first")
+        assert log.index("acknowledged") < log.index("second")
+        assert w.changing[3] == 0 and w.watch(3)
+        async with w.change(4):                 # not watched: no report
+            pass
+        assert told == [None, [3]]
+
+    trio.run(main)
+
+
+def test_an_unreachable_manager_does_not_block_changes():
+    import errno
+
+    async def refused(inos):
+        raise OSError(errno.ECONNREFUSED, "refused")
+
+    async def main():
+        w = SizeWatch(refused)
+        await w.start()
+        assert w.watch(1)
+        async with w.change(1):
+            pass
+        assert 1 not in w.watched
+
+    trio.run(main)
