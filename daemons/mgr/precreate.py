@@ -75,7 +75,8 @@ class PrecreatePool:
                 continue
             inos = pending or self.store.pool_reserve(self.batch)
             try:
-                replies = await self.each([(iod, {"op": "precreate", "inos": inos})
+                replies = await self.each([(iod, {"op": "precreate", "inos": inos,
+                                                  "watch": self.watched is not None})
                                            for iod in range(self.niods)])
             except OSError as exc:
                 log.warning("precreating %d stripe files: %s (retrying in %.1f s)",

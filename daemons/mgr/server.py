@@ -59,11 +59,11 @@ class MgrServer:
                              max_idle=32, name=f"iod{i} ({e.address})", manager=False,
                              key=self.key, role="mgr")
                      for i, e in enumerate(config.iods)]
+        # Sizes the I/O daemons promised to report changes of (sizecache.py).
+        self.sizes = SizeCache(config.size_cache)
         # Stripe files made ahead of creates, a batch per daemon per request (precreate.py).
         self.pool = PrecreatePool(self.store, config.niods, self._each, config.precreate,
-                                  watched=lambda inos: self.sizes.watch_pool(inos))
-        # Sizes the I/O daemons promised to report changes of (sizecache.py).
-        self.sizes = SizeCache()
+                                  watched=self.sizes.watch_pool if self.sizes.enabled else None)
         # Stripe files of deleted files go in the background, batched (reaper.py).
         self.reaper = Reaper(self.store, lambda a: [i for _, i in self._iods_of(a["stripe"])],
                              self._each)
@@ -144,7 +144,8 @@ class MgrServer:
         shares = self.sizes.get(ino)
         if shares is None:
             token = self.sizes.begin(ino)
-            replies = await self._each([(iod, {"op": "size", "ino": ino, "watch": True})
+            replies = await self._each([(iod, {"op": "size", "ino": ino,
+                                                     "watch": self.sizes.enabled})
                                         for _, iod in self._iods_of(stripe)])
             shares = [(r["local_size"], r["mtime_ns"], r.get("blocks")) for r in replies]
             self.sizes.install(ino, token, shares, all(r.get("watched") for r in replies))
@@ -164,7 +165,7 @@ class MgrServer:
                 tokens[a["ino"]] = self.sizes.begin(a["ino"])
                 for _, iod in self._iods_of(a["stripe"]):
                     wanted.setdefault(iod, []).append(a["ino"])
-        calls = [(iod, {"op": "sizes", "inos": inos, "watch": True})
+        calls = [(iod, {"op": "sizes", "inos": inos, "watch": self.sizes.enabled})
                  for iod, inos in wanted.items()]
         replies = await self._each(calls)
         got: dict[tuple[int, int], tuple[int, int, int | None]] = {}

@@ -28,8 +28,12 @@ Share = tuple[int, int, "int | None"]   # (local size, mtime_ns, st_blocks) of o
 
 
 class SizeCache:
+    """``capacity`` files' shares, least recently used out first (0: none; the manager
+    then does not ask the daemons to watch)."""
+
     def __init__(self, capacity: int = 1 << 18) -> None:
         self.capacity = capacity
+        self.enabled = capacity > 0
         self._shares: OrderedDict[int, list[Share]] = OrderedDict()  # ino -> per rank, LRU
         self._pending: dict[int, object] = {}   # ino -> token of the newest fetch on its way
         self._pool: set[int] = set()            # precreated inodes every daemon watches
@@ -58,11 +62,12 @@ class SizeCache:
         if self._pending.get(ino) is not token:
             return
         del self._pending[ino]
-        if watched:
+        if watched and self.enabled:
             self._put(ino, shares)
 
     def watch_pool(self, inos: list[int]) -> None:
-        self._pool.update(inos)
+        if self.enabled:
+            self._pool.update(inos)
 
     def created(self, ino: int, pcount: int) -> bool:
         """A create took precreated ``ino``: cache its empty shares if they are watched."""

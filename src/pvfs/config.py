@@ -36,7 +36,9 @@ Example (what ``pvfs-admin init`` writes)::
 A ``[manager]`` or ``[[iod]]`` table may add ``metrics_port = 9400``: that daemon then
 serves Prometheus text on http://HOST:PORT/metrics (docs/operations.md); off unless set.
 ``[manager]`` may set ``precreate = 256``: how many stripe files per I/O daemon the manager
-makes ahead of creates in one request (``daemons/mgr/precreate.py``; 0: none).
+makes ahead of creates in one request (``daemons/mgr/precreate.py``; 0: none), and
+``size_cache = 262144``: how many files' sizes the manager keeps, told of every change by the
+I/O daemons (``daemons/mgr/sizecache.py``; 0: ask the I/O daemons on every stat).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ ENV_CONFIG = "PVFS_CONFIG"
 # opt4 waits this long at the start of a busy period for the other requests of a collective
 # (csrc/sched.c, opt4_peek; docs/scheduling.md).
 GATHER_S = 0.01
+SIZE_CACHE = 1 << 18   # files whose sizes the manager keeps (daemons/mgr/sizecache.py)
 
 
 class ConfigError(ValueError):
@@ -87,6 +90,7 @@ class Config:
     window: int = 256 << 20
     gather: float = GATHER_S  # [scheduler] gather: opt4's wait for a collective's requests
     precreate: int = 256  # [manager] precreate: the pool's batch (0: off)
+    size_cache: int = SIZE_CACHE  # [manager] size_cache: files whose sizes it keeps (0: off)
     run_dir: str = ""
     path: str = ""
     extra: dict = field(default_factory=dict, compare=False)
@@ -205,6 +209,7 @@ def parse(data: dict, path: str = "") -> Config:
         window=_number(sched, "window", 256 << 20, int, "[scheduler]", 1),
         gather=_gather(sched),
         precreate=min(_number(data["manager"], "precreate", 256, int, "[manager]", 0), 4096),
+        size_cache=_number(data["manager"], "size_cache", SIZE_CACHE, int, "[manager]", 0),
         run_dir=str((base_dir / run_dir).resolve()),
         path=str(Path(path).resolve()) if path else "",
         extra={k: v for k, v in data.items()
@@ -268,6 +273,8 @@ def dump(cfg: Config) -> str:
         out.append(f"metrics_port = {cfg.manager.metrics_port}")
     if cfg.precreate != 256:
         out.append(f"precreate = {cfg.precreate}")
+    if cfg.size_cache != SIZE_CACHE:
+        out.append(f"size_cache = {cfg.size_cache}")
     for i, e in enumerate(cfg.iods):
         out += ["", f"[[iod]]  # I/O daemon {i}", f"address = {_toml_value(e.address)}",
                 f"data_dir = {_toml_value(e.data_dir)}"]

@@ -23,6 +23,17 @@ def test_opt4_gather_round_trips(tmp_path):
     assert write_config(cfg, str(tmp_path / "pvfs.toml")).gather == 0.0
 
 
+def test_the_managers_size_cache_can_be_sized_or_switched_off(tmp_path):
+    from dataclasses import replace
+
+    from pvfs.cli.launch import make_config, write_config
+
+    cfg = make_config(str(tmp_path), iods=2)
+    assert cfg.size_cache == cfgmod.SIZE_CACHE > 0
+    off = write_config(replace(cfg, size_cache=0), str(tmp_path / "pvfs.toml"))
+    assert off.size_cache == 0
+
+
 @pytest.mark.parametrize("text,msg", [
     ("", "[manager]"),
     ('[manager]\naddress="h:1"\ndata_dir="m"\n', "[[iod]]"),
@@ -36,6 +47,8 @@ def test_opt4_gather_round_trips(tmp_path):
       '[scheduler]\ngather=11\n'), "gather"),
     (('[manager]\naddress="h:1"\ndata_dir="m"\n[[iod]]\naddress="h:2"\ndata_dir="i"\n'
       '[scheduler]\ngather=-0.5\n'), "gather"),
+    (('[manager]\naddress="h:1"\ndata_dir="m"\nsize_cache=-1\n[[iod]]\naddress="h:2"\n'
+      'data_dir="i"\n'), "size_cache"),
     ("not toml [", "not valid TOML"),
 ])
 def test_bad_configs_say_why(tmp_path, text, msg):

@@ -217,7 +217,8 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "truncate": {"ino": INO, "local_size": Field(OFFSET)},
     "utime": {"ino": INO, "mtime_ns": Field(integer(0, 2**63 - 1))},
     "create": {"ino": INO},
-    "precreate": {"inos": Field(lambda v: _int_list(v, 4096))},  # the manager's pool
+    "precreate": {"inos": Field(lambda v: _int_list(v, 4096)),  # the manager's pool
+                  "watch": Field(boolean, False, False)},
     "unlink": {"ino": INO},
     "unlinks": {"inos": Field(lambda v: _int_list(v, 4096))},  # the manager's reaper
     "fsync": {"ino": INO, "data_only": Field(boolean, False, False)},
