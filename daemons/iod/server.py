@@ -158,7 +158,7 @@ class IodServer(ControlRequests):
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._event_loop)
-                nursery.start_soon(self.sizewatch.start)
+                nursery.start_soon(self.sizewatch.run)
                 nursery.start_soon(self._accept_loop, listener)
                 log.info("iod %d serving %s:%d, data in %s, scheduler %s (engine %s/%s)",
                          self.index, *self.address[:2], self.storage.root, self.engine.algorithm,

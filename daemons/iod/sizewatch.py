@@ -15,8 +15,10 @@ no client can be told of the change while the manager still answers the old size
   acknowledged ``forget all`` every change waits, and nothing is promised.
 
 A manager that cannot be reached (refused: it is not running, and a manager that starts has
-nothing cached) or does not answer within the request timeout (logged) does not block the
-change beyond that.
+nothing cached) or does not answer within the request timeout does not block the change
+beyond that. A report that timed out is sent again every ``RETRY_S`` until acknowledged: a
+manager that was stopped, not dead, serves the old size from its resumption until that
+report arrives (logged; the one window this design leaves open).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ log = logging.getLogger("pvfs.iod")
 __all__ = ["SizeWatch"]
 
 WATCH_MAX = 1 << 20   # promises kept; beyond it the manager is told to forget them all
+RETRY_S = 1.0         # how often a report that timed out is sent again
 
 
 class SizeWatch:
@@ -44,12 +47,23 @@ class SizeWatch:
         self.changing: Counter[int] = Counter()      # ino -> changes in progress
         self._unwatching: dict[int, trio.Event] = {}
         self._ready = trio.Event()                   # the start's "forget all" acknowledged
+        self._unreported: set[int] | None = set()   # reports that timed out (None: all)
         self.notices = 0
 
-    async def start(self) -> None:
-        """Tell the manager to forget what an earlier process of this daemon promised."""
+    async def run(self) -> None:
+        """Tell the manager to forget what an earlier process of this daemon promised, then
+        send again, every ``RETRY_S``, the reports that timed out."""
         await self._tell(None)
         self._ready.set()
+        while True:
+            await trio.sleep(RETRY_S)
+            again, self._unreported = self._unreported, set()
+            if again is None:
+                await self._tell(None)
+                continue
+            batch = sorted(again)
+            for i in range(0, len(batch), 4096):   # a request's limit (protocol/schema.py)
+                await self._tell(batch[i:i + 4096])
 
     def watch(self, ino: int) -> bool:
         """Promise to report the next change of ``ino`` (False: cannot now, don't cache)."""
@@ -121,5 +135,10 @@ class SizeWatch:
         except OSError as exc:
             if exc.errno == errno.ECONNREFUSED:
                 return  # no manager running; one that starts has nothing cached
-            log.warning("telling the manager that %s changed: %s (going on)",
-                        "every stripe file" if inos is None else f"inode {inos[0]}", exc)
+            log.warning("telling the manager that %s changed: %s (going on; sent again "
+                        "every %g s)", "every stripe file" if inos is None
+                        else f"{len(inos)} stripe file(s)", exc, RETRY_S)
+            if inos is None:
+                self._unreported = None
+            elif self._unreported is not None:
+                self._unreported.update(inos)

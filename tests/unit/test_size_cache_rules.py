@@ -49,6 +49,12 @@ def test_the_cache_is_bounded():
     assert len(c) == 3 and c.get(0) is None and c.get(4) == [(4, 0, 0)]
 
 
+async def _started(w: SizeWatch) -> None:
+    """Run the watch's loop in the background until its start report is acknowledged."""
+    trio.lowlevel.spawn_system_task(w.run)
+    await w._ready.wait()
+
+
 def test_a_change_of_a_watched_file_waits_for_the_managers_acknowledgement():
     told: list = []
     log: list[str] = []
@@ -61,7 +67,7 @@ def test_a_change_of_a_watched_file_waits_for_the_managers_acknowledgement():
     async def main():
         w = SizeWatch(notify)
         assert not w.watch(3)                   # nothing promised before the start
-        await w.start()
+        await _started(w)
         assert told == [None]
         assert w.watch(3)
 
@@ -93,10 +99,34 @@ def test_an_unreachable_manager_does_not_block_changes():
 
     async def main():
         w = SizeWatch(refused)
-        await w.start()
+        await _started(w)
         assert w.watch(1)
         async with w.change(1):
             pass
         assert 1 not in w.watched
 
     trio.run(main)
+
+
+def test_a_report_that_timed_out_is_sent_again_until_acknowledged():
+    import errno
+
+    from trio.testing import MockClock
+
+    told: list = []
+
+    async def flaky(inos):
+        told.append(inos)
+        if len(told) in (2, 3):             # the first report of inode 8, and its retry
+            raise TimeoutError(errno.ETIMEDOUT, "no reply")
+
+    async def main():
+        w = SizeWatch(flaky)
+        await _started(w)
+        assert w.watch(8)
+        async with w.change(8):             # not blocked beyond the timeout
+            pass
+        await trio.sleep(5)
+        assert told == [None, [8], [8], [8]]
+
+    trio.run(main, clock=MockClock(autojump_threshold=0))
