@@ -280,6 +280,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 row["inodes"] = {k: reply.get(k) for k in ("files", "dirs", "symlinks")}
                 row["removals_pending"] = reply.get("removals_pending", 0)
                 row["precreated"] = reply.get("precreated", 0)
+                row["size_cache"] = reply.get("size_cache")
+            else:
+                row["size_watch"] = reply.get("size_watch")
         rows.append(row)
     down = [r["name"] for r in rows if not r["up"]]
     from pvfs.cli.cmd_admin import local_mounts

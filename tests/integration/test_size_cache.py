@@ -90,3 +90,20 @@ def test_iods_report_only_what_the_manager_asked_to_watch(fs):
     reply = fs.iod_call(0, "size", ino=ino)          # a client's question: no promise
     assert reply["local_size"] == 4096 and reply["watched"] is False
     fs.unlink("/sc-plain")
+
+
+def test_status_shows_the_cache_and_the_watches(pvfs_cluster, fs, capsys):
+    import json
+
+    from pvfs.cli.main import main
+
+    with fs.open("/sc-status", "wb") as f:
+        f.write(b"s")
+    fs.stat("/sc-status")
+    fs.stat("/sc-status")
+    capsys.readouterr()
+    assert main(["status", "--json", "--config", pvfs_cluster.config.path]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["daemons"]}
+    assert rows["mgr"]["size_cache"]["hits"] >= 1
+    assert sum(r["size_watch"]["watched"] for n, r in rows.items() if n != "mgr") >= 1
+    fs.unlink("/sc-status")
