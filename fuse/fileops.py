@@ -61,9 +61,11 @@ class FileOperations:
                      ctx: RequestContext) -> tuple[FileInfo, EntryAttributes]:
         cred = self.cred(ctx)
         n = os.fsdecode(name)
+        gen = self.probed.gen
         a = self._named(parent_inode, n, await self.client.create(
             parent_inode, n, stat.S_IMODE(mode), cred, exclusive=bool(flags & os.O_EXCL),
             flags=flags | os.O_CREAT))
+        self.probed.learn(a, gen)
         self.dirattrs.learn(parent_inode, a)
         if a.get("created", True):
             self.cache.forget(a["ino"])  # a new inode: nothing cached for it can be valid

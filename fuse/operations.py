@@ -209,8 +209,10 @@ class Operations(FileOperations, pyfuse3.Operations):
     @guard
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         n = _name(name)
-        return self.entry(self._named(parent_inode, n,
-                                      await self.client.lookup(parent_inode, n, self.cred(ctx))))
+        gen = self.probed.gen
+        a = await self.client.lookup(parent_inode, n, self.cred(ctx))
+        self.probed.learn(a, gen)
+        return self.entry(self._named(parent_inode, n, a))
 
     @guard
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
@@ -356,6 +358,7 @@ class Operations(FileOperations, pyfuse3.Operations):
         h = self.table.get(fh)
         cookie = start_id
         while True:
+            gen = self.probed.gen
             try:
                 entries = await self.client.readdir(h.ino, h.cred, cookie=cookie, limit=256)
                 sized = True
@@ -370,6 +373,7 @@ class Operations(FileOperations, pyfuse3.Operations):
             if not entries:
                 return
             for name, a, nxt in entries:
+                self.probed.learn(a, gen)
                 e = self.entry(self._named(h.ino, name, a)) if sized else self._unsized_entry(a)
                 if not pyfuse3.readdir_reply(token, os.fsencode(name), e, nxt):
                     return

@@ -89,6 +89,29 @@ class ProbedCache:
             self._answers[key] = (now + self.ttl, value)
         return value
 
+    @property
+    def gen(self) -> int:
+        """Take before asking the manager for ``secx``; give to :meth:`learn` after."""
+        return self._gen
+
+    def learn(self, a: dict, gen: int) -> None:
+        """An inode's attributes from the manager say whether it has any ``security.*``
+        name (``secx``, from ``lookup``/``readdir``/``create``): none means every probed
+        name is ENODATA, cached without asking (``ls -l``'s ``security.selinux`` of each
+        entry, the first write's ``security.capability``). Not if this node changed an xattr
+        since ``gen`` was taken. Some (``secx`` True): absences cached earlier are dropped."""
+        if a.get("secx"):
+            for name in PROBED_XATTRS:
+                got = self._answers.get((a["ino"], name))
+                if got is not None and got[1] is None:
+                    del self._answers[(a["ino"], name)]
+        elif a.get("secx") is False and self.ttl > 0 and gen == self._gen:
+            if len(self._answers) >= _PROBED_MAX:
+                self._answers.clear()
+            expiry = time.monotonic() + self.ttl
+            for name in PROBED_XATTRS:
+                self._answers[(a["ino"], name)] = (expiry, None)
+
     def changed(self, inode: int) -> None:
         """Before and after this node changes an xattr of ``inode``: drop its cached answers,
         and keep a lookup in flight meanwhile from storing what it got."""

@@ -244,7 +244,9 @@ class MgrServer:
         return await self._with_size(self.store.resolve(f["path"], cred, f["follow"]))
 
     async def op_lookup(self, f, cred) -> dict:
-        return await self._with_size(self.store.lookup(f["parent"], f["name"], cred))
+        attrs = self.store.lookup(f["parent"], f["name"], cred)
+        self.store.mark_security([attrs])
+        return await self._with_size(attrs)
 
     async def op_getattr(self, f, cred) -> dict:
         return await self._with_size(self.store.getattr(f["ino"]))
@@ -305,6 +307,7 @@ class MgrServer:
                 await self._truncate(attrs, 0)
                 attrs = self.store.stamp(attrs["ino"], atime=False)  # truncated: m+ctime
         attrs["created"] = created
+        self.store.mark_security([attrs])
         return self._with_parent(attrs, f["parent"])
 
     def _with_parent(self, reply: dict, parent: int) -> dict:
@@ -388,6 +391,7 @@ class MgrServer:
         entries = [[name, attrs, cookie] for name, attrs, cookie in rows]
         if f["attrs"]:
             await self._with_sizes([attrs for _name, attrs, _cookie in entries])
+            self.store.mark_security([attrs for _name, attrs, _cookie in entries])
         return {"entries": entries}
 
     async def op_statfs(self, f, cred) -> dict:

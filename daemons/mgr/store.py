@@ -213,6 +213,19 @@ class MetaStore(StoreAdministration):
     def getattr(self, ino: int) -> dict:
         return self._get(check_ino(ino)).attrs()
 
+    def mark_security(self, attrs: list[dict]) -> None:
+        """Set ``secx`` in each: whether the inode has any ``security.*`` extended attribute
+        (mounts answer the kernel's probes of those names from it; fuse/xattrs.py)."""
+        inos = [a["ino"] for a in attrs]
+        have: set[int] = set()
+        for i in range(0, len(inos), 500):
+            part = inos[i:i + 500]
+            have.update(r[0] for r in self._db.execute(
+                f"SELECT DISTINCT ino FROM xattrs WHERE ino IN ({','.join('?' * len(part))}) "
+                "AND name >= 'security.' AND name < 'security/'", part))
+        for a in attrs:
+            a["secx"] = a["ino"] in have
+
     # -- attributes -----------------------------------------------------------------------
 
     def setattr(self, ino: int, cred: Cred, *, mode: int | None = None, uid: int | None = None,

@@ -56,3 +56,31 @@ def test_other_changes_to_a_directory_are_seen_at_once(pvfs_cluster, tmp_path):
         for n in ("x", "link"):
             os.unlink(e / n)
         e.rmdir()
+
+
+def test_ls_l_asks_the_manager_for_no_security_probe(pvfs_cluster, tmp_path):
+    """readdir/lookup replies say whether an inode has security.* names (secx): `ls -l`'s
+    security.selinux of each entry needs no getxattr; a set one is still seen."""
+    import subprocess
+
+    def getxattrs(fs) -> float:
+        for fam in fs.meta("metrics")["families"]:
+            if fam["name"] == "pvfs_requests_total":
+                return sum(v for _suffix, labels, v in fam["samples"]
+                           if labels.get("op") == "getxattr")
+        return 0.0
+
+    with pvfs_cluster.connect() as fs:
+        fs.mkdir("/listed")
+        for i in range(40):
+            fs.open(f"/listed/f{i}", "wb").close()
+        fs.setxattr("/listed/f7", "security.selinux", b"system_u:object_r:pvfs_t:s0\0")
+        with Mount(pvfs_cluster.config_path, tmp_path / "mnt", "attr_timeout=30") as m:
+            before = getxattrs(fs)
+            out = subprocess.run(["ls", "-lZ", str(m.path / "listed")], check=True,
+                                 capture_output=True, text=True).stdout
+            assert getxattrs(fs) - before <= 1      # only f7's label is fetched
+            assert "pvfs_t" in out and out.count("\n") == 41
+        for i in range(40):
+            fs.unlink(f"/listed/f{i}")
+        fs.rmdir("/listed")

@@ -56,6 +56,7 @@ class FakeClient:
         self.setattr_calls: list[dict] = []
         self._fail: dict[str, BaseException] = {}
         self._next = ROOT_INO + 1
+        self.marks_security = False   # attrs say whether security.* names exist (secx)
 
     # ------------------------------------------------------------------ test controls
     def fail_next(self, name: str, exc: BaseException) -> None:
@@ -87,7 +88,9 @@ class FakeClient:
                 "atime_ns": n.atime_ns, "mtime_ns": n.mtime_ns, "ctime_ns": n.ctime_ns,
                 "stripe": None if is_dir else [self.stripe.base, self.stripe.pcount,
                                                self.stripe.ssize],
-                "rdev": 0, "blocks": (len(n.data) + 511) // 512}
+                "rdev": 0, "blocks": (len(n.data) + 511) // 512} | (
+                    {"secx": any(k.startswith("security.") for k in n.xattrs)}
+                    if self.marks_security else {})
 
     # ------------------------------------------------------------------ metadata
     async def lookup(self, parent: int, name: str, cred: Cred = ROOT) -> dict:

@@ -132,6 +132,36 @@ async def test_capability_not_cached_without_attr_timeout() -> None:
     assert client.calls["getxattr"] == 3 and ops.counters["capability_hits"] == 0
 
 
+async def test_a_manager_that_marks_security_names_saves_the_probes() -> None:
+    """``secx`` False in a create/lookup reply: the probes are answered ENODATA locally;
+    True: asked (and the value returned)."""
+    ops, client = mount(attr_timeout=60.0)
+    client.marks_security = True
+    ino, _ = await new_file(ops)
+    for n in (CAPS_XATTR, "security.selinux"):
+        with pytest.raises(pyfuse3.FUSEError) as info:
+            await ops.getxattr(ino, n.encode(), ctx())
+        assert info.value.errno == errno.ENODATA
+    assert client.calls["getxattr"] == 0
+    ino2, _ = await new_file(ops, b"labelled")
+    client.nodes[ino2].xattrs["security.selinux"] = b"label"
+    await ops.lookup(ROOT_INO, b"labelled", ctx())
+    assert await ops.getxattr(ino2, b"security.selinux", ctx()) == b"label"
+    assert client.calls["getxattr"] == 1
+
+
+async def test_a_mark_taken_before_this_nodes_own_xattr_change_is_not_learned() -> None:
+    from pvfs.fuse.xattrs import ProbedCache
+
+    probed = ProbedCache(60.0, {"capability_hits": 0})
+    gen = probed.gen
+    probed.changed(7)                   # this node set an xattr while the lookup was out
+    probed.learn({"ino": 7, "secx": False}, gen)
+    assert not probed._answers
+    probed.learn({"ino": 7, "secx": False}, probed.gen)
+    assert len(probed._answers) == 2
+
+
 # ---------------------------------------------------------------------- keep_cache
 async def test_keep_cache_only_when_the_file_is_unchanged() -> None:
     ops, client = mount()
