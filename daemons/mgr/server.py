@@ -145,7 +145,7 @@ class MgrServer:
         if shares is None:
             token = self.sizes.begin(ino)
             replies = await self._each([(iod, {"op": "size", "ino": ino,
-                                                     "watch": self.sizes.enabled})
+                                                     "watch": self.sizes.wants_watch(ino)})
                                         for _, iod in self._iods_of(stripe)])
             shares = [(r["local_size"], r["mtime_ns"], r.get("blocks")) for r in replies]
             self.sizes.install(ino, token, shares, all(r.get("watched") for r in replies))
@@ -165,7 +165,8 @@ class MgrServer:
                 tokens[a["ino"]] = self.sizes.begin(a["ino"])
                 for _, iod in self._iods_of(a["stripe"]):
                     wanted.setdefault(iod, []).append(a["ino"])
-        calls = [(iod, {"op": "sizes", "inos": inos, "watch": self.sizes.enabled})
+        watch = all(self.sizes.wants_watch(ino) for ino in tokens)  # one flag per request
+        calls = [(iod, {"op": "sizes", "inos": inos, "watch": watch})
                  for iod, inos in wanted.items()]
         replies = await self._each(calls)
         got: dict[tuple[int, int], tuple[int, int, int | None]] = {}

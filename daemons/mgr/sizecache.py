@@ -16,15 +16,25 @@ The rules that make a cached answer exact:
 - A precreated file's stripe files are empty and watched from their making
   (``watch_pool``): a create from the pool caches zeros without asking anyone.
 - A daemon that restarted has forgotten what it watched: its first act is ``forget_all``.
+
+A promise costs the daemon a round trip to the manager before the next change. For a file
+being written while someone stats it (``tail -f``, a progress bar, fsx) that is one extra
+round trip per write, and the cached answer is gone by the next stat anyway: a file whose
+size changed within the last ``HOT_S`` is *hot* and not watched (asked each time, as
+without the cache), so only quiet files carry promises.
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 __all__ = ["Share", "SizeCache"]
 
 Share = tuple[int, int, "int | None"]   # (local size, mtime_ns, st_blocks) of one stripe file
+
+HOT_S = 1.0        # a file changed this recently is not watched (asked on every stat)
+HOT_MAX = 1 << 16  # changed files remembered for that
 
 
 class SizeCache:
@@ -37,10 +47,18 @@ class SizeCache:
         self._shares: OrderedDict[int, list[Share]] = OrderedDict()  # ino -> per rank, LRU
         self._pending: dict[int, object] = {}   # ino -> token of the newest fetch on its way
         self._pool: set[int] = set()            # precreated inodes every daemon watches
+        self._changed: OrderedDict[int, float] = OrderedDict()  # ino -> last report, oldest first
         self.hits = self.misses = self.invalidations = 0
 
     def __len__(self) -> int:
         return len(self._shares)
+
+    def wants_watch(self, ino: int) -> bool:
+        """Whether to ask the daemons for a promise on ``ino`` (not while it is hot)."""
+        if not self.enabled:
+            return False
+        when = self._changed.get(ino)
+        return when is None or time.monotonic() - when >= HOT_S
 
     def get(self, ino: int) -> list[Share] | None:
         shares = self._shares.get(ino)
@@ -79,11 +97,16 @@ class SizeCache:
 
     def forget(self, inos) -> None:
         """Stripe files of these inodes changed (or are gone): ask the daemons next time."""
+        now = time.monotonic()
         for ino in inos:
             self.invalidations += 1
             self._shares.pop(ino, None)
             self._pending.pop(ino, None)
             self._pool.discard(ino)
+            self._changed[ino] = now
+            self._changed.move_to_end(ino)
+        while len(self._changed) > HOT_MAX:
+            self._changed.popitem(last=False)
 
     def forget_all(self) -> None:
         """A daemon restarted (or gave up watching): nothing cached can be trusted."""
@@ -94,7 +117,8 @@ class SizeCache:
 
     def status(self) -> dict:
         return {"entries": len(self._shares), "hits": self.hits, "misses": self.misses,
-                "invalidations": self.invalidations, "pool_watched": len(self._pool)}
+                "invalidations": self.invalidations, "pool_watched": len(self._pool),
+                "changed_recently": len(self._changed)}
 
     def _put(self, ino: int, shares: list[Share]) -> None:
         self._shares[ino] = shares

@@ -42,6 +42,20 @@ def test_pooled_creates_and_forget_all():
     assert c.get(5) is None and not c.created(6, 4)
 
 
+def test_a_file_that_just_changed_is_not_watched(monkeypatch):
+    from pvfs.daemons.mgr import sizecache
+
+    now = [100.0]
+    monkeypatch.setattr(sizecache.time, "monotonic", lambda: now[0])
+    c = SizeCache()
+    assert c.wants_watch(3)
+    c.forget([3])
+    assert not c.wants_watch(3) and c.wants_watch(4)
+    now[0] += sizecache.HOT_S
+    assert c.wants_watch(3)
+    assert not SizeCache(0).wants_watch(5)
+
+
 def test_the_cache_is_bounded():
     c = SizeCache(capacity=3)
     for i in range(5):
