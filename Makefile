@@ -54,6 +54,9 @@ test: setup
 bench: setup
 	$(PY) bench/stream.py
 	$(PY) bench/fio/run.py --all
+	$(PY) bench/meta.py --target gluster --target moosefs --target pvfs --json meta
+	$(PY) bench/apps.py --target gluster --target moosefs --target pvfs --json apps
+	$(PY) bench/memory.py --json memory_iods
 
 lint: venv
 	$(VENV)/bin/ruff check src daemons cli fuse traces tests bench

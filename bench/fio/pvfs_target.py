@@ -7,6 +7,9 @@
 * :func:`native_opener` — the ``py:bench.fio.pvfs_target:native_opener`` hook of
   :mod:`bench.fio.pyjobs`: ``pvfs.connect`` on the config named by ``$PVFS_BENCH_CONFIG``,
   files under ``/fio-native-<pid>``; ``pread``/``pwrite`` go straight to the I/O daemons.
+
+Each daemon's and mount's peak resident memory (``VmHWM``) is kept in :data:`PEAK_RSS` as
+they stop, for the benchmarks' results (issue 11's memory bounds).
 """
 
 from __future__ import annotations
@@ -22,6 +25,26 @@ from pathlib import Path
 
 CONFIG_ENV = "PVFS_BENCH_CONFIG"
 MOUNT_TIMEOUT = 30.0
+PEAK_RSS: dict[str, int] = {}   # "mgr", "iod0", ..., "mount:<path>" -> peak resident bytes
+
+
+def peak_rss(pid: int) -> int | None:
+    """A live process's peak resident set (``VmHWM``) in bytes."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _note_daemons(run_dir: str) -> None:
+    for pidfile in sorted(Path(run_dir).glob("*.pid")):
+        with contextlib.suppress(OSError, ValueError):
+            got = peak_rss(int(pidfile.read_text().split()[0]))
+            if got is not None:
+                PEAK_RSS[pidfile.stem] = max(got, PEAK_RSS.get(pidfile.stem, 0))
 
 
 @contextlib.contextmanager
@@ -36,6 +59,7 @@ def pvfs_cluster(directory: str | os.PathLike[str], iods: int = 4) -> Iterator[s
         up(cfg)
         yield str(root / "pvfs.toml")
     finally:
+        _note_daemons(cfg.run_dir)
         down(cfg)
 
 
@@ -71,6 +95,9 @@ def pvfs_mount(config: str, path: str | os.PathLike[str], options: str = "") -> 
         os.stat(mnt)
         yield str(mnt)
     finally:
+        got = peak_rss(proc.pid)
+        if got is not None:
+            PEAK_RSS[f"mount:{mnt}"] = max(got, PEAK_RSS.get(f"mount:{mnt}", 0))
         _unmount(mnt)
         try:
             proc.wait(30)
