@@ -167,7 +167,8 @@ class ReactiveSelector:
             # Logical range -> this daemon's share of it (S_req_o counts local bytes).
             w = rs.estimate(n_here, max(1, len(recs)), s_o, max(1, d_o),
                             r_o // max(1, pcount), cached)
-        pick, preds = rs.select(self.params, w)
+        gather = self.server.engine.gather
+        pick, preds = rs.select(self.params, w, fixed={"opt4": gather} if gather else None)
         self.picks[pick] += 1
         col = "cached" if rs.is_cached(self.params, w) else "uncached"
         self.decisions[f"{w.kind()}/{col}->{pick}"] += 1

@@ -21,7 +21,8 @@ class FakeStorage:
 def server(resident: float = 0.0, model: dict | None = None):
     extra = {"model": model} if model else {}
     return SimpleNamespace(config=SimpleNamespace(extra=extra), stats=WorkloadStats(),
-                           storage=FakeStorage(resident), engine=SimpleNamespace(algorithm="opt1"),
+                           storage=FakeStorage(resident),
+                           engine=SimpleNamespace(algorithm="opt1", gather=0.0),
                            _nursery=None)
 
 

@@ -4,6 +4,7 @@ vector, the estimation of eq. 5.7-5.10, and the selector's picks in §4.6-5.6's 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -86,6 +87,20 @@ def test_large_uncached_blocks_pick_disk_directed_opt4():
     assert pick(S_req=14e6, N_req=14, D_req=14, R_req=14e6, cached=0.0) == "opt4"
     # ... also from the thesis' own rule (S_req beyond the cache)
     assert pick(S_req=200e6, N_req=14, D_req=14, R_req=200e6) == "opt4"
+
+
+def test_opt4s_gather_is_charged_where_it_matters():
+    """opt4's wait for a collective's requests (csrc/sched.c ``gather``) is added to its
+    prediction: nothing beside a 14 MB operation on a slow disk, decisive on a small one."""
+    p = rs.thesis_params()
+    big = rs.Workload(S_req=14e6, N_req=14, D_req=14, R_req=14e6, cached=0.0)
+    assert rs.select(p, big, fixed={"opt4": 0.01})[0] == "opt4"
+    fast = replace(p, B_dr=2e9, B_drc=8e9)           # a disk of today, not of 2000
+    small = rs.Workload(S_req=2e6, N_req=14, D_req=14, R_req=40e6, cached=0.0)
+    pick, preds = rs.select(fast, small)
+    assert pick == "opt4"
+    pick, charged = rs.select(fast, small, fixed={"opt4": 0.01})
+    assert charged["opt4"] == preds["opt4"] + 0.01 and pick != "opt4"
 
 
 def test_strided_picks_opt1():

@@ -226,16 +226,25 @@ def from_hint(hint: Mapping[str, int], cached: float | None = None) -> Workload:
                     R_req=max(hint["range"], hint["size"]), cached=cached)
 
 
-def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS) -> tuple[str, dict]:
+def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
+           fixed: Mapping[str, float] | None = None) -> tuple[str, dict]:
     """The algorithm with the smallest predicted time, and every prediction. When the I/O
     time is ~0 (below ``p.zero_s``) the thesis' fix applies (§5.6): "default to a more
     practical algorithm for this situation, such as Opt 1" -- ``p.small_alg``, opt1 unless
-    the fit found another one better for small requests on this system."""
+    the fit found another one better for small requests on this system.
+
+    ``fixed`` adds a cost per operation the thesis' algorithms did not have: our opt4 holds
+    the first request of a busy period ``gather`` seconds for the rest of its collective
+    (csrc/sched.c), a wait that is nothing beside a slow disk's seconds and most of a fast
+    one's operation (docs/scheduling.md)."""
     # Eq. 5.6 with the parts every algorithm shares computed once (this runs on every
     # request): T_over + E_opt[alg][column] * base.
     base = e_req(p, w) * e_dist(p, w) * t_ioread(p, w.S_req, w.cached)
     col = CLASSES.index(w.kind()) + (3 if is_cached(p, w) else 0)
     preds = {a: p.T_over + p.E_opt[a][col] * base for a in algorithms}
+    for a, cost in (fixed or {}).items():
+        if a in preds:
+            preds[a] += cost
     # "~0" is judged on the baseline I/O time (E_opt = 1, opt2's): the factors of table 5.3
     # are all near 1, so when it is ~0 every algorithm's is.
     if base < p.zero_s:
