@@ -17,6 +17,7 @@ Three kinds of names never reach the manager as plain xattrs:
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -36,7 +37,9 @@ CAPS_XATTR = "security.capability"
 PROBED_XATTRS = frozenset((CAPS_XATTR, "security.selinux"))
 ACL_XATTRS = frozenset(("system.posix_acl_access", "system.posix_acl_default"))
 
-_PROBED_MAX = 4096  # cached (inode, name) answers; cleared wholesale when full
+# Cached (inode, name) answers, two per inode: an `ls -l` of a 10,000-entry directory must
+# not push out the answers its own readdir just learned. Beyond it the oldest eighth goes.
+_PROBED_MAX = 1 << 17
 
 
 class ProbedCache:
@@ -76,8 +79,7 @@ class ProbedCache:
             if got[1] is None:
                 raise FUSEError(errno.ENODATA)
             return got[1]
-        if len(self._answers) >= _PROBED_MAX:
-            self._answers.clear()
+        self._make_room()
         gen = self._gen
         try:
             value = await fetch()
@@ -106,11 +108,16 @@ class ProbedCache:
                 if got is not None and got[1] is None:
                     del self._answers[(a["ino"], name)]
         elif a.get("secx") is False and self.ttl > 0 and gen == self._gen:
-            if len(self._answers) >= _PROBED_MAX:
-                self._answers.clear()
+            self._make_room()
             expiry = time.monotonic() + self.ttl
             for name in PROBED_XATTRS:
                 self._answers[(a["ino"], name)] = (expiry, None)
+
+    def _make_room(self) -> None:
+        """Drop the oldest eighth of the answers when full (dicts keep insertion order)."""
+        if len(self._answers) >= _PROBED_MAX:
+            for key in list(itertools.islice(self._answers, _PROBED_MAX // 8)):
+                del self._answers[key]
 
     def changed(self, inode: int) -> None:
         """Before and after this node changes an xattr of ``inode``: drop its cached answers,

@@ -162,6 +162,21 @@ async def test_a_mark_taken_before_this_nodes_own_xattr_change_is_not_learned() 
     assert len(probed._answers) == 2
 
 
+async def test_a_big_directorys_marks_are_all_kept() -> None:
+    """An `ls -l` of 10,000 entries learns 20,000 answers; the newest are never all lost
+    (they were: the cache used to be cleared wholesale at 4,096)."""
+    from pvfs.fuse import xattrs
+
+    probed = xattrs.ProbedCache(60.0, {"capability_hits": 0})
+    for ino in range(1, 10_001):
+        probed.learn({"ino": ino, "secx": False}, probed.gen)
+    assert len(probed._answers) == 20_000
+    for ino in range(1, xattrs._PROBED_MAX):
+        probed.learn({"ino": 100_000 + ino, "secx": False}, probed.gen)
+    assert xattrs._PROBED_MAX * 7 // 8 <= len(probed._answers) <= xattrs._PROBED_MAX
+    assert (100_000 + xattrs._PROBED_MAX - 1, "security.selinux") in probed._answers
+
+
 # ---------------------------------------------------------------------- keep_cache
 async def test_keep_cache_only_when_the_file_is_unchanged() -> None:
     ops, client = mount()
