@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=200, help="MiB each I/O daemon must stay under")
     ap.add_argument("--json", metavar="NAME")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # tear the cluster down
     with tempfile.TemporaryDirectory(prefix="pvfs-memory-") as d, pvfs_cluster(d) as config:
         from pvfs.config import load
 
