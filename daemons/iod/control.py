@@ -51,6 +51,8 @@ class ControlRequests:
 
     async def op_truncate(self, f: dict) -> dict:
         # Freeing the blocks of a large file can take the disk a long time.
+        if f["unwatch"]:
+            self.sizewatch.drop(f["ino"])
         async with self.sizewatch.change(f["ino"]):
             await trio.to_thread.run_sync(self.storage.truncate, f["ino"], f["local_size"])
         return {}
@@ -68,6 +70,8 @@ class ControlRequests:
         return {"made": made, "watched": all(watched)}
 
     async def op_utime(self, f: dict) -> dict:
+        if f["unwatch"]:
+            self.sizewatch.drop(f["ino"])
         async with self.sizewatch.change(f["ino"]):
             await trio.to_thread.run_sync(self.storage.utime, f["ino"], f["mtime_ns"])
         return {}

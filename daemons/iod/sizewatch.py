@@ -110,6 +110,10 @@ class SizeWatch:
         else:
             del self.changing[ino]
 
+    def drop(self, ino: int) -> None:
+        """The manager changes the file itself and forgot its size: no report needed."""
+        self.watched.discard(ino)
+
     def gone(self, ino: int) -> None:
         """The stripe file was removed (the manager dropped the inode itself)."""
         self.watched.discard(ino)

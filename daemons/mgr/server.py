@@ -202,9 +202,20 @@ class MgrServer:
 
     async def _truncate(self, attrs: dict, size: int) -> None:
         stripe = Stripe(*attrs["stripe"])
-        await self._each([(iod, {"op": "truncate", "ino": attrs["ino"],
-                                 "local_size": local_size(stripe, rank, size)})
-                          for rank, iod in self._iods_of(stripe)])
+        await self._change_stripes(attrs["ino"], [
+            (iod, {"op": "truncate", "ino": attrs["ino"],
+                   "local_size": local_size(stripe, rank, size)})
+            for rank, iod in self._iods_of(stripe)])
+
+    async def _change_stripes(self, ino: int, calls: list[tuple[int, dict]]) -> None:
+        """The manager's own change of a file's stripe files (truncate, utime): its cached
+        size goes before and after (a fetch begun in between is not kept), and the daemons
+        drop their promise without reporting back (``unwatch``; sizecache.py)."""
+        self.sizes.forget([ino], reported=False)
+        try:
+            await self._each([(iod, {**header, "unwatch": True}) for iod, header in calls])
+        finally:
+            self.sizes.forget([ino], reported=False)
 
     # ------------------------------------------------------------------ operations
     async def op_ping(self, f, cred) -> dict:
@@ -265,9 +276,9 @@ class MgrServer:
         if f["mtime_ns"] is not None and attrs["type"] == "file":
             # The reported mtime is the newest of the inode's and its stripe files' (data
             # written later must show), so an explicit mtime is set on the stripe files too.
-            await self._each([(iod, {"op": "utime", "ino": attrs["ino"],
-                                     "mtime_ns": attrs["mtime_ns"]})
-                              for _, iod in self._iods_of(attrs["stripe"])])
+            await self._change_stripes(attrs["ino"], [
+                (iod, {"op": "utime", "ino": attrs["ino"], "mtime_ns": attrs["mtime_ns"]})
+                for _, iod in self._iods_of(attrs["stripe"])])
         return await self._with_size(attrs)
 
     async def op_create(self, f, cred) -> dict:

@@ -20,8 +20,14 @@ The rules that make a cached answer exact:
 A promise costs the daemon a round trip to the manager before the next change. For a file
 being written while someone stats it (``tail -f``, a progress bar, fsx) that is one extra
 round trip per write, and the cached answer is gone by the next stat anyway: a file whose
-size changed within the last ``HOT_S`` is *hot* and not watched (asked each time, as
-without the cache), so only quiet files carry promises.
+daemons reported a second change within ``HOT_S`` of the one before is *hot* and not watched
+until ``HOT_S`` has passed (asked each time, as without the cache). One report does not
+make a file hot: a file written once and then given its owner, mode and times (``tar x``,
+``cp -p``) is watched again from its first ``setattr``.
+
+The manager's own changes of stripe files (truncate, utime) are not reports: it drops the
+entry before and after them (``forget(..., reported=False)``; a fetch begun in between is
+not kept) and the daemons drop their promise without reporting back.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ __all__ = ["Share", "SizeCache"]
 
 Share = tuple[int, int, "int | None"]   # (local size, mtime_ns, st_blocks) of one stripe file
 
-HOT_S = 1.0        # a file changed this recently is not watched (asked on every stat)
+HOT_S = 1.0        # two reported changes this close: the file is hot, not watched for HOT_S
 HOT_MAX = 1 << 16  # changed files remembered for that
 
 
@@ -47,7 +53,8 @@ class SizeCache:
         self._shares: OrderedDict[int, list[Share]] = OrderedDict()  # ino -> per rank, LRU
         self._pending: dict[int, object] = {}   # ino -> token of the newest fetch on its way
         self._pool: set[int] = set()            # precreated inodes every daemon watches
-        self._changed: OrderedDict[int, float] = OrderedDict()  # ino -> last report, oldest first
+        # ino -> (time of the last report, reports in a row each within HOT_S), oldest first
+        self._changed: OrderedDict[int, tuple[float, int]] = OrderedDict()
         self.hits = self.misses = self.invalidations = 0
 
     def __len__(self) -> int:
@@ -57,8 +64,8 @@ class SizeCache:
         """Whether to ask the daemons for a promise on ``ino`` (not while it is hot)."""
         if not self.enabled:
             return False
-        when = self._changed.get(ino)
-        return when is None or time.monotonic() - when >= HOT_S
+        got = self._changed.get(ino)
+        return got is None or got[1] < 2 or time.monotonic() - got[0] >= HOT_S
 
     def get(self, ino: int) -> list[Share] | None:
         shares = self._shares.get(ino)
@@ -95,16 +102,19 @@ class SizeCache:
         self._put(ino, [(0, 0, 0)] * pcount)
         return True
 
-    def forget(self, inos) -> None:
-        """Stripe files of these inodes changed (or are gone): ask the daemons next time."""
+    def forget(self, inos, reported: bool = True) -> None:
+        """Stripe files of these inodes changed (or are gone): ask the daemons next time.
+        ``reported``: a daemon's report (counts towards hot), not the manager's own change."""
         now = time.monotonic()
         for ino in inos:
             self.invalidations += 1
             self._shares.pop(ino, None)
             self._pending.pop(ino, None)
             self._pool.discard(ino)
-            self._changed[ino] = now
-            self._changed.move_to_end(ino)
+            if not reported:
+                continue
+            last, streak = self._changed.pop(ino, (-HOT_S, 0))
+            self._changed[ino] = (now, streak + 1 if now - last < HOT_S else 1)
         while len(self._changed) > HOT_MAX:
             self._changed.popitem(last=False)
 

@@ -50,8 +50,15 @@ def test_a_file_that_just_changed_is_not_watched(monkeypatch):
     c = SizeCache()
     assert c.wants_watch(3)
     c.forget([3])
-    assert not c.wants_watch(3) and c.wants_watch(4)
+    assert c.wants_watch(3)            # one report: written once (tar x), still watched
+    now[0] += sizecache.HOT_S / 2
+    c.forget([3])
+    assert not c.wants_watch(3) and c.wants_watch(4)   # a second within HOT_S: hot
     now[0] += sizecache.HOT_S
+    assert c.wants_watch(3)
+    c.forget([3])                      # reports HOT_S apart do not add up
+    assert c.wants_watch(3)
+    c.forget([3], reported=False)      # nor do the manager's own changes
     assert c.wants_watch(3)
     assert not SizeCache(0).wants_watch(5)
 

@@ -214,8 +214,11 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "size": {"ino": INO, "watch": Field(boolean, False, False)},
     "sizes": {"inos": Field(lambda v: _int_list(v, 4096)),
               "watch": Field(boolean, False, False)},
-    "truncate": {"ino": INO, "local_size": Field(OFFSET)},
-    "utime": {"ino": INO, "mtime_ns": Field(integer(0, 2**63 - 1))},
+    # unwatch: the manager's own change; drop its size promise without reporting back
+    "truncate": {"ino": INO, "local_size": Field(OFFSET),
+                 "unwatch": Field(boolean, False, False)},
+    "utime": {"ino": INO, "mtime_ns": Field(integer(0, 2**63 - 1)),
+              "unwatch": Field(boolean, False, False)},
     "create": {"ino": INO},
     "precreate": {"inos": Field(lambda v: _int_list(v, 4096)),  # the manager's pool
                   "watch": Field(boolean, False, False)},
