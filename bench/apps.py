@@ -32,7 +32,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -48,6 +47,7 @@ if __package__ in (None, ""):
 from bench.common import (
     REPO_ROOT,
     drop_caches,
+    exit_on_sigterm,
     format_ratio,
     format_table,
     median,
@@ -146,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="NAME")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
-    # SIGTERM (a timeout, a kill) must still tear the targets down: peers and pvfs included.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    exit_on_sigterm()
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(message)s")
     named = [parse_target(t) for t in args.target]

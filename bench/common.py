@@ -194,6 +194,14 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 # --------------------------------------------------------------------------- system
 
 
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM (a timeout, a kill) into SystemExit, so the ``with`` blocks that started
+    peers, pvfs daemons and mounts tear them down as after Ctrl-C."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 def drop_caches() -> bool:
     """Flush dirty pages and drop the page, dentry and inode caches (needs root).
 

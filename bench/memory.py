@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import signal
 import sys
 import tempfile
 import threading
@@ -26,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import format_table, write_results
+from bench.common import exit_on_sigterm, format_table, write_results
 from bench.fio.pvfs_target import peak_rss, pvfs_cluster
 
 MIB = 1 << 20
@@ -119,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=200, help="MiB each I/O daemon must stay under")
     ap.add_argument("--json", metavar="NAME")
     args = ap.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # tear the cluster down
+    exit_on_sigterm()
     with tempfile.TemporaryDirectory(prefix="pvfs-memory-") as d, pvfs_cluster(d) as config:
         from pvfs.config import load
 

@@ -46,7 +46,15 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import drop_caches, format_ratio, format_table, median, ratio, write_results
+from bench.common import (
+    drop_caches,
+    exit_on_sigterm,
+    format_ratio,
+    format_table,
+    median,
+    ratio,
+    write_results,
+)
 from bench.fio.run import open_target, parse_target, pvfs_for
 
 log = logging.getLogger("bench.meta")
@@ -270,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="NAME")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
+    exit_on_sigterm()
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(message)s")
     named = [parse_target(t) for t in args.target]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import format_bytes_rate, format_table, median, write_results
+from bench.common import exit_on_sigterm, format_bytes_rate, format_table, median, write_results
 from bench.peers.iperf import iperf3_bandwidth
 
 MiB = 1 << 20
@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iperf-seconds", type=float, default=3.0)
     ap.add_argument("--ssize", type=int, default=65536, help="stripe unit of the files (bytes)")
     args = ap.parse_args(argv)
+    exit_on_sigterm()
 
     from pvfs.cli.launch import down, make_config, up, write_config
 

@@ -61,6 +61,7 @@ if __package__ in (None, ""):
 from bench.common import (
     drop_caches,
     ensure_apt,
+    exit_on_sigterm,
     format_bytes_rate,
     format_ratio,
     format_table,
@@ -349,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="save bench/results/NAME.json (with --all: default 'fio')")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
+    exit_on_sigterm()
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(message)s")
 

@@ -100,3 +100,27 @@ def test_moosefs_configs(tmp_path: Path) -> None:
 def test_unmount_of_unmounted_path_is_noop(tmp_path: Path) -> None:
     assert not common.is_mounted(tmp_path)
     common.unmount(tmp_path)
+
+
+def test_sigterm_tears_down_what_a_benchmark_started(tmp_path):
+    """A killed benchmark must still leave its `with` blocks (peers, daemons, mounts)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = tmp_path / "torn-down"
+    code = ("import sys, time, contextlib\n"
+            f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+            "from bench.common import exit_on_sigterm\n"
+            "exit_on_sigterm()\n"
+            "@contextlib.contextmanager\n"
+            "def target():\n"
+            "    try:\n        yield\n"
+            f"    finally:\n        open({str(marker)!r}, 'w').close()\n"
+            "with target():\n    print('up', flush=True)\n    time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "up"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 143
+    assert marker.exists()
