@@ -107,7 +107,6 @@ def test_sigterm_tears_down_what_a_benchmark_started(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
     marker = tmp_path / "torn-down"
     code = ("import sys, time, contextlib\n"
