@@ -28,7 +28,6 @@ and the daemons' peak resident memory (``pvfs_peak_rss``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import shutil
@@ -37,7 +36,6 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +52,8 @@ from bench.common import (
     ratio,
     write_results,
 )
-from bench.fio.run import open_target, parse_target, pvfs_for
+from bench.fio.run import parse_target
+from bench.meta import directory_targets
 
 log = logging.getLogger("bench.apps")
 
@@ -114,18 +113,6 @@ def format_report(report: dict, targets: list[str], subject: str) -> str:
     return format_table(["phase (s)"] + targets + ["best other", f"best/{subject}"], rows)
 
 
-@contextlib.contextmanager
-def _targets(named: list[tuple[str, str]], workdir: Path, options: str
-             ) -> Iterator[list[tuple[str, str]]]:
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(pvfs_for(named, workdir, options))
-        out = []
-        for name, spec in named:
-            t = stack.enter_context(open_target(name, spec, workdir))
-            if t.directory is None:
-                raise ValueError(f"target {name}: apps needs a directory target")
-            out.append((name, t.directory))
-        yield out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,10 +156,10 @@ def main(argv: list[str] | None = None) -> int:
                                        capture_output=True, text=True).stdout.splitlines())
             log.info("clone %s (%d files); extract %s (%d files, %.0f MiB)", args.repo, files,
                      args.tree, tree["files"], tree["bytes"] / 2**20)
-            with _targets(named, workdir, args.pvfs_options) as targets:
+            with directory_targets(named, workdir, args.pvfs_options) as targets:
                 for rep in range(args.repeats):
                     k = rep % len(targets)
-                    for name, directory in targets[k:] + targets[:k]:
+                    for name, directory, _probe in targets[k:] + targets[:k]:
                         load.append(os.getloadavg()[0])
                         r = measure_target(directory, args.repo.resolve(), tarball)
                         runs[name].append(r)

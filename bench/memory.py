@@ -26,7 +26,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import exit_on_sigterm, format_table, write_results
-from bench.fio.pvfs_target import peak_rss, pvfs_cluster
+from bench.fio.pvfs_target import peak_rss, pvfs_cluster, status_bytes
 
 MIB = 1 << 20
 
@@ -80,7 +80,7 @@ def run(config: str, run_dir: str, clients: int, procs: int, request: int,
     with pvfs.connect(config) as fs:
         while any(p.is_alive() for p in ps):
             for n, pid in pids.items():
-                got = _rss(pid)
+                got = status_bytes(pid, "VmRSS")
                 if got is not None:
                     samples[n].append(got)
             for i in range(fs.config.niods):
@@ -97,15 +97,6 @@ def run(config: str, run_dir: str, clients: int, procs: int, request: int,
             "peak_rss": {n: peak_rss(pid) for n, pid in pids.items()},
             "rss_samples": samples}
 
-
-def _rss(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -242,7 +242,7 @@ def format_report(report: dict, targets: list[str], subject: str) -> str:
 
 
 @contextlib.contextmanager
-def _targets(named: list[tuple[str, str]], workdir: Path, options: str
+def directory_targets(named: list[tuple[str, str]], workdir: Path, options: str
              ) -> Iterator[list[tuple[str, str, Callable[[], dict] | None]]]:
     from bench.fio.pvfs_target import CONFIG_ENV
 
@@ -252,7 +252,7 @@ def _targets(named: list[tuple[str, str]], workdir: Path, options: str
         for name, spec in named:
             t = stack.enter_context(open_target(name, spec, workdir))
             if t.directory is None:
-                raise ValueError(f"target {name}: meta needs a directory target")
+                raise ValueError(f"target {name}: needs a directory target")
             probe = None
             if spec == "pvfs":
                 config = os.environ[CONFIG_ENV]
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {n: [] for n in names}
     load = []
     try:
-        with _targets(named, workdir, args.pvfs_options) as targets:
+        with directory_targets(named, workdir, args.pvfs_options) as targets:
             for rep in range(args.repeats):
                 k = rep % len(targets)
                 for name, directory, probe in targets[k:] + targets[:k]:

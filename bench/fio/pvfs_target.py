@@ -28,15 +28,20 @@ MOUNT_TIMEOUT = 30.0
 PEAK_RSS: dict[str, int] = {}   # "mgr", "iod0", ..., "mount:<path>" -> peak resident bytes
 
 
-def peak_rss(pid: int) -> int | None:
-    """A live process's peak resident set (``VmHWM``) in bytes."""
+def status_bytes(pid: int, field: str) -> int | None:
+    """A live process's ``/proc/PID/status`` memory field (``VmHWM``, ``VmRSS``) in bytes."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
     return None
+
+
+def peak_rss(pid: int) -> int | None:
+    """A live process's peak resident set (``VmHWM``) in bytes."""
+    return status_bytes(pid, "VmHWM")
 
 
 def _note_daemons(run_dir: str) -> None:
