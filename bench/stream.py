@@ -7,7 +7,8 @@ Each client is a process with its own file striped over all four daemons (64 KiB
 ``--ssize``);
 it writes ``--per-client`` MiB in requests of each size, then reads it back (from the
 daemons' page cache: the network path is what is measured). Clients start together at a
-barrier; bandwidth = total bytes / (last finish - start). Results: bench/results/stream.json.
+barrier; bandwidth = total bytes / (last finish - start). Results: bench/results/stream.json
+(or ``--json NAME``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--iperf-seconds", type=float, default=3.0)
     ap.add_argument("--ssize", type=int, default=65536, help="stripe unit of the files (bytes)")
+    ap.add_argument("--json", metavar="NAME",
+                    help="results file bench/results/NAME.json (default: stream, or "
+                         "stream-ssizeN for another stripe unit)")
     args = ap.parse_args(argv)
     exit_on_sigterm()
 
@@ -108,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(format_table(["clients", "request", "write", "read", "iperf3", "write/iperf3",
                         "read/iperf3"], rows))
-    name = "stream" if args.ssize == 65536 else f"stream-ssize{args.ssize}"
+    name = args.json or ("stream" if args.ssize == 65536 else f"stream-ssize{args.ssize}")
     path = write_results(name, {"iods": 4, "stripe_ssize": args.ssize,
                                     "per_client_mib": args.per_client, "results": results})
     print(f"saved {path}")
