@@ -307,11 +307,13 @@ def main(argv: list[str] | None = None) -> int:
     report = build_report(runs, phases, args.subject)
     print(format_report(report, names, args.subject))
     if args.json:
+        from bench.fio import pvfs_target   # peak memory of the pvfs processes, as they stopped
         path = write_results(args.json, {
             "params": {"procs": args.procs, "files": args.files, "ls_entries": args.ls_entries,
                        "repeats": args.repeats, "pvfs_mount_options": args.pvfs_options},
             "targets": dict(named), "subject": args.subject,
-            "load_1min_at_each_run": load, "results": report, "runs": runs})
+            "load_1min_at_each_run": load, "results": report, "runs": runs,
+            "pvfs_peak_rss": pvfs_target.PEAK_RSS})
         print(f"saved {path}")
     return 0
 
