@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     report = build_report(runs, phases, args.subject)
     print(format_report(report, names, args.subject))
     if args.json:
-        from bench.fio import pvfs_target   # peak memory of the pvfs processes, as they stopped
+        from bench.fio import pvfs_target  # peak memory of the pvfs processes, as they stopped
         path = write_results(args.json, {
             "params": {"procs": args.procs, "files": args.files, "ls_entries": args.ls_entries,
                        "repeats": args.repeats, "pvfs_mount_options": args.pvfs_options},

@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     if "pvfs" in names and len(names) > 1:
         print(format_subject_ratios(report, jobs, "pvfs", [n for n in names if n != "pvfs"]))
     if args.json:
-        from bench.fio import pvfs_target   # peak memory of the pvfs processes, as they stopped
+        from bench.fio import pvfs_target  # peak memory of the pvfs processes, as they stopped
         path = write_results(args.json, {
             "params": {"size": size, "runtime_s": args.runtime, "repeats": args.repeats,
                        "numjobs": args.numjobs, "cold": args.cold, "direct": args.direct,
