@@ -223,10 +223,21 @@ class Runner:
         return Run(workload, per_task, cached, algorithm, times)
 
 
-# The mixed-phase workload: phases that want different algorithms, back to back.
-MIXED_PHASES = (("single-block", 1 << 20, False), ("random32", 64 << 10, True),
-                ("strided", 1 << 20, True), ("single-block", 1 << 20, False),
-                ("random16", 256 << 10, True))
+# The mixed-phase workload (the issue: "phases switching cached/uncached and small/large
+# that no fixed algorithm serves well"): a program that reads its input in one large
+# collective, then analyses it in small requests, some of them already cached, with a
+# large cached pass in between. Each fixed algorithm has phases it serves badly, and they
+# weigh in the total: opt4 (gathering, the large-request rule) loses the small uncached
+# phases (single-block 64 KiB, strided 64 KiB, random16 64 KiB: 1.5-2.4x their best on
+# ide-2000), opt1-opt3 lose the large uncached one (about 1.9x). The study reports each
+# fixed algorithm against the per-phase best (``targets``: mixed_phase_per_phase_best),
+# so whether the workload has that property is measured, not assumed. Until 2026-11-26 the
+# mix was two large uncached phases and three cached ones, which opt4 served within 1 % of
+# the per-phase best (docs/scheduling.md keeps its results).
+MIXED_PHASES = (("single-block", 1 << 20, False), ("strided", 64 << 10, False),
+                ("random32", 64 << 10, True), ("random16", 64 << 10, False),
+                ("strided", 1 << 20, True), ("strided", 64 << 10, False),
+                ("single-block", 64 << 10, False))
 
 
 def run_mixed(r: Runner, algorithm: str, seed: int = 0,

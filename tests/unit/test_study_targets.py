@@ -1,0 +1,83 @@
+"""The scheduling study's target checks (``pvfs.cli.cmd_study.targets``) on made-up results:
+what passes, what fails, and the per-phase best that defines the mixed-phase workload."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from pvfs.cli.cmd_study import targets
+from pvfs.cli.study_runner import MIXED_PHASES
+
+
+def _cell(wl, size, cached, times: dict[str, float]) -> list[dict]:
+    return [{"workload": wl, "request_bytes": size, "cached": cached, "algorithm": a,
+             "app_service_s": t, "mean_task_service_s": t, "variance": 0.0}
+            for a, t in times.items()]
+
+
+def _mixed(phase_times: dict[str, list[list[float]]]) -> list[dict]:
+    """Mixed-phase rows; ``phase_times[alg]`` is a list of runs, each the phases' app times."""
+    rows = []
+    for a, runs in phase_times.items():
+        totals = [sum(run) for run in runs]
+        mean = sum(totals) / len(totals)
+        rows.append({"workload": "mixed-phase", "request_bytes": None, "cached": None,
+                     "algorithm": a, "app_service_s": mean, "mean_task_service_s": mean,
+                     "variance": 0.0,
+                     "runs": [{"app_service_s": t, "mean_task_service_s": t,
+                               "phases": [{"app_service_s": p} for p in run]}
+                              for t, run in zip(totals, runs)]})
+    return rows
+
+
+def test_rs_within_5pct_and_below_opt1() -> None:
+    res = (_cell("single-block", 1 << 20, False,
+                 {"opt1": 2.0, "opt2": 1.9, "opt3": 2.0, "opt4": 1.0, "rs": 1.04})
+           + _cell("random16", 64 << 10, True,
+                   {"opt1": 0.10, "opt2": 0.10, "opt3": 0.10, "opt4": 0.12, "rs": 0.104}))
+    t = targets(res)
+    assert t["rs_within_5pct_of_best"]["pass"]
+    assert t["rs_24pct_below_opt1_single_block_uncached_ge_1MiB"]["pass"]
+    res[-1]["mean_task_service_s"] = 0.106                     # rs 6 % behind: a miss
+    assert not targets(res)["rs_within_5pct_of_best"]["pass"]
+
+
+def test_the_per_phase_best_takes_each_phase_from_its_fastest_fixed_algorithm() -> None:
+    # Two phases: opt4 wins the first (1.0 s against 2.0), loses the second (0.5 against 0.2).
+    fixed = {"opt1": [[2.0, 0.2], [2.0, 0.2]], "opt2": [[2.0, 0.2], [2.0, 0.2]],
+             "opt3": [[2.1, 0.2], [2.1, 0.2]], "opt4": [[1.0, 0.5], [1.0, 0.5]]}
+    res = _mixed({**fixed, "rs": [[1.0, 0.2], [1.1, 0.2]]})
+    t = targets(res)
+    pp = t["mixed_phase_per_phase_best"]
+    assert pp["per_phase_best_s"] == pytest.approx(1.2)
+    assert pp["fixed_over_best"]["opt4"] == pytest.approx(0.25)
+    assert pp["fixed_over_best"]["opt1"] == pytest.approx(1.2 / 1.2 + 1.0 / 1.2 - 1)
+    assert pp["reactive_over_best"] == pytest.approx(1.25 / 1.2 - 1)
+    mixed = t["mixed_phase_rs_10pct_better_app_than_every_fixed"]
+    assert mixed["pass"]                                       # 1.25 s against opt4's 1.5 s
+    assert mixed["rs_better_by"]["opt4"] == pytest.approx(1 - 1.25 / 1.5)
+
+
+def test_mixed_phase_fails_when_one_fixed_algorithm_is_close() -> None:
+    res = _mixed({"opt1": [[2.0, 0.2]], "opt2": [[2.0, 0.2]], "opt3": [[2.0, 0.2]],
+                  "opt4": [[1.0, 0.25]], "rs": [[1.0, 0.2]]})
+    assert not targets(res)["mixed_phase_rs_10pct_better_app_than_every_fixed"]["pass"]
+
+
+def test_the_mixed_phases_switch_cache_state_and_size_and_cover_small_uncached_phases() -> None:
+    kinds = {(size >= 1 << 20, cached) for _, size, cached in MIXED_PHASES}
+    assert {(True, False), (False, False), (False, True), (True, True)} <= kinds
+    for a, b in itertools.pairwise(MIXED_PHASES):
+        assert a != b                                          # every boundary changes something
+
+
+def test_the_rendered_table_reports_the_per_phase_best() -> None:
+    from pvfs.cli.cmd_study import _render
+
+    res = _mixed({"opt1": [[2.0, 0.2]], "opt2": [[2.0, 0.2]], "opt3": [[2.0, 0.2]],
+                  "opt4": [[1.0, 0.5]], "rs": [[1.0, 0.2]]})
+    text = _render({"results": res, "targets": targets(res)})
+    assert "mixed_phase_rs_10pct_better_app_than_every_fixed: PASS" in text
+    assert "per-phase best (1.200 s)" in text and "opt4 +25%" in text
