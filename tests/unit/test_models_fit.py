@@ -70,3 +70,40 @@ def test_the_small_request_rule_takes_the_algorithm_best_on_small_runs():
             assert rs.select(p, w)[0] == want, (o.workload, o.request_bytes)
     assert rs.Params.from_table(p.to_table()).small_alg == "opt2"
     assert rs.Params.from_wire(p.to_wire()) == p
+
+
+def test_the_small_request_rule_picks_per_class_and_cache_column():
+    """Small strided requests served from the cache are fastest under opt1, small uncached
+    single blocks under opt3 (as measured on ide-2000, docs/scheduling.md): one algorithm
+    for every small request costs one of the two; one per table 5.3 column costs neither.
+    Large requests still follow the table (opt4)."""
+    obs = []
+    small_best = {("strided", True): "opt1", ("single-block", False): "opt3"}
+    for (wl, cached), best in small_best.items():
+        for size in (64 << 10, 1 << 20):
+            for alg in rs.ALGORITHMS:
+                if size < 1 << 20:
+                    t = 0.05 * (1.0 if alg == best else 1.15 if alg != "opt4" else 1.6)
+                else:
+                    t = 1.5 * (0.7 if alg == "opt4" else 1.0)
+                obs.append(fit.Obs(wl, size, cached, alg, t))
+    p, _ = fit.fit(obs, NPROCS, NIODS)
+    for o in obs:
+        if o.algorithm == "opt2":
+            w, _ = fit.workload_of(o, NPROCS, NIODS)
+            want = (small_best[(o.workload, o.cached)] if o.request_bytes < (1 << 20)
+                    else "opt4")
+            assert rs.select(p, w)[0] == want, (o.workload, o.cached, o.request_bytes)
+    assert p.small_algs[rs.CLASSES.index("disjoint") + 3] == "opt1"
+    assert p.small_algs[rs.CLASSES.index("ideal")] == "opt3"
+    assert rs.Params.from_table(p.to_table()).small_algs == p.small_algs
+    assert rs.Params.from_wire(p.to_wire()) == p
+
+
+def test_a_model_without_small_algs_uses_small_alg_everywhere():
+    p = rs.Params(zero_s=1.0, small_alg="opt2")
+    w = rs.Workload(S_req=1e3, N_req=14, D_req=14, R_req=1e3, cached=1.0)
+    assert rs.select(p, w)[0] == "opt2"
+    assert rs.select(rs.Params(zero_s=1.0, small_alg="opt2",
+                               small_algs=("opt1",) * 3 + ("opt4",) * 3), w)[0] == "opt4"
+    assert rs.Params.from_wire({"small_alg": "opt3"}).small_algs == ()

@@ -19,9 +19,11 @@ Steps, as appendix B:
   inefficiency ``(T - T_over) / (S / B)``.
 * B.3 ``E_opt``: per algorithm, workload class and cache state, its I/O time over opt2's at
   the largest size measured (the thesis "matched end cases"); and the selector's ~0 rule
-  (§5.6): the threshold ``zero_s`` and the algorithm ``small_alg`` used below it that cost
-  the least over all runs (the sum of each run's excess over its cell's best; opt1, the
-  thesis' choice, on ties).
+  (§5.6): the threshold ``zero_s`` and the algorithms used below it -- one per class and
+  cache column (``small_algs``), as table 5.3 has one factor per column -- that cost the
+  least over all runs (the sum of each run's excess over its cell's best; opt1, the thesis'
+  choice, on ties); ``small_alg``, the one algorithm best over all small runs, stands for
+  columns no small run measured.
 """
 
 from __future__ import annotations
@@ -178,24 +180,46 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
             excess = {a: x.mean_task_service_s / best - 1 for a, x in by.items()} if best > 0 \
                 else {a: 0.0 for a in by}
             table_pick = rs.select(table_only, w)[0]
-            marks.append((rs.io_time(base, "opt2", w), excess, excess.get(table_pick, 1.0)))
-    zero_s, small_alg = base.zero_s, base.small_alg
+            col = rs.CLASSES.index(w.kind()) + (3 if rs.is_cached(base, w) else 0)
+            marks.append((rs.io_time(base, "opt2", w), excess, excess.get(table_pick, 1.0),
+                          col))
+    zero_s, small_alg, small_algs = base.zero_s, base.small_alg, base.small_algs
     if marks:
         # Thresholds halfway (geometrically) between neighbouring runs, not just above one:
         # the daemon's estimate of a run's I/O time differs a little from the fit's, and a
         # boundary right at a run would flip its pick on that difference.
-        ts = sorted({t for t, _, _ in marks if t > 0})
+        ts = sorted({m[0] for m in marks if m[0] > 0})
         cands = [0.0, *(math.sqrt(a * b) for a, b in pairwise(ts)),
                  *([ts[-1] * 2] if ts else [])]
-        zero_s, small_alg = min(
-            ((c, a) for a in rs.ALGORITHMS for c in cands),
-            key=lambda ca: (round(sum(ex.get(ca[1], 1.0) if t < ca[0] else table_ex
-                                      for t, ex, table_ex in marks), 9),
-                            ca[1] != "opt1", ca[0]))
+        zero_s, small_alg, small_algs = min(
+            (_small_rule(marks, c) for c in cands),
+            key=lambda r: (round(_small_cost(marks, *r), 9), r[2].count("opt1") * -1, r[0]))
         if zero_s == 0.0:
-            small_alg = "opt1"
-    params = replace(base, zero_s=zero_s, small_alg=small_alg)
+            small_alg, small_algs = "opt1", ()
+    params = replace(base, zero_s=zero_s, small_alg=small_alg, small_algs=small_algs)
     return params, residuals(params, obs, nprocs, niods)
+
+
+def _pick(marks: list, default: str = "opt1") -> str:
+    """The algorithm with the least summed excess over ``marks``; ``default``, then opt1, and
+    then the list's order break ties."""
+    return min(rs.ALGORITHMS, key=lambda a: (round(sum(m[1].get(a, 1.0) for m in marks), 9),
+                                             a != default, a != "opt1",
+                                             rs.ALGORITHMS.index(a)))
+
+
+def _small_rule(marks: list, zero_s: float) -> tuple[float, str, tuple[str, ...]]:
+    """Below ``zero_s``: the algorithm best over all small runs, and the best per column
+    (that one where the column has no small run)."""
+    small = [m for m in marks if m[0] < zero_s]
+    overall = _pick(small)
+    return zero_s, overall, tuple(_pick([m for m in small if m[3] == col], overall)
+                                  for col in range(6))
+
+
+def _small_cost(marks: list, zero_s: float, _alg: str, algs: tuple[str, ...]) -> float:
+    """The runs' summed excess over their cells' best under a small-request rule."""
+    return sum(m[1].get(algs[m[3]], 1.0) if m[0] < zero_s else m[2] for m in marks)
 
 
 def residuals(p: rs.Params, obs: Iterable[Obs], nprocs: int, niods: int) -> list[dict]:

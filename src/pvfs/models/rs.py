@@ -40,7 +40,8 @@ Selector (§5.5-5.6): the smallest predicted time wins; when the predicted I/O t
 (below ``zero_s``; judged on the baseline, E_opt = 1) the thesis' own fix applies and
 ``small_alg`` runs (opt1 as in the thesis, unless the fit found another algorithm best for
 small requests: the table of factors cannot say that an algorithm loses on small requests and
-wins on large ones of the same class). Ties go to the earlier algorithm in the list.
+wins on large ones of the same class), or, when the fit found them, ``small_algs``: one per
+class and cache column, as table 5.3's columns. Ties go to the earlier algorithm in the list.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class Params:
     E_opt: Mapping[str, tuple[float, ...]] = field(default_factory=lambda: dict(TABLE_5_3))
     zero_s: float = 1e-3          # I/O parts below this are "~0" (the selector's fallback)
     small_alg: str = "opt1"       # what runs then: the thesis' opt1, or what the fit found
+    # ... or per class and cache column (table 5.3's order); empty: small_alg everywhere
+    small_algs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for k in ("C_cache", "C_req", "C_dist"):
@@ -93,6 +96,9 @@ class Params:
             raise ValueError("bandwidths must be > 0, S_cache and T_over >= 0")
         if self.small_alg not in ALGORITHMS:
             raise ValueError(f"small_alg must be one of {', '.join(ALGORITHMS)}")
+        if self.small_algs and (len(self.small_algs) != 6
+                                or not set(self.small_algs) <= set(ALGORITHMS)):
+            raise ValueError("small_algs must be 6 algorithm names (table 5.3's columns)")
         for alg in ALGORITHMS:
             row = self.E_opt.get(alg)
             if row is None or len(row) != 6 or min(row) <= 0:
@@ -101,6 +107,7 @@ class Params:
     def to_wire(self) -> dict:
         d = asdict(self)
         d["E_opt"] = {k: list(v) for k, v in self.E_opt.items()}
+        d["small_algs"] = list(self.small_algs)
         return d
 
     @classmethod
@@ -109,9 +116,14 @@ class Params:
         bad = set(d) - known
         if bad:
             raise ValueError(f"unknown model parameters: {', '.join(sorted(bad))}")
-        kw = {k: (float(v) if k not in ("E_opt", "small_alg") else v) for k, v in d.items()}
+        kw = {k: (float(v) if k not in ("E_opt", "small_alg", "small_algs") else v)
+              for k, v in d.items()}
         if "small_alg" in kw:
             kw["small_alg"] = str(kw["small_alg"])
+        if "small_algs" in kw:
+            algs = kw["small_algs"]
+            kw["small_algs"] = tuple(str(a) for a in (algs.split() if isinstance(algs, str)
+                                                      else algs))
         if "E_opt" in kw:
             kw["E_opt"] = {str(a): tuple(float(x) for x in row) for a, row in kw["E_opt"].items()}
         return cls(**kw)
@@ -119,8 +131,10 @@ class Params:
     # The config's [model] table is flat (pvfs.config.dump): E_opt rows as strings.
     def to_table(self) -> dict:
         d: dict = {k: float(v) for k, v in asdict(self).items()
-                   if k not in ("E_opt", "small_alg")}
+                   if k not in ("E_opt", "small_alg", "small_algs")}
         d["small_alg"] = self.small_alg
+        if self.small_algs:
+            d["small_algs"] = " ".join(self.small_algs)
         for alg, row in self.E_opt.items():
             d[f"E_{alg}"] = " ".join(f"{x:.4g}" for x in row)
         return d
@@ -231,7 +245,8 @@ def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
     """The algorithm with the smallest predicted time, and every prediction. When the I/O
     time is ~0 (below ``p.zero_s``) the thesis' fix applies (§5.6): "default to a more
     practical algorithm for this situation, such as Opt 1" -- ``p.small_alg``, opt1 unless
-    the fit found another one better for small requests on this system.
+    the fit found another one better for small requests on this system, or the one the fit
+    found for this class and cache column (``p.small_algs``).
 
     ``fixed`` adds a cost per operation the thesis' algorithms did not have: our opt4 holds
     the first request of a busy period ``gather`` seconds for the rest of its collective
@@ -248,7 +263,7 @@ def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
     # "~0" is judged on the baseline I/O time (E_opt = 1, opt2's): the factors of table 5.3
     # are all near 1, so when it is ~0 every algorithm's is.
     if base < p.zero_s:
-        return p.small_alg, preds
+        return (p.small_algs[col] if p.small_algs else p.small_alg), preds
     best = min(algorithms, key=lambda a: (preds[a], algorithms.index(a)))
     return best, preds
 
