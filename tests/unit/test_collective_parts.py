@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pvfs.collective._file import parse_amode
-from pvfs.collective._locks import READ, LockManager
+from pvfs.collective._locks import BUSY, READ, LockManager
 from pvfs.collective._pages import UNCACHED, Dirty, Meta, Piece, by_page, merge_runs, split
 from pvfs.collective._writebehind import _Page
 
@@ -136,3 +136,50 @@ def test_lock_manager_read_mode_is_exclusive_while_the_page_is_cached_nowhere():
     assert m.release(3, 2, None) == [(4, cached)]
     assert m.release(3, 4, UNCACHED) == [(5, UNCACHED)]  # evicted meanwhile: exclusive
     assert m.holders(3) == (5, set())
+
+
+def test_lock_manager_batch_grants_in_order_and_queues_the_rest():
+    m = LockManager()
+    assert m.request(4, 1, True) == ("granted", UNCACHED)  # rank 1 holds page 4
+    # Rank 0 asks for pages 2, 4, 6 of this home in one batch: 2 is granted, 4 is not, so
+    # the batch waits there — and page 6 is *not* taken meanwhile (increasing order).
+    assert m.request_batch(0, [(2, True), (4, True), (6, True)]) is None
+    assert m.holders(2) == (0, set())
+    assert m.holders(6) == (None, set())
+    assert m.request(6, 3, True) == ("granted", UNCACHED)  # 6 is free for others meanwhile
+    new = Meta(1, 0, False)
+    assert m.release(4, 1, new) == []  # 4 goes to rank 0, whose batch now waits for 6
+    assert m.holders(4) == (0, set())
+    assert m.release(6, 3, None) == [(0, [UNCACHED, new, UNCACHED])]  # complete: answered
+    assert m.holders(6) == (0, set())
+    # All free: answered at once.
+    assert m.request_batch(5, [(10, READ), (11, False)]) == [UNCACHED, UNCACHED]
+    assert m.holders(10) == (5, set()) and m.holders(11) == (None, {5})
+
+
+def test_lock_manager_batch_reads_around_and_keeps_fifo():
+    m = LockManager()
+    assert m.request(1, 7, True)[0] == "granted"  # page 1 being loaded: cached nowhere
+    cached = Meta(2, 3, False)
+    m._get(2).meta = cached
+    assert m.request(2, 8, True)[0] == "granted"  # page 2 locked, cached on rank 2
+    # A non-atomic read batch reads page 1 around and waits for page 2 (its copy may be dirty).
+    assert m.request_batch(0, [(1, READ), (2, READ)], around=True) is None
+    assert m.holders(1) == (7, set())
+    assert m.request(2, 9, False) == ("queued", None)  # behind the batch (FIFO)
+    assert m.release(2, 8, None) == [(0, [None, cached]), (9, cached)]  # both shared now
+    assert m.holders(2) == (None, {0, 9})
+
+
+def test_lock_manager_try_batch_stops_at_the_first_busy_page():
+    m = LockManager()
+    assert m.request(3, 1, False)[0] == "granted"  # shared holder of page 3
+    got = m.try_batch(0, [(1, True), (3, True), (5, True)])
+    assert got == [UNCACHED, BUSY]  # 1 granted, 3 busy, 5 not tried
+    assert m.holders(1) == (0, set()) and m.holders(5) == (None, set())
+    assert m.holders(3) == (None, {1})  # a try never queues
+    assert m.try_batch(2, [(3, False)]) == [UNCACHED]  # shared with shared is fine
+    m.request(3, 4, True)  # a writer queues ...
+    assert m.try_batch(6, [(3, False)]) == [BUSY]  # ... and a try does not overtake it
+    # Read around in a try: locked and cached nowhere.
+    assert m.try_batch(6, [(1, READ)], around=True) == [None]

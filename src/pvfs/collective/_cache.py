@@ -48,8 +48,11 @@ class Locks(Protocol):
 
     def lock(self, page: int, excl: bool, around: bool = False) -> Meta | None: ...
     def lock_read(self, page: int, around: bool) -> tuple[Meta | None, bool]: ...
+    def lock_set(self, pages: list[int], write: bool,
+                 around: bool) -> list[tuple[Meta | None, bool]]: ...
     def try_lock(self, page: int) -> Meta | None: ...
     def unlock(self, page: int, excl: bool, meta: Meta | None) -> None: ...
+    def unlock_set(self, held: list[tuple[int, bool, Meta | None]]) -> None: ...
     def close(self) -> None: ...
 
 
@@ -60,6 +63,8 @@ class Data(Protocol):
     def view(self, slot: int) -> memoryview: ...
     def get_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None: ...
     def put_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None: ...
+    def transfer(self, write: bool,
+                 by_owner: dict[int, list[tuple[int, list[tuple[int, memoryview]]]]]) -> None: ...
     def dirty(self, slot: int) -> Dirty: ...
     def mark(self, slot: int, lo: int, hi: int) -> None: ...
     def clean(self, slot: int) -> None: ...
@@ -136,46 +141,51 @@ class PageCache:
         """Two-phase locking: every page in increasing order, then the bytes, then unlock."""
         groups = by_page(pieces)
         try:
-            for page, _ in groups:
-                self._acquire(page, write)
+            self._acquire([page for page, _ in groups], write)
             self._install(groups, write)
             if self.around:
                 self._read_around([p for page, mine in groups if page in self.around
                                    for p in mine], buf)
+            remote: dict[int, list[tuple[int, list[tuple[int, memoryview]]]]] = {}
             for page, mine in groups:
-                if page not in self.around:
+                if page in self.around:
+                    continue
+                meta = self.held[page].meta
+                if meta.owner >= 0 and meta.owner != self.rank:
+                    # Remote pieces move together: one message (or one flush) per owner.
+                    remote.setdefault(meta.owner, []).append(
+                        (meta.slot, [(p.off, buf[p.buf:p.buf + p.length]) for p in mine]))
+                else:
                     self._move(page, mine, buf, write)
+            if remote:
+                self.data.transfer(write, remote)
         finally:
             self.around.clear()
-            for page in sorted(self.held, reverse=True):
-                self._release(page)
+            held = sorted(self.held.items(), reverse=True)
+            self.held.clear()
+            self.locks.unlock_set([(page, h.excl, h.new) for page, h in held])
 
-    def _acquire(self, page: int, write: bool) -> None:
+    def _acquire(self, pages: list[int], write: bool) -> None:
+        """Lock ``pages`` (increasing) in the two-phase order: exclusive for a write; for a
+        read shared, or exclusive when the page is cached nowhere (the reader caches it:
+        RMA trades up in place, message homes decide at the grant)."""
         # A non-atomic read does not queue behind another rank's load of the page: while
         # a page is locked and cached nowhere the file holds every completed write to it
         # (a cached copy is published before its writer unlocks, and an evicted one is
         # written before), so the read goes to the file, as independent I/O would, instead
         # of waiting for a holder that may be descheduled. Atomic reads always wait.
-        excl = write
-        if write:
-            meta = self.locks.lock(page, True)
-        else:
-            # Caching an uncached page changes its metadata: the read's lock is exclusive
-            # then (RMA: traded up in place; message homes decide at the grant).
-            meta, excl = self.locks.lock_read(page, not self.atomic)
-        if meta is None:
-            self.around.add(page)
-            self.read_around += 1
-            return
-        self.held[page] = _Held(excl, meta)
-        if meta.owner == self.rank:
-            self.hits += 1
-        elif meta.owner >= 0:
-            self.remote_hits += 1
-
-    def _release(self, page: int) -> None:
-        held = self.held.pop(page)
-        self.locks.unlock(page, held.excl, held.new)
+        around = not write and not self.atomic
+        for page, (meta, excl) in zip(pages, self.locks.lock_set(pages, write, around),
+                                      strict=True):
+            if meta is None:
+                self.around.add(page)
+                self.read_around += 1
+                continue
+            self.held[page] = _Held(excl, meta)
+            if meta.owner == self.rank:
+                self.hits += 1
+            elif meta.owner >= 0:
+                self.remote_hits += 1
 
     def _install(self, groups: list[tuple[int, list[Piece]]], write: bool) -> None:
         """Cache every uncached page of the request here; consecutive pages that must come
@@ -251,10 +261,7 @@ class PageCache:
                 self.held[page].new = Meta(-1, -1, True)
         else:
             parts = [(p.off, buf[p.buf:p.buf + p.length]) for p in pieces]
-            if write:
-                self.data.put_many(meta.owner, meta.slot, parts)
-            else:
-                self.data.get_many(meta.owner, meta.slot, parts)
+            self.data.transfer(write, {meta.owner: [(meta.slot, parts)]})
 
     # ------------------------------------------------------------------ eviction, flushing
     def _alloc_slot(self) -> int | None:
@@ -302,6 +309,8 @@ class PageCache:
 
     def counters(self) -> dict[str, int]:
         return {"locks": self.locks.lock_calls, "lock_retries": self.locks.retries,
+                "lock_rounds": getattr(self.locks, "lock_rounds", self.locks.lock_calls),
+                "lock_direct": getattr(self.locks, "direct", 0),
                 "hits": self.hits, "remote_hits": self.remote_hits, "misses": self.misses,
                 "direct": self.direct, "evictions": self.evictions,
                 "evict_pinned": self.evict_pinned, "read_around": self.read_around,

@@ -152,9 +152,11 @@ class CollectiveFile:
             pages = LocalPages(nslots, self.page_size)
             # Every rank sends its stop after its last request, so the thread ends only
             # when no request to it can still be on the way.
-            self._thread = ServiceThread(Service(scomm, pages, stops=self.n))
+            service = Service(scomm, pages, stops=self.n)
+            self._thread = ServiceThread(service)
             caller = Caller(scomm)
-            locks = MsgLocks(caller, list(range(self.n)))
+            # The pages this rank is home for are locked in the I/O thread's table directly.
+            locks = MsgLocks(caller, list(range(self.n)), local=service)
             data = MsgData(caller, self.rank, pages)
             self._scomm = scomm
             extra = []

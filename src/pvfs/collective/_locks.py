@@ -6,6 +6,21 @@ queue of waiters (DAChe §5.2: "the mutex servers service locks in the order the
 queuing requests"). Requests are served in arrival order; a release hands the lock to the
 longest waiter (and to every shared waiter right behind it). ``try`` requests (eviction
 asks whether a page is pinned) never queue.
+
+*Batches* carry several pages of one request in increasing page order, in one message:
+
+- :meth:`LockManager.request_batch` grants them in order, as if each page were asked for
+  after the one before it was granted: at the first page it cannot grant it queues the
+  rest of the batch behind that page, and the release that grants it continues with the
+  next page. The requester is answered once, when every page is granted (or read around).
+  The client sends such a batch only for pages that are consecutive in its lock order (no
+  page of another home between them), so a waiter still holds only lower pages than the one
+  it waits for: two-phase locking in increasing order, deadlock-free.
+- :meth:`LockManager.try_batch` never queues: it grants pages in order while they are free
+  and stops at the first one that is not. A client asks every home of a request at once
+  this way (one parallel round instead of one round trip per page); if some page was busy,
+  it keeps the pages below the first busy one, releases the others, and takes the rest in
+  order with queued batches.
 """
 
 from __future__ import annotations
@@ -23,10 +38,29 @@ Mode = bool | str
 
 
 @dataclass
+class Batch:
+    """A queued batch: ``src`` asks for ``items`` (``(page, mode)``, increasing pages);
+    ``results`` holds each granted page's metadata (None: read around) so far."""
+
+    src: int
+    items: list[tuple[int, Mode]]
+    around: bool = False
+    results: list[Meta | None] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return len(self.results) == len(self.items)
+
+
+#: What :meth:`LockManager.try_batch` puts where it stopped: the page is busy.
+BUSY = False
+
+
+@dataclass
 class _PageLock:
     readers: set[int] = field(default_factory=set)
     writer: int | None = None
-    queue: deque[tuple[int, Mode]] = field(default_factory=deque)
+    queue: deque[tuple[int, Mode, Batch | None]] = field(default_factory=deque)
     meta: Meta = UNCACHED
 
     def exclusive(self, mode: Mode) -> bool:
@@ -76,9 +110,53 @@ class LockManager:
             return "granted", entry.meta
         if try_only or (around and entry.meta.owner < 0):
             return "refused", None
-        entry.queue.append((src, excl))
+        entry.queue.append((src, excl, None))
         self.queued += 1
         return "queued", None
+
+    def request_batch(self, src: int, items: list[tuple[int, Mode]],
+                      around: bool = False) -> list[Meta | None] | None:
+        """Grant ``items`` in order; their results (metadata, None for a page read around)
+        when all are granted now, else None: the batch waits in the queue of the first page
+        it could not have, and the release that grants that page goes on with the rest
+        (:meth:`release` returns ``(src, results)`` when the batch is complete)."""
+        batch = Batch(src, list(items), around)
+        return batch.results if self._advance(batch) else None
+
+    def _advance(self, batch: Batch) -> bool:
+        while not batch.done:
+            page, mode = batch.items[len(batch.results)]
+            self.requests += 1
+            entry = self._get(page)
+            if not entry.queue and self._free_for(entry, mode):
+                self._grant(entry, batch.src, mode)
+                batch.results.append(entry.meta)
+            elif batch.around and entry.meta.owner < 0:
+                batch.results.append(None)  # locked, cached nowhere: read the file
+            else:
+                entry.queue.append((batch.src, mode, batch))
+                self.queued += 1
+                return False
+        return True
+
+    def try_batch(self, src: int, items: list[tuple[int, Mode]],
+                  around: bool = False) -> list[Meta | None | bool]:
+        """Grant ``items`` in order while they are free, never queueing: each page's
+        metadata, None for a page read around (``around``, locked and cached nowhere), and
+        :data:`BUSY` for the first page that is neither (the list ends there)."""
+        out: list[Meta | None | bool] = []
+        for page, mode in items:
+            self.requests += 1
+            entry = self._get(page)
+            if not entry.queue and self._free_for(entry, mode):
+                self._grant(entry, src, mode)
+                out.append(entry.meta)
+            elif around and entry.meta.owner < 0:
+                out.append(None)
+            else:
+                out.append(BUSY)
+                break
+        return out
 
     @staticmethod
     def _grant(entry: _PageLock, src: int, mode: Mode) -> None:
@@ -87,8 +165,11 @@ class LockManager:
         else:
             entry.readers.add(src)
 
-    def release(self, page: int, src: int, meta: Meta | None) -> list[tuple[int, Meta]]:
-        """Drop ``src``'s lock (recording ``meta`` if given); the waiters granted now.
+    def release(self, page: int, src: int,
+                meta: Meta | None) -> list[tuple[int, Meta | list[Meta | None]]]:
+        """Drop ``src``'s lock (recording ``meta`` if given); the waiters to answer now:
+        ``(rank, metadata)`` for a single request, ``(rank, results)`` for a batch whose
+        last page was granted (a batch that must wait again for a later page is not listed).
 
         Raises:
             RuntimeError: when ``src`` does not hold the page (a protocol bug).
@@ -102,12 +183,17 @@ class LockManager:
             raise RuntimeError(f"rank {src} released page {page} it does not hold")
         if meta is not None:
             entry.meta = meta
-        granted = []
+        granted: list[tuple[int, Meta | list[Meta | None]]] = []
         while entry.queue and self._free_for(entry, entry.queue[0][1]):
-            who, mode = entry.queue.popleft()
+            who, mode, batch = entry.queue.popleft()
             excl = entry.exclusive(mode)
             self._grant(entry, who, mode)
-            granted.append((who, entry.meta))
+            if batch is None:
+                granted.append((who, entry.meta))
+            else:
+                batch.results.append(entry.meta)
+                if self._advance(batch):  # its other pages are other entries
+                    granted.append((who, batch.results))
             if excl:
                 break
         if entry.writer is None and not entry.readers and not entry.queue \

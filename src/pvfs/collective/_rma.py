@@ -207,6 +207,23 @@ class RmaLocks:
             return unpack(meta)
         return None
 
+    def lock_set(self, pages: list[int], write: bool,
+                 around: bool) -> list[tuple[Meta | None, bool]]:
+        """Every page in increasing order, one after the other (see :meth:`lock` and
+        :meth:`lock_read`); per page ``(metadata, exclusive)``, ``(None, False)`` to read
+        around."""
+        out: list[tuple[Meta | None, bool]] = []
+        for page in pages:
+            if write:
+                out.append((self.lock(page, True), True))
+            else:
+                out.append(self.lock_read(page, around))
+        return out
+
+    def unlock_set(self, held: list[tuple[int, bool, Meta | None]]) -> None:
+        for page, excl, meta in held:
+            self.unlock(page, excl, meta)
+
     def try_lock(self, page: int) -> Meta | None:
         home, disp = self._where(page)
         self.lock_calls += 1
@@ -255,6 +272,37 @@ class RmaData:
             buf = np.frombuffer(out, dtype=np.uint8)
             self.win.Get(buf, owner, target=(base + off, len(buf), self.MPI.BYTE))
         self.win.Flush(owner)
+
+    def transfer(self, write: bool,
+                 by_owner: dict[int, list[tuple[int, list[tuple[int, memoryview]]]]]) -> None:
+        """Pieces of remote slots, ``{owner: [(slot, [(offset, buffer)])]}``: every ``Get``
+        or ``Put`` (and dirty-mark ``Accumulate``) issued, then one ``Flush`` per owner."""
+        MPI = self.MPI
+        keep = []  # origin buffers of the accumulates, alive until their flush
+        for owner, slots in by_owner.items():
+            for slot, parts in slots:
+                base = self.space.data_base + slot * self.page_size
+                lo, hi = 1 << 62, 0
+                for off, buf in parts:
+                    arr = np.frombuffer(buf, dtype=np.uint8)
+                    if write:
+                        self.remote_puts += 1
+                        self.win.Put(arr, owner, target=(base + off, len(arr), MPI.BYTE))
+                        lo, hi = min(lo, off), max(hi, off + len(arr))
+                    else:
+                        self.remote_gets += 1
+                        self.win.Get(arr, owner, target=(base + off, len(arr), MPI.BYTE))
+                if write:
+                    mark = self.space.dirty_base + 16 * slot
+                    v = np.array([lo, hi], dtype=np.int64)
+                    keep.append(v)
+                    self.win.Accumulate([v[0:1], 1, MPI.INT64_T], owner,
+                                        target=(mark, 1, MPI.INT64_T), op=MPI.MIN)
+                    self.win.Accumulate([v[1:2], 1, MPI.INT64_T], owner,
+                                        target=(mark + 8, 1, MPI.INT64_T), op=MPI.MAX)
+            # Bytes and marks complete before the caller's unlock: whoever locks the page
+            # next sees both.
+            self.win.Flush(owner)
 
     def put_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
         """Write pieces of a remote slot and raise its dirty marks (one ``Flush``)."""

@@ -12,8 +12,24 @@ Two of the three coordinations use it:
 
 The loop probes with ``Iprobe`` and sleeps when idle (the paper's I/O thread also polls with
 ``MPI_Iprobe``; a blocking receive would spin a core at 100 %). Requests are pickled tuples
-on tag ``REQ``; replies go back on tag ``REPLY``. Every client has at most one request
-waiting for a reply, so a reply needs no request id.
+on tag ``REQ``; replies go back on tag ``REPLY``. A client has at most one request waiting
+for a reply *per destination* (it may wait for several destinations at once), so a reply
+needs no request id: it is matched by its source.
+
+Requests carry every page of a request that goes to one place in one message:
+
+- ``("lock", items, around, try)``: a batch of ``(page, mode)`` of one home, in increasing
+  page order (:meth:`~pvfs.collective._locks.LockManager.request_batch`, or ``try_batch``
+  with ``try``); the reply is the list of the pages' metadata.
+- ``("unlock", [(page, meta or None), ...])``: releases, no reply.
+- ``("get", [(slot, [(off, n), ...]), ...])`` and ``("put", [(slot, [(off, bytes), ...]),
+  ...])``: the pieces of every page of a request cached at one owner (``thread``).
+
+A lock set over several homes is first asked of all of them at once with ``try`` batches; if
+every page is granted (the common case) that is one parallel round instead of one round trip
+per page. With the ``thread`` coordination the main thread locks and unlocks the pages its
+own rank is home for directly in the lock table its I/O thread serves (under a mutex), with
+no message.
 """
 
 from __future__ import annotations
@@ -24,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from pvfs.collective._locks import READ, LockManager
+from pvfs.collective._locks import BUSY, READ, LockManager
 from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._wait import (
     Backoff,
@@ -41,17 +57,35 @@ class Caller:
 
     def __init__(self, comm: Any) -> None:
         self.comm = comm
+        self.rank = comm.Get_rank()
         self._pending: list[Any] = []
         self.messages = 0
 
-    def send(self, dest: int, msg: tuple) -> None:
+    def send(self, dest: int, msg: Any, tag: int = REQ) -> None:
         self.messages += 1
-        self._pending.append(self.comm.isend(msg, dest=dest, tag=REQ))
+        self._pending.append(self.comm.isend(msg, dest=dest, tag=tag))
         self._pending = [r for r in self._pending if not r.Test()]
 
     def reply(self, src: int, what: str) -> Any:
         until(lambda: self.comm.iprobe(source=src, tag=REPLY), what)
         return self.comm.recv(source=src, tag=REPLY)
+
+    def replies(self, srcs: list[int], what: str) -> dict[int, Any]:
+        """One reply from each of ``srcs``, taken in the order they arrive."""
+        if len(srcs) == 1:
+            return {srcs[0]: self.reply(srcs[0], what)}
+        waiting = list(srcs)
+        out: dict[int, Any] = {}
+
+        def poll() -> bool:
+            for src in list(waiting):
+                if self.comm.iprobe(source=src, tag=REPLY):
+                    out[src] = self.comm.recv(source=src, tag=REPLY)
+                    waiting.remove(src)
+            return not waiting
+
+        until(poll, what)
+        return out
 
     def call(self, dest: int, msg: tuple) -> Any:
         self.send(dest, msg)
@@ -81,6 +115,8 @@ class Service:
     def __init__(self, comm: Any, pages: LocalPages | None, stops: int) -> None:
         self.comm = comm
         self.locks = LockManager()
+        # The lock table is also used by this rank's main thread (thread coordination).
+        self.mutex = threading.Lock()
         self.pages = pages
         self.stops = stops
         self.served = 0
@@ -119,29 +155,45 @@ class Service:
     def _handle(self, src: int, msg: tuple) -> None:
         op = msg[0]
         if op == "lock":
-            _, page, excl, try_only, around = msg
-            status, meta = self.locks.request(page, src, excl, try_only, around)
-            if status != "queued":
-                self._send(src, meta)
+            _, items, around, try_only = msg
+            with self.mutex:
+                if try_only:
+                    result: Any = self.locks.try_batch(src, items, around)
+                else:
+                    result = self.locks.request_batch(src, items, around)
+            if result is not None:
+                self._send(src, result)
         elif op == "unlock":
-            _, page, meta = msg
-            for who, m in self.locks.release(page, src, None if meta is None else Meta(*meta)):
-                self._send(who, m)
+            with self.mutex:
+                grants = release_all(self.locks, src, msg[1])
+            for who, payload in grants:
+                self._send(who, payload)
         elif op == "get":
-            _, slot, pieces = msg
             assert self.pages is not None
-            view = self.pages.slot(slot)
-            self._send(src, [bytes(view[off:off + n]) for off, n in pieces])
+            out = []
+            for slot, pieces in msg[1]:
+                view = self.pages.slot(slot)
+                out.append([bytes(view[off:off + n]) for off, n in pieces])
+            self._send(src, out)
         elif op == "put":
-            _, slot, pieces = msg
             assert self.pages is not None
-            view = self.pages.slot(slot)
-            for off, data in pieces:
-                view[off:off + len(data)] = data
-                self.pages.dirty_marks[slot].add(off, off + len(data))
+            for slot, pieces in msg[1]:
+                view = self.pages.slot(slot)
+                for off, data in pieces:
+                    view[off:off + len(data)] = data
+                    self.pages.dirty_marks[slot].add(off, off + len(data))
             self._send(src, True)
         else:
             raise RuntimeError(f"unknown request {op!r} from rank {src}")
+
+
+def release_all(locks: LockManager, src: int,
+                pairs: list[tuple[int, tuple | None]]) -> list[tuple[int, Any]]:
+    """Release ``src``'s pages (recording their new metadata); the waiters to answer."""
+    grants: list[tuple[int, Any]] = []
+    for page, meta in pairs:
+        grants.extend(locks.release(page, src, None if meta is None else Meta(*meta)))
+    return grants
 
 
 class ServiceThread:
@@ -169,39 +221,144 @@ class ServiceThread:
 
 
 class MsgLocks:
-    """Page locks and metadata held by homes reached with messages."""
+    """Page locks and metadata held by homes reached with messages.
 
-    def __init__(self, caller: Caller, homes: list[int]) -> None:
+    ``local``: this rank's own :class:`Service` (``thread`` coordination), whose lock table
+    the main thread uses directly for the pages this rank is home for.
+    """
+
+    def __init__(self, caller: Caller, homes: list[int], local: Service | None = None) -> None:
         self.caller = caller
         self.homes = homes
-        self.lock_calls = 0
-        self.retries = 0
+        self.local = local
+        self.me = caller.rank
+        self.lock_calls = 0  # pages asked for (a page asked again after a busy try counts twice)
+        self.retries = 0  # pages asked again in order after a try round found a busy page
+        self.lock_rounds = 0  # waits for lock replies (a parallel round counts once)
+        self.direct = 0  # lock and unlock batches served without a message (own home)
 
     def home(self, page: int) -> int:
         return self.homes[page % len(self.homes)]
 
+    # -------------------------------------------------------------- batches to homes
+    def _ask(self, home: int, items: list[tuple[int, Any]], around: bool,
+             try_only: bool) -> list[Any] | None:
+        """Send one batch; its results if answered at once (own home), else None."""
+        if self.local is not None and home == self.me:
+            self.direct += 1
+            with self.local.mutex:
+                if try_only:
+                    return self.local.locks.try_batch(self.me, items, around)
+                return self.local.locks.request_batch(self.me, items, around)
+            # (queued at our own home: the I/O thread answers when a release grants it)
+        self.caller.send(home, ("lock", items, around, try_only))
+        return None
+
+    def _round(self, asks: dict[int, list[tuple[int, Any]]], around: bool,
+               try_only: bool) -> dict[int, list[Any]]:
+        """One batch to each home at once; every home's results."""
+        out: dict[int, list[Any]] = {}
+        waiting = []
+        for home, items in asks.items():
+            got = self._ask(home, items, around, try_only)
+            if got is None:
+                waiting.append(home)
+            else:
+                out[home] = got
+        if waiting:
+            self.lock_rounds += 1
+            out.update(self.caller.replies(waiting, "lock grants"))
+        return out
+
+    def _release(self, back: dict[int, list[tuple[int, tuple | None]]]) -> None:
+        for home, pairs in back.items():
+            if self.local is not None and home == self.me:
+                self.direct += 1
+                with self.local.mutex:
+                    grants = release_all(self.local.locks, self.me, pairs)
+                for who, payload in grants:
+                    self.caller.send(who, payload, tag=REPLY)
+            else:
+                self.caller.send(home, ("unlock", pairs))
+
+    def lock_set(self, pages: list[int], write: bool,
+                 around: bool) -> list[tuple[Meta | None, bool]]:
+        """Lock ``pages`` (increasing) for a write (exclusive) or a read (the read mode:
+        exclusive while the page is cached nowhere, the reader caches it); per page
+        ``(metadata, exclusive)``, ``(None, False)`` for a page to read around.
+
+        Pages of several homes: first one ``try`` batch to every home at once. Pages
+        below the first busy one are kept, the ones above it released, and the rest are
+        asked for in order, one queued batch per run of consecutive pages of one home
+        (a waiter holds only pages below the one it waits for)."""
+        mode: Any = True if write else READ
+        items = [(p, mode) for p in pages]
+        homes = [self.home(p) for p in pages]
+        self.lock_calls += len(pages)
+        results: list[Any] = [BUSY] * len(pages)
+        start = 0
+        if len(set(homes)) > 1:
+            where: dict[int, list[int]] = {}
+            for i, h in enumerate(homes):
+                where.setdefault(h, []).append(i)
+            got = self._round({h: [items[i] for i in ix] for h, ix in where.items()},
+                              around, try_only=True)
+            for h, ix in where.items():
+                for i, r in zip(ix, got[h], strict=False):
+                    results[i] = r
+            start = next((i for i, r in enumerate(results) if r is BUSY), len(pages))
+            back: dict[int, list[tuple[int, tuple | None]]] = {}
+            for i in range(start + 1, len(pages)):
+                if results[i] is not BUSY and results[i] is not None:
+                    back.setdefault(homes[i], []).append((pages[i], None))
+                results[i] = BUSY
+            self._release(back)
+            self.retries += len(pages) - start
+            self.lock_calls += len(pages) - start
+        i = start
+        while i < len(pages):
+            j = i + 1
+            while j < len(pages) and homes[j] == homes[i]:
+                j += 1
+            results[i:j] = self._round({homes[i]: items[i:j]}, around, try_only=False)[homes[i]]
+            i = j
+        out: list[tuple[Meta | None, bool]] = []
+        for r in results:
+            if r is None:
+                out.append((None, False))
+            else:
+                meta = Meta(*r)
+                out.append((meta, True if write else meta.owner < 0))
+        return out
+
+    def unlock_set(self, held: list[tuple[int, bool, Meta | None]]) -> None:
+        """Release pages; one message per home (none for this rank's own home)."""
+        back: dict[int, list[tuple[int, tuple | None]]] = {}
+        for page, _, meta in held:
+            back.setdefault(self.home(page), []).append(
+                (page, None if meta is None else tuple(meta)))
+        self._release(back)
+
+    # -------------------------------------------------------------- single pages
     def lock(self, page: int, excl: bool, around: bool = False) -> Meta | None:
         self.lock_calls += 1
-        meta = self.caller.call(self.home(page), ("lock", page, excl, False, around))
-        return None if meta is None else Meta(*meta)
+        got = self._round({self.home(page): [(page, excl)]}, around, try_only=False)
+        r = got[self.home(page)][0]
+        return None if r is None else Meta(*r)
 
     def lock_read(self, page: int, around: bool) -> tuple[Meta | None, bool]:
         """A read's lock in one round trip: the home grants it exclusive when, at the time
         of the grant, the page is cached nowhere (the reader will cache it), else shared."""
-        self.lock_calls += 1
-        meta = self.caller.call(self.home(page), ("lock", page, READ, False, around))
-        if meta is None:
-            return None, False
-        meta = Meta(*meta)
-        return meta, meta.owner < 0
+        return self.lock_set([page], False, around)[0]
 
     def try_lock(self, page: int) -> Meta | None:
         self.lock_calls += 1
-        meta = self.caller.call(self.home(page), ("lock", page, True, True, False))
-        return None if meta is None else Meta(*meta)
+        got = self._round({self.home(page): [(page, True)]}, False, try_only=True)
+        r = got[self.home(page)][0]
+        return None if r is BUSY or r is None else Meta(*r)
 
     def unlock(self, page: int, excl: bool, meta: Meta | None) -> None:
-        self.caller.send(self.home(page), ("unlock", page, None if meta is None else tuple(meta)))
+        self.unlock_set([(page, excl, meta)])
 
     def close(self) -> None:
         self.caller.drain()
@@ -215,20 +372,41 @@ class MsgData:
         self.rank = rank
         self.pages = pages
         self.remote_gets = self.remote_puts = 0
+        self.data_rounds = 0
 
     def view(self, slot: int) -> memoryview:
         return self.pages.slot(slot)
 
+    def transfer(self, write: bool,
+                 by_owner: dict[int, list[tuple[int, list[tuple[int, memoryview]]]]]) -> None:
+        """Pieces of remote slots, ``{owner: [(slot, [(offset, buffer)])]}``: one message to
+        each owner's I/O thread, all sent before any reply is awaited (a put is answered once
+        its bytes and dirty marks are in place, before the caller unlocks)."""
+        for owner, slots in by_owner.items():
+            n = sum(len(parts) for _, parts in slots)
+            if write:
+                self.remote_puts += n
+                msg: tuple = ("put", [(slot, [(off, bytes(d)) for off, d in parts])
+                                      for slot, parts in slots])
+            else:
+                self.remote_gets += n
+                msg = ("get", [(slot, [(off, len(out)) for off, out in parts])
+                               for slot, parts in slots])
+            self.caller.send(owner, msg)
+        self.data_rounds += 1
+        replies = self.caller.replies(list(by_owner), "page data")
+        if not write:
+            for owner, slots in by_owner.items():
+                for (_, parts), blobs in zip(slots, replies[owner], strict=True):
+                    for (_, out), blob in zip(parts, blobs, strict=True):
+                        out[:] = blob
+
     def get_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
         """Pieces of a slot at its owner's I/O thread: one request for all of them."""
-        self.remote_gets += len(parts)
-        replies = self.caller.call(owner, ("get", slot, [(off, len(out)) for off, out in parts]))
-        for (_, out), blob in zip(parts, replies, strict=True):
-            out[:] = blob
+        self.transfer(False, {owner: [(slot, parts)]})
 
     def put_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
-        self.remote_puts += len(parts)
-        self.caller.call(owner, ("put", slot, [(off, bytes(data)) for off, data in parts]))
+        self.transfer(True, {owner: [(slot, parts)]})
 
     def dirty(self, slot: int) -> Dirty:
         return self.pages.dirty_marks[slot]
