@@ -6,6 +6,12 @@ again, and writes a document ``study scheduling --model`` takes::
 
     python bench/refit_scheduling_model.py bench/results/study-scheduling-ide-2000-quick-fit.json \\
         bench/results/study-scheduling-ide-2000-quick-model.json
+
+Several studies (same disk, tasks and daemons) are pooled: each cell's time under each
+algorithm is the mean over all their runs, weighted by each study's repetitions -- more runs,
+less of the noise in the small cells that decide the small-request rule::
+
+    python bench/refit_scheduling_model.py A.json B.json C.json model.json
 """
 
 from __future__ import annotations
@@ -18,26 +24,39 @@ from pathlib import Path
 from pvfs.models import fit, rs
 
 
-def refit(study: dict) -> tuple[rs.Params, list[dict]]:
-    obs = [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
-                   x["mean_task_service_s"]) for x in study["results"]
-           if x["algorithm"] in rs.ALGORITHMS and x["workload"] in fit.PIECES]
-    return fit.fit(obs, study["clients"], study["iods"], s_cache=study["model"]["S_cache"])
+def refit(*studies: dict) -> tuple[rs.Params, list[dict]]:
+    first = studies[0]
+    for s in studies[1:]:
+        for k in ("disk", "clients", "iods"):
+            if s.get(k) != first.get(k):
+                raise ValueError(f"studies differ in {k}: {s.get(k)} and {first.get(k)}")
+    pooled: dict[tuple, list[float]] = {}
+    for s in studies:
+        for x in s["results"]:
+            if x["algorithm"] in rs.ALGORITHMS and x["workload"] in fit.PIECES:
+                key = (x["workload"], x["request_bytes"], x["cached"], x["algorithm"])
+                n = len(x.get("runs") or ()) or s.get("reps", 1)
+                tot = pooled.setdefault(key, [0.0, 0])
+                tot[0] += x["mean_task_service_s"] * n
+                tot[1] += n
+    obs = [fit.Obs(*key, t / n) for key, (t, n) in pooled.items()]
+    return fit.fit(obs, first["clients"], first["iods"], s_cache=first["model"]["S_cache"])
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
-    src, dst = argv
-    params, residuals = refit(json.loads(Path(src).read_text()))
+    *srcs, dst = argv
+    params, residuals = refit(*(json.loads(Path(s).read_text()) for s in srcs))
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=False).stdout.strip()
-    doc = {"model": params.to_wire(), "residuals": residuals, "fitted_from": src,
+    doc = {"model": params.to_wire(), "residuals": residuals, "fitted_from": srcs,
            "git": head, "command": " ".join(["python", "bench/refit_scheduling_model.py",
                                              *argv])}
     Path(dst).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"zero_s {params.zero_s:.4g} s, small_alg {params.small_alg}; wrote {dst}")
+    print(f"zero_s {params.zero_s:.4g} s, small_alg {params.small_alg}, per column "
+          f"{' '.join(params.small_algs) or '-'}; wrote {dst}")
     return 0
 
 
