@@ -252,15 +252,22 @@ def targets(results: list[dict], setting: str = "rs") -> dict:
             mixed = {a: 1 - rs_app / v["app_service_s"] for a, v in fixed.items()}
             per_phase = per_phase_best(fixed, by[setting])
             continue
-        best = min(v["mean_task_service_s"] for v in fixed.values())
+        best_alg = min(fixed, key=lambda a: fixed[a]["mean_task_service_s"])
+        best = fixed[best_alg]["mean_task_service_s"]
         within.append({"workload": wl, "request_bytes": size, "cached": cached,
-                       "rs_over_best": by[setting]["mean_task_service_s"] / best - 1})
+                       "best": best_alg,
+                       "rs_over_best": by[setting]["mean_task_service_s"] / best - 1,
+                       "ci95": _excess_ci(by[setting], fixed[best_alg])})
         if wl == "single-block" and not cached and size >= 1 << 20:
             below_opt1.append({"request_bytes": size, "rs_below_opt1": 1 - by[setting][
                 "mean_task_service_s"] / by["opt1"]["mean_task_service_s"]})
     return {
-        "rs_within_5pct_of_best": {"pass": all(w["rs_over_best"] <= 0.05 for w in within),
-                                   "cells": within},
+        "rs_within_5pct_of_best": {
+            "pass": all(w["rs_over_best"] <= 0.05 for w in within), "cells": within,
+            # a miss whose whole 95 % interval lies above +5 %: beyond the runs' noise
+            "misses": sum(w["rs_over_best"] > 0.05 for w in within),
+            "misses_beyond_noise": sum(w["ci95"] is not None and w["ci95"][0] > 0.05
+                                       for w in within)},
         "rs_24pct_below_opt1_single_block_uncached_ge_1MiB": {
             "pass": bool(below_opt1) and all(b["rs_below_opt1"] >= 0.24 for b in below_opt1),
             "cells": below_opt1},
@@ -269,6 +276,33 @@ def targets(results: list[dict], setting: str = "rs") -> dict:
             "rs_better_by": mixed},
         "mixed_phase_per_phase_best": per_phase,
     }
+
+
+# Student's t, two-sided 95 %, by degrees of freedom (1-30); the normal's 1.96 beyond.
+_T975 = (12.71, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def _excess_ci(mine: dict, best: dict) -> list[float] | None:
+    """95 % interval of (mean of mine - mean of best) / mean of best from the runs (Welch):
+    the best fixed algorithm's mean is itself a few runs' estimate, and the smallest of four
+    such estimates is biased low, so a reactive setting running the very same algorithm can
+    miss "within 5 %" by noise alone. None with fewer than two runs of either."""
+    a = [r["mean_task_service_s"] for r in mine.get("runs", [])]
+    b = [r["mean_task_service_s"] for r in best.get("runs", [])]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / len(a)
+    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / len(b)
+    se = (va + vb) ** 0.5
+    if se == 0 or mb <= 0:
+        return [ma / mb - 1] * 2 if mb > 0 else None
+    df = (va + vb) ** 2 / ((va * va / (len(a) - 1) if va else 0) + (vb * vb / (len(b) - 1)
+                                                                    if vb else 0))
+    t = _T975[min(len(_T975), max(1, int(df))) - 1] if df < 31 else 1.96
+    return [(ma - mb - t * se) / mb, (ma - mb + t * se) / mb]
 
 
 def per_phase_best(fixed: dict[str, dict], reactive: dict) -> dict:
@@ -302,7 +336,11 @@ def _render(doc: dict) -> str:
     out = [table(rows, ["workload", "size", "cache", "algorithm", "app s", "mean task s",
                         "variance"])]
     for name, t in doc["targets"].items():
-        if "pass" in t:
+        if "misses" in t:
+            out.append(f"{name}: {'PASS' if t['pass'] else 'FAIL'} ({t['misses']} of "
+                       f"{len(t['cells'])} cells over +5 %, {t['misses_beyond_noise']} beyond "
+                       "the runs' 95 % interval)")
+        elif "pass" in t:
             out.append(f"{name}: {'PASS' if t['pass'] else 'FAIL'}")
         elif t:                                      # mixed_phase_per_phase_best
             over = ", ".join(f"{a} +{v:.0%}" for a, v in t["fixed_over_best"].items())

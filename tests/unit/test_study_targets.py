@@ -81,3 +81,24 @@ def test_the_rendered_table_reports_the_per_phase_best() -> None:
     text = _render({"results": res, "targets": targets(res)})
     assert "mixed_phase_rs_10pct_better_app_than_every_fixed: PASS" in text
     assert "per-phase best (1.200 s)" in text and "opt4 +25%" in text
+
+
+def _runs(cell_rows: list[dict], alg: str, values: list[float]) -> None:
+    row = next(r for r in cell_rows if r["algorithm"] == alg)
+    row["runs"] = [{"mean_task_service_s": v, "app_service_s": v} for v in values]
+    row["mean_task_service_s"] = sum(values) / len(values)
+
+
+def test_a_miss_within_the_runs_noise_is_told_from_one_beyond_it() -> None:
+    times = {"opt1": 0.10, "opt2": 0.12, "opt3": 0.12, "opt4": 0.2, "rs": 0.11}
+    res = _cell("random32", 64 << 10, False, times)
+    _runs(res, "opt1", [0.08, 0.12, 0.10, 0.09, 0.11])
+    _runs(res, "rs", [0.09, 0.13, 0.11, 0.10, 0.12])          # +10 %, runs spread +-20 %
+    t = targets(res)["rs_within_5pct_of_best"]
+    assert not t["pass"] and t["misses"] == 1 and t["misses_beyond_noise"] == 0
+    lo, hi = t["cells"][0]["ci95"]
+    assert lo < 0.05 and hi > 0.10
+    _runs(res, "opt1", [0.100, 0.101, 0.099, 0.100, 0.100])
+    _runs(res, "rs", [0.110, 0.111, 0.109, 0.110, 0.110])     # +10 %, tight: beyond noise
+    t = targets(res)["rs_within_5pct_of_best"]
+    assert t["misses_beyond_noise"] == 1 and t["cells"][0]["ci95"][0] > 0.05
