@@ -183,3 +183,98 @@ def test_lock_manager_try_batch_stops_at_the_first_busy_page():
     assert m.try_batch(6, [(3, False)]) == [BUSY]  # ... and a try does not overtake it
     # Read around in a try: locked and cached nowhere.
     assert m.try_batch(6, [(1, READ)], around=True) == [None]
+
+
+class _Net:
+    """An in-process stand-in for the MPI messages of the message back ends: a request
+    is handled at once by the destination's real Service; replies wait in mailboxes."""
+
+    class _Done:
+        @staticmethod
+        def Test():
+            return True
+
+    class Comm:
+        def __init__(self, net, rank):
+            self.net, self.rank = net, rank
+
+        def Get_rank(self):
+            return self.rank
+
+        def isend(self, obj, dest, tag):
+            from pvfs.collective._service import REQ
+
+            if tag == REQ:
+                self.net.sent.append((self.rank, dest, obj[0]))
+                if obj[0] != "stop":
+                    self.net.services[dest]._handle(self.rank, obj)
+            else:
+                self.net.boxes.setdefault((self.rank, dest), []).append(obj)
+            return _Net._Done()
+
+        def iprobe(self, source, tag):
+            if not self.net.boxes.get((source, self.rank)) and self.net.on_wait:
+                self.net.on_wait.pop(0)()  # another rank acts while this one waits
+            return bool(self.net.boxes.get((source, self.rank)))
+
+        def recv(self, source, tag):
+            return self.net.boxes[(source, self.rank)].pop(0)
+
+    def __init__(self, n):
+        from pvfs.collective._service import Service
+
+        self.sent = []
+        self.boxes = {}
+        self.on_wait = []
+        self.services = [Service(self.Comm(self, r), None, stops=n) for r in range(n)]
+
+    def locks(self, rank, local=False):
+        from pvfs.collective._service import Caller, MsgLocks
+
+        return MsgLocks(Caller(self.Comm(self, rank)), list(range(len(self.services))),
+                        local=self.services[rank] if local else None)
+
+
+def test_msg_locks_one_try_round_when_every_page_is_free():
+    net = _Net(2)
+    locks = net.locks(0)
+    got = locks.lock_set([2, 3, 4, 5], write=True, around=False)
+    assert got == [(UNCACHED, True)] * 4
+    # One message per home, both sent before either reply was awaited: one round.
+    assert sorted(net.sent) == [(0, 0, "lock"), (0, 1, "lock")] and locks.lock_rounds == 1
+    assert net.services[0].locks.holders(4) == (0, set())
+    locks.unlock_set([(p, True, None) for p in (2, 3, 4, 5)])
+    assert [m for m in net.sent if m[2] == "unlock"] == [(0, 0, "unlock"), (0, 1, "unlock")]
+    assert net.services[1].locks.holders(5) == (None, set())
+
+
+def test_msg_locks_busy_page_releases_the_higher_ones_and_waits_in_order():
+    net = _Net(2)
+    other = net.locks(1)
+    assert other.lock_set([3], write=True, around=False) == [(UNCACHED, True)]
+    locks = net.locks(0)
+    seen = []
+
+    def other_unlocks():
+        # Rank 0 waits for page 3: it must hold page 2 and *not* page 4 (released after
+        # the try round), or two-phase locking's increasing order is broken.
+        seen.append((net.services[0].locks.holders(2), net.services[0].locks.holders(4)))
+        other.unlock_set([(3, True, Meta(1, 7, False))])
+
+    net.on_wait.append(other_unlocks)
+    got = locks.lock_set([2, 3, 4, 5], write=False, around=False)
+    assert seen == [((0, set()), (None, set()))]
+    assert got == [(UNCACHED, True), (Meta(1, 7, False), False), (UNCACHED, True),
+                   (UNCACHED, True)]
+    assert locks.retries == 3  # pages 3, 4, 5 asked again in order
+
+
+def test_msg_locks_own_home_without_messages():
+    net = _Net(2)
+    locks = net.locks(0, local=True)
+    assert locks.lock_set([0, 2], write=True, around=False) == [(UNCACHED, True)] * 2
+    assert net.sent == [] and locks.lock_rounds == 0  # both pages homed on rank 0
+    assert net.services[0].locks.holders(2) == (0, set())
+    locks.unlock_set([(0, True, Meta(0, 1, False)), (2, True, None)])
+    assert net.sent == [] and net.services[0].locks.holders(0) == (None, set())
+    assert locks.lock_set([0], write=False, around=False) == [(Meta(0, 1, False), False)]

@@ -154,7 +154,7 @@ class CollectiveFile:
             # when no request to it can still be on the way.
             service = Service(scomm, pages, stops=self.n)
             self._thread = ServiceThread(service)
-            caller = Caller(scomm)
+            caller = Caller(scomm, serve=service.poll_once)
             # The pages this rank is home for are locked in the I/O thread's table directly.
             locks = MsgLocks(caller, list(range(self.n)), local=service)
             data = MsgData(caller, self.rank, pages)

@@ -26,6 +26,7 @@ is busy elsewhere; across nodes MPICH needs ``MPIR_CVAR_ASYNC_PROGRESS=1`` for t
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -35,6 +36,10 @@ from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout
 
 _NEVER = 1 << 62
+#: Seconds a non-atomic read waits for a page being loaded before it reads the file around
+#: the loader: about one page read, so a loader that is running is waited for (its copy then
+#: costs one Get), a descheduled one is not.
+AROUND_AFTER = float(os.environ.get("PVFS_COLLECTIVE_AROUND_US", "300")) * 1e-6
 
 # The page word: readers in bits 0-19, the writer bit, then the metadata (flushed, slot,
 # owner + 1). Reader counts only ever reach the number of ranks (plus transient +1s).
@@ -161,12 +166,14 @@ class RmaLocks:
         return False, guess
 
     def lock(self, page: int, excl: bool, around: bool = False) -> Meta | None:
-        """Wait for the lock; with ``around``, None instead of waiting while the page is
-        locked and cached nowhere (being loaded: the file is what to read)."""
+        """Wait for the lock; with ``around``, None instead of waiting longer than
+        :data:`AROUND_AFTER` while the page is locked and cached nowhere (being loaded: the
+        file is what to read)."""
         self.lock_calls += 1
         home, disp = self._where(page)
         backoff = Backoff()
-        limit = time.monotonic() + DEADLINE
+        began = time.monotonic()
+        limit = began + DEADLINE
         while True:
             if excl:
                 ok, word = self._try_excl(page, home, disp)
@@ -175,7 +182,8 @@ class RmaLocks:
             if ok:
                 self._seen[page] = word & ~LOCK_BITS
                 return unpack(word)
-            if around and unpack(word).owner < 0:
+            if around and unpack(word).owner < 0 and \
+                    time.monotonic() - began >= AROUND_AFTER:
                 return None
             self.retries += 1
             if time.monotonic() > limit:

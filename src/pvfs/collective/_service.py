@@ -35,6 +35,7 @@ no message.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Any
 
@@ -50,16 +51,24 @@ from pvfs.collective._wait import (
 )
 
 REQ, REPLY = 11, 12
+#: Seconds a home keeps polling with ``sched_yield`` after its last request before it sleeps
+#: (100 µs at most, 1 ms after 10 ms idle): requests come in bursts, and a sleeping home adds
+#: its sleep to every round trip.
+SERVICE_YIELD_S = float(os.environ.get("PVFS_COLLECTIVE_SERVICE_YIELD_US", "1000")) * 1e-6
 
 
 class Caller:
     """The client side: send a request, wait (sleeping) for the reply."""
 
-    def __init__(self, comm: Any) -> None:
+    def __init__(self, comm: Any, serve: Any = None) -> None:
         self.comm = comm
         self.rank = comm.Get_rank()
         self._pending: list[Any] = []
         self.messages = 0
+        # thread coordination: while the main thread waits it serves its rank's requests
+        # too (Service.poll_once), so a round trip to a rank whose main thread is waiting
+        # does not wait for that rank's I/O thread to be scheduled and get the GIL.
+        self.serve = serve
 
     def send(self, dest: int, msg: Any, tag: int = REQ) -> None:
         self.messages += 1
@@ -67,21 +76,22 @@ class Caller:
         self._pending = [r for r in self._pending if not r.Test()]
 
     def reply(self, src: int, what: str) -> Any:
-        until(lambda: self.comm.iprobe(source=src, tag=REPLY), what)
-        return self.comm.recv(source=src, tag=REPLY)
+        return self.replies([src], what)[src]
 
     def replies(self, srcs: list[int], what: str) -> dict[int, Any]:
         """One reply from each of ``srcs``, taken in the order they arrive."""
-        if len(srcs) == 1:
-            return {srcs[0]: self.reply(srcs[0], what)}
         waiting = list(srcs)
         out: dict[int, Any] = {}
+        serve = self.serve
 
         def poll() -> bool:
             for src in list(waiting):
                 if self.comm.iprobe(source=src, tag=REPLY):
                     out[src] = self.comm.recv(source=src, tag=REPLY)
                     waiting.remove(src)
+            if waiting and serve is not None:
+                while serve():
+                    pass
             return not waiting
 
         until(poll, what)
@@ -112,41 +122,58 @@ class LocalPages:
 class Service:
     """The loop of a lock server or an I/O thread; ``run`` returns after ``stops`` stops."""
 
-    def __init__(self, comm: Any, pages: LocalPages | None, stops: int) -> None:
+    def __init__(self, comm: Any, pages: LocalPages | None, stops: int,
+                 yield_s: float | None = None) -> None:
         self.comm = comm
         self.locks = LockManager()
         # The lock table is also used by this rank's main thread (thread coordination).
         self.mutex = threading.Lock()
         self.pages = pages
         self.stops = stops
+        self.stopped = 0
         self.served = 0
+        self.yield_s = SERVICE_YIELD_S if yield_s is None else yield_s
         self._out: list[Any] = []
+        self._out_lock = threading.Lock()
         self.error: BaseException | None = None
 
     def _send(self, dest: int, obj: Any) -> None:
-        self._out.append(self.comm.isend(obj, dest=dest, tag=REPLY))
+        req = self.comm.isend(obj, dest=dest, tag=REPLY)
+        with self._out_lock:
+            self._out.append(req)
 
-    def run(self) -> None:
+    def _reap(self) -> None:
+        with self._out_lock:
+            if self._out:
+                self._out = [r for r in self._out if not r.Test()]
+
+    def poll_once(self) -> bool:
+        """Serve one waiting request, if any (a matched probe: the I/O thread and a main
+        thread that serves while it waits never take the same message)."""
         from mpi4py import MPI
 
-        status = MPI.Status()
-        backoff = Backoff(start=2e-5, cap=5e-4)
-        stopped = 0
+        msg = self.comm.improbe(source=MPI.ANY_SOURCE, tag=REQ, status=(status := MPI.Status()))
+        if msg is None:
+            return False
+        req = msg.recv()
+        src = status.Get_source()
+        self.served += 1
+        if req[0] == "stop":
+            with self.mutex:
+                self.stopped += 1
+        else:
+            self._handle(src, req)
+        return True
+
+    def run(self) -> None:
+        backoff = Backoff(cap=1e-4, yield_s=self.yield_s, idle_after=0.01)
         try:
-            while stopped < self.stops:
-                if not self.comm.iprobe(source=MPI.ANY_SOURCE, tag=REQ, status=status):
-                    if self._out:
-                        self._out = [r for r in self._out if not r.Test()]
-                    backoff.pause()
-                    continue
-                backoff.reset()
-                src = status.Get_source()
-                msg = self.comm.recv(source=src, tag=REQ)
-                self.served += 1
-                if msg[0] == "stop":
-                    stopped += 1
+            while self.stopped < self.stops:
+                if self.poll_once():
+                    backoff.reset()
                 else:
-                    self._handle(src, msg)
+                    self._reap()
+                    backoff.pause()
             until(lambda: all(r.Test() for r in self._out), "service replies")
         except BaseException as exc:
             self.error = exc
