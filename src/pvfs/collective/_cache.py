@@ -48,8 +48,9 @@ class Locks(Protocol):
 
     def lock(self, page: int, excl: bool, around: bool = False) -> Meta | None: ...
     def lock_read(self, page: int, around: bool) -> tuple[Meta | None, bool]: ...
-    def lock_set(self, pages: list[int], write: bool,
-                 around: bool) -> list[tuple[Meta | None, bool]]: ...
+    def lock_set(self, pages: list[int], write: bool, around: bool,
+                 wants: dict[int, list[tuple[int, int]]] | None = None,
+                 ) -> list[tuple[Meta | None, bool]]: ...
     def try_lock(self, page: int) -> Meta | None: ...
     def unlock(self, page: int, excl: bool, meta: Meta | None) -> None: ...
     def unlock_set(self, held: list[tuple[int, bool, Meta | None]]) -> None: ...
@@ -104,6 +105,7 @@ class PageCache:
         self.read_around = 0
         self.hits = self.remote_hits = self.misses = self.direct = 0
         self.evictions = self.evict_pinned = 0
+        self.remote_carried = 0  # remote pages read from bytes that came with the lock
 
     # ------------------------------------------------------------------ access
     def read(self, regions: list[tuple[int, int]]) -> bytearray:
@@ -141,17 +143,23 @@ class PageCache:
         """Two-phase locking: every page in increasing order, then the bytes, then unlock."""
         groups = by_page(pieces)
         try:
-            self._acquire([page for page, _ in groups], write)
+            self._acquire(groups, write)
             self._install(groups, write)
             if self.around:
                 self._read_around([p for page, mine in groups if page in self.around
                                    for p in mine], buf)
             remote: dict[int, list[tuple[int, list[tuple[int, memoryview]]]]] = {}
+            carried = getattr(self.locks, "carried", None) or {}
             for page, mine in groups:
                 if page in self.around:
                     continue
                 meta = self.held[page].meta
-                if meta.owner >= 0 and meta.owner != self.rank:
+                if page in carried and not write and meta.owner != self.rank:
+                    # the bytes came with the lock's grant (thread coordination)
+                    for p, blob in zip(mine, carried[page], strict=True):
+                        buf[p.buf:p.buf + p.length] = blob
+                    self.remote_carried += 1
+                elif meta.owner >= 0 and meta.owner != self.rank:
                     # Remote pieces move together: one message (or one flush) per owner.
                     remote.setdefault(meta.owner, []).append(
                         (meta.slot, [(p.off, buf[p.buf:p.buf + p.length]) for p in mine]))
@@ -165,18 +173,25 @@ class PageCache:
             self.held.clear()
             self.locks.unlock_set([(page, h.excl, h.new) for page, h in held])
 
-    def _acquire(self, pages: list[int], write: bool) -> None:
-        """Lock ``pages`` (increasing) in the two-phase order: exclusive for a write; for a
-        read shared, or exclusive when the page is cached nowhere (the reader caches it:
-        RMA trades up in place, message homes decide at the grant)."""
+    def _acquire(self, groups: list[tuple[int, list[Piece]]], write: bool) -> None:
+        """Lock the pages of ``groups`` (increasing) in the two-phase order: exclusive for a
+        write; for a read shared, or exclusive when the page is cached nowhere (the reader
+        caches it: RMA trades up in place, message homes decide at the grant). A read tells
+        the lock table which pieces it will take (message homes may send them along)."""
         # A non-atomic read does not queue behind another rank's load of the page: while
         # a page is locked and cached nowhere the file holds every completed write to it
         # (a cached copy is published before its writer unlocks, and an evicted one is
         # written before), so the read goes to the file, as independent I/O would, instead
         # of waiting for a holder that may be descheduled. Atomic reads always wait.
         around = not write and not self.atomic
-        for page, (meta, excl) in zip(pages, self.locks.lock_set(pages, write, around),
-                                      strict=True):
+        pages = [page for page, _ in groups]
+        if write:
+            got = self.locks.lock_set(pages, write, around)
+        else:
+            got = self.locks.lock_set(pages, write, around,
+                                      {page: [(p.off, p.length) for p in mine]
+                                       for page, mine in groups})
+        for page, (meta, excl) in zip(pages, got, strict=True):
             if meta is None:
                 self.around.add(page)
                 self.read_around += 1
@@ -314,7 +329,7 @@ class PageCache:
                 "hits": self.hits, "remote_hits": self.remote_hits, "misses": self.misses,
                 "direct": self.direct, "evictions": self.evictions,
                 "evict_pinned": self.evict_pinned, "read_around": self.read_around,
-                "remote_gets": self.data.remote_gets,
+                "remote_gets": self.data.remote_gets, "remote_carried": self.remote_carried,
                 "remote_puts": self.data.remote_puts}
 
 

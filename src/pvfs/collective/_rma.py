@@ -215,11 +215,11 @@ class RmaLocks:
             return unpack(meta)
         return None
 
-    def lock_set(self, pages: list[int], write: bool,
-                 around: bool) -> list[tuple[Meta | None, bool]]:
+    def lock_set(self, pages: list[int], write: bool, around: bool,
+                 wants: Any = None) -> list[tuple[Meta | None, bool]]:
         """Every page in increasing order, one after the other (see :meth:`lock` and
         :meth:`lock_read`); per page ``(metadata, exclusive)``, ``(None, False)`` to read
-        around."""
+        around. (``wants`` is for message homes; page data here moves with ``Get``.)"""
         out: list[tuple[Meta | None, bool]] = []
         for page in pages:
             if write:

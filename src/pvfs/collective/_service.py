@@ -136,6 +136,36 @@ class Service:
         self._out: list[Any] = []
         self._out_lock = threading.Lock()
         self.error: BaseException | None = None
+        self.rank = comm.Get_rank()
+        # A queued batch's data wishes until its grant: src -> (items, wants, held)
+        self._wants: dict[int, tuple[Any, Any, Any]] = {}
+
+    def carry(self, who: int, items: list[tuple[int, Any]], results: list[Any],
+              wants: dict[int, list[tuple[int, int]]] | None,
+              held: list[tuple[int, int, list[tuple[int, int]]]] | None) -> dict[int, Any]:
+        """The bytes a lock reply carries (``thread``): of every page of the batch granted
+        shared while cached here (``wants``: the pieces the reader will read) and of pages
+        the requester already holds that are cached here (``held``). Read while the
+        requester holds the page, as its own get would be."""
+        data: dict[int, Any] = {}
+        if self.pages is None or who == self.rank:
+            return data
+        if wants:
+            for (page, _), r in zip(items, results, strict=False):
+                if r is not BUSY and r is not None and r.owner == self.rank and page in wants:
+                    view = self.pages.slot(r.slot)
+                    data[page] = [bytes(view[off:off + n]) for off, n in wants[page]]
+        for page, slot, pieces in held or ():
+            view = self.pages.slot(slot)
+            data[page] = [bytes(view[off:off + n]) for off, n in pieces]
+        return data
+
+    def grant_payload(self, who: int, results: Any) -> Any:
+        """What a release's grant of a queued batch sends (call under ``mutex``)."""
+        items, wants, held = self._wants.pop(who, (None, None, None))
+        if items is None:
+            return (results, {})
+        return (results, self.carry(who, items, results, wants, held))
 
     def _send(self, dest: int, obj: Any) -> None:
         req = self.comm.isend(obj, dest=dest, tag=REPLY)
@@ -182,17 +212,22 @@ class Service:
     def _handle(self, src: int, msg: tuple) -> None:
         op = msg[0]
         if op == "lock":
-            _, items, around, try_only = msg
+            _, items, around, try_only, wants, held = msg
             with self.mutex:
                 if try_only:
                     result: Any = self.locks.try_batch(src, items, around)
                 else:
                     result = self.locks.request_batch(src, items, around)
+                if result is None:
+                    self._wants[src] = (items, wants, held)
+                else:
+                    reply = (result, self.carry(src, items, result, wants, held))
             if result is not None:
-                self._send(src, result)
+                self._send(src, reply)
         elif op == "unlock":
             with self.mutex:
-                grants = release_all(self.locks, src, msg[1])
+                grants = [(who, self.grant_payload(who, res))
+                          for who, res in release_all(self.locks, src, msg[1])]
             for who, payload in grants:
                 self._send(who, payload)
         elif op == "get":
@@ -263,38 +298,57 @@ class MsgLocks:
         self.retries = 0  # pages asked again in order after a try round found a busy page
         self.lock_rounds = 0  # waits for lock replies (a parallel round counts once)
         self.direct = 0  # lock and unlock batches served without a message (own home)
+        # thread coordination: page -> bytes that came with this lock set's replies
+        self.carried: dict[int, list[bytes]] = {}
+        self.carried_pages = 0
 
     def home(self, page: int) -> int:
         return self.homes[page % len(self.homes)]
 
     # -------------------------------------------------------------- batches to homes
-    def _ask(self, home: int, items: list[tuple[int, Any]], around: bool,
-             try_only: bool) -> list[Any] | None:
+    def _ask(self, home: int, items: list[tuple[int, Any]], around: bool, try_only: bool,
+             wants: Any = None, held: Any = None) -> list[Any] | None:
         """Send one batch; its results if answered at once (own home), else None."""
         if self.local is not None and home == self.me:
             self.direct += 1
             with self.local.mutex:
                 if try_only:
                     return self.local.locks.try_batch(self.me, items, around)
-                return self.local.locks.request_batch(self.me, items, around)
+                got = self.local.locks.request_batch(self.me, items, around)
+                if got is None:
+                    self.local._wants[self.me] = (items, None, None)
+                return got
             # (queued at our own home: the I/O thread answers when a release grants it)
-        self.caller.send(home, ("lock", items, around, try_only))
+        if self.local is None:
+            wants = held = None  # lock servers hold no pages
+        self.caller.send(home, ("lock", items, around, try_only, wants, held))
         return None
 
     def _round(self, asks: dict[int, list[tuple[int, Any]]], around: bool,
-               try_only: bool) -> dict[int, list[Any]]:
-        """One batch to each home at once; every home's results."""
+               try_only: bool, wants: dict[int, Any] | None = None,
+               held: Any = None) -> dict[int, list[Any]]:
+        """One batch to each home at once (this rank's own home first, so the pages it
+        grants can ask for their bytes in the other homes' messages); every home's results.
+
+        ``wants``: page -> pieces a read will take; ``held(home)``: pages already held
+        whose bytes that home can send with its reply."""
         out: dict[int, list[Any]] = {}
         waiting = []
-        for home, items in asks.items():
-            got = self._ask(home, items, around, try_only)
+        for home in sorted(asks, key=lambda h: h != self.me):
+            items = asks[home]
+            mine = None if wants is None else \
+                {p: wants[p] for p, _ in items if p in wants} or None
+            got = self._ask(home, items, around, try_only, mine,
+                            held(home, out) if held is not None else None)
             if got is None:
                 waiting.append(home)
             else:
                 out[home] = got
         if waiting:
             self.lock_rounds += 1
-            out.update(self.caller.replies(waiting, "lock grants"))
+            for home, (results, data) in self.caller.replies(waiting, "lock grants").items():
+                out[home] = results
+                self.carried.update(data)
         return out
 
     def _release(self, back: dict[int, list[tuple[int, tuple | None]]]) -> None:
@@ -303,13 +357,16 @@ class MsgLocks:
                 self.direct += 1
                 with self.local.mutex:
                     grants = release_all(self.local.locks, self.me, pairs)
-                for who, payload in grants:
+                    payloads = [(who, self.local.grant_payload(who, res))
+                                for who, res in grants]
+                for who, payload in payloads:
                     self.caller.send(who, payload, tag=REPLY)
             else:
                 self.caller.send(home, ("unlock", pairs))
 
-    def lock_set(self, pages: list[int], write: bool,
-                 around: bool) -> list[tuple[Meta | None, bool]]:
+    def lock_set(self, pages: list[int], write: bool, around: bool,
+                 wants: dict[int, list[tuple[int, int]]] | None = None,
+                 ) -> list[tuple[Meta | None, bool]]:
         """Lock ``pages`` (increasing) for a write (exclusive) or a read (the read mode:
         exclusive while the page is cached nowhere, the reader caches it); per page
         ``(metadata, exclusive)``, ``(None, False)`` for a page to read around.
@@ -317,19 +374,43 @@ class MsgLocks:
         Pages of several homes: first one ``try`` batch to every home at once. Pages
         below the first busy one are kept, the ones above it released, and the rest are
         asked for in order, one queued batch per run of consecutive pages of one home
-        (a waiter holds only pages below the one it waits for)."""
+        (a waiter holds only pages below the one it waits for).
+
+        ``wants`` (reads, ``thread``): page -> ``(offset, length)`` pieces to read. A home
+        that grants a page cached on its own rank sends those bytes with the grant, and
+        pages already held whose copy is on a home asked later are read in the same
+        message; what came is in :attr:`carried` (no data round trip for those)."""
         mode: Any = True if write else READ
         items = [(p, mode) for p in pages]
         homes = [self.home(p) for p in pages]
         self.lock_calls += len(pages)
+        self.carried = {}
         results: list[Any] = [BUSY] * len(pages)
+
+        def held(home: int, got: dict[int, list[Any]]) -> list[Any] | None:
+            # pages already granted (shared: cached somewhere) whose copy is on ``home``
+            if wants is None or self.local is None:
+                return None
+            out = []
+            for h, res in got.items():
+                for (p, _), r in zip(asks_now[h], res, strict=False):
+                    if r is not BUSY and r is not None and r[0] == home and p in wants \
+                            and p not in self.carried:
+                        out.append((p, r[1], wants[p]))
+            for i, r in enumerate(results):
+                p = pages[i]
+                if r is not BUSY and r is not None and r[0] == home and wants and \
+                        p in wants and p not in self.carried:
+                    out.append((p, r[1], wants[p]))
+            return out or None
+
         start = 0
         if len(set(homes)) > 1:
             where: dict[int, list[int]] = {}
             for i, h in enumerate(homes):
                 where.setdefault(h, []).append(i)
-            got = self._round({h: [items[i] for i in ix] for h, ix in where.items()},
-                              around, try_only=True)
+            asks_now = {h: [items[i] for i in ix] for h, ix in where.items()}
+            got = self._round(asks_now, around, try_only=True, wants=wants, held=held)
             for h, ix in where.items():
                 for i, r in zip(ix, got[h], strict=False):
                     results[i] = r
@@ -339,6 +420,7 @@ class MsgLocks:
                 if results[i] is not BUSY and results[i] is not None:
                     back.setdefault(homes[i], []).append((pages[i], None))
                 results[i] = BUSY
+                self.carried.pop(pages[i], None)
             self._release(back)
             self.retries += len(pages) - start
             self.lock_calls += len(pages) - start
@@ -347,8 +429,11 @@ class MsgLocks:
             j = i + 1
             while j < len(pages) and homes[j] == homes[i]:
                 j += 1
-            results[i:j] = self._round({homes[i]: items[i:j]}, around, try_only=False)[homes[i]]
+            asks_now = {}
+            results[i:j] = self._round({homes[i]: items[i:j]}, around, try_only=False,
+                                       wants=wants, held=held)[homes[i]]
             i = j
+        self.carried_pages += len(self.carried)
         out: list[tuple[Meta | None, bool]] = []
         for r in results:
             if r is None:
@@ -369,6 +454,7 @@ class MsgLocks:
     # -------------------------------------------------------------- single pages
     def lock(self, page: int, excl: bool, around: bool = False) -> Meta | None:
         self.lock_calls += 1
+        self.carried = {}
         got = self._round({self.home(page): [(page, excl)]}, around, try_only=False)
         r = got[self.home(page)][0]
         return None if r is None else Meta(*r)
