@@ -220,13 +220,14 @@ class _Net:
         def recv(self, source, tag):
             return self.net.boxes[(source, self.rank)].pop(0)
 
-    def __init__(self, n):
-        from pvfs.collective._service import Service
+    def __init__(self, n, slots=0):
+        from pvfs.collective._service import LocalPages, Service
 
         self.sent = []
         self.boxes = {}
         self.on_wait = []
-        self.services = [Service(self.Comm(self, r), None, stops=n) for r in range(n)]
+        self.services = [Service(self.Comm(self, r), LocalPages(slots, 16) if slots else None,
+                                 stops=n) for r in range(n)]
 
     def locks(self, rank, local=False):
         from pvfs.collective._service import Caller, MsgLocks
@@ -278,3 +279,52 @@ def test_msg_locks_own_home_without_messages():
     locks.unlock_set([(0, True, Meta(0, 1, False)), (2, True, None)])
     assert net.sent == [] and net.services[0].locks.holders(0) == (None, set())
     assert locks.lock_set([0], write=False, around=False) == [(Meta(0, 1, False), False)]
+
+
+def test_msg_locks_grants_carry_the_bytes_cached_on_the_home():
+    net = _Net(2, slots=2)
+    # Rank 1 caches page 1 (its home) in slot 0 and page 2 (home 0) in slot 1.
+    net.services[1].locks._get(1).meta = Meta(1, 0, False)
+    net.services[0].locks._get(2).meta = Meta(1, 1, False)
+    net.services[1].pages.slot(0)[:] = b"A" * 16
+    net.services[1].pages.slot(1)[:] = b"0123456789abcdef"
+    locks = net.locks(0, local=True)
+    got = locks.lock_set([1, 2], write=False, around=True, wants={1: [(2, 4)], 2: [(3, 5)]})
+    assert got == [(Meta(1, 0, False), False), (Meta(1, 1, False), False)]
+    # Page 2 was locked at rank 0's own home first; its bytes came in the one message that
+    # locked page 1 at rank 1, together with page 1's: one round, no get.
+    assert net.sent == [(0, 1, "lock")] and locks.lock_rounds == 1
+    assert locks.carried == {1: [b"AAAA"], 2: [b"34567"]}
+    locks.unlock_set([(1, False, None), (2, False, None)])
+    # A write carries nothing; neither do lock servers (no pages).
+    assert locks.lock_set([1], write=True, around=False) == [(Meta(1, 0, False), True)]
+    assert locks.carried == {}
+
+
+def test_backoff_yields_then_sleeps_capped_then_idle_capped(monkeypatch):
+    from pvfs.collective import _wait
+
+    now = [100.0]
+    calls = []
+    monkeypatch.setattr(_wait.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(_wait.time, "sleep", lambda d: calls.append(("sleep", d)))
+    monkeypatch.setattr(_wait.os, "sched_yield", lambda: calls.append(("yield", 0)))
+    b = _wait.Backoff(start=1e-5, cap=4e-5, yield_s=2e-4, idle_after=0.01, idle_cap=1e-3)
+    for _ in range(5):
+        b.pause()  # 3 immediate retries, then yields while under yield_s
+    assert calls == [("yield", 0)] * 2
+    now[0] += 3e-4
+    calls.clear()
+    for _ in range(5):
+        b.pause()
+    assert [d for _, d in calls] == [1e-5, 2e-5, 4e-5, 4e-5, 4e-5]  # doubling, capped
+    now[0] += 0.02  # long without progress: the idle cap
+    calls.clear()
+    for _ in range(6):
+        b.pause()
+    assert [round(d, 6) for _, d in calls] == [4e-5, 8e-5, 1.6e-4, 3.2e-4, 6.4e-4, 1e-3]
+    b.reset()
+    calls.clear()
+    for _ in range(4):
+        b.pause()
+    assert calls == [("yield", 0)]
