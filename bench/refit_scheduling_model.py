@@ -12,6 +12,11 @@ algorithm is the mean over all their runs, weighted by each study's repetitions 
 less of the noise in the small cells that decide the small-request rule::
 
     python bench/refit_scheduling_model.py A.json B.json C.json model.json
+
+Where a study has rs rows, the columns of table 5.3 the daemons saw each cell's requests in
+(their decisions, ``rs.decisions``: "kind/column->pick" counts) are pooled too and handed to
+the fit (``fit.fit(columns=...)``), so the small-request rule is fitted by the column the
+daemons will look up, not the study's cached/uncached label.
 """
 
 from __future__ import annotations
@@ -40,7 +45,24 @@ def refit(*studies: dict) -> tuple[rs.Params, list[dict]]:
                 tot[0] += x["mean_task_service_s"] * n
                 tot[1] += n
     obs = [fit.Obs(*key, t / n) for key, (t, n) in pooled.items()]
-    return fit.fit(obs, first["clients"], first["iods"], s_cache=first["model"]["S_cache"])
+    return fit.fit(obs, first["clients"], first["iods"], s_cache=first["model"]["S_cache"],
+                   columns=seen_columns(studies))
+
+
+def seen_columns(studies) -> dict[tuple, dict[int, float]]:
+    """Per cell, the share of rs' decisions made in each column of table 5.3."""
+    counts: dict[tuple, dict[int, int]] = {}
+    for s in studies:
+        for x in s["results"]:
+            if x["algorithm"] != "rs" or x["workload"] not in fit.PIECES:
+                continue
+            cell = counts.setdefault((x["workload"], x["request_bytes"], x["cached"]), {})
+            for what, n in (x.get("rs") or {}).get("decisions", {}).items():
+                kind, column = what.split("->")[0].split("/")
+                col = rs.CLASSES.index(kind) + (3 if column == "cached" else 0)
+                cell[col] = cell.get(col, 0) + n
+    return {k: {c: n / sum(v.values()) for c, n in v.items()}
+            for k, v in counts.items() if sum(v.values())}
 
 
 def main(argv: list[str]) -> int:

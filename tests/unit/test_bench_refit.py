@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.refit_scheduling_model import refit
+from bench.refit_scheduling_model import refit, seen_columns
 from pvfs.models import fit, rs
 
 TRUE = rs.Params(T_over=0.004, B_dr=5e6, B_drc=11e6)
@@ -48,3 +48,17 @@ def test_studies_of_different_setups_are_not_pooled() -> None:
     t = {"opt1": 0.03, "opt2": 0.03, "opt3": 0.03, "opt4": 0.03}
     with pytest.raises(ValueError, match="clients"):
         refit(_study(t, 1), _study(t, 1, clients=4))
+
+
+def test_the_columns_the_daemons_saw_are_pooled_from_rs_rows() -> None:
+    a = _study({"opt1": 0.03, "opt2": 0.03, "opt3": 0.03, "opt4": 0.03}, reps=1)
+    b = _study({"opt1": 0.03, "opt2": 0.03, "opt3": 0.03, "opt4": 0.03}, reps=1)
+    for s, dec in ((a, {"sparse/cached->opt3": 30, "sparse/uncached->opt3": 10}),
+                   (b, {"sparse/cached->opt1": 50, "ideal/uncached->opt2": 10})):
+        s["results"].append({"workload": "random16", "request_bytes": 64 << 10,
+                             "cached": False, "algorithm": "rs", "mean_task_service_s": 0.1,
+                             "rs": {"decisions": dec}})
+    cols = seen_columns([a, b])
+    sparse, ideal = rs.CLASSES.index("sparse"), rs.CLASSES.index("ideal")
+    assert cols == {("random16", 64 << 10, False): {sparse + 3: 0.8, sparse: 0.1,
+                                                     ideal: 0.1}}

@@ -107,3 +107,29 @@ def test_a_model_without_small_algs_uses_small_alg_everywhere():
     assert rs.select(rs.Params(zero_s=1.0, small_alg="opt2",
                                small_algs=("opt1",) * 3 + ("opt4",) * 3), w)[0] == "opt4"
     assert rs.Params.from_wire({"small_alg": "opt3"}).small_algs == ()
+
+
+def test_the_small_rule_follows_the_columns_the_daemons_saw():
+    """Strided 64 KiB: cached runs fastest under opt3, uncached under opt1 -- but the daemons
+    see 90 % of the "uncached" cell's requests as cached (read-ahead). Fitted by the labels,
+    the cached column takes opt3; by the columns seen, opt1, which costs less where the
+    daemons will look it up."""
+    obs = []
+    for cached, small in ((True, {"opt1": 1.25, "opt2": 1.3, "opt3": 1.0, "opt4": 1.6}),
+                          (False, {"opt1": 1.0, "opt2": 1.6, "opt3": 1.6, "opt4": 2.0})):
+        for alg, f in small.items():
+            obs.append(fit.Obs("strided", 64 << 10, cached, alg, 0.04 * f))
+        for alg in rs.ALGORITHMS:
+            obs.append(fit.Obs("strided", 1 << 20, cached, alg, 1.5 * (0.7 if alg == "opt4"
+                                                                        else 1.0)))
+        for alg in rs.ALGORITHMS:                       # the baseline fit needs single blocks
+            for size in (64 << 10, 1 << 20):
+                t = (0.03 if size < 1 << 20 else 1.0) * (0.8 if cached else 1.0)
+                obs.append(fit.Obs("single-block", size, cached, alg, t))
+    col = rs.CLASSES.index("disjoint") + 3
+    by_label, _ = fit.fit(obs, NPROCS, NIODS)
+    seen = {("strided", 64 << 10, False): {col: 0.9, col - 3: 0.1}}
+    by_seen, _ = fit.fit(obs, NPROCS, NIODS, columns=seen)
+    assert by_label.zero_s > 0 and by_seen.zero_s > 0
+    assert by_label.small_algs[col] == "opt3"
+    assert by_seen.small_algs[col] == "opt1"

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
@@ -80,8 +80,17 @@ def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
 
 
 def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = None,
-        s_nocache: float | None = None) -> tuple[rs.Params, list[dict]]:
-    """Parameters from the runs, and each run's residual (observed vs predicted)."""
+        s_nocache: float | None = None,
+        columns: Mapping[tuple[str, int, bool], Mapping[int, float]] | None = None,
+        ) -> tuple[rs.Params, list[dict]]:
+    """Parameters from the runs, and each run's residual (observed vs predicted).
+
+    ``columns``: for a cell (workload, bytes per task, cached), the table 5.3 columns the I/O
+    daemons saw its requests in, as fractions (from the reactive selector's decisions in
+    earlier runs). The daemons measure residency, and read-ahead puts much of an "uncached"
+    random-block cell into the cached column; the small-request rule is fitted by where
+    the daemons will look, not by how the study prepared the cell. Cells not given: the
+    column of their label."""
     obs = list(obs)
     pts: dict[tuple, list[tuple[rs.Workload, float]]] = defaultdict(list)
     for o in obs:
@@ -180,9 +189,12 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
             excess = {a: x.mean_task_service_s / best - 1 for a, x in by.items()} if best > 0 \
                 else {a: 0.0 for a in by}
             table_pick = rs.select(table_only, w)[0]
-            col = rs.CLASSES.index(w.kind()) + (3 if rs.is_cached(base, w) else 0)
+            o2 = by["opt2"]
+            seen = (columns or {}).get((o2.workload, o2.request_bytes, o2.cached))
+            if not seen:
+                seen = {rs.CLASSES.index(w.kind()) + (3 if rs.is_cached(base, w) else 0): 1.0}
             marks.append((rs.io_time(base, "opt2", w), excess, excess.get(table_pick, 1.0),
-                          col))
+                          seen))
     zero_s, small_alg, small_algs = base.zero_s, base.small_alg, base.small_algs
     if marks:
         # Thresholds halfway (geometrically) between neighbouring runs, not just above one:
@@ -200,11 +212,15 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
     return params, residuals(params, obs, nprocs, niods)
 
 
-def _pick(marks: list, default: str = "opt1") -> str:
-    """The algorithm with the least summed excess over ``marks``; ``default``, then opt1, and
-    then the list's order break ties."""
-    return min(rs.ALGORITHMS, key=lambda a: (round(sum(m[1].get(a, 1.0) for m in marks), 9),
-                                             a != default, a != "opt1",
+def _pick(marks: list, default: str = "opt1", col: int | None = None) -> str:
+    """The algorithm with the least summed excess over ``marks`` (each weighted by the share
+    of its requests seen in column ``col``, or whole); ``default``, then opt1, and then the
+    list's order break ties."""
+    def cost(a: str) -> float:
+        return sum((1.0 if col is None else m[3].get(col, 0.0)) * m[1].get(a, 1.0)
+                   for m in marks)
+
+    return min(rs.ALGORITHMS, key=lambda a: (round(cost(a), 9), a != default, a != "opt1",
                                              rs.ALGORITHMS.index(a)))
 
 
@@ -213,13 +229,15 @@ def _small_rule(marks: list, zero_s: float) -> tuple[float, str, tuple[str, ...]
     (that one where the column has no small run)."""
     small = [m for m in marks if m[0] < zero_s]
     overall = _pick(small)
-    return zero_s, overall, tuple(_pick([m for m in small if m[3] == col], overall)
-                                  for col in range(6))
+    return zero_s, overall, tuple(
+        _pick([m for m in small if m[3].get(col)], overall, col) for col in range(6))
 
 
 def _small_cost(marks: list, zero_s: float, _alg: str, algs: tuple[str, ...]) -> float:
-    """The runs' summed excess over their cells' best under a small-request rule."""
-    return sum(m[1].get(algs[m[3]], 1.0) if m[0] < zero_s else m[2] for m in marks)
+    """The runs' summed excess over their cells' best under a small-request rule (a cell
+    whose requests the daemons see in several columns: each column's pick for its share)."""
+    return sum(sum(f * m[1].get(algs[c], 1.0) for c, f in m[3].items())
+               if m[0] < zero_s else m[2] for m in marks)
 
 
 def residuals(p: rs.Params, obs: Iterable[Obs], nprocs: int, niods: int) -> list[dict]:
