@@ -51,7 +51,8 @@ Key = tuple[int, int]
 
 COUNTERS = ("reads", "writes", "hits", "misses", "admissions", "bypasses", "bypassed_blocks",
             "evictions", "flushes", "flushed_blocks", "fetches", "fetched_blocks",
-            "write_through_blocks", "flush_errors", "fsyncs", "invalidations")
+            "write_through_blocks", "flush_errors", "fsyncs", "invalidations",
+            "inflight_waits", "refetched_blocks", "mixed_fetches", "transient_blocks")
 
 
 class GcacheServer(WriteBack):
@@ -157,35 +158,54 @@ class GcacheServer(WriteBack):
             lock = self.file_locks[ino] = trio.Lock()
         return lock
 
-    async def _wait_inflight(self, ino: int, first: int, last: int) -> None:
-        """Wait until no block of ``first..last`` is being fetched by another request."""
+    async def _wait_inflight(self, ino: int, first: int, last: int) -> set[int]:
+        """Wait until no block of ``first..last`` is being fetched by another request; the
+        blocks waited for."""
+        waited: set[int] = set()
         while True:
-            ev = next((e for (i, b), e in self.inflight.items()
-                       if i == ino and first <= b <= last), None) if self.inflight else None
-            if ev is None:
-                return
-            await ev.wait()
+            busy = [(b, e) for (i, b), e in self.inflight.items()
+                    if i == ino and first <= b <= last] if self.inflight else []
+            if not busy:
+                if waited:
+                    self.counters["inflight_waits"] += 1
+                return waited
+            waited.update(b for b, _ in busy)
+            await busy[0][1].wait()
 
     def _prefer(self, key: Key) -> bool:
         return self.policy.good_victim(key[0], key[1] // self.sb)
 
-    def _place(self, key: Key, before: int) -> tuple[Slot | None, bool]:
+    def _place(self, key: Key, before: int, *,
+               transient: bool = False) -> tuple[Slot | None, bool]:
         """A pinned slot for missing block ``key`` if the policy admits it (evicting one block
         if needed); else ``(None, refused)`` — refused by the policy, or no clean block to
-        evict (then the block is served uncached this once, without a bypass hint)."""
+        evict (then the block is served uncached this once, without a bypass hint).
+        ``transient``: no policy check; the slot holds a refused write until its write-back
+        (:attr:`Slot.transient`)."""
         victim = None if self.store.has_room() else self.store.victim(self._prefer)
         if not self.store.has_room() and victim is None:
             return None, False
         vseg = None if victim is None else (victim[0], victim[1] // self.sb)
-        if not self.policy.admit(key[0], key[1] // self.sb, before, vseg):
+        if not transient and not self.policy.admit(key[0], key[1] // self.sb, before, vseg):
             return None, True
         if victim is not None:
             old = self.store.remove(victim)
             if old is not None:
                 self.policy.evicted(victim[0], victim[1] // self.sb, old.hits)
             self.counters["evictions"] += 1
-        self.counters["admissions"] += 1
-        return self.store.insert(key), False
+        slot = self.store.insert(key)
+        if transient and slot is not None:
+            slot.transient = True
+            self.counters["transient_blocks"] += 1
+        else:
+            self.counters["admissions"] += 1
+        return slot, False
+
+    def _dirty_in(self, ino: int, seg: int) -> bool:
+        """Whether a block of segment ``seg`` of ``ino`` is dirty here."""
+        get = self.store.get
+        return any((s := get((ino, b))) is not None and s.dirty
+                   for b in range(seg * self.sb, (seg + 1) * self.sb))
 
     def _unpin_all(self, slots: list[Slot]) -> None:
         for s in slots:
@@ -200,6 +220,8 @@ class GcacheServer(WriteBack):
         slab_ext = [(b * bs, bs, s.idx * bs) for b, s in sorted(slots.items())]
         scr_ext = [(b * bs, bs, o) for b, o in sorted(scratch.items())]
         keys = [(ino, b) for b in (*slots, *scratch)]
+        if slots and scratch:
+            self.counters["mixed_fetches"] += 1
         for k in keys:
             self.inflight[k] = trio.Event()
         self.counters["fetches"] += 1
@@ -235,23 +257,41 @@ class GcacheServer(WriteBack):
         return eof
 
     def _admit_missing(self, ino: int, missing: list[int], before: dict[int, int],
-                       bypass: set[int]) -> tuple[dict[int, Slot], dict[int, int]]:
+                       bypass: set[int], *,
+                       write: bool = False) -> tuple[dict[int, Slot], dict[int, int]]:
         """Slots for the admitted missing blocks, scratch offsets for the others (whose
-        segments go into ``bypass`` when the policy refused them)."""
+        segments go into ``bypass`` when the policy refused them).
+
+        A refused *write* is not written through here while the client waits: its blocks
+        take transient slots (write-behind as for admitted blocks, dropped once written
+        back) and the segment goes into ``bypass`` for the counters only. Writing them
+        through in the request made every write-back of a refused segment wait for the disks
+        (LU under runtime10: ~1 s per list write, and the local caches' buffers stayed dirty
+        meanwhile, so their fetched blocks found no buffer and each node read its temporary
+        slabs twice)."""
         slots: dict[int, Slot] = {}
         scratch: dict[int, int] = {}
         for b in missing:
             seg = b // self.sb
             slot, refused = (None, True) if seg in bypass else \
                 self._place((ino, b), before.get(seg, 0))
+            if slot is None and refused:
+                bypass.add(seg)
+                if write:
+                    slot, _ = self._place((ino, b), 0, transient=True)
             if slot is None:
-                if refused:  # the client hears only of refusals, not of a cache full of dirt
-                    bypass.add(seg)
                 scratch[b] = len(scratch) * self.bs
             else:
                 slots[b] = slot
         self.counters["bypassed_blocks"] += len(scratch)
         return slots, scratch
+
+    def _hints(self, ino: int, refused: set[int]) -> list[int]:
+        """The refused segments a client may be told to bypass: not those with a dirty block
+        here. The client would send its next writes of such a segment straight to the I/O
+        daemons, and this daemon's later write-back of the older dirty copy would land over
+        them."""
+        return sorted(s for s in refused if not self._dirty_in(ino, s))
 
     # ------------------------------------------------------------------ read
     async def op_read(self, f: dict, sock) -> None:
@@ -277,7 +317,7 @@ class GcacheServer(WriteBack):
             return
         first, last = blocks[0], blocks[-1]
         before = {s: self.policy.access(ino, s) for s in sorted({b // sb for b in blocks})}
-        await self._wait_inflight(ino, first, last)
+        waited = await self._wait_inflight(ino, first, last)
         pinned: list[Slot] = []
         src: dict[int, Slot] = {}
         missing: list[int] = []
@@ -294,6 +334,7 @@ class GcacheServer(WriteBack):
             self.policy.hit(ino, b // sb)
         self.counters["hits"] += len(src)
         self.counters["misses"] += len(missing)
+        self.counters["refetched_blocks"] += sum(1 for b in missing if b in waited)
         bypass: set[int] = set()
         sbuf: bytearray | None = None
         scratch: dict[int, int] = {}
@@ -344,8 +385,9 @@ class GcacheServer(WriteBack):
                     if valid < bs:
                         break
                 ns.append(got)
-            header = {"n": sum(ns), "bypass": sorted(bypass),
-                      "ttl": self.policy.bypass_ttl if bypass else 0, "epoch": self.epoch}
+            hints = self._hints(ino, bypass)
+            header = {"n": sum(ns), "bypass": hints,
+                      "ttl": self.policy.bypass_ttl if hints else 0, "epoch": self.epoch}
             if listed:
                 header["ns"] = ns
             await send_views(sock, [memoryview(frame(header, header["n"])), *views])
@@ -401,7 +443,7 @@ class GcacheServer(WriteBack):
             self.counters["hits"] += len(dest)
             self.counters["misses"] += len(missing)
             bypass: set[int] = set()
-            slots, scratch = self._admit_missing(ino, missing, before, bypass) \
+            slots, scratch = self._admit_missing(ino, missing, before, bypass, write=True) \
                 if missing else ({}, {})
             pinned += slots.values()
             # Read-modify-write: a new slot the write covers only partly needs the old bytes
@@ -463,7 +505,10 @@ class GcacheServer(WriteBack):
             for off, length in regions:
                 self.counters["invalidations"] += await self.directory.invalidate(
                     f["client"], ino, off, length)
-        return {"n": n, "bypass": sorted(bypass), "ttl": self.policy.bypass_ttl if bypass else 0,
+        # Refused writes were buffered (transient slots): their segments' blocks are dirty
+        # here, so no hint (see _hints); a later read miss may refuse and hint them.
+        hints = self._hints(ino, bypass)
+        return {"n": n, "bypass": hints, "ttl": self.policy.bypass_ttl if hints else 0,
                 "epoch": self.epoch}
 
     # ------------------------------------------------------------------ file operations

@@ -51,6 +51,8 @@ class WriteBack:
             for b, s, version, ranges in work:
                 if self.store.mark_clean((ino, b), s, version, ranges):
                     self.counters["flushed_blocks"] += 1
+                    if s.transient:  # a refused write: buffered only until written back
+                        self.store.remove((ino, b))
 
     async def _flush_some(self) -> None:
         for ino in list(self.store.dirty):

@@ -1,0 +1,91 @@
+"""What the global cache does with the blocks its admission policy refuses.
+
+* A refused *write* is buffered like an admitted one (write-behind, acknowledged once the
+  bytes are in the daemon) and leaves the cache after its write-back; it is not written
+  through to the I/O daemons while the client waits (before 2026-11-26 it was: every
+  write-back of a refused segment waited for the disks).
+* A client is never told to bypass a segment of which the daemon holds dirty blocks: its next
+  write of that segment would go straight to the I/O daemons, and the daemon's later
+  write-back of the older copy would land on top of it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from test_gcache import STRIPE, gcache_cluster
+
+from pvfs.cli.launch import down, request
+from pvfs.gcache.stack import CacheStack
+
+BS = 4096
+
+
+@pytest.fixture
+def runtime_cluster(tmp_path):
+    """Runtime bypass with a threshold no segment reaches here (every re-miss is refused);
+    write-back only when asked, so dirty blocks stay put."""
+    cluster, ep = gcache_cluster(tmp_path, policy="runtime", threshold=50, capacity=64 << 10,
+                                 flush_interval=60.0)
+    try:
+        yield cluster, ep
+    finally:
+        down(cluster.config)
+
+
+async def _prepare(config, name: str, data: bytes) -> None:
+    async with CacheStack.open(config, local=False, gcache=False) as prep:
+        f = await prep.open_file(name, create=True, stripe=STRIPE)
+        await prep.write(f, 0, data)
+        await prep.fsync(f)
+
+
+async def _read_direct(config, name: str, n: int) -> bytes:
+    async with CacheStack.open(config, local=False, gcache=False) as c:
+        f = await c.open_file(name)
+        return await c.read(f, 0, n)
+
+
+def test_refused_write_is_buffered_not_written_through(runtime_cluster):
+    cluster, ep = runtime_cluster
+    old = b"o" * (4 * BS)
+
+    async def main():
+        await _prepare(cluster.config, "/wr", old)
+        async with CacheStack.open(cluster.config, local=False) as a:
+            f = await a.open_file("/wr")
+            await a.read(f, 0, BS)  # segment 0's first access: block 0 admitted unchecked
+            await a.write(f, BS, b"w" * BS)  # block 1 misses, counter 1 <= 50: refused
+            mid = request(ep, {"op": "stats"})
+            await a.fsync(f)
+            after = request(ep, {"op": "stats"})
+            return a.stats()["global_client"], mid, after
+
+    client, mid, after = trio.run(main)
+    assert mid["bypasses"] >= 1  # the policy did refuse the write's segment
+    assert mid["write_through_blocks"] == 0  # not written through in the request...
+    assert mid["transient_blocks"] == 1 and mid["dirty_blocks"] == 1  # ...but buffered
+    assert client["hints"] == 0  # a dirty block of the segment is here: no hint
+    assert after["dirty_blocks"] == 0 and after["blocks_cached"] == 1  # written back, left
+    assert trio.run(_read_direct, cluster.config, "/wr", 4 * BS) == \
+        old[:BS] + b"w" * BS + old[2 * BS:]
+
+
+def test_no_hint_for_a_segment_with_dirty_blocks(runtime_cluster):
+    cluster, ep = runtime_cluster
+    old = b"o" * (4 * BS)
+
+    async def main():
+        await _prepare(cluster.config, "/dirty", old)
+        async with CacheStack.open(cluster.config, local=False) as a:
+            f = await a.open_file("/dirty")
+            await a.write(f, 0, b"1" * BS)  # first access: admitted, dirty here
+            await a.read(f, BS, BS)  # block 1 misses, counter 1 <= 50: refused
+            await a.write(f, 0, b"2" * BS)  # a hint would send this one past the cache
+            await a.fsync(f)  # the daemon writes its dirty block 0 back
+            return a.stats()["global_client"]
+
+    client = trio.run(main)
+    assert request(ep, {"op": "stats"})["bypasses"] >= 1
+    assert client["hints"] == 0
+    assert trio.run(_read_direct, cluster.config, "/dirty", 2 * BS) == b"2" * BS + b"o" * BS
