@@ -52,7 +52,32 @@ Key = tuple[int, int]
 COUNTERS = ("reads", "writes", "hits", "misses", "admissions", "bypasses", "bypassed_blocks",
             "evictions", "flushes", "flushed_blocks", "fetches", "fetched_blocks",
             "write_through_blocks", "flush_errors", "fsyncs", "invalidations",
-            "inflight_waits", "refetched_blocks", "mixed_fetches", "transient_blocks")
+            "inflight_waits", "refetched_blocks", "mixed_fetches", "transient_blocks",
+            "shared_blocks")
+
+
+class _Fetch:
+    """One fetch from the I/O daemons in progress: requests that need its blocks wait for
+    ``done``; afterwards its refused blocks' bytes stay readable in ``sbuf`` (at
+    ``scratch[block]``) for them, so a block refused for one request and wanted by another
+    that waited is not read from the disks twice."""
+
+    __slots__ = ("done", "eof", "ok", "sbuf", "scratch")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.ok = False
+        self.sbuf: bytearray | None = None
+        self.scratch: dict[int, int] = {}
+        self.eof: int | None = None
+
+    def view(self, b: int, bs: int) -> memoryview | None:
+        """Block ``b``'s bytes (zeros past the end of the file) if this fetch read it into
+        its scratch buffer, else None."""
+        o = self.scratch.get(b)
+        if not self.ok or o is None or self.sbuf is None:
+            return None
+        return memoryview(self.sbuf)[o:o + bs]
 
 
 class GcacheServer(WriteBack):
@@ -83,7 +108,7 @@ class GcacheServer(WriteBack):
         # short of a full one ends the file only if it reaches this far; before, its missing
         # tail is a hole (zeros: a slot's bytes past ``valid`` are always zero).
         self.sizes: dict[int, int] = {}
-        self.inflight: dict[Key, trio.Event] = {}
+        self.inflight: dict[Key, _Fetch] = {}
         self.file_locks: dict[int, trio.Lock] = {}
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.started = time.time()
@@ -158,19 +183,19 @@ class GcacheServer(WriteBack):
             lock = self.file_locks[ino] = trio.Lock()
         return lock
 
-    async def _wait_inflight(self, ino: int, first: int, last: int) -> set[int]:
+    async def _wait_inflight(self, ino: int, first: int, last: int) -> dict[int, _Fetch]:
         """Wait until no block of ``first..last`` is being fetched by another request; the
-        blocks waited for."""
-        waited: set[int] = set()
+        blocks waited for and the fetch each was part of."""
+        waited: dict[int, _Fetch] = {}
         while True:
-            busy = [(b, e) for (i, b), e in self.inflight.items()
+            busy = [(b, job) for (i, b), job in self.inflight.items()
                     if i == ino and first <= b <= last] if self.inflight else []
             if not busy:
                 if waited:
                     self.counters["inflight_waits"] += 1
                 return waited
-            waited.update(b for b, _ in busy)
-            await busy[0][1].wait()
+            waited.update(busy)
+            await busy[0][1].done.wait()
 
     def _prefer(self, key: Key) -> bool:
         return self.policy.good_victim(key[0], key[1] // self.sb)
@@ -214,16 +239,18 @@ class GcacheServer(WriteBack):
     async def _fetch(self, ino: int, stripe: Stripe, slots: dict[int, Slot],
                      scratch: dict[int, int], sbuf: bytearray | None) -> int | None:
         """Read blocks from the I/O daemons: ``slots`` (block -> pinned slot) into the slab,
-        ``scratch`` (block -> offset in ``sbuf``) into a scratch buffer; both at once.
-        Returns the file size if the fetch reached its end, else None."""
+        ``scratch`` (block -> offset in ``sbuf``) into a scratch buffer. Returns the file
+        size if the fetch reached its end, else None. Requests waiting for these blocks
+        meanwhile may take the scratch blocks' bytes afterwards (:class:`_Fetch`)."""
         bs = self.bs
         slab_ext = [(b * bs, bs, s.idx * bs) for b, s in sorted(slots.items())]
         scr_ext = [(b * bs, bs, o) for b, o in sorted(scratch.items())]
         keys = [(ino, b) for b in (*slots, *scratch)]
         if slots and scratch:
             self.counters["mixed_fetches"] += 1
+        job = _Fetch()
         for k in keys:
-            self.inflight[k] = trio.Event()
+            self.inflight[k] = job
         self.counters["fetches"] += 1
         self.counters["fetched_blocks"] += len(keys)
 
@@ -237,9 +264,9 @@ class GcacheServer(WriteBack):
             eof = await trio.to_thread.run_sync(work, limiter=self.limiter)
         finally:
             for k in keys:
-                ev = self.inflight.pop(k, None)
-                if ev is not None:
-                    ev.set()
+                if self.inflight.get(k) is job:
+                    del self.inflight[k]
+            job.done.set()
         if eof is not None:
             self.sizes[ino] = max(self.sizes.get(ino, 0), eof)
         else:
@@ -254,6 +281,8 @@ class GcacheServer(WriteBack):
                 valid = max(0, min(bs, eof - b * bs))
                 if valid < bs:
                     sbuf[o + valid:o + bs] = bytes(bs - valid)
+        # Only now (the waiters run after this task's next await): the bytes are complete.
+        job.sbuf, job.scratch, job.eof, job.ok = sbuf, scratch, eof, True
         return eof
 
     def _admit_missing(self, ino: int, missing: list[int], before: dict[int, int],
@@ -334,18 +363,42 @@ class GcacheServer(WriteBack):
             self.policy.hit(ino, b // sb)
         self.counters["hits"] += len(src)
         self.counters["misses"] += len(missing)
-        self.counters["refetched_blocks"] += sum(1 for b in missing if b in waited)
         bypass: set[int] = set()
         sbuf: bytearray | None = None
         scratch: dict[int, int] = {}
+        borrowed: dict[int, _Fetch] = {}
         eof: int | None = None
         try:
             if missing:
                 slots, scratch = self._admit_missing(ino, missing, before, bypass)
                 pinned += slots.values()
+                # Blocks another request fetched, uncached, while this one waited for it:
+                # the same admission decision as any miss, but no second read of the disks.
+                for b in [b for b in missing if b in waited]:
+                    job = waited[b]
+                    view = job.view(b, bs)
+                    if view is None:
+                        continue
+                    self.counters["shared_blocks"] += 1
+                    slot = slots.pop(b, None)
+                    if slot is None:
+                        del scratch[b]
+                        borrowed[b] = job
+                        continue
+                    valid = bs if job.eof is None else max(0, min(bs, job.eof - b * bs))
+                    self.store.block_view(slot)[:] = view
+                    slot.valid = valid
+                    src[b] = slot
+                    if valid == 0:
+                        self.store.remove((ino, b))
+                if borrowed:
+                    scratch = {b: i * bs for i, b in enumerate(sorted(scratch))}
+                self.counters["refetched_blocks"] += sum(1 for b in (*slots, *scratch)
+                                                         if b in waited)
                 sbuf = bytearray(len(scratch) * bs) if scratch else None
                 try:
-                    eof = await self._fetch(ino, stripe, slots, scratch, sbuf)
+                    if slots or scratch:
+                        eof = await self._fetch(ino, stripe, slots, scratch, sbuf)
                 except BaseException:
                     for b in slots:
                         self.store.remove((ino, b))
@@ -373,9 +426,13 @@ class GcacheServer(WriteBack):
                     lo = off - b * bs if b * bs < off else 0
                     hi = min(bs, off + n - b * bs)
                     slot = src.get(b)
+                    job = borrowed.get(b)
                     if slot is not None:
                         valid = max(slot.valid, min(bs, size - b * bs))
                         view = self.store.block_view(slot, lo, max(lo, min(hi, valid)))
+                    elif job is not None:
+                        valid = bs if job.eof is None else max(0, min(bs, job.eof - b * bs))
+                        view = job.view(b, bs)[lo:max(lo, min(hi, valid))]  # type: ignore[index]
                     else:
                         o = scratch[b]
                         valid = bs if eof is None else max(0, min(bs, eof - b * bs))

@@ -4,6 +4,8 @@
   bytes are in the daemon) and leaves the cache after its write-back; it is not written
   through to the I/O daemons while the client waits (before 2026-11-26 it was: every
   write-back of a refused segment waited for the disks).
+* A request that waited for another's fetch of blocks the policy refused takes that fetch's
+  bytes instead of reading the disks again.
 * A client is never told to bypass a segment of which the daemon holds dirty blocks: its next
   write of that segment would go straight to the I/O daemons, and the daemon's later
   write-back of the older copy would land on top of it.
@@ -13,9 +15,12 @@ from __future__ import annotations
 
 import pytest
 import trio
+from conftest import start_cluster
 from test_gcache import STRIPE, gcache_cluster
 
-from pvfs.cli.launch import down, request
+from pvfs.cli.launch import down, free_ports, request
+from pvfs.config import Endpoint
+from pvfs.gcache.config import gcache_table
 from pvfs.gcache.stack import CacheStack
 
 BS = 4096
@@ -89,3 +94,45 @@ def test_no_hint_for_a_segment_with_dirty_blocks(runtime_cluster):
     assert request(ep, {"op": "stats"})["bypasses"] >= 1
     assert client["hints"] == 0
     assert trio.run(_read_direct, cluster.config, "/dirty", 2 * BS) == b"2" * BS + b"o" * BS
+
+
+def test_waiting_read_shares_a_refused_fetch(tmp_path):
+    """Two clients miss the same refused blocks at once: the second waits for the first's
+    fetch (as for any block being fetched) and then takes its bytes, instead of reading the
+    disks a second time (LU under runtime10 read ~500-800 blocks twice this way)."""
+    port = free_ports(1)[0]
+    cluster = start_cluster(
+        tmp_path, iods=2, connect_timeout=1.0, request_timeout=10.0,
+        extra={"gcache": gcache_table([f"127.0.0.1:{port}"], capacity=64 << 10,
+                                      policy="runtime", threshold=50, flush_interval=60.0),
+               # a slow disk keeps the first fetch in flight while the second request comes
+               "storage": {"default": "emulated:ide-2000", "cache_bytes": 256 << 10}})
+    gep = Endpoint("127.0.0.1", port, "")
+    data = b"".join(bytes([i]) * BS for i in range(32))  # 128 KiB, every block different
+    try:
+        async def main():
+            await _prepare(cluster.config, "/shared", data)
+            async with CacheStack.open(cluster.config, local=False) as a, \
+                    CacheStack.open(cluster.config, local=False) as b:
+                fa, fb = await a.open_file("/shared"), await b.open_file("/shared")
+                await a.read(fa, 0, 64 << 10)  # first touch: admitted, the cache is full
+                await a.read(fa, 64 << 10, 64 << 10)  # first touch: evicts the first half
+                for iod in cluster.config.iods:
+                    request(iod, {"op": "disk_drop"})
+                got = {}
+
+                async def rd(name, node, f):
+                    got[name] = await node.read(f, 0, 64 << 10)
+
+                async with trio.open_nursery() as n:  # both re-miss, both refused
+                    n.start_soon(rd, "a", a, fa)
+                    n.start_soon(rd, "b", b, fb)
+                return got
+
+        got = trio.run(main)
+        assert got["a"] == got["b"] == data[:64 << 10]
+        g = request(gep, {"op": "stats"})
+        assert g["bypasses"] >= 2 and g["inflight_waits"] >= 1
+        assert g["refetched_blocks"] == 0 and g["shared_blocks"] == 16
+    finally:
+        down(cluster.config)
