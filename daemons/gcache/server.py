@@ -8,9 +8,12 @@ through this daemon's own flusher; ``fsync`` writes the file's dirty blocks back
 I/O daemons before it answers.
 
 Admission is a policy (``pvfs.models.bypass``): a missing block whose segment the policy
-refuses is served (or written through) without entering the cache, and the reply tells the
-client to bypass that segment (``"bypass": [segments], "ttl": accesses``), as the paper's
-runtime bypass does in its read response and write acknowledgement.
+refuses is served without entering the cache, and the reply tells the client to bypass that
+segment (``"bypass": [segments], "ttl": accesses``), as the paper's runtime bypass does in its
+read response. A refused write is buffered like any other (write-behind) in a *transient* slot
+that leaves the cache once written back, and no client is told to bypass a segment this daemon
+holds dirty blocks of (its direct writes would be overwritten by the older write-back). A
+request that waited for another's fetch takes the bytes that fetch read uncached.
 
 ``coherence=sync`` clients register here as at the I/O daemons (``cb_register``); a read that
 names its client records it as holder of the blocks, and a write with ``invalidate`` calls back
