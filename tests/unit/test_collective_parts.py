@@ -3,6 +3,8 @@ write-behind extents, access modes."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -328,3 +330,49 @@ def test_backoff_yields_then_sleeps_capped_then_idle_capped(monkeypatch):
     for _ in range(4):
         b.pause()
     assert calls == [("yield", 0)]
+
+
+class _OneRank:
+    """A communicator of one rank, for the collective set-up of Bells."""
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 1
+
+    def bcast(self, obj, root=0):
+        return obj
+
+    def allgather(self, obj):
+        return [obj]
+
+    def allreduce(self, obj, op=None):
+        return obj
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract UNIX sockets")
+def test_bells_wake_a_waiter_only_when_rung(monkeypatch):
+    pytest.importorskip("mpi4py")
+    import time
+
+    from pvfs.collective._wait import Bells
+
+    bells = Bells(_OneRank())
+    try:
+        assert bells.enabled
+        service, caller = bells.waiter("service"), bells.waiter("caller")
+        t0 = time.monotonic()
+        assert service(0.02) is False and time.monotonic() - t0 >= 0.015  # nobody rang
+        bells.ring("service", 0)
+        bells.ring("service", 0)
+        t0 = time.monotonic()
+        assert service(5.0) is True and time.monotonic() - t0 < 1.0
+        assert service(0.01) is False  # both rings were drained by the one wake
+        assert caller(0.01) is False  # a ring wakes only its kind
+    finally:
+        bells.close()
+    monkeypatch.setenv("PVFS_COLLECTIVE_BELLS", "0")
+    off = Bells(_OneRank())
+    assert not off.enabled and off.waiter("service") is None
+    off.ring("service", 0)  # a no-op

@@ -89,12 +89,13 @@ class CollectiveFile:
         self.early_bytes = early_bytes
         self.flush_group = flush_group
         self.size_at_open = size_at_open
-        self._services = services  # (service comm, lock-server ranks) for "servers"
+        self._services = services  # (service comm, lock-server ranks, bells) for "servers"
         self.closed = False
         self.cache: PageCache | None = None
         self.wb = None
         self._parts: list[Any] = []
         self._thread = None
+        self._bells: Any = None
         if method == "auto":
             method = "write_behind" if writable and not readable and not atomic else "caching"
         if method == "write_behind" and (readable or atomic):
@@ -133,13 +134,15 @@ class CollectiveFile:
             from pvfs.collective._service import Caller, MsgLocks
 
             assert self._services is not None
-            scomm, homes = self._services
-            locks = MsgLocks(Caller(scomm), homes)
+            scomm, homes, bells = self._services
+            locks = MsgLocks(Caller(scomm, bells=bells), homes)
+            self._bells = bells
             space = RmaSpace(self.comm, 0, nslots, self.page_size)
             data = RmaData(self.comm, space, self.page_size)
             extra = [space]
         else:
             from pvfs.collective._service import (
+                Bells,
                 Caller,
                 LocalPages,
                 MsgData,
@@ -150,11 +153,13 @@ class CollectiveFile:
 
             scomm = self.comm.Dup()
             pages = LocalPages(nslots, self.page_size)
+            bells = Bells(scomm)
             # Every rank sends its stop after its last request, so the thread ends only
             # when no request to it can still be on the way.
-            service = Service(scomm, pages, stops=self.n)
+            service = Service(scomm, pages, stops=self.n, bells=bells)
             self._thread = ServiceThread(service)
-            caller = Caller(scomm, serve=service.poll_once)
+            caller = Caller(scomm, serve=service.poll_once, bells=bells)
+            self._bells = bells
             # The pages this rank is home for are locked in the I/O thread's table directly.
             locks = MsgLocks(caller, list(range(self.n)), local=service)
             data = MsgData(caller, self.rank, pages)
@@ -190,6 +195,9 @@ class CollectiveFile:
             part.close()
         if self._thread is not None:
             self._thread.join()
+        if self._bells is not None:
+            self._bells.close()
+            self._bells = None
         self.cache = None
 
     # ------------------------------------------------------------------ checks
@@ -409,6 +417,9 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
         if not 1 <= lock_servers < size:
             raise ValueError("lock_servers must leave at least one client rank")
         scomm = comm.Dup()
+        from pvfs.collective._wait import Bells
+
+        bells = Bells(scomm)
         first_server = size - lock_servers
         homes = list(range(first_server, size))
         is_server = comm.Get_rank() >= first_server
@@ -416,11 +427,12 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
         if is_server:
             from pvfs.collective._service import Service
 
-            service = Service(scomm, None, stops=first_server)  # one stop per client
+            service = Service(scomm, None, stops=first_server, bells=bells)  # a stop per client
             service.run()
+            bells.close()
             return LockServerFile(service.served, service.locks.requests,
                                   service.locks.queued)
-        comm, services = clients, (scomm, homes)
+        comm, services = clients, (scomm, homes, bells)
     else:
         comm = comm.Dup()
     fsys, own = _connect(fs)

@@ -45,6 +45,7 @@ from pvfs.collective._locks import BUSY, READ, LockManager
 from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._wait import (
     Backoff,
+    Bells,
     lower_switch_interval,
     restore_switch_interval,
     until,
@@ -60,8 +61,10 @@ SERVICE_YIELD_S = float(os.environ.get("PVFS_COLLECTIVE_SERVICE_YIELD_US", "1000
 class Caller:
     """The client side: send a request, wait (sleeping) for the reply."""
 
-    def __init__(self, comm: Any, serve: Any = None) -> None:
+    def __init__(self, comm: Any, serve: Any = None, bells: Bells | None = None) -> None:
         self.comm = comm
+        self.bells = bells
+        self._bell = bells.waiter("caller") if bells is not None else None
         self.rank = comm.Get_rank()
         self._pending: list[Any] = []
         self.messages = 0
@@ -73,7 +76,10 @@ class Caller:
     def send(self, dest: int, msg: Any, tag: int = REQ) -> None:
         self.messages += 1
         self._pending.append(self.comm.isend(msg, dest=dest, tag=tag))
+        # Test first (it progresses the send, so the message is there when the bell rings).
         self._pending = [r for r in self._pending if not r.Test()]
+        if self.bells is not None:
+            self.bells.ring("service" if tag == REQ else "caller", dest)
 
     def reply(self, src: int, what: str) -> Any:
         return self.replies([src], what)[src]
@@ -94,7 +100,7 @@ class Caller:
                     pass
             return not waiting
 
-        until(poll, what)
+        until(poll, what, bell=self._bell)
         return out
 
     def call(self, dest: int, msg: tuple) -> Any:
@@ -123,8 +129,9 @@ class Service:
     """The loop of a lock server or an I/O thread; ``run`` returns after ``stops`` stops."""
 
     def __init__(self, comm: Any, pages: LocalPages | None, stops: int,
-                 yield_s: float | None = None) -> None:
+                 yield_s: float | None = None, bells: Bells | None = None) -> None:
         self.comm = comm
+        self.bells = bells
         self.locks = LockManager()
         # The lock table is also used by this rank's main thread (thread coordination).
         self.mutex = threading.Lock()
@@ -169,8 +176,11 @@ class Service:
 
     def _send(self, dest: int, obj: Any) -> None:
         req = self.comm.isend(obj, dest=dest, tag=REPLY)
-        with self._out_lock:
-            self._out.append(req)
+        if not req.Test():  # (progresses the send before the bell rings)
+            with self._out_lock:
+                self._out.append(req)
+        if self.bells is not None:
+            self.bells.ring("caller", dest)
 
     def _reap(self) -> None:
         with self._out_lock:
@@ -196,7 +206,8 @@ class Service:
         return True
 
     def run(self) -> None:
-        backoff = Backoff(cap=1e-4, yield_s=self.yield_s, idle_after=0.01)
+        backoff = Backoff(cap=1e-4, yield_s=self.yield_s, idle_after=0.01,
+                          bell=self.bells.waiter("service") if self.bells is not None else None)
         try:
             while self.stopped < self.stops:
                 if self.poll_once():

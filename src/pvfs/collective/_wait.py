@@ -60,10 +60,14 @@ class Backoff:
     """
 
     def __init__(self, start: float = 1e-5, cap: float = 2e-4, yield_s: float | None = None,
-                 idle_after: float = 0.02, idle_cap: float = 1e-3) -> None:
+                 idle_after: float = 0.02, idle_cap: float = 1e-3,
+                 bell: Callable[[float], Any] | None = None) -> None:
         self.start, self.cap = start, cap
         self.yield_s = YIELD_S if yield_s is None else yield_s
         self.idle_after, self.idle_cap = idle_after, max(cap, idle_cap)
+        # With a doorbell (Bells) the wait after the yields blocks in the kernel until rung,
+        # for at most idle_cap (a ring is a hint: the message itself comes through MPI).
+        self.bell = bell
         precise_sleeps()
         self.reset()
 
@@ -76,6 +80,10 @@ class Backoff:
         if waited < self.yield_s:
             os.sched_yield()
             return
+        if self.bell is not None:
+            if self.bell(self.idle_cap):
+                self.since = time.monotonic()  # rung: the message is due, yield again
+            return
         time.sleep(self.delay)
         cap = self.idle_cap if waited > self.idle_after else self.cap
         self.delay = min(cap, self.delay * 2)
@@ -87,14 +95,15 @@ class Backoff:
 
 
 def until(done: Callable[[], Any], what: str, deadline: float | None = None,
-          cap: float = 2e-4) -> Any:
-    """Call ``done()`` until it returns something truthy; sleep between calls.
+          cap: float = 2e-4, bell: Callable[[float], Any] | None = None) -> Any:
+    """Call ``done()`` until it returns something truthy; sleep between calls (or wait
+    for ``bell``, see :class:`Bells`).
 
     Raises:
         CollectiveTimeout: after ``deadline`` seconds (default :data:`DEADLINE`).
     """
     limit = time.monotonic() + (DEADLINE if deadline is None else deadline)
-    backoff = Backoff(cap=cap, idle_cap=max(cap, 1e-3))
+    backoff = Backoff(cap=cap, idle_cap=max(cap, 1e-3), bell=bell)
     while True:
         value = done()
         if value:
@@ -102,6 +111,97 @@ def until(done: Callable[[], Any], what: str, deadline: float | None = None,
         if time.monotonic() > limit:
             raise CollectiveTimeout(f"waited too long for {what}")
         backoff.pause()
+
+
+class Bells:
+    """Doorbells beside MPI messages, so a waiting thread sleeps in the kernel and wakes
+    when rung instead of polling with sleeps (collective over ``comm``).
+
+    MPI has no blocking wait that does not poll a core (MPICH's blocking calls spin), so a
+    waiter either spins, which starves the rank it waits for on an oversubscribed node, or
+    sleeps, which adds up to a sleep to every round trip. The I/O daemons do better with
+    sockets: ``poll(2)`` sleeps until data arrives. Each rank binds two datagram sockets in
+    the abstract UNIX namespace: ``service`` (rung after a request is sent to the rank) and
+    ``caller`` (rung after a reply). A ring is one byte and only a hint — the message
+    travels through MPI, and a waiter that finds nothing waits again, at most ``idle_cap``
+    at a time, so a lost ring costs at most that. Only when every rank of ``comm`` is on one
+    host (abstract sockets are local); else ``enabled`` is False and waits poll as before.
+    ``PVFS_COLLECTIVE_BELLS=0`` turns them off.
+    """
+
+    def __init__(self, comm: Any) -> None:
+        import socket
+
+        self.rank = comm.Get_rank()
+        token = comm.bcast(os.urandom(8).hex() if self.rank == 0 else None, root=0)
+        hosts = comm.allgather(socket.gethostname())
+        wanted = os.environ.get("PVFS_COLLECTIVE_BELLS", "1") != "0"
+        self.enabled = wanted and sys.platform.startswith("linux") and len(set(hosts)) == 1
+        self.rings = 0
+        self._socks: dict[str, Any] = {}
+        self._names: dict[str, list[bytes]] = {}
+        if not self.enabled:
+            return
+        ok = True
+        for kind in ("service", "caller"):
+            names = [f"\0pvfs-collective-{token}-{kind}-{r}".encode()
+                     for r in range(comm.Get_size())]
+            self._names[kind] = names
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                sock.bind(names[self.rank])
+            except OSError:
+                ok = False
+            sock.setblocking(False)
+            self._socks[kind] = sock
+        self.enabled = bool(comm.allreduce(int(ok), op=_min_op())) and ok
+        self._out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._out.setblocking(False)
+        self._out_lock = threading.Lock()
+
+    def ring(self, kind: str, dest: int) -> None:
+        """Wake ``dest``'s ``kind`` waiter (after the MPI message to it was sent)."""
+        if not self.enabled:
+            return
+        self.rings += 1
+        try:
+            with self._out_lock:
+                self._out.sendto(b"!", self._names[kind][dest])
+        except OSError:
+            pass  # queue full (a ring is pending anyway) or the peer has closed
+
+    def waiter(self, kind: str) -> Callable[[float], bool] | None:
+        """The ``bell`` for :class:`Backoff`: wait up to a timeout for a ring, then drain."""
+        if not self.enabled:
+            return None
+        import select
+
+        sock = self._socks[kind]
+
+        def wait(timeout: float) -> bool:
+            ready, _, _ = select.select([sock], [], [], timeout)
+            if ready:
+                try:
+                    while sock.recv(64):
+                        pass
+                except OSError:
+                    pass
+            return bool(ready)
+
+        return wait
+
+    def close(self) -> None:
+        for sock in self._socks.values():
+            sock.close()
+        self._socks.clear()
+        if self.enabled:
+            self._out.close()
+
+
+def _min_op() -> Any:
+    from mpi4py import MPI
+
+    return MPI.MIN
 
 
 def wait_request(req: Any, what: str) -> Any:
@@ -126,7 +226,7 @@ def barrier(comm: Any, what: str = "barrier") -> None:
 
 #: Python's thread switch interval while a helper thread (an I/O thread, a write-behind
 #: receiver) must answer soon after a message arrives; the default is 5 ms.
-SWITCH_INTERVAL = 5e-4
+SWITCH_INTERVAL = float(os.environ.get("PVFS_COLLECTIVE_SWITCH_US", "500")) * 1e-6
 _switch_lock = threading.Lock()
 _switch_users = 0
 _switch_saved = 0.0
