@@ -136,6 +136,7 @@ async def _one(cfg, trace, files, setup: Setup, plan) -> dict[str, Any]:
                 "drop": True})
     for ep in cfg.iods:
         _call(ep, {"op": "disk_drop"})
+    disk0 = _disks(cfg)
     sizes = {f.ino: e.size for e, f in ((e, files[e.id]) for e in trace.files)}
     async with contextlib.AsyncExitStack() as stack:
         nodes = [await stack.enter_async_context(CacheStack.open(
@@ -143,14 +144,29 @@ async def _one(cfg, trace, files, setup: Setup, plan) -> dict[str, Any]:
             stream=StreamPolicy(min_bytes=0, readahead=0))) for _ in range(NODES)]
         res = await replay_cached(trace, nodes, files, plan if setup.plan else None)
     gstats = _call(gep, {"op": "stats"})
+    disk1 = _disks(cfg)
     looked_local = res.local.get("hits", 0) + res.local.get("misses", 0)
     looked_global = gstats["hits"] + gstats["misses"]
     return {"time_s": res.time_s,
             "local_hit_rate": res.local.get("hits", 0) / looked_local if looked_local else 0.0,
             "global_hit_rate": gstats["hits"] / looked_global if looked_global else 0.0,
-            "global": {k: gstats[k] for k in ("hits", "misses", "admissions", "bypasses",
-                                              "evictions", "threshold")},
+            "global": {k: gstats.get(k) for k in GSTATS},
+            # What each emulated disk did in this run (its counters' differences): the runs
+            # are disk-bound, so busy_s is about the run's time.
+            "disks": [{k: b[k] - a[k] for k in DISK_COUNTERS} for a, b in zip(disk0, disk1)
+                      if a is not None and b is not None],
             "ops": res.ops, "bytes": res.bytes}
+
+
+GSTATS = ("hits", "misses", "admissions", "bypasses", "evictions", "threshold",
+          "bypassed_blocks", "transient_blocks", "write_through_blocks", "shared_blocks",
+          "refetched_blocks", "fetched_blocks")
+DISK_COUNTERS = ("accesses", "busy_s", "miss_bytes", "hit_bytes", "write_bytes")
+
+
+def _disks(cfg) -> list[dict[str, Any] | None]:
+    """Each I/O daemon's emulated disk counters (None for posix storage)."""
+    return [_call(ep, {"op": "sched_get"}).get("disk") for ep in cfg.iods]
 
 
 def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iods: int = 2,
