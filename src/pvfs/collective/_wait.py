@@ -136,7 +136,9 @@ class Bells:
         token = comm.bcast(os.urandom(8).hex() if self.rank == 0 else None, root=0)
         hosts = comm.allgather(socket.gethostname())
         wanted = os.environ.get("PVFS_COLLECTIVE_BELLS", "1") != "0"
-        self.enabled = wanted and sys.platform.startswith("linux") and len(set(hosts)) == 1
+        usable = wanted and sys.platform.startswith("linux") and len(set(hosts)) == 1
+        # decided together: every rank must take the same path through the collectives
+        self.enabled = bool(comm.allreduce(int(usable), op=_min_op()))
         self.rings = 0
         self._socks: dict[str, Any] = {}
         self._names: dict[str, list[bytes]] = {}
