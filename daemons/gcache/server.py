@@ -10,10 +10,11 @@ I/O daemons before it answers.
 Admission is a policy (``pvfs.models.bypass``): a missing block whose segment the policy
 refuses is served without entering the cache, and the reply tells the client to bypass that
 segment (``"bypass": [segments], "ttl": accesses``), as the paper's runtime bypass does in its
-read response. A refused write is buffered like any other (write-behind) in a *transient* slot
-that leaves the cache once written back, and no client is told to bypass a segment this daemon
-holds dirty blocks of (its direct writes would be overwritten by the older write-back). A
-request that waited for another's fetch takes the bytes that fetch read uncached.
+read response. A refused write is acknowledged once received and written through in the
+background (reads, writes, write-back and truncation of its blocks wait for it), and no
+client is told to bypass a segment this daemon holds dirty or in-flight written blocks of (its
+direct writes would be overwritten by the older write). A request that waited for another's
+fetch takes the bytes that fetch read uncached.
 
 ``coherence=sync`` clients register here as at the I/O daemons (``cb_register``); a read that
 names its client records it as holder of the blocks, and a write with ``invalidate`` calls back
@@ -55,8 +56,18 @@ Key = tuple[int, int]
 COUNTERS = ("reads", "writes", "hits", "misses", "admissions", "bypasses", "bypassed_blocks",
             "evictions", "flushes", "flushed_blocks", "fetches", "fetched_blocks",
             "write_through_blocks", "flush_errors", "fsyncs", "invalidations",
-            "inflight_waits", "refetched_blocks", "mixed_fetches", "transient_blocks",
-            "shared_blocks")
+            "inflight_waits", "refetched_blocks", "mixed_fetches", "shared_blocks")
+
+
+class _Through:
+    """A refused write on its way to the I/O daemons in the background: requests that touch
+    its blocks (reads, writes, write-back, truncation) wait for ``done`` first."""
+
+    __slots__ = ("blocks", "done")
+
+    def __init__(self, blocks: set[int]) -> None:
+        self.blocks = blocks
+        self.done = trio.Event()
 
 
 class _Fetch:
@@ -112,6 +123,11 @@ class GcacheServer(WriteBack):
         # tail is a hole (zeros: a slot's bytes past ``valid`` are always zero).
         self.sizes: dict[int, int] = {}
         self.inflight: dict[Key, _Fetch] = {}
+        # Refused writes being written through in the background, and their errors (raised
+        # by the file's next write-back, as a write-back error is).
+        self.through: dict[int, list[_Through]] = {}
+        self.through_errors: dict[int, OSError] = {}
+        self._background: trio.Nursery | None = None
         self.file_locks: dict[int, trio.Lock] = {}
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.started = time.time()
@@ -130,6 +146,7 @@ class GcacheServer(WriteBack):
                 serve_tcp, self.endpoint.host, self.endpoint.port, GCACHE_SCHEMAS,
                 self.dispatch, key=self.key))
             nursery.start_soon(self._flusher)
+            self._background = nursery
             log.info("global cache %d serving %s:%d: %d blocks of %d B, policy %s",
                      self.index, *self.address[:2], self.store.nslots, self.bs,
                      self.policy.name)
@@ -203,37 +220,62 @@ class GcacheServer(WriteBack):
     def _prefer(self, key: Key) -> bool:
         return self.policy.good_victim(key[0], key[1] // self.sb)
 
-    def _place(self, key: Key, before: int, *,
-               transient: bool = False) -> tuple[Slot | None, bool]:
+    def _place(self, key: Key, before: int) -> tuple[Slot | None, bool]:
         """A pinned slot for missing block ``key`` if the policy admits it (evicting one block
         if needed); else ``(None, refused)`` — refused by the policy, or no clean block to
-        evict (then the block is served uncached this once, without a bypass hint).
-        ``transient``: no policy check; the slot holds a refused write until its write-back
-        (:attr:`Slot.transient`)."""
+        evict (then the block is served uncached this once, without a bypass hint)."""
         victim = None if self.store.has_room() else self.store.victim(self._prefer)
         if not self.store.has_room() and victim is None:
             return None, False
         vseg = None if victim is None else (victim[0], victim[1] // self.sb)
-        if not transient and not self.policy.admit(key[0], key[1] // self.sb, before, vseg):
+        if not self.policy.admit(key[0], key[1] // self.sb, before, vseg):
             return None, True
         if victim is not None:
             old = self.store.remove(victim)
             if old is not None:
                 self.policy.evicted(victim[0], victim[1] // self.sb, old.hits)
             self.counters["evictions"] += 1
-        slot = self.store.insert(key)
-        if transient and slot is not None:
-            slot.transient = True
-            self.counters["transient_blocks"] += 1
-        else:
-            self.counters["admissions"] += 1
-        return slot, False
+        self.counters["admissions"] += 1
+        return self.store.insert(key), False
 
     def _dirty_in(self, ino: int, seg: int) -> bool:
-        """Whether a block of segment ``seg`` of ``ino`` is dirty here."""
+        """Whether a block of segment ``seg`` of ``ino`` is dirty here, or on its way to the
+        I/O daemons as a refused write."""
         get = self.store.get
-        return any((s := get((ino, b))) is not None and s.dirty
-                   for b in range(seg * self.sb, (seg + 1) * self.sb))
+        blocks = range(seg * self.sb, (seg + 1) * self.sb)
+        if any((s := get((ino, b))) is not None and s.dirty for b in blocks):
+            return True
+        return any(b in t.blocks for t in self.through.get(ino, ()) for b in blocks)
+
+    async def _wait_through(self, ino: int, first: int = 0, last: int | None = None) -> None:
+        """Wait until no refused write of blocks ``first..last`` (all: ``last`` None) is on
+        its way to the I/O daemons: what follows must see (or come after) it."""
+        while True:
+            th = next((t for t in self.through.get(ino, ())
+                       if any(first <= b and (last is None or b <= last) for b in t.blocks)),
+                      None)
+            if th is None:
+                return
+            await th.done.wait()
+
+    async def _write_through(self, ino: int, stripe: Stripe, ext: list, sbuf: bytearray,
+                             th: _Through) -> None:
+        """A refused write's bytes to the I/O daemons (see ``_write``)."""
+        try:
+            await trio.to_thread.run_sync(write_extents, self.data, ino, stripe, ext, sbuf,
+                                          limiter=self.limiter)
+        except Exception as exc:  # noqa: BLE001 - not into the daemon's nursery: the next flush raises it
+            self.counters["flush_errors"] += 1
+            log.warning("write-through of inode %d failed: %s", ino, exc)
+            self.through_errors.setdefault(
+                ino, exc if isinstance(exc, OSError) else OSError(errno.EIO, str(exc)))
+        finally:
+            pending = self.through.get(ino, [])
+            if th in pending:
+                pending.remove(th)
+            if not pending:
+                self.through.pop(ino, None)
+            th.done.set()
 
     def _unpin_all(self, slots: list[Slot]) -> None:
         for s in slots:
@@ -289,29 +331,18 @@ class GcacheServer(WriteBack):
         return eof
 
     def _admit_missing(self, ino: int, missing: list[int], before: dict[int, int],
-                       bypass: set[int], *,
-                       write: bool = False) -> tuple[dict[int, Slot], dict[int, int]]:
+                       bypass: set[int]) -> tuple[dict[int, Slot], dict[int, int]]:
         """Slots for the admitted missing blocks, scratch offsets for the others (whose
-        segments go into ``bypass`` when the policy refused them).
-
-        A refused *write* is not written through here while the client waits: its blocks
-        take transient slots (write-behind as for admitted blocks, dropped once written
-        back) and the segment goes into ``bypass`` for the counters only. Writing them
-        through in the request made every write-back of a refused segment wait for the disks
-        (LU under runtime10: ~1 s per list write, and the local caches' buffers stayed dirty
-        meanwhile, so their fetched blocks found no buffer and each node read its temporary
-        slabs twice)."""
+        segments go into ``bypass`` when the policy refused them)."""
         slots: dict[int, Slot] = {}
         scratch: dict[int, int] = {}
         for b in missing:
             seg = b // self.sb
             slot, refused = (None, True) if seg in bypass else \
                 self._place((ino, b), before.get(seg, 0))
-            if slot is None and refused:
-                bypass.add(seg)
-                if write:
-                    slot, _ = self._place((ino, b), 0, transient=True)
             if slot is None:
+                if refused:
+                    bypass.add(seg)
                 scratch[b] = len(scratch) * self.bs
             else:
                 slots[b] = slot
@@ -349,6 +380,7 @@ class GcacheServer(WriteBack):
             return
         first, last = blocks[0], blocks[-1]
         before = {s: self.policy.access(ino, s) for s in sorted({b // sb for b in blocks})}
+        await self._wait_through(ino, first, last)
         waited = await self._wait_inflight(ino, first, last)
         pinned: list[Slot] = []
         src: dict[int, Slot] = {}
@@ -488,6 +520,7 @@ class GcacheServer(WriteBack):
             if self.store.dirty_blocks > DIRTY_HIGH * self.store.nslots:
                 await self._flush_some()
             before = {s: self.policy.access(ino, s) for s in sorted({b // sb for b in blocks})}
+            await self._wait_through(ino, first, last)
             await self._wait_inflight(ino, first, last)
             dest: dict[int, Slot] = {}
             missing: list[int] = []
@@ -503,7 +536,7 @@ class GcacheServer(WriteBack):
             self.counters["hits"] += len(dest)
             self.counters["misses"] += len(missing)
             bypass: set[int] = set()
-            slots, scratch = self._admit_missing(ino, missing, before, bypass, write=True) \
+            slots, scratch = self._admit_missing(ino, missing, before, bypass) \
                 if missing else ({}, {})
             pinned += slots.values()
             # Read-modify-write: a new slot the write covers only partly needs the old bytes
@@ -543,12 +576,23 @@ class GcacheServer(WriteBack):
                     slot.valid = max(slot.valid, hi)
                     self.store.mark_dirty((ino, b), slot, lo, hi)
             if scratch:
-                # Refused blocks go straight through to the I/O daemons.
+                # Refused blocks go through to the I/O daemons, in the background: the client
+                # is answered now, as for a buffered write (it keeps the bytes in its journal
+                # until a flush says they are written). Waiting here made every write-back of
+                # a refused segment wait for the disks (LU under runtime10: ~1 s per list
+                # write, while the local caches' written slabs stayed dirty and their fetched
+                # blocks found no buffer, so each node read its temporary slabs twice).
                 ext = [(b * bs + lo, hi - lo, scratch[b] + lo)
                        for b in sorted(scratch) for lo, hi in _merge(ranges[b])]
                 self.counters["write_through_blocks"] += len(scratch)
-                await trio.to_thread.run_sync(write_extents, self.data, ino, stripe, ext, sbuf,
-                                              limiter=self.limiter)
+                th = _Through(set(scratch))
+                if self._background is None:
+                    self.through.setdefault(ino, []).append(th)
+                    await self._write_through(ino, stripe, ext, sbuf, th)  # type: ignore[arg-type]
+                else:
+                    self.through.setdefault(ino, []).append(th)
+                    self._background.start_soon(self._write_through, ino, stripe, ext, sbuf,
+                                                th)
             if bypass:
                 self.counters["bypasses"] += len(bypass)
         except BaseException:
@@ -565,8 +609,8 @@ class GcacheServer(WriteBack):
             for off, length in regions:
                 self.counters["invalidations"] += await self.directory.invalidate(
                     f["client"], ino, off, length)
-        # Refused writes were buffered (transient slots): their segments' blocks are dirty
-        # here, so no hint (see _hints); a later read miss may refuse and hint them.
+        # Refused writes are on their way to the I/O daemons: no hint for their segments yet
+        # (see _hints); a later read miss may refuse and hint them.
         hints = self._hints(ino, bypass)
         return {"n": n, "bypass": hints, "ttl": self.policy.bypass_ttl if hints else 0,
                 "epoch": self.epoch}
@@ -582,7 +626,7 @@ class GcacheServer(WriteBack):
         return {}
 
     async def op_flush(self, f: dict) -> dict:
-        for ino in ([f["ino"]] if f["ino"] else list(self.store.dirty)):
+        for ino in ([f["ino"]] if f["ino"] else list({*self.store.dirty, *self.through})):
             await self.flush_file(ino)
         return {"dirty_blocks": self.store.dirty_blocks, "epoch": self.epoch}
 
@@ -591,6 +635,7 @@ class GcacheServer(WriteBack):
         file is truncated at the I/O daemons, so no write-back lands past the end later."""
         ino, size = f["ino"], f["size"]
         bs = self.bs
+        await self._wait_through(ino)
         async with self._lock(ino):
             self.sizes[ino] = size
             keep = -(-size // bs)
@@ -611,6 +656,8 @@ class GcacheServer(WriteBack):
 
     async def op_forget(self, f: dict) -> dict:
         ino = f["ino"]
+        await self._wait_through(ino)
+        self.through_errors.pop(ino, None)
         async with self._lock(ino):
             for b in self.store.blocks_of(ino):
                 self.store.remove((ino, b))
@@ -625,7 +672,7 @@ class GcacheServer(WriteBack):
         ino, off, n = f["ino"], f["offset"], f["length"]
         if n:
             self.sizes[ino] = max(self.sizes.get(ino, 0), off + n)
-        if ino in self.store.dirty:
+        if ino in self.store.dirty or ino in self.through:
             await self.flush_file(ino)
         first, last = off // self.bs, (off + max(n, 1) - 1) // self.bs
         dropped = 0

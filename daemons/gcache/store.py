@@ -29,8 +29,7 @@ SCAN = 16
 class Slot:
     """One block's place in the slab and its state."""
 
-    __slots__ = ("dirty", "doomed", "hits", "idx", "pins", "ranges", "transient", "valid",
-                 "version")
+    __slots__ = ("dirty", "doomed", "hits", "idx", "pins", "ranges", "valid", "version")
 
     def __init__(self, idx: int) -> None:
         self.idx = idx
@@ -45,9 +44,6 @@ class Slot:
         self.version = 0  # bumped on every modification (write-back checks it)
         self.hits = 0
         self.doomed = False  # removed while pinned: freed at the last unpin
-        # A write the admission policy refused: buffered like any write (write-behind), but
-        # the block leaves the cache once it is written back (it was not admitted).
-        self.transient = False
 
 
 class BlockStore:

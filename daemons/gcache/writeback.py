@@ -24,7 +24,12 @@ DIRTY_HIGH = 0.5
 
 class WriteBack:
     async def flush_file(self, ino: int) -> None:
-        """Write every dirty block of ``ino`` back to the I/O daemons (coalesced, zero-copy)."""
+        """Write every dirty block of ``ino`` back to the I/O daemons (coalesced, zero-copy),
+        after the refused writes of it on their way there (their error, if one failed)."""
+        await self._wait_through(ino)
+        err = self.through_errors.pop(ino, None)
+        if err is not None:
+            raise err
         async with self._lock(ino):
             blocks = sorted(self.store.dirty.get(ino, ()))
             if not blocks:
@@ -51,8 +56,6 @@ class WriteBack:
             for b, s, version, ranges in work:
                 if self.store.mark_clean((ino, b), s, version, ranges):
                     self.counters["flushed_blocks"] += 1
-                    if s.transient:  # a refused write: buffered only until written back
-                        self.store.remove((ino, b))
 
     async def _flush_some(self) -> None:
         for ino in list(self.store.dirty):
