@@ -231,7 +231,11 @@ def plot(data: dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    cps = [r for r in data["results"] if r["benchmark"] != "sliding_window"]
+    if cps:
+        fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    else:  # a sliding-window run only (--only sliding_window): one panel
+        fig, a = plt.subplots(1, 1, figsize=(6.5, 4.5))
     win = [r for r in data["results"] if r["benchmark"] == "sliding_window"]
     paired = [p for p in data.get("paired", []) if p["benchmark"] == "sliding_window"
               and p["versus"] == "independent"]
@@ -254,7 +258,10 @@ def plot(data: dict[str, Any], path: str) -> None:
     a.set_xlabel("ranks (clients)")
     a.set_title("sliding window (DAChe table 1)")
     a.legend(fontsize=8)
-    cps = [r for r in data["results"] if r["benchmark"] != "sliding_window"]
+    if not cps:
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        return
     names = [n for n in ("btio", "flash", "s3d") if any(r["benchmark"] == n for r in cps)]
     width = 0.8 / len(CHECKPOINT_METHODS)
     for k, method in enumerate(CHECKPOINT_METHODS):
