@@ -150,7 +150,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
     try:
-        status = func(args)
+        try:
+            status = func(args)
+        except BaseExceptionGroup as group:
+            # A KeyboardInterrupt raised inside a trio task (our SIGTERM handler when SIGINT
+            # is ignored) reaches here wrapped in the nurseries' exception groups.
+            if group.subgroup(KeyboardInterrupt) is None:
+                raise
+            raise KeyboardInterrupt from group
     except KeyboardInterrupt:
         if _terminated:
             sys.stderr.write(f"{PROG}: terminated\n")
