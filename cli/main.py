@@ -136,6 +136,18 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt  # SIGINT ignored (a background job of a script) or trio deferred it
 
 
+def _interrupt_in(exc: BaseException | None, depth: int = 0) -> bool:
+    """Whether a KeyboardInterrupt is inside ``exc``: its groups, causes or contexts."""
+    if exc is None or depth > 20:
+        return False
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, BaseExceptionGroup) and any(
+            _interrupt_in(e, depth + 1) for e in exc.exceptions):
+        return True
+    return _interrupt_in(exc.__cause__ or exc.__context__, depth + 1)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv, everything=False)
     args = parser.parse_args(argv)
@@ -152,12 +164,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             status = func(args)
-        except BaseExceptionGroup as group:
-            # A KeyboardInterrupt raised inside a trio task (our SIGTERM handler when SIGINT
-            # is ignored) reaches here wrapped in the nurseries' exception groups.
-            if group.subgroup(KeyboardInterrupt) is None:
+        except (BaseExceptionGroup, RuntimeError) as exc:
+            # A KeyboardInterrupt raised by our SIGTERM handler (SIGINT ignored) inside trio
+            # reaches here wrapped: in a task, in the nurseries' exception groups; in trio's
+            # own loop, as the cause of a TrioInternalError.
+            if not _interrupt_in(exc):
                 raise
-            raise KeyboardInterrupt from group
+            raise KeyboardInterrupt from exc
     except KeyboardInterrupt:
         if _terminated:
             sys.stderr.write(f"{PROG}: terminated\n")

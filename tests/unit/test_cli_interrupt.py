@@ -33,3 +33,22 @@ def test_a_nested_keyboard_interrupt_is_an_interrupt(monkeypatch, capsys, termin
 def test_other_exception_groups_are_not_swallowed(monkeypatch):
     with pytest.raises(BaseExceptionGroup):
         _with(monkeypatch, BaseExceptionGroup("nursery", [SystemExit(3)]), True)
+
+
+def test_an_interrupt_inside_trios_loop_is_an_interrupt(monkeypatch, capsys):
+    """Raised inside trio's run loop itself, the KeyboardInterrupt becomes the cause of a
+    TrioInternalError (a RuntimeError)."""
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ki:
+            raise RuntimeError("internal error in Trio - please file a bug!") from ki
+    except RuntimeError as exc:
+        wrapped = exc
+    assert _with(monkeypatch, wrapped, True) == 143
+    assert "terminated" in capsys.readouterr().err
+
+
+def test_other_runtime_errors_are_reported_as_errors(monkeypatch, capsys):
+    assert _with(monkeypatch, RuntimeError("boom"), True) == 1
+    assert "boom" in capsys.readouterr().err
