@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from contextlib import AbstractAsyncContextManager, nullcontext
 
 from pyfuse3 import EntryAttributes, FileInfo, RequestContext
 
@@ -24,6 +25,13 @@ log = logging.getLogger("pvfs.fuse")
 
 
 class FileOperations:
+    def _global_truncation(self, ino: int, size: int) -> AbstractAsyncContextManager:
+        """The global cache's side of a truncation of the servers (nothing without one):
+        see ``GcacheBackend.truncation``."""
+        if self.gbackend is None:
+            return nullcontext()
+        return self.gbackend.truncation(ino, size)
+
     def _file_info(self, fh: int, ino: int, a: dict) -> FileInfo:
         """Decide keep_cache: the kernel and local caches survive a reopen only if the file's
         (size, mtime) at the manager is what this node saw at its last open (or the change
@@ -45,9 +53,7 @@ class FileOperations:
         cred = self.cred(ctx)
         if flags & os.O_TRUNC and flags & os.O_ACCMODE:
             # the manager truncates the servers inside open; a refused open cuts nothing
-            async with self.cache.truncation(inode, 0):
-                if self.gbackend is not None:
-                    await self.gbackend.truncate(inode, 0)
+            async with self.cache.truncation(inode, 0), self._global_truncation(inode, 0):
                 a = self._learn(await self.client.open(inode, flags, cred))
             self.table.info(inode).wrote = True
         else:

@@ -257,9 +257,8 @@ class Operations(FileOperations, pyfuse3.Operations):
             kw["handle"] = fh is not None and self.table.get(fh).writable
             info.wrote = True
             # the cache is cut only once the servers are: see BlockCache.truncation
-            async with self.cache.truncation(inode, attr.st_size):
-                if self.gbackend is not None:
-                    await self.gbackend.truncate(inode, attr.st_size)
+            async with self.cache.truncation(inode, attr.st_size), \
+                    self._global_truncation(inode, attr.st_size):
                 a = await self.client.setattr(inode, cred, **kw)
             return self.entry(a)
         a = await self.client.setattr(inode, cred, **kw)

@@ -16,6 +16,12 @@ client is told to bypass a segment this daemon holds dirty or in-flight written 
 direct writes would be overwritten by the older write). A request that waited for another's
 fetch takes the bytes that fetch read uncached.
 
+Truncation is fenced: ``truncate`` with ``fence`` drops the blocks past the new end and then
+holds every read and write of the file until the client says the I/O daemons are truncated
+too (``truncated``), or a timeout passes. A fetch in that window would read bytes the I/O
+daemons are about to drop and cache them past the end, where a later truncation up would
+expose them (fsx found this: a read-ahead that reached this daemon in the window).
+
 ``coherence=sync`` clients register here as at the I/O daemons (``cb_register``); a read that
 names its client records it as holder of the blocks, and a write with ``invalidate`` calls back
 every other holder before it answers (the directory is ``daemons/iod/coherence.py``'s).
@@ -52,6 +58,12 @@ log = logging.getLogger("pvfs.gcache")
 
 Key = tuple[int, int]
 
+#: A truncation's fence lasts at most this many request timeouts (its client's call to the
+#: manager has failed by then).
+FENCE_TIMEOUTS = 2
+#: Beyond any block of any file.
+MAX_BLOCK = 1 << 62
+
 
 COUNTERS = ("reads", "writes", "hits", "misses", "admissions", "bypasses", "bypassed_blocks",
             "evictions", "flushes", "flushed_blocks", "fetches", "fetched_blocks",
@@ -67,6 +79,18 @@ class _Through:
 
     def __init__(self, blocks: set[int]) -> None:
         self.blocks = blocks
+        self.done = trio.Event()
+
+
+class _Fence:
+    """A truncation of a file in progress (between ``truncate`` and ``truncated``): reads and
+    writes of the file wait for ``done``, at most until ``deadline``."""
+
+    __slots__ = ("count", "deadline", "done")
+
+    def __init__(self, deadline: float) -> None:
+        self.count = 1
+        self.deadline = deadline
         self.done = trio.Event()
 
 
@@ -127,6 +151,10 @@ class GcacheServer(WriteBack):
         # by the file's next write-back, as a write-back error is).
         self.through: dict[int, list[_Through]] = {}
         self.through_errors: dict[int, OSError] = {}
+        # Files being truncated: their I/O daemons may still hold the bytes past the new end.
+        self.fences: dict[int, _Fence] = {}
+        # Writes past their wait for a fence, per file (a truncation waits for them).
+        self.writing: dict[int, list] = {}
         self._background: trio.Nursery | None = None
         self.file_locks: dict[int, trio.Lock] = {}
         self.counters = dict.fromkeys(COUNTERS, 0)
@@ -216,6 +244,54 @@ class GcacheServer(WriteBack):
                 return waited
             waited.update(busy)
             await busy[0][1].done.wait()
+
+    async def _settle(self, ino: int, first: int, last: int) -> dict[int, _Fetch]:
+        """Wait until blocks ``first..last`` of ``ino`` have no refused write on its way,
+        no fetch in flight, and the file is not being truncated; the fetches waited for
+        (none if a truncation was: what they read may be gone). Returns without yielding
+        once all three hold, so the caller's next steps see that state."""
+        waited: dict[int, _Fetch] = {}
+        while True:
+            await self._wait_through(ino, first, last)
+            waited.update(await self._wait_inflight(ino, first, last))
+            if not await self._wait_fence(ino):
+                return waited
+            waited.clear()
+
+    async def _wait_fence(self, ino: int) -> bool:
+        """Wait while ``ino`` is being truncated (see ``op_truncate``); whether it was."""
+        fence = self.fences.get(ino)
+        if fence is None:
+            return False
+        with trio.move_on_at(fence.deadline):
+            await fence.done.wait()
+        if self.fences.get(ino) is fence and not fence.done.is_set():
+            log.warning("truncation of inode %d not finished within %g s: serving it again",
+                        ino, self.config.request_timeout * FENCE_TIMEOUTS)
+            self._end_fence(ino, fence, all_=True)
+        return True
+
+    def _end_fence(self, ino: int, fence: _Fence, all_: bool = False) -> None:
+        fence.count = 0 if all_ else fence.count - 1
+        if fence.count <= 0:
+            fence.done.set()
+            if self.fences.get(ino) is fence:
+                del self.fences[ino]
+
+    def _writing(self, ino: int) -> list:
+        """Count a write of ``ino`` in progress: ``[count, event set when none is]``."""
+        w = self.writing.get(ino)
+        if w is None:
+            w = self.writing[ino] = [0, trio.Event()]
+        w[0] += 1
+        return w
+
+    def _written(self, ino: int, w: list) -> None:
+        w[0] -= 1
+        if w[0] == 0:
+            w[1].set()
+            if self.writing.get(ino) is w:
+                del self.writing[ino]
 
     def _prefer(self, key: Key) -> bool:
         return self.policy.good_victim(key[0], key[1] // self.sb)
@@ -380,8 +456,7 @@ class GcacheServer(WriteBack):
             return
         first, last = blocks[0], blocks[-1]
         before = {s: self.policy.access(ino, s) for s in sorted({b // sb for b in blocks})}
-        await self._wait_through(ino, first, last)
-        waited = await self._wait_inflight(ino, first, last)
+        waited = await self._settle(ino, first, last)
         pinned: list[Slot] = []
         src: dict[int, Slot] = {}
         missing: list[int] = []
@@ -516,12 +591,13 @@ class GcacheServer(WriteBack):
         first, last = blocks[0], blocks[-1]
         received = False
         pinned: list[Slot] = []
+        writing = None
         try:
             if self.store.dirty_blocks > DIRTY_HIGH * self.store.nslots:
                 await self._flush_some()
             before = {s: self.policy.access(ino, s) for s in sorted({b // sb for b in blocks})}
-            await self._wait_through(ino, first, last)
-            await self._wait_inflight(ino, first, last)
+            await self._settle(ino, first, last)
+            writing = self._writing(ino)
             dest: dict[int, Slot] = {}
             missing: list[int] = []
             for b in blocks:
@@ -603,6 +679,8 @@ class GcacheServer(WriteBack):
             raise
         finally:
             self._unpin_all(pinned)
+            if writing is not None:
+                self._written(ino, writing)
         if f["sync"]:
             await self.flush_file(ino)
         if f["invalidate"] and f["client"] is not None:
@@ -632,10 +710,26 @@ class GcacheServer(WriteBack):
 
     async def op_truncate(self, f: dict) -> dict:
         """Drop blocks past the new end (dirty ones too) and cut the last one: call before the
-        file is truncated at the I/O daemons, so no write-back lands past the end later."""
+        file is truncated at the I/O daemons, so no write-back lands past the end later.
+
+        With ``fence``, reads and writes of the file then wait until ``truncated`` (the I/O
+        daemons are truncated too) or ``FENCE_TIMEOUTS`` request timeouts: a block fetched
+        meanwhile could hold bytes the I/O daemons are about to drop. Fetches already in
+        flight finish first; what they read is not kept past the new end."""
         ino, size = f["ino"], f["size"]
         bs = self.bs
+        if f["fence"]:
+            fence = self.fences.get(ino)
+            if fence is None:
+                self.fences[ino] = _Fence(trio.current_time()
+                                          + self.config.request_timeout * FENCE_TIMEOUTS)
+            else:
+                fence.count += 1
+        w = self.writing.get(ino)
+        if w is not None and f["fence"]:
+            await w[1].wait()  # writes that came before: their bytes past the end go too
         await self._wait_through(ino)
+        await self._wait_inflight(ino, 0, MAX_BLOCK)
         async with self._lock(ino):
             self.sizes[ino] = size
             keep = -(-size // bs)
@@ -652,6 +746,13 @@ class GcacheServer(WriteBack):
                 self.store.clip(slot, size % bs)
                 if not slot.ranges and slot.dirty:
                     self.store.mark_clean((ino, size // bs), slot, slot.version, [])
+        return {}
+
+    async def op_truncated(self, f: dict) -> dict:
+        """The I/O daemons are truncated (or refused): end a fence ``truncate`` set."""
+        fence = self.fences.get(f["ino"])
+        if fence is not None:
+            self._end_fence(f["ino"], fence)
         return {}
 
     async def op_forget(self, f: dict) -> dict:

@@ -105,6 +105,46 @@ def test_truncate_and_holes_through_global_cache(gcluster):
         assert f.read() == want
 
 
+
+def test_read_in_a_truncation_window_caches_nothing_past_the_end(gcluster):
+    """A read that reaches the global cache after it cut a file but before the I/O daemons
+    are cut (a read-ahead sent before the truncation) waits for them; before, it fetched the
+    old bytes and kept them past the new end, where a truncation up showed them (fsx, seed
+    5091, gcache=on: READ BAD DATA at op 257,785)."""
+    cluster, _ = gcluster
+
+    async def main():
+        async with CacheStack.open(cluster.config, local=False) as a:
+            f = await a.open_file("/w", create=True, stripe=STRIPE)
+            await a.write(f, 0, b"x" * 65536)
+            await a.fsync(f)  # on the I/O daemons, and a clean copy in the global cache
+            g = a.gbackend
+            stripe = (await g.stripe_of(f.ino)).to_wire()
+            got: dict = {}
+
+            async def late_read() -> None:
+                _, got["data"] = await g.channels[0].call_bulk(
+                    {"op": "read", "ino": f.ino, "stripe": stripe, "offset": 0,
+                     "length": 65536, "client": None})
+
+            async with trio.open_nursery() as nursery:
+                async with g.truncation(f.ino, 0):
+                    nursery.start_soon(late_read)
+                    await trio.sleep(0.3)
+                    got["held"] = "data" not in got
+                    await a.client.setattr(f.ino, size=0)  # now the I/O daemons are cut
+            await a.truncate(f, 65536)  # and up again: a hole
+            _, cached = await g.channels[0].call_bulk(
+                {"op": "read", "ino": f.ino, "stripe": stripe, "offset": 0, "length": 65536,
+                 "client": None})
+            return got, cached, await a.read(f, 0, 65536)
+
+    got, cached, read = run(main)
+    assert got["held"]
+    assert got["data"] == b""  # served after the I/O daemons were cut: the file is empty
+    assert cached == bytes(65536)
+    assert read == bytes(65536)
+
 def test_runtime_bypass_tells_client(tmp_path):
     cluster, ep = gcache_cluster(tmp_path, policy="runtime", threshold=50, capacity=64 << 10)
     try:

@@ -491,9 +491,29 @@ class GcacheBackend(Failover):
         else:
             self.journal.pop(ino, None)
 
+    @contextlib.asynccontextmanager
+    async def truncation(self, ino: int, size: int):
+        """Bracket the servers' truncation of ``ino`` to ``size`` bytes (inside the local
+        cache's ``truncation``): write back, cut the global cache's copy (so no write-back
+        lands past the new end later) and have it hold reads and writes of the file until
+        the block ends. Otherwise a read reaching it meanwhile (a read-ahead sent before
+        the truncation) would fetch bytes the servers are about to drop and keep them past
+        the end, where a later truncation up would show them (fsx, gcache=on)."""
+        await self.flush(ino)
+        await self._control(ino, {"op": "truncate", "ino": ino, "size": size,
+                                  "fence": True})
+        try:
+            yield
+        finally:
+            with trio.CancelScope(shield=True):
+                try:
+                    await self._control(ino, {"op": "truncated", "ino": ino})
+                except OSError as exc:  # the fence times out by itself
+                    log.warning("global cache: end of truncation of inode %d: %s", ino, exc)
+
     async def truncate(self, ino: int, size: int) -> None:
-        """Before the file is truncated at the servers: write back, then cut the global
-        cache's copy, so no write-back lands past the new end later."""
+        """The file was truncated at the servers already (an ``O_TRUNC`` create of an
+        existing file): write back what is left, then cut the global cache's copy."""
         await self.flush(ino)
         await self._control(ino, {"op": "truncate", "ino": ino, "size": size})
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 
 import trio
@@ -222,9 +222,9 @@ class CacheStack:
         await self.client.fsync(f.ino, await self.direct.stripe_of(f.ino), data_only=True)
 
     async def truncate(self, f: StackFile, size: int) -> None:
-        async with self.cache.truncation(f.ino, size):
-            if self.gbackend is not None:
-                await self.gbackend.truncate(f.ino, size)
+        async with self.cache.truncation(f.ino, size), (
+                nullcontext() if self.gbackend is None
+                else self.gbackend.truncation(f.ino, size)):
             await self.client.setattr(f.ino, size=size)
         self.sizes[f.ino] = size
 
