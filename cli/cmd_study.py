@@ -31,6 +31,22 @@ from pvfs.cli.output import CliError, emit, note, parse_size, table
 ALGOS = ("opt1", "opt2", "opt3", "opt4")
 QUICK_SIZES = (64 << 10, 1 << 20)
 FULL_SIZES = (64 << 10, 256 << 10, 1 << 20, 4 << 20)
+#: A cell whose first runs take less application time than this (median over the
+#: settings) is *short*: it gets ``--reps-short`` runs. Its runs scatter by ±10–30 % on this
+#: machine (scheduling noise weighs more in a 30–600 ms run), so deciding "within 5 %" there
+#: needs many more runs than in the seconds-long cells.
+SHORT_S = 1.0
+
+
+def reps_for(first_app_s: list[float], reps: int, reps_short: int | None) -> int:
+    """Runs for a cell from its first runs' application times (one per setting): decided
+    by how long the cell takes, never by how the settings compare."""
+    if reps_short is None or not first_app_s:
+        return reps
+    times = sorted(first_app_s)
+    median = times[len(times) // 2] if len(times) % 2 else \
+        (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
+    return max(reps, reps_short) if median < SHORT_S else reps
 
 
 def _studies(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -64,6 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--sizes", default=None, help="bytes per task, comma separated")
     q.add_argument("--reps", type=int, default=None, help="runs per cell, averaged "
                    "(default 1 with --quick, else 3)")
+    q.add_argument("--reps-short", type=int, default=None, metavar="N",
+                   help="runs of the short cells (their first runs under 1 s of application "
+                        "time; they scatter most), default --reps")
     q.add_argument("--model", default=None, metavar="JSON",
                    help="use the model of an earlier study or calibration (its \"model\" or "
                         "\"params\"); rs then runs in every cell right beside opt1..opt4")
@@ -130,11 +149,13 @@ def _rs_delta(before: list[dict], after: list[dict]) -> dict:
 
 
 def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple[int, ...],
-              reps: int, model: dict | None = None, log=note, hints: bool = False) -> dict:
+              reps: int, model: dict | None = None, log=note, hints: bool = False,
+              reps_short: int | None = None) -> dict:
     """The study. Without ``model``: opt1..opt4 on every cell, the model fitted to them, then
     rs on every cell (chapters 4 and 5 in turn). With a ``model`` (from an earlier run): all
     five side by side in each cell (``side_by_side``), so that rs and the fixed algorithms see
-    the same load on a shared machine. The mixed-phase workload runs side by side either way."""
+    the same load on a shared machine. The mixed-phase workload runs side by side either way.
+    ``reps_short``: runs of the short cells (``reps_for``), default ``reps``."""
     from pvfs.cli.netns import Network
     from pvfs.cli.study_runner import HINTED, WORKLOADS, Runner, run_mixed
     from pvfs.models import fit
@@ -187,7 +208,9 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
                        if "rs" in row else ""))
 
             def measure(wl, s, c, alg):
-                record([one(wl, s, c, alg, i) for i in range(reps)])
+                rows = [one(wl, s, c, alg, 0)]
+                n = reps_for([rows[0]["app_service_s"]], reps, reps_short)
+                record(rows + [one(wl, s, c, alg, i) for i in range(1, n)])
 
             def side_by_side(k, wl, s, c):
                 """Every setting on one cell, run i of each before run i+1 of any, in an
@@ -195,10 +218,16 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
                 drifts, and this way no setting gets the quiet minutes for all its runs."""
                 order = (*ALGOS, *reactive)
                 rows: dict[str, list[dict]] = {a: [] for a in order}
-                for i in range(reps):
+                n = reps
+                i = 0
+                while i < n:
                     j = (k + i) % len(order)
                     for alg in order[j:] + order[:j]:
                         rows[alg].append(one(wl, s, c, alg, i))
+                    if i == 0:
+                        n = reps_for([rows[a][0]["app_service_s"] for a in order], reps,
+                                     reps_short)
+                    i += 1
                 for alg in order:
                     record(rows[alg])
 
@@ -229,7 +258,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
             side_by_side(len(cells), "mixed-phase", None, None)
             picks = [r.call(i, "sched_get")["rs"]["picks"] for i in range(iods)]
     return {"study": "scheduling", "disk": disk, "rate": rate, "clients": clients,
-            "iods": iods, "sizes": list(sizes), "reps": reps, "results": results,
+            "iods": iods, "sizes": list(sizes), "reps": reps,
+            "reps_short": reps_short, "short_s": SHORT_S, "results": results,
             "model": params.to_wire(), "residuals": residuals, "rs_picks": picks,
             "targets": targets(results),
             **({"targets_rs_hint": targets(results, HINTED)} if hints else {}),
@@ -369,7 +399,7 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
         except (OSError, ValueError, KeyError) as exc:
             raise CliError("study scheduling", f"--model {args.model}: {exc}", status=2) from None
     doc = run_study(args.disk, args.clients, args.iods, None if rate == "none" else rate, sizes,
-                    reps, model, hints=args.hints)
+                    reps, model, hints=args.hints, reps_short=args.reps_short)
     doc["model_from"] = args.model or "fitted to this run's opt1..opt4 results"
     doc["machine"] = machine()
     doc["command"] = " ".join([PROG, *sys.argv[1:]]) if sys.argv else PROG

@@ -102,3 +102,19 @@ def test_a_miss_within_the_runs_noise_is_told_from_one_beyond_it() -> None:
     _runs(res, "rs", [0.110, 0.111, 0.109, 0.110, 0.110])     # +10 %, tight: beyond noise
     t = targets(res)["rs_within_5pct_of_best"]
     assert t["misses_beyond_noise"] == 1 and t["cells"][0]["ci95"][0] > 0.05
+
+
+def test_short_cells_get_more_runs_decided_by_their_duration_only() -> None:
+    from pvfs.cli.cmd_study import SHORT_S, reps_for
+
+    short = [0.05, 0.06, 0.09, 0.07, 0.06]        # 64 KiB: every setting well under SHORT_S
+    long_ = [1.9, 1.9, 2.0, 1.0, 1.0]             # 1 MiB uncached
+    assert reps_for(short, 5, 25) == 25
+    assert reps_for(long_, 5, 25) == 5
+    assert reps_for(short, 5, None) == 5          # not asked for: as before
+    assert reps_for(short, 5, 3) == 5             # never fewer than --reps
+    # the median decides, so one slow setting does not make a short cell long ...
+    assert reps_for([0.1, 0.1, 0.1, 0.1, 5.0], 5, 25) == 25
+    # ... and the comparison of the settings plays no part: any order, the same answer
+    assert len({reps_for(list(p), 5, 25) for p in itertools.permutations(short)}) == 1
+    assert reps_for([SHORT_S] * 5, 5, 25) == 5    # the boundary is long
