@@ -376,3 +376,50 @@ def test_bells_wake_a_waiter_only_when_rung(monkeypatch):
     off = Bells(_OneRank())
     assert not off.enabled and off.waiter("service") is None
     off.ring("service", 0)  # a no-op
+
+
+def test_service_handles_a_ranks_requests_in_the_order_it_sent_them():
+    """The I/O thread and a main thread serving while it waits share one request stream:
+    while one of them has taken a request and not yet handled it, the other takes none,
+    or a client's unlock could be handled after its next lock (s10: seen in a trace)."""
+    pytest.importorskip("mpi4py")
+    import threading
+
+    from pvfs.collective._service import Service
+
+    taken, handled = threading.Event(), []
+    go = threading.Event()
+
+    class Msg:
+        def __init__(self, obj, slow):
+            self.obj, self.slow = obj, slow
+
+        def recv(self):
+            if self.slow:
+                taken.set()
+                assert go.wait(10)  # the first request is still being received
+            return self.obj
+
+    class Comm:
+        queue = [Msg(("unlock", [(4, None)]), True), Msg(("lock", [(4, False)]), False)]
+
+        def Get_rank(self):
+            return 0
+
+        def improbe(self, source, tag, status):
+            if not self.queue:
+                return None
+            status.Set_source(1)
+            return self.queue.pop(0)
+
+    service = Service(Comm(), None, stops=1)
+    service._handle = lambda src, req: handled.append(req[0])
+    io = threading.Thread(target=service.poll_once)
+    io.start()
+    assert taken.wait(10)
+    assert service.poll_once() is False  # the other thread is serving: take nothing
+    go.set()
+    io.join(10)
+    assert service.poll_once() is True
+    assert handled == ["unlock", "lock"]
+

@@ -135,6 +135,8 @@ class Service:
         self.locks = LockManager()
         # The lock table is also used by this rank's main thread (thread coordination).
         self.mutex = threading.Lock()
+        # Held while a request is taken and handled (see poll_once).
+        self._serving = threading.Lock()
         self.pages = pages
         self.stops = stops
         self.stopped = 0
@@ -188,22 +190,36 @@ class Service:
                 self._out = [r for r in self._out if not r.Test()]
 
     def poll_once(self) -> bool:
-        """Serve one waiting request, if any (a matched probe: the I/O thread and a main
-        thread that serves while it waits never take the same message)."""
+        """Serve one waiting request, if any.
+
+        The I/O thread and a main thread that serves while it waits both call this; one
+        of them at a time takes and handles a request (``_serving``), so a rank's requests
+        are handled in the order it sent them. (A matched probe alone keeps the two from
+        taking the same message but not their order: the main thread could take a
+        client's unlock, the I/O thread its next lock, and the lock be handled first —
+        then a shared re-lock of a page is undone by the late unlock, and the page is
+        read without a lock the home knows of.) A thread that finds the other serving
+        returns False, as if nothing were waiting."""
         from mpi4py import MPI
 
-        msg = self.comm.improbe(source=MPI.ANY_SOURCE, tag=REQ, status=(status := MPI.Status()))
-        if msg is None:
+        if not self._serving.acquire(blocking=False):
             return False
-        req = msg.recv()
-        src = status.Get_source()
-        self.served += 1
-        if req[0] == "stop":
-            with self.mutex:
-                self.stopped += 1
-        else:
-            self._handle(src, req)
-        return True
+        try:
+            msg = self.comm.improbe(source=MPI.ANY_SOURCE, tag=REQ,
+                                    status=(status := MPI.Status()))
+            if msg is None:
+                return False
+            req = msg.recv()
+            src = status.Get_source()
+            self.served += 1
+            if req[0] == "stop":
+                with self.mutex:
+                    self.stopped += 1
+            else:
+                self._handle(src, req)
+            return True
+        finally:
+            self._serving.release()
 
     def run(self) -> None:
         backoff = Backoff(cap=1e-4, yield_s=self.yield_s, idle_after=0.01,
