@@ -401,7 +401,8 @@ def test_service_handles_a_ranks_requests_in_the_order_it_sent_them():
             return self.obj
 
     class Comm:
-        queue = [Msg(("unlock", [(4, None)]), True), Msg(("lock", [(4, False)]), False)]
+        def __init__(self):
+            self.queue = [Msg(("unlock", [(4, None)]), True), Msg(("lock", [(4, False)]), False)]
 
         def Get_rank(self):
             return 0
@@ -423,3 +424,45 @@ def test_service_handles_a_ranks_requests_in_the_order_it_sent_them():
     assert service.poll_once() is True
     assert handled == ["unlock", "lock"]
 
+
+def test_lock_manager_read_waits_for_a_load_then_reads_around_at_the_deadline():
+    now = [10.0]
+    m = LockManager(grace=3e-4, clock=lambda: now[0])
+    assert m.request(1, 7, True)[0] == "granted"  # rank 7 loads page 1 (cached nowhere)
+    # A try batch does not read around a load any more: it stops there (asked in order).
+    assert m.try_batch(0, [(1, READ), (2, READ)], around=True) == [BUSY]
+    # A queued read batch waits for the load ...
+    assert m.request_batch(0, [(1, READ), (2, READ)], around=True) is None
+    assert m.next_deadline() == pytest.approx(10.0003)
+    now[0] += 1e-4
+    assert m.expire() == []  # not yet
+    cached = Meta(7, 3, False)
+    # ... and gets the copy when the loader publishes it: shared, no file read.
+    assert m.release(1, 7, cached) == [(0, [cached, UNCACHED])]
+    assert m.holders(1) == (None, {0}) and m.holders(2) == (0, set())  # 2: 0 will load it
+    assert m.next_deadline() is None and m.load_waits == 1
+    # A loader that takes too long: the reader reads around it and goes on with page 6.
+    assert m.request(5, 7, True)[0] == "granted"
+    assert m.request_batch(1, [(5, READ), (6, READ)], around=True) is None
+    now[0] += 5e-4
+    assert m.expire() == [(1, [None, UNCACHED])]
+    assert m.holders(5) == (7, set()) and m.holders(6) == (1, set())
+    assert m.load_timeouts == 1 and not m._get(5).queue
+
+
+def test_lock_manager_waiter_for_a_load_keeps_waiting_once_the_page_is_cached():
+    now = [0.0]
+    m = LockManager(grace=3e-4, clock=lambda: now[0])
+    assert m.request(3, 7, True)[0] == "granted"  # loading
+    assert m.request(3, 8, True) == ("queued", None)  # a writer waits first
+    assert m.request_batch(0, [(3, READ)], around=True) is None  # then a reader
+    cached = Meta(7, 1, False)
+    assert m.release(3, 7, cached) == [(8, cached)]  # the writer has the cached page
+    now[0] += 1.0
+    # Cached now (the copy may be dirty): no reading around, the reader keeps its place.
+    assert m.expire() == []
+    assert m.release(3, 8, None) == [(0, [cached])]
+    # Without a grace (the default) a read batch reads around a load at once, as before.
+    m2 = LockManager()
+    assert m2.request(1, 7, True)[0] == "granted"
+    assert m2.request_batch(0, [(1, READ)], around=True) == [None]

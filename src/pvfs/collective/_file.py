@@ -158,7 +158,8 @@ class CollectiveFile:
             # when no request to it can still be on the way.
             service = Service(scomm, pages, stops=self.n, bells=bells)
             self._thread = ServiceThread(service)
-            caller = Caller(scomm, serve=service.poll_once, bells=bells)
+            caller = Caller(scomm, serve=service.poll_once, bells=bells,
+                            limit=service.wait_limit)
             self._bells = bells
             # The pages this rank is home for are locked in the I/O thread's table directly.
             locks = MsgLocks(caller, list(range(self.n)), local=service)

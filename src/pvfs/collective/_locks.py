@@ -21,11 +21,24 @@ asks whether a page is pinned) never queue.
   this way (one parallel round instead of one round trip per page); if some page was busy,
   it keeps the pages below the first busy one, releases the others, and takes the rest in
   order with queued batches.
+
+*Waiting for a load* (``grace``): a non-atomic read batch that finds a page locked while it
+is cached nowhere (another rank is loading it from the file) waits up to ``grace`` seconds
+for it, in the page's queue; if the page is still cached nowhere then, the read goes around
+it (the page's result is None) and the batch goes on with its next page. The loader is
+usually running, and then its copy is ready within about one page read — far cheaper than
+reading the page again; a loader that was descheduled does not hold its readers up for
+longer than ``grace``. A ``try`` batch stops at such a page (:data:`BUSY`) so that the
+client asks for it in order, with a queued batch that may wait. Deadlines are checked by
+:meth:`LockManager.expire`, which the home calls as it polls.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pvfs.collective._pages import UNCACHED, Meta
@@ -35,6 +48,11 @@ from pvfs.collective._pages import UNCACHED, Meta
 READ = "read"
 
 Mode = bool | str
+
+#: Seconds a non-atomic read waits for a page being loaded before it reads the file around
+#: the loader: about one page read from pvfs, so a loader that is running is waited for, a
+#: descheduled one is not (``PVFS_COLLECTIVE_AROUND_US``; the rma coordination too).
+AROUND_AFTER = float(os.environ.get("PVFS_COLLECTIVE_AROUND_US", "300")) * 1e-6
 
 
 @dataclass
@@ -46,6 +64,8 @@ class Batch:
     items: list[tuple[int, Mode]]
     around: bool = False
     results: list[Meta | None] = field(default_factory=list)
+    #: when waiting for a page being loaded: the time to read around it instead
+    deadline: float | None = None
 
     @property
     def done(self) -> bool:
@@ -71,10 +91,17 @@ class _PageLock:
 class LockManager:
     """Locks and metadata for the pages one home serves; pure logic, no MPI."""
 
-    def __init__(self) -> None:
+    def __init__(self, grace: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._pages: dict[int, _PageLock] = {}
         self.requests = 0
         self.queued = 0
+        self.grace = grace
+        self.clock = clock
+        #: batches waiting for a load: (deadline, page, batch), oldest first
+        self.timed: deque[tuple[float, int, Batch]] = deque()
+        self.load_waits = 0  # batches that waited for a load ...
+        self.load_timeouts = 0  # ... and of those, the ones that read around after all
 
     def _get(self, page: int) -> _PageLock:
         entry = self._pages.get(page)
@@ -131,13 +158,47 @@ class LockManager:
             if not entry.queue and self._free_for(entry, mode):
                 self._grant(entry, batch.src, mode)
                 batch.results.append(entry.meta)
-            elif batch.around and entry.meta.owner < 0:
+            elif batch.around and entry.meta.owner < 0 and self.grace <= 0:
                 batch.results.append(None)  # locked, cached nowhere: read the file
             else:
+                if batch.around and entry.meta.owner < 0:
+                    # being loaded: wait for the copy, but not longer than grace
+                    batch.deadline = self.clock() + self.grace
+                    self.timed.append((batch.deadline, page, batch))
+                    self.load_waits += 1
                 entry.queue.append((batch.src, mode, batch))
                 self.queued += 1
                 return False
         return True
+
+    def next_deadline(self) -> float | None:
+        """The earliest time :meth:`expire` has something to do (None: nothing timed)."""
+        while self.timed and self.timed[0][2].deadline != self.timed[0][0]:
+            self.timed.popleft()  # granted meanwhile
+        return self.timed[0][0] if self.timed else None
+
+    def expire(self, now: float | None = None) -> list[tuple[int, list[Meta | None]]]:
+        """Batches whose wait for a load has passed its deadline read that page around
+        (if it is still cached nowhere; else they keep their place) and go on with their
+        next pages; ``(src, results)`` of those now complete, as :meth:`release`."""
+        now = self.clock() if now is None else now
+        granted: list[tuple[int, list[Meta | None]]] = []
+        while (first := self.next_deadline()) is not None and first <= now:
+            _, page, batch = self.timed.popleft()
+            batch.deadline = None
+            entry = self._pages.get(page)
+            if entry is None or entry.meta.owner >= 0:
+                continue  # cached now: the copy may be dirty, wait for it
+            for i, (_, _, b) in enumerate(entry.queue):
+                if b is batch:
+                    del entry.queue[i]
+                    break
+            self.load_timeouts += 1
+            batch.results.append(None)
+            if self._advance(batch):
+                granted.append((batch.src, batch.results))
+            granted.extend(self._grant_waiters(page, entry))  # (if it headed the queue)
+        return granted
 
     def try_batch(self, src: int, items: list[tuple[int, Mode]],
                   around: bool = False) -> list[Meta | None | bool]:
@@ -151,7 +212,7 @@ class LockManager:
             if not entry.queue and self._free_for(entry, mode):
                 self._grant(entry, src, mode)
                 out.append(entry.meta)
-            elif around and entry.meta.owner < 0:
+            elif around and entry.meta.owner < 0 and self.grace <= 0:
                 out.append(None)
             else:
                 out.append(BUSY)
@@ -183,6 +244,10 @@ class LockManager:
             raise RuntimeError(f"rank {src} released page {page} it does not hold")
         if meta is not None:
             entry.meta = meta
+        return self._grant_waiters(page, entry)
+
+    def _grant_waiters(self, page: int,
+                       entry: _PageLock) -> list[tuple[int, Meta | list[Meta | None]]]:
         granted: list[tuple[int, Meta | list[Meta | None]]] = []
         while entry.queue and self._free_for(entry, entry.queue[0][1]):
             who, mode, batch = entry.queue.popleft()
@@ -191,6 +256,7 @@ class LockManager:
             if batch is None:
                 granted.append((who, entry.meta))
             else:
+                batch.deadline = None  # (no longer waiting for a load)
                 batch.results.append(entry.meta)
                 if self._advance(batch):  # its other pages are other entries
                     granted.append((who, batch.results))

@@ -26,20 +26,16 @@ is busy elsewhere; across nodes MPICH needs ``MPIR_CVAR_ASYNC_PROGRESS=1`` for t
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 import numpy as np
 
+from pvfs.collective._locks import AROUND_AFTER
 from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout
 
 _NEVER = 1 << 62
-#: Seconds a non-atomic read waits for a page being loaded before it reads the file around
-#: the loader: about one page read, so a loader that is running is waited for (its copy then
-#: costs one Get), a descheduled one is not.
-AROUND_AFTER = float(os.environ.get("PVFS_COLLECTIVE_AROUND_US", "300")) * 1e-6
 
 # The page word: readers in bits 0-19, the writer bit, then the metadata (flushed, slot,
 # owner + 1). Reader counts only ever reach the number of ranks (plus transient +1s).

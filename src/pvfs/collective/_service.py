@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from pvfs.collective._locks import BUSY, READ, LockManager
+from pvfs.collective._locks import AROUND_AFTER, BUSY, READ, LockManager
 from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._wait import (
     Backoff,
@@ -61,7 +61,8 @@ SERVICE_YIELD_S = float(os.environ.get("PVFS_COLLECTIVE_SERVICE_YIELD_US", "1000
 class Caller:
     """The client side: send a request, wait (sleeping) for the reply."""
 
-    def __init__(self, comm: Any, serve: Any = None, bells: Bells | None = None) -> None:
+    def __init__(self, comm: Any, serve: Any = None, bells: Bells | None = None,
+                 limit: Any = None) -> None:
         self.comm = comm
         self.bells = bells
         self._bell = bells.waiter("caller") if bells is not None else None
@@ -72,6 +73,7 @@ class Caller:
         # too (Service.poll_once), so a round trip to a rank whose main thread is waiting
         # does not wait for that rank's I/O thread to be scheduled and get the GIL.
         self.serve = serve
+        self.limit = limit  # (with serve) seconds until the served table has a deadline
 
     def send(self, dest: int, msg: Any, tag: int = REQ) -> None:
         self.messages += 1
@@ -100,7 +102,7 @@ class Caller:
                     pass
             return not waiting
 
-        until(poll, what, bell=self._bell)
+        until(poll, what, bell=self._bell, limit=self.limit if serve is not None else None)
         return out
 
     def call(self, dest: int, msg: tuple) -> Any:
@@ -132,7 +134,8 @@ class Service:
                  yield_s: float | None = None, bells: Bells | None = None) -> None:
         self.comm = comm
         self.bells = bells
-        self.locks = LockManager()
+        # A read that finds a page being loaded waits for the copy up to AROUND_AFTER.
+        self.locks = LockManager(grace=AROUND_AFTER)
         # The lock table is also used by this rank's main thread (thread coordination).
         self.mutex = threading.Lock()
         # Held while a request is taken and handled (see poll_once).
@@ -205,6 +208,8 @@ class Service:
         if not self._serving.acquire(blocking=False):
             return False
         try:
+            if self.locks.timed:
+                self._expire()
             msg = self.comm.improbe(source=MPI.ANY_SOURCE, tag=REQ,
                                     status=(status := MPI.Status()))
             if msg is None:
@@ -221,6 +226,24 @@ class Service:
         finally:
             self._serving.release()
 
+    def _expire(self) -> None:
+        """Answer the batches whose wait for a page being loaded is over (they read it
+        around; call holding ``_serving``)."""
+        with self.mutex:
+            grants = [(who, self.grant_payload(who, res))
+                      for who, res in self.locks.expire()]
+        for who, payload in grants:
+            self._send(who, payload)
+
+    def wait_limit(self) -> float | None:
+        """Seconds until a wait for a load is due to end (None: no such wait): how long
+        a thread that serves this table may block."""
+        if not self.locks.timed:
+            return None
+        with self.mutex:
+            due = self.locks.next_deadline()
+        return None if due is None else due - self.locks.clock()
+
     def run(self) -> None:
         backoff = Backoff(cap=1e-4, yield_s=self.yield_s, idle_after=0.01,
                           bell=self.bells.waiter("service") if self.bells is not None else None)
@@ -230,7 +253,7 @@ class Service:
                     backoff.reset()
                 else:
                     self._reap()
-                    backoff.pause()
+                    backoff.pause(self.wait_limit())
             until(lambda: all(r.Test() for r in self._out), "service replies")
         except BaseException as exc:
             self.error = exc

@@ -71,7 +71,8 @@ class Backoff:
         precise_sleeps()
         self.reset()
 
-    def pause(self) -> None:
+    def pause(self, limit: float | None = None) -> None:
+        """Wait a little; ``limit``: block at most this many seconds (a deadline is due)."""
         # A few quick retries first: a reply often arrives within microseconds.
         self.spins += 1
         if self.spins <= 3:
@@ -81,10 +82,10 @@ class Backoff:
             os.sched_yield()
             return
         if self.bell is not None:
-            if self.bell(self.idle_cap):
+            if self.bell(self.idle_cap if limit is None else max(0.0, min(self.idle_cap, limit))):
                 self.since = time.monotonic()  # rung: the message is due, yield again
             return
-        time.sleep(self.delay)
+        time.sleep(self.delay if limit is None else max(0.0, min(self.delay, limit)))
         cap = self.idle_cap if waited > self.idle_after else self.cap
         self.delay = min(cap, self.delay * 2)
 
@@ -95,22 +96,23 @@ class Backoff:
 
 
 def until(done: Callable[[], Any], what: str, deadline: float | None = None,
-          cap: float = 2e-4, bell: Callable[[float], Any] | None = None) -> Any:
+          cap: float = 2e-4, bell: Callable[[float], Any] | None = None,
+          limit: Callable[[], float | None] | None = None) -> Any:
     """Call ``done()`` until it returns something truthy; sleep between calls (or wait
-    for ``bell``, see :class:`Bells`).
+    for ``bell``, see :class:`Bells`), never longer than ``limit()`` seconds if given.
 
     Raises:
         CollectiveTimeout: after ``deadline`` seconds (default :data:`DEADLINE`).
     """
-    limit = time.monotonic() + (DEADLINE if deadline is None else deadline)
+    give_up = time.monotonic() + (DEADLINE if deadline is None else deadline)
     backoff = Backoff(cap=cap, idle_cap=max(cap, 1e-3), bell=bell)
     while True:
         value = done()
         if value:
             return value
-        if time.monotonic() > limit:
+        if time.monotonic() > give_up:
             raise CollectiveTimeout(f"waited too long for {what}")
-        backoff.pause()
+        backoff.pause(None if limit is None else limit())
 
 
 class Bells:
