@@ -19,15 +19,21 @@ Cost of one request of ``S`` bytes (ms, each level's table row interpolated in t
   without a local cache), the global pieces ``global_hit(G)`` plus, if any block missed
   there, ``global_miss(Gm) - global_hit(Gm)`` for the ``Gm`` missing bytes; the local hits
   add their copy cost;
-* writes: ``caching(S)`` of table 2 with a local cache (write-behind), else the route's read
-  cost of the same size (write-through to the global cache or the I/O daemons); the written
-  blocks enter the local cache and, when written back, the global cache's admission as reads
-  do (write-back itself runs in the background, as in the paper).
+* writes: ``caching(S)`` of table 2 with a local cache (write-behind); without one, a direct
+  write costs the direct read of its size, a write through the global cache its transfer
+  there (``global_hit``) plus a fetch only for the blocks it covers partly that the global
+  cache misses (read-modify-write): the daemon answers a write once it has the bytes, a
+  block its policy refuses too (written through to the I/O daemons in the background). The
+  written blocks enter the local cache and, when written back, the global cache's admission
+  as reads do (write-back itself runs in the background, as in the paper). A write never
+  brings a bypass hint (the daemon gives none for a segment it holds dirty or in-flight
+  written blocks of; since 2026-11-26 writes carry none at all).
 
 Ranks advance in simulated time (the one with the smallest clock goes next), a barrier waits
 for the last rank; think times are ignored, as in the measured replay. Not modelled: network
 and disk contention between concurrent requests, coherence traffic, dirty blocks pinned in
-the global cache.
+the global cache, reads answered from a refused write still on its way (the daemon's
+``through_blocks``), and the hints a read refusal withholds for a segment with dirty blocks.
 """
 
 from __future__ import annotations
@@ -83,6 +89,7 @@ class _Global:
         self.policy = make_policy(policy, threshold, blocks)
         self.lru: OrderedDict[tuple[int, int], int] = OrderedDict()  # key -> hits
         self.hits = self.misses = self.admissions = self.bypasses = self.evictions = 0
+        self.hints = 0  # segments clients were told to bypass
 
     def _victim(self) -> tuple[int, int]:
         first = None
@@ -96,11 +103,11 @@ class _Global:
         assert first is not None
         return first
 
-    def access(self, ino: int, blocks: list[int]) -> tuple[int, set[int]]:
-        """Look ``blocks`` up (one request): misses, and the segments refused."""
+    def access(self, ino: int, blocks: list[int]) -> tuple[list[int], set[int]]:
+        """Look ``blocks`` up (one request): the blocks missed, and the segments refused."""
         before = {s: self.policy.access(ino, s) for s in sorted({b // SEGMENT_BLOCKS
                                                                   for b in blocks})}
-        missed = 0
+        missed: list[int] = []
         refused: set[int] = set()
         for b in blocks:
             key = (ino, b)
@@ -112,7 +119,7 @@ class _Global:
                 self.policy.hit(ino, seg)
                 continue
             self.misses += 1
-            missed += 1
+            missed.append(b)
             if seg in refused:
                 continue
             victim = self._victim() if len(self.lru) >= self.blocks else None
@@ -198,9 +205,7 @@ def simulate(trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
             if g is not None:  # the write-back later: admission as for a read, no cost now
                 segs = {b // SEGMENT_BLOCKS for b in blocks}
                 gsegs = {s for s in segs if node.via_global(ino, s, bits, int(Bypass.WRITE_GLOBAL))}
-                _, refused = g.access(ino, [b for b in blocks if b // SEGMENT_BLOCKS in gsegs])
-                for s in refused:
-                    node.hints[(ino, s)] = g.policy.bypass_ttl or -1
+                g.access(ino, [b for b in blocks if b // SEGMENT_BLOCKS in gsegs])  # no hints
             return cost("write_caching", n)
         if not miss:
             return cost("local_hit", n)
@@ -220,12 +225,17 @@ def simulate(trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
         t_global = 0.0
         if gblocks:
             missed, refused = g.access(ino, gblocks)  # type: ignore[union-attr]
-            for s in refused:
-                node.hints[(ino, s)] = g.policy.bypass_ttl or -1  # type: ignore[union-attr]
+            if write:  # only the partly written blocks it misses are fetched first
+                missed = [b for b in missed
+                          if b * BLOCK < off or (b + 1) * BLOCK > off + n]
+            else:
+                for s in refused:
+                    node.hints[(ino, s)] = g.policy.bypass_ttl or -1  # type: ignore[union-attr]
+                g.hints += len(refused)  # type: ignore[union-attr]
             t_global = cost("global_hit", len(gblocks) * BLOCK)
             if missed:
-                t_global += (cost("global_miss", missed * BLOCK)
-                             - cost("global_hit", missed * BLOCK))
+                t_global += (cost("global_miss", len(missed) * BLOCK)
+                             - cost("global_hit", len(missed) * BLOCK))
         if not write:
             for b in miss:
                 node.insert(ino, b)
@@ -275,4 +285,5 @@ def simulate(trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
                        "admissions": g.admissions if g else 0,
                        "bypasses": g.bypasses if g else 0,
                        "evictions": g.evictions if g else 0,
+                       "hints": g.hints if g else 0,
                        "threshold": getattr(g.policy, "threshold", 0) if g else 0}}

@@ -49,6 +49,29 @@ def test_runtime_bypass_beats_lru_on_a_cyclic_scan_larger_than_the_cache():
     assert _run(trace, "none")["global_hit_rate"] == 0.0
 
 
+def _passes(*ops: str):
+    """One rank, one pass over an 8 MiB file per op ("read"/"write"), 64 KiB requests."""
+    b = TraceBuilder(1, "passes", {}, 0)
+    f = b.file("data", 8 * MIB)
+    b.open(0, f)
+    for op in ops:
+        for off in range(0, 8 * MIB, 64 << 10):
+            getattr(b, op)(0, f, off, 64 << 10)
+        b.barrier()
+    return b.build()
+
+
+def test_refused_writes_bring_no_hints():
+    """The daemon's rule since 2026-11-26: a refused write is answered and written through,
+    and the client is not told to bypass the segment (the model hinted on every refused
+    write-back before, so the next pass's reads of those segments went direct)."""
+    w = _run(_passes("read", "write"), "runtime10")["global"]
+    assert w["bypasses"] > 0 and w["hints"] == 0  # the write-back was refused, no hints
+    r = _run(_passes("read", "write", "read"), "runtime10")["global"]
+    assert r["hits"] + r["misses"] == 3 * 2048  # every pass reached the global cache
+    assert r["hints"] == r["bypasses"] - w["bypasses"] > 0  # the last read pass's refusals
+
+
 def test_small_working_set_all_policies_agree():
     trace = _cyclic(3, 2 * MIB)  # fits in the global cache: nothing to refuse
     both, rt = _run(trace, "both"), _run(trace, "runtime25")
