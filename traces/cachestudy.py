@@ -160,6 +160,7 @@ async def _one(cfg, trace, files, setup: Setup, plan) -> dict[str, Any]:
 
 GSTATS = ("hits", "misses", "admissions", "bypasses", "evictions", "threshold",
           "bypassed_blocks", "transient_blocks", "write_through_blocks", "shared_blocks",
+          "through_waits", "through_wait_ms", "through_blocks", "inflight_waits",
           "refetched_blocks", "fetched_blocks")
 DISK_COUNTERS = ("accesses", "busy_s", "miss_bytes", "hit_bytes", "write_bytes")
 
@@ -275,7 +276,13 @@ def replay_all(cfg, traces: list[str], policies: list[str], *, quick: bool, repe
             for pol in policies:
                 best = min(runs[pol], key=lambda row: row["time_s"])
                 times = [row["time_s"] for row in runs[pol]]
-                best.update(trace=name, policy=pol, runs_s=times, median_s=median(times))
+                # Every run's counters too, not only the best one's: whether two policies
+                # made the same decisions is read from them (admissions, bypasses, bytes the
+                # disks read), and so is how much of a difference in time is the machine's.
+                detail = [{k: row[k] for k in ("time_s", "local_hit_rate", "global_hit_rate",
+                                               "global", "disks")} for row in runs[pol]]
+                best.update(trace=name, policy=pol, runs_s=times, median_s=median(times),
+                            runs=detail)
                 rows.append(best)
                 if progress:
                     progress(f"{name:9s} {pol:10s} {best['time_s']:7.3f} s  "

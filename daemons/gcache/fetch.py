@@ -49,13 +49,14 @@ class _Fetch:
 
 
 class Fetching:
-    async def _wait_inflight(self, ino: int, first: int, last: int) -> dict[int, _Fetch]:
-        """Wait until no block of ``first..last`` is being fetched by another request; the
-        blocks waited for and the fetch each was part of."""
+    async def _wait_inflight(self, ino: int,
+                             blocks: set[int] | None = None) -> dict[int, _Fetch]:
+        """Wait until none of ``blocks`` (None: no block of the file) is being fetched by
+        another request; the blocks waited for and the fetch each was part of."""
         waited: dict[int, _Fetch] = {}
         while True:
             busy = [(b, job) for (i, b), job in self.inflight.items()
-                    if i == ino and first <= b <= last] if self.inflight else []
+                    if i == ino and (blocks is None or b in blocks)] if self.inflight else []
             if not busy:
                 if waited:
                     self.counters["inflight_waits"] += 1

@@ -30,8 +30,6 @@ log = logging.getLogger("pvfs.gcache")
 #: A truncation's fence lasts at most this many request timeouts (its client's call to the
 #: manager has failed by then).
 FENCE_TIMEOUTS = 2
-#: Beyond any block of any file.
-MAX_BLOCK = 1 << 62
 
 
 class _Fence:
@@ -47,15 +45,20 @@ class _Fence:
 
 
 class FileOps:
-    async def _settle(self, ino: int, first: int, last: int) -> dict[int, _Fetch]:
-        """Wait until blocks ``first..last`` of ``ino`` have no refused write on its way,
-        no fetch in flight, and the file is not being truncated; the fetches waited for
-        (none if a truncation was: what they read may be gone). Returns without yielding
-        once all three hold, so the caller's next steps see that state."""
+    async def _settle(self, ino: int, blocks: set[int], *,
+                      read: bool = False) -> dict[int, _Fetch]:
+        """Wait until ``blocks`` of ``ino`` have no refused write on its way, no fetch in
+        flight, and the file is not being truncated; the fetches waited for (none if a
+        truncation was: what they read may be gone). Returns without yielding once all three
+        hold, so the caller's next steps see that state. A ``read`` need not wait for
+        refused writes that cover its blocks whole (``_wait_through``). Only the request's
+        own blocks count: a list request's gaps may be written or fetched meanwhile (until
+        2026-11-26 the span from its first to its last block did, and LU's write-back of two
+        slabs waited seconds for the write-through of the slab between them)."""
         waited: dict[int, _Fetch] = {}
         while True:
-            await self._wait_through(ino, first, last)
-            waited.update(await self._wait_inflight(ino, first, last))
+            await self._wait_through(ino, blocks, read=read)
+            waited.update(await self._wait_inflight(ino, blocks))
             if not await self._wait_fence(ino):
                 return waited
             waited.clear()
@@ -130,7 +133,7 @@ class FileOps:
         if w is not None and f["fence"]:
             await w[1].wait()  # writes that came before: their bytes past the end go too
         await self._wait_through(ino)
-        await self._wait_inflight(ino, 0, MAX_BLOCK)
+        await self._wait_inflight(ino)
         async with self._lock(ino):
             self.sizes[ino] = size
             keep = -(-size // bs)

@@ -1,10 +1,11 @@
 """The global cache daemon's read path: ``read`` and ``read_list``.
 
-A read counts its segments with the policy, waits until its blocks are settled (no refused
-write on its way, no fetch in flight, no truncation in progress: ``fileops.py``), pins the
-blocks it hits, fetches the ones it misses (admitted ones into slots, refused ones into a
-scratch buffer, ``fetch.py``; blocks another request fetched uncached while this one waited
-are taken from that fetch), and answers with the bytes straight from the slots and buffers
+A read counts its segments with the policy, waits until its blocks are settled (no fetch in
+flight, no truncation in progress, no refused write on its way that covers one of them only
+partly: ``fileops.py``), pins the blocks it hits, fetches the ones it misses (admitted ones
+into slots, refused ones into a scratch buffer, ``fetch.py``; blocks another request fetched
+uncached while this one waited are taken from that fetch, and blocks a refused write on its
+way to the I/O daemons covers whole from that write's buffer), and answers with the bytes straight from the slots and buffers
 (``sendmsg``). A refused segment's reply carries the bypass hint (``"bypass"``, ``"ttl"``)
 unless this daemon holds dirty blocks of it; a read that names its client records it as a
 holder of the blocks (``coherence=sync``).
@@ -24,6 +25,7 @@ from pvfs.protocol.framing import frame
 from .fetch import _Fetch
 from .sockio import send_views
 from .store import Slot
+from .writes import _Through
 
 
 class ReadPath:
@@ -50,7 +52,14 @@ class ReadPath:
             return
         first, last = blocks[0], blocks[-1]
         before = {s: self.policy.access(ino, s) for s in sorted({b // sb for b in blocks})}
-        waited = await self._settle(ino, first, last)
+        wanted = set(blocks)
+        while True:
+            waited = await self._settle(ino, wanted, read=True)
+            # Blocks a refused write on its way covers whole: answered from its buffer (a
+            # block it covers partly makes the next round wait for it).
+            passing = self._through_sources(ino, blocks)
+            if passing is not None:
+                break
         pinned: list[Slot] = []
         src: dict[int, Slot] = {}
         missing: list[int] = []
@@ -70,20 +79,24 @@ class ReadPath:
         bypass: set[int] = set()
         sbuf: bytearray | None = None
         scratch: dict[int, int] = {}
-        borrowed: dict[int, _Fetch] = {}
+        borrowed: dict[int, _Fetch | _Through] = {}
         eof: int | None = None
         try:
             if missing:
                 slots, scratch = self._admit_missing(ino, missing, before, bypass)
                 pinned += slots.values()
-                # Blocks another request fetched, uncached, while this one waited for it:
-                # the same admission decision as any miss, but no second read of the disks.
-                for b in [b for b in missing if b in waited]:
-                    job = waited[b]
+                # Blocks another request fetched, uncached, while this one waited for it, and
+                # blocks a refused write on its way to the I/O daemons covers whole: the same
+                # admission decision as any miss, but no read of the disks.
+                sources: dict[int, _Fetch | _Through] = {b: waited[b] for b in missing
+                                                         if b in waited}
+                sources.update((b, passing[b]) for b in missing if b in passing)
+                for b, job in sources.items():
                     view = job.view(b, bs)
                     if view is None:
                         continue
-                    self.counters["shared_blocks"] += 1
+                    self.counters["through_blocks" if isinstance(job, _Through)
+                                  else "shared_blocks"] += 1
                     slot = slots.pop(b, None)
                     if slot is None:
                         del scratch[b]

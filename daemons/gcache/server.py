@@ -65,7 +65,7 @@ COUNTERS = ("reads", "writes", "hits", "misses", "admissions", "bypasses", "bypa
             "evictions", "flushes", "flushed_blocks", "fetches", "fetched_blocks",
             "write_through_blocks", "flush_errors", "fsyncs", "invalidations",
             "inflight_waits", "refetched_blocks", "mixed_fetches", "shared_blocks",
-            "through_waits", "through_wait_ms")
+            "through_waits", "through_wait_ms", "through_blocks")
 
 
 class GcacheServer(ReadPath, WritePath, FileOps, Fetching, WriteBack):

@@ -5,8 +5,9 @@ A write lands in slab slots (a partial block that is not cached is read first), 
 dirty with the byte ranges it wrote and reaches the I/O daemons through the flusher
 (``writeback.py``). A block the admission policy refuses is received into a scratch buffer,
 the client is answered at once, and the bytes are written through to the I/O daemons in the
-background (:class:`_Through`): reads, writes, write-back, truncation and removal of those
-blocks wait for it (``_wait_through``), and its error comes with the file's next flush. No
+background (:class:`_Through`): writes, write-back, truncation and removal of those blocks
+wait for it (``_wait_through``), reads too unless the write covers the block whole (then its
+buffer answers them: ``_through_sources``), and its error comes with the file's next flush. No
 client is told to bypass a segment this daemon holds dirty or in-flight written blocks of
 (``_hints``): its direct writes would be overwritten by the older write.
 
@@ -38,13 +39,27 @@ log = logging.getLogger("pvfs.gcache")
 
 class _Through:
     """A refused write on its way to the I/O daemons in the background: requests that touch
-    its blocks (reads, writes, write-back, truncation) wait for ``done`` first."""
+    its blocks (writes, write-back, truncation, removal, and reads of blocks it covers only
+    partly) wait for ``done`` first. A read of a block it writes whole takes the bytes from
+    its buffer instead (``view``): they are what the I/O daemons will hold."""
 
-    __slots__ = ("blocks", "done")
+    __slots__ = ("blocks", "done", "eof", "sbuf", "scratch", "whole")
 
-    def __init__(self, blocks: set[int]) -> None:
+    def __init__(self, blocks: set[int], sbuf: bytearray | None = None,
+                 scratch: dict[int, int] | None = None, whole: set[int] | None = None) -> None:
         self.blocks = blocks
         self.done = trio.Event()
+        self.sbuf = sbuf
+        self.scratch = scratch or {}  # block -> its offset in sbuf
+        self.whole = whole or set()  # the blocks this write covers from byte 0 to the end
+        self.eof = None  # (read like a fetch's: whole blocks, never the end of the file)
+
+    def view(self, b: int, bs: int) -> memoryview | None:
+        """Block ``b``'s bytes if this write covers it whole, else None."""
+        o = self.scratch.get(b)
+        if b not in self.whole or o is None or self.sbuf is None:
+            return None
+        return memoryview(self.sbuf)[o:o + bs]
 
 
 class WritePath:
@@ -74,7 +89,6 @@ class WritePath:
                 ranges.setdefault(b, []).append((max(off - b * bs, 0),
                                                  min(bs, off + length - b * bs)))
         blocks = sorted(ranges)
-        first, last = blocks[0], blocks[-1]
         received = False
         pinned: list[Slot] = []
         writing = None
@@ -82,7 +96,7 @@ class WritePath:
             if self.store.dirty_blocks > DIRTY_HIGH * self.store.nslots:
                 await self._flush_some()
             before = {s: self.policy.access(ino, s) for s in sorted({b // sb for b in blocks})}
-            await self._settle(ino, first, last)
+            await self._settle(ino, set(blocks))
             writing = self._writing(ino)
             dest: dict[int, Slot] = {}
             missing: list[int] = []
@@ -147,7 +161,8 @@ class WritePath:
                 ext = [(b * bs + lo, hi - lo, scratch[b] + lo)
                        for b in sorted(scratch) for lo, hi in _merge(ranges[b])]
                 self.counters["write_through_blocks"] += len(scratch)
-                th = _Through(set(scratch))
+                th = _Through(set(scratch), sbuf, scratch,
+                              {b for b in scratch if _merge(ranges[b]) == [(0, bs)]})
                 if self._background is None:
                     self.through.setdefault(ino, []).append(th)
                     await self._write_through(ino, stripe, ext, sbuf, th)  # type: ignore[arg-type]
@@ -179,13 +194,17 @@ class WritePath:
         return {"n": n, "bypass": hints, "ttl": self.policy.bypass_ttl if hints else 0,
                 "epoch": self.epoch}
 
-    async def _wait_through(self, ino: int, first: int = 0, last: int | None = None) -> None:
-        """Wait until no refused write of blocks ``first..last`` (all: ``last`` None) is on
-        its way to the I/O daemons: what follows must see (or come after) it."""
+    async def _wait_through(self, ino: int, blocks: set[int] | None = None, *,
+                            read: bool = False) -> None:
+        """Wait until no refused write of ``blocks`` (None: of any block of the file) is on
+        its way to the I/O daemons: what follows must see (or come after) it. For a
+        ``read``, only for writes that cover one of its blocks partly: the others' bytes are
+        in their buffers (see ``_through_sources``)."""
         t0 = None
         while True:
             th = next((t for t in self.through.get(ino, ())
-                       if any(first <= b and (last is None or b <= last) for b in t.blocks)),
+                       if any((blocks is None or b in blocks)
+                              and not (read and b in t.whole) for b in t.blocks)),
                       None)
             if th is None:
                 if t0 is not None:
@@ -214,6 +233,22 @@ class WritePath:
             if not pending:
                 self.through.pop(ino, None)
             th.done.set()
+
+    def _through_sources(self, ino: int, blocks: list[int]) -> dict[int, _Through] | None:
+        """For each of ``blocks`` a refused write on its way holds, that write, if it covers
+        the block whole; None if one of them is covered only partly (wait for it first). At
+        most one such write holds a block: a write waits for the one before it."""
+        pending = self.through.get(ino)
+        if not pending:
+            return {}
+        out: dict[int, _Through] = {}
+        wanted = set(blocks)
+        for t in pending:
+            for b in t.blocks & wanted:
+                if b not in t.whole:
+                    return None
+                out[b] = t
+        return out
 
     def _dirty_in(self, ino: int, seg: int) -> bool:
         """Whether a block of segment ``seg`` of ``ino`` is dirty here, or on its way to the

@@ -3,6 +3,9 @@
 * A refused *write* is answered once the daemon has the bytes and written through to the I/O
   daemons in the background, without taking a slot (before 2026-11-26 the client waited for
   the disks: every write-back of a refused segment did).
+* A read of a block such a write covers whole, while it is still on its way, is answered
+  from that write's bytes (before 2026-11-26, s10, it waited for the write to reach the disks
+  and then read the block back from them); a block it covers partly still waits for it.
 * A request that waited for another's fetch of blocks the policy refused takes that fetch's
   bytes instead of reading the disks again.
 * A client is never told to bypass a segment of which the daemon holds dirty blocks: its next
@@ -87,6 +90,98 @@ def test_refused_write_is_answered_at_once_and_takes_no_slot(runtime_cluster):
     assert client["hints"] == 0  # on its way to the I/O daemons: no hint yet
     assert after["dirty_blocks"] == 0
     assert trio.run(_read_direct, cluster.config, "/wr", 2 * BS) == b"w" * BS + b"o" * BS
+
+
+def test_read_of_a_refused_write_on_its_way_takes_its_bytes(runtime_cluster):
+    """The I/O daemons are stopped, so the write-through cannot finish: the read of the block
+    it writes whole is answered from its buffer (without that it waits for the stopped
+    daemons, past the client's request timeout, and fails)."""
+    cluster, ep = runtime_cluster
+    old = b"o" * (32 * BS)
+
+    async def main():
+        await _prepare(cluster.config, "/rd", old)
+        async with CacheStack.open(cluster.config, local=False) as a:
+            f = await a.open_file("/rd")
+            await a.read(f, 0, 16 * BS)  # segments 0-3, first touch: admitted, cache full
+            await a.read(f, 16 * BS, 16 * BS)  # segments 4-7 likewise: 0-3 evicted
+            before = request(ep, {"op": "stats"})
+            pids = [cluster.pid(f"iod{i}") for i in range(2)]
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            try:
+                await a.write(f, 0, b"w" * BS)  # segment 0 again: refused, written through
+                got = await a.read(f, 0, BS)  # refused again, but the bytes are here
+                mid = request(ep, {"op": "stats"})
+            finally:
+                for pid in pids:
+                    os.kill(pid, signal.SIGCONT)
+            await a.fsync(f)
+            return got, a.stats()["global_client"], before, mid
+
+    got, client, before, mid = trio.run(main)
+    assert got == b"w" * BS
+    assert mid["through_blocks"] == 1 and mid["through_waits"] == 0
+    assert mid["fetched_blocks"] == before["fetched_blocks"]  # nothing read from the disks
+    assert mid["blocks_cached"] == 16 and client["hints"] == 0  # refused, no slot, no hint
+    assert trio.run(_read_direct, cluster.config, "/rd", 2 * BS) == b"w" * BS + b"o" * BS
+
+
+def test_read_of_a_partly_written_refused_block_waits_for_the_write(runtime_cluster):
+    """A refused write covering only part of a block: its buffer does not hold the rest, so a
+    read of the block waits for the write to reach the I/O daemons and reads it from them."""
+    cluster, ep = runtime_cluster
+    old = b"o" * (32 * BS)
+
+    async def main():
+        await _prepare(cluster.config, "/part", old)
+        async with CacheStack.open(cluster.config, local=False) as a:
+            f = await a.open_file("/part")
+            await a.read(f, 0, 16 * BS)
+            await a.read(f, 16 * BS, 16 * BS)
+            await a.write(f, BS + 100, b"p" * 1000)  # part of block 1, refused
+            got = await a.read(f, 0, 2 * BS)
+            await a.fsync(f)
+            return got
+
+    got = trio.run(main)
+    assert got == b"o" * (BS + 100) + b"p" * 1000 + b"o" * (BS - 1100)
+    assert request(ep, {"op": "stats"})["through_blocks"] == 0
+
+
+def test_a_list_write_waits_only_for_its_own_blocks(runtime_cluster):
+    """A refused write on its way to the (stopped) I/O daemons holds up requests for its own
+    blocks only: a list write of the blocks on either side is answered at once. (Until
+    2026-11-26 the span from a request's first to its last block counted: LU's write-back of
+    two slabs waited seconds for the write-through of the slab between them; here it would
+    wait for the stopped daemons, past the client's request timeout, and fail.)"""
+    cluster, ep = runtime_cluster
+    old = b"o" * (32 * BS)
+
+    async def main():
+        await _prepare(cluster.config, "/gap", old)
+        async with CacheStack.open(cluster.config, local=False) as a:
+            f = await a.open_file("/gap")
+            await a.read(f, 0, 16 * BS)  # segments 0-3, first touch: admitted, cache full
+            await a.read(f, 16 * BS, 16 * BS)  # segments 4-7 likewise: 0-3 evicted
+            pids = [cluster.pid(f"iod{i}") for i in range(2)]
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            try:
+                await a.write(f, 4 * BS, b"m" * BS)  # segment 1 again: refused
+                await a.gbackend.write_list(f.ino, [(0, BS), (8 * BS, BS)],
+                                            b"a" * BS + b"b" * BS)  # segments 0 and 2
+                mid = request(ep, {"op": "stats"})
+            finally:
+                for pid in pids:
+                    os.kill(pid, signal.SIGCONT)
+            await a.fsync(f)
+            return mid
+
+    mid = trio.run(main)
+    assert mid["write_through_blocks"] == 3 and mid["through_waits"] == 0
+    got = trio.run(_read_direct, cluster.config, "/gap", 9 * BS)
+    assert got == b"a" * BS + b"o" * 3 * BS + b"m" * BS + b"o" * 3 * BS + b"b" * BS
 
 
 def test_no_hint_for_a_segment_with_dirty_blocks(runtime_cluster):

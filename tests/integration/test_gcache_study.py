@@ -32,6 +32,9 @@ def test_study_json_shape_and_normalisation():
         # every run recorded; the kept one is the best, the median between
         assert len(r["runs_s"]) == 2 and r["time_s"] == min(r["runs_s"])
         assert min(r["runs_s"]) <= r["median_s"] <= max(r["runs_s"])
+        # and every run's counters, to tell whether two policies decided alike
+        assert [d["time_s"] for d in r["runs"]] == r["runs_s"]
+        assert all("admissions" in d["global"] and d["disks"] == [] for d in r["runs"])
     assert rows[0]["time_norm"] == 1.0 and rows[0]["median_norm"] == 1.0
     assert out["setup"]["local_bytes"] == 2 << 20 and out["setup"]["global_bytes"] == 4 << 20
 
