@@ -25,10 +25,11 @@ Key = tuple[int, int]
 
 
 class _Fetch:
-    """One fetch from the I/O daemons in progress: requests that need its blocks wait for
-    ``done``; afterwards its refused blocks' bytes stay readable in ``sbuf`` (at
-    ``scratch[block]``) for them, so a block refused for one request and wanted by another
-    that waited is not read from the disks twice."""
+    """One fetch from the I/O daemons in progress (or one write being received: then it has
+    no bytes to share): requests that need its blocks wait for ``done``; afterwards a fetch's
+    refused blocks' bytes stay readable in ``sbuf`` (at ``scratch[block]``) for them, so a
+    block refused for one request and wanted by another that waited is not read from the
+    disks twice."""
 
     __slots__ = ("done", "eof", "ok", "sbuf", "scratch")
 
@@ -63,6 +64,19 @@ class Fetching:
                 return waited
             waited.update(busy)
             await busy[0][1].done.wait()
+
+    def _mark_inflight(self, ino: int, blocks, job: _Fetch) -> None:
+        """Mark ``blocks`` of ``ino`` as being brought in by ``job`` (requests that need them
+        wait for it: ``_wait_inflight``)."""
+        for b in blocks:
+            self.inflight[(ino, b)] = job
+
+    def _unmark_inflight(self, ino: int, blocks, job: _Fetch) -> None:
+        """``job`` is over: its blocks are no longer in flight (unless another job took them)."""
+        for b in blocks:
+            if self.inflight.get((ino, b)) is job:
+                del self.inflight[(ino, b)]
+        job.done.set()
 
     def _prefer(self, key: Key) -> bool:
         return self.policy.good_victim(key[0], key[1] // self.sb)

@@ -2,7 +2,8 @@
 of refused writes.
 
 A write lands in slab slots (a partial block that is not cached is read first), is marked
-dirty with the byte ranges it wrote and reaches the I/O daemons through the flusher
+dirty with the byte ranges it wrote (its blocks count as in flight until then: requests for
+them wait, ``fetch.py``) and reaches the I/O daemons through the flusher
 (``writeback.py``). A block the admission policy refuses is received into a scratch buffer,
 the client is answered at once, and the bytes are written through to the I/O daemons in the
 background (:class:`_Through`): writes, write-back, truncation and removal of those blocks
@@ -29,6 +30,7 @@ import trio
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol import aio
 
+from .fetch import _Fetch
 from .sockio import recv_views
 from .store import Slot
 from .transfer import write_extents
@@ -92,6 +94,7 @@ class WritePath:
         received = False
         pinned: list[Slot] = []
         writing = None
+        job: _Fetch | None = None
         try:
             if self.store.dirty_blocks > DIRTY_HIGH * self.store.nslots:
                 await self._flush_some()
@@ -115,6 +118,12 @@ class WritePath:
             slots, scratch = self._admit_missing(ino, missing, before, bypass) \
                 if missing else ({}, {})
             pinned += slots.values()
+            # The write's blocks are in flight until its bytes are in their slots (or on their
+            # way through): a read meanwhile would send a slot still being received, or fetch
+            # a refused block's old bytes from the disks and, if its own admission decision
+            # let it in, keep them after this write went through.
+            job = _Fetch()
+            self._mark_inflight(ino, blocks, job)
             # Read-modify-write: a new slot the write covers only partly needs the old bytes
             # (for reads: only the written ranges go back, see flush_file).
             partial = {b: s for b, s in slots.items() if _merge(ranges[b]) != [(0, bs)]}
@@ -125,6 +134,7 @@ class WritePath:
                     for b in slots:
                         self.store.remove((ino, b))
                     raise
+                self._mark_inflight(ino, partial, job)  # the fetch's own mark is gone
             for b, s in slots.items():
                 if b not in partial:
                     s.valid = 0
@@ -179,6 +189,8 @@ class WritePath:
                     await aio.drain(sock, n)
             raise
         finally:
+            if job is not None:
+                self._unmark_inflight(ino, blocks, job)
             self._unpin_all(pinned)
             if writing is not None:
                 self._written(ino, writing)

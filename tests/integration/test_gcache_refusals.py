@@ -8,6 +8,9 @@
   and then read the block back from them); a block it covers partly still waits for it.
 * A request that waited for another's fetch of blocks the policy refused takes that fetch's
   bytes instead of reading the disks again.
+* A read that reaches the daemon while a write of its blocks is being received waits for the
+  write: it does not fetch a refused block's old bytes and keep them in a slot after the
+  write went through (nor send a slot still being received).
 * A client is never told to bypass a segment of which the daemon holds dirty blocks: its next
   write of that segment would go straight to the I/O daemons, and the daemon's later
   write-back of the older copy would land on top of it.
@@ -27,6 +30,8 @@ from pvfs.cli.launch import down, free_ports, request
 from pvfs.config import Endpoint
 from pvfs.gcache.config import gcache_table
 from pvfs.gcache.stack import CacheStack
+from pvfs.protocol import aio
+from pvfs.protocol.framing import frame
 
 BS = 4096
 
@@ -242,5 +247,57 @@ def test_waiting_read_shares_a_refused_fetch(tmp_path):
         g = request(gep, {"op": "stats"})
         assert g["bypasses"] >= 2 and g["inflight_waits"] >= 1
         assert g["refetched_blocks"] == 0 and g["shared_blocks"] == 16
+    finally:
+        down(cluster.config)
+
+
+def test_read_during_a_refused_write_keeps_no_old_bytes(tmp_path):
+    """A write of block 0 arrives with half its bytes (a raw connection holds it there); the
+    policy refuses it (segment counter 1 <= threshold 1). A read of block 0 comes meanwhile,
+    counter 2 > 1: admitted. Before 2026-11-26 (s10) the read fetched the old bytes from the
+    disks into a slot at once, and after the write went through that slot kept serving them.
+    Now the read waits for the write and takes its bytes."""
+    cluster, ep = gcache_cluster(tmp_path, policy="runtime", threshold=1, capacity=64 << 10,
+                                 flush_interval=60.0)
+    old, new = b"o" * (32 * BS), b"n" * BS
+    try:
+        async def main():
+            await _prepare(cluster.config, "/race", old)
+            async with CacheStack.open(cluster.config, local=False) as a, \
+                    CacheStack.open(cluster.config, local=False) as b:
+                fa, fb = await a.open_file("/race"), await b.open_file("/race")
+                await a.read(fa, 0, 16 * BS)  # segments 0-3, first touch: admitted
+                await a.read(fa, 16 * BS, 16 * BS)  # segments 4-7: 0-3 evicted
+                stripe = await a.gbackend.stripe_of(fa.ino)
+                sock = await aio.connect("127.0.0.1", ep.port, 5.0)
+                head = {"op": "write", "ino": fa.ino, "stripe": stripe.to_wire(), "offset": 0,
+                        "sync": False, "invalidate": False, "client": None}
+                await aio.sendall(sock, frame(head, BS) + new[:BS // 2])
+                r0 = request(ep, {"op": "stats"})
+                got = {}
+
+                async def rd():
+                    got["during"] = await b.read(fb, 0, BS)
+
+                async with trio.open_nursery() as n:
+                    n.start_soon(rd)
+                    while request(ep, {"op": "stats"})["reads"] == r0["reads"]:
+                        await trio.sleep(0.01)  # until the read has reached the daemon
+                    await aio.sendall(sock, new[BS // 2:])
+                    reply = await aio.recv_frame(sock, 5.0)
+                sock.close()
+                assert reply is not None and not reply[0].get("err")
+                async with CacheStack.open(cluster.config, local=False) as c:
+                    fc = await c.open_file("/race")
+                    got["after"] = await c.read(fc, 0, BS)
+                await a.fsync(fa)
+                return got
+
+        got = trio.run(main)
+        assert got["after"] == new  # no slot kept the old bytes
+        assert got["during"] == new  # the read waited for the write
+        g = request(ep, {"op": "stats"})
+        assert g["write_through_blocks"] == 1 and g["admissions"] > 32  # refused, then admitted
+        assert trio.run(_read_direct, cluster.config, "/race", 2 * BS) == new + b"o" * BS
     finally:
         down(cluster.config)
