@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import signal
+from contextlib import contextmanager
 
 import pytest
 import trio
@@ -61,6 +62,26 @@ async def _read_direct(config, name: str, n: int) -> bytes:
         return await c.read(f, 0, n)
 
 
+async def _fill(a: CacheStack, f) -> None:
+    """Make the 16-block global cache full with segments 4-7 of ``f``: 0-3 evicted."""
+    await a.read(f, 0, 16 * BS)  # segments 0-3, first touch: admitted, cache full
+    await a.read(f, 16 * BS, 16 * BS)  # segments 4-7 likewise: 0-3 evicted
+
+
+@contextmanager
+def _iods_stopped(cluster):
+    """The I/O daemons stopped (SIGSTOP) for the block, resumed even if it fails: a
+    write-through cannot finish meanwhile."""
+    pids = [cluster.pid(f"iod{i}") for i in range(2)]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
 def test_refused_write_is_answered_at_once_and_takes_no_slot(runtime_cluster):
     cluster, ep = runtime_cluster
     old = b"o" * (32 * BS)
@@ -69,21 +90,14 @@ def test_refused_write_is_answered_at_once_and_takes_no_slot(runtime_cluster):
         await _prepare(cluster.config, "/wr", old)
         async with CacheStack.open(cluster.config, local=False) as a:
             f = await a.open_file("/wr")
-            await a.read(f, 0, 16 * BS)  # segments 0-3, first touch: admitted, cache full
-            await a.read(f, 16 * BS, 16 * BS)  # segments 4-7 likewise: 0-3 evicted
+            await _fill(a, f)
             before = request(ep, {"op": "stats"})
-            pids = [cluster.pid(f"iod{i}") for i in range(2)]
-            for pid in pids:
-                os.kill(pid, signal.SIGSTOP)
-            try:
+            with _iods_stopped(cluster):
                 # segment 0 again, counter 1 <= 50: refused. The answer does not wait for
                 # the (stopped) I/O daemons, as a buffered write's does not.
                 with trio.fail_after(2.0):
                     await a.write(f, 0, b"w" * BS)
                 mid = request(ep, {"op": "stats"})
-            finally:
-                for pid in pids:
-                    os.kill(pid, signal.SIGCONT)
             await a.fsync(f)
             after = request(ep, {"op": "stats"})
             return a.stats()["global_client"], before, mid, after
@@ -108,19 +122,12 @@ def test_read_of_a_refused_write_on_its_way_takes_its_bytes(runtime_cluster):
         await _prepare(cluster.config, "/rd", old)
         async with CacheStack.open(cluster.config, local=False) as a:
             f = await a.open_file("/rd")
-            await a.read(f, 0, 16 * BS)  # segments 0-3, first touch: admitted, cache full
-            await a.read(f, 16 * BS, 16 * BS)  # segments 4-7 likewise: 0-3 evicted
+            await _fill(a, f)
             before = request(ep, {"op": "stats"})
-            pids = [cluster.pid(f"iod{i}") for i in range(2)]
-            for pid in pids:
-                os.kill(pid, signal.SIGSTOP)
-            try:
+            with _iods_stopped(cluster):
                 await a.write(f, 0, b"w" * BS)  # segment 0 again: refused, written through
                 got = await a.read(f, 0, BS)  # refused again, but the bytes are here
                 mid = request(ep, {"op": "stats"})
-            finally:
-                for pid in pids:
-                    os.kill(pid, signal.SIGCONT)
             await a.fsync(f)
             return got, a.stats()["global_client"], before, mid
 
@@ -167,19 +174,12 @@ def test_a_list_write_waits_only_for_its_own_blocks(runtime_cluster):
         await _prepare(cluster.config, "/gap", old)
         async with CacheStack.open(cluster.config, local=False) as a:
             f = await a.open_file("/gap")
-            await a.read(f, 0, 16 * BS)  # segments 0-3, first touch: admitted, cache full
-            await a.read(f, 16 * BS, 16 * BS)  # segments 4-7 likewise: 0-3 evicted
-            pids = [cluster.pid(f"iod{i}") for i in range(2)]
-            for pid in pids:
-                os.kill(pid, signal.SIGSTOP)
-            try:
+            await _fill(a, f)
+            with _iods_stopped(cluster):
                 await a.write(f, 4 * BS, b"m" * BS)  # segment 1 again: refused
                 await a.gbackend.write_list(f.ino, [(0, BS), (8 * BS, BS)],
                                             b"a" * BS + b"b" * BS)  # segments 0 and 2
                 mid = request(ep, {"op": "stats"})
-            finally:
-                for pid in pids:
-                    os.kill(pid, signal.SIGCONT)
             await a.fsync(f)
             return mid
 
