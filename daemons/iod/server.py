@@ -210,17 +210,18 @@ class IodServer(ControlRequests):
         fd = self.engine.fileno()
         while True:
             await trio.lowlevel.wait_readable(fd)
-            for ev in self.engine.events():
-                kind = ev[0]
-                try:
-                    if kind == "frame":
-                        self.on_frame(ev[1], ev[2], ev[3])
-                    elif kind == "done":
-                        self.on_done(*ev[1:])
-                    elif kind == "closed":
-                        self.on_closed(ev[1], ev[2])
-                except Exception:  # a bug must not take the daemon down
-                    log.exception("error handling engine event %s", kind)
+            with self.selector.batch():   # rs decides after the batch's submissions
+                for ev in self.engine.events():
+                    kind = ev[0]
+                    try:
+                        if kind == "frame":
+                            self.on_frame(ev[1], ev[2], ev[3])
+                        elif kind == "done":
+                            self.on_done(*ev[1:])
+                        elif kind == "closed":
+                            self.on_closed(ev[1], ev[2])
+                    except Exception:  # a bug must not take the daemon down
+                        log.exception("error handling engine event %s", kind)
 
     # ------------------------------------------------------------------ engine events
     def on_frame(self, cid: int, bulk_len: int, raw: bytes) -> None:

@@ -213,3 +213,24 @@ def test_after_n_file_requests_a_file_is_decided_at_most_every_decide_s(monkeypa
     read(5, 22)
     read(5, 23)
     assert sum(sel.decisions.values()) == 10
+
+
+def test_a_batch_of_arrivals_is_decided_once_per_file_after_all_are_recorded():
+    """A collective arrives as a burst: inside one batch of engine events the selector only
+    records, then decides once per file with the whole batch in its estimate."""
+    srv = server(resident=0.0)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+    sel.nfile[5] = (14, 1e18)
+    sel.nfile[6] = (14, 1e18)
+    with sel.batch():
+        for k in range(14):
+            sel.on_read(5, [(0, 0, 1 << 20)], 1, None,
+                        _begin(srv, k, 5, k << 21, 1 << 20))
+        sel.on_read(6, [(0, 0, 2048)], 1, None, _begin(srv, 99, 6, 0, 2048))
+        assert not sel.decisions and srv.engine.algorithm == "opt1"   # nothing decided yet
+    assert sum(sel.decisions.values()) == 2                         # one per file
+    assert sel.last["ino"] == 6
+    sel.on_read(7, [(0, 0, 2048)], 1, None, _begin(srv, 100, 7, 0, 2048))
+    assert sum(sel.decisions.values()) == 3                         # outside a batch: at once
+

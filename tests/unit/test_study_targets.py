@@ -118,3 +118,25 @@ def test_short_cells_get_more_runs_decided_by_their_duration_only() -> None:
     # ... and the comparison of the settings plays no part: any order, the same answer
     assert len({reps_for(list(p), 5, 25) for p in itertools.permutations(short)}) == 1
     assert reps_for([SHORT_S] * 5, 5, 25) == 5    # the boundary is long
+
+
+def test_targets_of_cells_not_run_are_reported_as_not_run() -> None:
+    from pvfs.cli.cmd_study import _render
+
+    res = _cell("random16", 64 << 10, True,
+                {"opt1": 0.10, "opt2": 0.10, "opt3": 0.10, "opt4": 0.12, "rs": 0.104})
+    t = targets(res)                              # --workloads random16 --sizes 64k
+    assert t["rs_within_5pct_of_best"]["pass"]
+    assert t["rs_24pct_below_opt1_single_block_uncached_ge_1MiB"]["pass"] is None
+    assert t["mixed_phase_rs_10pct_better_app_than_every_fixed"]["pass"] is None
+    text = _render({"results": res, "targets": t})
+    assert "mixed_phase_rs_10pct_better_app_than_every_fixed: not run" in text
+
+
+def test_study_workloads_are_checked_before_anything_runs(capsys) -> None:
+    from pvfs.cli.main import main
+
+    assert main(["study", "scheduling", "--workloads", "strided,zigzag"]) == 2
+    assert "unknown zigzag" in capsys.readouterr().err
+    assert main(["study", "scheduling", "--workloads", "strided"]) == 2   # no --model
+    assert "needs --model" in capsys.readouterr().err
