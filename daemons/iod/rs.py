@@ -4,8 +4,8 @@ With ``sched set rs`` the daemon re-decides its engine's algorithm on every new 
 of a file until it has seen ``N_file`` of them, then at most every ``DECIDE_S`` (and once more
 when a missing ``N_file`` arrives from the manager): it estimates the model's
 inputs for that request's file by eq. 5.7-5.10 from the requests that stand for the operation
-in progress -- those in service plus the newest that left service within ``RECENT_S``, up to
-``N_file`` of them (``ReactiveSelector.window`` says why) -- or takes a client's hint of the
+in progress -- those in service plus the newest of the same operation (a file idle ``IDLE_S`` begins a new
+one) that left service within ``RECENT_S``, up to ``N_file`` of them (``ReactiveSelector.window`` says why) -- or takes a client's hint of the
 collective operation (``pvfs.AccessHint``), measures the resident fraction of those requests
 (``cachestat(2)`` or the emulated disk's cache, on arrival), asks ``pvfs.models.rs.select``
 and switches the engine when the answer differs. Requests that arrive in one batch of engine
@@ -34,6 +34,7 @@ MAX_PIECES = 256    # ranges whose residency is measured per request (the rest i
 RECENT_S = 1.0      # a request that left service still describes its operation this long
 SEEN_MAX = 256      # requests remembered per file
 DECIDE_S = 0.002    # once a file's operation is seen whole, decide for it at most this often
+IDLE_S = 0.01       # a file idle this long before a request: the request begins a new operation
 
 
 @dataclass(slots=True)
@@ -43,6 +44,14 @@ class Seen:
     rec: JobRecord          # its statistics record (logical range, bytes, regions)
     t: float                # arrival, time.monotonic()
     resident: int | None    # bytes of it cached on arrival; None: the storage cannot tell
+
+
+@dataclass(slots=True)
+class Operation:
+    """The operation in progress on a file, as far as the selector can tell."""
+
+    start: float            # time.monotonic() of its first request
+    arrivals: int = 0       # its requests so far
 
 
 class ReactiveSelector:
@@ -57,6 +66,7 @@ class ReactiveSelector:
         self.last: dict = {}
         self.context: dict[int, tuple[int, dict | None]] = {}   # ino -> (pcount, last hint)
         self.seen: dict[int, deque[Seen]] = {}                  # ino -> requests, newest last
+        self.ops: dict[int, Operation] = {}                     # ino -> operation in progress
         self.span: dict[int, float] = {}   # ino -> daemons a request spans, recent average
         self.picks: Counter[str] = Counter()
         # Why it picked: "kind/column->pick" per decision, and how often the engine switched.
@@ -110,6 +120,13 @@ class ReactiveSelector:
                 self.span.pop(gone, None)
         now = time.monotonic()
         seen.append(Seen(record, now, self._resident(ino, pieces)))
+        op = self.ops.get(ino)
+        began = op is None or self._begins_operation(ino, now)
+        if began:
+            op = self.ops[ino] = Operation(now)
+            if len(self.ops) > 4096:
+                self.ops.pop(next(iter(self.ops)))
+        op.arrivals += 1
         if record.logical > 0 and record.nbytes > 0:
             # daemons this request spans, averaged over the recent ones (weight 1/16)
             one = record.logical / record.nbytes
@@ -119,19 +136,33 @@ class ReactiveSelector:
         self.context[ino] = (pcount, hint)
         if len(self.context) > 4096:
             self.context.pop(next(iter(self.context)))
-        if changed or self._due(ino, now, len(seen)):
+        if changed or began or self._due(ino, now, op.arrivals):
             if self._batching:
                 self._pending[ino] = None
             else:
                 self._decide(ino)
 
+    def _begins_operation(self, ino: int, now: float) -> bool:
+        """Whether a request arriving now begins a new operation on its file: nothing else of
+        the file is in service and the file has been idle at least ``IDLE_S`` -- far longer
+        than the gap between one task's requests within an operation (a round trip), about
+        what a barrier or a compute phase between two operations takes. Without this the
+        window's newest requests that left service were the previous operation's: a cached
+        pass right after an uncached one of the same file began under the uncached pick, and
+        with one request per task it stayed there until it ended (strided 64 KiB cached:
+        rs 10 % behind the algorithm it picked most, in the 2026-11-26 study)."""
+        fs = self.server.stats.files.get(ino)
+        return (fs is not None and len(fs.jobs) <= 1 and fs.idle_at > 0
+                and now - fs.idle_at >= IDLE_S)
+
     def _due(self, ino: int, now: float, seen: int) -> bool:
         """Whether this request's file is decided for again. Deciding (window, estimate,
         model) costs ~30 µs of Python, about a fifth of a cached 2 KiB request's work, and
         rs picked the same algorithm as the best fixed one while losing 15-35 % to it on such
-        requests (docs/scheduling.md). While the file has had at most ``N_file`` requests
-        each one refines the estimate of its operation; after that a new operation on it is
-        seen ``decide_s`` late at most (one announced by a changed hint at once)."""
+        requests (docs/scheduling.md). While the operation has had at most ``N_file``
+        requests (``seen``) each one refines its estimate; after that a change within it is
+        seen ``decide_s`` late at most (a new operation, or one announced by a changed hint,
+        at once)."""
         last = self.decided.get(ino)
         if last is None or now - last >= self.decide_s:
             return True
@@ -140,8 +171,8 @@ class ReactiveSelector:
 
     def window(self, ino: int, n_file: int) -> list[Seen]:
         """The requests that stand for the operation in progress on ``ino``: every one still
-        in service, topped up with the newest that left service within ``RECENT_S`` until
-        there are ``N_file`` of them.
+        in service, topped up with the newest of the operation (``Operation``) that left
+        service within ``RECENT_S`` until there are ``N_file`` of them.
 
         The thesis estimates from the requests in service alone (eq. 5.7-5.10) and names the
         flaw itself (§5.5): at the start of a collective few requests have arrived, at its
@@ -156,7 +187,8 @@ class ReactiveSelector:
         fs = self.server.stats.files.get(ino)
         live = {id(r) for r in fs.jobs.values()} if fs is not None else set()
         want = max(n_file, len(live), 1)
-        horizon = time.monotonic() - RECENT_S
+        op = self.ops.get(ino)
+        horizon = max(time.monotonic() - RECENT_S, op.start if op is not None else 0.0)
         out: list[Seen] = []
         unseen_live = len(live)
         # Newest first; stop once the window is full and every live request was met (the

@@ -9,6 +9,7 @@ counters and per-job service times are kept beside them for `pvfs-admin stats` a
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ class FileStats:
     total_requests: int = 0
     total_bytes: int = 0
     total_regions: int = 0
+    idle_at: float = 0.0    # time.monotonic() its last job in service ended (0: never)
 
     def observed(self) -> dict:
         jobs = self.jobs.values()
@@ -79,6 +81,8 @@ class WorkloadStats:
         rec = fs.jobs.pop(job_id, None) if fs else None
         if rec is None:
             return
+        if not fs.jobs:
+            fs.idle_at = time.monotonic()
         if err:
             self.counters["errors"] += 1
         else:

@@ -234,3 +234,39 @@ def test_a_batch_of_arrivals_is_decided_once_per_file_after_all_are_recorded():
     sel.on_read(7, [(0, 0, 2048)], 1, None, _begin(srv, 100, 7, 0, 2048))
     assert sum(sel.decisions.values()) == 3                         # outside a batch: at once
 
+
+
+def test_a_request_after_the_file_was_idle_begins_a_new_operation(monkeypatch):
+    """An uncached pass over a file, then (after a barrier) a cached one: the second pass's
+    first request is decided at once, from its own operation's requests only. Before, the
+    window was topped up with the first pass's requests (left service under RECENT_S ago)
+    and the cached pass began under the uncached column's pick."""
+    from pvfs.daemons.iod import rs as iod_rs
+    from pvfs.daemons.iod import stats as iod_stats
+
+    now = [1000.0]
+    monkeypatch.setattr(iod_rs.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(iod_stats.time, "monotonic", lambda: now[0])
+    srv = server(resident=0.0)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+    sel.nfile[5] = (14, 1e18)
+    for k in range(14):                        # the uncached pass: all in service, then done
+        sel.on_read(5, [(0, 0, 65536)], 1, None, _begin(srv, k, 5, k << 16, 65536))
+    assert sel.last["workload"]["cached"] == 0.0
+    for k in range(14):
+        now[0] += 0.0005
+        srv.stats.end(k, 5, 0, 65536, 0.0, 0.0005)
+    now[0] += iod_rs.IDLE_S / 2                # a gap within an operation: the same one
+    sel.on_read(5, [(0, 0, 65536)], 1, None, _begin(srv, 20, 5, 0, 65536))
+    assert sel.last["observed"] == 14
+    srv.stats.end(20, 5, 0, 65536, 0.0, 0.0005)
+    now[0] += iod_rs.IDLE_S * 1.5              # idle: the next request begins another
+    decided = sum(sel.decisions.values())
+    srv.storage.resident = 1.0
+    sel.on_read(5, [(0, 0, 65536)], 1, None, _begin(srv, 21, 5, 0, 65536))
+    assert sum(sel.decisions.values()) == decided + 1        # at once
+    assert sel.last["observed"] == 1 and sel.last["workload"]["cached"] == 1.0
+    for k in range(22, 30):                    # its first N_file requests: each one decided
+        sel.on_read(5, [(0, 0, 65536)], 1, None, _begin(srv, k, 5, 0, 65536))
+    assert sum(sel.decisions.values()) == decided + 9
