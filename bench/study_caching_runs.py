@@ -1,0 +1,108 @@
+"""Per-run view of ``pvfs-admin study caching`` results: every run ÷ the median of `both`.
+
+The study keeps each cell's best run as ``time_s``; with runs that scatter by 10-20 % on this
+machine the median and the range say more. This reads one or more study JSON files (e.g. one
+per trace, as the s11 runs were made), prints per trace and policy the median, min and max of
+the runs divided by the median of `both`'s runs and the decisions behind them, and optionally
+draws them (bars: medians; whiskers: min-max) and writes the files merged into one document.
+
+    python bench/study_caching_runs.py bench/results/gcache-study-caching-s11-*.json \
+        --plot docs/caching/study-caching-s11.png --merge merged.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from typing import Any
+
+
+def load(paths: list[str]) -> dict[str, Any]:
+    """The files' ``results`` in one document (the later file wins a repeated cell)."""
+    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    sources = []
+    for p in paths:
+        with open(p) as f:
+            d = json.load(f)
+        sources.append({"file": p, "command": d.get("command"), "elapsed_s": d.get("elapsed_s"),
+                        "machine": d.get("machine")})
+        for r in d["results"]:
+            cells[(r["trace"], r["policy"])] = r
+    return {"results": list(cells.values()), "sources": sources}
+
+
+def spread(doc: dict[str, Any]) -> dict[tuple[str, str], tuple[float, float, float, int]]:
+    """(trace, policy) -> (median, min, max, runs), each run ÷ the median of `both`."""
+    by: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in doc["results"]:
+        by.setdefault(r["trace"], {})[r["policy"]] = r
+    out = {}
+    for t, pols in by.items():
+        if "both" not in pols:
+            continue
+        base = statistics.median(pols["both"]["runs_s"])
+        for p, r in pols.items():
+            xs = [x / base for x in r["runs_s"]]
+            out[(t, p)] = (statistics.median(xs), min(xs), max(xs), len(xs))
+    return out
+
+
+def decisions(r: dict[str, Any]) -> str:
+    """The distinct decisions of a cell's runs: admissions/segments refused/evictions."""
+    seen = sorted({(g["admissions"], g["bypasses"], g["evictions"])
+                   for g in (run["global"] for run in r.get("runs", []))})
+    return "; ".join(f"{a}/{b}/{e}" for a, b, e in seen)
+
+
+def plot(doc: dict[str, Any], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = spread(doc)
+    traces = list(dict.fromkeys(t for t, _ in s))
+    policies = list(dict.fromkeys(p for _, p in s))
+    width = 0.8 / max(1, len(policies))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for j, pol in enumerate(policies):
+        xs, med, lo, hi = [], [], [], []
+        for i, t in enumerate(traces):
+            if (t, pol) in s:
+                m, a, b, _ = s[(t, pol)]
+                xs.append(i + (j - len(policies) / 2) * width + width / 2)
+                med.append(m)
+                lo.append(m - a)
+                hi.append(b - m)
+        ax.bar(xs, med, width, yerr=[lo, hi], capsize=2, label=pol)
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_ylabel("run time ÷ median of cache everything")
+    ax.set_title("study caching: median of the runs, whiskers min-max")
+    ax.set_xticks(range(len(traces)), traces)
+    ax.legend(ncol=5, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--plot", metavar="PNG")
+    ap.add_argument("--merge", metavar="JSON", help="write the files' results as one document")
+    args = ap.parse_args()
+    doc = load(args.files)
+    s = spread(doc)
+    cell = {(r["trace"], r["policy"]): r for r in doc["results"]}
+    for (t, p), (m, a, b, n) in s.items():
+        print(f"{t:9s} {p:10s} {m:.3f} ({a:.2f}-{b:.2f}) x{n}   decisions {decisions(cell[(t, p)])}")
+    if args.plot:
+        plot(doc, args.plot)
+    if args.merge:
+        with open(args.merge, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
