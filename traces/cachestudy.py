@@ -143,6 +143,13 @@ async def _one(cfg, trace, files, setup: Setup, plan) -> dict[str, Any]:
             cfg, local=setup.local, local_size=LOCAL_BYTES, gcache=setup.gcache, sizes=sizes,
             stream=StreamPolicy(min_bytes=0, readahead=0))) for _ in range(NODES)]
         res = await replay_cached(trace, nodes, files, plan if setup.plan else None)
+    # The clients' side of the decisions (both nodes summed): bypass hints taken, requests
+    # and bytes sent through the global cache and straight to the I/O daemons.
+    client: dict[str, int] = {}
+    for node in nodes:
+        if node.gbackend is not None:
+            for k, v in node.gbackend.stats().items():
+                client[k] = client.get(k, 0) + v
     gstats = _call(gep, {"op": "stats"})
     disk1 = _disks(cfg)
     looked_local = res.local.get("hits", 0) + res.local.get("misses", 0)
@@ -155,6 +162,7 @@ async def _one(cfg, trace, files, setup: Setup, plan) -> dict[str, Any]:
             # are disk-bound, so busy_s is about the run's time.
             "disks": [{k: b[k] - a[k] for k in DISK_COUNTERS} for a, b in zip(disk0, disk1)
                       if a is not None and b is not None],
+            "client": client, "local": dict(res.local),
             "ops": res.ops, "bytes": res.bytes}
 
 
@@ -280,7 +288,8 @@ def replay_all(cfg, traces: list[str], policies: list[str], *, quick: bool, repe
                 # made the same decisions is read from them (admissions, bypasses, bytes the
                 # disks read), and so is how much of a difference in time is the machine's.
                 detail = [{k: row[k] for k in ("time_s", "local_hit_rate", "global_hit_rate",
-                                               "global", "disks")} for row in runs[pol]]
+                                               "global", "disks", "client", "local")}
+                          for row in runs[pol]]
                 best.update(trace=name, policy=pol, runs_s=times, median_s=median(times),
                             runs=detail)
                 rows.append(best)
