@@ -4,10 +4,11 @@ With ``sched set rs`` the daemon re-decides its engine's algorithm on every new 
 of a file until it has seen ``N_file`` of them, then at most every ``DECIDE_S`` (and once more
 when a missing ``N_file`` arrives from the manager): it estimates the model's
 inputs for that request's file by eq. 5.7-5.10 from the requests that stand for the operation
-in progress -- those in service plus the newest of the same operation (a file idle ``IDLE_S`` begins a new
-one) that left service within ``RECENT_S``, up to ``N_file`` of them (``ReactiveSelector.window`` says why) -- or takes a client's hint of the
-collective operation (``pvfs.AccessHint``), measures the resident fraction of those requests
-(``cachestat(2)`` or the emulated disk's cache, on arrival), asks ``pvfs.models.rs.select``
+in progress -- those in service plus the newest of the same operation (a file idle
+``IDLE_S`` begins a new one) that left service within ``RECENT_S``, up to ``N_file`` of them
+(``ReactiveSelector.window`` says why) -- or takes a client's hint of the collective operation
+(``pvfs.AccessHint``), measures the resident fraction of those requests (``cachestat(2)`` or
+the emulated disk's cache, on arrival), asks ``pvfs.models.rs.select``
 and switches the engine when the answer differs. Requests that arrive in one batch of engine
 events (``ReactiveSelector.batch``) are all submitted first and decided for once per file
 after the batch. Parameters come from the config's ``[model]`` table
