@@ -21,9 +21,12 @@ A promise costs the daemon a round trip to the manager before the next change. F
 being written while someone stats it (``tail -f``, a progress bar, fsx) that is one extra
 round trip per write, and the cached answer is gone by the next stat anyway: a file whose
 daemons reported a second change within ``HOT_S`` of the one before is *hot* and not watched
-until ``HOT_S`` has passed (asked each time, as without the cache). One report does not
-make a file hot: a file written once and then given its owner, mode and times (``tar x``,
-``cp -p``) is watched again from its first ``setattr``.
+until ``HOT_S`` has passed (asked each time, as without the cache). A second change is a
+report that follows a watched fetch made after the first: one write striped over three
+daemons sends three reports, but it is one change (a file created from the pool and written
+once, ``cp``, must stay cacheable). One change does not make a file hot: a file written once
+and then given its owner, mode and times (``tar x``, ``cp -p``) is watched again from its
+first ``setattr``.
 
 The manager's own changes of stripe files (truncate, utime) are not reports: it drops the
 entry before and after them (``forget(..., reported=False)``; a fetch begun in between is
@@ -53,8 +56,9 @@ class SizeCache:
         self._shares: OrderedDict[int, list[Share]] = OrderedDict()  # ino -> per rank, LRU
         self._pending: dict[int, object] = {}   # ino -> token of the newest fetch on its way
         self._pool: set[int] = set()            # precreated inodes every daemon watches
-        # ino -> (time of the last report, reports in a row each within HOT_S), oldest first
-        self._changed: OrderedDict[int, tuple[float, int]] = OrderedDict()
+        # ino -> [time of the last report, changes in a row each within HOT_S, whether a
+        # watched fetch came since that report (the next report is then a new change)]
+        self._changed: OrderedDict[int, list] = OrderedDict()
         self.hits = self.misses = self.invalidations = 0
 
     def __len__(self) -> int:
@@ -87,6 +91,8 @@ class SizeCache:
         if self._pending.get(ino) is not token:
             return
         del self._pending[ino]
+        if watched and ino in self._changed:
+            self._changed[ino][2] = True
         if watched and self.enabled:
             self._put(ino, shares)
 
@@ -113,8 +119,12 @@ class SizeCache:
             self._pool.discard(ino)
             if not reported:
                 continue
-            last, streak = self._changed.pop(ino, (-HOT_S, 0))
-            self._changed[ino] = (now, streak + 1 if now - last < HOT_S else 1)
+            last, streak, refetched = self._changed.pop(ino, (-HOT_S, 0, False))
+            if now - last >= HOT_S:
+                streak = 1
+            elif refetched:          # changed again after a fetch had watched it anew
+                streak += 1
+            self._changed[ino] = [now, streak, False]
         while len(self._changed) > HOT_MAX:
             self._changed.popitem(last=False)
 

@@ -25,6 +25,23 @@ def test_a_second_stat_is_answered_from_the_cache(fs):
     fs.unlink("/sc-hit")
 
 
+def test_a_pooled_file_written_once_over_three_daemons_stays_cached(fs):
+    """cp: create (from the pool, watched), one write striped over three daemons (three
+    reports of one change), stat. One change is not a hot file: the stats are cached."""
+    from test_precreate import pool_of
+
+    pool_of(fs, least=4)
+    with fs.open("/sc-cp", "wb", stripe=Stripe(0, 4, 4096)) as f:
+        f.write(b"c" * 10_000)
+    assert fs.stat("/sc-cp").st_size == 10_000
+    before = size_cache(fs)
+    for _ in range(5):
+        assert fs.stat("/sc-cp").st_size == 10_000
+    after = size_cache(fs)
+    assert after["hits"] - before["hits"] >= 5 and after["misses"] == before["misses"]
+    fs.unlink("/sc-cp")
+
+
 def test_a_pooled_create_is_cached_at_once(fs):
     from test_precreate import pool_of
 

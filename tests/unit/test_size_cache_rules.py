@@ -52,12 +52,17 @@ def test_a_file_that_just_changed_is_not_watched(monkeypatch):
     c.forget([3])
     assert c.wants_watch(3)            # one report: written once (tar x), still watched
     now[0] += sizecache.HOT_S / 2
+    c.forget([3])                      # another daemon's report of the same write
+    assert c.wants_watch(3)
+    c.install(3, c.begin(3), [(1, 1, 1)], watched=True)
     c.forget([3])
-    assert not c.wants_watch(3) and c.wants_watch(4)   # a second within HOT_S: hot
+    assert not c.wants_watch(3) and c.wants_watch(4)   # changed again after a fetch: hot
     now[0] += sizecache.HOT_S
     assert c.wants_watch(3)
+    c.install(3, c.begin(3), [(1, 1, 1)], watched=True)
     c.forget([3])                      # reports HOT_S apart do not add up
     assert c.wants_watch(3)
+    c.install(3, c.begin(3), [(1, 1, 1)], watched=True)
     c.forget([3], reported=False)      # nor do the manager's own changes
     assert c.wants_watch(3)
     assert not SizeCache(0).wants_watch(5)
