@@ -23,19 +23,22 @@ Policies:
               unchecked; later misses only if the counter exceeds the threshold; the
               harvester prefers victims under the threshold; counters are halved once per
               harvest round (never back to the "never seen" zero).
-``adaptive``  ``runtime`` whose threshold follows the usefulness of the admissions it
-              decides (re-missed segments admitted above the threshold): when those were hit
-              less than half a time on average, the threshold doubles; when they were hit
-              often, it halves. Refusals expire, so segments whose reuse changes get another
-              chance.
 ``sketch``    TinyLFU-like: a count-min sketch of segment frequencies (halved every
               ``sample`` accesses) and admission only when the candidate's segment is more
               frequent than the victim's (always while slots are free).
+``adaptive``  ``runtime`` or ``sketch``, whichever rule the fate of its recent decisions
+              on first accesses favours (:class:`HybridAdmission`): refused first accesses
+              asked for again soon (a ghost list) speak for ``runtime``, admitted ones
+              evicted unhit for ``sketch``. (Until s12 ``adaptive`` was
+              :class:`AdaptiveBypass`, a threshold learning from its admissions only,
+              which never moved on the study's traces; it is now ``adaptive``'s
+              ``runtime`` side.)
 """
 
 from __future__ import annotations
 
 from array import array
+from collections import OrderedDict
 from typing import Protocol
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "AdmissionPolicy",
     "AdmitAll",
     "CountMinSketch",
+    "HybridAdmission",
     "RuntimeBypass",
     "SketchAdmission",
     "make_policy",
@@ -231,7 +235,8 @@ class RuntimeBypass:
 
 
 class AdaptiveBypass(RuntimeBypass):
-    """Runtime bypass whose threshold follows how useful the admissions it decides turn out.
+    """Runtime bypass whose threshold follows how useful the admissions it decides turn out
+    (the ``runtime`` side of :class:`HybridAdmission`, which the ``adaptive`` policy is).
 
     The threshold decides one thing only: whether a segment that missed before (counter
     above zero) is admitted again. So the feedback comes from exactly those *marginal*
@@ -245,7 +250,7 @@ class AdaptiveBypass(RuntimeBypass):
     :data:`REPROBE_AFTER` accesses, so a phase change can bring them back.
     """
 
-    name = "adaptive"
+    name = "adaptive-threshold"
     bypass_ttl = REPROBE_AFTER
 
     def __init__(self, threshold: int = 10, lo: int = 1, hi: int = 64, epoch: int = 64,
@@ -368,6 +373,143 @@ class SketchAdmission(_Unaging):
         return {"policy": self.name, "threshold": 0, "sketch_resets": self.resets}
 
 
+class HybridAdmission:
+    """The paper's counters or the frequency sketch, whichever the evidence of the last
+    decisions favours: runtime bypass with feedback from its refusals.
+
+    The two rules decide the same miss oppositely (study s11, in the model): on a full cache
+    ``runtime`` admits a segment's first access unchecked and refuses its re-misses (their
+    counters, 1-6 on the study's traces, stay under any threshold of 10-50), while
+    ``sketch`` refuses a first access (frequency 1 is not above the victim's) and admits
+    re-misses. Which is right depends on the workload: on LU every rank reads each slab in
+    turn, a block admitted on one rank's first access is hit by the others, and refusing it
+    costs each of them a global miss (runtime10 0.89, sketch 1.07 of cache-everything); on
+    DB2, Titan, Mining and Cholesky scans longer than the cache would flood it with first
+    accesses never used again (sketch 0.85-0.97, the thresholds 0.91-1.18). A threshold does
+    not tell them apart (every threshold from 6 up makes the same decisions), so this
+    policy learns which *rule* to follow from what becomes of the first accesses it decides:
+
+    * following ``sketch``, a refused first access goes into a ghost list (keys only, the
+      last ``ghost`` segments refused): asked for again while still in it — soon, usually
+      by another client — the refusal was wrong (+1 towards ``runtime``); dropped from it
+      unasked, the refusal was right (-1);
+    * following ``runtime``, a block admitted on its segment's first access into a full
+      cache is judged when it is evicted: hit meanwhile, the admission paid (+1); never
+      hit, it flooded the cache (-1).
+
+    The evidence is a counter saturating at ``±saturate``; ``runtime`` is followed while it
+    is above zero. It starts at ``-saturate`` (``sketch``): a wrong refusal shows within a
+    ghost list's worth of refusals, a wrong admission only when it leaves the cache, a full
+    cache later, by when a scan has flushed everything. Refused segments are retried by
+    clients after :data:`REPROBE_AFTER` accesses, under either rule.
+
+    Args:
+        threshold: the ``runtime`` rule's threshold (it learns as :class:`AdaptiveBypass`).
+        blocks: the cache's size in blocks (aging rounds of the counters; ghost size; 0:
+            1024).
+        segment_blocks: blocks per segment (the ghost list holds segments).
+        saturate: bound of the evidence counter (how many net decisions it takes to change
+            rule at most).
+        ghost: segments in the ghost list (0: half the cache, in segments).
+    """
+
+    name = "adaptive"
+    bypass_ttl = REPROBE_AFTER
+
+    def __init__(self, threshold: int = 10, blocks: int = 0, segment_blocks: int = 4,
+                 saturate: int = 16, ghost: int = 0) -> None:
+        if segment_blocks <= 0 or saturate <= 0 or ghost < 0:
+            raise ValueError("segment_blocks and saturate must be > 0, ghost >= 0")
+        blocks = blocks or 1024
+        self.runtime = AdaptiveBypass(threshold, age_every=blocks)
+        self.sketch = SketchAdmission()
+        self.ghost_size = ghost or max(1, blocks // segment_blocks // 2)
+        self.saturate = saturate
+        self.evidence = -saturate
+        self.switches = 0
+        self.ghost: OrderedDict[Seg, None] = OrderedDict()  # refused first accesses
+        self._first: dict[Seg, int] = {}  # blocks cached per segment admitted on its first access
+        self.recalled = self.expired = self.first_hit = self.first_unhit = 0
+
+    @property
+    def rule(self) -> str:
+        """The rule followed now: ``runtime`` or ``sketch``."""
+        return "runtime" if self.evidence > 0 else "sketch"
+
+    @property
+    def threshold(self) -> int:
+        return self.runtime.threshold
+
+    def _evidence(self, delta: int) -> None:
+        was = self.rule
+        self.evidence = max(-self.saturate, min(self.saturate, self.evidence + delta))
+        if self.rule != was:
+            self.switches += 1
+
+    def access(self, ino: int, seg: int) -> int:
+        key = (ino, seg)
+        if key in self.ghost:  # a refused first access asked for again soon
+            del self.ghost[key]
+            self.recalled += 1
+            self._evidence(+1)
+        self.sketch.access(ino, seg)
+        return self.runtime.access(ino, seg)
+
+    def admit(self, ino: int, seg: int, before: int, victim: Seg | None) -> bool:
+        key = (ino, seg)
+        if self.rule == "runtime":
+            ok = self.runtime.admit(ino, seg, before, victim)
+            if ok and before == 0 and victim is not None:
+                self._first[key] = self._first.get(key, 0) + 1
+            return ok
+        if self.sketch.admit(ino, seg, before, victim):
+            return True
+        if before == 0:
+            self.ghost[key] = None
+            self.ghost.move_to_end(key)
+            while len(self.ghost) > self.ghost_size:
+                self.ghost.popitem(last=False)
+                self.expired += 1
+                self._evidence(-1)
+        return False
+
+    def good_victim(self, ino: int, seg: int) -> bool:
+        return self.runtime.good_victim(ino, seg) if self.rule == "runtime" else True
+
+    def hit(self, ino: int, seg: int) -> None:
+        pass
+
+    def evicted(self, ino: int, seg: int, hits: int) -> None:
+        self.runtime.evicted(ino, seg, hits)
+        key = (ino, seg)
+        left = self._first.get(key)
+        if not left:
+            return
+        if left == 1:
+            del self._first[key]
+        else:
+            self._first[key] = left - 1
+        if hits:
+            self.first_hit += 1
+            self._evidence(+1)
+        else:
+            self.first_unhit += 1
+            self._evidence(-1)
+
+    def forget(self, ino: int) -> None:
+        self.runtime.forget(ino)
+        for d in (self.ghost, self._first):
+            for key in [k for k in d if k[0] == ino]:
+                del d[key]
+
+    def stats(self) -> dict:
+        return {"policy": self.name, "threshold": self.runtime.threshold, "rule": self.rule,
+                "evidence": self.evidence, "switches": self.switches,
+                "recalled": self.recalled, "expired": self.expired,
+                "first_hit": self.first_hit, "first_unhit": self.first_unhit,
+                "aging_rounds": self.runtime.round, "sketch_resets": self.sketch.resets}
+
+
 POLICIES = ("all", "runtime", "adaptive", "sketch")
 
 
@@ -386,7 +528,7 @@ def make_policy(name: str, threshold: int = 25, blocks: int = 0) -> AdmissionPol
     if name == "runtime":
         return RuntimeBypass(threshold, age_every=blocks)
     if name == "adaptive":
-        return AdaptiveBypass(threshold, age_every=blocks)
+        return HybridAdmission(threshold, blocks)
     if name == "sketch":
         return SketchAdmission()
     raise ValueError(f"unknown gcache policy {name!r} (one of {', '.join(POLICIES)})")
