@@ -128,19 +128,20 @@ def _mean_rows(rows: list[dict]) -> dict:
 
 
 def _sum_deltas(deltas: list[dict]) -> dict:
-    total: dict = {"picks": {}, "decisions": {}, "switches": 0}
+    total: dict = {"picks": {}, "decisions": {}, "switches": 0, "deciding_s": 0.0}
     for d in deltas:
         for key in ("picks", "decisions"):
             for k, v in d[key].items():
                 total[key][k] = total[key].get(k, 0) + v
         total["switches"] += d["switches"]
+        total["deciding_s"] += d.get("deciding_s", 0.0)
     return total
 
 
 def _rs_delta(before: list[dict], after: list[dict]) -> dict:
     """What rs decided during one cell, summed over the daemons: picks, the model column
-    behind each pick, and how often the engine switched."""
-    out: dict = {"picks": {}, "decisions": {}, "switches": 0}
+    behind each pick, how often the engine switched and the time spent deciding."""
+    out: dict = {"picks": {}, "decisions": {}, "switches": 0, "deciding_s": 0.0}
     for b, a in zip(before, after):
         for key in ("picks", "decisions"):
             for k, v in a.get(key, {}).items():
@@ -148,6 +149,7 @@ def _rs_delta(before: list[dict], after: list[dict]) -> dict:
                 if d:
                     out[key][k] = out[key].get(k, 0) + d
         out["switches"] += a.get("switches", 0) - b.get("switches", 0)
+        out["deciding_s"] += a.get("deciding_s", 0.0) - b.get("deciding_s", 0.0)
     return out
 
 

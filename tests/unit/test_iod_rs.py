@@ -39,6 +39,7 @@ def test_large_uncached_blocks_switch_the_engine_to_opt4():
     # eq. 5.7-5.8: 3 requests of 1 MB seen, 14 tasks: 14 MB in service
     assert w["N_req"] == 14 and abs(w["S_req"] - 14e6) < 1 and w["kind"] == "ideal"
     assert w["cached"] == 0.0
+    assert sel.status()["deciding_s"] > 0          # what deciding cost, for the study
 
 
 def test_inactive_selector_changes_nothing():
@@ -114,6 +115,33 @@ def test_cached_fraction_covers_every_request_of_the_operation():
     srv.storage.resident = 0.0
     sel.on_read(5, [(0, 0, 1000)], 1, None, _begin(srv, 2, 5, 3000, 1000))  # none cached
     assert sel.last["workload"]["cached"] == 0.75       # 3000 of 4000 bytes, not 0
+
+
+def test_what_an_operation_brought_into_the_cache_does_not_make_it_cached():
+    """An uncached pass: its first requests miss, the disk's read-ahead brings what the
+    later ones ask for. Those arrive resident, but the operation stays in the uncached
+    column; a cached pass that reaches uncached data does leave the cached column."""
+    srv = server(resident=0.0)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+    sel.nfile[5] = (4, 1e18)
+    for k in range(2):                         # the first two miss
+        sel.on_read(5, [(0, 0, 4096)], 1, None, _begin(srv, k, 5, k * 4096, 4096))
+    srv.stats.end(0, 5, 0, 4096, 0.0, 0.01)    # one served: read-ahead filled the rest
+    srv.storage.resident = 1.0
+    for k in range(2, 4):
+        sel.on_read(5, [(0, 0, 4096)], 1, None, _begin(srv, k, 5, k * 4096, 4096))
+    assert sel.last["workload"]["cached"] == 0.0
+    sel2 = ReactiveSelector(srv2 := server(resident=1.0))
+    sel2.active = True
+    sel2.nfile[6] = (4, 1e18)
+    for k in range(2):                         # a cached pass...
+        sel2.on_read(6, [(0, 0, 4096)], 1, None, _begin(srv2, k, 6, k * 4096, 4096))
+    srv2.stats.end(0, 6, 0, 4096, 0.0, 0.001)
+    srv2.storage.resident = 0.0                # ...reaching data that is not cached
+    for k in range(2, 4):
+        sel2.on_read(6, [(0, 0, 4096)], 1, None, _begin(srv2, k, 6, k * 4096, 4096))
+    assert sel2.last["workload"]["cached"] == 0.5
 
 
 def test_the_decision_is_made_again_when_n_file_arrives():

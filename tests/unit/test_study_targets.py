@@ -140,3 +140,16 @@ def test_study_workloads_are_checked_before_anything_runs(capsys) -> None:
     assert "unknown zigzag" in capsys.readouterr().err
     assert main(["study", "scheduling", "--workloads", "strided"]) == 2   # no --model
     assert "needs --model" in capsys.readouterr().err
+
+
+def test_rs_deltas_sum_the_daemons_and_the_runs():
+    from pvfs.cli.cmd_study import _rs_delta, _sum_deltas
+
+    before = [{"picks": {"opt1": 2}, "decisions": {}, "switches": 1, "deciding_s": 0.5},
+              {"picks": {}, "decisions": {}, "switches": 0, "deciding_s": 0.0}]
+    after = [{"picks": {"opt1": 3}, "decisions": {"x": 1}, "switches": 2, "deciding_s": 0.75},
+             {"picks": {"opt3": 1}, "decisions": {"y": 1}, "switches": 1, "deciding_s": 0.25}]
+    d = _rs_delta(before, after)
+    assert d == {"picks": {"opt1": 1, "opt3": 1}, "decisions": {"x": 1, "y": 1},
+                 "switches": 2, "deciding_s": 0.5}
+    assert _sum_deltas([d, d])["deciding_s"] == 1.0 and _sum_deltas([d, d])["switches"] == 4
