@@ -1,18 +1,20 @@
 """The reactive selector in the I/O daemon (thesis §5.5; SPEC §3).
 
 With ``sched set rs`` the daemon re-decides its engine's algorithm on every new read request
-of a file until it has seen ``N_file`` of them, then at most every ``DECIDE_S`` (and once more
-when a missing ``N_file`` arrives from the manager): it estimates the model's
-inputs for that request's file by eq. 5.7-5.10 from the requests that stand for the operation
-in progress -- those in service plus the newest of the same operation (a file idle
-``IDLE_S`` begins a new one) that left service within ``RECENT_S``, up to ``N_file`` of them
-(``ReactiveSelector.window`` says why) -- or takes a client's hint of the collective operation
-(``pvfs.AccessHint``), measures the resident fraction of those requests (``cachestat(2)`` or
-the emulated disk's cache, on arrival), asks ``pvfs.models.rs.select``
-and switches the engine when the answer differs. Requests that arrive in one batch of engine
-events (``ReactiveSelector.batch``) are all submitted first and decided for once per file
-after the batch. Parameters come from the config's ``[model]`` table
-(``pvfs-admin calibrate`` writes it) or ``model_set``; without either, the thesis' table 5.2.
+of a file until it has seen ``N_file`` of them, then at most every ``DECIDE_S``, backing off
+to ``DECIDE_MAX_S`` while its pick holds (and once more when a missing ``N_file`` arrives
+from the manager). A decision estimates the model's inputs for that request's file by
+eq. 5.7-5.10 from the requests that stand for the operation in progress -- those in service
+plus the newest of the same operation (a file idle ``IDLE_S`` begins a new one) that left
+service within ``RECENT_S``, up to ``N_file`` of them (``ReactiveSelector.window`` says why)
+-- or takes a client's hint of the collective operation (``pvfs.AccessHint``), measures the
+resident fraction of those requests (``cachestat(2)`` or the emulated disk's cache, on
+arrival, no higher than the operation found it: ``_as_found``), asks
+``pvfs.models.rs.select`` and switches the engine when the answer differs. Requests that
+arrive in one batch of engine events (``ReactiveSelector.batch``) are all submitted first and
+decided for once per file after the batch. Parameters come from the config's ``[model]``
+table (``pvfs-admin calibrate`` writes it) or ``model_set``; without either, the thesis'
+table 5.2.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ MAX_PIECES = 256    # ranges whose residency is measured per request (the rest i
 RECENT_S = 1.0      # a request that left service still describes its operation this long
 SEEN_MAX = 256      # requests remembered per file
 DECIDE_S = 0.002    # once a file's operation is seen whole, decide for it at most this often
+DECIDE_MAX_S = 0.032  # ...backing off to this while the decisions keep the same pick
 IDLE_S = 0.01       # a file idle this long before a request: the request begins a new operation
 
 
@@ -56,6 +59,8 @@ class Operation:
     # The resident fraction of its requests as last seen before any of them was served
     # (None: not measured then); ``ReactiveSelector._as_found`` says why.
     found_cached: float | None = None
+    pick: str | None = None  # its latest decision
+    spacing: int = 1         # its decisions' spacing once N_file were seen, in decide_s
 
 
 class ReactiveSelector:
@@ -127,21 +132,23 @@ class ReactiveSelector:
         seen.append(Seen(record, now, self._resident(ino, pieces)))
         op = self.ops.get(ino)
         began = op is None or self._begins_operation(ino, now)
+        changed = self.context.get(ino) != (pcount, hint)   # a hint set or cleared: a new operation
         if began:
             op = self.ops[ino] = Operation(now)
             if len(self.ops) > 4096:
                 self.ops.pop(next(iter(self.ops)))
+        if began or changed:
+            op.spacing = 1
         op.arrivals += 1
         if record.logical > 0 and record.nbytes > 0:
             # daemons this request spans, averaged over the recent ones (weight 1/16)
             one = record.logical / record.nbytes
             old = self.span.get(ino)
             self.span[ino] = one if old is None else old + (one - old) / 16
-        changed = self.context.get(ino) != (pcount, hint)   # a hint set or cleared: a new operation
         self.context[ino] = (pcount, hint)
         if len(self.context) > 4096:
             self.context.pop(next(iter(self.context)))
-        if changed or began or self._due(ino, now, op.arrivals):
+        if changed or began or self._due(ino, now, op):
             if self._batching:
                 self._pending[ino] = None
             else:
@@ -160,19 +167,38 @@ class ReactiveSelector:
         return (fs is not None and len(fs.jobs) <= 1 and fs.idle_at > 0
                 and now - fs.idle_at >= IDLE_S)
 
-    def _due(self, ino: int, now: float, seen: int) -> bool:
+    def _due(self, ino: int, now: float, op: Operation) -> bool:
         """Whether this request's file is decided for again. Deciding (window, estimate,
         model) costs ~30 µs of Python, about a fifth of a cached 2 KiB request's work, and
         rs picked the same algorithm as the best fixed one while losing 15-35 % to it on such
         requests (docs/scheduling.md). While the operation has had at most ``N_file``
-        requests (``seen``) each one refines its estimate; after that a change within it is
-        seen ``decide_s`` late at most (a new operation, or one announced by a changed hint,
-        at once)."""
+        requests each one refines its estimate; after that a change within it is seen one
+        spacing late at most (a new operation, or one announced by a changed hint, at
+        once). The spacing starts at ``decide_s`` and doubles, up to ``DECIDE_MAX_S``, with
+        each decision that kept the operation's pick (``_spaced``): with the machine's cores
+        shared by the clients a decision took 170-350 µs of the event loop, and random
+        64 KiB reads (14 tasks x 32 blocks) had 90-130 of them per run, 15-30 ms of a
+        0.2 s run, for 2-4 switches (2026-11-26)."""
         last = self.decided.get(ino)
-        if last is None or now - last >= self.decide_s:
+        if last is None or now - last >= self.every(op):
             return True
         known = self.nfile.get(ino)
-        return known is not None and seen <= known[0]
+        return known is not None and op.arrivals <= known[0]
+
+    def every(self, op: Operation) -> float:
+        """The operation's spacing of decisions in seconds (``decide_s`` 0: every request)."""
+        return min(self.decide_s * op.spacing, max(self.decide_s, DECIDE_MAX_S))
+
+    def _spaced(self, op: Operation | None, pick: str) -> None:
+        """After a decision: space the operation's next ones further apart while its pick
+        holds (``_due``); back to ``decide_s`` when it changed."""
+        if op is None:
+            return
+        if pick != op.pick:
+            op.spacing = 1
+        elif self.every(op) < DECIDE_MAX_S and op.spacing < 1 << 10:
+            op.spacing *= 2
+        op.pick = pick
 
     def window(self, ino: int, n_file: int) -> list[Seen]:
         """The requests that stand for the operation in progress on ``ino``: every one still
@@ -245,6 +271,7 @@ class ReactiveSelector:
         gather = self.server.engine.gather
         pick, preds = rs.select(self.params, w, fixed={"opt4": gather} if gather else None)
         self.picks[pick] += 1
+        self._spaced(self.ops.get(ino), pick)
         col = "cached" if rs.is_cached(self.params, w) else "uncached"
         self.decisions[f"{w.kind()}/{col}->{pick}"] += 1
         self.last = {"ino": ino, "pick": pick, "workload": w.__dict__ | {"kind": w.kind()},

@@ -212,6 +212,7 @@ def test_after_n_file_requests_a_file_is_decided_at_most_every_decide_s(monkeypa
 
     now = [1000.0]
     monkeypatch.setattr(iod_rs.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(iod_rs, "DECIDE_MAX_S", iod_rs.DECIDE_S)   # no backing off here
     srv = server(resident=1.0)
     sel = ReactiveSelector(srv)
     sel.active = True
@@ -241,6 +242,39 @@ def test_after_n_file_requests_a_file_is_decided_at_most_every_decide_s(monkeypa
     read(5, 22)
     read(5, 23)
     assert sum(sel.decisions.values()) == 10
+
+
+def test_decisions_that_keep_the_pick_are_spaced_further_apart(monkeypatch):
+    """Past N_file requests, each decision that kept the operation's pick doubles the wait
+    before the next, up to DECIDE_MAX_S; a changed pick or a new operation starts over."""
+    from pvfs.daemons.iod import rs as iod_rs
+
+    now = [1000.0]
+    monkeypatch.setattr(iod_rs.time, "monotonic", lambda: now[0])
+    srv = server(resident=1.0)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+    sel.nfile[5] = (2, 1e18)
+    k = 0
+
+    def read(size: int = 2048) -> int:
+        nonlocal k
+        k += 1
+        before = sum(sel.decisions.values())
+        sel.on_read(5, [(0, 0, size)], 1, None, _begin(srv, k, 5, k * size, size))
+        return sum(sel.decisions.values()) - before
+
+    read(), read()                           # the first N_file: each decided
+    gaps = []
+    for _ in range(70):                      # then one request every millisecond
+        now[0] += 0.001
+        if read():
+            gaps.append(round(sel.every(sel.ops[5]), 4))
+    # each kept pick doubles the spacing: 4 ms after the first two, then 8, 16, 32, 32
+    assert gaps == [0.008, 0.016, 0.032, 0.032]
+    srv.storage.resident = 0.0               # uncached 1 MB requests: another pick
+    now[0] += iod_rs.DECIDE_MAX_S
+    assert read(1_000_000) == 1 and sel.every(sel.ops[5]) == sel.decide_s
 
 
 def test_a_batch_of_arrivals_is_decided_once_per_file_after_all_are_recorded():
