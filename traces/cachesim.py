@@ -168,7 +168,8 @@ class _Node:
             self.lru.popitem(last=False)
 
     def via_global(self, ino: int, seg: int, bits: BypassTable, bit: int) -> bool:
-        return via_global(int(bits.flags(ino, seg)) & bit, self.hints, (ino, seg))
+        return via_global(int(bits.flags(ino, seg)) & bit, self.hints, (ino, seg),
+                          write=bit == int(Bypass.WRITE_GLOBAL))
 
 
 def _blocks(off: int, n: int) -> list[int]:

@@ -14,6 +14,8 @@
 * A client is never told to bypass a segment of which the daemon holds dirty blocks: its next
   write of that segment would go straight to the I/O daemons, and the daemon's later
   write-back of the older copy would land on top of it.
+* A hint is about reads: the client's writes of a hinted segment still go through the global
+  cache, and end the hint (the I/O daemons hold the old bytes until the write reaches them).
 """
 
 from __future__ import annotations
@@ -207,6 +209,39 @@ def test_no_hint_for_a_segment_with_dirty_blocks(runtime_cluster):
     assert request(ep, {"op": "stats"})["bypasses"] >= 1
     assert client["hints"] == 0
     assert trio.run(_read_direct, cluster.config, "/dirty", 2 * BS) == b"2" * BS + b"o" * BS
+
+
+def test_a_read_hint_leaves_the_clients_writes_to_the_global_cache(runtime_cluster):
+    """A read refusal's hint is about reads: the client still writes the segment through the
+    global cache (answered once the daemon has the bytes; a refused write goes through in the
+    background) and reads it through the global cache again afterwards, since the I/O daemons
+    hold the old bytes until the write has reached them. The I/O daemons are stopped: until
+    2026-11-26 (s11) the hint sent the write past the global cache, where it waited for them
+    past the client's request timeout."""
+    cluster, ep = runtime_cluster
+    old = b"o" * (32 * BS)
+
+    async def main():
+        await _prepare(cluster.config, "/hinted", old)
+        async with CacheStack.open(cluster.config, local=False) as a:
+            f = await a.open_file("/hinted")
+            await _fill(a, f)
+            await a.read(f, 0, BS)  # segment 0 again, counter 1 <= 50: refused, hinted
+            hinted = a.stats()["global_client"]
+            with _iods_stopped(cluster):
+                with trio.fail_after(2.0):
+                    await a.write(f, 0, b"w" * BS)
+                    got = await a.read(f, 0, BS)
+                mid = request(ep, {"op": "stats"})
+            await a.fsync(f)
+            return hinted, got, a.stats()["global_client"], mid
+
+    hinted, got, client, mid = trio.run(main)
+    assert hinted["hints"] == 1 and hinted["direct_reads"] == 0
+    assert got == b"w" * BS
+    assert client["direct_writes"] == 0 and client["direct_reads"] == 0
+    assert mid["write_through_blocks"] == 1 and mid["through_blocks"] == 1
+    assert trio.run(_read_direct, cluster.config, "/hinted", 2 * BS) == b"w" * BS + b"o" * BS
 
 
 def test_waiting_read_shares_a_refused_fetch(tmp_path):

@@ -4,8 +4,10 @@
 cut into *segments* (``segment_blocks`` blocks, 4 by default); a segment goes through the file's
 global cache daemon unless its global bypass bit is set for the operation (``rg`` for reads,
 ``wg`` for writes: by the API, the ``user.pvfs.bypass`` xattr or a plan) or the daemon told
-this client to bypass it (runtime bypass: the hint lasts ``ttl`` of this client's accesses of
-the segment, or for ever when ``ttl`` is 0); other segments go to ``direct`` (the I/O daemons).
+this client to bypass it for reads (runtime bypass: the hint lasts ``ttl`` of this client's
+reads of the segment, or for ever when ``ttl`` is 0; a write of the segment goes through the
+global cache and ends the hint, see :func:`via_global`); other segments go to ``direct`` (the
+I/O daemons).
 
 Failure: a global cache that does not answer within the config's timeouts (or refuses the
 connection) is marked down for ``retry_after`` seconds and every request meanwhile goes direct.
@@ -49,12 +51,25 @@ MAX_LIST_REGIONS = 16384
 _RG, _WG = int(Bypass.READ_GLOBAL), int(Bypass.WRITE_GLOBAL)
 
 
-def via_global(bypassed: int, hints: dict[tuple[int, int], int], key: tuple[int, int]) -> bool:
+def via_global(bypassed: int, hints: dict[tuple[int, int], int], key: tuple[int, int],
+               write: bool = False) -> bool:
     """Whether an access of segment ``key`` goes through the global cache: not if its bits
     bypass it, nor while a runtime hint from the global cache says so (``hints[key]``
-    accesses left, -1 for ever); this access counts against the hint."""
+    accesses left, -1 for ever); this access counts against the hint.
+
+    A hint concerns reads only (``write`` False): the daemon declined to keep the segment's
+    blocks for the reads that miss them. A write goes through the global cache all the same,
+    which answers it once it has the bytes (a refused one is written through in the
+    background), where a write past it waits for the disks while the local cache's written
+    buffers stay dirty. The write ends the hint: until the daemon has written the bytes back,
+    the I/O daemons hold the old ones, so the client's next reads of the segment go through
+    the global cache again (which hints them anew once nothing of the segment is dirty
+    there)."""
     if bypassed:
         return False
+    if write:
+        hints.pop(key, None)
+        return True
     left = hints.get(key)
     if left is None:
         return True
@@ -137,7 +152,8 @@ class GcacheBackend(Failover):
     def _global(self, ino: int, seg: int, bit: int) -> bool:
         """Whether an access of segment ``seg`` goes through the global cache (and count the
         access against a runtime hint)."""
-        return via_global(int(self.bypass.flags(ino, seg)) & bit, self.hints, (ino, seg))
+        return via_global(int(self.bypass.flags(ino, seg)) & bit, self.hints, (ino, seg),
+                          write=bit == _WG)
 
     def _pieces(self, ino: int, offset: int, length: int, bit: int) -> list[tuple[int, int, bool]]:
         """``(offset, length, via_global)`` runs of the request, cut at segment boundaries
