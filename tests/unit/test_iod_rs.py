@@ -67,6 +67,21 @@ def test_model_table_from_the_config_is_used():
     assert sel.params == p
 
 
+def _clocked(monkeypatch, resident: float, n_file: int, *modules):
+    """An active selector on a fake server whose clock (``time.monotonic`` in the selector and
+    in ``modules``) reads ``now[0]``; file 5 held open by ``n_file`` tasks."""
+    from pvfs.daemons.iod import rs as iod_rs
+
+    now = [1000.0]
+    for m in (iod_rs, *modules):
+        monkeypatch.setattr(m.time, "monotonic", lambda: now[0])
+    srv = server(resident=resident)
+    sel = ReactiveSelector(srv)
+    sel.active = True
+    sel.nfile[5] = (n_file, 1e18)
+    return now, srv, sel
+
+
 def _begin(srv, job_id: int, ino: int, lo: int, n: int) -> JobRecord:
     rec = JobRecord(ino, "read", n, 1, lo, lo + n)
     srv.stats.begin(job_id, rec)
@@ -92,12 +107,7 @@ def test_random_blocks_served_one_at_a_time_are_seen_as_sparse():
 def test_requests_that_left_service_long_ago_do_not_count(monkeypatch):
     from pvfs.daemons.iod import rs as iod_rs
 
-    now = [1000.0]
-    monkeypatch.setattr(iod_rs.time, "monotonic", lambda: now[0])
-    srv = server(resident=0.0)
-    sel = ReactiveSelector(srv)
-    sel.active = True
-    sel.nfile[5] = (4, 1e18)
+    now, srv, sel = _clocked(monkeypatch, 0.0, 4)
     for k in range(3):                       # an earlier operation, finished
         sel.on_read(5, [(0, 0, 100)], 1, None, _begin(srv, k, 5, k * 10_000_000, 100))
         srv.stats.end(k, 5, 0, 100, 0.0, 0.001)
@@ -210,13 +220,8 @@ def test_after_n_file_requests_a_file_is_decided_at_most_every_decide_s(monkeypa
     it. A new file, a changed hint and a missing N_file arriving are decided at once."""
     from pvfs.daemons.iod import rs as iod_rs
 
-    now = [1000.0]
-    monkeypatch.setattr(iod_rs.time, "monotonic", lambda: now[0])
     monkeypatch.setattr(iod_rs, "DECIDE_MAX_S", iod_rs.DECIDE_S)   # no backing off here
-    srv = server(resident=1.0)
-    sel = ReactiveSelector(srv)
-    sel.active = True
-    sel.nfile[5] = (4, 1e18)
+    now, srv, sel = _clocked(monkeypatch, 1.0, 4)
 
     def read(ino: int, k: int) -> None:
         sel.on_read(ino, [(0, 0, 2048)], 2, None, _begin(srv, k, ino, k * 2048, 2048))
@@ -249,12 +254,7 @@ def test_decisions_that_keep_the_pick_are_spaced_further_apart(monkeypatch):
     before the next, up to DECIDE_MAX_S; a changed pick or a new operation starts over."""
     from pvfs.daemons.iod import rs as iod_rs
 
-    now = [1000.0]
-    monkeypatch.setattr(iod_rs.time, "monotonic", lambda: now[0])
-    srv = server(resident=1.0)
-    sel = ReactiveSelector(srv)
-    sel.active = True
-    sel.nfile[5] = (2, 1e18)
+    now, srv, sel = _clocked(monkeypatch, 1.0, 2)
     k = 0
 
     def read(size: int = 2048) -> int:
@@ -306,13 +306,7 @@ def test_a_request_after_the_file_was_idle_begins_a_new_operation(monkeypatch):
     from pvfs.daemons.iod import rs as iod_rs
     from pvfs.daemons.iod import stats as iod_stats
 
-    now = [1000.0]
-    monkeypatch.setattr(iod_rs.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(iod_stats.time, "monotonic", lambda: now[0])
-    srv = server(resident=0.0)
-    sel = ReactiveSelector(srv)
-    sel.active = True
-    sel.nfile[5] = (14, 1e18)
+    now, srv, sel = _clocked(monkeypatch, 0.0, 14, iod_stats)
     for k in range(14):                        # the uncached pass: all in service, then done
         sel.on_read(5, [(0, 0, 65536)], 1, None, _begin(srv, k, 5, k << 16, 65536))
     assert sel.last["workload"]["cached"] == 0.0
