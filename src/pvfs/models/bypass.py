@@ -81,6 +81,18 @@ class AdmissionPolicy(Protocol):
     def stats(self) -> dict: ...
 
 
+def _take_one(counts: dict[Seg, int], key: Seg) -> bool:
+    """Take one of ``key``'s count (its entry gone at zero); False if it had none."""
+    left = counts.get(key, 0)
+    if not left:
+        return False
+    if left == 1:
+        del counts[key]
+    else:
+        counts[key] = left - 1
+    return True
+
+
 class _Rounds:
     """Aging in rounds, shared by the policies whose counters age: every ``every`` events
     (evictions, accesses) complete one round. ``every`` 0 or less: never (``tick`` with
@@ -271,14 +283,8 @@ class AdaptiveBypass(RuntimeBypass):
 
     def evicted(self, ino: int, seg: int, hits: int) -> None:
         self._aging.tick()
-        key = (ino, seg)
-        left = self._marginal.get(key, 0)
-        if not left:
+        if not _take_one(self._marginal, (ino, seg)):
             return
-        if left == 1:
-            del self._marginal[key]
-        else:
-            self._marginal[key] = left - 1
         self._epoch_evictions += 1
         self._hits_evicted += hits
         if self._epoch_evictions >= self.epoch:
@@ -481,14 +487,8 @@ class HybridAdmission:
 
     def evicted(self, ino: int, seg: int, hits: int) -> None:
         self.runtime.evicted(ino, seg, hits)
-        key = (ino, seg)
-        left = self._first.get(key)
-        if not left:
+        if not _take_one(self._first, (ino, seg)):
             return
-        if left == 1:
-            del self._first[key]
-        else:
-            self._first[key] = left - 1
         if hits:
             self.first_hit += 1
             self._evidence(+1)
