@@ -72,7 +72,15 @@ def test_sched_set_rs_selects_per_request(cluster):
             t.join()
         assert not errors
         st = fs.iod_call(0, "sched_get")["rs"]
-        assert st["active"] and sum(st["picks"].values()) >= 4
+        # requests that arrive in one batch of engine events are decided once (``batch``)
+        assert st["active"] and sum(st["picks"].values()) >= 1
+        # one at a time, each request is decided for
+        before = sum(st["picks"].values())
+        with fs.open("/rs", "rb") as f:
+            for k in range(4):
+                assert f.pread(1 << 20, k << 20) == data[k << 20:(k + 1) << 20]
+        st = fs.iod_call(0, "sched_get")["rs"]
+        assert sum(st["picks"].values()) - before >= 4
         assert st["last"]["pick"] in rs.ALGORITHMS and set(st["last"]["predictions"]) == set(
             rs.ALGORITHMS)
         # a large uncached block read on the emulated disk: the thesis' model says opt4
