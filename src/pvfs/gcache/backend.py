@@ -48,6 +48,8 @@ __all__ = ["GcacheBackend", "via_global"]
 MAX_READ = 64 << 20
 #: Most regions in one list request (the daemon's schema's bound).
 MAX_LIST_REGIONS = 16384
+#: Segments whose latest write is remembered while replies are due (``_take_hints``).
+WRITTEN_MAX = 65536
 _RG, _WG = int(Bypass.READ_GLOBAL), int(Bypass.WRITE_GLOBAL)
 
 
@@ -131,12 +133,20 @@ class GcacheBackend(Failover):
         # daemon -> ino -> [(offset, data)] written directly since the daemon failed
         self.rejoin: dict[int, dict[int, list[tuple[int, bytes]]]] = {}
         self.hints: dict[tuple[int, int], int] = {}  # (ino, seg) -> accesses left, -1: for ever
+        # Writes through global caches so far, and while requests to them are out, each
+        # segment's latest one: a hint that left the daemon before it must not be taken
+        # (``_take_hints``).
+        self._wclock = 0
+        self._written: dict[tuple[int, int], int] = {}
+        self._written_all = 0  # past WRITTEN_MAX segments: the clock counts for every segment
+        self._out = 0
         # ino -> [offset, data, epoch of the daemon that took it (None: no answer yet)]
         self.journal: dict[int, list[list]] = {}
         self.journal_bytes = 0
         self.counters = dict.fromkeys(
             ("global_reads", "global_writes", "direct_reads", "direct_writes", "hints",
-             "failovers", "journal_replays", "global_read_bytes", "direct_read_bytes"), 0)
+             "failovers", "journal_replays", "global_read_bytes", "direct_read_bytes",
+             "stale_hints"), 0)
 
     # ------------------------------------------------------------------ routing
     def stripe_size(self, ino: int) -> int | None:
@@ -176,12 +186,52 @@ class GcacheBackend(Failover):
             pos = stop
         return out
 
-    def _take_hints(self, ino: int, reply: dict) -> None:
+    def _take_hints(self, ino: int, reply: dict, sent: int) -> None:
+        """Take the runtime hints of a reply to a request sent at write clock ``sent``
+        (``_asking``), except for segments this client wrote through the global cache since:
+        the daemon judged them before that write reached it, the write ended their hint
+        (``via_global``), and until the daemon has written it back the I/O daemons hold the
+        old bytes. A read's reply that came back after such a write put the hint back, and
+        the segment's next reads went to the I/O daemons while the refused write was still
+        on its way there (fsx, gcache=on with a refusing policy: zeros where a write had
+        extended the file, 2026-11-26)."""
         segs = reply.get("bypass") or ()
         ttl = int(reply.get("ttl") or 0)
+        taken = 0
         for seg in segs:
-            self.hints[(ino, int(seg))] = ttl if ttl > 0 else -1
-        self.counters["hints"] += len(segs)
+            key = (ino, int(seg))
+            if max(self._written.get(key, 0), self._written_all) > sent:
+                self.counters["stale_hints"] += 1
+                continue
+            self.hints[key] = ttl if ttl > 0 else -1
+            taken += 1
+        self.counters["hints"] += taken
+
+    @contextlib.contextmanager
+    def _asking(self):
+        """Around a request to a global cache: yields the write clock it is sent at."""
+        self._out += 1
+        try:
+            yield self._wclock
+        finally:
+            self._out -= 1
+            if not self._out:
+                self._written.clear()
+                self._written_all = 0
+
+    def _writing(self, ino: int, regions) -> None:
+        """A write of ``regions`` goes through the global cache: tick the write clock and, if
+        replies to earlier requests are still to come, note the segments it writes."""
+        self._wclock += 1
+        if not self._out:
+            return
+        seg_bytes = self.segment_blocks * self.block_size
+        for off, n in regions:
+            for seg in range(off // seg_bytes, (off + n - 1) // seg_bytes + 1):
+                self._written[(ino, seg)] = self._wclock
+        if len(self._written) > WRITTEN_MAX:  # requests always out: forget which, not when
+            self._written.clear()
+            self._written_all = self._wclock
 
     # ------------------------------------------------------------------ reads
     async def read(self, ino: int, offset: int, length: int) -> bytes:
@@ -212,13 +262,14 @@ class GcacheBackend(Failover):
         try:
             while pos < end:
                 n = min(MAX_READ, end - pos)
-                reply, data = await self.channels[idx].call_bulk(
-                    {"op": "read", "ino": ino, "stripe": stripe.to_wire(), "offset": pos,
-                     "length": n, "client": self.name if self.sync else None})
-                if await self._check_epoch(idx, reply.get("epoch")):
-                    # It restarted and lost writes of ours: they are on the I/O daemons now.
-                    return await self._dread(ino, offset, length)
-                self._take_hints(ino, reply)
+                with self._asking() as sent:
+                    reply, data = await self.channels[idx].call_bulk(
+                        {"op": "read", "ino": ino, "stripe": stripe.to_wire(), "offset": pos,
+                         "length": n, "client": self.name if self.sync else None})
+                    if await self._check_epoch(idx, reply.get("epoch")):
+                        # It restarted and lost writes of ours: they are on the I/O daemons.
+                        return await self._dread(ino, offset, length)
+                    self._take_hints(ino, reply, sent)
                 parts.append(data)
                 pos += n
                 if len(data) < n:
@@ -276,23 +327,25 @@ class GcacheBackend(Failover):
         entry: list = [offset, blob, None]
         self.journal.setdefault(ino, []).append(entry)
         self.journal_bytes += len(blob)
-        try:
-            reply = await self.channels[idx].call(
-                {"op": "write", "ino": ino, "stripe": stripe.to_wire(), "offset": offset,
-                 "sync": self.sync, "invalidate": self.sync,
-                 "client": self.name if self.sync else None}, blob)
-        except (OSError, trio.TooSlowError) as exc:
-            if daemon_said(exc):
-                self._unjournal(ino, entry)
-                raise
-            self._fail(idx, exc)
-            await self._replay(idx)
-            return
-        self.counters["global_writes"] += 1
-        entry[2] = reply.get("epoch")
-        if await self._check_epoch(idx, entry[2]):
-            return  # this write too went to the I/O daemons with the rest of the journal
-        self._take_hints(ino, reply)
+        self._writing(ino, [(offset, len(blob))])
+        with self._asking() as sent:
+            try:
+                reply = await self.channels[idx].call(
+                    {"op": "write", "ino": ino, "stripe": stripe.to_wire(), "offset": offset,
+                     "sync": self.sync, "invalidate": self.sync,
+                     "client": self.name if self.sync else None}, blob)
+            except (OSError, trio.TooSlowError) as exc:
+                if daemon_said(exc):
+                    self._unjournal(ino, entry)
+                    raise
+                self._fail(idx, exc)
+                await self._replay(idx)
+                return
+            self.counters["global_writes"] += 1
+            entry[2] = reply.get("epoch")
+            if await self._check_epoch(idx, entry[2]):
+                return  # this write too went to the I/O daemons with the rest of the journal
+            self._take_hints(ino, reply, sent)
         if self.sync:
             self._drop_journal(ino)  # written through already
         elif self.journal_bytes > self.journal_limit:
@@ -357,13 +410,14 @@ class GcacheBackend(Failover):
         out: list[bytes] = []
         try:
             for group in _groups(regions, MAX_READ):
-                reply, data = await self.channels[idx].call_bulk(
-                    {"op": "read_list", "ino": ino, "stripe": stripe,
-                     "regions": [list(r) for r in group],
-                     "client": self.name if self.sync else None})
-                if await self._check_epoch(idx, reply.get("epoch")):
-                    return await self._dread_list(ino, regions)
-                self._take_hints(ino, reply)
+                with self._asking() as sent:
+                    reply, data = await self.channels[idx].call_bulk(
+                        {"op": "read_list", "ino": ino, "stripe": stripe,
+                         "regions": [list(r) for r in group],
+                         "client": self.name if self.sync else None})
+                    if await self._check_epoch(idx, reply.get("epoch")):
+                        return await self._dread_list(ino, regions)
+                    self._take_hints(ino, reply, sent)
                 pos = 0
                 for k in reply["ns"]:
                     out.append(bytes(data[pos:pos + k]))
@@ -434,33 +488,36 @@ class GcacheBackend(Failover):
         journal = self.journal.setdefault(ino, [])
         journal.extend(entries)
         self.journal_bytes += sum(len(b) for b in blobs)
-        replies = []
-        try:
-            done = 0
-            for group in _groups(regions, None):
-                part = blobs[done:done + len(group)]
-                replies.append(await self.channels[idx].call(
-                    {"op": "write_list", "ino": ino, "stripe": stripe,
-                     "regions": [list(r) for r in group], "sync": self.sync,
-                     "invalidate": self.sync, "client": self.name if self.sync else None},
-                    b"".join(part)))
-                for e in entries[done:done + len(group)]:
-                    e[2] = replies[-1].get("epoch")
-                done += len(group)
-        except (OSError, trio.TooSlowError) as exc:
-            if daemon_said(exc):
-                keep = {id(e) for e in entries if e[2] is None}
-                self.journal[ino] = [e for e in self.journal.get(ino, []) if id(e) not in keep]
-                self.journal_bytes -= sum(len(e[1]) for e in entries if id(e) in keep)
-                raise
-            self._fail(idx, exc)
-            await self._replay(idx)
-            return
-        self.counters["global_writes"] += 1
-        for reply in replies:
-            if await self._check_epoch(idx, reply.get("epoch")):
-                return  # these writes too went to the I/O daemons with the rest of the journal
-            self._take_hints(ino, reply)
+        self._writing(ino, regions)
+        with self._asking() as sent:  # one clock for the groups: a later write counts for all
+            replies = []
+            try:
+                done = 0
+                for group in _groups(regions, None):
+                    part = blobs[done:done + len(group)]
+                    replies.append(await self.channels[idx].call(
+                        {"op": "write_list", "ino": ino, "stripe": stripe,
+                         "regions": [list(r) for r in group], "sync": self.sync,
+                         "invalidate": self.sync, "client": self.name if self.sync else None},
+                        b"".join(part)))
+                    for e in entries[done:done + len(group)]:
+                        e[2] = replies[-1].get("epoch")
+                    done += len(group)
+            except (OSError, trio.TooSlowError) as exc:
+                if daemon_said(exc):
+                    keep = {id(e) for e in entries if e[2] is None}
+                    self.journal[ino] = [e for e in self.journal.get(ino, [])
+                                         if id(e) not in keep]
+                    self.journal_bytes -= sum(len(e[1]) for e in entries if id(e) in keep)
+                    raise
+                self._fail(idx, exc)
+                await self._replay(idx)
+                return
+            self.counters["global_writes"] += 1
+            for reply in replies:
+                if await self._check_epoch(idx, reply.get("epoch")):
+                    return  # these writes went to the I/O daemons with the rest of the journal
+                self._take_hints(ino, reply, sent)
         if self.sync:
             self._drop_journal(ino)  # written through already
         elif self.journal_bytes > self.journal_limit:

@@ -1,0 +1,127 @@
+"""The client's runtime hints from the global cache (``pvfs.gcache.backend``): a reply's hint
+for a segment this client wrote through the global cache after the request was sent is not
+taken. The daemon judged the segment before the write reached it, the write ended the hint,
+and the I/O daemons hold the old bytes until the daemon has written the new ones back
+(fsx found the race: zeros read where a refused write had extended the file)."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from pvfs.config import Config, Endpoint
+from pvfs.gcache.backend import GcacheBackend
+from pvfs.gcache.config import GcacheConfig
+from pvfs.layout.stripe import Stripe
+
+BS = 4096
+SEG = 4 * BS
+
+
+class FakeDaemon:
+    """A global cache daemon's channel: reads of ``held`` offsets wait for ``release``; every
+    read reply hints ``hint_segments``; writes are answered at once, without hints."""
+
+    def __init__(self) -> None:
+        self.release = trio.Event()
+        self.held: set[int] = set()
+        self.hint_segments: list[int] = []
+        self.seen: list[tuple[str, int]] = []
+
+    async def call_bulk(self, header: dict):
+        self.seen.append((header["op"], header["offset"]))
+        if header["offset"] in self.held:
+            await self.release.wait()
+        return {"bypass": self.hint_segments, "ttl": 0, "epoch": 1}, bytes(header["length"])
+
+    async def call(self, header: dict, blob: bytes = b"") -> dict:
+        self.seen.append((header["op"], header["offset"]))
+        return {"bypass": [], "ttl": 0, "epoch": 1}
+
+    def close(self) -> None:
+        pass
+
+
+class FakeDirect:
+    def __init__(self) -> None:
+        self.reads: list[int] = []
+
+    async def read(self, ino: int, offset: int, length: int) -> bytes:
+        self.reads.append(offset)
+        return bytes(length)
+
+    async def write(self, ino: int, offset: int, data) -> None:
+        pass
+
+
+def _backend() -> tuple[GcacheBackend, FakeDaemon, FakeDirect]:
+    cfg = Config("t", Endpoint("127.0.0.1", 1, ""), (Endpoint("127.0.0.1", 2, ""),), auth=False)
+    gconf = GcacheConfig(endpoints=(Endpoint("127.0.0.1", 3, ""),), segment_blocks=4)
+
+    async def stripe_of(ino: int) -> Stripe:
+        return Stripe(0, 1, 65536)
+
+    direct = FakeDirect()
+    b = GcacheBackend(direct, cfg, gconf, stripe_of, block_size=BS)
+    daemon = FakeDaemon()
+    b.channels = [daemon]  # type: ignore[list-item]
+    return b, daemon, direct
+
+
+def test_a_hint_sent_before_the_clients_write_of_the_segment_is_not_taken():
+    b, daemon, direct = _backend()
+    daemon.held = {0}
+    daemon.hint_segments = [0]
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(b.read, 7, 0, BS)      # the daemon judges segment 0: bypass it
+            await trio.testing.wait_all_tasks_blocked()
+            await b.write(7, 0, b"x" * BS)      # ...but this write reaches it first
+            daemon.release.set()                # the read's reply, with its hint, comes last
+        daemon.hint_segments = []
+        await b.read(7, 0, BS)                  # through the global cache, not the disks
+
+    trio.run(main)
+    assert direct.reads == []
+    assert daemon.seen[-1] == ("read", 0)
+    assert b.counters["stale_hints"] == 1 and b.stats()["hinted_segments"] == 0
+
+
+def test_a_hint_for_a_segment_not_written_meanwhile_is_taken():
+    b, daemon, direct = _backend()
+    daemon.held = {0}
+    daemon.hint_segments = [0]
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(b.read, 7, 0, BS)
+            await trio.testing.wait_all_tasks_blocked()
+            await b.write(7, SEG, b"x" * BS)    # another segment
+            daemon.release.set()
+        await b.read(7, 0, BS)                  # the hint holds: to the I/O daemons
+
+    trio.run(main)
+    assert direct.reads == [0]
+    assert b.counters["stale_hints"] == 0 and b.counters["hints"] == 1
+
+
+def test_the_write_record_is_bounded_and_then_counts_for_every_segment():
+    from pvfs.gcache import backend as mod
+
+    b, daemon, direct = _backend()
+    daemon.held = {0}
+    daemon.hint_segments = [0]
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(b.read, 7, 0, BS)
+            await trio.testing.wait_all_tasks_blocked()
+            for seg in range(1, mod.WRITTEN_MAX + 2):   # never segment 0
+                b._writing(7, [(seg * SEG, 1)])
+            assert len(b._written) <= mod.WRITTEN_MAX
+            daemon.release.set()
+
+    trio.run(main)
+    assert b.counters["stale_hints"] == 1                # conservative: not taken
+    assert b._written == {} and b._written_all == 0      # nothing out: forgotten
