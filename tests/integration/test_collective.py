@@ -125,3 +125,21 @@ def test_bench_collective_json_shape(pvfs_cluster):
     # The group cache reads each chunk from pvfs once; independent reads it once per rank.
     assert by["rma"]["fs_reads"] < by["independent"]["fs_reads"]
     assert by["rma"]["locks"] > 0 and by["independent"]["locks"] == 0
+
+
+@pytest.mark.slow
+def test_bench_window_on_emulated_disks_cold_and_warm():
+    """``--storage emulated:... --cold`` end to end: the private cluster's I/O daemons run
+    emulated disks, and a cold window reads every chunk from the modelled disk while a warm
+    one (the file just written, 640 KiB per daemon in a 1 MiB cache) reads none."""
+    from pvfs.collective.benchdrive import WINDOW, private_cluster, run_job, storage_table
+
+    with private_cluster(storage=storage_table("emulated:ide-2000", 1 << 20)) as config:
+        opts = {"benchmark": "sliding_window", "method": "independent", **WINDOW}
+        warm = run_job(config, 1, opts, timeout=300)
+        cold = run_job(config, 1, {**opts, "cold": True}, timeout=300)
+    size = WINDOW["loops"] * WINDOW["chunk"]
+    assert warm["disk"] is not None and warm["disk"]["miss_bytes"] == 0
+    assert warm["disk"]["hit_bytes"] >= size and not warm["cold"]
+    assert cold["cold"] and cold["disk"]["miss_bytes"] >= size
+    assert cold["disk"]["busy_s"] > 0

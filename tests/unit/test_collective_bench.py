@@ -80,3 +80,81 @@ def test_paired_ratios_compare_within_each_repeat():
     assert wb["ratios"] == [1.2, 0.8] and wb["median"] == 1.0 and wb["wins"] == 1
     assert got[("write_behind", "independent")]["min"] == 8.0
     assert ("collective", "collective") not in got and ("independent", "independent") not in got
+
+
+# ------------------------------------------------------------- storage of the private cluster
+def test_storage_table_kinds_and_errors():
+    from pvfs.collective.benchdrive import storage_table
+
+    assert storage_table(None) is None and storage_table("posix") is None
+    assert storage_table("emulated") == {"default": "emulated:ide-2000"}
+    assert storage_table("emulated:today", 1 << 20) == {"default": "emulated:today",
+                                                        "cache_bytes": 1 << 20}
+    for bad in (("nfs", None), ("emulated:floppy", None), ("posix", 1 << 20),
+                ("emulated", -1)):
+        with pytest.raises(ValueError):
+            storage_table(*bad)
+
+
+def test_plan_cold_marks_only_the_window_jobs():
+    jobs = plan(quick=True, ranks=4, cold=True)
+    assert all(o.get("cold") for _, o in jobs if o["benchmark"] == "sliding_window")
+    assert not any("cold" in o for _, o in jobs if o["benchmark"] != "sliding_window")
+    assert not any("cold" in o for _, o in plan(quick=True, ranks=4))
+
+
+def test_storage_option_reaches_the_cluster_config(monkeypatch):
+    """run_suite(storage=...) -> private_cluster -> the config every job and daemon reads."""
+    import pvfs.collective.benchdrive as bd
+    from pvfs.cli import launch
+    from pvfs.config import load
+    from pvfs.models.disk import preset, storage_of
+
+    started, seen = [], []
+    monkeypatch.setattr(launch, "up", lambda cfg: started.append(cfg.path))
+    monkeypatch.setattr(launch, "down", lambda cfg: None)
+
+    def fake_job(config, nprocs, opts):
+        cfg = load(config)
+        seen.append((storage_of(cfg, 0), storage_of(cfg, 3), opts.get("cold")))
+        return {"benchmark": opts["benchmark"], "method": opts["method"], "ranks": nprocs,
+                "mib_s": 1.0}
+
+    monkeypatch.setattr(bd, "run_job", fake_job)
+    out = bd.run_suite(window_ranks=[1], benchmarks=["sliding_window"],
+                       storage="emulated:ide-2000", disk_cache=1 << 20, cold=True)
+    disk = preset("ide-2000", cache_bytes=1 << 20)
+    assert started and seen and all(s == (("emulated", disk), ("emulated", disk), True)
+                                    for s in seen)
+    assert out["storage"] == {"default": "emulated:ide-2000", "cache_bytes": 1 << 20}
+    assert out["cold"] is True
+    # The default stays posix; storage options and an existing config do not mix.
+    seen.clear()
+    assert bd.run_suite(window_ranks=[1], benchmarks=["sliding_window"])["storage"] == \
+        {"default": "posix"}
+    assert all(s[0] == ("posix", None) and s[2] is None for s in seen)
+    with pytest.raises(ValueError):
+        bd.run_suite(config="/nowhere/pvfs.toml", storage="emulated")
+
+
+def test_cli_passes_storage_disk_cache_and_cold(monkeypatch, capsys):
+    import pvfs.collective.benchdrive as bd
+    from pvfs.cli.main import main
+
+    got = {}
+
+    def fake_suite(**kw):
+        got.update(kw)
+        return {"results": [], "paired": [], "repeat": 1}
+
+    monkeypatch.setattr(bd, "run_suite", fake_suite)
+    assert main(["bench", "collective", "--only", "sliding_window", "--storage",
+                 "emulated:ide-2000", "--disk-cache", "1M", "--cold", "--json"]) == 0
+    assert got["storage"] == "emulated:ide-2000" and got["disk_cache"] == 1 << 20
+    assert got["cold"] is True and got["config"] is None
+    capsys.readouterr()
+    assert main(["bench", "collective", "--storage", "tape"]) == 2
+    assert "--storage" in capsys.readouterr().err
+    assert main(["bench", "collective", "--disk-cache", "1M"]) == 2  # posix has no disk cache
+    assert main(["bench", "collective", "--disk-cache", "lots", "--storage", "emulated"]) == 2
+    assert main(["bench", "collective", "--use-config", "--storage", "emulated"]) == 2

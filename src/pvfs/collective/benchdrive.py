@@ -13,6 +13,13 @@ Two studies (docs/collective.md):
 Unless told to use an existing file system, the study starts its own (4 I/O daemons, 64 KiB
 stripe unit) in a temporary directory and stops it at the end. Methods are interleaved
 (all methods of a point, then the next repeat) so a load change hits them alike.
+
+``storage`` gives that private file system emulated disks (``emulated:ide-2000``: the
+thesis' 4.2 MB/s IDE disk with 56 MB of cache in front, ``pvfs.models.disk``) instead of
+the posix stripe files whose reads this machine's page cache answers; ``disk_cache``
+overrides the emulated disk's cache. ``cold`` empties the I/O daemons' caches (the kernel's
+page cache of the stripe files and the emulated disk's) after the sliding window's file is
+written, before the timed part, so every first read of a chunk pays the disk.
 """
 
 from __future__ import annotations
@@ -72,13 +79,37 @@ def run_job(config: str, nprocs: int, opts: dict[str, Any], timeout: float = 900
                        f"failed (rc {proc.returncode}): {proc.stderr.strip()[-800:]}")
 
 
+def storage_table(storage: str | None, disk_cache: int | None = None) -> dict[str, Any] | None:
+    """The ``[storage]`` table of the private file system: None for the default (posix),
+    else ``{"default": KIND}`` plus ``cache_bytes`` when ``disk_cache`` is given.
+
+    Raises:
+        ValueError: an unknown kind or preset, or ``disk_cache`` without an emulated disk.
+    """
+    from pvfs.models.disk import parse_kind
+
+    kind, name = parse_kind(storage or "posix")
+    if kind == "posix":
+        if disk_cache is not None:
+            raise ValueError("a disk cache size needs emulated storage (emulated:PRESET)")
+        return None
+    table: dict[str, Any] = {"default": f"{kind}:{name}"}
+    if disk_cache is not None:
+        if disk_cache < 0:
+            raise ValueError("the disk cache size cannot be negative")
+        table["cache_bytes"] = int(disk_cache)
+    return table
+
+
 @contextlib.contextmanager
-def private_cluster(iods: int = 4) -> Iterator[str]:
-    """A file system of our own in a temporary directory (its config path)."""
+def private_cluster(iods: int = 4, storage: dict[str, Any] | None = None) -> Iterator[str]:
+    """A file system of our own in a temporary directory (its config path); ``storage``:
+    its ``[storage]`` table (:func:`storage_table`; None: posix)."""
     from pvfs.cli.launch import down, make_config, up, write_config
 
+    extra = {"storage": storage} if storage else {}
     with tempfile.TemporaryDirectory(prefix="pvfs-bench-collective-") as d:
-        cfg = write_config(make_config(d, iods=iods), os.path.join(d, "pvfs.toml"))
+        cfg = write_config(make_config(d, iods=iods, extra=extra), os.path.join(d, "pvfs.toml"))
         up(cfg)
         try:
             yield cfg.path
@@ -91,8 +122,10 @@ def square_at_most(n: int) -> int:
 
 
 def plan(quick: bool, ranks: int, window_ranks: list[int] | None = None,
-         benchmarks: list[str] | None = None) -> list[tuple[int, dict[str, Any]]]:
-    """``(processes, options)`` of every job, in the order they run."""
+         benchmarks: list[str] | None = None,
+         cold: bool = False) -> list[tuple[int, dict[str, Any]]]:
+    """``(processes, options)`` of every job, in the order they run; ``cold``: the sliding
+    window's jobs empty the I/O daemons' caches before they are timed."""
     jobs: list[tuple[int, dict[str, Any]]] = []
     benchmarks = benchmarks or ["sliding_window", "btio", "flash", "s3d"]
     if "sliding_window" in benchmarks:
@@ -102,6 +135,8 @@ def plan(quick: bool, ranks: int, window_ranks: list[int] | None = None,
                     [1, 2] if method == "servers" else [0]
                 for k in servers:
                     opts = {"benchmark": "sliding_window", "method": method, **WINDOW}
+                    if cold:
+                        opts["cold"] = True
                     if method == "servers":
                         opts["lock_servers"] = k
                     jobs.append((n + k, opts))
@@ -118,9 +153,22 @@ def plan(quick: bool, ranks: int, window_ranks: list[int] | None = None,
 def run_suite(config: str | None = None, quick: bool = False, ranks: int = 4,
               repeat: int = 1, window_ranks: list[int] | None = None,
               benchmarks: list[str] | None = None,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run every job ``repeat`` times (interleaved); the median run of each is kept."""
-    jobs = plan(quick, ranks, window_ranks, benchmarks)
+              progress: Callable[[str], None] | None = None,
+              storage: str | None = None, disk_cache: int | None = None,
+              cold: bool = False) -> dict[str, Any]:
+    """Run every job ``repeat`` times (interleaved); the median run of each is kept.
+    ``storage``/``disk_cache`` shape the private file system (:func:`storage_table`; not
+    with ``config``), ``cold`` empties the daemons' caches before each window is timed.
+
+    Raises:
+        ValueError: ``storage`` or ``disk_cache`` with ``config``, or a bad storage kind.
+    """
+    table = storage_table(storage, disk_cache)
+    if config is not None and table is not None:
+        raise ValueError("storage options shape the private file system; the one of a "
+                         "config keeps its own [storage]")
+    jobs = plan(quick, ranks, window_ranks, benchmarks, cold=cold)
+    private = config is None
     runs: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(jobs))}
     started = time.time()
     load_before = _load()
@@ -130,7 +178,7 @@ def run_suite(config: str | None = None, quick: bool = False, ranks: int = 4,
             old = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
             stack.callback(signal.signal, signal.SIGTERM, old)
         if config is None:
-            config = stack.enter_context(private_cluster())
+            config = stack.enter_context(private_cluster(storage=table))
         for rep in range(repeat):
             for i, (nprocs, opts) in enumerate(jobs):
                 if progress:
@@ -151,7 +199,9 @@ def run_suite(config: str | None = None, quick: bool = False, ranks: int = 4,
             "ranks": ranks, "repeat": repeat,
             "seconds": round(time.time() - started, 1), "load_before": load_before,
             "load_after": _load(),
-            "window": WINDOW, "params": PARAMS["quick" if quick else "full"]}
+            "window": WINDOW, "params": PARAMS["quick" if quick else "full"],
+            "storage": (table or {"default": "posix"}) if private else "config",
+            "cold": cold}
 
 
 def paired_ratios(jobs: list[tuple[int, dict[str, Any]]],
