@@ -7,7 +7,8 @@ open from the file's (size, mtime) at the manager (``_file_info``).
 
 ``FileOperations`` is a mixin of :class:`~.operations.Operations`: it uses its ``client``,
 ``cache``, ``gbackend``, ``coherence``, ``table``, ``dirattrs``, ``opts``, ``counters``,
-``cred``, ``entry``, ``_learn``, ``_named``, ``_stripe_of`` and ``_known_size``.
+``cred``, ``entry``, ``_learn``, ``_named``, ``_stripe_of``, ``_known_size`` and, for a file
+removed while open, ``_removed_open``, ``_removing`` and ``_removed``.
 """
 
 from __future__ import annotations
@@ -132,9 +133,14 @@ class FileOperations:
     @guard
     async def release(self, fh: int) -> None:
         h = self.table.close(fh)
+        removed = h.ino in self._removed_open and not self.table.is_open(h.ino)
         try:
             await self.cache.flush(h.ino)
+            if removed:  # the manager removes it at this close: write back first
+                await self._removing(h.ino)
         except OSError as exc:
             log.warning("write-back of inode %d at close: %s", h.ino, exc)
         finally:
             await self.client.close_file(h.ino, h.cred)
+        if removed:
+            await self._removed(h.ino)

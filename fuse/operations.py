@@ -59,6 +59,13 @@ def _name(raw: bytes) -> str:
     return os.fsdecode(raw)
 
 
+def _last_name_of_file(a: dict | None) -> int | None:
+    """The inode of a regular file whose attributes ``a`` show its only name, else None."""
+    if a is not None and a.get("type") == "file" and a.get("nlink", 0) <= 1:
+        return a["ino"]
+    return None
+
+
 class Operations(FileOperations, pyfuse3.Operations):
     """All handlers; one instance per mount."""
 
@@ -103,6 +110,10 @@ class Operations(FileOperations, pyfuse3.Operations):
         # unlinks it, so unlink learns which inode's cache to drop without asking the
         # manager (a lookup there costs a manager and an I/O daemon round trip per file).
         self._names: dict[tuple[int, str], int] = {}
+        # Files whose last name went while this mount held them open: at their last close
+        # the global cache's copy is written back before the manager removes them, then
+        # dropped (``_removed``).
+        self._removed_open: set[int] = set()
         self.kernel_ready = False  # invalidate_inode only once the session runs
         # Read by pyfuse3.init: the kernel keeps written pages and writes them back itself
         # (flush/fsync/memory pressure). Handles whose writes must reach the I/O daemons at
@@ -306,13 +317,33 @@ class Operations(FileOperations, pyfuse3.Operations):
             a = await self.client.lookup(parent_inode, n, cred)
         except OSError:
             a = None
+        last = _last_name_of_file(a)
+        if last is not None:
+            await self._removing(last)
         self.dirattrs.learn(parent_inode, await self.client.unlink(parent_inode, n, cred))
-        if a is not None and a.get("type") == "file" and not self.table.is_open(a["ino"]) \
-                and a["nlink"] <= 1:
-            self.cache.forget(a["ino"])
-            self.table.inodes.pop(a["ino"], None)
+        if last is not None:
+            await self._removed(last)
+
+    async def _removing(self, ino: int) -> None:
+        """The last name of file ``ino`` is about to go. Unless it is open here, the manager
+        removes its stripe files at once: the global cache's write-back of what this mount
+        wrote must come first, or it lands on the I/O daemons after the removal and makes
+        the stripe files again (orphans ``fsck`` found after pjdfstest with global caches)."""
+        if self.gbackend is not None and not self.table.is_open(ino):
+            await self.gbackend.flush(ino)
+
+    async def _removed(self, ino: int) -> None:
+        """The last name of file ``ino`` is gone: drop what the caches hold of it, or, while
+        it is open here, do so at its last close (``release``)."""
+        if self.table.is_open(ino):
             if self.gbackend is not None:
-                await self.gbackend.forget(a["ino"])
+                self._removed_open.add(ino)
+            return
+        self._removed_open.discard(ino)
+        self.cache.forget(ino)
+        self.table.inodes.pop(ino, None)
+        if self.gbackend is not None:
+            await self.gbackend.forget(ino)
 
     @guard
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -332,7 +363,18 @@ class Operations(FileOperations, pyfuse3.Operations):
         old, new = (parent_inode_old, _name(name_old)), (parent_inode_new, _name(name_new))
         moved, replaced = self._names.pop(old, None), self._names.pop(new, None)
         self.dirattrs.forget_all()  # a moved directory's ctime and ".." change too
+        last = None
+        if self.gbackend is not None and not flags & 3:  # a file it replaces goes (unlink)
+            try:
+                last = _last_name_of_file(await self.client.lookup(new[0], new[1],
+                                                                   self.cred(ctx)))
+            except OSError:
+                last = None
+            if last is not None:
+                await self._removing(last)
         await self.client.rename(old[0], old[1], new[0], new[1], self.cred(ctx), flags)
+        if last is not None and last != moved:
+            await self._removed(last)
         if moved is not None:
             self._names[new] = moved
         if replaced is not None and flags & 2:  # RENAME_EXCHANGE

@@ -119,3 +119,45 @@ def test_dead_gcache_degrades_and_keeps_fsynced_data(gcluster, tmp_path):
     from pvfs.cli.launch import up
 
     up(cluster.config)  # the next test of this module finds it running again
+
+
+@pytest.fixture
+def slow_flush(tmp_path):
+    """A global cache that writes back only when asked: dirty blocks wait there."""
+    port = free_ports(1)[0]
+    cluster = start_cluster(tmp_path / "c", iods=2, connect_timeout=1.0, request_timeout=3.0,
+                            extra={"gcache": gcache_table([f"127.0.0.1:{port}"],
+                                                          capacity=4 << 20,
+                                                          flush_interval=60.0)})
+    try:
+        yield cluster, Endpoint("127.0.0.1", port, "")
+    finally:
+        down(cluster.config)
+
+
+def test_removed_files_leave_no_stripe_files_behind(slow_flush, tmp_path):
+    """A file removed while the global cache holds its written blocks: the cache writes them
+    back before the manager removes the stripe files (or drops them after), never after the
+    removal, where they made the stripe files again (fsck found such orphans after
+    pjdfstest). A file removed while open, one replaced by a rename, one unlinked."""
+    import json
+    import subprocess
+
+    cluster, ep = slow_flush
+    with Mount(cluster.config_path, tmp_path / "r") as m:
+        fd = os.open(m.path / "open", os.O_CREAT | os.O_RDWR, 0o644)
+        os.write(fd, b"x" * 13)
+        os.unlink(m.path / "open")
+        os.close(fd)  # the manager removes it now
+        (m.path / "old").write_bytes(b"y" * 13)
+        (m.path / "new").write_bytes(b"z")
+        os.rename(m.path / "new", m.path / "old")
+        (m.path / "gone").write_bytes(b"w" * 13)
+        os.unlink(m.path / "gone")
+        assert (m.path / "old").read_bytes() == b"z"
+        request(ep, {"op": "flush", "ino": 0})  # whatever the global cache still holds
+    out = subprocess.run([sys.executable, "-m", "pvfs.cli.main", "--config",
+                          str(cluster.config_path), "--json", "fsck"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    report = json.loads(out.stdout)
+    assert report["orphans"] == [] and report["clean"], report
