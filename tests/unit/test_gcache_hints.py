@@ -1,8 +1,9 @@
 """The client's runtime hints from the global cache (``pvfs.gcache.backend``): a reply's hint
-for a segment this client wrote through the global cache after the request was sent is not
-taken. The daemon judged the segment before the write reached it, the write ended the hint,
-and the I/O daemons hold the old bytes until the daemon has written the new ones back
-(fsx found the race: zeros read where a refused write had extended the file)."""
+for a segment of which this client had a write through the global cache unanswered when the
+request was sent, or sent one since, is not taken. The daemon may have judged the segment
+before the write reached it, the write ended the hint, and the I/O daemons hold the old
+bytes until the daemon has written the new ones back (fsx found the race: zeros read where
+a refused write had extended the file)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,15 @@ SEG = 4 * BS
 
 
 class FakeDaemon:
-    """A global cache daemon's channel: reads of ``held`` offsets wait for ``release``; every
-    read reply hints ``hint_segments``; writes are answered at once, without hints."""
+    """A global cache daemon's channel: reads of ``held`` offsets wait for ``release``, writes
+    of ``held_writes`` offsets for ``release_writes``; every read reply hints
+    ``hint_segments``; writes are answered without hints."""
 
     def __init__(self) -> None:
         self.release = trio.Event()
+        self.release_writes = trio.Event()
         self.held: set[int] = set()
+        self.held_writes: set[int] = set()
         self.hint_segments: list[int] = []
         self.seen: list[tuple[str, int]] = []
 
@@ -36,6 +40,8 @@ class FakeDaemon:
 
     async def call(self, header: dict, blob: bytes = b"") -> dict:
         self.seen.append((header["op"], header["offset"]))
+        if header["offset"] in self.held_writes:
+            await self.release_writes.wait()
         return {"bypass": [], "ttl": 0, "epoch": 1}
 
     def close(self) -> None:
@@ -88,6 +94,40 @@ def test_a_hint_sent_before_the_clients_write_of_the_segment_is_not_taken():
     assert b.counters["stale_hints"] == 1 and b.stats()["hinted_segments"] == 0
 
 
+def test_a_hint_sent_while_the_clients_write_of_the_segment_is_unanswered_is_not_taken():
+    """The read goes out after the write, on another connection, and the daemon judges the
+    segment before it has taken the write in."""
+    b, daemon, direct = _backend()
+    daemon.held_writes = {BS}
+    daemon.hint_segments = [0]
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(b.write, 7, BS, b"x" * BS)
+            await trio.testing.wait_all_tasks_blocked()
+            await b.read(7, 0, BS)              # judged before the write: "bypass segment 0"
+            daemon.release_writes.set()
+        daemon.hint_segments = []
+        await b.read(7, 2 * BS, BS)
+
+    trio.run(main)
+    assert direct.reads == [] and b.counters["stale_hints"] == 1
+
+
+def test_a_hint_sent_after_the_write_was_answered_is_taken():
+    b, daemon, direct = _backend()
+    daemon.hint_segments = [0]
+
+    async def main():
+        await b.write(7, BS, b"x" * BS)
+        await b.read(7, 0, BS)                  # judged after the write: the hint holds
+        daemon.hint_segments = []
+        await b.read(7, 2 * BS, BS)
+
+    trio.run(main)
+    assert direct.reads == [2 * BS] and b.counters["stale_hints"] == 0
+
+
 def test_a_hint_for_a_segment_not_written_meanwhile_is_taken():
     b, daemon, direct = _backend()
     daemon.held = {0}
@@ -109,7 +149,7 @@ def test_a_hint_for_a_segment_not_written_meanwhile_is_taken():
 def test_the_write_record_is_bounded_and_then_counts_for_every_segment():
     from pvfs.gcache import backend as mod
 
-    b, daemon, direct = _backend()
+    b, daemon, _ = _backend()
     daemon.held = {0}
     daemon.hint_segments = [0]
 
@@ -118,7 +158,7 @@ def test_the_write_record_is_bounded_and_then_counts_for_every_segment():
             n.start_soon(b.read, 7, 0, BS)
             await trio.testing.wait_all_tasks_blocked()
             for seg in range(1, mod.WRITTEN_MAX + 2):   # never segment 0
-                b._writing(7, [(seg * SEG, 1)])
+                b._tick({(7, seg)})
             assert len(b._written) <= mod.WRITTEN_MAX
             daemon.release.set()
 

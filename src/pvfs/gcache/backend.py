@@ -133,12 +133,14 @@ class GcacheBackend(Failover):
         # daemon -> ino -> [(offset, data)] written directly since the daemon failed
         self.rejoin: dict[int, dict[int, list[tuple[int, bytes]]]] = {}
         self.hints: dict[tuple[int, int], int] = {}  # (ino, seg) -> accesses left, -1: for ever
-        # Writes through global caches so far, and while requests to them are out, each
-        # segment's latest one: a hint that left the daemon before it must not be taken
-        # (``_take_hints``).
+        # A clock of the writes through global caches, ticking when one is sent and when it
+        # is answered, and while requests to them are out, each segment's latest tick: a
+        # hint is taken only for segments whose writes were all answered before the request
+        # that brought it was sent (``_take_hints``).
         self._wclock = 0
         self._written: dict[tuple[int, int], int] = {}
         self._written_all = 0  # past WRITTEN_MAX segments: the clock counts for every segment
+        self._unanswered: dict[tuple[int, int], int] = {}  # (ino, seg) -> its writes out
         self._out = 0
         # ino -> [offset, data, epoch of the daemon that took it (None: no answer yet)]
         self.journal: dict[int, list[list]] = {}
@@ -188,19 +190,22 @@ class GcacheBackend(Failover):
 
     def _take_hints(self, ino: int, reply: dict, sent: int) -> None:
         """Take the runtime hints of a reply to a request sent at write clock ``sent``
-        (``_asking``), except for segments this client wrote through the global cache since:
-        the daemon judged them before that write reached it, the write ended their hint
-        (``via_global``), and until the daemon has written it back the I/O daemons hold the
-        old bytes. A read's reply that came back after such a write put the hint back, and
-        the segment's next reads went to the I/O daemons while the refused write was still
-        on its way there (fsx, gcache=on with a refusing policy: zeros where a write had
-        extended the file, 2026-11-26)."""
+        (``_asking``), except for segments of which this client had a write through the
+        global cache unanswered then or sent since: the daemon may have judged the segment
+        before that write reached it (``_hints`` there keeps hints from segments with
+        written blocks it holds), the write ended the segment's hint (``via_global``), and
+        until the daemon has written it back the I/O daemons hold the old bytes. A read's
+        reply that came back after such a write put the hint back, and the segment's next
+        reads went to the I/O daemons while the refused write was still on its way there
+        (fsx, gcache=on with a refusing policy: zeros where a write had extended the file,
+        2026-11-26)."""
         segs = reply.get("bypass") or ()
         ttl = int(reply.get("ttl") or 0)
         taken = 0
         for seg in segs:
             key = (ino, int(seg))
-            if max(self._written.get(key, 0), self._written_all) > sent:
+            if max(self._written.get(key, 0), self._written_all) > sent \
+                    or key in self._unanswered:
                 self.counters["stale_hints"] += 1
                 continue
             self.hints[key] = ttl if ttl > 0 else -1
@@ -208,27 +213,43 @@ class GcacheBackend(Failover):
         self.counters["hints"] += taken
 
     @contextlib.contextmanager
-    def _asking(self):
-        """Around a request to a global cache: yields the write clock it is sent at."""
+    def _asking(self, ino: int = 0, writes=()):
+        """Around a request to a global cache, a write of ``writes`` (regions of ``ino``) or
+        not: yields the write clock it is sent at."""
+        segs = self._segments(ino, writes)
+        if segs:
+            self._tick(segs)  # sent
+            for key in segs:
+                self._unanswered[key] = self._unanswered.get(key, 0) + 1
         self._out += 1
         try:
             yield self._wclock
         finally:
+            if segs:
+                self._tick(segs)  # answered (or failed)
+                for key in segs:
+                    if self._unanswered[key] <= 1:
+                        del self._unanswered[key]
+                    else:
+                        self._unanswered[key] -= 1
             self._out -= 1
             if not self._out:
                 self._written.clear()
                 self._written_all = 0
 
-    def _writing(self, ino: int, regions) -> None:
-        """A write of ``regions`` goes through the global cache: tick the write clock and, if
-        replies to earlier requests are still to come, note the segments it writes."""
+    def _segments(self, ino: int, regions) -> set[tuple[int, int]]:
+        seg_bytes = self.segment_blocks * self.block_size
+        return {(ino, seg) for off, n in regions if n > 0
+                for seg in range(off // seg_bytes, (off + n - 1) // seg_bytes + 1)}
+
+    def _tick(self, segs: set[tuple[int, int]]) -> None:
+        """Tick the write clock for a write of ``segs`` and, if replies to requests are still
+        to come, note them."""
         self._wclock += 1
         if not self._out:
             return
-        seg_bytes = self.segment_blocks * self.block_size
-        for off, n in regions:
-            for seg in range(off // seg_bytes, (off + n - 1) // seg_bytes + 1):
-                self._written[(ino, seg)] = self._wclock
+        for key in segs:
+            self._written[key] = self._wclock
         if len(self._written) > WRITTEN_MAX:  # requests always out: forget which, not when
             self._written.clear()
             self._written_all = self._wclock
@@ -327,8 +348,7 @@ class GcacheBackend(Failover):
         entry: list = [offset, blob, None]
         self.journal.setdefault(ino, []).append(entry)
         self.journal_bytes += len(blob)
-        self._writing(ino, [(offset, len(blob))])
-        with self._asking() as sent:
+        with self._asking(ino, [(offset, len(blob))]) as sent:
             try:
                 reply = await self.channels[idx].call(
                     {"op": "write", "ino": ino, "stripe": stripe.to_wire(), "offset": offset,
@@ -488,8 +508,7 @@ class GcacheBackend(Failover):
         journal = self.journal.setdefault(ino, [])
         journal.extend(entries)
         self.journal_bytes += sum(len(b) for b in blobs)
-        self._writing(ino, regions)
-        with self._asking() as sent:  # one clock for the groups: a later write counts for all
+        with self._asking(ino, regions) as sent:  # one for all groups, as if one request
             replies = []
             try:
                 done = 0
