@@ -9,7 +9,8 @@ plus the newest of the same operation (a file idle ``IDLE_S`` begins a new one) 
 service within ``RECENT_S``, up to ``N_file`` of them (``ReactiveSelector.window`` says why)
 -- or takes a client's hint of the collective operation (``pvfs.AccessHint``), measures the
 resident fraction of those requests (``cachestat(2)`` or the emulated disk's cache, on
-arrival, no higher than the operation found it: ``_as_found``), asks
+arrival, no higher than the operation found it: ``_as_found``), holds the operation's
+workload class until the estimates clearly leave it (``_held``), asks
 ``pvfs.models.rs.select`` and switches the engine when the answer differs. Requests that
 arrive in one batch of engine events (``ReactiveSelector.batch``) are all submitted first and
 decided for once per file after the batch. Parameters come from the config's ``[model]``
@@ -61,6 +62,12 @@ class Operation:
     found_cached: float | None = None
     pick: str | None = None  # its latest decision
     spacing: int = 1         # its decisions' spacing once N_file were seen, in decide_s
+    # The class (table 5.3's row) it is decided in, ``ReactiveSelector._held``: the file's
+    # previous operation's until this one's own estimate gives one (``own``); ``doubt``: the
+    # other class the latest estimate said, not yet confirmed by the next.
+    kind: str | None = None
+    own: bool = False
+    doubt: str | None = None
 
 
 class ReactiveSelector:
@@ -134,11 +141,12 @@ class ReactiveSelector:
         began = op is None or self._begins_operation(ino, now)
         changed = self.context.get(ino) != (pcount, hint)   # a hint set or cleared: a new operation
         if began:
-            op = self.ops[ino] = Operation(now)
+            op = self.ops[ino] = Operation(now, kind=op.kind if op is not None else None)
             if len(self.ops) > 4096:
                 self.ops.pop(next(iter(self.ops)))
         if began or changed:
             op.spacing = 1
+            op.own, op.doubt = False, None       # its class from its own evidence, at once
         op.arrivals += 1
         if record.logical > 0 and record.nbytes > 0:
             # daemons this request spans, averaged over the recent ones (weight 1/16)
@@ -268,18 +276,61 @@ class ReactiveSelector:
             # Logical range -> this daemon's share of it (S_req_o counts local bytes).
             w = rs.estimate(n_here, max(1, len(recs)), s_o, max(1, d_o),
                             r_o // max(1, pcount), cached)
+        op = self.ops.get(ino)
+        kind = self._held(op, w, len(win), hint is not None)
         gather = self.server.engine.gather
-        pick, preds = rs.select(self.params, w, fixed={"opt4": gather} if gather else None)
+        pick, preds = rs.select(self.params, w, fixed={"opt4": gather} if gather else None,
+                                kind=kind)
         self.picks[pick] += 1
-        self._spaced(self.ops.get(ino), pick)
+        self._spaced(op, pick)
         col = "cached" if rs.is_cached(self.params, w) else "uncached"
-        self.decisions[f"{w.kind()}/{col}->{pick}"] += 1
-        self.last = {"ino": ino, "pick": pick, "workload": w.__dict__ | {"kind": w.kind()},
+        self.decisions[f"{kind}/{col}->{pick}"] += 1
+        self.last = {"ino": ino, "pick": pick,
+                     "workload": w.__dict__ | {"kind": kind, "estimated_kind": w.kind()},
                      "predictions": preds, "hint": hint is not None, "observed": len(win)}
         engine = self.server.engine
         if engine.algorithm != pick:
             engine.algorithm = pick
             self.switches += 1
+
+    @staticmethod
+    def _held(op: Operation | None, w: rs.Workload, observed: int, hinted: bool) -> str:
+        """The class to decide ``op`` in: a hysteresis on the class of its estimate ``w``
+        from ``observed`` requests.
+
+        Sparse and ideal differ only in the spread of the requests, S_req/R_req against
+        1/2, and a window of a few random blocks measures that spread badly: its range is
+        the range of a sample (eq. 5.9 does not scale it), and of one contiguous request it
+        is the request's own extent, so S_req/R_req >= 1 -- "ideal" whatever the operation.
+        In random16 at 1 and 4 MiB cached, every operation's first decision (and a few of
+        the next, two blocks that happened to lie close) said ideal against sparse for the
+        rest, and cached random reads begin "new operations" often (a cached block leaves
+        service as soon as it is in the socket, and the file idles ``IDLE_S`` before the
+        next reaches this daemon: ~20 per daemon in a 0.6 s run): rs switched opt1/opt3
+        45-150 times per run and every switch reset the back-off (docs/scheduling.md).
+
+        So: a window of one contiguous request is no evidence of the class, and keeps the
+        one held (the file's previous operation's, for a new operation); the operation's
+        first evidence (a new operation's, or after its hint changed) sets its class at
+        once; after that another class needs two consecutive decisions saying it, so one
+        stray sample does not flip it and a real change costs one decision. A hint gives
+        the operation's class exactly: taken as it is."""
+        est = w.kind()
+        if op is None:
+            return est
+        if hinted:
+            op.kind, op.own, op.doubt = est, True, None
+        elif est != "disjoint" and observed < 2:
+            return op.kind or est
+        elif not op.own or op.kind is None:
+            op.kind, op.own, op.doubt = est, True, None
+        elif est == op.kind:
+            op.doubt = None
+        elif op.doubt == est:
+            op.kind, op.doubt = est, None
+        else:
+            op.doubt = est
+        return op.kind
 
     def _reaching(self, ino: int, n_file: int, pcount: int) -> int:
         """How many of the ``N_file`` tasks' requests reach this daemon (0: N_file unknown).

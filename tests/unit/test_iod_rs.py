@@ -113,7 +113,8 @@ def test_requests_that_left_service_long_ago_do_not_count(monkeypatch):
         srv.stats.end(k, 5, 0, 100, 0.0, 0.001)
     now[0] += iod_rs.RECENT_S + 0.1
     sel.on_read(5, [(0, 0, 100)], 1, None, _begin(srv, 9, 5, 0, 100))
-    assert sel.last["observed"] == 1 and sel.last["workload"]["kind"] == "ideal"
+    # the estimate is of that request alone (the class stays the one held: ``_held``)
+    assert sel.last["observed"] == 1 and sel.last["workload"]["estimated_kind"] == "ideal"
 
 
 def test_cached_fraction_covers_every_request_of_the_operation():
@@ -326,3 +327,81 @@ def test_a_request_after_the_file_was_idle_begins_a_new_operation(monkeypatch):
     for k in range(22, 30):                    # its first N_file requests: each one decided
         sel.on_read(5, [(0, 0, 65536)], 1, None, _begin(srv, k, 5, 0, 65536))
     assert sum(sel.decisions.values()) == decided + 9
+
+
+def _flapping(monkeypatch):
+    """A selector on a frozen clock (``_clocked``) with the s11 study's rule for small
+    requests: cached ideal -> opt1, cached sparse -> opt3 (zero_s above every prediction),
+    and ``read(off)``: one cached 4 KiB block of file 5 (N_file 2, one daemon) arriving 1 ms
+    after the last and served at once, the number of decisions it made returned."""
+    from pvfs.daemons.iod import stats as iod_stats
+
+    now, srv, sel = _clocked(monkeypatch, 1.0, 2, iod_stats)
+    sel.params = rs.Params(zero_s=10.0, small_algs=("opt2", "opt3", "opt3",
+                                                    "opt1", "opt3", "opt1"))
+    k = 0
+
+    def read(off: int) -> int:
+        nonlocal k
+        k += 1
+        now[0] += 0.001
+        before = sum(sel.decisions.values())
+        sel.on_read(5, [(0, 0, 4096)], 1, None, _begin(srv, k, 5, off, 4096))
+        srv.stats.end(k, 5, 0, 4096, 0.0, 0.0001)
+        return sum(sel.decisions.values()) - before
+
+    return now, srv, sel, read
+
+
+def test_a_class_estimated_around_its_boundary_is_held_with_its_pick(monkeypatch):
+    """The window is the two newest blocks: 2 blocks apart, S_req/R_req = 2/3 (ideal); 4
+    apart, 2/5 (sparse). Each decision's window lies on the other side of 1/2 from the
+    last one's. Without the hysteresis every decision switched opt1/opt3 and reset the
+    back-off (random16 1-4 MiB cached: 45-150 switches per run, s12)."""
+    from pvfs.daemons.iod import rs as iod_rs
+
+    _, srv, sel, read = _flapping(monkeypatch)
+    off, gap, gaps, estimates = 0, 4, [], []
+    read(0)                                  # one block: no evidence of spread yet
+    for _ in range(120):
+        off += gap * 4096
+        if read(off):
+            gap = 6 - gap                    # the next decision sees the other side
+            gaps.append(sel.every(sel.ops[5]))
+            w = sel.last["workload"]
+            estimates.append(rs.Workload(w["S_req"], w["N_req"], w["D_req"], w["R_req"]).kind())
+    assert estimates[:4] == ["sparse", "ideal", "sparse", "ideal"]
+    # one class and one pick from the first evidence on: opt1 -> opt3 once
+    assert sel.decisions == {"ideal/cached->opt1": 1, "sparse/cached->opt3": len(gaps)}
+    assert srv.engine.algorithm == "opt3" and sel.switches == 1
+    assert gaps[-1] == iod_rs.DECIDE_MAX_S and len(gaps) < 20     # and backing off
+
+
+def test_a_clear_change_of_class_still_switches(monkeypatch):
+    """Held sparse, then blocks read in order (S_req/R_req = 1): the second decision in a
+    row saying ideal switches to it, and back the same way. A new operation (the file idle) holds the
+    class through its first block (one request's range is its own: no evidence of spread)
+    and takes its first estimate at once."""
+    from pvfs.daemons.iod import rs as iod_rs
+
+    now, srv, sel, read = _flapping(monkeypatch)
+    sel.decide_s = 0.0                       # every request decided
+    for i in range(6):                       # spread: sparse, opt3
+        read(i * 10 * 4096)
+    assert srv.engine.algorithm == "opt3"
+    off = 100 * 4096
+    for i in range(4):                       # in order: ideal
+        off += 4096
+        read(off)
+        # the first window still spans the spread block; the next says ideal, held once
+        assert srv.engine.algorithm == ("opt3" if i < 2 else "opt1")
+    for i in range(4):                       # spread again: sparse
+        off += 10 * 4096
+        read(off)
+        assert srv.engine.algorithm == ("opt1" if i == 0 else "opt3")   # held once
+    sel.decide_s = iod_rs.DECIDE_S
+    now[0] += iod_rs.IDLE_S * 2              # the file idles: a new operation
+    assert read(0) == 1                      # its one block: the class held, at once
+    assert srv.engine.algorithm == "opt3" and sel.last["observed"] == 1
+    assert read(4096) == 1                   # its first evidence: ideal, at once
+    assert srv.engine.algorithm == "opt1" and sel.last["workload"]["kind"] == "ideal"

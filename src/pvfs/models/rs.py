@@ -241,7 +241,8 @@ def from_hint(hint: Mapping[str, int], cached: float | None = None) -> Workload:
 
 
 def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
-           fixed: Mapping[str, float] | None = None) -> tuple[str, dict]:
+           fixed: Mapping[str, float] | None = None,
+           kind: str | None = None) -> tuple[str, dict]:
     """The algorithm with the smallest predicted time, and every prediction. When the I/O
     time is ~0 (below ``p.zero_s``) the thesis' fix applies (§5.6): "default to a more
     practical algorithm for this situation, such as Opt 1" -- ``p.small_alg``, opt1 unless
@@ -251,11 +252,15 @@ def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
     ``fixed`` adds a cost per operation the thesis' algorithms did not have: our opt4 holds
     the first request of a busy period ``gather`` seconds for the rest of its collective
     (csrc/sched.c), a wait that is nothing beside a slow disk's seconds and most of a fast
-    one's operation (docs/scheduling.md)."""
+    one's operation (docs/scheduling.md).
+
+    ``kind`` is the class (table 5.3's row) to use in place of ``w.kind()``: the I/O
+    daemon holds an operation's class until its estimates clearly leave it (a hysteresis,
+    ``daemons/iod/rs.py``)."""
     # Eq. 5.6 with the parts every algorithm shares computed once (this runs on every
     # request): T_over + E_opt[alg][column] * base.
     base = e_req(p, w) * e_dist(p, w) * t_ioread(p, w.S_req, w.cached)
-    col = CLASSES.index(w.kind()) + (3 if is_cached(p, w) else 0)
+    col = CLASSES.index(kind or w.kind()) + (3 if is_cached(p, w) else 0)
     preds = {a: p.T_over + p.E_opt[a][col] * base for a in algorithms}
     for a, cost in (fixed or {}).items():
         if a in preds:
