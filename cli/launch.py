@@ -220,10 +220,15 @@ def _tail(path: str, lines: int = 15) -> str:
 
 
 def down(cfg: Config, timeout: float = STOP_TIMEOUT) -> list[tuple[str, int]]:
-    """SIGTERM every local daemon (by pidfile), wait, SIGKILL stragglers; (name, pid) stopped."""
+    """SIGTERM every local daemon (by pidfile), wait, SIGKILL stragglers; (name, pid) stopped.
+
+    The global caches go first, while the I/O daemons still answer: a stopping global cache
+    writes its dirty blocks back to them."""
     alive = [(d.name, pid, d.pidfile) for d in daemons_of(cfg)
              if (pid := read_pidfile(d.pidfile))]
-    stopped = set(terminate([pid for _, pid, _ in alive], timeout))
+    first = [pid for name, pid, _ in alive if name.startswith("gcache")]
+    stopped = set(terminate(first, timeout))
+    stopped |= set(terminate([pid for _, pid, _ in alive if pid not in first], timeout))
     for _, pid, pidfile in alive:
         if pid in stopped:
             try:

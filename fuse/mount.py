@@ -118,7 +118,7 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
         nursery = await stack.enter_async_context(trio.open_nursery())
         stack.callback(nursery.cancel_scope.cancel)
         await ops.cache.start(nursery)
-        stack.push_async_callback(_write_back, ops.cache)
+        stack.push_async_callback(_write_back, ops.cache, ops.gbackend)
         if ops.coherence is not None:
             await nursery.start(ops.coherence.run)
             if ops.gbackend is not None:
@@ -135,11 +135,17 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
     log.info("unmounted %s", mountpoint)
 
 
-async def _write_back(cache) -> None:
-    """The cache's dirty blocks to the I/O daemons before exit, bounded by EXIT_TIMEOUT."""
+async def _write_back(cache, gbackend=None) -> None:
+    """The cache's dirty blocks to the I/O daemons before exit, bounded by EXIT_TIMEOUT: with
+    global caches, through them and then their write-back of what this mount wrote (what an
+    unmounted file system holds must be on the I/O daemons, whatever becomes of the global
+    caches next)."""
     with trio.move_on_after(EXIT_TIMEOUT, shield=True) as scope:
         try:
             await cache.aclose()
+            if gbackend is not None:
+                for ino in list(gbackend.journal):
+                    await gbackend.flush(ino)
         except OSError as exc:
             log.error("writing back dirty blocks at unmount: %s", exc)
     if scope.cancelled_caught:

@@ -135,6 +135,7 @@ class FileOps:
         await self._wait_through(ino)
         await self._wait_inflight(ino)
         async with self._lock(ino):
+            log.debug("truncate ino %d to %d", ino, size)
             self.sizes[ino] = size
             keep = -(-size // bs)
             for b in self.store.blocks_of(ino):

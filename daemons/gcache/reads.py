@@ -18,6 +18,8 @@ and the other mixins' ``_settle`` (``fileops.py``), ``_admit_missing``, ``_fetch
 
 from __future__ import annotations
 
+import logging
+
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol import aio
 from pvfs.protocol.framing import frame
@@ -26,6 +28,8 @@ from .fetch import _Fetch
 from .sockio import send_views
 from .store import Slot
 from .writes import _Through
+
+log = logging.getLogger("pvfs.gcache")
 
 
 class ReadPath:
@@ -160,6 +164,8 @@ class ReadPath:
                         break
                 ns.append(got)
             hints = self._hints(ino, bypass)
+            if hints:
+                log.debug("hint ino %d: %s", ino, hints)
             header = {"n": sum(ns), "bypass": hints,
                       "ttl": self.policy.bypass_ttl if hints else 0, "epoch": self.epoch}
             if listed:

@@ -60,6 +60,9 @@ log = logging.getLogger("pvfs.gcache")
 
 Key = tuple[int, int]
 
+#: Seconds a stopping daemon spends writing its dirty blocks back (``down`` waits 10 s
+#: before SIGKILL).
+STOP_FLUSH_S = 8.0
 
 COUNTERS = ("reads", "writes", "hits", "misses", "admissions", "bypasses", "bypassed_blocks",
             "evictions", "flushes", "flushed_blocks", "fetches", "fetched_blocks",
@@ -119,17 +122,34 @@ class GcacheServer(ReadPath, WritePath, FileOps, Fetching, WriteBack):
 
     # ------------------------------------------------------------------ serving
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self.address = await nursery.start(functools.partial(
-                serve_tcp, self.endpoint.host, self.endpoint.port, GCACHE_SCHEMAS,
-                self.dispatch, key=self.key))
-            nursery.start_soon(self._flusher)
-            self._background = nursery
-            log.info("global cache %d serving %s:%d: %d blocks of %d B, policy %s",
-                     self.index, *self.address[:2], self.store.nslots, self.bs,
-                     self.policy.name)
-            task_status.started(self.address)
-        self.data.close()
+        try:
+            async with trio.open_nursery() as nursery:
+                self.address = await nursery.start(functools.partial(
+                    serve_tcp, self.endpoint.host, self.endpoint.port, GCACHE_SCHEMAS,
+                    self.dispatch, key=self.key))
+                nursery.start_soon(self._flusher)
+                self._background = nursery
+                log.info("global cache %d serving %s:%d: %d blocks of %d B, policy %s",
+                         self.index, *self.address[:2], self.store.nslots, self.bs,
+                         self.policy.name)
+                task_status.started(self.address)
+        finally:
+            self._background = None
+            with trio.move_on_after(STOP_FLUSH_S, shield=True):
+                await self._write_back_all()
+            self.data.close()
+
+    async def _write_back_all(self) -> None:
+        """On the way out (``pvfs-admin down``): every dirty block to the I/O daemons. Clients
+        were answered when the bytes reached this daemon; stopping it must not drop them."""
+        dirty = list(self.store.dirty)
+        for ino in dirty:
+            try:
+                await self.flush_file(ino)
+            except OSError as exc:
+                log.error("write-back of inode %d at stop failed: %s", ino, exc)
+        if dirty:
+            log.info("wrote back %d files' dirty blocks at stop", len(dirty))
 
     async def dispatch(self, op: str, f: dict, bulk_len: int, sock) -> dict | None:
         if op == "read":

@@ -53,6 +53,7 @@ class WriteBack:
             finally:
                 self._unpin_all([s for _, s, _, _ in work])
             self.counters["flushes"] += 1
+            log.debug("write-back ino %d: %s", ino, [(o, n) for o, n, _ in ext])
             for b, s, version, ranges in work:
                 if self.store.mark_clean((ino, b), s, version, ranges):
                     self.counters["flushed_blocks"] += 1

@@ -155,6 +155,8 @@ class WritePath:
                 await recv_views(sock, views)
             received = True
             self.sizes[ino] = max(self.sizes.get(ino, 0), max(o + k for o, k in regions))
+            log.debug("write ino %d %s: slots %s, through %s", ino, regions, sorted(dest),
+                      sorted(scratch))
             for b, slot in dest.items():
                 for lo, hi in _merge(ranges[b]):
                     if lo > slot.valid:  # a hole inside the block reads as zeros
@@ -233,6 +235,7 @@ class WritePath:
         try:
             await trio.to_thread.run_sync(write_extents, self.data, ino, stripe, ext, sbuf,
                                           limiter=self.limiter)
+            log.debug("write-through ino %d done: %s", ino, [(o, n) for o, n, _ in ext])
         except Exception as exc:  # noqa: BLE001 - not into the daemon's nursery: the next flush raises it
             self.counters["flush_errors"] += 1
             log.warning("write-through of inode %d failed: %s", ino, exc)

@@ -216,6 +216,27 @@ def test_restarted_gcache_loses_nothing(slow_flush_cluster):
         assert f.read() == data
 
 
+def test_down_writes_the_global_caches_dirty_blocks_back_first(slow_flush_cluster):
+    """``pvfs-admin down`` while the daemon holds a client's written blocks dirty (answered,
+    not fsync'd): the daemon writes them back on SIGTERM, before the I/O daemons stop."""
+    from pvfs.cli.launch import up
+
+    cluster, _ = slow_flush_cluster
+    data = os.urandom(40_000)
+
+    async def main():
+        async with CacheStack.open(cluster.config, local=False) as a:
+            f = await a.open_file("/d", create=True, stripe=STRIPE)
+            await a.write(f, 0, data)  # in the global cache only (dirty)
+            a.gbackend.journal.clear()  # the client is gone (its exit would flush it)
+
+    run(main)
+    down(cluster.config)
+    up(cluster.config)
+    with cluster.connect() as fs, fs.open("/d", "rb") as f:
+        assert f.read() == data
+
+
 def test_frozen_gcache_comes_back_without_stale_data(slow_flush_cluster):
     """A daemon that was only frozen (timeouts, not dead) still holds older dirty data when
     it answers again: the client's direct writes meanwhile must win."""

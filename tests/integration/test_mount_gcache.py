@@ -161,3 +161,15 @@ def test_removed_files_leave_no_stripe_files_behind(slow_flush, tmp_path):
                          capture_output=True, text=True, timeout=60, check=False)
     report = json.loads(out.stdout)
     assert report["orphans"] == [] and report["clean"], report
+
+
+def test_unmount_leaves_what_it_wrote_on_the_io_daemons(slow_flush, tmp_path):
+    """After an unmount the file system's bytes are on the I/O daemons, not only in a global
+    cache that holds them dirty (killed right after, it takes nothing with it)."""
+    cluster, _ = slow_flush
+    data = os.urandom(50_000)
+    with Mount(cluster.config_path, tmp_path / "u") as m:
+        (m.path / "kept").write_bytes(data)
+    cluster.kill("gcache0", signal.SIGKILL)
+    with cluster.connect() as fs, fs.open("/kept", "rb") as f:
+        assert f.read() == data

@@ -207,7 +207,9 @@ class GcacheBackend(Failover):
             if max(self._written.get(key, 0), self._written_all) > sent \
                     or key in self._unanswered:
                 self.counters["stale_hints"] += 1
+                log.debug("stale hint ino %d segment %d not taken", ino, key[1])
                 continue
+            log.debug("hint ino %d segment %d taken (ttl %d)", ino, key[1], ttl)
             self.hints[key] = ttl if ttl > 0 else -1
             taken += 1
         self.counters["hints"] += taken
@@ -271,6 +273,7 @@ class GcacheBackend(Failover):
 
     async def _dread(self, ino: int, offset: int, length: int) -> bytes:
         self.counters["direct_reads"] += 1
+        log.debug("direct read ino %d %d+%d", ino, offset, length)
         data = await self.direct.read(ino, offset, length)
         self.counters["direct_read_bytes"] += len(data)
         return data
@@ -416,6 +419,7 @@ class GcacheBackend(Failover):
 
     async def _dread_list(self, ino: int, regions: list[tuple[int, int]]) -> list[bytes]:
         self.counters["direct_reads"] += 1
+        log.debug("direct read ino %d %s", ino, regions)
         fn = getattr(self.direct, "read_list", None)
         if fn is not None:
             out = list(await fn(ino, regions))
