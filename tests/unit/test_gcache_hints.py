@@ -60,11 +60,16 @@ class FakeDirect:
         pass
 
 
-def _backend() -> tuple[GcacheBackend, FakeDaemon, FakeDirect]:
+def _backend(stripe_gates: list[trio.Event] | None = None
+             ) -> tuple[GcacheBackend, FakeDaemon, FakeDirect]:
+    """A backend over fakes; while ``stripe_gates`` holds an event, finding a stripe waits
+    for it (the client's awaits between choosing a write's route and sending it)."""
     cfg = Config("t", Endpoint("127.0.0.1", 1, ""), (Endpoint("127.0.0.1", 2, ""),), auth=False)
     gconf = GcacheConfig(endpoints=(Endpoint("127.0.0.1", 3, ""),), segment_blocks=4)
 
     async def stripe_of(ino: int) -> Stripe:
+        if stripe_gates:
+            await stripe_gates[0].wait()
         return Stripe(0, 1, 65536)
 
     direct = FakeDirect()
@@ -107,6 +112,31 @@ def test_a_hint_sent_while_the_clients_write_of_the_segment_is_unanswered_is_not
             await trio.testing.wait_all_tasks_blocked()
             await b.read(7, 0, BS)              # judged before the write: "bypass segment 0"
             daemon.release_writes.set()
+        daemon.hint_segments = []
+        await b.read(7, 2 * BS, BS)
+
+    trio.run(main)
+    assert direct.reads == [] and b.counters["stale_hints"] == 1
+
+
+def test_a_hint_arriving_before_the_write_is_sent_is_not_taken():
+    """The write has chosen its route (ending the segment's hint) and awaits something
+    before its request goes out; an earlier read's reply with the hint arrives meanwhile."""
+    gates: list[trio.Event] = []
+    b, daemon, direct = _backend(gates)
+    daemon.held = {0}
+    daemon.hint_segments = [0]
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(b.read, 7, 0, BS)      # out, the daemon judging segment 0
+            await trio.testing.wait_all_tasks_blocked()
+            gates.append(trio.Event())
+            n.start_soon(b.write, 7, BS, b"x" * BS)  # route chosen, stripe awaited
+            await trio.testing.wait_all_tasks_blocked()
+            daemon.release.set()                # the read's hint comes back
+            await trio.testing.wait_all_tasks_blocked()
+            gates.pop().set()                   # and the write goes out
         daemon.hint_segments = []
         await b.read(7, 2 * BS, BS)
 

@@ -215,29 +215,35 @@ class GcacheBackend(Failover):
         self.counters["hints"] += taken
 
     @contextlib.contextmanager
-    def _asking(self, ino: int = 0, writes=()):
-        """Around a request to a global cache, a write of ``writes`` (regions of ``ino``) or
-        not: yields the write clock it is sent at."""
-        segs = self._segments(ino, writes)
-        if segs:
-            self._tick(segs)  # sent
-            for key in segs:
-                self._unanswered[key] = self._unanswered.get(key, 0) + 1
+    def _asking(self):
+        """Around a request to a global cache: yields the write clock it is sent at."""
         self._out += 1
         try:
             yield self._wclock
         finally:
-            if segs:
-                self._tick(segs)  # answered (or failed)
-                for key in segs:
-                    if self._unanswered[key] <= 1:
-                        del self._unanswered[key]
-                    else:
-                        self._unanswered[key] -= 1
             self._out -= 1
             if not self._out:
                 self._written.clear()
                 self._written_all = 0
+
+    @contextlib.contextmanager
+    def _writing(self, ino: int, regions):
+        """Around a write of ``regions`` of ``ino``, from before its route is chosen (which
+        ends the segments' hints, ``via_global``) until it is answered: a reply taken
+        meanwhile must not bring the hints back (``_take_hints``)."""
+        segs = self._segments(ino, regions)
+        self._tick(segs)  # sent
+        for key in segs:
+            self._unanswered[key] = self._unanswered.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            self._tick(segs)  # answered (or failed)
+            for key in segs:
+                if self._unanswered[key] <= 1:
+                    del self._unanswered[key]
+                else:
+                    self._unanswered[key] -= 1
 
     def _segments(self, ino: int, regions) -> set[tuple[int, int]]:
         seg_bytes = self.segment_blocks * self.block_size
@@ -314,20 +320,21 @@ class GcacheBackend(Failover):
         mv = memoryview(data).cast("B")
         if not len(mv):
             return
-        if self.rejoin:
-            await self._ensure(self._index(ino))
-        pieces = self._pieces(ino, offset, len(mv), _WG)
-        if len(pieces) == 1:
-            off, n, via = pieces[0]
-            await (self._gwrite if via else self._dwrite)(ino, off, mv)
-            return
-        # Segments on both routes: one list request per route, both at once.
-        routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
-        blobs: dict[bool, list[bytes]] = {True: [], False: []}
-        for off, n, via in pieces:
-            routes[via].append((off, n))
-            blobs[via].append(bytes(mv[off - offset:off - offset + n]))
-        await self._write_routes(ino, routes, blobs)
+        with self._writing(ino, [(offset, len(mv))]):
+            if self.rejoin:
+                await self._ensure(self._index(ino))
+            pieces = self._pieces(ino, offset, len(mv), _WG)
+            if len(pieces) == 1:
+                off, n, via = pieces[0]
+                await (self._gwrite if via else self._dwrite)(ino, off, mv)
+                return
+            # Segments on both routes: one list request per route, both at once.
+            routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+            blobs: dict[bool, list[bytes]] = {True: [], False: []}
+            for off, n, via in pieces:
+                routes[via].append((off, n))
+                blobs[via].append(bytes(mv[off - offset:off - offset + n]))
+            await self._write_routes(ino, routes, blobs)
 
     async def _dwrite(self, ino: int, offset: int, data) -> None:
         self.counters["direct_writes"] += 1
@@ -351,7 +358,7 @@ class GcacheBackend(Failover):
         entry: list = [offset, blob, None]
         self.journal.setdefault(ino, []).append(entry)
         self.journal_bytes += len(blob)
-        with self._asking(ino, [(offset, len(blob))]) as sent:
+        with self._asking() as sent:
             try:
                 reply = await self.channels[idx].call(
                     {"op": "write", "ino": ino, "stripe": stripe.to_wire(), "offset": offset,
@@ -461,17 +468,18 @@ class GcacheBackend(Failover):
         one ``write_list`` request to the file's global cache, the bypassed ones in one list
         request to the I/O daemons, both at once."""
         mv = memoryview(data).cast("B")
-        if self.rejoin:
-            await self._ensure(self._index(ino))
-        routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
-        blobs: dict[bool, list[bytes]] = {True: [], False: []}
-        pos = 0
-        for off, n in regions:
-            for poff, pn, via in (self._pieces(ino, off, n, _WG) if n > 0 else []):
-                routes[via].append((poff, pn))
-                blobs[via].append(bytes(mv[pos + poff - off:pos + poff - off + pn]))
-            pos += n
-        await self._write_routes(ino, routes, blobs)
+        with self._writing(ino, regions):
+            if self.rejoin:
+                await self._ensure(self._index(ino))
+            routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+            blobs: dict[bool, list[bytes]] = {True: [], False: []}
+            pos = 0
+            for off, n in regions:
+                for poff, pn, via in (self._pieces(ino, off, n, _WG) if n > 0 else []):
+                    routes[via].append((poff, pn))
+                    blobs[via].append(bytes(mv[pos + poff - off:pos + poff - off + pn]))
+                pos += n
+            await self._write_routes(ino, routes, blobs)
 
     async def _write_routes(self, ino: int, routes: dict[bool, list[tuple[int, int]]],
                             blobs: dict[bool, list[bytes]]) -> None:
@@ -512,7 +520,7 @@ class GcacheBackend(Failover):
         journal = self.journal.setdefault(ino, [])
         journal.extend(entries)
         self.journal_bytes += sum(len(b) for b in blobs)
-        with self._asking(ino, regions) as sent:  # one for all groups, as if one request
+        with self._asking() as sent:  # one for all groups, as if one request
             replies = []
             try:
                 done = 0
