@@ -30,6 +30,8 @@ from pvfs.cli.output import CliError, emit, note, parse_size, table
 
 ALGOS = ("opt1", "opt2", "opt3", "opt4")
 QUICK_SIZES = (64 << 10, 1 << 20)
+#: ``--cache``: the cache columns run (uncached, cached), e.g. to rerun single cells.
+CACHES = {"both": (False, True), "uncached": (False,), "cached": (True,)}
 FULL_SIZES = (64 << 10, 256 << 10, 1 << 20, 4 << 20)
 #: A cell whose first runs take less application time than this (median over the
 #: settings) is *short*: it gets ``--reps-short`` runs. Its runs scatter by ±10–30 % on this
@@ -81,6 +83,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--workloads", default=None, metavar="LIST",
                    help="only these workloads, comma separated, of single-block, strided, "
                         "random16, random32, mixed-phase (default all)")
+    q.add_argument("--cache", choices=tuple(CACHES), default="both",
+                   help="only the uncached or the cached runs of the four workloads (default "
+                        "both)")
     q.add_argument("--reps", type=int, default=None, help="runs per cell, averaged "
                    "(default 1 with --quick, else 3)")
     q.add_argument("--reps-short", type=int, default=None, metavar="N",
@@ -155,13 +160,15 @@ def _rs_delta(before: list[dict], after: list[dict]) -> dict:
 
 def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple[int, ...],
               reps: int, model: dict | None = None, log=note, hints: bool = False,
-              reps_short: int | None = None, workloads: tuple[str, ...] | None = None) -> dict:
+              reps_short: int | None = None, workloads: tuple[str, ...] | None = None,
+              caches: tuple[bool, ...] = (False, True)) -> dict:
     """The study. Without ``model``: opt1..opt4 on every cell, the model fitted to them, then
     rs on every cell (chapters 4 and 5 in turn). With a ``model`` (from an earlier run): all
     five side by side in each cell (``side_by_side``), so that rs and the fixed algorithms see
     the same load on a shared machine. The mixed-phase workload runs side by side either way.
     ``reps_short``: runs of the short cells (``reps_for``), default ``reps``. ``workloads``:
-    only these (default all, mixed-phase included)."""
+    only these (default all, mixed-phase included). ``caches``: the cache columns of the four
+    fixed workloads (``CACHES``; the mixed-phase workload mixes both either way)."""
     from pvfs.cli.netns import Network
     from pvfs.cli.study_runner import HINTED, WORKLOADS, Runner, run_mixed
     from pvfs.models import fit
@@ -180,7 +187,7 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
                     wrap=lambda k, argv: net.argv(hosts_c[k], argv)) as r:
             chosen = workloads or (*WORKLOADS, "mixed-phase")
             cells = [(wl, s, c) for wl in WORKLOADS if wl in chosen
-                     for s in sizes for c in (False, True)]
+                     for s in sizes for c in caches]
             reactive = ("rs", HINTED) if hints else ("rs",)
 
             def one(wl, s, c, alg, seed):
@@ -424,7 +431,7 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
             raise CliError("study scheduling", f"--model {args.model}: {exc}", status=2) from None
     doc = run_study(args.disk, args.clients, args.iods, None if rate == "none" else rate, sizes,
                     reps, model, hints=args.hints, reps_short=args.reps_short,
-                    workloads=workloads)
+                    workloads=workloads, caches=CACHES[args.cache])
     doc["model_from"] = args.model or "fitted to this run's opt1..opt4 results"
     doc["machine"] = machine()
     doc["command"] = " ".join([PROG, *sys.argv[1:]]) if sys.argv else PROG

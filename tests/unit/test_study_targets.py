@@ -153,3 +153,29 @@ def test_rs_deltas_sum_the_daemons_and_the_runs():
     assert d == {"picks": {"opt1": 1, "opt3": 1}, "decisions": {"x": 1, "y": 1},
                  "switches": 2, "deciding_s": 0.5}
     assert _sum_deltas([d, d])["deciding_s"] == 1.0 and _sum_deltas([d, d])["switches"] == 4
+
+
+def test_study_cache_runs_only_the_chosen_cache_column(monkeypatch, tmp_path) -> None:
+    """``--cache cached|uncached`` (rerunning single cells) reaches ``run_study`` as its cache
+    columns; the default runs both."""
+    import json
+
+    from pvfs.cli import cmd_study
+    from pvfs.cli.main import main
+
+    seen = []
+
+    def fake(*args, **kw):
+        seen.append(kw["caches"])
+        return {"results": [], "model": {}, "targets": {}}
+
+    model = tmp_path / "m.json"
+    model.write_text(json.dumps({"model": {"t_over": 0.0}}))
+    monkeypatch.setattr(cmd_study, "run_study", fake)
+    monkeypatch.setattr(cmd_study.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(cmd_study, "emit", lambda *a, **k: None)
+    for flag, want in ((["--cache", "cached"], (True,)), (["--cache", "uncached"], (False,)),
+                       ([], (False, True))):
+        assert main(["study", "scheduling", "--workloads", "strided", "--model", str(model),
+                     *flag]) == 0
+        assert seen[-1] == want
