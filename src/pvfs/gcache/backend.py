@@ -358,6 +358,7 @@ class GcacheBackend(Failover):
         entry: list = [offset, blob, None]
         self.journal.setdefault(ino, []).append(entry)
         self.journal_bytes += len(blob)
+        log.debug("global write ino %d %d+%d", ino, offset, len(blob))
         with self._asking() as sent:
             try:
                 reply = await self.channels[idx].call(
@@ -520,6 +521,7 @@ class GcacheBackend(Failover):
         journal = self.journal.setdefault(ino, [])
         journal.extend(entries)
         self.journal_bytes += sum(len(b) for b in blobs)
+        log.debug("global write ino %d %s", ino, regions)
         with self._asking() as sent:  # one for all groups, as if one request
             replies = []
             try:
