@@ -184,7 +184,7 @@ class FileOps:
         dropped = 0
         for b in self.store.blocks_of(ino):
             slot = self.store.get((ino, b))
-            if first <= b <= last and slot is not None and not slot.dirty:
+            if first <= b <= last and slot is not None and not slot.dirty and not slot.pins:
                 self.store.remove((ino, b))
                 dropped += 1
         return {"dropped": dropped}

@@ -133,7 +133,10 @@ class ReadPath:
                 for seg in bypass:  # the client reads these directly from now on
                     for b in range(seg * sb, (seg + 1) * sb):
                         s = self.store.get((ino, b))
-                        if s is not None and not s.dirty:
+                        # Not a pinned one: a write may be receiving into it, not dirty yet
+                        # (until 2026-11-26 its bytes then went into a freed slot and never
+                        # reached the I/O daemons: fsx lost a write's first segment).
+                        if s is not None and not s.dirty and not s.pins:
                             self.store.remove((ino, b))
             if client is not None and client in self.directory.clients:
                 self.directory.hold(client, ino, first, last - first + 1)

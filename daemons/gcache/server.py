@@ -211,7 +211,7 @@ class GcacheServer(ReadPath, WritePath, FileOps, Fetching, WriteBack):
                 await self.flush_file(ino)
             for key in list(self.store.map):
                 slot = self.store.get(key)
-                if slot is not None and not slot.dirty:
+                if slot is not None and not slot.dirty and not slot.pins:
                     self.store.remove(key)
             self.counters = dict.fromkeys(COUNTERS, 0)
         return self.policy.stats()

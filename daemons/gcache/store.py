@@ -134,7 +134,9 @@ class BlockStore:
         return slot
 
     def remove(self, key: Key) -> Slot | None:
-        """Forget ``key`` (dirty or not); its slot is freed now, or at its last unpin."""
+        """Forget ``key`` (dirty or not); its slot is freed now, or at its last unpin. A
+        pinned slot may be a write's, receiving bytes not yet marked dirty: only truncation
+        and removal of the file drop those (what the write brings is past the end or gone)."""
         slot = self.map.pop(key, None)
         if slot is None:
             return None

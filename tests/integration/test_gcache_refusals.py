@@ -336,3 +336,43 @@ def test_read_during_a_refused_write_keeps_no_old_bytes(tmp_path):
         assert trio.run(_read_direct, cluster.config, "/race", 2 * BS) == new + b"o" * BS
     finally:
         down(cluster.config)
+
+
+def test_a_refused_read_does_not_drop_a_block_a_write_is_filling(tmp_path):
+    """A write of block 32 (segment 8, first access: admitted) arrives with half its bytes;
+    a read of block 33, the same segment, is refused meanwhile (a re-miss, counter 1 <= 50)
+    and drops the segment's clean blocks. Until 2026-11-26 (s13) that took the slot the write
+    was being received into: the write's bytes went into a freed slot and never reached the
+    I/O daemons (fsx: the first segment of a write lost, with refusing policies)."""
+    cluster, ep = gcache_cluster(tmp_path, policy="runtime", threshold=50, capacity=64 << 10,
+                                 flush_interval=60.0)
+    old, new = b"o" * (48 * BS), b"n" * BS
+    try:
+        async def main():
+            await _prepare(cluster.config, "/fill", old)
+            async with CacheStack.open(cluster.config, local=False) as a:
+                fa = await a.open_file("/fill")
+                await _fill(a, fa)
+                stripe = await a.gbackend.stripe_of(fa.ino)
+                sock = await aio.connect("127.0.0.1", ep.port, 5.0)
+                head = {"op": "write", "ino": fa.ino, "stripe": stripe.to_wire(),
+                        "offset": 32 * BS, "sync": False, "invalidate": False, "client": None}
+                w0 = request(ep, {"op": "stats"})
+                await aio.sendall(sock, frame(head, BS) + new[:BS // 2])
+                with trio.fail_after(10):
+                    while request(ep, {"op": "stats"})["admissions"] == w0["admissions"]:
+                        await trio.sleep(0.01)  # until the write has its slot
+                    got = await a.read(fa, 33 * BS, BS)
+                await aio.sendall(sock, new[BS // 2:])
+                reply = await aio.recv_frame(sock, 5.0)
+                sock.close()
+                assert reply is not None and not reply[0].get("err")
+                return got
+
+        assert trio.run(main) == b"o" * BS
+        assert request(ep, {"op": "stats"})["bypasses"] >= 1  # the read was refused
+        request(ep, {"op": "flush", "ino": 0})  # the daemon's write-back of all it holds
+        got = trio.run(_read_direct, cluster.config, "/fill", 34 * BS)
+        assert got[32 * BS:33 * BS] == new
+    finally:
+        down(cluster.config)
