@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pvfs.collective._file import parse_amode
-from pvfs.collective._locks import BUSY, READ, LockManager
+from pvfs.collective._locks import BUSY, READ, LoadTimes, LockManager
 from pvfs.collective._pages import UNCACHED, Dirty, Meta, Piece, by_page, merge_runs, split
 from pvfs.collective._writebehind import _Page
 
@@ -466,3 +466,101 @@ def test_lock_manager_waiter_for_a_load_keeps_waiting_once_the_page_is_cached():
     m2 = LockManager()
     assert m2.request(1, 7, True)[0] == "granted"
     assert m2.request_batch(0, [(1, READ)], around=True) == [None]
+
+
+def test_load_times_wait_grows_after_slow_loads_and_shrinks_after_fast_ones():
+    t = LoadTimes(floor=3e-4, cap=0.5, factor=2.0, alpha=0.25)
+    assert t.wait() == pytest.approx(3e-4)  # nothing measured: the floor
+    for _ in range(3):
+        t.add(0.030)  # a slow disk: ~30 ms per load
+    assert t.wait() == pytest.approx(0.060)
+    t.add(0.070)  # a load queued behind another: the wait rises at once
+    assert 0.060 < t.wait() < 0.140
+    for _ in range(40):
+        t.add(1e-4)  # fast storage again
+    assert t.wait() == pytest.approx(3e-4)  # back to the floor, never below
+    t.add(5.0)
+    assert t.wait() == pytest.approx(0.5)  # a stuck loader: capped
+    # PVFS_COLLECTIVE_AROUND_US fixes the wait whatever was measured.
+    fixed = LoadTimes(fixed=0.04)
+    fixed.add(1e-4)
+    assert fixed.wait() == 0.04
+
+
+def test_lock_manager_waits_for_a_load_as_long_as_the_reader_asks():
+    now = [0.0]
+    m = LockManager(grace=3e-4, clock=lambda: now[0])
+    assert m.request(1, 7, True)[0] == "granted"  # rank 7 loads page 1
+    assert m.request_batch(0, [(1, READ)], around=0.05) is None  # the reader's wait: 50 ms
+    assert m.next_deadline() == pytest.approx(0.05)
+    now[0] = 0.01
+    assert m.expire() == []  # past the home's grace, within the reader's wait
+    cached = Meta(7, 2, False)
+    assert m.release(1, 7, cached) == [(0, [cached])]
+    # A wait of 0 reads around at once (PVFS_COLLECTIVE_AROUND_US=0); False never does.
+    assert m.request(4, 7, True)[0] == "granted"
+    assert m.request_batch(1, [(4, READ)], around=0.0) == [None]
+    assert m.try_batch(1, [(4, READ)], around=0.0) == [None]
+    assert m.request_batch(2, [(4, READ)], around=False) is None
+    assert m.next_deadline() is None
+
+
+class _FakeLocks:
+    lock_calls = retries = 0
+
+    def __init__(self) -> None:
+        self.arounds: list[object] = []
+
+    def lock_set(self, pages, write, around, wants=None):
+        self.arounds.append(around)
+        return [(UNCACHED, True) for _ in pages]  # cached nowhere: this rank loads them
+
+    def unlock_set(self, held) -> None:
+        pass
+
+    def try_lock(self, page):
+        return None
+
+
+class _FakeData:
+    remote_gets = remote_puts = 0
+
+    def __init__(self, nslots: int, ps: int) -> None:
+        self.mem = bytearray(nslots * ps)
+        self.ps = ps
+
+    def view(self, slot):
+        return memoryview(self.mem)[slot * self.ps:(slot + 1) * self.ps]
+
+    def clean(self, slot) -> None:
+        pass
+
+    def mark(self, slot, lo, hi) -> None:
+        pass
+
+
+class _SlowFile:
+    reads = 0
+
+    def preadinto(self, buf, offset):
+        import time
+
+        self.reads += 1
+        time.sleep(0.02)  # a slow disk
+        buf[:] = bytes(len(buf))
+        return len(buf)
+
+
+def test_page_cache_waits_for_loads_as_long_as_its_own_loads_take():
+    from pvfs.collective._cache import PageCache
+
+    locks = _FakeLocks()
+    cache = PageCache(0, 2, _SlowFile(), locks, _FakeData(8, 64), 8, 64,  # type: ignore[arg-type]
+                      size_at_open=1 << 20, atomic=False)
+    cache.load_times = LoadTimes(floor=3e-4, cap=0.5)
+    cache.read([(0, 128)])  # loads pages 0-1 in one 20 ms read
+    cache.read([(256, 64)])
+    assert locks.arounds[0] == pytest.approx(3e-4)  # nothing measured yet
+    assert 0.04 <= locks.arounds[1] < 0.5  # twice the 20 ms load
+    cache.write([(512, 64)], memoryview(bytes(64)))
+    assert locks.arounds[2] is False  # writes never read around

@@ -32,10 +32,12 @@ rank, which writes each contiguous run with one aligned write.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pvfs.collective._fsio import CountingFile
+from pvfs.collective._locks import LoadTimes
 from pvfs.collective._pages import Dirty, Lru, Meta, Piece, by_page, merge_runs, split
 
 #: Pages one lock set may span outside atomic mode (regions are never split between sets).
@@ -46,9 +48,9 @@ class Locks(Protocol):
     lock_calls: int
     retries: int
 
-    def lock(self, page: int, excl: bool, around: bool = False) -> Meta | None: ...
-    def lock_read(self, page: int, around: bool) -> tuple[Meta | None, bool]: ...
-    def lock_set(self, pages: list[int], write: bool, around: bool,
+    def lock(self, page: int, excl: bool, around: bool | float = False) -> Meta | None: ...
+    def lock_read(self, page: int, around: bool | float) -> tuple[Meta | None, bool]: ...
+    def lock_set(self, pages: list[int], write: bool, around: bool | float,
                  wants: dict[int, list[tuple[int, int]]] | None = None,
                  ) -> list[tuple[Meta | None, bool]]: ...
     def try_lock(self, page: int) -> Meta | None: ...
@@ -103,6 +105,8 @@ class PageCache:
         self.held: dict[int, _Held] = {}
         self.around: set[int] = set()  # pages this access reads from the file, unlocked
         self.read_around = 0
+        #: this rank's load durations: how long its reads wait for other ranks' loads
+        self.load_times = LoadTimes.from_env()
         self.hits = self.remote_hits = self.misses = self.direct = 0
         self.evictions = self.evict_pinned = 0
         self.remote_carried = 0  # remote pages read from bytes that came with the lock
@@ -183,7 +187,8 @@ class PageCache:
         # (a cached copy is published before its writer unlocks, and an evicted one is
         # written before), so the read goes to the file, as independent I/O would, instead
         # of waiting for a holder that may be descheduled. Atomic reads always wait.
-        around = not write and not self.atomic
+        # How long it waits for a load first follows this rank's own load times.
+        around: bool | float = False if write or self.atomic else self.load_times.wait()
         pages = [page for page, _ in groups]
         if write:
             got = self.locks.lock_set(pages, write, around)
@@ -225,6 +230,7 @@ class PageCache:
             self.data.clean(slot)
             self.lru.add(page, slot)
             held.new = held.meta = Meta(self.rank, slot, held.meta.flushed)
+        began = time.monotonic()
         i = 0
         while i < len(load):
             j = i + 1
@@ -236,6 +242,8 @@ class PageCache:
             for k in range(i, j):
                 self.data.view(load[k][1])[:] = run[(k - i) * self.ps:(k - i + 1) * self.ps]
             i = j
+        if load:  # (the time these pages stay locked and cached nowhere, near enough)
+            self.load_times.add(time.monotonic() - began)
 
     def _read_around(self, pieces: list[Piece], buf: memoryview) -> None:
         """Read pieces from the file; pieces next to each other in both the file and the
@@ -330,7 +338,8 @@ class PageCache:
                 "direct": self.direct, "evictions": self.evictions,
                 "evict_pinned": self.evict_pinned, "read_around": self.read_around,
                 "remote_gets": self.data.remote_gets, "remote_carried": self.remote_carried,
-                "remote_puts": self.data.remote_puts}
+                "remote_puts": self.data.remote_puts,
+                "around_wait_us": round(self.load_times.wait() * 1e6)}
 
 
 def shuffle_flush(comm: Any, fs: CountingFile, dirty: list[tuple[int, int, bytes]],

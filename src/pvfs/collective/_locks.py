@@ -22,13 +22,14 @@ asks whether a page is pinned) never queue.
   it keeps the pages below the first busy one, releases the others, and takes the rest in
   order with queued batches.
 
-*Waiting for a load* (``grace``): a non-atomic read batch that finds a page locked while it
-is cached nowhere (another rank is loading it from the file) waits up to ``grace`` seconds
-for it, in the page's queue; if the page is still cached nowhere then, the read goes around
+*Waiting for a load*: a non-atomic read batch that finds a page locked while it is cached
+nowhere (another rank is loading it from the file) waits for it, in the page's queue, up to
+the seconds its ``around`` carries (the reader's :class:`LoadTimes`; ``True``: the home's
+``grace``); if the page is still cached nowhere then, the read goes around
 it (the page's result is None) and the batch goes on with its next page. The loader is
 usually running, and then its copy is ready within about one page read — far cheaper than
 reading the page again; a loader that was descheduled does not hold its readers up for
-longer than ``grace``. A ``try`` batch stops at such a page (:data:`BUSY`) so that the
+longer than that. A ``try`` batch stops at such a page (:data:`BUSY`) so that the
 client asks for it in order, with a queued batch that may wait. Deadlines are checked by
 :meth:`LockManager.expire`, which the home calls as it polls.
 """
@@ -49,10 +50,68 @@ READ = "read"
 
 Mode = bool | str
 
-#: Seconds a non-atomic read waits for a page being loaded before it reads the file around
-#: the loader: about one page read from pvfs, so a loader that is running is waited for, a
-#: descheduled one is not (``PVFS_COLLECTIVE_AROUND_US``; the rma coordination too).
-AROUND_AFTER = float(os.environ.get("PVFS_COLLECTIVE_AROUND_US", "300")) * 1e-6
+_AROUND_US = os.environ.get("PVFS_COLLECTIVE_AROUND_US")
+#: Seconds a non-atomic read waits at least for a page being loaded before it reads the
+#: file around the loader: about one page read from pvfs on posix storage, so a loader that
+#: is running is waited for, a descheduled one is not. The wait a cache actually uses
+#: grows with its measured load times (:class:`LoadTimes`); ``PVFS_COLLECTIVE_AROUND_US``
+#: fixes it instead (at this value, for every coordination).
+AROUND_AFTER = float(_AROUND_US or "300") * 1e-6
+#: The longest adaptive wait for a load (seconds).
+AROUND_MAX = 0.5
+
+
+class LoadTimes:
+    """How long a reader waits for another rank's load: adapted to the storage.
+
+    A reader that finds a page being loaded can wait for the loader's copy or read the
+    page from the file itself. Waiting is right while the load is about to finish; on
+    posix storage a load takes ~0.3 ms, on a slow disk ~30 ms (s13: a fixed 300 µs made
+    readers give up and read every such chunk again — a second disk access — while a
+    40 ms wait read each chunk once, 1.3× → 3.6× at 4 ranks). So each rank keeps an
+    exponentially weighted mean of its own load durations (the file reads of pages it
+    caches: the ranks share the storage) and waits ``factor`` times that, never less than
+    :data:`AROUND_AFTER` (what a running loader needs on fast storage, and the wait before
+    any load was measured) nor more than :data:`AROUND_MAX` (a descheduled or stuck loader
+    holds readers up no longer). ``fixed`` (``PVFS_COLLECTIVE_AROUND_US``) overrides it.
+    """
+
+    def __init__(self, floor: float = AROUND_AFTER, cap: float = AROUND_MAX,
+                 factor: float = 2.0, alpha: float = 0.25,
+                 fixed: float | None = None) -> None:
+        self.floor, self.cap, self.factor, self.alpha = floor, cap, factor, alpha
+        self.fixed = fixed
+        self.mean: float | None = None
+        self.samples = 0
+
+    @classmethod
+    def from_env(cls) -> LoadTimes:
+        return cls(fixed=None if _AROUND_US is None else AROUND_AFTER)
+
+    def add(self, seconds: float) -> None:
+        """One load took ``seconds``."""
+        self.samples += 1
+        self.mean = seconds if self.mean is None else \
+            self.mean + self.alpha * (seconds - self.mean)
+
+    def wait(self) -> float:
+        """Seconds to wait for a page being loaded before reading around it."""
+        if self.fixed is not None:
+            return self.fixed
+        if self.mean is None:
+            return self.floor
+        return min(self.cap, max(self.floor, self.factor * self.mean))
+
+
+def around_wait(around: bool | float, default: float) -> float | None:
+    """The wait for a load that a read's ``around`` asks for: None (False: never read
+    around, wait for the lock), ``default`` (True) or the seconds it carries (a float,
+    from the reader's :class:`LoadTimes`)."""
+    if around is False or around is None:
+        return None
+    if around is True:
+        return default
+    return float(around)
 
 
 @dataclass
@@ -62,7 +121,7 @@ class Batch:
 
     src: int
     items: list[tuple[int, Mode]]
-    around: bool = False
+    around: bool | float = False  # (see around_wait)
     results: list[Meta | None] = field(default_factory=list)
     #: when waiting for a page being loaded: the time to read around it instead
     deadline: float | None = None
@@ -116,14 +175,14 @@ class LockManager:
         return not entry.readers if entry.exclusive(mode) else True
 
     def acquire(self, page: int, src: int, excl: Mode, try_only: bool = False,
-                around: bool = False) -> tuple[bool, Meta | None]:
+                around: bool | float = False) -> tuple[bool, Meta | None]:
         """``(granted, meta)``; not granted means queued, or refused for ``try_only`` and,
         with ``around``, when the page is locked but cached nowhere (see :meth:`request`)."""
         status, meta = self.request(page, src, excl, try_only, around)
         return status == "granted", meta
 
     def request(self, page: int, src: int, excl: Mode, try_only: bool = False,
-                around: bool = False) -> tuple[str, Meta | None]:
+                around: bool | float = False) -> tuple[str, Meta | None]:
         """``("granted", meta)``, ``("queued", None)`` or ``("refused", None)``.
 
         ``around``: a non-atomic reader that would rather read the file than wait while
@@ -135,14 +194,15 @@ class LockManager:
         if not entry.queue and self._free_for(entry, excl):
             self._grant(entry, src, excl)
             return "granted", entry.meta
-        if try_only or (around and entry.meta.owner < 0):
+        if try_only or (around_wait(around, self.grace) is not None
+                        and entry.meta.owner < 0):
             return "refused", None
         entry.queue.append((src, excl, None))
         self.queued += 1
         return "queued", None
 
     def request_batch(self, src: int, items: list[tuple[int, Mode]],
-                      around: bool = False) -> list[Meta | None] | None:
+                      around: bool | float = False) -> list[Meta | None] | None:
         """Grant ``items`` in order; their results (metadata, None for a page read around)
         when all are granted now, else None: the batch waits in the queue of the first page
         it could not have, and the release that grants that page goes on with the rest
@@ -158,12 +218,13 @@ class LockManager:
             if not entry.queue and self._free_for(entry, mode):
                 self._grant(entry, batch.src, mode)
                 batch.results.append(entry.meta)
-            elif batch.around and entry.meta.owner < 0 and self.grace <= 0:
+            elif (wait := around_wait(batch.around, self.grace)) is not None \
+                    and entry.meta.owner < 0 and wait <= 0:
                 batch.results.append(None)  # locked, cached nowhere: read the file
             else:
-                if batch.around and entry.meta.owner < 0:
-                    # being loaded: wait for the copy, but not longer than grace
-                    batch.deadline = self.clock() + self.grace
+                if wait is not None and entry.meta.owner < 0:
+                    # being loaded: wait for the copy, but not longer than the reader's wait
+                    batch.deadline = self.clock() + wait
                     self.timed.append((batch.deadline, page, batch))
                     self.load_waits += 1
                 entry.queue.append((batch.src, mode, batch))
@@ -201,7 +262,7 @@ class LockManager:
         return granted
 
     def try_batch(self, src: int, items: list[tuple[int, Mode]],
-                  around: bool = False) -> list[Meta | None | bool]:
+                  around: bool | float = False) -> list[Meta | None | bool]:
         """Grant ``items`` in order while they are free, never queueing: each page's
         metadata, None for a page read around (``around``, locked and cached nowhere), and
         :data:`BUSY` for the first page that is neither (the list ends there)."""
@@ -212,7 +273,8 @@ class LockManager:
             if not entry.queue and self._free_for(entry, mode):
                 self._grant(entry, src, mode)
                 out.append(entry.meta)
-            elif around and entry.meta.owner < 0 and self.grace <= 0:
+            elif entry.meta.owner < 0 and \
+                    (wait := around_wait(around, self.grace)) is not None and wait <= 0:
                 out.append(None)
             else:
                 out.append(BUSY)

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from pvfs.collective._locks import AROUND_AFTER
+from pvfs.collective._locks import AROUND_AFTER, around_wait
 from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout
 
@@ -161,13 +161,14 @@ class RmaLocks:
                 return False, word
         return False, guess
 
-    def lock(self, page: int, excl: bool, around: bool = False) -> Meta | None:
-        """Wait for the lock; with ``around``, None instead of waiting longer than
-        :data:`AROUND_AFTER` while the page is locked and cached nowhere (being loaded: the
-        file is what to read)."""
+    def lock(self, page: int, excl: bool, around: bool | float = False) -> Meta | None:
+        """Wait for the lock; with ``around``, None instead of waiting longer than its
+        seconds (True: :data:`AROUND_AFTER`) while the page is locked and cached nowhere
+        (being loaded: the file is what to read)."""
         self.lock_calls += 1
         home, disp = self._where(page)
         backoff = Backoff()
+        wait = around_wait(around, AROUND_AFTER)
         began = time.monotonic()
         limit = began + DEADLINE
         while True:
@@ -178,15 +179,15 @@ class RmaLocks:
             if ok:
                 self._seen[page] = word & ~LOCK_BITS
                 return unpack(word)
-            if around and unpack(word).owner < 0 and \
-                    time.monotonic() - began >= AROUND_AFTER:
+            if wait is not None and unpack(word).owner < 0 and \
+                    time.monotonic() - began >= wait:
                 return None
             self.retries += 1
             if time.monotonic() > limit:
                 raise CollectiveTimeout(f"lock of page {page}")
             backoff.pause()
 
-    def lock_read(self, page: int, around: bool) -> tuple[Meta | None, bool]:
+    def lock_read(self, page: int, around: bool | float) -> tuple[Meta | None, bool]:
         """A read's lock: shared, or exclusive when the page is cached nowhere (the reader
         will cache it) — traded up in place when this rank is its only reader, else released
         and asked for again (still before any higher page, so the order stays increasing).
@@ -211,7 +212,7 @@ class RmaLocks:
             return unpack(meta)
         return None
 
-    def lock_set(self, pages: list[int], write: bool, around: bool,
+    def lock_set(self, pages: list[int], write: bool, around: bool | float,
                  wants: Any = None) -> list[tuple[Meta | None, bool]]:
         """Every page in increasing order, one after the other (see :meth:`lock` and
         :meth:`lock_read`); per page ``(metadata, exclusive)``, ``(None, False)`` to read

@@ -134,7 +134,8 @@ class Service:
                  yield_s: float | None = None, bells: Bells | None = None) -> None:
         self.comm = comm
         self.bells = bells
-        # A read that finds a page being loaded waits for the copy up to AROUND_AFTER.
+        # A read that finds a page being loaded waits for the copy up to the wait its
+        # request carries (the reader's LoadTimes), AROUND_AFTER for a bare True.
         self.locks = LockManager(grace=AROUND_AFTER)
         # The lock table is also used by this rank's main thread (thread coordination).
         self.mutex = threading.Lock()
@@ -356,7 +357,8 @@ class MsgLocks:
         return self.homes[page % len(self.homes)]
 
     # -------------------------------------------------------------- batches to homes
-    def _ask(self, home: int, items: list[tuple[int, Any]], around: bool, try_only: bool,
+    def _ask(self, home: int, items: list[tuple[int, Any]], around: bool | float,
+             try_only: bool,
              wants: Any = None, held: Any = None) -> list[Any] | None:
         """Send one batch; its results if answered at once (own home), else None."""
         if self.local is not None and home == self.me:
@@ -374,7 +376,7 @@ class MsgLocks:
         self.caller.send(home, ("lock", items, around, try_only, wants, held))
         return None
 
-    def _round(self, asks: dict[int, list[tuple[int, Any]]], around: bool,
+    def _round(self, asks: dict[int, list[tuple[int, Any]]], around: bool | float,
                try_only: bool, wants: dict[int, Any] | None = None,
                held: Any = None) -> dict[int, list[Any]]:
         """One batch to each home at once (this rank's own home first, so the pages it
@@ -414,7 +416,7 @@ class MsgLocks:
             else:
                 self.caller.send(home, ("unlock", pairs))
 
-    def lock_set(self, pages: list[int], write: bool, around: bool,
+    def lock_set(self, pages: list[int], write: bool, around: bool | float,
                  wants: dict[int, list[tuple[int, int]]] | None = None,
                  ) -> list[tuple[Meta | None, bool]]:
         """Lock ``pages`` (increasing) for a write (exclusive) or a read (the read mode:
@@ -509,7 +511,7 @@ class MsgLocks:
         r = got[self.home(page)][0]
         return None if r is None else Meta(*r)
 
-    def lock_read(self, page: int, around: bool) -> tuple[Meta | None, bool]:
+    def lock_read(self, page: int, around: bool | float) -> tuple[Meta | None, bool]:
         """A read's lock in one round trip: the home grants it exclusive when, at the time
         of the grant, the page is cached nowhere (the reader will cache it), else shared."""
         return self.lock_set([page], False, around)[0]
