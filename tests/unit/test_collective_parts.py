@@ -564,3 +564,56 @@ def test_page_cache_waits_for_loads_as_long_as_its_own_loads_take():
     assert 0.04 <= locks.arounds[1] < 0.5  # twice the 20 ms load
     cache.write([(512, 64)], memoryview(bytes(64)))
     assert locks.arounds[2] is False  # writes never read around
+
+
+def test_load_times_wait_is_capped_at_what_reading_around_costs():
+    t = LoadTimes(floor=3e-4, cap=0.5, factor=2.0, alpha=0.25)
+    for _ in range(3):
+        t.add(0.030)  # the loader's disk read: ~30 ms
+    assert t.wait() == pytest.approx(0.060)  # no read-around measured: the load-based wait
+    t.add_around(0.002)  # reading it ourselves: a 2 ms hit in the servers' disk cache
+    assert t.wait() == pytest.approx(0.004)  # never wait longer than 2 read-arounds
+    for _ in range(40):
+        t.add_around(0.200)  # reading around got slow (no server cache): the cap lifts
+    assert t.wait() == pytest.approx(0.060)  # the load-based wait again
+    fresh = LoadTimes(floor=3e-4)
+    fresh.add_around(1e-3)
+    assert fresh.wait() == pytest.approx(3e-4)  # never above the load-based wait
+    fixed = LoadTimes(fixed=0.04)
+    fixed.add(0.03)
+    fixed.add_around(1e-5)
+    assert fixed.wait() == 0.04  # PVFS_COLLECTIVE_AROUND_US still fixes it
+
+
+class _AroundLocks(_FakeLocks):
+    """Page 0 is being loaded by another rank (read around); the others load here."""
+
+    def lock_set(self, pages, write, around, wants=None):
+        self.arounds.append(around)
+        return [(None, False) if p == 0 and not write else (UNCACHED, True) for p in pages]
+
+
+class _FastFile(_SlowFile):
+    def preadinto(self, buf, offset):
+        import time
+
+        self.reads += 1
+        time.sleep(0.02 if offset >= 64 else 0.001)  # page 0: a cheap server-cache hit
+        buf[:] = bytes(len(buf))
+        return len(buf)
+
+
+def test_page_cache_caps_its_wait_at_its_own_read_arounds():
+    from pvfs.collective._cache import PageCache
+
+    locks = _AroundLocks()
+    cache = PageCache(0, 2, _FastFile(), locks, _FakeData(8, 64), 8, 64,  # type: ignore[arg-type]
+                      size_at_open=1 << 20, atomic=False)
+    cache.load_times = LoadTimes(floor=3e-4, cap=0.5)
+    cache.read([(128, 64)])  # loads page 2 in a 20 ms read
+    cache.read([(256, 64)])
+    assert 0.04 <= locks.arounds[-1] < 0.5  # load-based: no read-around measured yet
+    cache.read([(0, 32)])  # page 0 read around in ~1 ms
+    assert cache.read_around == 1
+    cache.read([(384, 64)])
+    assert locks.arounds[-1] < 0.02  # capped at ~2 read-arounds, far below 2 loads

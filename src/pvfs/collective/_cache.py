@@ -150,8 +150,11 @@ class PageCache:
             self._acquire(groups, write)
             self._install(groups, write)
             if self.around:
+                began = time.monotonic()
                 self._read_around([p for page, mine in groups if page in self.around
                                    for p in mine], buf)
+                # what reading around costs caps how long to wait for a load
+                self.load_times.add_around(time.monotonic() - began)
             remote: dict[int, list[tuple[int, list[tuple[int, memoryview]]]]] = {}
             carried = getattr(self.locks, "carried", None) or {}
             for page, mine in groups:
@@ -339,7 +342,8 @@ class PageCache:
                 "evict_pinned": self.evict_pinned, "read_around": self.read_around,
                 "remote_gets": self.data.remote_gets, "remote_carried": self.remote_carried,
                 "remote_puts": self.data.remote_puts,
-                "around_wait_us": round(self.load_times.wait() * 1e6)}
+                "around_wait_us": round(self.load_times.wait() * 1e6),
+                "around_read_us": round((self.load_times.around_mean or 0) * 1e6)}
 
 
 def shuffle_flush(comm: Any, fs: CountingFile, dirty: list[tuple[int, int, bytes]],

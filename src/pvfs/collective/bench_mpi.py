@@ -128,6 +128,8 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
             "read_around": total.get("read_around", 0),
             # the longest wait for a load any rank had reached at the end (its LoadTimes)
             "around_wait_us": max((t.get("around_wait_us", 0) for t in totals if t), default=0),
+            # the longest mean read-around read any rank had (what caps its wait)
+            "around_read_us": max((t.get("around_read_us", 0) for t in totals if t), default=0),
             "lock_server_queued": total.get("lock_server_queued", 0),
             "iod_write_requests": _iod_writes(fs) - iod_before}
 
