@@ -79,17 +79,23 @@ def _backend(stripe_gates: list[trio.Event] | None = None
     return b, daemon, direct
 
 
-def test_a_hint_sent_before_the_clients_write_of_the_segment_is_not_taken():
-    b, daemon, direct = _backend()
+async def _with_a_read_out(b: GcacheBackend, daemon: FakeDaemon, during) -> None:
+    """A read of block 0 out at the daemon, which judges segment 0 "bypass it", while
+    ``during()`` runs; its reply, with that hint, comes after."""
     daemon.held = {0}
     daemon.hint_segments = [0]
+    async with trio.open_nursery() as n:
+        n.start_soon(b.read, 7, 0, BS)
+        await trio.testing.wait_all_tasks_blocked()
+        await during()
+        daemon.release.set()
+
+
+def test_a_hint_sent_before_the_clients_write_of_the_segment_is_not_taken():
+    b, daemon, direct = _backend()
 
     async def main():
-        async with trio.open_nursery() as n:
-            n.start_soon(b.read, 7, 0, BS)      # the daemon judges segment 0: bypass it
-            await trio.testing.wait_all_tasks_blocked()
-            await b.write(7, 0, b"x" * BS)      # ...but this write reaches it first
-            daemon.release.set()                # the read's reply, with its hint, comes last
+        await _with_a_read_out(b, daemon, lambda: b.write(7, 0, b"x" * BS))
         daemon.hint_segments = []
         await b.read(7, 0, BS)                  # through the global cache, not the disks
 
@@ -160,15 +166,9 @@ def test_a_hint_sent_after_the_write_was_answered_is_taken():
 
 def test_a_hint_for_a_segment_not_written_meanwhile_is_taken():
     b, daemon, direct = _backend()
-    daemon.held = {0}
-    daemon.hint_segments = [0]
 
     async def main():
-        async with trio.open_nursery() as n:
-            n.start_soon(b.read, 7, 0, BS)
-            await trio.testing.wait_all_tasks_blocked()
-            await b.write(7, SEG, b"x" * BS)    # another segment
-            daemon.release.set()
+        await _with_a_read_out(b, daemon, lambda: b.write(7, SEG, b"x" * BS))  # segment 1
         await b.read(7, 0, BS)                  # the hint holds: to the I/O daemons
 
     trio.run(main)
@@ -180,18 +180,12 @@ def test_the_write_record_is_bounded_and_then_counts_for_every_segment():
     from pvfs.gcache import backend as mod
 
     b, daemon, _ = _backend()
-    daemon.held = {0}
-    daemon.hint_segments = [0]
 
-    async def main():
-        async with trio.open_nursery() as n:
-            n.start_soon(b.read, 7, 0, BS)
-            await trio.testing.wait_all_tasks_blocked()
-            for seg in range(1, mod.WRITTEN_MAX + 2):   # never segment 0
-                b._tick({(7, seg)})
-            assert len(b._written) <= mod.WRITTEN_MAX
-            daemon.release.set()
+    async def many_writes():
+        for seg in range(1, mod.WRITTEN_MAX + 2):   # never segment 0
+            b._tick({(7, seg)})
+        assert len(b._written) <= mod.WRITTEN_MAX
 
-    trio.run(main)
+    trio.run(_with_a_read_out, b, daemon, many_writes)
     assert b.counters["stale_hints"] == 1                # conservative: not taken
     assert b._written == {} and b._written_all == 0      # nothing out: forgotten
