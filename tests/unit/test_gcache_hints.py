@@ -177,15 +177,15 @@ def test_a_hint_for_a_segment_not_written_meanwhile_is_taken():
 
 
 def test_the_write_record_is_bounded_and_then_counts_for_every_segment():
-    from pvfs.gcache import backend as mod
+    from pvfs.gcache import hints as mod
 
     b, daemon, _ = _backend()
 
     async def many_writes():
         for seg in range(1, mod.WRITTEN_MAX + 2):   # never segment 0
-            b._tick({(7, seg)})
-        assert len(b._written) <= mod.WRITTEN_MAX
+            b.runtime._tick({(7, seg)})
+        assert len(b.runtime._written) <= mod.WRITTEN_MAX
 
     trio.run(_with_a_read_out, b, daemon, many_writes)
     assert b.counters["stale_hints"] == 1                # conservative: not taken
-    assert b._written == {} and b._written_all == 0      # nothing out: forgotten
+    assert b.runtime._written == {} and b.runtime._written_all == 0      # nothing out: forgotten

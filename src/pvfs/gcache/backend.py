@@ -39,6 +39,7 @@ from pvfs.protocol import auth
 
 from .config import GcacheConfig, gcache_index
 from .failover import Failover, daemon_said
+from .hints import RuntimeHints, via_global
 
 log = logging.getLogger("pvfs.gcache")
 
@@ -48,39 +49,7 @@ __all__ = ["GcacheBackend", "via_global"]
 MAX_READ = 64 << 20
 #: Most regions in one list request (the daemon's schema's bound).
 MAX_LIST_REGIONS = 16384
-#: Segments whose latest write is remembered while replies are due (``_take_hints``).
-WRITTEN_MAX = 65536
 _RG, _WG = int(Bypass.READ_GLOBAL), int(Bypass.WRITE_GLOBAL)
-
-
-def via_global(bypassed: int, hints: dict[tuple[int, int], int], key: tuple[int, int],
-               write: bool = False) -> bool:
-    """Whether an access of segment ``key`` goes through the global cache: not if its bits
-    bypass it, nor while a runtime hint from the global cache says so (``hints[key]``
-    accesses left, -1 for ever); this access counts against the hint.
-
-    A hint concerns reads only (``write`` False): the daemon declined to keep the segment's
-    blocks for the reads that miss them. A write goes through the global cache all the same,
-    which answers it once it has the bytes (a refused one is written through in the
-    background), where a write past it waits for the disks while the local cache's written
-    buffers stay dirty. The write ends the hint: until the daemon has written the bytes back,
-    the I/O daemons hold the old ones, so the client's next reads of the segment go through
-    the global cache again (which hints them anew once nothing of the segment is dirty
-    there)."""
-    if bypassed:
-        return False
-    if write:
-        hints.pop(key, None)
-        return True
-    left = hints.get(key)
-    if left is None:
-        return True
-    if left > 0:
-        if left == 1:
-            del hints[key]
-        else:
-            hints[key] = left - 1
-    return False
 
 
 class GcacheBackend(Failover):
@@ -132,16 +101,8 @@ class GcacheBackend(Failover):
         self.epochs: list[int | None] = [None] * len(self.channels)  # last seen per daemon
         # daemon -> ino -> [(offset, data)] written directly since the daemon failed
         self.rejoin: dict[int, dict[int, list[tuple[int, bytes]]]] = {}
-        self.hints: dict[tuple[int, int], int] = {}  # (ino, seg) -> accesses left, -1: for ever
-        # A clock of the writes through global caches, ticking when one is sent and when it
-        # is answered, and while requests to them are out, each segment's latest tick: a
-        # hint is taken only for segments whose writes were all answered before the request
-        # that brought it was sent (``_take_hints``).
-        self._wclock = 0
-        self._written: dict[tuple[int, int], int] = {}
-        self._written_all = 0  # past WRITTEN_MAX segments: the clock counts for every segment
-        self._unanswered: dict[tuple[int, int], int] = {}  # (ino, seg) -> its writes out
-        self._out = 0
+        self.runtime = RuntimeHints(self.segment_blocks * block_size)
+        self.hints = self.runtime.hints  # (ino, seg) -> accesses left, -1: for ever
         # ino -> [offset, data, epoch of the daemon that took it (None: no answer yet)]
         self.journal: dict[int, list[list]] = {}
         self.journal_bytes = 0
@@ -189,78 +150,10 @@ class GcacheBackend(Failover):
         return out
 
     def _take_hints(self, ino: int, reply: dict, sent: int) -> None:
-        """Take the runtime hints of a reply to a request sent at write clock ``sent``
-        (``_asking``), except for segments of which this client had a write through the
-        global cache unanswered then or sent since: the daemon may have judged the segment
-        before that write reached it (``_hints`` there keeps hints from segments with
-        written blocks it holds), the write ended the segment's hint (``via_global``), and
-        until the daemon has written it back the I/O daemons hold the old bytes. A read's
-        reply that came back after such a write put the hint back, and the segment's next
-        reads went to the I/O daemons while the refused write was still on its way there
-        (fsx, gcache=on with a refusing policy: zeros where a write had extended the file,
-        2026-11-26)."""
-        segs = reply.get("bypass") or ()
-        ttl = int(reply.get("ttl") or 0)
-        taken = 0
-        for seg in segs:
-            key = (ino, int(seg))
-            if max(self._written.get(key, 0), self._written_all) > sent \
-                    or key in self._unanswered:
-                self.counters["stale_hints"] += 1
-                log.debug("stale hint ino %d segment %d not taken", ino, key[1])
-                continue
-            log.debug("hint ino %d segment %d taken (ttl %d)", ino, key[1], ttl)
-            self.hints[key] = ttl if ttl > 0 else -1
-            taken += 1
+        """A reply's runtime hints, sent at write clock ``sent`` (``RuntimeHints.take``)."""
+        taken, stale = self.runtime.take(ino, reply, sent)
         self.counters["hints"] += taken
-
-    @contextlib.contextmanager
-    def _asking(self):
-        """Around a request to a global cache: yields the write clock it is sent at."""
-        self._out += 1
-        try:
-            yield self._wclock
-        finally:
-            self._out -= 1
-            if not self._out:
-                self._written.clear()
-                self._written_all = 0
-
-    @contextlib.contextmanager
-    def _writing(self, ino: int, regions):
-        """Around a write of ``regions`` of ``ino``, from before its route is chosen (which
-        ends the segments' hints, ``via_global``) until it is answered: a reply taken
-        meanwhile must not bring the hints back (``_take_hints``)."""
-        segs = self._segments(ino, regions)
-        self._tick(segs)  # sent
-        for key in segs:
-            self._unanswered[key] = self._unanswered.get(key, 0) + 1
-        try:
-            yield
-        finally:
-            self._tick(segs)  # answered (or failed)
-            for key in segs:
-                if self._unanswered[key] <= 1:
-                    del self._unanswered[key]
-                else:
-                    self._unanswered[key] -= 1
-
-    def _segments(self, ino: int, regions) -> set[tuple[int, int]]:
-        seg_bytes = self.segment_blocks * self.block_size
-        return {(ino, seg) for off, n in regions if n > 0
-                for seg in range(off // seg_bytes, (off + n - 1) // seg_bytes + 1)}
-
-    def _tick(self, segs: set[tuple[int, int]]) -> None:
-        """Tick the write clock for a write of ``segs`` and, if replies to requests are still
-        to come, note them."""
-        self._wclock += 1
-        if not self._out:
-            return
-        for key in segs:
-            self._written[key] = self._wclock
-        if len(self._written) > WRITTEN_MAX:  # requests always out: forget which, not when
-            self._written.clear()
-            self._written_all = self._wclock
+        self.counters["stale_hints"] += stale
 
     # ------------------------------------------------------------------ reads
     async def read(self, ino: int, offset: int, length: int) -> bytes:
@@ -292,7 +185,7 @@ class GcacheBackend(Failover):
         try:
             while pos < end:
                 n = min(MAX_READ, end - pos)
-                with self._asking() as sent:
+                with self.runtime.asking() as sent:
                     reply, data = await self.channels[idx].call_bulk(
                         {"op": "read", "ino": ino, "stripe": stripe.to_wire(), "offset": pos,
                          "length": n, "client": self.name if self.sync else None})
@@ -320,7 +213,7 @@ class GcacheBackend(Failover):
         mv = memoryview(data).cast("B")
         if not len(mv):
             return
-        with self._writing(ino, [(offset, len(mv))]):
+        with self.runtime.writing(ino, [(offset, len(mv))]):
             if self.rejoin:
                 await self._ensure(self._index(ino))
             pieces = self._pieces(ino, offset, len(mv), _WG)
@@ -359,7 +252,7 @@ class GcacheBackend(Failover):
         self.journal.setdefault(ino, []).append(entry)
         self.journal_bytes += len(blob)
         log.debug("global write ino %d %d+%d", ino, offset, len(blob))
-        with self._asking() as sent:
+        with self.runtime.asking() as sent:
             try:
                 reply = await self.channels[idx].call(
                     {"op": "write", "ino": ino, "stripe": stripe.to_wire(), "offset": offset,
@@ -442,7 +335,7 @@ class GcacheBackend(Failover):
         out: list[bytes] = []
         try:
             for group in _groups(regions, MAX_READ):
-                with self._asking() as sent:
+                with self.runtime.asking() as sent:
                     reply, data = await self.channels[idx].call_bulk(
                         {"op": "read_list", "ino": ino, "stripe": stripe,
                          "regions": [list(r) for r in group],
@@ -469,7 +362,7 @@ class GcacheBackend(Failover):
         one ``write_list`` request to the file's global cache, the bypassed ones in one list
         request to the I/O daemons, both at once."""
         mv = memoryview(data).cast("B")
-        with self._writing(ino, regions):
+        with self.runtime.writing(ino, regions):
             if self.rejoin:
                 await self._ensure(self._index(ino))
             routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
@@ -522,7 +415,7 @@ class GcacheBackend(Failover):
         journal.extend(entries)
         self.journal_bytes += sum(len(b) for b in blobs)
         log.debug("global write ino %d %s", ino, regions)
-        with self._asking() as sent:  # one for all groups, as if one request
+        with self.runtime.asking() as sent:  # one for all groups, as if one request
             replies = []
             try:
                 done = 0
@@ -626,8 +519,7 @@ class GcacheBackend(Failover):
     async def forget(self, ino: int) -> None:
         """The file was removed: drop its journal, hints and global copies."""
         self._drop_journal(ino)
-        for key in [k for k in self.hints if k[0] == ino]:
-            del self.hints[key]
+        self.runtime.forget(ino)
         await self._control(ino, {"op": "forget", "ino": ino})
 
     async def _control(self, ino: int, header: dict) -> None:
