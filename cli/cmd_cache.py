@@ -180,12 +180,19 @@ def _study_plot():
 
 
 def _render_study(d: dict) -> str:
+    bounds = d.get("bounds", {})
+
+    def of_max(r: dict) -> str:  # global hits as a share of the most any policy could get
+        most = bounds.get(r["trace"], {}).get("max_hits")
+        hits = r.get("global", {}).get("hits")
+        return "-" if not most or hits is None else f"{hits / most:.2f}"
+
     rows = [[r["trace"], r["policy"], f"{r['time_s']:.3f}",
              "-" if r["time_norm"] is None else f"{r['time_norm']:.3f}",
-             f"{r['local_hit_rate']:.2f}", f"{r['global_hit_rate']:.2f}"]
+             f"{r['local_hit_rate']:.2f}", f"{r['global_hit_rate']:.2f}", of_max(r)]
             for r in d["results"]]
-    return table(rows, ["trace", "policy", "time s", "÷ both", "local hits", "global hits"],
-                 right=[2, 3, 4, 5])
+    return table(rows, ["trace", "policy", "time s", "÷ both", "local hits", "global hits",
+                        "of max hits"], right=[2, 3, 4, 5, 6])
 
 
 # ---------------------------------------------------------------------- bench

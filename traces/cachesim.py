@@ -90,6 +90,7 @@ class _Global:
         self.lru: OrderedDict[tuple[int, int], int] = OrderedDict()  # key -> hits
         self.hits = self.misses = self.admissions = self.bypasses = self.evictions = 0
         self.hints = 0  # segments clients were told to bypass
+        self.stream: list[tuple[int, int]] | None = None  # every block looked up, if asked
 
     def _victim(self) -> tuple[int, int]:
         first = None
@@ -109,6 +110,8 @@ class _Global:
                                                                   for b in blocks})}
         missed: list[int] = []
         refused: set[int] = set()
+        if self.stream is not None:
+            self.stream.extend((ino, b) for b in blocks)
         for b in blocks:
             key = (ino, b)
             seg = b // SEGMENT_BLOCKS
@@ -177,10 +180,14 @@ def _blocks(off: int, n: int) -> list[int]:
 
 
 def simulate(trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
-             local_bytes: int, global_bytes: int, nodes: int) -> dict[str, Any]:
+             local_bytes: int, global_bytes: int, nodes: int,
+             stream: list[tuple[int, int]] | None = None) -> dict[str, Any]:
     """One policy (``setup``: a :class:`pvfs.traces.cachestudy.Setup`) over ``trace``; a row
-    like the measured study's (``time_s`` modelled)."""
+    like the measured study's (``time_s`` modelled). ``stream``, if given, receives every
+    ``(file, block)`` the global cache looks up, in order."""
     g = _Global(global_bytes // BLOCK, setup.policy, setup.threshold) if setup.gcache else None
+    if g is not None:
+        g.stream = stream
     ns = [_Node(setup.local, local_bytes // BLOCK) for _ in range(nodes)]
     bits = BypassTable()
     ids = {e.name: e.id for e in trace.files}

@@ -224,6 +224,7 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
             results = replay_all(cfg, traces, policies, quick=quick, repeat=repeat,
                                  progress=progress)
     return {"results": [_ordered(r) for r in results],
+            "bounds": hit_bounds(traces, quick=quick),
             "setup": {"nodes": NODES, "nprocs": NPROCS, "local_bytes": LOCAL_BYTES,
                       "global_bytes": GLOBAL_BYTES, "iods": iods, "storage": storage,
                       "iod_cache": iod_cache,
@@ -234,6 +235,18 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
             "machine": {"host": platform.node(), "cpus": os.cpu_count(),
                         "load": os.getloadavg(), "python": platform.python_version()},
             "elapsed_s": time.time() - started}
+
+
+def hit_bounds(traces: list[str], *, quick: bool) -> dict[str, dict[str, Any]]:
+    """Per trace, the most global-cache hits any policy could get (:mod:`pvfs.traces.cacheopt`,
+    on the lookups the model's caches make; the measured local caches differ a little)."""
+    from pvfs.traces.cacheopt import global_hit_bound
+
+    return {name: global_hit_bound(generate(name, NPROCS, TRACES[name][0 if quick else 1],
+                                            seed=1),
+                                   local_bytes=LOCAL_BYTES, global_bytes=GLOBAL_BYTES,
+                                   nodes=NODES)
+            for name in traces}
 
 
 def model_all(traces: list[str], policies: list[str], *, quick: bool) -> list[dict[str, Any]]:
