@@ -12,11 +12,13 @@
   block offsets 0..``o``; ``s`` = 2, ``o`` = 10, 600, 25000; 1 node / 1 I/O daemon and 2 nodes
   / 3 I/O daemons; under no cache, local, global and both.
 
-It starts a file system of its own (posix storage: the I/O daemons' page cache holds the
-files, as the paper's latencies measure the software path) with one global cache of 40 MiB and
-2 MiB local caches, the paper's sizes. All daemons run on this machine over loopback: no
-network-shaped links (the multi-host harness of the reactive-scheduling issue is not in the
-tree), so a hop costs what loopback and the daemons' software cost.
+It starts a file system of its own with one global cache of 40 MiB and 2 MiB local caches,
+the paper's sizes. Its I/O daemons store on posix by default (their page cache holds the files,
+as the paper's latencies measure the software path) or on emulated disks (``--storage
+emulated:PRESET``: a global hit then saves a disk access, as on the paper's cluster, and every
+micro-benchmark run starts with the disks' caches empty and records their accesses). The
+daemons run on this machine over loopback, or each on a host of its own behind shaped links
+(``--shaped RATE``, the multi-host harness of ``pvfs.cli.netns``).
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from pvfs.gcache.config import gcache_table
 from pvfs.gcache.stack import CacheStack
 from pvfs.layout.stripe import Stripe
 
-__all__ = ["plot_required_hr", "render", "run_latency", "shaped_gcache_cluster"]
+__all__ = ["plot", "plot_micro", "plot_required_hr", "render", "run_latency",
+           "shaped_gcache_cluster"]
 
 SIZES = [4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10]
 SSIZE = 32 << 10
@@ -48,17 +51,22 @@ LOCAL = 2 << 20
 GLOBAL = 40 << 20
 BLOCK = 4096
 FILE = 16 << 20
+#: The micro-benchmark's largest offsets (blocks), the paper's figs. 3-4: good locality, a
+#: working set between the local and the global cache, none.
+MICRO_O = (10, 600, 25000)
 _ZERO = bytes(FILE)
 
 
 @contextlib.contextmanager
-def _cluster(iods: int):
+def _cluster(iods: int, storage: dict[str, Any] | None = None):
     from pvfs.cli.launch import free_ports, scratch_cluster
 
     port = free_ports(1)[0]
+    extra: dict[str, Any] = {"gcache": gcache_table([f"127.0.0.1:{port}"], capacity=GLOBAL)}
+    if storage is not None:
+        extra["storage"] = storage
     with scratch_cluster("pvfs-lat-", iods, stripe=Stripe(0, -1, SSIZE), request_timeout=60.0,
-                         extra={"gcache": gcache_table([f"127.0.0.1:{port}"],
-                                                       capacity=GLOBAL)}) as cfg:
+                         extra=extra) as cfg:
         yield cfg
 
 
@@ -129,7 +137,25 @@ async def _tables(cfg, max_iods: int, reps: int, progress) -> tuple[list, list]:
     return reads, writes
 
 
-async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int, setup: str) -> float:
+def _disks(cfg) -> list[dict[str, Any] | None]:
+    """Each I/O daemon's emulated disk counters (None on posix storage)."""
+    from pvfs.cli.launch import request
+
+    return [request(ep, {"op": "sched_get"}, 30.0).get("disk") for ep in cfg.iods]
+
+
+def _drop_disk_caches(cfg) -> None:
+    """Every run starts with cold emulated disks (posix storage: nothing to do)."""
+    from pvfs.cli.launch import request
+
+    for ep in cfg.iods:
+        request(ep, {"op": "disk_drop"}, 30.0)
+
+
+async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int,
+                 setup: str) -> tuple[float, int]:
+    """One run of the micro-benchmark: its seconds, and the disk accesses it made (emulated
+    disks; 0 on posix storage)."""
     local = setup in ("local", "both")
     gcache = setup in ("global", "both")
     rng = random.Random(o * 31 + nodes)
@@ -150,6 +176,8 @@ async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int, setup: st
             await ns[0].gbackend.forget(f.ino)
         plan = [[(rng.random() < 0.5, rng.randint(0, o) * BLOCK, rng.randint(1, s) * BLOCK)
                  for _ in range(ops // nodes)] for _ in range(nodes)]
+        _drop_disk_caches(cfg)
+        disk0 = _disks(cfg)
 
         async def worker(node: CacheStack, todo) -> None:
             for is_read, off, n in todo:
@@ -164,20 +192,35 @@ async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int, setup: st
                 nursery.start_soon(worker, node, todo)
         for node in ns:
             await node.cache.flush(f.ino)
-        return time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        accesses = sum(b["accesses"] - a["accesses"] for a, b in zip(disk0, _disks(cfg))
+                       if a is not None and b is not None)
+        return took, accesses
 
 
 def _measure(cfg, reps: int, ops: int, max_iods: int, micro: bool,
-             progress: Callable[[str], None] | None) -> dict[str, Any]:
+             progress: Callable[[str], None] | None, tables: bool = True,
+             micro_repeat: int = 1, micro_o: tuple[int, ...] = MICRO_O) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    out["read_ms"], out["write_ms"] = trio.run(_tables, cfg, max_iods, reps, progress)
+    if tables:
+        out["read_ms"], out["write_ms"] = trio.run(_tables, cfg, max_iods, reps, progress)
     if micro:
         rows = []
+        setups = ["none", "local", "global", "both"]
         for nodes, iods in ((1, 1), (2, 3)):
-            for o in (10, 600, 25000):
-                row = {"nodes": nodes, "iods": iods, "s": 2, "o": o, "ops": ops}
-                for setup in ("none", "local", "global", "both"):
-                    row[setup] = trio.run(_micro, cfg, nodes, iods, 2, o, ops, setup)
+            for o in micro_o:
+                row: dict[str, Any] = {"nodes": nodes, "iods": iods, "s": 2, "o": o,
+                                       "ops": ops}
+                runs: dict[str, list[tuple[float, int]]] = {k: [] for k in setups}
+                for rep in range(micro_repeat):  # interleaved, each round one setup later
+                    k = rep % len(setups)
+                    for setup in setups[k:] + setups[:k]:
+                        runs[setup].append(trio.run(_micro, cfg, nodes, iods, 2, o, ops,
+                                                    setup))
+                for setup in setups:  # the median; every run kept
+                    row[setup] = statistics.median(t for t, _ in runs[setup])
+                    row[f"{setup}_runs"] = [t for t, _ in runs[setup]]
+                    row[f"{setup}_disk_accesses"] = [n for _, n in runs[setup]]
                 rows.append(row)
                 if progress:
                     progress(f"micro {nodes} node(s) {iods} iod(s) o={o}: " + "  ".join(
@@ -187,8 +230,8 @@ def _measure(cfg, reps: int, ops: int, max_iods: int, micro: bool,
 
 
 @contextlib.contextmanager
-def _shaped_cluster(iods: int, rate: str):
-    with shaped_gcache_cluster(iods, rate, capacity=GLOBAL) as got:
+def _shaped_cluster(iods: int, rate: str, storage: dict[str, Any] | None = None):
+    with shaped_gcache_cluster(iods, rate, capacity=GLOBAL, storage=storage) as got:
         yield got
 
 
@@ -234,23 +277,32 @@ def shaped_gcache_cluster(iods: int, rate: str, *, capacity: int,
 
 
 def run_latency(*, quick: bool = False, reps: int | None = None, max_iods: int = 4,
-                micro: bool = True, shaped: str | None = None,
+                micro: bool = True, tables: bool = True, micro_repeat: int = 1,
+                micro_o: tuple[int, ...] = MICRO_O, ops: int | None = None,
+                shaped: str | None = None, storage: str = "posix",
+                iod_cache: int | None = None,
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Measure everything; ``shaped`` (e.g. ``"100mbit"``) runs it over the netns harness
-    with that link rate instead of loopback."""
+    with that link rate instead of loopback; ``storage`` ``emulated:PRESET`` gives the I/O
+    daemons emulated disks (``iod_cache`` bytes of page cache each, default the preset's)."""
     import json
     import sys
 
+    from pvfs.traces.cachestudy import storage_table
+
     reps = reps or (7 if quick else 21)
-    ops = 600 if quick else 2000
+    ops = ops or (600 if quick else 2000)
     started = time.time()
+    disks = None if storage == "posix" else storage_table(storage, iod_cache)
     out: dict[str, Any] = {"sizes": SIZES, "stripe": SSIZE, "local_bytes": LOCAL,
-                           "global_bytes": GLOBAL, "reps": reps,
+                           "global_bytes": GLOBAL, "reps": reps, "storage": storage,
+                           "iod_cache": iod_cache, "micro_repeat": micro_repeat,
                            "links": f"netns, {shaped} per host" if shaped else "loopback"}
     if shaped:
-        with _shaped_cluster(max(max_iods, 3), shaped) as (net, cfg):
+        with _shaped_cluster(max(max_iods, 3), shaped, disks) as (net, cfg):
             argv = [sys.executable, "-m", "pvfs.cli.bench_latency", cfg.path, str(reps),
-                    str(ops), str(max_iods), "1" if micro else "0"]
+                    str(ops), str(max_iods), "1" if micro else "0", "1" if tables else "0",
+                    str(micro_repeat), ",".join(map(str, micro_o))]
             done = net.run("c0", argv, capture_output=True, text=True)
             if done.returncode != 0:
                 raise RuntimeError(f"the client host failed: {done.stderr[-2000:]}")
@@ -258,8 +310,9 @@ def run_latency(*, quick: bool = False, reps: int | None = None, max_iods: int =
             out.update({k: _int_keys(v) if k in ("read_ms", "write_ms") else v
                         for k, v in inner.items()})
     else:
-        with _cluster(max(max_iods, 3)) as cfg:
-            out.update(_measure(cfg, reps, ops, max_iods, micro, progress))
+        with _cluster(max(max_iods, 3), disks) as cfg:
+            out.update(_measure(cfg, reps, ops, max_iods, micro, progress, tables,
+                                micro_repeat, tuple(micro_o)))
     out["machine"] = {"host": platform.node(), "cpus": os.cpu_count(), "load": os.getloadavg(),
                       "python": platform.python_version()}
     out["elapsed_s"] = time.time() - started
@@ -276,24 +329,26 @@ def render(d: dict[str, Any]) -> str:
 
     heads = ["iods", "case"] + [f"{s >> 10}K" for s in d["sizes"]]
     rows = []
-    for row in d["read_ms"]:
+    text = ""
+    for row in d.get("read_ms", []):
         for case in ("pvfs", "local_hit", "local_miss", "global_hit", "global_miss",
                      "required_hr"):
             rows.append([row["iods"], case] + [f"{row[s][case]:.3f}" if case != "required_hr"
                                                else f"{row[s][case]:.2f}" for s in d["sizes"]])
-    text = "table 1: read time (ms) and required global hit rate\n" + table(
-        rows, heads, right=list(range(2, 2 + len(d["sizes"]))))
-    rows = []
-    for row in d["write_ms"]:
-        for case in ("pvfs", "caching"):
-            rows.append([row["iods"], case] + [f"{row[s][case]:.3f}" for s in d["sizes"]])
-    text += "\n\ntable 2: write time (ms)\n" + table(rows, heads,
-                                                       right=list(range(2, 2 + len(d["sizes"]))))
+    if rows:
+        text = "table 1: read time (ms) and required global hit rate\n" + table(
+            rows, heads, right=list(range(2, 2 + len(d["sizes"]))))
+        rows = []
+        for row in d["write_ms"]:
+            for case in ("pvfs", "caching"):
+                rows.append([row["iods"], case] + [f"{row[s][case]:.3f}" for s in d["sizes"]])
+        text += "\n\ntable 2: write time (ms)\n" + table(
+            rows, heads, right=list(range(2, 2 + len(d["sizes"])))) + "\n\n"
     if d.get("micro"):
         rows = [[r["nodes"], r["iods"], r["o"]] + [f"{r[k]:.3f}" for k in
                                                   ("none", "local", "global", "both")]
                 for r in d["micro"]]
-        text += "\n\nfigs. 3-4: micro-benchmark, s = 2 (seconds)\n" + table(
+        text += "figs. 3-4: micro-benchmark, s = 2 (seconds)\n" + table(
             rows, ["nodes", "iods", "o", "none", "local", "global", "both"],
             right=[0, 1, 2, 3, 4, 5, 6])
     return text
@@ -324,7 +379,39 @@ def plot_required_hr(d: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
-if __name__ == "__main__":  # the client side of a shaped run: python -m ... CONFIG REPS OPS K MICRO
+def plot_micro(d: dict[str, Any], path: str) -> None:
+    """Figs. 3-4: the micro-benchmark's seconds per setup, one group per (nodes, iods, o)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    setups = ("none", "local", "global", "both")
+    rows = d["micro"]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(setups)
+    for j, setup in enumerate(setups):
+        xs = [i + (j - 1.5) * width for i in range(len(rows))]
+        ax.bar(xs, [r[setup] for r in rows], width, label=setup)
+        for x, r in zip(xs, rows):  # every run, so the spread shows
+            ax.plot([x] * len(r.get(f"{setup}_runs", [])), r.get(f"{setup}_runs", []),
+                    "k.", ms=2)
+    ax.set_xticks(range(len(rows)),
+                  [f"{r['nodes']}n/{r['iods']}iod\no={r['o']}" for r in rows])
+    ax.set_ylabel(f"seconds for {rows[0]['ops']} operations")
+    ax.set_title(f"figs. 3-4: micro-benchmark, s = 2 ({d.get('storage', 'posix')})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot(d: dict[str, Any], path: str) -> None:
+    """Fig. 2 when the tables ran, else figs. 3-4."""
+    (plot_required_hr if d.get("read_ms") else plot_micro)(d, path)
+
+
+if __name__ == "__main__":  # a shaped run's client: ... CONFIG REPS OPS K MICRO TABLES N O,O
     import json
     import sys
 
@@ -332,4 +419,5 @@ if __name__ == "__main__":  # the client side of a shaped run: python -m ... CON
 
     _cfg = _load(sys.argv[1])
     print(json.dumps(_measure(_cfg, int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
-                              sys.argv[5] == "1", None)))
+                              sys.argv[5] == "1", None, sys.argv[6] == "1",
+                              int(sys.argv[7]), tuple(map(int, sys.argv[8].split(","))))))

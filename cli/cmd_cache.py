@@ -78,11 +78,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         lat.add_argument("--reps", type=int, default=None, help="reads per cell")
         lat.add_argument("--max-iods", type=int, default=4)
         lat.add_argument("--no-micro", action="store_true", help="skip figs. 3-4")
+        lat.add_argument("--no-tables", action="store_true",
+                         help="skip tables 1-2 (and fig. 2): the micro-benchmark only")
+        lat.add_argument("--micro-repeat", type=int, default=1, metavar="N",
+                         help="runs of each micro-benchmark cell, interleaved across the "
+                              "four setups; the median is shown, every run recorded")
+        lat.add_argument("--micro-o", default="10,600,25000", metavar="O,O,...",
+                         help="the micro-benchmark's largest offsets in blocks (the paper's "
+                              "10, 600, 25000)")
+        lat.add_argument("--ops", type=int, default=None, metavar="N",
+                         help="operations per micro-benchmark run (600 with --quick, else "
+                              "2000)")
+        lat.add_argument("--storage", default="posix", metavar="STORAGE",
+                         help="I/O daemons' storage: posix (default: their page cache holds "
+                              "the files) | emulated:PRESET (e.g. emulated:ide-2000: a "
+                              "disk of the paper's era, so a global hit saves a disk access)")
+        lat.add_argument("--iod-cache", type=size_arg, default=None, metavar="BYTES",
+                         help="page cache of each emulated disk (default: the preset's)")
         lat.add_argument("--shaped", metavar="RATE",
                          help="run over the netns multi-host harness with RATE links "
                          "(e.g. 100mbit; root) instead of loopback")
         lat.add_argument("-o", "--output", metavar="JSON", help="also write the result here")
-        lat.add_argument("--plot", metavar="PNG", help="draw fig. 2 (required hit rate)")
+        lat.add_argument("--plot", metavar="PNG",
+                         help="draw fig. 2 (required hit rate); with --no-tables figs. 3-4")
 
     g = add_command(sub, "gcache", help="global cache daemons: counters and admission policy",
                     func=None, example=f"""\
@@ -199,17 +217,30 @@ def _render_study(d: dict) -> str:
 def cmd_bench_latency(args: argparse.Namespace) -> int:
     from pvfs.cli.bench_latency import render, run_latency
 
+    if args.no_micro and args.no_tables:
+        raise CliError("bench latency", "--no-micro and --no-tables leave nothing to run",
+                       status=2)
+    try:
+        micro_o = tuple(int(x) for x in args.micro_o.split(",") if x)
+    except ValueError:
+        micro_o = ()
+    if args.micro_repeat < 1 or not micro_o or min(micro_o) < 0 or (args.ops or 1) < 1:
+        raise CliError("bench latency", "--micro-repeat and --ops must be at least 1, "
+                       "--micro-o a list of block offsets (e.g. 10,600,25000)", status=2)
     out = run_latency(quick=args.quick, reps=args.reps, max_iods=args.max_iods,
-                      micro=not args.no_micro, shaped=args.shaped,
+                      micro=not args.no_micro, tables=not args.no_tables,
+                      micro_repeat=args.micro_repeat, micro_o=micro_o, ops=args.ops,
+                      shaped=args.shaped,
+                      storage=args.storage, iod_cache=args.iod_cache,
                       progress=None if args.json else (lambda s: print(s, file=sys.stderr,
                                                                        flush=True)))
     return finish_run(args, out, render, _latency_plot)
 
 
 def _latency_plot():
-    from pvfs.cli.bench_latency import plot_required_hr
+    from pvfs.cli.bench_latency import plot
 
-    return plot_required_hr
+    return plot
 
 
 # ---------------------------------------------------------------------- gcache
