@@ -79,7 +79,8 @@ class ReactiveSelector:
         self.nfile: dict[int, tuple[int, float]] = {}
         self._last_nfile = 0      # the latest N_file answer, for files not asked about yet
         self._asking: set[int] = set()
-        self.last: dict = {}
+        # The latest decision, as ``last`` shows it (built when asked: status, tests).
+        self._last: tuple | None = None
         self.context: dict[int, tuple[int, dict | None]] = {}   # ino -> (pcount, last hint)
         self.seen: dict[int, deque[Seen]] = {}                  # ino -> requests, newest last
         self.ops: dict[int, Operation] = {}                     # ino -> operation in progress
@@ -120,11 +121,19 @@ class ReactiveSelector:
                 record: JobRecord | None = None) -> None:
         """A new read request arrived; its job is submitted and in the statistics as
         ``record`` (None: the newest record of the file there). Measure what of it is cached,
-        remember it, then decide for its file."""
+        remember it, then decide for its file.
+
+        This runs on every read request, decided or not, on the trio thread that serves all
+        of them, and what it costs is outside ``deciding_s``: in random16 64 KiB cached
+        (cached 4 KiB blocks) ~8 µs per request, beside ~60 µs per decision (about one in
+        eight requests there) and ~93 µs for everything else the trio thread does for a
+        request (the fourteenth session's profile, docs/scheduling.md). Hence one lookup of
+        the file's statistics, a one-piece request's residency asked directly
+        (``_resident``) and the context stored only when it changed."""
         if not self.active:
             return
+        fs = self.server.stats.files.get(ino)
         if record is None:
-            fs = self.server.stats.files.get(ino)
             if fs is None or not fs.jobs:
                 return
             record = next(reversed(fs.jobs.values()))
@@ -138,8 +147,9 @@ class ReactiveSelector:
         now = time.monotonic()
         seen.append(Seen(record, now, self._resident(ino, pieces)))
         op = self.ops.get(ino)
-        began = op is None or self._begins_operation(ino, now)
-        changed = self.context.get(ino) != (pcount, hint)   # a hint set or cleared: a new operation
+        began = op is None or self._begins_operation(fs, now)
+        context = (pcount, hint)
+        changed = self.context.get(ino) != context   # a hint set or cleared: a new operation
         if began:
             op = self.ops[ino] = Operation(now, kind=op.kind if op is not None else None)
             if len(self.ops) > 4096:
@@ -148,21 +158,24 @@ class ReactiveSelector:
             op.spacing = 1
             op.own, op.doubt = False, None       # its class from its own evidence, at once
         op.arrivals += 1
-        if record.logical > 0 and record.nbytes > 0:
+        logical, nbytes = record.logical, record.nbytes
+        if logical > 0 and nbytes > 0:
             # daemons this request spans, averaged over the recent ones (weight 1/16)
-            one = record.logical / record.nbytes
+            one = logical / nbytes
             old = self.span.get(ino)
             self.span[ino] = one if old is None else old + (one - old) / 16
-        self.context[ino] = (pcount, hint)
-        if len(self.context) > 4096:
-            self.context.pop(next(iter(self.context)))
-        if changed or began or self._due(ino, now, op):
+        if changed:
+            self.context[ino] = context
+            if len(self.context) > 4096:
+                self.context.pop(next(iter(self.context)))
+        if changed or began or self._due(ino, now, op, pcount):
             if self._batching:
                 self._pending[ino] = None
             else:
                 self._decide(ino)
 
-    def _begins_operation(self, ino: int, now: float) -> bool:
+    @staticmethod
+    def _begins_operation(fs, now: float) -> bool:
         """Whether a request arriving now begins a new operation on its file: nothing else of
         the file is in service and the file has been idle at least ``IDLE_S`` -- far longer
         than the gap between one task's requests within an operation (a round trip), about
@@ -170,20 +183,25 @@ class ReactiveSelector:
         window's newest requests that left service were the previous operation's: a cached
         pass right after an uncached one of the same file began under the uncached pick, and
         with one request per task it stayed there until it ended (strided 64 KiB cached:
-        rs 10 % behind the algorithm it picked most, in the 2026-11-26 study)."""
-        fs = self.server.stats.files.get(ino)
+        rs 10 % behind the algorithm it picked most, in the 2026-11-26 study). ``fs``: the
+        file's statistics (``WorkloadStats.files``), None if it has none."""
         return (fs is not None and len(fs.jobs) <= 1 and fs.idle_at > 0
                 and now - fs.idle_at >= IDLE_S)
 
-    def _due(self, ino: int, now: float, op: Operation) -> bool:
+    def _due(self, ino: int, now: float, op: Operation, pcount: int = 1) -> bool:
         """Whether this request's file is decided for again. Deciding (window, estimate,
         model) costs ~30 µs of Python, about a fifth of a cached 2 KiB request's work, and
         rs picked the same algorithm as the best fixed one while losing 15-35 % to it on such
-        requests (docs/scheduling.md). While the operation has had at most ``N_file``
-        requests each one refines its estimate; after that a change within it is seen one
-        spacing late at most (a new operation, or one announced by a changed hint, at
-        once). The spacing starts at ``decide_s`` and doubles, up to ``DECIDE_MAX_S``, with
-        each decision that kept the operation's pick (``_spaced``): with the machine's cores
+        requests (docs/scheduling.md). While the operation has had at most as many requests
+        as reach this daemon of ``N_file`` tasks' (``_reaching``: the window's size) each
+        one refines its estimate; after that the window is full and a change within the
+        operation is seen one spacing late at most (a new operation, or one announced by a
+        changed hint, at once). Until the fourteenth session (2026-11-26) each of the first
+        ``N_file`` was decided: with small requests on a file over two daemons, half of
+        those decisions came after the window was full (random16 64 KiB cached, where idle
+        gaps between cached blocks begin new operations often: ``_begins_operation``).
+        The spacing starts at ``decide_s`` and doubles, up to ``DECIDE_MAX_S``, with each
+        decision that kept the operation's pick (``_spaced``): with the machine's cores
         shared by the clients a decision took 170-350 µs of the event loop, and random
         64 KiB reads (14 tasks x 32 blocks) had 90-130 of them per run, 15-30 ms of a
         0.2 s run, for 2-4 switches (2026-11-26)."""
@@ -191,7 +209,9 @@ class ReactiveSelector:
         if last is None or now - last >= self.every(op):
             return True
         known = self.nfile.get(ino)
-        return known is not None and op.arrivals <= known[0]
+        # (n_here <= N_file: past N_file arrivals the window is full without asking)
+        return (known is not None and op.arrivals <= known[0]
+                and op.arrivals <= self._reaching(ino, known[0], pcount))
 
     def every(self, op: Operation) -> float:
         """The operation's spacing of decisions in seconds (``decide_s`` 0: every request)."""
@@ -263,19 +283,33 @@ class ReactiveSelector:
         n_file = self._nfile(ino)
         n_here = self._reaching(ino, n_file, pcount)
         win = self.window(ino, n_here)
-        cached = self._as_found(ino, self._cached_fraction(win))
+        # One pass over the window for the observed values of eq. 5.7-5.10 and the resident
+        # fraction of its requests (as measured when each arrived). The model's cache state
+        # describes ``S_req``, all of them (eq. 5.2), not the newest one alone: judged on the
+        # newest, a collective whose blocks are half prefetched by their neighbours'
+        # read-ahead flips between the columns of table 5.3 on every request.
+        got = total = s_o = d_o = 0
+        lo = hi = 0
+        for i, s in enumerate(win):
+            r = s.rec
+            if s.resident is not None:
+                got += s.resident
+                total += r.nbytes
+            s_o += r.nbytes
+            d_o += r.regions
+            if i == 0 or r.lo < lo:
+                lo = r.lo
+            if i == 0 or r.hi > hi:
+                hi = r.hi
+        cached = self._as_found(ino, got / total if total else None)
         if hint is not None:
             # The hint speaks of the whole operation; this daemon holds 1/pcount of it.
             share = {k: (v if k == "requests" else v / pcount) for k, v in hint.items()}
             w = rs.from_hint(share, cached)
         else:
-            recs = [s.rec for s in win]
-            s_o = sum(r.nbytes for r in recs)
-            d_o = sum(r.regions for r in recs)
-            r_o = (max(r.hi for r in recs) - min(r.lo for r in recs)) if recs else 0
             # Logical range -> this daemon's share of it (S_req_o counts local bytes).
-            w = rs.estimate(n_here, max(1, len(recs)), s_o, max(1, d_o),
-                            r_o // max(1, pcount), cached)
+            w = rs.estimate(n_here, max(1, len(win)), s_o, max(1, d_o),
+                            (hi - lo) // max(1, pcount), cached)
         op = self.ops.get(ino)
         kind = self._held(op, w, len(win), hint is not None)
         gather = self.server.engine.gather
@@ -285,9 +319,7 @@ class ReactiveSelector:
         self._spaced(op, pick)
         col = "cached" if rs.is_cached(self.params, w) else "uncached"
         self.decisions[f"{kind}/{col}->{pick}"] += 1
-        self.last = {"ino": ino, "pick": pick,
-                     "workload": w.__dict__ | {"kind": kind, "estimated_kind": w.kind()},
-                     "predictions": preds, "hint": hint is not None, "observed": len(win)}
+        self._last = (ino, pick, w, kind, preds, hint is not None, len(win))
         engine = self.server.engine
         if engine.algorithm != pick:
             engine.algorithm = pick
@@ -370,26 +402,19 @@ class ReactiveSelector:
             cached = min(cached, op.found_cached)
         return cached
 
-    @staticmethod
-    def _cached_fraction(win: list[Seen]) -> float | None:
-        """The resident fraction of the operation's requests (as measured when each
-        arrived). The model's cache state describes ``S_req``, all of them (eq. 5.2), not
-        the newest one alone: judged on the newest, a collective whose blocks are half
-        prefetched by their neighbours' read-ahead flips between the columns of table 5.3 on
-        every request."""
-        got = total = 0
-        for s in win:
-            if s.resident is not None:
-                got += s.resident
-                total += s.rec.nbytes
-        return got / total if total else None
-
     def _resident(self, ino: int, pieces) -> int | None:
         """Bytes of the request cached (None: the storage cannot tell). Only the first
-        MAX_PIECES ranges are asked; the rest count as cached like them."""
+        MAX_PIECES ranges are asked; the rest count as cached like them. A request of one
+        piece (a block, or a region within one stripe unit: most small requests) is asked
+        as it is, without the scaling below."""
+        cached = self.server.storage.cached
+        if len(pieces) == 1:
+            _, local, n = pieces[0]
+            c = cached(ino, local, n)
+            return c if c is None or n > 0 else 0
         total = got = 0
         for _, local, n in pieces[:MAX_PIECES]:
-            c = self.server.storage.cached(ino, local, n)
+            c = cached(ino, local, n)
             if c is None:
                 return None
             total += n
@@ -428,6 +453,17 @@ class ReactiveSelector:
                 self._decide(ino)
         finally:
             self._asking.discard(ino)
+
+    @property
+    def last(self) -> dict:
+        """The latest decision: file, pick, the workload estimated (with the class held and
+        the one estimated), the predictions, whether a hint gave it, requests observed."""
+        if self._last is None:
+            return {}
+        ino, pick, w, kind, preds, hinted, observed = self._last
+        return {"ino": ino, "pick": pick,
+                "workload": w.__dict__ | {"kind": kind, "estimated_kind": w.kind()},
+                "predictions": preds, "hint": hinted, "observed": observed}
 
     def status(self) -> dict:
         return {"active": self.active, "picks": dict(self.picks), "last": self.last,

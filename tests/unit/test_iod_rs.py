@@ -405,3 +405,25 @@ def test_a_clear_change_of_class_still_switches(monkeypatch):
     assert srv.engine.algorithm == "opt3" and sel.last["observed"] == 1
     assert read(4096) == 1                   # its first evidence: ideal, at once
     assert srv.engine.algorithm == "opt1" and sel.last["workload"]["kind"] == "ideal"
+
+
+def test_a_new_operation_of_small_blocks_is_decided_until_its_window_is_full(monkeypatch):
+    """14 tasks read 4 KiB blocks of a file over two daemons: each block lies in one stripe
+    unit, so about 7 of every 14 reach this daemon and the window holds 7 (``_reaching``).
+    A new operation's arrivals are each decided until the window is full, not until 14 of
+    them arrived: the later ones would see a window no fuller (random16 64 KiB cached,
+    where idle gaps begin new operations often: 7 of ~15 decisions per operation saved)."""
+    from pvfs.daemons.iod import stats as iod_stats
+
+    _, srv, sel = _clocked(monkeypatch, 1.0, 14, iod_stats)
+
+    def read(k: int) -> int:
+        before = sum(sel.decisions.values())
+        rec = JobRecord(5, "read", 4096, 1, k * 8192, k * 8192 + 4096, 4096)  # all of it here
+        srv.stats.begin(k, rec)
+        sel.on_read(5, [(0, k * 4096, 4096)], 2, None, rec)
+        return sum(sel.decisions.values()) - before
+
+    made = [read(k) for k in range(14)]       # a frozen clock: no spacing has passed
+    assert made == [1] * 7 + [0] * 7
+    assert sel.last["observed"] == 7 and sel.last["workload"]["N_req"] == 7
