@@ -110,6 +110,8 @@ class PageCache:
         self.hits = self.remote_hits = self.misses = self.direct = 0
         self.evictions = self.evict_pinned = 0
         self.remote_carried = 0  # remote pages read from bytes that came with the lock
+        #: one record per locked access when a list (tracing, see :meth:`_record`)
+        self.trace: list[dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ access
     def read(self, regions: list[tuple[int, int]]) -> bytearray:
@@ -146,9 +148,18 @@ class PageCache:
     def _locked_access(self, pieces: list[Piece], buf: memoryview, write: bool) -> None:
         """Two-phase locking: every page in increasing order, then the bytes, then unlock."""
         groups = by_page(pieces)
+        marks = [time.monotonic()] if self.trace is not None else None
+        if marks is not None:
+            before = (self.load_times.wait(), self.locks.retries)
         try:
             self._acquire(groups, write)
+            if marks is not None:
+                marks.append(time.monotonic())
+                loads = {page for page, _ in groups if page in self.held
+                         and self.held[page].meta.owner < 0}
             self._install(groups, write)
+            if marks is not None:
+                marks.append(time.monotonic())
             if self.around:
                 began = time.monotonic()
                 self._read_around([p for page, mine in groups if page in self.around
@@ -172,13 +183,32 @@ class PageCache:
                         (meta.slot, [(p.off, buf[p.buf:p.buf + p.length]) for p in mine]))
                 else:
                     self._move(page, mine, buf, write)
+            if marks is not None:
+                marks.append(time.monotonic())
             if remote:
                 self.data.transfer(write, remote)
+            if marks is not None:
+                marks.append(time.monotonic())
+                self._record(marks, groups, loads, remote, *before)
         finally:
             self.around.clear()
             held = sorted(self.held.items(), reverse=True)
             self.held.clear()
             self.locks.unlock_set([(page, h.excl, h.new) for page, h in held])
+            if marks is not None and self.trace:
+                self.trace[-1]["t"].append(time.monotonic())
+
+    def _record(self, marks: list[float], groups: list[tuple[int, list[Piece]]],
+                loads: set[int], remote: dict[int, Any], wait: float, retries: int) -> None:
+        """One access of the trace: ``t`` = start, locks held, pages loaded, read around
+        done, remote bytes moved, unlocked; the pages, those this rank loaded (``load``),
+        read around (``around``), the owners of remote ones, the wait for a load the access
+        had and the lock retries it took."""
+        assert self.trace is not None
+        self.trace.append({"t": marks, "pages": [page for page, _ in groups],
+                           "load": sorted(loads), "around": sorted(self.around),
+                           "remote": sorted(remote), "wait": wait,
+                           "retries": self.locks.retries - retries})
 
     def _acquire(self, groups: list[tuple[int, list[Piece]]], write: bool) -> None:
         """Lock the pages of ``groups`` (increasing) in the two-phase order: exclusive for a

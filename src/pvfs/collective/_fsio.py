@@ -9,6 +9,7 @@ measured with one ruler; a list-I/O call counts as one write of several regions.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 
@@ -21,6 +22,8 @@ class CountingFile:
         self.regions = 0  # contiguous regions written (a list call writes several)
         self.bytes_written = self.bytes_read = 0
         self._lock = threading.Lock()
+        #: ``(start, end, offset, length, "r"|"w")`` of every call when a list (tracing)
+        self.trace: list[tuple[float, float, int, int, str]] | None = None
 
     def pwrite(self, data: memoryview | bytes, offset: int) -> None:
         n = len(data)
@@ -30,7 +33,10 @@ class CountingFile:
             self.writes += 1
             self.regions += 1
             self.bytes_written += n
+        began = time.monotonic()
         self.file.pwrite(data, offset)
+        if self.trace is not None:
+            self.trace.append((began, time.monotonic(), offset, n, "w"))
 
     def write_list(self, regions: list[tuple[int, int]], data: memoryview | bytes) -> None:
         """One list-I/O call (one request per I/O daemon it touches) for many regions."""
@@ -46,7 +52,12 @@ class CountingFile:
         with self._lock:
             self.reads += 1
             self.bytes_read += len(buf)
-        return self.file.preadinto(buf, offset)
+        if self.trace is None:
+            return self.file.preadinto(buf, offset)
+        began = time.monotonic()
+        got = self.file.preadinto(buf, offset)
+        self.trace.append((began, time.monotonic(), offset, len(buf), "r"))
+        return got
 
     def pread(self, length: int, offset: int) -> bytes:
         buf = bytearray(length)

@@ -19,6 +19,12 @@ caches are emptied (page cache and emulated disk) before the timed part; on emul
 the result carries the disks' work during it (``disk``: accesses, modelled busy seconds,
 bytes missed and hit, summed over the daemons).
 
+With ``PVFS_COLLECTIVE_TRACE=DIR`` in the environment each rank of a window job writes its
+timeline to ``DIR/<method>[-k<servers>]-n<ranks>-r<rank>.json``: every chunk read (start, end,
+chunk), every pvfs call of the file (start, end, offset, length) and every locked access of
+the cache (its phases, see ``PageCache._record``); rank 0 adds the disks' counters per I/O
+daemon before and after the timed part.
+
 Rank 0 prints one JSON line: the method's wall time from the first open to the last close
 (max over ranks), MiB/s, file-system writes/reads summed over ranks (one contiguous native
 call each), the I/O daemons' write requests, and the cache's lock counters.
@@ -27,6 +33,7 @@ call each), the I/O daemons' write requests, and the cache's lock counters.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -58,6 +65,11 @@ def _disk(fs: Any) -> dict[str, float] | None:
     return {k: sum(d[k] for d in infos if d) for k in DISK_KEYS}
 
 
+def _disk_each(fs: Any) -> list[dict[str, float] | None]:
+    """The emulated disks' counters of each I/O daemon (tracing)."""
+    return [fs.iod_call(i, "sched_get").get("disk") for i in range(fs.config.niods)]
+
+
 def drop_caches(fs: Any) -> None:
     """Cold start: every I/O daemon writes back and evicts its stripe files' page cache
     (``drop_cache``, as ``pvfs-admin cache drop``) and empties its emulated disk's cache
@@ -84,6 +96,8 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
         if opts.get("cold"):
             drop_caches(fs)
     disk_before = _disk(fs) if comm.Get_rank() == 0 else None
+    trace_dir = os.environ.get("PVFS_COLLECTIVE_TRACE")
+    each_before = _disk_each(fs) if trace_dir and comm.Get_rank() == 0 else None
     comm.Barrier()
     iod_before = _iod_writes(fs) if comm.Get_rank() == 0 else 0
     barrier(comm)
@@ -94,13 +108,26 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
         f = pc.open(comm, fs, path, "r", method="caching", coordination=method,
                     page_size=opts["page"], cache_bytes=opts["cache"], lock_servers=servers)
     counters: dict[str, int] = {}
+    reads: list[tuple[float, float, int]] | None = None
+    if trace_dir and not f.is_lock_server:
+        reads = []
+        f.io.trace = []
+        if f.cache is not None:
+            f.cache.trace = []
     if not f.is_lock_server:
         r, n = f.comm.Get_rank(), f.comm.Get_size()
         for w in range(loops):
             for j in range(n):
                 c = w * n + (r + j) % n
-                f.read_at(c * chunk, chunk)
+                if reads is None:
+                    f.read_at(c * chunk, chunk)
+                else:
+                    began = time.monotonic()
+                    f.read_at(c * chunk, chunk)
+                    reads.append((began, time.monotonic(), c))
         counters = f.counters()
+        if reads is not None:
+            _dump_trace(trace_dir, opts, clients, comm.Get_rank(), t0, reads, f)
         f.close()
         counters.update({k: v for k, v in f.counters().items() if k not in counters})
     else:
@@ -112,6 +139,11 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     totals = comm.gather(counters, root=0)
     if comm.Get_rank() != 0:
         return None
+    if each_before is not None:
+        with open(os.path.join(trace_dir, f"{_trace_name(opts, clients)}-disks.json"),
+                  "w") as out:
+            json.dump({"before": each_before, "after": _disk_each(fs), "elapsed": elapsed},
+                      out)
     total = _sum(totals)
     nbytes = loops * clients * clients * chunk
     disk = None
@@ -132,6 +164,22 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
             "around_read_us": max((t.get("around_read_us", 0) for t in totals if t), default=0),
             "lock_server_queued": total.get("lock_server_queued", 0),
             "iod_write_requests": _iod_writes(fs) - iod_before}
+
+
+def _trace_name(opts: dict[str, Any], clients: int) -> str:
+    k = f"-k{opts.get('lock_servers', 0)}" if opts["method"] == "servers" else ""
+    return f"{opts['method']}{k}-n{clients}"
+
+
+def _dump_trace(where: str, opts: dict[str, Any], clients: int, rank: int, t0: float,
+                reads: list[tuple[float, float, int]], f: Any) -> None:
+    """This rank's timeline (see the module's docstring); times in ``time.monotonic``."""
+    cache = getattr(f, "cache", None)
+    with open(os.path.join(where, f"{_trace_name(opts, clients)}-r{rank}.json"), "w") as out:
+        json.dump({"rank": rank, "method": opts["method"], "ranks": clients,
+                   "open_perf": t0, "now_mono": time.monotonic(), "now_perf": time.perf_counter(),
+                   "reads": reads, "fs": f.io.trace,
+                   "cache": cache.trace if cache is not None else None}, out)
 
 
 def _max() -> Any:
