@@ -617,3 +617,76 @@ def test_page_cache_caps_its_wait_at_its_own_read_arounds():
     assert cache.read_around == 1
     cache.read([(384, 64)])
     assert locks.arounds[-1] < 0.02  # capped at ~2 read-arounds, far below 2 loads
+
+
+def test_lock_manager_one_wait_for_all_the_pages_of_a_batch_being_loaded():
+    # A 64 KiB chunk is two 32 KiB pages loaded by one read: a reader that waited its 50 ms
+    # for the first reads both around then, not after a second 50 ms for the second.
+    now = [0.0]
+    m = LockManager(grace=3e-4, clock=lambda: now[0])
+    for page in (4, 5):
+        assert m.request(page, 7, True)[0] == "granted"  # rank 7 loads the chunk
+    assert m.request_batch(0, [(4, READ), (5, READ)], around=0.05) is None
+    assert m.next_deadline() == pytest.approx(0.05)
+    now[0] = 0.05
+    assert m.expire() == [(0, [None, None])]
+    assert m.next_deadline() is None and m.load_timeouts == 1
+    # A page granted within the wait leaves only the rest of it for the next one.
+    assert m.request_batch(1, [(4, READ), (5, READ)], around=0.05) is None
+    now[0] = 0.08
+    cached = Meta(7, 1, False)
+    assert m.release(4, 7, cached) == []  # page 4 granted; page 5 still being loaded
+    assert m.next_deadline() == pytest.approx(0.10)
+
+
+def test_rma_lock_set_waits_once_for_a_set_of_pages_being_loaded(monkeypatch):
+    import pvfs.collective._rma as rma
+
+    now = [0.0]
+    monkeypatch.setattr(rma, "_now", lambda: now[0])
+    asked: list[object] = []
+
+    def lock_read(page, around):
+        asked.append(around)
+        if around:
+            now[0] += around  # the page is being loaded: wait all of it, then read around
+        return None, False
+
+    locks = object.__new__(rma.RmaLocks)
+    locks.lock_read = lock_read  # type: ignore[method-assign]
+    assert locks.lock_set([4, 5, 6], False, 0.05) == [(None, False)] * 3
+    assert asked == [pytest.approx(0.05), 0.0, 0.0]  # one budget, not one per page
+    asked.clear()
+    locks.lock_set([4, 5], False, True)  # True: the default wait per set
+    assert asked[0] == pytest.approx(rma.AROUND_AFTER) and asked[1] == 0.0
+    asked.clear()
+    locks.lock_set([4, 5], False, False)
+    assert asked == [False, False]  # never reading around: unchanged
+
+
+def test_msg_locks_queued_batches_share_one_wait_for_loads(monkeypatch):
+    import pvfs.collective._service as svc
+
+    net = _Net(2)
+    loader = net.locks(1)
+    assert loader.lock_set([2, 3], write=True, around=False) == [(UNCACHED, True)] * 2
+    now = [0.0]
+    monkeypatch.setattr(svc, "_now", lambda: now[0])
+    for s in net.services:
+        s.locks.clock = lambda: now[0]
+
+    def time_passes(to):
+        def step():
+            now[0] = to
+            for s in net.services:
+                s._expire()
+        return step
+
+    # rank 0 waits its 50 ms at page 2's home, reads page 2 around, then asks page 3's
+    # home with what is left of the wait: nothing, so page 3 is read around at once
+    # (a second 50 ms wait there, the old way, would end only at 0.10).
+    net.on_wait.extend([time_passes(0.05), time_passes(0.10)])
+    got = net.locks(0).lock_set([2, 3], write=False, around=0.05)
+    assert got == [(None, False), (None, False)]
+    assert net.services[0].locks.load_timeouts == 1
+    assert net.services[1].locks.load_timeouts == 0 and now[0] == 0.05

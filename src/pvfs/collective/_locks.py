@@ -146,6 +146,9 @@ class Batch:
     results: list[Meta | None] = field(default_factory=list)
     #: when waiting for a page being loaded: the time to read around it instead
     deadline: float | None = None
+    #: the end of the batch's wait for loads, set at its first: one budget for all its
+    #: pages (a chunk's pages being loaded together are read around after one wait)
+    until: float | None = None
 
     @property
     def done(self) -> bool:
@@ -239,19 +242,29 @@ class LockManager:
             if not entry.queue and self._free_for(entry, mode):
                 self._grant(entry, batch.src, mode)
                 batch.results.append(entry.meta)
-            elif (wait := around_wait(batch.around, self.grace)) is not None \
+            elif (wait := self._wait_left(batch)) is not None \
                     and entry.meta.owner < 0 and wait <= 0:
                 batch.results.append(None)  # locked, cached nowhere: read the file
             else:
                 if wait is not None and entry.meta.owner < 0:
                     # being loaded: wait for the copy, but not longer than the reader's wait
-                    batch.deadline = self.clock() + wait
+                    # (what is left of it: one wait for all the batch's pages)
+                    if batch.until is None:
+                        batch.until = self.clock() + wait
+                    batch.deadline = batch.until
                     self.timed.append((batch.deadline, page, batch))
                     self.load_waits += 1
                 entry.queue.append((batch.src, mode, batch))
                 self.queued += 1
                 return False
         return True
+
+    def _wait_left(self, batch: Batch) -> float | None:
+        """Seconds ``batch`` may still wait for a load (None: it never reads around)."""
+        wait = around_wait(batch.around, self.grace)
+        if wait is None or batch.until is None:
+            return wait
+        return batch.until - self.clock()
 
     def next_deadline(self) -> float | None:
         """The earliest time :meth:`expire` has something to do (None: nothing timed)."""

@@ -36,6 +36,7 @@ from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout
 
 _NEVER = 1 << 62
+_now = time.monotonic  # (the clock of a read's wait for loads; tests replace it)
 
 # The page word: readers in bits 0-19, the writer bit, then the metadata (flushed, slot,
 # owner + 1). Reader counts only ever reach the number of ranks (plus transient +1s).
@@ -99,6 +100,14 @@ class RmaSpace:
 def meta_words(comm: Any, max_pages: int) -> int:
     """Page words each rank holds for ``max_pages`` pages."""
     return -(-max_pages // comm.Get_size())
+
+
+def _left(around: bool | float, until: float | None) -> bool | float:
+    """What is left of a read's wait for loads at ``until`` (``around`` unchanged when it
+    never reads around); 0.0: read around at once."""
+    if until is None:
+        return around
+    return max(0.0, until - _now())
 
 
 class RmaLocks:
@@ -192,13 +201,15 @@ class RmaLocks:
         will cache it) — traded up in place when this rank is its only reader, else released
         and asked for again (still before any higher page, so the order stays increasing).
         ``(None, False)``: read around (see :meth:`lock`)."""
+        wait = around_wait(around, AROUND_AFTER)
+        until = None if wait is None else _now() + wait
         meta = self.lock(page, False, around)
         if meta is None or meta.owner >= 0:
             return meta, False
         up = self.upgrade(page)
         if up is None:
             self.unlock(page, False, None)
-            up = self.lock(page, True, around)
+            up = self.lock(page, True, _left(around, until))
         return up, True
 
     def upgrade(self, page: int) -> Meta | None:
@@ -216,13 +227,19 @@ class RmaLocks:
                  wants: Any = None) -> list[tuple[Meta | None, bool]]:
         """Every page in increasing order, one after the other (see :meth:`lock` and
         :meth:`lock_read`); per page ``(metadata, exclusive)``, ``(None, False)`` to read
-        around. (``wants`` is for message homes; page data here moves with ``Get``.)"""
+        around. (``wants`` is for message homes; page data here moves with ``Get``.)
+
+        The wait for loads is one budget for the whole set, not one per page: a chunk of
+        ``k`` pages that another rank is loading is read around after the wait, not ``k``
+        waits (the pages of one load finish together)."""
         out: list[tuple[Meta | None, bool]] = []
+        wait = None if write else around_wait(around, AROUND_AFTER)
+        until = None if wait is None else _now() + wait
         for page in pages:
             if write:
                 out.append((self.lock(page, True), True))
             else:
-                out.append(self.lock_read(page, around))
+                out.append(self.lock_read(page, _left(around, until)))
         return out
 
     def unlock_set(self, held: list[tuple[int, bool, Meta | None]]) -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,7 @@ from pvfs.collective._wait import (
 )
 
 REQ, REPLY = 11, 12
+_now = time.monotonic  # (the clock of a read's wait for loads; tests replace it)
 #: Seconds a home keeps polling with ``sched_yield`` after its last request before it sleeps
 #: (100 µs at most, 1 ms after 10 ms idle): requests come in bursts, and a sleeping home adds
 #: its sleep to every round trip.
@@ -477,12 +479,17 @@ class MsgLocks:
             self.retries += len(pages) - start
             self.lock_calls += len(pages) - start
         i = start
+        # The reader's wait for loads is one budget for the whole set: each queued batch
+        # carries what is left of it (a home starts a batch's clock at its first wait).
+        wait_end = _now() + around \
+            if isinstance(around, float) and not write else None
         while i < len(pages):
             j = i + 1
             while j < len(pages) and homes[j] == homes[i]:
                 j += 1
             asks_now = {}
-            results[i:j] = self._round({homes[i]: items[i:j]}, around, try_only=False,
+            left = around if wait_end is None else max(0.0, wait_end - _now())
+            results[i:j] = self._round({homes[i]: items[i:j]}, left, try_only=False,
                                        wants=wants, held=held)[homes[i]]
             i = j
         self.carried_pages += len(self.carried)
