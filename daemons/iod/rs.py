@@ -118,10 +118,11 @@ class ReactiveSelector:
                     log.exception("rs decision for inode %d", ino)
 
     def on_read(self, ino: int, pieces, pcount: int, hint: dict | None,
-                record: JobRecord | None = None) -> None:
+                record: JobRecord | None = None, resident: int | None | object = ...) -> None:
         """A new read request arrived; its job is submitted and in the statistics as
-        ``record`` (None: the newest record of the file there). Measure what of it is cached,
-        remember it, then decide for its file.
+        ``record`` (None: the newest record of the file there). Measure what of it is cached
+        (``resident``: measured already, ``resident(ino, pieces)`` before the job was
+        submitted), remember it, then decide for its file.
 
         This runs on every read request, decided or not, on the trio thread that serves all
         of them, and what it costs is outside ``deciding_s``: in random16 64 KiB cached
@@ -129,7 +130,7 @@ class ReactiveSelector:
         eight requests there) and ~93 µs for everything else the trio thread does for a
         request (the fourteenth session's profile, docs/scheduling.md). Hence one lookup of
         the file's statistics, a one-piece request's residency asked directly
-        (``_resident``) and the context stored only when it changed."""
+        (``resident``) and the context stored only when it changed."""
         if not self.active:
             return
         fs = self.server.stats.files.get(ino)
@@ -145,7 +146,9 @@ class ReactiveSelector:
                 del self.seen[gone]
                 self.span.pop(gone, None)
         now = time.monotonic()
-        seen.append(Seen(record, now, self._resident(ino, pieces)))
+        if resident is ...:
+            resident = self.resident(ino, pieces)
+        seen.append(Seen(record, now, resident))
         op = self.ops.get(ino)
         began = op is None or self._begins_operation(fs, now)
         context = (pcount, hint)
@@ -402,7 +405,7 @@ class ReactiveSelector:
             cached = min(cached, op.found_cached)
         return cached
 
-    def _resident(self, ino: int, pieces) -> int | None:
+    def resident(self, ino: int, pieces) -> int | None:
         """Bytes of the request cached (None: the storage cannot tell). Only the first
         MAX_PIECES ranges are asked; the rest count as cached like them. A request of one
         piece (a block, or a region within one stripe unit: most small requests) is asked

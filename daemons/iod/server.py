@@ -398,6 +398,12 @@ class IodServer(ControlRequests):
             kind = _native.ACC_ZERO if fd is None else _native.ACC_FILE
             for _, local, n in pieces:
                 acc.extend((kind, local, n))
+            # rs: what of the request is cached, asked before the engine can serve it. Its
+            # first step charges a miss to the (emulated) disk and makes the pages resident:
+            # asked after the submission, 156 of 1064 requests of uncached study cells
+            # looked more cached than they were (24 % of their bytes resident, not 15 %).
+            resident = (self.selector.resident(ino, pieces)
+                        if self.selector.active and nbytes and not again else None)
             job = _Job(cid, ino, "read", pinned=fd is not None,
                        retry=(f, bulk_len, pieces) if check else None)
             job_id = self._submit(cid, job, self.null_fd if fd is None else fd,
@@ -413,7 +419,7 @@ class IodServer(ControlRequests):
         if not again:
             self.selector.on_read(ino, pieces,
                                   f["stripe"].resolved(self.config.niods).pcount,
-                                  f.get("hint"), job.record)
+                                  f.get("hint"), job.record, resident)
 
     def _submit_write(self, cid: int, f: dict, bulk_len: int, pieces, fd: int,
                       check: bool, again: bool = False) -> None:

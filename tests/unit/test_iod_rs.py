@@ -1,9 +1,12 @@
 """The I/O daemon's reactive selector (daemons/iod/rs.py) without a network: estimation from
-the statistics in service, the resident fraction, a client's hint, the engine switch."""
+the statistics in service, the resident fraction, a client's hint, the engine switch; and,
+with an in-process daemon, when the resident fraction is measured."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
+
+import pytest
 
 from pvfs.daemons.iod.rs import ReactiveSelector
 from pvfs.daemons.iod.stats import JobRecord, WorkloadStats
@@ -427,3 +430,67 @@ def test_a_new_operation_of_small_blocks_is_decided_until_its_window_is_full(mon
     made = [read(k) for k in range(14)]       # a frozen clock: no spacing has passed
     assert made == [1] * 7 + [0] * 7
     assert sel.last["observed"] == 7 and sel.last["workload"]["N_req"] == 7
+
+
+class _ServedOnSubmit:
+    """The engine, but ``submit`` returns only once the job's first step has charged its
+    miss to the emulated disk (the pages resident), as a free second core often does before
+    the trio thread gets on (``wait_for(ino)``)."""
+
+    def __init__(self, engine, disk) -> None:
+        object.__setattr__(self, "_engine", engine)
+        object.__setattr__(self, "_disk", disk)
+        object.__setattr__(self, "wait_for", None)
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def __setattr__(self, name, value) -> None:
+        if name == "wait_for":
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._engine, name, value)
+
+    def submit(self, job_id, sock, fd, op, accesses, prefix, ino, *rest):
+        self._engine.submit(job_id, sock, fd, op, accesses, prefix, ino, *rest)
+        if ino == self.wait_for:
+            import time
+
+            deadline = time.monotonic() + 5.0
+            while not self._disk.cached(ino, 0, 4096) and time.monotonic() < deadline:
+                time.sleep(0.001)
+
+
+@pytest.mark.trio
+async def test_the_resident_fraction_is_measured_before_the_engine_serves_the_request(tmp_path):
+    """A read of a block not in the (emulated) cache: the engine's first step charges the
+    miss and makes the pages resident at once. Measured after the job was submitted, the
+    block often looked cached already when the engine's thread got there first; measured
+    before, it is uncached whatever the threads' order."""
+    import trio
+
+    from pvfs.cli.launch import make_config
+    from pvfs.daemons.iod.server import IodServer
+    from pvfs.daemons.iod.storage import open_storage
+    from pvfs.layout.describe import contiguous
+    from pvfs.layout.stripe import Stripe
+    from pvfs.protocol.rpc import Channel
+
+    storage = open_storage("emulated", str(tmp_path / "iod0"))
+    io = {"ino": 3, "stripe": Stripe(0, 1, 65536).to_wire(),
+          "desc": contiguous(0, 4096).to_wire()}
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            server = IodServer(make_config(str(tmp_path), iods=1), 0, storage)
+            host, port = (await nursery.start(server.serve))[:2]
+            ch = Channel(host, port, 5.0, 10.0, name="iod0")
+            await ch.call({"op": "write", **io}, bytes(4096))
+            server.storage.drop_cache()
+            server.selector.active = True
+            server.engine = _ServedOnSubmit(server.engine, storage.disk)
+            server.engine.wait_for = 3
+            await ch.call_bulk({"op": "read", **io})
+            assert storage.disk.cached(3, 0, 4096) == 4096     # the engine did serve it
+            assert [s.resident for s in server.selector.seen[3]] == [0]
+            ch.close()
+            nursery.cancel_scope.cancel()
