@@ -690,3 +690,41 @@ def test_msg_locks_queued_batches_share_one_wait_for_loads(monkeypatch):
     assert got == [(None, False), (None, False)]
     assert net.services[0].locks.load_timeouts == 1
     assert net.services[1].locks.load_timeouts == 0 and now[0] == 0.05
+
+
+def test_load_times_probe_waits_all_or_nothing_by_what_reading_around_costs():
+    t = LoadTimes(floor=3e-4, cap=0.5, factor=2.0, alpha=0.25, probe=True)
+    assert t.wait() == pytest.approx(3e-4)  # nothing measured: the floor
+    for _ in range(3):
+        t.add(0.030)  # the loader's disk reads: ~30 ms
+    assert t.wait() == 0.0  # never read around: read around the next load met, to learn
+    t.add_around(0.002)  # a 2 ms hit in the servers' disk cache: under half a load
+    assert t.wait() == pytest.approx(3e-4)  # waiting cannot pay: only the floor
+    for _ in range(40):
+        t.add_around(0.045)  # no server cache: a second disk read, queued
+    assert t.wait() == pytest.approx(0.060)  # over half a load: the load-based wait
+    posix = LoadTimes(floor=3e-4, probe=True)
+    for _ in range(10):
+        posix.add(0.001)
+        posix.add_around(0.0008)  # on posix a read around costs about a load
+    assert posix.wait() == pytest.approx(0.0016)  # 2 loads, capped at 2 read-arounds
+    fixed = LoadTimes(fixed=0.04, probe=True)
+    fixed.add(0.03)
+    assert fixed.wait() == 0.04  # PVFS_COLLECTIVE_AROUND_US still fixes it
+
+
+def test_page_cache_reads_around_the_first_load_it_meets_with_the_probe(monkeypatch):
+    # A rank that never read around does not know what it costs; by default it waits twice
+    # its own loads for every other rank's load (s14: ~70 ms on the emulated disk, where a
+    # read around was a 2 ms hit in the servers' cache). With the probe it reads around.
+    import pvfs.collective._locks as locks_mod
+    from pvfs.collective._cache import PageCache
+
+    monkeypatch.setattr(locks_mod, "_AROUND_US", None)
+    monkeypatch.setenv(locks_mod.PROBE_ENV, "1")
+    locks = _FakeLocks()
+    cache = PageCache(0, 2, _SlowFile(), locks, _FakeData(8, 64), 8, 64,  # type: ignore[arg-type]
+                      size_at_open=1 << 20, atomic=False)
+    cache.read([(0, 128)])  # loads pages 0-1 in one 20 ms read
+    cache.read([(256, 64)])
+    assert locks.arounds[1] == 0.0  # read around the next load met (a probe)

@@ -57,6 +57,10 @@ _AROUND_US = os.environ.get("PVFS_COLLECTIVE_AROUND_US")
 #: grows with its measured load times (:class:`LoadTimes`); ``PVFS_COLLECTIVE_AROUND_US``
 #: fixes it instead (at this value, for every coordination).
 AROUND_AFTER = float(_AROUND_US or "300") * 1e-6
+#: ``PVFS_COLLECTIVE_AROUND_PROBE=1``: the all-or-nothing wait of :class:`LoadTimes`
+#: (``probe``) instead of the capped one (s14: better at 8 ranks on a disk with a cache,
+#: worse at 2-4; off by default).
+PROBE_ENV = "PVFS_COLLECTIVE_AROUND_PROBE"
 #: The longest adaptive wait for a load (seconds).
 AROUND_MAX = 0.5
 
@@ -82,12 +86,28 @@ class LoadTimes:
     emulated ide-2000 with its cache, 0.94× → 0.73× of independent with the load-based
     wait alone); without a cache a read around costs a disk read too and the cap stays
     out of the way.
+
+    ``probe`` (opt-in, ``PVFS_COLLECTIVE_AROUND_PROBE=1``): wait for a load all the way
+    or not at all. A reader meets a load at a random point of it, so the rest of it is on average
+    half a load: when reading around costs less than half a load, waiting is the dearer
+    choice at any length, and the read waits only the floor. To know that cost a rank
+    must have read around once, so until it has, it reads around the first load it meets
+    at once (one extra file read per rank; a disk access without a server cache). s14:
+    without it the ranks that load from the disk never read around and wait ~70 ms for
+    each other's loads every window, which leaves the emulated disks idle between one
+    window's misses and the next (8 ranks on ide-2000 with its cache: rma 0.73x of
+    independent reads; with it 0.96x). Not the default: the sliding window's readers
+    meet a load near its end more often than at a random point (their own loads ran
+    beside it), and at 2-4 ranks the reads around it causes cost more than the waits
+    (rma 1.0x -> 0.85x at 4 ranks); see docs/collective.md, s14.
     """
 
     def __init__(self, floor: float = AROUND_AFTER, cap: float = AROUND_MAX,
                  factor: float = 2.0, alpha: float = 0.25,
-                 fixed: float | None = None, around_factor: float = 2.0) -> None:
+                 fixed: float | None = None, around_factor: float = 2.0,
+                 probe: bool = False) -> None:
         self.floor, self.cap, self.factor, self.alpha = floor, cap, factor, alpha
+        self.probe = probe
         self.fixed = fixed
         self.around_factor = around_factor
         self.mean: float | None = None
@@ -98,7 +118,8 @@ class LoadTimes:
 
     @classmethod
     def from_env(cls) -> LoadTimes:
-        return cls(fixed=None if _AROUND_US is None else AROUND_AFTER)
+        return cls(fixed=None if _AROUND_US is None else AROUND_AFTER,
+                   probe=os.environ.get(PROBE_ENV, "0") == "1")
 
     def add(self, seconds: float) -> None:
         """One load took ``seconds``."""
@@ -114,9 +135,18 @@ class LoadTimes:
 
     def wait(self) -> float:
         """Seconds to wait for a page being loaded before reading around it: the
-        load-based wait, capped at ``around_factor`` read-arounds once one was measured."""
+        load-based wait, capped at ``around_factor`` read-arounds once one was measured;
+        with ``probe``, 0 until a read around was measured, and the floor while reading
+        around costs under half a load."""
         if self.fixed is not None:
             return self.fixed
+        if self.probe:
+            if self.mean is None:
+                return self.floor
+            if self.around_mean is None:
+                return 0.0  # read around the first load met, to learn what that costs
+            if self.around_mean < self.mean / 2:
+                return self.floor  # reading around costs under half a load: do not wait
         wait = self.floor if self.mean is None else \
             min(self.cap, max(self.floor, self.factor * self.mean))
         if self.around_mean is not None:
