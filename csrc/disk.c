@@ -20,8 +20,10 @@
  *   - Transfer: bytes / rate (read or write rate).
  *   - Cache: an LRU of pages (PV_DISK_PAGE bytes) keyed by (inode, page), at most cache_bytes;
  *     a miss reads at least `readahead` bytes (Linux reads ahead likewise) into it, but only
- *     pages not cached yet: the read stops at the first cached page. Writes go through to
- *     the disk model and leave their pages cached.
+ *     pages not cached yet: the read stops at the first cached page. A page a miss brings in
+ *     is resident at once (no second read of it is started) but ready only when that miss is
+ *     done: a reader that finds it on its way waits for it, as Linux's readers wait on a
+ *     locked page. Writes go through to the disk model and leave their pages cached, ready.
  *   - Queueing: one head. An access starts when the previous one finished (free_at), so
  *     concurrent jobs wait for each other as they would for one spindle.
  *
@@ -138,8 +140,8 @@ static void hash_unlink(struct pv_disk *d, uint32_t i)
     *at = d->pages[i].hnext;
 }
 
-/* Make page (ino, pg) resident and most recently used. */
-static void cache_insert(struct pv_disk *d, uint64_t ino, uint64_t pg)
+/* Make page (ino, pg) resident and most recently used, its bytes there from ready_at on. */
+static void cache_insert(struct pv_disk *d, uint64_t ino, uint64_t pg, int64_t ready_at)
 {
     uint32_t i, *b;
 
@@ -147,6 +149,7 @@ static void cache_insert(struct pv_disk *d, uint64_t ino, uint64_t pg)
         return;
     i = cache_find(d, ino, pg);
     if (i != PV_DISK_NIL) {
+        d->pages[i].ready_at = ready_at;
         lru_unlink(d, i);
         lru_push(d, i);
         return;
@@ -161,35 +164,54 @@ static void cache_insert(struct pv_disk *d, uint64_t ino, uint64_t pg)
     }
     d->pages[i].ino = ino;
     d->pages[i].pg = pg;
+    d->pages[i].ready_at = ready_at;
     b = bucket_of(d, ino, pg);
     d->pages[i].hnext = *b;
     *b = i;
     lru_push(d, i);
 }
 
-int64_t pv_disk_resident(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len)
+int64_t pv_disk_resident(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, int64_t now,
+                         int64_t *ready_at, int64_t *ready_end)
 {
-    int64_t got = 0;
+    int64_t got = 0, until = 0;
 
     pthread_mutex_lock(&d->lock);
     while (got < len) {
         uint64_t pg = (uint64_t)(off + got) / PV_DISK_PAGE;
         uint32_t i = cache_find(d, ino, pg);
-        int64_t end;
         if (i == PV_DISK_NIL)
             break;
+        if (d->pages[i].ready_at > now) {
+            if (got > 0)
+                break;                  /* send what is there; the rest is waited for next */
+            /* Still on its way: the run of resident pages from here will all be there when
+             * the last of their reads is done. */
+            for (;;) {
+                if (d->pages[i].ready_at > until)
+                    until = d->pages[i].ready_at;
+                got = (int64_t)(pg + 1) * PV_DISK_PAGE - off;
+                if (got >= len)
+                    break;
+                pg++;
+                if ((i = cache_find(d, ino, pg)) == PV_DISK_NIL)
+                    break;
+            }
+            break;
+        }
         /* A hit is a use: it keeps the page young. */
         lru_unlink(d, i);
         lru_push(d, i);
-        end = (int64_t)(pg + 1) * PV_DISK_PAGE;
-        got = end - off;
+        got = (int64_t)(pg + 1) * PV_DISK_PAGE - off;
     }
     pthread_mutex_unlock(&d->lock);
     if (got > len)
         got = len;
     if (got > 0)
         atomic_fetch_add(&d->hit_bytes, got);
-    return got;
+    *ready_at = until;
+    *ready_end = off + got;
+    return until > 0 ? 0 : got;
 }
 
 int64_t pv_disk_cached(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len)
@@ -267,12 +289,19 @@ int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len
         while ((int64_t)(pg * PV_DISK_PAGE) < end && cache_find(d, ino, pg) != PV_DISK_NIL)
             pg++;
         if ((int64_t)(pg * PV_DISK_PAGE) >= end) {
+            /* All cached: no disk access, done when the last page still on its way is. */
+            int64_t ready = now;
+            for (pg = (uint64_t)off / PV_DISK_PAGE; (int64_t)(pg * PV_DISK_PAGE) < end; pg++) {
+                uint32_t i = cache_find(d, ino, pg);
+                if (d->pages[i].ready_at > ready)
+                    ready = d->pages[i].ready_at;
+            }
             pthread_mutex_unlock(&d->lock);
             if (done != NULL)
-                *done = now;
+                *done = ready;
             if (end_out != NULL)
                 *end_out = end;
-            return 0;                   /* all cached: no disk access at all */
+            return 0;
         }
         first = pg;
         while ((int64_t)(pg * PV_DISK_PAGE) < end && cache_find(d, ino, pg) == PV_DISK_NIL)
@@ -286,12 +315,13 @@ int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len
     to = pv_disk_addr(d, ino, off);
     cost = pv_disk_position_ns(d, d->head, to, write) + (int64_t)llround((double)len * 1e9 / rate);
     d->head = to + len;
-    for (uint64_t pg = (uint64_t)off / PV_DISK_PAGE; (int64_t)(pg * PV_DISK_PAGE) < off + len;
-         pg++)
-        cache_insert(d, ino, pg);
     /* One head: this access starts when the one before it has finished. */
     start = now > d->free_at ? now : d->free_at;
     d->free_at = start + cost;
+    /* A read's pages arrive when it is done; a write's bytes are in memory at once. */
+    for (uint64_t pg = (uint64_t)off / PV_DISK_PAGE; (int64_t)(pg * PV_DISK_PAGE) < off + len;
+         pg++)
+        cache_insert(d, ino, pg, write ? 0 : d->free_at);
     if (done != NULL)
         *done = d->free_at;
     if (end_out != NULL)

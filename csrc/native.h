@@ -209,6 +209,7 @@ struct pv_disk_params {
 
 struct pv_disk_page {
     uint64_t ino, pg;
+    int64_t ready_at;             /* CLOCK_MONOTONIC ns when the read bringing it in is done */
     uint32_t hnext, prev, next;   /* hash chain, LRU list (indices into pages) */
 };
 
@@ -226,15 +227,20 @@ struct pv_disk {
 
 int pv_disk_init(struct pv_disk *d, const struct pv_disk_params *p, struct pv_err *err);
 void pv_disk_fini(struct pv_disk *d);
-/* Bytes resident from off on, contiguously, up to len; a use (LRU) of those pages. */
-int64_t pv_disk_resident(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len);
-/* Bytes of [off, off+len) resident anywhere in the range; no side effects. */
+/* Bytes resident and read in by `now` from off on, contiguously, up to len; a use (LRU) of
+ * those pages. When none is but the page at off is on its way in (a miss still in flight),
+ * *ready_at is when the run of resident pages from off (up to len) will all be there and
+ * *ready_end where that run ends; otherwise *ready_at is 0. */
+int64_t pv_disk_resident(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, int64_t now,
+                         int64_t *ready_at, int64_t *ready_end);
+/* Bytes of [off, off+len) resident anywhere in the range, in flight or not; no side effects. */
 int64_t pv_disk_cached(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len);
 void pv_disk_drop(struct pv_disk *d);
 int64_t pv_disk_addr(const struct pv_disk *d, uint64_t ino, int64_t off);
 int64_t pv_disk_position_ns(const struct pv_disk *d, int64_t from, int64_t to, bool write);
 /* Charge a media access: returns its service time and sets *done to when it completes,
- * queued behind the accesses before it; its pages become resident. *end_out (may be NULL):
+ * queued behind the accesses before it (a read of pages already on their way in: when the
+ * last of them arrives); its pages become resident, a read's ready at *done. *end_out (may be NULL):
  * where the bytes this access read (or found cached) from off on stop. */
 int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, bool write,
                        int64_t now, int64_t *done, int64_t *end_out);

@@ -261,14 +261,24 @@ static int map_window(struct pv_engine *e, struct pv_job *j, int64_t o)
 static int64_t disk_limit(struct pv_engine *e, struct pv_job *j, int64_t o, int64_t rem)
 {
     struct pv_disk *d = e->disk;
-    int64_t n, lo, hi, len;
+    int64_t n, lo, hi, len, until, end, now = pv_now_ns();
     struct stat st;
 
     if (o >= j->grant_off && o < j->grant_end)
         return min64(rem, j->grant_end - o);
-    n = pv_disk_resident(d, j->inode, o, rem);
+    n = pv_disk_resident(d, j->inode, o, rem, now, &until, &end);
     if (n > 0)
         return n;
+    if (until > 0) {
+        /* Another job's miss is bringing these pages in: wait for it, then they are ours
+         * (the grant), as a reader of a page under read waits for it. Before, the pages
+         * counted as there the moment the miss was charged, and a second reader of a block
+         * got it at once while the first waited out the disk. */
+        j->disk_until = until;
+        j->grant_off = o;
+        j->grant_end = end;
+        return 0;
+    }
     if (fstat(j->file, &st) < 0)
         return -1;
     lo = o - o % PV_DISK_PAGE;
@@ -284,8 +294,7 @@ static int64_t disk_limit(struct pv_engine *e, struct pv_job *j, int64_t o, int6
     if (len > d->p.readahead && d->p.readahead > 0)
         len = (o - lo) + d->p.readahead + (PV_DISK_PAGE - d->p.readahead % PV_DISK_PAGE)
               % PV_DISK_PAGE;
-    (void)pv_disk_access(d, j->inode, lo, len, false, pv_now_ns(), &j->disk_until,
-                         &j->grant_end);
+    (void)pv_disk_access(d, j->inode, lo, len, false, now, &j->disk_until, &j->grant_end);
     j->grant_off = o;
     return 0;
 }

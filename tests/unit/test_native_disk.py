@@ -174,6 +174,50 @@ def test_a_read_fetches_only_the_pages_not_cached():
     assert math.isclose(t, pos + 4096 / 4.2e6, abs_tol=2e-9)          # one page, not two
 
 
+def test_a_read_of_pages_on_their_way_in_waits_for_them():
+    """A miss's pages are cached at once (no second read of them) but there only when the
+    miss is done: a read of them finds no disk work and is done when they arrive."""
+    d = disk()
+    t, done = d.access(1, 0, RA, now=1.0)
+    assert done == 1.0 + t
+    t2, done2 = d.access(1, 4096, 8192, now=1.0 + t / 2)
+    assert t2 == 0 and done2 == done                    # waits for the first read
+    assert d.info()["accesses"] == 1
+    assert d.access(1, 4096, 8192, now=done + 1.0) == (0.0, done + 1.0)   # there by then
+    d.access(1, RA, 4096, write=True, now=2.0)
+    assert d.access(1, RA, 4096, now=0.5)[1] == 0.5     # a write's bytes: there at once
+
+
+def test_engine_reader_of_a_block_under_read_waits_for_the_disk(tmp_path):
+    """Two jobs read the same uncached block at once: one miss is charged, and the second
+    job is not sent the block before the disk has read it (before, it was sent at once)."""
+    data = random.Random(3).randbytes(RA)
+    path = tmp_path / "stripe"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    # 0.25 s for the read-ahead window, nearly no positioning
+    d = preset("ide-2000", read_bps=RA / 0.25, seek_min=0.0, seek_max=1e-6, rotation=0.0).build()
+    eng = nat.Engine(disk=d)
+    pairs = [socket.socketpair() for _ in range(2)]
+    try:
+        for i, (a, _) in enumerate(pairs):
+            eng.submit(i + 1, a.fileno(), fd, READ, acc((FILE, 0, 64 << 10)), inode=5)
+        done = wait_done(eng, 2)
+        first = min(c[3] for c in done.values())
+        for jid in (1, 2):
+            assert done[jid][1:3] == (0, 64 << 10)
+            assert done[jid][5] - first >= 0.2e9, "served before the disk read the block"
+        for _, b in pairs:
+            assert recv_exact(b, 64 << 10) == data[:64 << 10]
+        assert d.info()["accesses"] == 1                    # one miss, not two
+    finally:
+        eng.close()
+        os.close(fd)
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
 @pytest.mark.parametrize("windows", [2, 0])
 def test_more_concurrent_misses_than_cache_windows_all_finish(tmp_path, windows):
     """Eight reads that miss at once on a cache of two read-ahead windows (or none): each job
