@@ -160,3 +160,35 @@ def test_store_views_are_slab_slices():
     s = st.insert((3, 0))
     st.block_view(s)[:3] = b"abc"
     assert bytes(st.slab[st.offset(s):st.offset(s) + 3]) == b"abc"
+
+
+def test_count_min_sketch_increment_returns_the_count_before():
+    s = CountMinSketch(width=1 << 16)  # wide: no collisions among 50 keys
+    for k in range(50):
+        for n in range(k % 7):
+            assert s.increment((k, 3)) == n
+    assert [s.estimate((k, 3)) for k in range(50)] == [k % 7 for k in range(50)]
+    s.halve()
+    assert [s.estimate((k, 3)) for k in range(50)] == [(k % 7) // 2 for k in range(50)]
+
+
+def test_count_min_sketch_rows_use_distinct_hash_bits():
+    # Keys colliding in one row must not collide in every row: the estimate stays exact for
+    # most keys although rows are narrow (before s15 the rows came from one hash too).
+    s = CountMinSketch(width=256, depth=4)
+    for k in range(64):
+        s.add((1, k))
+    exact = sum(s.estimate((1, k)) == 1 for k in range(64))
+    assert exact >= 60
+    with pytest.raises(ValueError):
+        CountMinSketch(width=1 << 20, depth=4)  # 80 bits of hash: more than one hash gives
+
+
+def test_sketch_access_hashes_its_segment_once(monkeypatch):
+    p = SketchAdmission(sample=1000)
+    calls = []
+    real = CountMinSketch._slots
+    monkeypatch.setattr(CountMinSketch, "_slots", lambda self, key: calls.append(key) or real(self, key))
+    for _ in range(3):
+        p.access(4, 2)
+    assert calls == [(4, 2)] * 3  # one hashing per access (until s15: two)

@@ -311,32 +311,49 @@ class AdaptiveBypass(RuntimeBypass):
 
 class CountMinSketch:
     """Approximate counts of keys in ``depth`` rows of ``width`` counters (never under-counts
-    until ``halve`` ages them)."""
+    until ``halve`` ages them).
+
+    The row indices of a key are bit fields of one mixed 64-bit hash (``depth`` fields of
+    log2(``width``) bits), computed once per call: the global cache asks the sketch on every
+    segment of every request, and until s15 each call hashed the key once per row and the
+    policy asked twice per access (estimate, then add), 9x the cost of the ``runtime``
+    counters (6.5 against 0.7 us per access and admission).
+    """
 
     def __init__(self, width: int = 4096, depth: int = 4) -> None:
         if width <= 0 or width & (width - 1):
             raise ValueError("width must be a power of two")
+        bits = width.bit_length() - 1
+        if depth <= 0 or depth * max(bits, 1) > 64:
+            raise ValueError("depth x log2(width) must be 1..64 bits")
         self.width, self.depth = width, depth
+        self._bits, self._mask = bits, width - 1
         self.rows = [array("I", bytes(4 * width)) for _ in range(depth)]
-        self._seeds = [0x9E3779B1 * (i + 1) & 0xFFFFFFFF for i in range(depth)]
 
     def _slots(self, key: Seg) -> list[int]:
-        h = hash(key) & 0xFFFFFFFFFFFFFFFF
-        mask = self.width - 1
-        return [((h ^ s) * 0x100000001B3 >> 17) & mask for s in self._seeds]
+        h = (hash(key) * 0x9E3779B97F4A7C15 & 0xFFFFFFFFFFFFFFFF) >> (64 - self.depth * self._bits)
+        bits, mask = self._bits, self._mask
+        return [h >> (r * bits) & mask for r in range(self.depth)]
 
     def add(self, key: Seg) -> None:
+        self.increment(key)
+
+    def increment(self, key: Seg) -> int:
+        """Count ``key`` once more; returns its estimate before this count."""
+        before = 0xFFFFFFFF
         for row, i in zip(self.rows, self._slots(key)):
-            if row[i] < 0xFFFFFFFF:
-                row[i] += 1
+            v = row[i]
+            before = min(before, v)
+            if v < 0xFFFFFFFF:
+                row[i] = v + 1
+        return before
 
     def estimate(self, key: Seg) -> int:
         return min(row[i] for row, i in zip(self.rows, self._slots(key)))
 
     def halve(self) -> None:
-        for row in self.rows:
-            for i in range(self.width):
-                row[i] >>= 1
+        for k, row in enumerate(self.rows):
+            self.rows[k] = array("I", [v >> 1 for v in row])
 
 
 class SketchAdmission(_Unaging):
@@ -363,9 +380,7 @@ class SketchAdmission(_Unaging):
         return self._aging.rounds
 
     def access(self, ino: int, seg: int) -> int:
-        key = (ino, seg)
-        before = self.sketch.estimate(key)
-        self.sketch.add(key)
+        before = self.sketch.increment((ino, seg))
         if self._aging.tick():
             self.sketch.halve()
         return before
