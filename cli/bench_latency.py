@@ -144,6 +144,17 @@ def _disks(cfg) -> list[dict[str, Any] | None]:
     return [request(ep, {"op": "sched_get"}, 30.0).get("disk") for ep in cfg.iods]
 
 
+def _gcache_dirty(cfg) -> int:
+    """Dirty blocks the global cache holds (every file)."""
+    from pvfs.cli.launch import request
+    from pvfs.gcache.config import gcache_config
+
+    g = gcache_config(cfg)
+    assert g is not None
+    return sum(int(request(ep, {"op": "stats"}, 30.0).get("dirty_blocks", 0))
+               for ep in g.endpoints)
+
+
 def _drop_disk_caches(cfg) -> None:
     """Every run starts with cold emulated disks (posix storage: nothing to do)."""
     from pvfs.cli.launch import request
@@ -153,9 +164,17 @@ def _drop_disk_caches(cfg) -> None:
 
 
 async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int,
-                 setup: str) -> tuple[float, int]:
-    """One run of the micro-benchmark: its seconds, and the disk accesses it made (emulated
-    disks; 0 on posix storage)."""
+                 setup: str) -> dict[str, float]:
+    """One run of the micro-benchmark: its seconds (``time_s``), the seconds its reads and
+    its writes took (summed over the nodes' operations) and the end's flush (``flush_s``),
+    and the disk accesses it made (emulated disks; 0 on posix storage).
+
+    The clock stops when every setup's writes are at the I/O daemons: the local caches'
+    write-behind data and the global cache's dirty blocks written back (until s15 the global
+    setups stopped it with their writes still in the global cache: on emulated disks the
+    runs with a global cache left 40-60 of 600 operations' disk accesses uncharged). The
+    paper's no-cache writes ended in the I/O daemons' page cache, so "at the I/O daemons"
+    is where every setup's writes end here too; nothing is fsync'd."""
     local = setup in ("local", "both")
     gcache = setup in ("global", "both")
     rng = random.Random(o * 31 + nodes)
@@ -178,24 +197,31 @@ async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int,
                  for _ in range(ops // nodes)] for _ in range(nodes)]
         _drop_disk_caches(cfg)
         disk0 = _disks(cfg)
+        spent = {"read_s": 0.0, "write_s": 0.0}
 
         async def worker(node: CacheStack, todo) -> None:
             for is_read, off, n in todo:
+                t = time.perf_counter()
                 if is_read:
                     await node.read(f, off, n)
                 else:
                     await node.write(f, off, _ZERO[:n])
+                spent["read_s" if is_read else "write_s"] += time.perf_counter() - t
 
         t0 = time.perf_counter()
         async with trio.open_nursery() as nursery:
             for node, todo in zip(ns, plan):
                 nursery.start_soon(worker, node, todo)
+        t1 = time.perf_counter()
         for node in ns:
             await node.cache.flush(f.ino)
+            if node.gbackend is not None:
+                await node.gbackend.flush(f.ino)
         took = time.perf_counter() - t0
         accesses = sum(b["accesses"] - a["accesses"] for a, b in zip(disk0, _disks(cfg))
                        if a is not None and b is not None)
-        return took, accesses
+        return {"time_s": took, "flush_s": took - (t1 - t0), **spent, "disk_accesses": accesses,
+                "gcache_dirty_blocks": _gcache_dirty(cfg) if gcache else 0}
 
 
 def _measure(cfg, reps: int, ops: int, max_iods: int, micro: bool,
@@ -211,16 +237,18 @@ def _measure(cfg, reps: int, ops: int, max_iods: int, micro: bool,
             for o in micro_o:
                 row: dict[str, Any] = {"nodes": nodes, "iods": iods, "s": 2, "o": o,
                                        "ops": ops}
-                runs: dict[str, list[tuple[float, int]]] = {k: [] for k in setups}
+                runs: dict[str, list[dict[str, float]]] = {k: [] for k in setups}
                 for rep in range(micro_repeat):  # interleaved, each round one setup later
                     k = rep % len(setups)
                     for setup in setups[k:] + setups[:k]:
                         runs[setup].append(trio.run(_micro, cfg, nodes, iods, 2, o, ops,
                                                     setup))
                 for setup in setups:  # the median; every run kept
-                    row[setup] = statistics.median(t for t, _ in runs[setup])
-                    row[f"{setup}_runs"] = [t for t, _ in runs[setup]]
-                    row[f"{setup}_disk_accesses"] = [n for _, n in runs[setup]]
+                    row[setup] = statistics.median(r["time_s"] for r in runs[setup])
+                    row[f"{setup}_runs"] = [r["time_s"] for r in runs[setup]]
+                    for k in ("disk_accesses", "read_s", "write_s", "flush_s",
+                              "gcache_dirty_blocks"):
+                        row[f"{setup}_{k}"] = [r[k] for r in runs[setup]]
                 rows.append(row)
                 if progress:
                     progress(f"micro {nodes} node(s) {iods} iod(s) o={o}: " + "  ".join(

@@ -30,6 +30,11 @@ def test_micro_benchmark_on_emulated_disks_records_every_run_and_the_disks_work(
             runs = row[f"{setup}_runs"]
             assert len(runs) == 2 and min(runs) <= row[setup] <= max(runs)
             assert len(row[f"{setup}_disk_accesses"]) == 2
+            # the clock stops with every write at the I/O daemons, the global cache's too
+            assert row[f"{setup}_gcache_dirty_blocks"] == [0, 0]
+            for r, w, f, t in zip(row[f"{setup}_read_s"], row[f"{setup}_write_s"],
+                                  row[f"{setup}_flush_s"], runs):
+                assert r >= 0 and w >= 0 and 0 <= f <= t
         # every run starts with cold disks, and without any cache every read reaches them
         assert min(row["none_disk_accesses"]) > 0
     assert png.stat().st_size > 0
