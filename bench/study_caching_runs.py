@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 from typing import Any
 
@@ -55,6 +56,39 @@ def decisions(r: dict[str, Any]) -> str:
     return "; ".join(f"{a}/{b}/{e}" for a, b, e in seen)
 
 
+def against(xs: list[float], ys: list[float], *, rounds: int = 10000,
+            seed: int = 1) -> tuple[float, float, float, float]:
+    """median(xs) / median(ys), its 95 % bootstrap interval (each side resampled), and the
+    two-sided permutation p of the difference of the medians."""
+    rng = random.Random(seed)
+    med = statistics.median
+    ratio = med(xs) / med(ys)
+    boot = sorted(med(rng.choices(xs, k=len(xs))) / med(rng.choices(ys, k=len(ys)))
+                  for _ in range(rounds))
+    lo, hi = boot[int(0.025 * rounds)], boot[int(0.975 * rounds) - 1]
+    seen = abs(med(xs) - med(ys))
+    pool, n, more = xs + ys, len(xs), 0
+    for _ in range(rounds):
+        rng.shuffle(pool)
+        more += abs(med(pool[:n]) - med(pool[n:])) >= seen - 1e-12
+    return ratio, lo, hi, more / rounds
+
+
+def paths(r: dict[str, Any]) -> str:
+    """Medians over a cell's runs of the requests sent through the global cache and straight
+    to the I/O daemons, the disks' accesses, and the time the busiest disk stood idle."""
+    runs = r.get("runs", [])
+    if not runs or "client" not in runs[0]:
+        return ""
+    med = statistics.median
+    g = med(x["client"].get("global_reads", 0) for x in runs)
+    d = med(x["client"].get("direct_reads", 0) for x in runs)
+    acc = med(sum(k["accesses"] for k in x["disks"]) for x in runs) if runs[0]["disks"] else 0
+    idle = (med(x["time_s"] - max(k["busy_s"] for k in x["disks"]) for x in runs)
+            if runs[0]["disks"] else 0.0)
+    return f"reads via gcache {g:g} direct {d:g}  disk accesses {acc:g}  idle {idle:.3f} s"
+
+
 def plot(doc: dict[str, Any], path: str) -> None:
     import matplotlib
 
@@ -91,12 +125,20 @@ def main() -> None:
     ap.add_argument("files", nargs="+")
     ap.add_argument("--plot", metavar="PNG")
     ap.add_argument("--merge", metavar="JSON", help="write the files' results as one document")
+    ap.add_argument("--against", metavar="POLICY",
+                    help="each policy's run times against this one's: ratio of the medians, "
+                         "95 %% bootstrap interval, permutation p")
     args = ap.parse_args()
     doc = load(args.files)
     s = spread(doc)
     cell = {(r["trace"], r["policy"]): r for r in doc["results"]}
     for (t, p), (m, a, b, n) in s.items():
         print(f"{t:9s} {p:10s} {m:.3f} ({a:.2f}-{b:.2f}) x{n}   decisions {decisions(cell[(t, p)])}")
+        print(f"{'':20s} {paths(cell[(t, p)])}")
+        ref = cell.get((t, args.against)) if args.against else None
+        if ref is not None and p != args.against:
+            ratio, lo, hi, pv = against(cell[(t, p)]["runs_s"], ref["runs_s"])
+            print(f"{'':20s} / {args.against} = {ratio:.3f} [{lo:.3f}, {hi:.3f}], p = {pv:.3f}")
     if args.plot:
         plot(doc, args.plot)
     if args.merge:
