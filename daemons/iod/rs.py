@@ -5,7 +5,7 @@ of a file until it has seen ``N_file`` of them, then at most every ``DECIDE_S``,
 to ``DECIDE_MAX_S`` while its pick holds (and once more when a missing ``N_file`` arrives
 from the manager). A decision estimates the model's inputs for that request's file by
 eq. 5.7-5.10 from the requests that stand for the operation in progress -- those in service
-plus the newest of the same operation (a file idle ``IDLE_S`` begins a new one) that left
+plus the newest of the same operation (``_begins_operation`` says when one begins) that left
 service within ``RECENT_S``, up to ``N_file`` of them (``ReactiveSelector.window`` says why)
 -- or takes a client's hint of the collective operation (``pvfs.AccessHint``), measures the
 resident fraction of those requests (``cachestat(2)`` or the emulated disk's cache, on
@@ -40,15 +40,9 @@ SEEN_MAX = 256      # requests remembered per file
 DECIDE_S = 0.002    # once a file's operation is seen whole, decide for it at most this often
 DECIDE_MAX_S = 0.032  # ...backing off to this while the decisions keep the same pick
 IDLE_S = 0.01       # a file idle this long before a request: the request begins a new operation
-
-
-@dataclass(slots=True)
-class Seen:
-    """A read request of the file as the selector saw it arrive."""
-
-    rec: JobRecord          # its statistics record (logical range, bytes, regions)
-    t: float                # arrival, time.monotonic()
-    resident: int | None    # bytes of it cached on arrival; None: the storage cannot tell
+IDLE_K = 8          # ...and at least this many times its usual interval between requests
+IDLE_MAX_S = 0.05   # ...or this long: a barrier in the study (BARRIER_LEAD + 2 ms per task)
+PACE_OF = 16        # the usual interval: the mean over this many of its newest requests
 
 
 @dataclass(slots=True)
@@ -70,6 +64,22 @@ class Operation:
     doubt: str | None = None
 
 
+class _File:
+    """What the selector keeps of one file: one lookup per request instead of five."""
+
+    __slots__ = ("decided", "hint", "op", "pcount", "seen", "span")
+
+    def __init__(self) -> None:
+        # Its read requests, newest last: each one's statistics record, with its arrival
+        # (``JobRecord.arrived``) and the bytes of it cached then (``resident``).
+        self.seen: deque[JobRecord] = deque(maxlen=SEEN_MAX)
+        self.op: Operation | None = None      # the operation in progress
+        self.span: float | None = None        # daemons a request spans, recent average
+        self.pcount = 0                       # the latest request's context: daemons of
+        self.hint: dict | None = None         # the file and its hint (a change: new operation)
+        self.decided: float | None = None     # time.monotonic() of its last decision
+
+
 class ReactiveSelector:
     def __init__(self, server) -> None:
         self.server = server
@@ -81,16 +91,12 @@ class ReactiveSelector:
         self._asking: set[int] = set()
         # The latest decision, as ``last`` shows it (built when asked: status, tests).
         self._last: tuple | None = None
-        self.context: dict[int, tuple[int, dict | None]] = {}   # ino -> (pcount, last hint)
-        self.seen: dict[int, deque[Seen]] = {}                  # ino -> requests, newest last
-        self.ops: dict[int, Operation] = {}                     # ino -> operation in progress
-        self.span: dict[int, float] = {}   # ino -> daemons a request spans, recent average
+        self.files: dict[int, _File] = {}      # ino -> what the selector keeps of it
         self.picks: Counter[str] = Counter()
         # Why it picked: "kind/column->pick" per decision, and how often the engine switched.
         self.decisions: Counter[str] = Counter()
         self.switches = 0
         self.deciding_s = 0.0     # time spent in decisions (what rs costs the event loop)
-        self.decided: dict[int, float] = {}   # ino -> time.monotonic() of its last decision
         self.decide_s = DECIDE_S
         self._batching = False
         self._pending: dict[int, None] = {}   # files due for a decision at the batch's end
@@ -129,8 +135,11 @@ class ReactiveSelector:
         (cached 4 KiB blocks) ~8 µs per request, beside ~60 µs per decision (about one in
         eight requests there) and ~93 µs for everything else the trio thread does for a
         request (the fourteenth session's profile, docs/scheduling.md). Hence one lookup of
-        the file's statistics, a one-piece request's residency asked directly
-        (``resident``) and the context stored only when it changed."""
+        the file's statistics and one of the selector's state for it (``_File``), the
+        request's arrival and residency kept on its statistics record (no object of its
+        own), and a request that is not due for a decision answered by comparisons alone:
+        in the synthetic driver (``bench/rs_hook_cost.py``) this halved what rs' hooks cost
+        outside the decisions (fifteenth session, docs/scheduling.md)."""
         if not self.active:
             return
         fs = self.server.stats.files.get(ino)
@@ -138,25 +147,23 @@ class ReactiveSelector:
             if fs is None or not fs.jobs:
                 return
             record = next(reversed(fs.jobs.values()))
-        seen = self.seen.get(ino)
-        if seen is None:
-            seen = self.seen[ino] = deque(maxlen=SEEN_MAX)
-            if len(self.seen) > 4096:
-                gone = next(iter(self.seen))
-                del self.seen[gone]
-                self.span.pop(gone, None)
+        f = self.files.get(ino)
+        if f is None:
+            f = self.files[ino] = _File()
+            if len(self.files) > 4096:
+                del self.files[next(iter(self.files))]
         now = time.monotonic()
-        if resident is ...:
-            resident = self.resident(ino, pieces)
-        seen.append(Seen(record, now, resident))
-        op = self.ops.get(ino)
-        began = op is None or self._begins_operation(fs, now)
-        context = (pcount, hint)
-        changed = self.context.get(ino) != context   # a hint set or cleared: a new operation
+        op = f.op
+        began = op is None or (fs is not None and len(fs.jobs) <= 1 and fs.idle_at > 0
+                               and now - fs.idle_at >= IDLE_S
+                               and self._begins_operation(f, now - fs.idle_at))
+        record.arrived = now
+        record.resident = self.resident(ino, pieces) if resident is ... else resident
+        f.seen.append(record)
+        # a changed hint (set, cleared) announces a new operation
+        changed = pcount != f.pcount or (hint is not f.hint and hint != f.hint)
         if began:
-            op = self.ops[ino] = Operation(now, kind=op.kind if op is not None else None)
-            if len(self.ops) > 4096:
-                self.ops.pop(next(iter(self.ops)))
+            op = f.op = Operation(now, kind=op.kind if op is not None else None)
         if began or changed:
             op.spacing = 1
             op.own, op.doubt = False, None       # its class from its own evidence, at once
@@ -165,56 +172,64 @@ class ReactiveSelector:
         if logical > 0 and nbytes > 0:
             # daemons this request spans, averaged over the recent ones (weight 1/16)
             one = logical / nbytes
-            old = self.span.get(ino)
-            self.span[ino] = one if old is None else old + (one - old) / 16
+            old = f.span
+            f.span = one if old is None else old + (one - old) / 16
         if changed:
-            self.context[ino] = context
-            if len(self.context) > 4096:
-                self.context.pop(next(iter(self.context)))
-        if changed or began or self._due(ino, now, op, pcount):
-            if self._batching:
-                self._pending[ino] = None
-            else:
-                self._decide(ino)
+            f.pcount, f.hint = pcount, hint
+        if not (changed or began):
+            # Due for a decision? Deciding (window, estimate, model) costs ~10 µs of Python
+            # on a quiet machine and several times that when the clients share its cores.
+            # While the operation has had at most as many requests as reach this daemon of
+            # N_file tasks' (``_reaching``: the window's size) each one refines its estimate;
+            # after that the window is full and a change within the operation is seen one
+            # spacing late at most (a new operation, or one a changed hint announces, at
+            # once). The spacing starts at ``decide_s`` and doubles, up to DECIDE_MAX_S,
+            # with each decision that kept the operation's pick (``_spaced``): random 64 KiB
+            # reads had 90-130 decisions per run before, 15-30 ms of a 0.2 s run, for 2-4
+            # switches (2026-11-26). Most requests end here.
+            last = f.decided
+            every = self.decide_s * op.spacing                 # self.every(op), inlined
+            if every > DECIDE_MAX_S:
+                every = max(self.decide_s, DECIDE_MAX_S)
+            if last is not None and now - last < every:
+                known = self.nfile.get(ino)
+                # (n_here <= N_file: past N_file arrivals the window is full without asking)
+                if (known is None or op.arrivals > known[0]
+                        or op.arrivals > self._reaching(ino, known[0], pcount)):
+                    return
+        if self._batching:
+            self._pending[ino] = None
+        else:
+            self._decide(ino)
 
     @staticmethod
-    def _begins_operation(fs, now: float) -> bool:
-        """Whether a request arriving now begins a new operation on its file: nothing else of
-        the file is in service and the file has been idle at least ``IDLE_S`` -- far longer
-        than the gap between one task's requests within an operation (a round trip), about
-        what a barrier or a compute phase between two operations takes. Without this the
-        window's newest requests that left service were the previous operation's: a cached
-        pass right after an uncached one of the same file began under the uncached pick, and
-        with one request per task it stayed there until it ended (strided 64 KiB cached:
-        rs 10 % behind the algorithm it picked most, in the 2026-11-26 study). ``fs``: the
-        file's statistics (``WorkloadStats.files``), None if it has none."""
-        return (fs is not None and len(fs.jobs) <= 1 and fs.idle_at > 0
-                and now - fs.idle_at >= IDLE_S)
+    def _begins_operation(f: _File, idle: float) -> bool:
+        """Whether a request of file ``f`` that arrives when nothing else of it is in service
+        and it has been idle ``idle`` seconds, at least ``IDLE_S``, begins a new operation.
+        ``IDLE_S`` is far longer than the gap between one task's requests within an
+        operation (a round trip), about what a barrier or a compute phase between two
+        operations takes. Without this rule the window's newest requests that left service
+        were the previous operation's: a cached pass right after an uncached one of the same
+        file began under the uncached pick, and with one request per task it stayed there
+        until it ended (strided 64 KiB cached: rs 10 % behind the algorithm it picked most,
+        in the 2026-11-26 study).
 
-    def _due(self, ino: int, now: float, op: Operation, pcount: int = 1) -> bool:
-        """Whether this request's file is decided for again. Deciding (window, estimate,
-        model) costs ~30 µs of Python, about a fifth of a cached 2 KiB request's work, and
-        rs picked the same algorithm as the best fixed one while losing 15-35 % to it on such
-        requests (docs/scheduling.md). While the operation has had at most as many requests
-        as reach this daemon of ``N_file`` tasks' (``_reaching``: the window's size) each
-        one refines its estimate; after that the window is full and a change within the
-        operation is seen one spacing late at most (a new operation, or one announced by a
-        changed hint, at once). Until the fourteenth session (2026-11-26) each of the first
-        ``N_file`` was decided: with small requests on a file over two daemons, half of
-        those decisions came after the window was full (random16 64 KiB cached, where idle
-        gaps between cached blocks begin new operations often: ``_begins_operation``).
-        The spacing starts at ``decide_s`` and doubles, up to ``DECIDE_MAX_S``, with each
-        decision that kept the operation's pick (``_spaced``): with the machine's cores
-        shared by the clients a decision took 170-350 µs of the event loop, and random
-        64 KiB reads (14 tasks x 32 blocks) had 90-130 of them per run, 15-30 ms of a
-        0.2 s run, for 2-4 switches (2026-11-26)."""
-        last = self.decided.get(ino)
-        if last is None or now - last >= self.every(op):
+        But when the machine's cores are shared, cached blocks idle their file 8-47 ms
+        between requests of one operation (a client's process waits for a core; requests
+        then come 3.5-12 ms apart on average), and each such gap began a "new operation"
+        that cost a decision at once, one per arrival until its window was full and the
+        back-off's ramp again: most of rs' decisions at load 18-23 (fourteenth session). So
+        the gap must also be ``IDLE_K`` times the file's usual interval between requests
+        (the mean over its ``PACE_OF`` newest), or ``IDLE_MAX_S``. Not the gap of the
+        request's connection: a file idles only when none of its requests is in service, so
+        a connection's gap since its last request here ended is never shorter than the
+        file's, and tells a barrier no better."""
+        seen = f.seen
+        k = min(len(seen), PACE_OF)
+        if idle >= IDLE_MAX_S or k < 2:
             return True
-        known = self.nfile.get(ino)
-        # (n_here <= N_file: past N_file arrivals the window is full without asking)
-        return (known is not None and op.arrivals <= known[0]
-                and op.arrivals <= self._reaching(ino, known[0], pcount))
+        pace = (seen[-1].arrived - seen[-k].arrived) / (k - 1)
+        return idle >= IDLE_K * pace
 
     def every(self, op: Operation) -> float:
         """The operation's spacing of decisions in seconds (``decide_s`` 0: every request)."""
@@ -231,7 +246,7 @@ class ReactiveSelector:
             op.spacing *= 2
         op.pick = pick
 
-    def window(self, ino: int, n_file: int) -> list[Seen]:
+    def window(self, ino: int, n_file: int) -> list[JobRecord]:
         """The requests that stand for the operation in progress on ``ino``: every one still
         in service, topped up with the newest of the operation (``Operation``) that left
         service within ``RECENT_S`` until there are ``N_file`` of them.
@@ -243,25 +258,24 @@ class ReactiveSelector:
         observed range, so a random-block operation spread over the whole file looks dense
         ("ideal"), and the next moment sparse. The N_file newest requests are the sample of
         the operation eq. 5.8-5.9 scale from."""
-        seen = self.seen.get(ino)
-        if not seen:
+        f = self.files.get(ino)
+        if f is None or not f.seen:
             return []
         fs = self.server.stats.files.get(ino)
         live = {id(r) for r in fs.jobs.values()} if fs is not None else set()
         want = max(n_file, len(live), 1)
-        op = self.ops.get(ino)
+        op = f.op
         horizon = max(time.monotonic() - RECENT_S, op.start if op is not None else 0.0)
-        out: list[Seen] = []
+        out: list[JobRecord] = []
         unseen_live = len(live)
         # Newest first; stop once the window is full and every live request was met (the
         # selector runs on every request: it must not walk the whole history each time).
-        for s in reversed(seen):
-            is_live = id(s.rec) in live
-            if is_live:
+        for r in reversed(f.seen):
+            if id(r) in live:
                 unseen_live -= 1
-                out.append(s)
-            elif len(out) < want and s.t >= horizon:
-                out.append(s)
+                out.append(r)
+            elif len(out) < want and r.arrived >= horizon:
+                out.append(r)
             elif unseen_live <= 0:
                 break
         return out
@@ -279,10 +293,10 @@ class ReactiveSelector:
             self.deciding_s += time.perf_counter() - t0
 
     def _decide_now(self, ino: int) -> None:
-        self.decided[ino] = time.monotonic()
-        if len(self.decided) > 4096:
-            self.decided.pop(next(iter(self.decided)))
-        pcount, hint = self.context.get(ino, (1, None))
+        f = self.files.get(ino)
+        if f is not None:
+            f.decided = time.monotonic()
+        pcount, hint = (f.pcount, f.hint) if f is not None and f.pcount else (1, None)
         n_file = self._nfile(ino)
         n_here = self._reaching(ino, n_file, pcount)
         win = self.window(ino, n_here)
@@ -293,10 +307,9 @@ class ReactiveSelector:
         # read-ahead flips between the columns of table 5.3 on every request.
         got = total = s_o = d_o = 0
         lo = hi = 0
-        for i, s in enumerate(win):
-            r = s.rec
-            if s.resident is not None:
-                got += s.resident
+        for i, r in enumerate(win):
+            if r.resident is not None:
+                got += r.resident
                 total += r.nbytes
             s_o += r.nbytes
             d_o += r.regions
@@ -313,7 +326,7 @@ class ReactiveSelector:
             # Logical range -> this daemon's share of it (S_req_o counts local bytes).
             w = rs.estimate(n_here, max(1, len(win)), s_o, max(1, d_o),
                             (hi - lo) // max(1, pcount), cached)
-        op = self.ops.get(ino)
+        op = f.op if f is not None else None
         kind = self._held(op, w, len(win), hint is not None)
         gather = self.server.engine.gather
         pick, preds = rs.select(self.params, w, fixed={"opt4": gather} if gather else None,
@@ -377,7 +390,8 @@ class ReactiveSelector:
         threshold). A request whose share here is ``f`` of its bytes spans about ``1/f`` of
         the ``pcount`` daemons; the mean of that over the recent requests is the fraction of
         tasks that reach this one."""
-        span = self.span.get(ino)
+        f = self.files.get(ino)
+        span = f.span if f is not None else None
         if n_file <= 0 or pcount <= 1 or span is None:
             return n_file
         return max(1, round(n_file * min(pcount, span) / pcount))
@@ -394,7 +408,8 @@ class ReactiveSelector:
         otherwise, in every 2026-11-26 study). What the operation brought in itself does
         not make its data cached; a fraction that falls (a pass leaving the cached part of
         a file) still counts."""
-        op = self.ops.get(ino)
+        f = self.files.get(ino)
+        op = f.op if f is not None else None
         if op is None or cached is None:
             return cached
         fs = self.server.stats.files.get(ino)
@@ -456,6 +471,16 @@ class ReactiveSelector:
                 self._decide(ino)
         finally:
             self._asking.discard(ino)
+
+    @property
+    def seen(self) -> dict[int, deque[JobRecord]]:
+        """File -> its read requests as seen arriving, newest last (status, tests)."""
+        return {ino: f.seen for ino, f in self.files.items()}
+
+    @property
+    def ops(self) -> dict[int, Operation]:
+        """File -> the operation in progress on it."""
+        return {ino: f.op for ino, f in self.files.items() if f.op is not None}
 
     @property
     def last(self) -> dict:

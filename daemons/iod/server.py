@@ -417,9 +417,9 @@ class IodServer(ControlRequests):
             return
         job.record = self._begin(job_id, ino, "read", f["desc"], nbytes)
         if not again:
-            self.selector.on_read(ino, pieces,
-                                  f["stripe"].resolved(self.config.niods).pcount,
-                                  f.get("hint"), job.record, resident)
+            # (the stripe's pcount as it is: _rank refused -1 and a pcount over niods)
+            self.selector.on_read(ino, pieces, f["stripe"].pcount, f.get("hint"), job.record,
+                                  resident)
 
     def _submit_write(self, cid: int, f: dict, bulk_len: int, pieces, fd: int,
                       check: bool, again: bool = False) -> None:

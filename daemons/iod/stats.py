@@ -28,6 +28,11 @@ class JobRecord:
     # this is the share here; the reactive selector uses it to tell how many of a
     # collective's requests reach this daemon at all.
     logical: int = 0
+    # The reactive selector's: when the request arrived (time.monotonic()) and the bytes of
+    # it cached then (None: the storage cannot tell); kept here, not in an object of its own,
+    # because the selector sees every read request (daemons/iod/rs.py).
+    arrived: float = 0.0
+    resident: int | None = None
 
 
 @dataclass
