@@ -44,7 +44,7 @@ def run_mpi(n: int, scenario: str, config: str, coords: str = ALL, *extra: str,
 # coordinations in one job. The sizes in FAST run on every `make test` without the slow
 # marker; the others are marked slow (they still run in `make test`).
 SIZES = range(2, 9)
-FAST = {"visibility": {2, 3, 4}, "atomic": {2, 3}, "stress": {4}, "write_behind": {2, 3},
+FAST = {"visibility": {2, 3, 4}, "readahead": {2, 4}, "atomic": {2, 3}, "stress": {4}, "write_behind": {2, 3},
         "model": {3}}
 
 
@@ -57,6 +57,11 @@ def sizes(scenario: str, among: Iterable[int] = SIZES) -> list:
 @pytest.mark.parametrize("n", sizes("visibility"))
 def test_read_after_synced_write_sees_it(pvfs_cluster, n):
     run_mpi(n, "visibility", pvfs_cluster.config_path, timeout=300)
+
+
+@pytest.mark.parametrize("n", sizes("readahead"))
+def test_read_after_synced_write_sees_it_with_read_ahead(pvfs_cluster, n):
+    run_mpi(n, "readahead", pvfs_cluster.config_path, "rma", timeout=300)
 
 
 @pytest.mark.parametrize("n", sizes("atomic"))

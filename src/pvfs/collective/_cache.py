@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from pvfs.collective._fsio import CountingFile
 from pvfs.collective._locks import LoadTimes
 from pvfs.collective._pages import Dirty, Lru, Meta, Piece, by_page, merge_runs, split
+from pvfs.collective._readahead import Prefetcher
 
 #: Pages one lock set may span outside atomic mode (regions are never split between sets).
 LOCKSET_PAGES = 16
@@ -94,7 +95,8 @@ class PageCache:
     """One rank's part of the group cache."""
 
     def __init__(self, rank: int, nranks: int, fs: CountingFile, locks: Locks, data: Data,
-                 nslots: int, page_size: int, size_at_open: int, atomic: bool) -> None:
+                 nslots: int, page_size: int, size_at_open: int, atomic: bool,
+                 readahead: int = 0) -> None:
         self.rank, self.n = rank, nranks
         self.fs, self.locks, self.data = fs, locks, data
         self.ps = page_size
@@ -112,6 +114,10 @@ class PageCache:
         self.remote_carried = 0  # remote pages read from bytes that came with the lock
         #: one record per locked access when a list (tracing, see :meth:`_record`)
         self.trace: list[dict[str, Any]] | None = None
+        #: read-ahead (``readahead``: the largest window in bytes; at most a quarter of the
+        #: slots, so reading ahead never flushes the whole cache); None when off
+        pages = min(readahead // page_size, nslots // 4)
+        self.ra: Prefetcher | None = Prefetcher(self, pages) if pages > 0 else None
 
     # ------------------------------------------------------------------ access
     def read(self, regions: list[tuple[int, int]]) -> bytearray:
@@ -123,11 +129,23 @@ class PageCache:
         self._access(regions, data, write=True)
 
     def _access(self, regions: list[tuple[int, int]], buf: memoryview, write: bool) -> None:
+        pieces = split(regions, self.ps)
+        if self.ra is not None:
+            # Prefetches that finished are evictable now; the ones this request needs are
+            # waited for before any lock is taken (their locks are the helper thread's).
+            self.ra.collect()
+            if self.ra.inflight:
+                self.ra.wait_for([p.page for p in pieces])
+        self._pieces(regions, pieces, buf, write)
+        if self.ra is not None and not write and pieces:
+            self.ra.after_read(min(p.page for p in pieces), max(p.page for p in pieces))
+
+    def _pieces(self, regions: list[tuple[int, int]], pieces: list[Piece], buf: memoryview,
+                write: bool) -> None:
         # Atomic: the whole request is one lock set. Otherwise consecutive regions share a
         # lock set until it spans LOCKSET_PAGES pages (never splitting a region), so a list
         # request may be seen part-done, as MPI allows without atomic mode, while a long list
         # of small regions does not pay a lock round per region.
-        pieces = split(regions, self.ps)
         if self.atomic:
             self._locked_access(pieces, buf, write)
             return
@@ -348,6 +366,8 @@ class PageCache:
 
     def sync(self) -> None:
         """Write this rank's dirty pages (each under its exclusive lock)."""
+        if self.ra is not None:
+            self.ra.drain()  # (a page read ahead is in the LRU list once finished)
         for page, slot in sorted(self.lru.items()):
             meta = self.locks.lock(page, True)
             flushed = self._flush_slot(page, slot)
@@ -356,6 +376,8 @@ class PageCache:
 
     def dirty_pages(self) -> list[tuple[int, int, bytes]]:
         """``(page, lo, bytes)`` of every dirty local page (for the close shuffle)."""
+        if self.ra is not None:
+            self.ra.drain()
         out = []
         for page, slot in self.lru.items():
             d = self.data.dirty(slot)
@@ -373,7 +395,13 @@ class PageCache:
                 "remote_gets": self.data.remote_gets, "remote_carried": self.remote_carried,
                 "remote_puts": self.data.remote_puts,
                 "around_wait_us": round(self.load_times.wait() * 1e6),
-                "around_read_us": round((self.load_times.around_mean or 0) * 1e6)}
+                "around_read_us": round((self.load_times.around_mean or 0) * 1e6),
+                **(self.ra.counters() if self.ra is not None else {})}
+
+    def close(self) -> None:
+        """Stop read-ahead (every prefetch finished and released); before the windows go."""
+        if self.ra is not None:
+            self.ra.close()
 
 
 def shuffle_flush(comm: Any, fs: CountingFile, dirty: list[tuple[int, int, bytes]],

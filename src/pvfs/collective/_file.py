@@ -55,6 +55,12 @@ def parse_amode(amode: str | int) -> tuple[bool, bool, bool]:
     return rd or rw, wr or rw, bool(amode & MPI.MODE_CREATE)
 
 
+def _thread_multiple() -> bool:
+    from mpi4py import MPI
+
+    return bool(MPI.Query_thread() == MPI.THREAD_MULTIPLE)
+
+
 def _connect(fs: Any) -> tuple[Any, bool]:
     from pvfs.client.fs import FileSystem, connect
 
@@ -72,7 +78,8 @@ class CollectiveFile:
                  writable: bool, page_size: int, cache_bytes: int, coordination: str,
                  atomic: bool, method: str, max_bytes: int, sub_bytes: int,
                  flush_group: int, services: tuple[Any, list[int]] | None,
-                 size_at_open: int, sub_buffers: int = 2, early_bytes: int = 1 << 20) -> None:
+                 size_at_open: int, sub_buffers: int = 2, early_bytes: int = 1 << 20,
+                 readahead: int = 0) -> None:
         self.comm = comm
         self.rank, self.n = comm.Get_rank(), comm.Get_size()
         self._fs, self._own_fs = fs, own_fs
@@ -87,6 +94,7 @@ class CollectiveFile:
         self.sub_bytes = sub_bytes
         self.sub_buffers = sub_buffers
         self.early_bytes = early_bytes
+        self.readahead = readahead  # bytes, 0: off (rma only; see _readahead)
         self.flush_group = flush_group
         self.size_at_open = size_at_open
         self._services = services  # (service comm, lock-server ranks, bells) for "servers"
@@ -167,8 +175,11 @@ class CollectiveFile:
             self._scomm = scomm
             extra = []
         self._parts = [locks, data, *extra]
+        # Read-ahead claims pages with one RMA atomic and releases them from a helper
+        # thread: rma locks and MPI_THREAD_MULTIPLE only.
+        ra = self.readahead if hasattr(locks, "claim") and _thread_multiple() else 0
         self.cache = PageCache(self.rank, self.n, self.io, locks, data, nslots, self.page_size,
-                               self.size_at_open, self.atomic)
+                               self.size_at_open, self.atomic, readahead=ra)
         barrier(self.comm, "cache set-up")
 
     def _start_write_behind(self) -> None:
@@ -185,6 +196,7 @@ class CollectiveFile:
             shuffle_flush(self.comm, self.io, self.cache.dirty_pages(), self.page_size,
                           self.flush_group)
             barrier(self.comm, "close flush")
+        self.cache.close()  # read-ahead finished (its locks released) before the windows go
         self._final_counters = self.cache.counters()
         locks = self._parts[0]
         if hasattr(locks, "homes"):
@@ -379,7 +391,8 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
          coordination: str = "rma", atomic: bool = False, method: str = "auto",
          lock_servers: int = 1, max_bytes: int = 4 << 30, sub_bytes: int = 64 << 10,
          flush_group: int | None = None, stripe: Any = None,
-         sub_buffers: int = 2, early_bytes: int = 1 << 20) -> CollectiveFile | LockServerFile:
+         sub_buffers: int = 2, early_bytes: int = 1 << 20,
+         readahead: int | None = None) -> CollectiveFile | LockServerFile:
     """Open ``path`` collectively on every rank of ``comm``.
 
     Args:
@@ -400,6 +413,9 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
             runs, this many bytes per list-I/O call (at most a quarter of ``cache_bytes``).
         flush_group: pages flushed together at close (default: a stripe row, ``pcount``).
         stripe: the distribution of a newly created file.
+        readahead: the largest read-ahead window of the cache in bytes (0: off; None:
+            ``PVFS_COLLECTIVE_READAHEAD``, else the default); ``rma`` coordination only
+            (a value > 0 with another coordination is an error).
 
     Raises:
         ValueError: bad arguments (the same on every rank, so every rank raises).
@@ -409,6 +425,12 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
         raise ValueError(f"coordination must be one of {COORDINATIONS}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}")
+    from pvfs.collective._readahead import configured
+
+    explicit = readahead
+    readahead = configured(readahead)
+    if explicit and coordination != "rma":
+        raise ValueError("read-ahead needs the rma coordination")
     readable, writable, create = parse_amode(amode)
     if method == "auto":
         method = "write_behind" if writable and not readable and not atomic else "caching"
@@ -462,7 +484,7 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
     group = flush_group or max(1, (native.stripe.pcount * native.stripe.ssize) // ps)
     f = CollectiveFile(comm, fsys, own, native, readable, writable, ps, cache_bytes,
                        coordination, atomic, method, max_bytes, sub_bytes, group, services,
-                       size_at_open, sub_buffers, early_bytes)
+                       size_at_open, sub_buffers, early_bytes, readahead)
     return f
 
 

@@ -262,6 +262,43 @@ class RmaLocks:
         self._seen[page] = new
         self._fop(new - old - WRITER, home, disp, self.MPI.SUM)
 
+    def claim(self, page: int, owner: int) -> bool | None:
+        """Read-ahead: lock ``page`` exclusively only if it is unlocked and cached nowhere,
+        publishing ``owner`` as its cache under the lock (readers then wait for the lock
+        rather than read around: the page is being loaded into ``owner``'s slot, which
+        :meth:`release_claim` fills in). Never waits. The page's flushed bit, or None
+        when it is locked or cached (one CAS when the guess is right)."""
+        home, disp = self._where(page)
+        self.lock_calls += 1
+        guess = self._seen.get(page, 0)
+        for _ in range(3):
+            meta = unpack(guess)
+            if meta.owner >= 0:
+                return None
+            claimed = pack(Meta(owner, 0, meta.flushed))
+            word = self._cas(claimed | WRITER, guess, home, disp)
+            if word == guess:
+                self._held[page] = claimed
+                return meta.flushed
+            guess = word & ~LOCK_BITS
+            self._seen[page] = guess
+            if word & LOCK_BITS:
+                return None
+        return None
+
+    def release_claim(self, page: int, meta: Meta) -> None:
+        """Drop a :meth:`claim`, publishing ``meta`` (the filled slot, or uncached again).
+        Safe from a second thread (MPI_THREAD_MULTIPLE): its own buffers, and the page's
+        entries are not touched by the main thread while it is claimed."""
+        home, disp = self._where(page)
+        old = self._held.pop(page)
+        new = pack(meta)
+        self._seen[page] = new
+        one, res = np.array([new - old - WRITER], np.int64), np.zeros(1, np.int64)
+        self.win.Sync()  # the slot's bytes before the word that publishes them
+        self.win.Fetch_and_op(one, res, home, disp, self.MPI.SUM)
+        self.win.Flush(home)
+
     def close(self) -> None:
         pass  # the window is the RmaSpace's
 

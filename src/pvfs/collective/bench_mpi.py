@@ -6,7 +6,8 @@
   window of N chunks, the ranks shift circularly until each has read every chunk of the
   window, then the window slides; ``loops`` windows. ``independent`` reads pvfs directly,
   ``rma``/``thread``/``servers`` go through the group cache (4 MiB per rank, 32 KiB pages);
-  with ``servers`` the job has ``lock_servers`` extra ranks that only serve locks.
+  with ``servers`` the job has ``lock_servers`` extra ranks that only serve locks;
+  ``rma+ra`` / ``rma+nora`` force the cache's read-ahead on / off.
 - ``btio``, ``flash``, ``s3d``: the checkpoint traces of :mod:`pvfs.traces.generators`
   replayed by the ranks; each rank writes a phase (the records between two barriers) with
   one call carrying all its regions, as an MPI program writes a subarray through a file
@@ -55,6 +56,9 @@ def _iod_writes(fs: Any) -> int:
 
 
 DISK_KEYS = ("accesses", "busy_s", "miss_bytes", "hit_bytes")
+RA_KEYS = ("ra_pages", "ra_reads", "ra_skipped", "ra_waits", "ra_failed", "ra_resets")
+#: the read-ahead window of a "+ra" method (bytes)
+READAHEAD_ON = int(os.environ.get("PVFS_BENCH_READAHEAD", str(1 << 20)))
 
 
 def _disk(fs: Any) -> dict[str, float] | None:
@@ -102,11 +106,16 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     iod_before = _iod_writes(fs) if comm.Get_rank() == 0 else 0
     barrier(comm)
     t0, c0 = time.perf_counter(), time.process_time()
+    # "rma+ra" / "rma+nora": the cache with read-ahead on (the default window) / off;
+    # a bare coordination takes the library's default (PVFS_COLLECTIVE_READAHEAD).
+    coord, _, variant = method.partition("+")
+    readahead = {"ra": READAHEAD_ON, "nora": 0}.get(variant)
     if method == "independent":
         f = pc.open(comm, fs, path, "r", method="direct")
     else:
-        f = pc.open(comm, fs, path, "r", method="caching", coordination=method,
-                    page_size=opts["page"], cache_bytes=opts["cache"], lock_servers=servers)
+        f = pc.open(comm, fs, path, "r", method="caching", coordination=coord,
+                    page_size=opts["page"], cache_bytes=opts["cache"], lock_servers=servers,
+                    readahead=readahead)
     counters: dict[str, int] = {}
     reads: list[tuple[float, float, int]] | None = None
     if trace_dir and not f.is_lock_server:
@@ -163,6 +172,7 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
             # the longest mean read-around read any rank had (what caps its wait)
             "around_read_us": max((t.get("around_read_us", 0) for t in totals if t), default=0),
             "lock_server_queued": total.get("lock_server_queued", 0),
+            **{k: total[k] for k in RA_KEYS if k in total},
             "iod_write_requests": _iod_writes(fs) - iod_before}
 
 

@@ -41,6 +41,14 @@ from typing import Any
 
 WINDOW = {"chunk": 64 << 10, "loops": 40, "page": 32 << 10, "cache": 4 << 20}
 WINDOW_METHODS = ("independent", "rma", "thread", "servers")
+#: ``PVFS_BENCH_COLLECTIVE_METHODS=independent,rma+ra,rma+nora``: the sliding window's
+#: methods instead (a coordination, or ``rma+ra`` / ``rma+nora``: read-ahead on / off)
+METHODS_ENV = "PVFS_BENCH_COLLECTIVE_METHODS"
+
+
+def window_methods() -> tuple[str, ...]:
+    env = os.environ.get(METHODS_ENV)
+    return tuple(m for m in env.split(",") if m) if env else WINDOW_METHODS
 CHECKPOINT_METHODS = ("independent", "collective", "caching", "write_behind")
 PARAMS = {
     "quick": {"btio": {"n": 36, "dumps": 10}, "flash": {"blocks": 20, "nxb": 8},
@@ -130,7 +138,7 @@ def plan(quick: bool, ranks: int, window_ranks: list[int] | None = None,
     benchmarks = benchmarks or ["sliding_window", "btio", "flash", "s3d"]
     if "sliding_window" in benchmarks:
         for n in window_ranks or ([2, ranks] if quick else [1, 2, 4, 8]):
-            for method in WINDOW_METHODS:
+            for method in window_methods():
                 servers = [1] if method == "servers" and (quick or n < 2) else \
                     [1, 2] if method == "servers" else [0]
                 for k in servers:

@@ -1,0 +1,257 @@
+"""Read-ahead for the group cache: load the next pages of a sequential stream early.
+
+Session s14 found the sliding window on a slow disk losing to independent reads at 8 ranks
+because the cache never asks the disks for a page before some rank needs it: one rank per
+daemon issues each miss and issues the next only after the window's other reads, so the
+disks idled 30 % of the run. Read-ahead keeps them fed: a rank whose reads run forward
+loads the pages ahead of them into its own slots, asynchronously, while it goes on.
+
+Two parts:
+
+* :class:`ReadWindow` — sequential-stream detection and the window size, per rank and
+  file, after Linux's on-demand read-ahead (``mm/readahead.c``): no read-ahead for a
+  stream's first read or a random one; a read that moves the stream's front forward (it
+  starts at or behind the front, or inside what was read ahead) is a sequential hit and
+  doubles the window from a small start up to a maximum; a read that jumps past
+  everything read or read ahead, or far behind the front, resets it. A read that stays
+  behind the front (a re-read, as the sliding window's circular shift does) changes
+  nothing. The window is topped up in halves, so the pages go out in few, large reads.
+* :class:`Prefetcher` — the loads. For each page to read ahead the main thread *claims*
+  it: one compare-and-swap that locks it exclusively only if it is unlocked and cached
+  nowhere, and publishes this rank's slot as its owner under that lock (a page that is
+  locked or cached anywhere is skipped: one copy in the group). Consecutive claimed pages
+  are read with one file read by a helper thread, which then *releases* them itself (the
+  lock's writer bit dropped, or the page marked uncached again if the read failed): a
+  prefetch lock never waits on this rank's main thread, so it cannot deadlock with what
+  the main thread waits for, whatever the application does meanwhile. Readers that meet
+  a claimed page see it cached (by the claimer) and locked, so they wait for the lock
+  instead of reading around it (a page being read ahead is as good as loaded). A claimed
+  page lies past every write that completed before the claim (it was cached nowhere, so
+  those writes are in the file); writes after it wait for the lock and go to the copy:
+  a prefetched page is never stale. The main thread moves finished pages into its LRU
+  list (evictable from then on) at the start of its next access, and waits for the
+  prefetches a request needs before locking (no lock held: deadlock-free).
+
+Only the ``rma`` coordination can claim a page in one atomic and release it from another
+thread (MPI_THREAD_MULTIPLE); the message back ends have no read-ahead.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from pvfs.collective._pages import Meta
+
+#: ``PVFS_COLLECTIVE_READAHEAD``: the largest read-ahead window in bytes (0: off), unless
+#: ``open(readahead=...)`` says otherwise.
+READAHEAD_ENV = "PVFS_COLLECTIVE_READAHEAD"
+#: The default largest window (bytes): Linux's default is 128 KiB of 4 KiB pages (32
+#: pages); 32 cache pages here.
+DEFAULT_BYTES = 1 << 20
+#: Read-ahead is on by default (see docs/collective.md, s15, for the measurements).
+DEFAULT_ON = False
+
+
+def configured(readahead: int | None) -> int:
+    """The largest read-ahead window in bytes from ``open``'s ``readahead`` (None: the
+    environment, else the default); 0 means off.
+
+    Raises:
+        ValueError: a negative size, or an environment value that is not a number.
+    """
+    if readahead is None:
+        env = os.environ.get(READAHEAD_ENV)
+        if env is None:
+            return DEFAULT_BYTES if DEFAULT_ON else 0
+        try:
+            readahead = int(float(env))
+        except ValueError:
+            raise ValueError(f"{READAHEAD_ENV}={env!r} is not a number of bytes") from None
+    if readahead < 0:
+        raise ValueError("readahead must be a size in bytes >= 0")
+    return int(readahead)
+
+
+class ReadWindow:
+    """One rank's read stream over one file and its read-ahead window, in pages.
+
+    ``on_read(first, last)`` after every read returns the pages to read ahead,
+    ``(start, end)``, or None.
+    """
+
+    def __init__(self, max_pages: int, init_pages: int = 4) -> None:
+        self.max = max(0, max_pages)
+        self.init = max(1, min(self.max, init_pages)) if self.max else 0
+        self.front: int | None = None  # one past the furthest page read (None: no stream)
+        self.size = 0  # the window; 0: no sequential stream (yet)
+        self.end = 0  # one past the last page read ahead (asked for) in this stream
+        self.resets = 0
+
+    def _restart(self, last: int) -> None:
+        self.front = self.end = last + 1
+        self.size = 0
+
+    def on_read(self, first: int, last: int) -> tuple[int, int] | None:
+        if not self.max or last < first:
+            return None
+        if self.front is None:
+            self._restart(last)  # a stream's first read: nothing is known yet
+            return None
+        ahead = max(self.front, self.end)
+        if first > ahead or first < self.front - self.max:
+            self.resets += 1  # random: past everything read or read ahead, or far behind
+            self._restart(last)
+            return None
+        if last < self.front:
+            return None  # a re-read behind the front: the stream neither grows nor resets
+        self.front = last + 1
+        self.size = min(self.max, max(self.init, 2 * (last - first + 1))) if not self.size \
+            else min(self.max, 2 * self.size)
+        start, target = max(self.end, self.front), self.front + self.size
+        if target - start < max(1, self.size // 2):
+            return None  # topped up in halves of the window: fewer, larger reads
+        self.end = target
+        return start, target
+
+
+@dataclass
+class _Job:
+    """Consecutive claimed pages, read with one file read."""
+
+    first: int
+    slots: list[int]
+    flushed: list[bool]
+    done: threading.Event = field(default_factory=threading.Event)
+    ok: bool = False
+
+
+class Prefetcher:
+    """Claims, reads and releases read-ahead pages for one :class:`PageCache` (see the
+    module docstring). ``cache`` gives ``rank``, ``ps``, ``size_at_open``, ``fs``,
+    ``locks`` (with ``claim`` and ``release_claim``), ``data``, ``lru``, ``free``,
+    ``load_times`` and ``_alloc_slot``."""
+
+    def __init__(self, cache: Any, max_pages: int) -> None:
+        self.cache = cache
+        self.window = ReadWindow(max_pages)
+        self.inflight: dict[int, _Job] = {}
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self.pages = self.reads = self.skipped = self.waits = self.failed = 0
+        self.error: BaseException | None = None
+
+    # ------------------------------------------------------------------ main thread
+    def after_read(self, first: int, last: int) -> None:
+        """A read of pages ``first..last`` finished (its locks released): maybe read ahead."""
+        want = self.window.on_read(first, last)
+        if want is not None:
+            self._issue(*want)
+
+    def _issue(self, start: int, end: int) -> None:
+        c = self.cache
+        limit = -(-c.size_at_open // c.ps)  # pages past the size at open are zeros
+        run: _Job | None = None
+        for page in range(start, min(end, limit)):
+            if page in self.inflight or page in c.lru:
+                self.skipped += 1
+                continue
+            # Claim first (one atomic, its slot filled in at the release): a page locked
+            # or cached somewhere is skipped before a slot is freed for it.
+            flushed = c.locks.claim(page, c.rank)
+            if flushed is None:  # locked or cached somewhere: one copy in the group
+                self.skipped += 1
+                continue
+            slot = c._alloc_slot()
+            if slot is None:  # every slot pinned: no room to read ahead
+                c.locks.release_claim(page, Meta(-1, -1, flushed))
+                break
+            c.data.clean(slot)
+            if run is not None and run.first + len(run.slots) == page:
+                run.slots.append(slot)
+                run.flushed.append(flushed)
+            else:
+                self._submit(run)
+                run = _Job(page, [slot], [flushed])
+            self.inflight[page] = run
+            self.pages += 1
+        self._submit(run)
+
+    def _submit(self, job: _Job | None) -> None:
+        if job is None:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pvfs-readahead",
+                                            daemon=True)
+            self._thread.start()
+        self.reads += 1
+        self._jobs.put(job)
+
+    def collect(self) -> None:
+        """Finished prefetches: their pages into the LRU list (evictable), or their slots
+        back to the free list when the read failed."""
+        while True:
+            try:
+                job = self._done.get_nowait()
+            except queue.Empty:
+                return
+            for k, slot in enumerate(job.slots):
+                page = job.first + k
+                if self.inflight.get(page) is job:
+                    del self.inflight[page]
+                if job.ok:
+                    self.cache.lru.add(page, slot)
+                else:
+                    self.cache.free.append(slot)
+
+    def wait_for(self, pages: list[int]) -> None:
+        """Wait for this rank's prefetches of ``pages`` (call with no page lock held)."""
+        jobs = {id(j): j for p in pages if (j := self.inflight.get(p)) is not None}
+        for job in jobs.values():
+            if not job.done.is_set():
+                self.waits += 1
+            job.done.wait()
+        self.collect()
+
+    def drain(self) -> None:
+        """Wait for every prefetch of this rank (before sync, flushes and close)."""
+        self.wait_for(list(self.inflight))
+
+    def close(self) -> None:
+        self.drain()
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def counters(self) -> dict[str, int]:
+        return {"ra_pages": self.pages, "ra_reads": self.reads, "ra_skipped": self.skipped,
+                "ra_waits": self.waits, "ra_failed": self.failed,
+                "ra_resets": self.window.resets}
+
+    # ------------------------------------------------------------------ helper thread
+    def _run(self) -> None:
+        c = self.cache
+        while (job := self._jobs.get()) is not None:
+            try:
+                n = len(job.slots)
+                buf = bytearray(n * c.ps)
+                got = c.fs.preadinto(memoryview(buf), job.first * c.ps)
+                buf[got:] = bytes(len(buf) - got)  # zeros past the end of the file
+                for k, slot in enumerate(job.slots):
+                    c.data.view(slot)[:] = buf[k * c.ps:(k + 1) * c.ps]
+                job.ok = True
+            except BaseException as exc:  # noqa: BLE001 - a failed prefetch only uncaches
+                self.error = exc
+                self.failed += 1
+            for k, slot in enumerate(job.slots):
+                page = job.first + k
+                meta = Meta(c.rank, slot, job.flushed[k]) if job.ok else \
+                    Meta(-1, -1, job.flushed[k])
+                c.locks.release_claim(page, meta)
+            job.done.set()
+            self._done.put(job)

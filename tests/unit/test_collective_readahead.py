@@ -1,0 +1,285 @@
+"""The collective cache's read-ahead: the window logic, and the prefetcher against a lock
+table and a file in memory (one rank; the group's rules under mpiexec are in
+tests/integration/test_collective.py)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pvfs.collective._pages import UNCACHED, Meta
+from pvfs.collective._readahead import READAHEAD_ENV, ReadWindow, configured
+
+
+def test_window_needs_a_sequential_hit_then_doubles_up_to_the_max():
+    w = ReadWindow(max_pages=32, init_pages=4)
+    assert w.on_read(0, 1) is None  # a stream's first read: nothing known yet
+    assert w.on_read(2, 3) == (4, 8)  # sequential: the first window, past the front
+    assert w.size == 4
+    assert w.on_read(4, 5) == (8, 14)  # doubled to 8: topped up to front + 8
+    assert w.on_read(6, 7) == (14, 24)  # 16
+    assert w.on_read(8, 9) == (24, 42)  # 32, the max
+    assert w.on_read(10, 11) is None  # less than half a window to top up: wait
+    assert w.on_read(12, 13) is None
+    assert w.on_read(14, 25) == (42, 58)  # 16 pages missing: one large read
+    assert w.size == 32
+
+
+def test_window_resets_on_a_random_read_and_ignores_rereads_behind_the_front():
+    w = ReadWindow(max_pages=16, init_pages=4)
+    w.on_read(0, 1)
+    w.on_read(2, 3)
+    w.on_read(4, 5)
+    assert (w.front, w.size, w.end) == (6, 8, 14)
+    assert w.on_read(0, 3) is None  # a re-read behind the front: nothing changes
+    assert (w.front, w.size, w.end) == (6, 8, 14)
+    assert w.on_read(10, 11) is not None  # inside what was read ahead: still sequential
+    assert w.on_read(100, 101) is None  # past everything read or read ahead: random
+    assert (w.front, w.size, w.resets) == (102, 0, 1)
+    assert w.on_read(102, 103) == (104, 108)  # a new stream starts small again
+    assert w.on_read(40, 41) is None  # far behind the front: random too
+    assert (w.front, w.size, w.resets) == (42, 0, 2)
+
+
+def test_window_off_and_request_sized_first_window():
+    off = ReadWindow(max_pages=0)
+    assert off.on_read(0, 1) is None and off.on_read(2, 3) is None
+    w = ReadWindow(max_pages=64, init_pages=4)
+    w.on_read(0, 7)
+    assert w.on_read(8, 15) == (16, 32)  # twice the request, not the small start
+
+
+def test_window_in_the_sliding_window_streams_hold_except_the_last_ranks():
+    """DAChe's sliding window (2 pages a chunk, n chunks a window, rank r starting at its
+    own chunk and shifting circularly): once warm the streams of ranks 0..n-2 hold — their
+    jumps to the next window land inside what was read ahead, the wraps are re-reads. The
+    last rank jumps 2n-2 pages past its front every window with nothing read ahead there:
+    random by Linux's rule, so it resets each window and never reads ahead."""
+    n = 4
+    for r in range(n):
+        w = ReadWindow(max_pages=32)
+        for win in range(12):
+            for j in range(n):
+                c = win * n + (r + j) % n
+                w.on_read(2 * c, 2 * c + 1)
+            if win == 2:
+                resets = w.resets
+        if r < n - 1:
+            assert w.resets == resets and w.size == 32, r
+            assert w.end >= 2 * n * 12  # the next window was asked for
+        else:
+            assert w.resets == resets + 9 and w.size == 0
+
+
+def test_configured_reads_the_keyword_then_the_environment(monkeypatch):
+    monkeypatch.delenv(READAHEAD_ENV, raising=False)
+    assert configured(4096) == 4096 and configured(0) == 0
+    monkeypatch.setenv(READAHEAD_ENV, "65536")
+    assert configured(None) == 65536
+    assert configured(0) == 0  # the keyword wins
+    monkeypatch.setenv(READAHEAD_ENV, "lots")
+    with pytest.raises(ValueError):
+        configured(None)
+    with pytest.raises(ValueError):
+        configured(-1)
+
+
+# --------------------------------------------------------------------------- the prefetcher
+class _Table:
+    """One rank's view of a lock table: page -> [writer held, metadata]."""
+
+    lock_calls = retries = 0
+
+    def __init__(self) -> None:
+        self.pages: dict[int, list] = {}
+        self.claims: list[int] = []
+        self.released: list[tuple[int, Meta, str]] = []
+
+    def _entry(self, page: int) -> list:
+        return self.pages.setdefault(page, [False, UNCACHED])
+
+    def claim(self, page, owner):
+        e = self._entry(page)
+        if e[0] or e[1].owner >= 0:
+            return None
+        e[0], e[1] = True, Meta(owner, 0, e[1].flushed)
+        self.claims.append(page)
+        return e[1].flushed
+
+    def release_claim(self, page, meta):
+        e = self._entry(page)
+        assert e[0], "released a page that was not claimed"
+        e[0], e[1] = False, meta
+        self.released.append((page, meta, threading.current_thread().name))
+
+    def lock_set(self, pages, write, around, wants=None):
+        out = []
+        for p in pages:
+            e = self._entry(p)
+            assert not e[0], f"page {p} locked: the cache should have waited for it"
+            out.append((e[1], True if write else e[1].owner < 0))
+        return out
+
+    def unlock_set(self, held):
+        for page, _, meta in held:
+            if meta is not None:
+                self._entry(page)[1] = meta
+
+    def try_lock(self, page):
+        e = self._entry(page)
+        return None if e[0] else e[1]
+
+    def unlock(self, page, excl, meta):
+        if meta is not None:
+            self._entry(page)[1] = meta
+
+
+class _Data:
+    remote_gets = remote_puts = 0
+
+    def __init__(self, nslots: int, ps: int) -> None:
+        self.mem = bytearray(nslots * ps)
+        self.ps = ps
+
+    def view(self, slot):
+        return memoryview(self.mem)[slot * self.ps:(slot + 1) * self.ps]
+
+    def dirty(self, slot):
+        from pvfs.collective._pages import Dirty
+
+        return Dirty()
+
+    def clean(self, slot) -> None:
+        pass
+
+    def mark(self, slot, lo, hi) -> None:
+        pass
+
+
+class _File:
+    def __init__(self, data: bytes, fail: bool = False) -> None:
+        self.data = data
+        self.reads: list[tuple[int, int, str]] = []
+        self.fail = fail
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def preadinto(self, buf, offset):
+        if threading.current_thread().name == "pvfs-readahead":
+            self.gate.wait(5)  # (the gate holds reads ahead only)
+        self.reads.append((offset, len(buf), threading.current_thread().name))
+        if self.fail and threading.current_thread().name == "pvfs-readahead":
+            raise OSError(5, "disk on fire")
+        part = self.data[offset:offset + len(buf)]
+        buf[:len(part)] = part
+        return len(part)
+
+
+PS = 64
+
+
+def _cache(table, file, nslots=16, readahead=8 * PS, size=None):
+    from pvfs.collective._cache import PageCache
+
+    return PageCache(0, 1, file, table, _Data(nslots, PS), nslots, PS,  # type: ignore[arg-type]
+                     size_at_open=len(file.data) if size is None else size, atomic=False,
+                     readahead=readahead)
+
+
+def _blob(pages: int) -> bytes:
+    return bytes((i * 7) % 251 for i in range(pages * PS))
+
+
+def test_sequential_reads_are_served_from_pages_read_ahead_by_the_helper_thread():
+    blob = _blob(24)
+    table, f = _Table(), _File(blob)
+    cache = _cache(table, f, nslots=32, readahead=8 * PS)
+    for p in range(0, 20, 2):
+        assert bytes(cache.read([(p * PS, 2 * PS)])) == blob[p * PS:(p + 2) * PS]
+    ra = cache.ra
+    assert ra is not None and ra.pages > 0
+    # The main thread loaded only the first pages; the rest came from reads ahead, in
+    # reads of several consecutive pages, released by the helper thread.
+    mine = [r for r in f.reads if r[2] != "pvfs-readahead"]
+    ahead = [r for r in f.reads if r[2] == "pvfs-readahead"]
+    assert len(mine) == 2 and ahead and max(n for _, n, _ in ahead) >= 2 * PS
+    assert all(who == "pvfs-readahead" for _, _, who in table.released)
+    assert all(meta.owner == 0 and meta.slot >= 0 for _, meta, _ in table.released)
+    cache.close()
+    assert not ra.inflight and all(not e[0] for e in table.pages.values())  # all released
+
+
+def test_read_ahead_skips_pages_locked_or_cached_elsewhere_and_stops_at_the_size():
+    blob = _blob(12)
+    table, f = _Table(), _File(blob)
+    table.pages[5] = [True, UNCACHED]  # another rank is loading page 5
+    table.pages[6] = [False, Meta(3, 7, False)]  # page 6 is cached on rank 3
+    cache = _cache(table, f, nslots=32, readahead=8 * PS)
+    cache.read([(0, PS)])
+    cache.read([(PS, PS)])  # sequential: read ahead pages 2-5
+    cache.read([(2 * PS, PS)])  # and then 6-10
+    cache.ra.drain()
+    assert 5 not in table.claims and 6 not in table.claims
+    assert set(table.claims) <= set(range(12)) and 4 in table.claims
+    assert all(p < 12 for p in table.claims)  # nothing past the size at open
+    assert cache.ra.skipped >= 2
+    cache.close()
+
+
+def test_pages_read_ahead_are_evictable_once_finished():
+    blob = _blob(40)
+    table, f = _Table(), _File(blob)
+    cache = _cache(table, f, nslots=8, readahead=2 * PS)  # 8 slots, windows of 2 pages
+    for p in range(40):
+        assert bytes(cache.read([(p * PS, PS)])) == blob[p * PS:(p + 1) * PS]
+    assert cache.ra.pages > 10 and cache.evictions > 0  # read-ahead pages went out again
+    cache.close()
+    cached = [p for p, e in table.pages.items() if e[1].owner == 0]
+    assert len(cached) <= 8 and not any(e[0] for e in table.pages.values())
+
+
+def test_a_read_waits_for_its_own_prefetch_without_locking():
+    blob = _blob(16)
+    table, f = _Table(), _File(blob)
+    cache = _cache(table, f, nslots=32, readahead=4 * PS)
+    cache.read([(0, PS)])
+    f.gate.clear()  # the next read ahead hangs in the file until the gate opens
+    cache.read([(PS, PS)])
+    assert cache.ra.inflight
+    page = min(cache.ra.inflight)
+    threading.Timer(0.05, f.gate.set).start()
+    # _Table.lock_set asserts that no locked page is asked for: the read waits for the
+    # helper thread's release first.
+    assert bytes(cache.read([(page * PS, PS)])) == blob[page * PS:(page + 1) * PS]
+    assert cache.ra.waits >= 1
+    cache.close()
+
+
+def test_a_failed_read_ahead_uncaches_its_pages_and_frees_their_slots():
+    blob = _blob(16)
+    table, f = _Table(), _File(blob, fail=True)
+    cache = _cache(table, f, nslots=16, readahead=4 * PS)
+    free_before = len(cache.free)
+    cache.read([(0, PS)])
+    cache.read([(PS, PS)])
+    cache.ra.drain()
+    assert cache.ra.failed >= 1 and isinstance(cache.ra.error, OSError)
+    assert all(meta.owner < 0 for _, meta, _ in table.released)
+    assert len(cache.free) == free_before - 2  # only the two pages read by the main thread
+    # and the pages are still readable (loaded by the main thread, which sees no error)
+    f.fail = False
+    assert bytes(cache.read([(2 * PS, 2 * PS)])) == blob[2 * PS:4 * PS]
+    cache.close()
+
+
+def test_writes_and_random_reads_do_not_read_ahead():
+    blob = _blob(64)
+    table, f = _Table(), _File(blob)
+    cache = _cache(table, f, nslots=32, readahead=8 * PS)
+    for p in (0, 1, 2, 3):
+        cache.write([(p * PS, PS)], memoryview(bytes(PS)))
+    for p in (40, 5, 30, 12, 55):
+        cache.read([(p * PS, PS)])
+    assert cache.ra.pages == 0 and not table.claims
+    cache.close()
