@@ -42,6 +42,17 @@ def test_window_resets_on_a_random_read_and_ignores_rereads_behind_the_front():
     assert (w.front, w.size, w.resets) == (42, 0, 2)
 
 
+def test_window_ends_reads_ahead_at_stripe_rows():
+    w = ReadWindow(max_pages=32, init_pages=4, align=8)
+    w.on_read(0, 1)
+    assert w.on_read(2, 3) == (4, 8)
+    assert w.on_read(4, 5) == (8, 16)  # front 6 + 8 = 14, to the row's end
+    assert w.on_read(6, 7) == (16, 24)
+    for first in range(8, 40, 2):
+        got = w.on_read(first, first + 1)
+        assert got is None or (got[0] % 8 == 0 and got[1] % 8 == 0)
+
+
 def test_window_off_and_request_sized_first_window():
     off = ReadWindow(max_pages=0)
     assert off.on_read(0, 1) is None and off.on_read(2, 3) is None

@@ -96,7 +96,7 @@ class PageCache:
 
     def __init__(self, rank: int, nranks: int, fs: CountingFile, locks: Locks, data: Data,
                  nslots: int, page_size: int, size_at_open: int, atomic: bool,
-                 readahead: int = 0) -> None:
+                 readahead: int = 0, align: int = 1) -> None:
         self.rank, self.n = rank, nranks
         self.fs, self.locks, self.data = fs, locks, data
         self.ps = page_size
@@ -117,7 +117,7 @@ class PageCache:
         #: read-ahead (``readahead``: the largest window in bytes; at most a quarter of the
         #: slots, so reading ahead never flushes the whole cache); None when off
         pages = min(readahead // page_size, nslots // 4)
-        self.ra: Prefetcher | None = Prefetcher(self, pages) if pages > 0 else None
+        self.ra: Prefetcher | None = Prefetcher(self, pages, align) if pages > 0 else None
 
     # ------------------------------------------------------------------ access
     def read(self, regions: list[tuple[int, int]]) -> bytearray:

@@ -179,7 +179,8 @@ class CollectiveFile:
         # thread: rma locks and MPI_THREAD_MULTIPLE only.
         ra = self.readahead if hasattr(locks, "claim") and _thread_multiple() else 0
         self.cache = PageCache(self.rank, self.n, self.io, locks, data, nslots, self.page_size,
-                               self.size_at_open, self.atomic, readahead=ra)
+                               self.size_at_open, self.atomic, readahead=ra,
+                               align=self.flush_group)
         barrier(self.comm, "cache set-up")
 
     def _start_write_behind(self) -> None:

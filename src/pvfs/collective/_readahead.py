@@ -49,6 +49,8 @@ from pvfs.collective._pages import Meta
 #: ``PVFS_COLLECTIVE_READAHEAD``: the largest read-ahead window in bytes (0: off), unless
 #: ``open(readahead=...)`` says otherwise.
 READAHEAD_ENV = "PVFS_COLLECTIVE_READAHEAD"
+#: ``PVFS_COLLECTIVE_READAHEAD_ALIGN=0``: reads ahead not aligned to stripe rows (A/B).
+ALIGN_ENV = "PVFS_COLLECTIVE_READAHEAD_ALIGN"
 #: The default largest window (bytes): Linux's default is 128 KiB of 4 KiB pages (32
 #: pages); 32 cache pages here.
 DEFAULT_BYTES = 1 << 20
@@ -83,8 +85,11 @@ class ReadWindow:
     ``(start, end)``, or None.
     """
 
-    def __init__(self, max_pages: int, init_pages: int = 4) -> None:
+    def __init__(self, max_pages: int, init_pages: int = 4, align: int = 1) -> None:
         self.max = max(0, max_pages)
+        #: a read ahead ends at a multiple of this many pages (a stripe row), so the next
+        #: one starts there and no stripe unit is split between two reads ahead
+        self.align = max(1, align)
         self.init = max(1, min(self.max, init_pages)) if self.max else 0
         self.front: int | None = None  # one past the furthest page read (None: no stream)
         self.size = 0  # the window; 0: no sequential stream (yet)
@@ -114,6 +119,7 @@ class ReadWindow:
         start, target = max(self.end, self.front), self.front + self.size
         if target - start < max(1, self.size // 2):
             return None  # topped up in halves of the window: fewer, larger reads
+        target = -(-target // self.align) * self.align
         self.end = target
         return start, target
 
@@ -135,9 +141,11 @@ class Prefetcher:
     ``locks`` (with ``claim`` and ``release_claim``), ``data``, ``lru``, ``free``,
     ``load_times`` and ``_alloc_slot``."""
 
-    def __init__(self, cache: Any, max_pages: int) -> None:
+    def __init__(self, cache: Any, max_pages: int, align: int = 1) -> None:
         self.cache = cache
-        self.window = ReadWindow(max_pages)
+        if os.environ.get(ALIGN_ENV) == "0":
+            align = 1
+        self.window = ReadWindow(max_pages, align=align)
         self.inflight: dict[int, _Job] = {}
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[_Job] = queue.SimpleQueue()

@@ -106,10 +106,15 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     iod_before = _iod_writes(fs) if comm.Get_rank() == 0 else 0
     barrier(comm)
     t0, c0 = time.perf_counter(), time.process_time()
-    # "rma+ra" / "rma+nora": the cache with read-ahead on (the default window) / off;
-    # a bare coordination takes the library's default (PVFS_COLLECTIVE_READAHEAD).
+    # "rma+ra" / "rma+ra=BYTES" / "rma+nora": the cache with read-ahead on (the default
+    # window, or BYTES) / off; a bare coordination takes the library's default
+    # (PVFS_COLLECTIVE_READAHEAD).
     coord, _, variant = method.partition("+")
-    readahead = {"ra": READAHEAD_ON, "nora": 0}.get(variant)
+    if variant.endswith("-noalign"):  # (A/B of the stripe-row alignment of reads ahead)
+        variant = variant[:-len("-noalign")]
+        os.environ["PVFS_COLLECTIVE_READAHEAD_ALIGN"] = "0"
+    readahead = int(variant[3:]) if variant.startswith("ra=") else \
+        {"ra": READAHEAD_ON, "nora": 0}.get(variant)
     if method == "independent":
         f = pc.open(comm, fs, path, "r", method="direct")
     else:
