@@ -251,7 +251,8 @@ def readahead(fs, coord: str) -> None:
     comm.Barrier()  # an application barrier: reads ahead must not hold it up
     # Every other rank writes into pages rank 0 read ahead (they are cached there) and
     # into pages further on that nobody has read yet; rank 0 writes too.
-    for k, p in enumerate(ahead + list(range(40, 40 + n))):
+    further = [p for p in range(max(ahead) + 1, npages)][:n]  # not read ahead by anyone
+    for k, p in enumerate(ahead + further):
         w = k % n
         piece = bytes([(w * 29 + k) % 251 + 1]) * (PS // 2)
         off = p * PS + (k % 2) * (PS // 2)

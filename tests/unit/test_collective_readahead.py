@@ -51,6 +51,7 @@ def test_window_ends_reads_ahead_at_stripe_rows():
     for first in range(8, 40, 2):
         got = w.on_read(first, first + 1)
         assert got is None or (got[0] % 8 == 0 and got[1] % 8 == 0)
+    assert ReadWindow(max_pages=8, align=256).align == 1  # a row over the largest window
 
 
 def test_window_off_and_request_sized_first_window():

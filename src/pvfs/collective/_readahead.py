@@ -88,8 +88,9 @@ class ReadWindow:
     def __init__(self, max_pages: int, init_pages: int = 4, align: int = 1) -> None:
         self.max = max(0, max_pages)
         #: a read ahead ends at a multiple of this many pages (a stripe row), so the next
-        #: one starts there and no stripe unit is split between two reads ahead
-        self.align = max(1, align)
+        #: one starts there and no stripe unit is split between two reads ahead (none
+        #: when a row is more than the largest window: the window bounds what is read)
+        self.align = align if 1 <= align <= self.max else 1
         self.init = max(1, min(self.max, init_pages)) if self.max else 0
         self.front: int | None = None  # one past the furthest page read (None: no stream)
         self.size = 0  # the window; 0: no sequential stream (yet)
