@@ -239,6 +239,24 @@ def test_read_ahead_skips_pages_locked_or_cached_elsewhere_and_stops_at_the_size
     cache.close()
 
 
+def test_a_range_whose_first_page_another_stream_took_is_left_to_it():
+    blob = _blob(40)
+    table, f = _Table(), _File(blob)
+    cache = _cache(table, f, nslots=64, readahead=8 * PS)
+    table.pages[6] = [True, Meta(2, 0, False)]  # rank 2's stream claimed page 6 ...
+    table.pages[9] = [False, Meta(2, 3, False)]  # ... and has page 9 cached
+    cache.read([(0, PS)])
+    cache.read([(PS, PS)])  # reads ahead 2-5: all free, all claimed here
+    cache.read([(2 * PS, PS)])  # tops up 6-10: page 6 is taken, the range is rank 2's
+    cache.ra.drain()
+    assert sorted(table.claims) == [2, 3, 4, 5]
+    for p in (3, 4, 5, 7):  # (page 6 is rank 2's; 7 was left to it but never read ahead)
+        cache.read([(p * PS, PS)])  # the last tops up 11-15: free, claimed here
+    cache.ra.drain()
+    assert sorted(table.claims) == [2, 3, 4, 5, 11, 12, 13, 14, 15]
+    cache.close()
+
+
 def test_pages_read_ahead_are_evictable_once_finished():
     blob = _blob(40)
     table, f = _Table(), _File(blob)
