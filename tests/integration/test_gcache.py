@@ -127,12 +127,11 @@ def test_read_in_a_truncation_window_caches_nothing_past_the_end(gcluster):
                     {"op": "read", "ino": f.ino, "stripe": stripe, "offset": 0,
                      "length": 65536, "client": None})
 
-            async with trio.open_nursery() as nursery:
-                async with g.truncation(f.ino, 0):
-                    nursery.start_soon(late_read)
-                    await trio.sleep(0.3)
-                    got["held"] = "data" not in got
-                    await a.client.setattr(f.ino, size=0)  # now the I/O daemons are cut
+            async with trio.open_nursery() as nursery, g.truncation(f.ino, 0):
+                nursery.start_soon(late_read)
+                await trio.sleep(0.3)
+                got["held"] = "data" not in got
+                await a.client.setattr(f.ino, size=0)  # now the I/O daemons are cut
             await a.truncate(f, 65536)  # and up again: a hole
             _, cached = await g.channels[0].call_bulk(
                 {"op": "read", "ino": f.ino, "stripe": stripe, "offset": 0, "length": 65536,

@@ -117,6 +117,11 @@ class _FakeData:
     def view(self, slot):
         return memoryview(self.mem)[slot * self.ps:(slot + 1) * self.ps]
 
+    def dirty(self, slot):
+        from pvfs.collective._pages import Dirty
+
+        return Dirty()
+
     def clean(self, slot) -> None:
         pass
 

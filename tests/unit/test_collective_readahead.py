@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from test_collective_load_waits import _FakeData
 
 from pvfs.collective._pages import UNCACHED, Meta
 from pvfs.collective._readahead import READAHEAD_ENV, ReadWindow, configured
@@ -147,28 +148,6 @@ class _Table:
             self._entry(page)[1] = meta
 
 
-class _Data:
-    remote_gets = remote_puts = 0
-
-    def __init__(self, nslots: int, ps: int) -> None:
-        self.mem = bytearray(nslots * ps)
-        self.ps = ps
-
-    def view(self, slot):
-        return memoryview(self.mem)[slot * self.ps:(slot + 1) * self.ps]
-
-    def dirty(self, slot):
-        from pvfs.collective._pages import Dirty
-
-        return Dirty()
-
-    def clean(self, slot) -> None:
-        pass
-
-    def mark(self, slot, lo, hi) -> None:
-        pass
-
-
 class _File:
     def __init__(self, data: bytes, fail: bool = False) -> None:
         self.data = data
@@ -194,7 +173,7 @@ PS = 64
 def _cache(table, file, nslots=16, readahead=8 * PS, size=None):
     from pvfs.collective._cache import PageCache
 
-    return PageCache(0, 1, file, table, _Data(nslots, PS), nslots, PS,  # type: ignore[arg-type]
+    return PageCache(0, 1, file, table, _FakeData(nslots, PS), nslots, PS,  # type: ignore[arg-type]
                      size_at_open=len(file.data) if size is None else size, atomic=False,
                      readahead=readahead)
 

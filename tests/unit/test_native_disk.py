@@ -22,6 +22,14 @@ def disk(**kw) -> nat.Disk:
     return preset("ide-2000", **kw).build()
 
 
+def close_all(eng: nat.Engine, fd: int, pairs: list) -> None:
+    eng.close()
+    os.close(fd)
+    for a, b in pairs:
+        a.close()
+        b.close()
+
+
 def test_ide_2000_preset_matches_the_thesis_nodes():
     assert (IDE.read_bps, IDE.write_bps, IDE.cache_bytes) == (4.2e6, 4.5e6, 56 << 20)
     assert math.isclose(IDE.avg_seek, 0.009)
@@ -211,11 +219,7 @@ def test_engine_reader_of_a_block_under_read_waits_for_the_disk(tmp_path):
             assert recv_exact(b, 64 << 10) == data[:64 << 10]
         assert d.info()["accesses"] == 1                    # one miss, not two
     finally:
-        eng.close()
-        os.close(fd)
-        for a, b in pairs:
-            a.close()
-            b.close()
+        close_all(eng, fd, pairs)
 
 
 @pytest.mark.parametrize("windows", [2, 0])
@@ -252,8 +256,4 @@ def test_more_concurrent_misses_than_cache_windows_all_finish(tmp_path, windows)
         assert bodies == {i: data for i in range(len(pairs))}
         assert d.info()["miss_bytes"] == len(pairs) * len(data)   # each window read once
     finally:
-        eng.close()
-        os.close(fd)
-        for a, b in pairs:
-            a.close()
-            b.close()
+        close_all(eng, fd, pairs)
