@@ -141,12 +141,17 @@ class _SlowFile:
         return len(buf)
 
 
-def test_page_cache_waits_for_loads_as_long_as_its_own_loads_take():
+def _page_cache(file, locks):
+    """Rank 0 of 2, eight 64-byte slots, over a fake file and lock table."""
     from pvfs.collective._cache import PageCache
 
+    return PageCache(0, 2, file, locks, _FakeData(8, 64), 8, 64,  # type: ignore[arg-type]
+                     size_at_open=1 << 20, atomic=False)
+
+
+def test_page_cache_waits_for_loads_as_long_as_its_own_loads_take():
     locks = _FakeLocks()
-    cache = PageCache(0, 2, _SlowFile(), locks, _FakeData(8, 64), 8, 64,  # type: ignore[arg-type]
-                      size_at_open=1 << 20, atomic=False)
+    cache = _page_cache(_SlowFile(), locks)
     cache.load_times = LoadTimes(floor=3e-4, cap=0.5)
     cache.read([(0, 128)])  # loads pages 0-1 in one 20 ms read
     cache.read([(256, 64)])
@@ -194,11 +199,8 @@ class _FastFile(_SlowFile):
 
 
 def test_page_cache_caps_its_wait_at_its_own_read_arounds():
-    from pvfs.collective._cache import PageCache
-
     locks = _AroundLocks()
-    cache = PageCache(0, 2, _FastFile(), locks, _FakeData(8, 64), 8, 64,  # type: ignore[arg-type]
-                      size_at_open=1 << 20, atomic=False)
+    cache = _page_cache(_FastFile(), locks)
     cache.load_times = LoadTimes(floor=3e-4, cap=0.5)
     cache.read([(128, 64)])  # loads page 2 in a 20 ms read
     cache.read([(256, 64)])
@@ -280,13 +282,10 @@ def test_page_cache_reads_around_the_first_load_it_meets_with_the_probe(monkeypa
     # its own loads for every other rank's load (s14: ~70 ms on the emulated disk, where a
     # read around was a 2 ms hit in the servers' cache). With the probe it reads around.
     import pvfs.collective._locks as locks_mod
-    from pvfs.collective._cache import PageCache
-
     monkeypatch.setattr(locks_mod, "_AROUND_US", None)
     monkeypatch.setenv(locks_mod.PROBE_ENV, "1")
     locks = _FakeLocks()
-    cache = PageCache(0, 2, _SlowFile(), locks, _FakeData(8, 64), 8, 64,  # type: ignore[arg-type]
-                      size_at_open=1 << 20, atomic=False)
+    cache = _page_cache(_SlowFile(), locks)
     cache.read([(0, 128)])  # loads pages 0-1 in one 20 ms read
     cache.read([(256, 64)])
     assert locks.arounds[1] == 0.0  # read around the next load met (a probe)
