@@ -94,7 +94,7 @@ class CollectiveFile:
         self.sub_bytes = sub_bytes
         self.sub_buffers = sub_buffers
         self.early_bytes = early_bytes
-        self.readahead = readahead  # bytes, 0: off (rma only; see _readahead)
+        self.readahead = readahead  # bytes, 0: off (see _readahead)
         self.flush_group = flush_group
         self.size_at_open = size_at_open
         self._services = services  # (service comm, lock-server ranks, bells) for "servers"
@@ -138,8 +138,9 @@ class CollectiveFile:
             data: Any = RmaData(self.comm, space, self.page_size)
             extra: list[Any] = [space]
         elif self.coordination == "servers" and self._services is not None:
+            from pvfs.collective._msgclient import MsgLocks
             from pvfs.collective._rma import RmaData, RmaSpace
-            from pvfs.collective._service import Caller, MsgLocks
+            from pvfs.collective._service import Caller
 
             assert self._services is not None
             scomm, homes, bells = self._services
@@ -149,12 +150,11 @@ class CollectiveFile:
             data = RmaData(self.comm, space, self.page_size)
             extra = [space]
         else:
+            from pvfs.collective._msgclient import MsgData, MsgLocks
             from pvfs.collective._service import (
                 Bells,
                 Caller,
                 LocalPages,
-                MsgData,
-                MsgLocks,
                 Service,
                 ServiceThread,
             )
@@ -175,9 +175,8 @@ class CollectiveFile:
             self._scomm = scomm
             extra = []
         self._parts = [locks, data, *extra]
-        # Read-ahead claims pages with one RMA atomic and releases them from a helper
-        # thread: rma locks and MPI_THREAD_MULTIPLE only.
-        ra = self.readahead if hasattr(locks, "claim") and _thread_multiple() else 0
+        # Read-ahead releases its claims from a helper thread: MPI_THREAD_MULTIPLE only.
+        ra = self.readahead if _thread_multiple() else 0
         self.cache = PageCache(self.rank, self.n, self.io, locks, data, nslots, self.page_size,
                                self.size_at_open, self.atomic, readahead=ra,
                                align=self.flush_group)
@@ -415,8 +414,8 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
         flush_group: pages flushed together at close (default: a stripe row, ``pcount``).
         stripe: the distribution of a newly created file.
         readahead: the largest read-ahead window of the cache in bytes (0: off; None:
-            ``PVFS_COLLECTIVE_READAHEAD``, else the default); ``rma`` coordination only
-            (a value > 0 with another coordination is an error).
+            ``PVFS_COLLECTIVE_READAHEAD``, else the coordination's default: 1 MiB for
+            ``rma``, off for the message back ends).
 
     Raises:
         ValueError: bad arguments (the same on every rank, so every rank raises).
@@ -428,10 +427,7 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
         raise ValueError(f"method must be one of {METHODS}")
     from pvfs.collective._readahead import configured
 
-    explicit = readahead
-    readahead = configured(readahead)
-    if explicit and coordination != "rma":
-        raise ValueError("read-ahead needs the rma coordination")
+    readahead = configured(readahead, coordination)
     readable, writable, create = parse_amode(amode)
     if method == "auto":
         method = "write_behind" if writable and not readable and not atomic else "caching"

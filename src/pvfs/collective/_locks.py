@@ -345,6 +345,29 @@ class LockManager:
                 break
         return out
 
+    def claim_batch(self, src: int, owner: int, pages: list[int],
+                    lead: bool = False) -> list[bool | None]:
+        """Read-ahead claims, never queued: each page that is unlocked, has no waiter and
+        is cached nowhere is locked exclusively by ``src`` and published as cached by
+        ``owner`` (its slot comes with the release), so readers queue for it instead of
+        reading around it; per page its flushed bit, or None when it is locked or cached
+        somewhere (one copy in the group). ``lead``: when the first page cannot be
+        claimed none is (the range belongs to the stream that took it)."""
+        out: list[bool | None] = []
+        for page in pages:
+            self.requests += 1
+            entry = self._get(page)
+            if entry.queue or entry.writer is not None or entry.readers \
+                    or entry.meta.owner >= 0:
+                if lead and not out:
+                    return [None] * len(pages)
+                out.append(None)
+                continue
+            entry.writer = src
+            out.append(entry.meta.flushed)
+            entry.meta = Meta(owner, 0, entry.meta.flushed)
+        return out
+
     @staticmethod
     def _grant(entry: _PageLock, src: int, mode: Mode) -> None:
         if entry.exclusive(mode):

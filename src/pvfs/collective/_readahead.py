@@ -17,8 +17,8 @@ Two parts:
   behind the front (a re-read, as the sliding window's circular shift does) changes
   nothing. The window is topped up in halves, so the pages go out in few, large reads.
 * :class:`Prefetcher` — the loads. For each page to read ahead the main thread *claims*
-  it: one compare-and-swap that locks it exclusively only if it is unlocked and cached
-  nowhere, and publishes this rank's slot as its owner under that lock (a page that is
+  it: the page is locked exclusively only if it is unlocked (with no waiter) and cached
+  nowhere, and this rank is published as its owner under that lock (a page that is
   locked or cached anywhere is skipped: one copy in the group; when the first page of the
   range is taken, another rank's stream leads and the whole range is left to it, so each
   part of the file is read ahead by one rank in few reads). Consecutive claimed pages
@@ -34,8 +34,13 @@ Two parts:
   list (evictable from then on) at the start of its next access, and waits for the
   prefetches a request needs before locking (no lock held: deadlock-free).
 
-Only the ``rma`` coordination can claim a page in one atomic and release it from another
-thread (MPI_THREAD_MULTIPLE); the message back ends have no read-ahead.
+Every coordination's lock table offers the two calls (``claim_pages``, ``release_claims``):
+``rma`` claims with one compare-and-swap a page and releases with one ``Fetch_and_op``
+(:mod:`._rma`); the message back ends send one ``claim`` batch per home, all at once, and
+release with one ``unlock`` message per home, which the helper thread sends itself
+(:mod:`._msgclient`, :meth:`~pvfs.collective._locks.LockManager.claim_batch`): a claim is
+answered at once and never queues, a release needs no reply, so the helper thread never
+waits for another process either. The helper thread needs MPI_THREAD_MULTIPLE.
 """
 
 from __future__ import annotations
@@ -56,15 +61,15 @@ ALIGN_ENV = "PVFS_COLLECTIVE_READAHEAD_ALIGN"
 #: The default largest window (bytes): Linux's default is 128 KiB of 4 KiB pages (32
 #: pages); 32 cache pages here.
 DEFAULT_BYTES = 1 << 20
-#: On by default: it won or tied in every setting measured (docs/collective.md, s15: the
-#: sliding window at 2/4/8 ranks on emulated ide-2000 disks with and without their cache
-#: and on posix storage).
-DEFAULT_ON = True
+#: The coordinations with read-ahead on by default: where it won or tied in every setting
+#: measured (docs/collective.md, s15: ``rma``, the sliding window at 2/4/8 ranks on
+#: emulated ide-2000 disks with and without their cache and on posix storage).
+DEFAULT_ON: tuple[str, ...] = ("rma",)
 
 
-def configured(readahead: int | None) -> int:
+def configured(readahead: int | None, coordination: str = "rma") -> int:
     """The largest read-ahead window in bytes from ``open``'s ``readahead`` (None: the
-    environment, else the default); 0 means off.
+    environment, else the default of ``coordination``); 0 means off.
 
     Raises:
         ValueError: a negative size, or an environment value that is not a number.
@@ -72,7 +77,7 @@ def configured(readahead: int | None) -> int:
     if readahead is None:
         env = os.environ.get(READAHEAD_ENV)
         if env is None:
-            return DEFAULT_BYTES if DEFAULT_ON else 0
+            return DEFAULT_BYTES if coordination in DEFAULT_ON else 0
         try:
             readahead = int(float(env))
         except ValueError:
@@ -143,7 +148,7 @@ class _Job:
 class Prefetcher:
     """Claims, reads and releases read-ahead pages for one :class:`PageCache` (see the
     module docstring). ``cache`` gives ``rank``, ``ps``, ``size_at_open``, ``fs``,
-    ``locks`` (with ``claim`` and ``release_claim``), ``data``, ``lru``, ``free``,
+    ``locks`` (with ``claim_pages`` and ``release_claims``), ``data``, ``lru``, ``free``,
     ``load_times`` and ``_alloc_slot``."""
 
     def __init__(self, cache: Any, max_pages: int, align: int = 1) -> None:
@@ -156,7 +161,10 @@ class Prefetcher:
         self._done: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self.pages = self.reads = self.skipped = self.waits = self.failed = 0
+        self.unclaimed = 0  # pages claimed, then given back unread (lead rule, no slot)
         self.error: BaseException | None = None
+        #: a release that failed: its pages stay locked, so the main thread raises it
+        self.fatal: BaseException | None = None
 
     # ------------------------------------------------------------------ main thread
     def after_read(self, first: int, last: int) -> None:
@@ -168,26 +176,35 @@ class Prefetcher:
     def _issue(self, start: int, end: int) -> None:
         c = self.cache
         limit = -(-c.size_at_open // c.ps)  # pages past the size at open are zeros
-        run: _Job | None = None
+        pages = []
         for page in range(start, min(end, limit)):
             if page in self.inflight or page in c.lru:
                 self.skipped += 1
-                continue
-            # Claim first (one atomic, its slot filled in at the release): a page locked
-            # or cached somewhere is skipped before a slot is freed for it.
-            flushed = c.locks.claim(page, c.rank)
+            else:
+                pages.append(page)
+        if not pages:
+            return
+        # Claim first (one CAS a page, or one message per home; slots filled in at the
+        # release): a page locked or cached somewhere is skipped before a slot is freed.
+        lead = pages[0] == start
+        claims = c.locks.claim_pages(pages, c.rank, lead)
+        if lead and claims[0] is None:
+            # Another stream got here first and leads: leave the range to it. Streams
+            # that shared ranges split them into small reads that reached a daemon out of
+            # order (s15: 88 disk accesses instead of 80 at 4 ranks on the emulated disk
+            # with its cache, 80 this way). (Message homes other than the first page's
+            # may have claimed their pages meanwhile: give them back.)
+            self.skipped += 1
+            self._unclaim(pages, claims)
+            return
+        run: _Job | None = None
+        for i, (page, flushed) in enumerate(zip(pages, claims, strict=True)):
             if flushed is None:  # locked or cached somewhere: one copy in the group
                 self.skipped += 1
-                if page == start:
-                    # Another stream got here first and leads: leave the range to it.
-                    # Streams that shared ranges split them into small reads that reached
-                    # a daemon out of order (s15: 88 disk accesses instead of 80 at 4
-                    # ranks on the emulated disk with its cache, 80 this way).
-                    return
                 continue
             slot = c._alloc_slot()
             if slot is None:  # every slot pinned: no room to read ahead
-                c.locks.release_claim(page, Meta(-1, -1, flushed))
+                self._unclaim(pages[i:], claims[i:])
                 break
             c.data.clean(slot)
             if run is not None and run.first + len(run.slots) == page:
@@ -199,6 +216,14 @@ class Prefetcher:
             self.inflight[page] = run
             self.pages += 1
         self._submit(run)
+
+    def _unclaim(self, pages: list[int], claims: list[bool | None]) -> None:
+        """Give back claims that will not be read (uncached again, as they were)."""
+        back = [(p, Meta(-1, -1, f)) for p, f in zip(pages, claims, strict=True)
+                if f is not None]
+        if back:
+            self.unclaimed += len(back)
+            self.cache.locks.release_claims(back)
 
     def _submit(self, job: _Job | None) -> None:
         if job is None:
@@ -213,6 +238,8 @@ class Prefetcher:
     def collect(self) -> None:
         """Finished prefetches: their pages into the LRU list (evictable), or their slots
         back to the free list when the read failed."""
+        if self.fatal is not None:
+            raise RuntimeError(f"read-ahead release failed: {self.fatal!r}") from self.fatal
         while True:
             try:
                 job = self._done.get_nowait()
@@ -250,6 +277,7 @@ class Prefetcher:
     def counters(self) -> dict[str, int]:
         return {"ra_pages": self.pages, "ra_reads": self.reads, "ra_skipped": self.skipped,
                 "ra_waits": self.waits, "ra_failed": self.failed,
+                "ra_unclaimed": self.unclaimed,
                 "ra_resets": self.window.resets}
 
     # ------------------------------------------------------------------ helper thread
@@ -267,10 +295,12 @@ class Prefetcher:
             except BaseException as exc:  # noqa: BLE001 - a failed prefetch only uncaches
                 self.error = exc
                 self.failed += 1
-            for k, slot in enumerate(job.slots):
-                page = job.first + k
-                meta = Meta(c.rank, slot, job.flushed[k]) if job.ok else \
-                    Meta(-1, -1, job.flushed[k])
-                c.locks.release_claim(page, meta)
+            try:
+                # One release per page (rma) or one message per home (message back ends).
+                c.locks.release_claims(
+                    [(job.first + k, Meta(c.rank, slot, job.flushed[k]) if job.ok else
+                      Meta(-1, -1, job.flushed[k])) for k, slot in enumerate(job.slots)])
+            except BaseException as exc:  # noqa: BLE001 - raised in the main thread
+                self.fatal = exc
             job.done.set()
             self._done.put(job)

@@ -286,6 +286,21 @@ class RmaLocks:
                 return None
         return None
 
+    def claim_pages(self, pages: list[int], owner: int,
+                    lead: bool = False) -> list[bool | None]:
+        """:meth:`claim` of each page in order (one CAS each); with ``lead`` none after a
+        first page that cannot be claimed."""
+        out: list[bool | None] = []
+        for page in pages:
+            out.append(self.claim(page, owner))
+            if lead and out[0] is None:
+                return [None] * len(pages)
+        return out
+
+    def release_claims(self, pairs: list[tuple[int, Meta]]) -> None:
+        for page, meta in pairs:
+            self.release_claim(page, meta)
+
     def release_claim(self, page: int, meta: Meta) -> None:
         """Drop a :meth:`claim`, publishing ``meta`` (the filled slot, or uncached again).
         Safe from a second thread (MPI_THREAD_MULTIPLE): its own buffers, and the page's

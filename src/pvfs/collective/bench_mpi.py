@@ -7,7 +7,8 @@
   window, then the window slides; ``loops`` windows. ``independent`` reads pvfs directly,
   ``rma``/``thread``/``servers`` go through the group cache (4 MiB per rank, 32 KiB pages);
   with ``servers`` the job has ``lock_servers`` extra ranks that only serve locks;
-  ``rma+ra`` / ``rma+nora`` force the cache's read-ahead on / off.
+  ``COORD+ra`` / ``COORD+nora`` (``rma+ra``, ``servers+ra``, ``thread+nora``, ...) force
+  the cache's read-ahead on / off.
 - ``btio``, ``flash``, ``s3d``: the checkpoint traces of :mod:`pvfs.traces.generators`
   replayed by the ranks; each rank writes a phase (the records between two barriers) with
   one call carrying all its regions, as an MPI program writes a subarray through a file
@@ -56,7 +57,8 @@ def _iod_writes(fs: Any) -> int:
 
 
 DISK_KEYS = ("accesses", "busy_s", "miss_bytes", "hit_bytes")
-RA_KEYS = ("ra_pages", "ra_reads", "ra_skipped", "ra_waits", "ra_failed", "ra_resets")
+RA_KEYS = ("ra_pages", "ra_reads", "ra_skipped", "ra_waits", "ra_failed", "ra_resets",
+           "ra_unclaimed")
 #: the read-ahead window of a "+ra" method (bytes)
 READAHEAD_ON = int(os.environ.get("PVFS_BENCH_READAHEAD", str(1 << 20)))
 
@@ -88,7 +90,7 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     import pvfs.collective as pc
 
     chunk, loops, method = opts["chunk"], opts["loops"], opts["method"]
-    servers = opts.get("lock_servers", 0) if method == "servers" else 0
+    servers = opts.get("lock_servers", 0) if method.partition("+")[0] == "servers" else 0
     clients = comm.Get_size() - servers
     path = "/bench-collective/window"
     if comm.Get_rank() == 0:
@@ -182,7 +184,7 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _trace_name(opts: dict[str, Any], clients: int) -> str:
-    k = f"-k{opts.get('lock_servers', 0)}" if opts["method"] == "servers" else ""
+    k = f"-k{opts.get('lock_servers', 0)}" if opts.get("lock_servers") else ""
     return f"{opts['method']}{k}-n{clients}"
 
 

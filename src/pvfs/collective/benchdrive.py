@@ -42,13 +42,20 @@ from typing import Any
 WINDOW = {"chunk": 64 << 10, "loops": 40, "page": 32 << 10, "cache": 4 << 20}
 WINDOW_METHODS = ("independent", "rma", "thread", "servers")
 #: ``PVFS_BENCH_COLLECTIVE_METHODS=independent,rma+ra,rma+nora``: the sliding window's
-#: methods instead (a coordination, or ``rma+ra`` / ``rma+nora``: read-ahead on / off)
+#: methods instead (a coordination, or ``COORD+ra`` / ``COORD+nora``: read-ahead on / off,
+#: e.g. ``servers+ra``, ``thread+ra``)
 METHODS_ENV = "PVFS_BENCH_COLLECTIVE_METHODS"
 
 
 def window_methods() -> tuple[str, ...]:
     env = os.environ.get(METHODS_ENV)
     return tuple(m for m in env.split(",") if m) if env else WINDOW_METHODS
+
+
+def coordination(method: str) -> str:
+    """The coordination of a window method (``servers+ra`` -> ``servers``)."""
+    return method.partition("+")[0]
+
 CHECKPOINT_METHODS = ("independent", "collective", "caching", "write_behind")
 PARAMS = {
     "quick": {"btio": {"n": 36, "dumps": 10}, "flash": {"blocks": 20, "nxb": 8},
@@ -139,13 +146,13 @@ def plan(quick: bool, ranks: int, window_ranks: list[int] | None = None,
     if "sliding_window" in benchmarks:
         for n in window_ranks or ([2, ranks] if quick else [1, 2, 4, 8]):
             for method in window_methods():
-                servers = [1] if method == "servers" and (quick or n < 2) else \
-                    [1, 2] if method == "servers" else [0]
+                lockers = coordination(method) == "servers"
+                servers = [1] if lockers and (quick or n < 2) else [1, 2] if lockers else [0]
                 for k in servers:
                     opts = {"benchmark": "sliding_window", "method": method, **WINDOW}
                     if cold:
                         opts["cold"] = True
-                    if method == "servers":
+                    if lockers:
                         opts["lock_servers"] = k
                     jobs.append((n + k, opts))
     params = PARAMS["quick" if quick else "full"]
@@ -258,8 +265,8 @@ def _load() -> list[float]:
 
 
 def label(r: dict[str, Any]) -> str:
-    if r["method"] == "servers":
-        return f"servers(k={r.get('lock_servers', 1)})"
+    if coordination(r["method"]) == "servers":
+        return f"{r['method']}(k={r.get('lock_servers', 1)})"
     return r["method"]
 
 
