@@ -225,9 +225,10 @@ def write_behind(fs, coord: str) -> None:
 
 
 def readahead(fs, coord: str) -> None:
-    """Read-ahead on: pages another rank read ahead into its cache still show a synced
-    write (before and after they were read ahead), reads ahead never block an application
-    barrier or another rank's write, and everything is in pvfs after close."""
+    """Read-ahead on (every coordination): pages another rank read ahead into its cache
+    still show a synced write (before and after they were read ahead), reads ahead never
+    block an application barrier or another rank's write, and everything is in pvfs after
+    close."""
     path = fresh(fs, f"ra-{coord}")
     npages = 64
     old = bytes([(i * 13) % 251 + 1 for i in range(npages * PS)])
@@ -236,7 +237,10 @@ def readahead(fs, coord: str) -> None:
             g.pwrite(old, 0)
     comm.Barrier()
     f = copen(fs, path, coord, amode="r+", cache_bytes=48 * PS, readahead=8 * PS)
-    r, n = f.comm.Get_rank(), f.comm.Get_size()
+    if server_done(f):
+        return
+    cc = f.comm  # the clients (lock servers only serve)
+    r, n = cc.Get_rank(), cc.Get_size()
     want = bytearray(old)
     # Rank 0 reads pages 0-11 in order: the pages ahead of them are read into its cache.
     if r == 0:
@@ -247,8 +251,8 @@ def readahead(fs, coord: str) -> None:
         assert ahead, "nothing was read ahead"
     else:
         ahead = None
-    ahead = comm.bcast(ahead, root=0)
-    comm.Barrier()  # an application barrier: reads ahead must not hold it up
+    ahead = cc.bcast(ahead, root=0)
+    cc.Barrier()  # an application barrier: reads ahead must not hold it up
     # Every other rank writes into pages rank 0 read ahead (they are cached there) and
     # into pages further on that nobody has read yet; rank 0 writes too.
     further = [p for p in range(max(ahead) + 1, npages)][:n]  # not read ahead by anyone
@@ -267,20 +271,20 @@ def readahead(fs, coord: str) -> None:
         assert got == bytes(want[p * PS:(p + 1) * PS]), f"rank {r}: page {p} stale"
     # Writes into pages now cached all over the group, not synced: the cache is coherent,
     # so reads in order (reading ahead again) see them too, and close writes them.
-    comm.Barrier()  # (every rank's reads above are done)
+    cc.Barrier()  # (every rank's reads above are done)
     for p in range(r, npages, n):
         piece = bytes([(p * 3 + 7) % 251 + 1]) * 100
         f.write_at(p * PS + 200, piece)
     for p in range(npages):
         want[p * PS + 200:p * PS + 300] = bytes([(p * 3 + 7) % 251 + 1]) * 100
-    comm.Barrier()
+    cc.Barrier()
     for p in range(npages):
         got = f.read_at(p * PS, PS)
         assert got == bytes(want[p * PS:(p + 1) * PS]), f"rank {r}: page {p} stale (2)"
     counters = f.counters()
     f.close()
-    every = comm.gather(counters.get("ra_pages", 0), root=0)
-    if RANK == 0:
+    every = cc.gather(counters.get("ra_pages", 0), root=0)
+    if r == 0:
         assert sum(every) > len(ahead), f"read-ahead pages per rank: {every}"
         with fs.open(path) as g:
             assert g.pread(npages * PS, 0) == bytes(want), "file after close differs"

@@ -61,7 +61,7 @@ def test_read_after_synced_write_sees_it(pvfs_cluster, n):
 
 @pytest.mark.parametrize("n", sizes("readahead"))
 def test_read_after_synced_write_sees_it_with_read_ahead(pvfs_cluster, n):
-    run_mpi(n, "readahead", pvfs_cluster.config_path, "rma", timeout=300)
+    run_mpi(n, "readahead", pvfs_cluster.config_path, timeout=300)
 
 
 @pytest.mark.parametrize("n", sizes("atomic"))

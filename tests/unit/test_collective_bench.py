@@ -37,6 +37,17 @@ def test_plan_full_sweeps_lock_servers_and_btio_needs_a_square():
     assert square_at_most(10) == 9 and square_at_most(1) == 1
 
 
+def test_plan_read_ahead_variants_of_the_lock_servers_get_their_servers(monkeypatch):
+    from pvfs.collective.benchdrive import METHODS_ENV, label
+
+    monkeypatch.setenv(METHODS_ENV, "independent,servers+ra,thread+ra,rma+nora")
+    jobs = plan(quick=False, ranks=4, window_ranks=[4], benchmarks=["sliding_window"])
+    got = sorted((n, o["method"], o.get("lock_servers", 0)) for n, o in jobs)
+    assert got == [(4, "independent", 0), (4, "rma+nora", 0), (4, "thread+ra", 0),
+                   (5, "servers+ra", 1), (6, "servers+ra", 2)]
+    assert label({"method": "servers+ra", "lock_servers": 2}) == "servers+ra(k=2)"
+
+
 def test_table_rows_speedup_against_independent():
     data = {"results": [
         {"benchmark": "btio", "method": "independent", "ranks": 4, "mib_s": 1.0,

@@ -232,7 +232,8 @@ class _Net:
                                  stops=n) for r in range(n)]
 
     def locks(self, rank, local=False):
-        from pvfs.collective._service import Caller, MsgLocks
+        from pvfs.collective._msgclient import MsgLocks
+        from pvfs.collective._service import Caller
 
         return MsgLocks(Caller(self.Comm(self, rank)), list(range(len(self.services))),
                         local=self.services[rank] if local else None)
@@ -426,7 +427,7 @@ def test_service_handles_a_ranks_requests_in_the_order_it_sent_them():
 
 
 def test_msg_locks_queued_batches_share_one_wait_for_loads(monkeypatch):
-    import pvfs.collective._service as svc
+    import pvfs.collective._msgclient as svc
 
     net = _Net(2)
     loader = net.locks(1)

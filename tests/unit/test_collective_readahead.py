@@ -88,8 +88,12 @@ def test_window_in_the_sliding_window_streams_hold_except_the_last_ranks():
 def test_configured_reads_the_keyword_then_the_environment(monkeypatch):
     monkeypatch.delenv(READAHEAD_ENV, raising=False)
     assert configured(4096) == 4096 and configured(0) == 0
+    # on by default for rma only; the message back ends when asked
+    assert configured(None) > 0 and configured(None, "rma") > 0
+    assert configured(None, "thread") == 0 and configured(None, "servers") == 0
+    assert configured(4096, "servers") == 4096
     monkeypatch.setenv(READAHEAD_ENV, "65536")
-    assert configured(None) == 65536
+    assert configured(None) == 65536 and configured(None, "thread") == 65536
     assert configured(0) == 0  # the keyword wins
     monkeypatch.setenv(READAHEAD_ENV, "lots")
     with pytest.raises(ValueError):
@@ -120,11 +124,20 @@ class _Table:
         self.claims.append(page)
         return e[1].flushed
 
-    def release_claim(self, page, meta):
-        e = self._entry(page)
-        assert e[0], "released a page that was not claimed"
-        e[0], e[1] = False, meta
-        self.released.append((page, meta, threading.current_thread().name))
+    def claim_pages(self, pages, owner, lead=False):
+        out = []
+        for page in pages:
+            out.append(self.claim(page, owner))
+            if lead and out[0] is None:
+                return [None] * len(pages)
+        return out
+
+    def release_claims(self, pairs):
+        for page, meta in pairs:
+            e = self._entry(page)
+            assert e[0], "released a page that was not claimed"
+            e[0], e[1] = False, meta
+            self.released.append((page, meta, threading.current_thread().name))
 
     def lock_set(self, pages, write, around, wants=None):
         out = []
@@ -291,4 +304,134 @@ def test_writes_and_random_reads_do_not_read_ahead():
     for p in (40, 5, 30, 12, 55):
         cache.read([(p * PS, PS)])
     assert cache.ra.pages == 0 and not table.claims
+    cache.close()
+
+
+# ------------------------------------------------- message homes: claims in batches per home
+def test_lock_manager_claims_only_free_uncached_pages_and_readers_queue_for_them():
+    from pvfs.collective._locks import READ, LockManager
+
+    m = LockManager(grace=3e-4)
+    m.request(2, 5, True)  # rank 5 loads page 2 on demand
+    m._get(3).meta = Meta(4, 1, False)  # page 3 is cached on rank 4
+    m._get(4).meta = Meta(-1, -1, True)  # page 4 was flushed and is cached nowhere
+    assert m.claim_batch(0, 0, [1, 2, 3, 4]) == [False, None, None, True]
+    assert m.holders(1) == (0, set()) and m._get(1).meta == Meta(0, 0, False)
+    assert m._get(4).meta == Meta(0, 0, True)  # published as cached here, under the lock
+    # The lead rule: when the first page is taken, nothing of the batch is claimed.
+    assert m.claim_batch(1, 1, [2, 5, 6], lead=True) == [None, None, None]
+    assert m.holders(5) == (None, set()) and m.holders(6) == (None, set())
+    # A page with a waiter is not claimed either (the waiter would be overtaken).
+    m.request(7, 5, True)
+    m.request(7, 6, False)
+    assert m.claim_batch(0, 0, [7]) == [None]
+    # A reader that would read around a load waits for a claimed page instead (it is
+    # cached, by the claimer), however long, and gets the filled copy shared.
+    assert m.request_batch(3, [(1, READ)], around=True) is None
+    assert m.expire(now=m.clock() + 10.0) == []
+    assert m.release(1, 0, Meta(0, 6, False)) == [(3, [Meta(0, 6, False)])]
+    assert m.holders(1) == (None, {3})
+
+
+def _msg_cache(net, file, nslots=64, readahead=8 * PS):
+    """Rank 0's cache over the message back end's real lock services (``thread``-like:
+    its own home's table directly, the other home by messages)."""
+    from pvfs.collective._cache import PageCache
+
+    return PageCache(0, 2, file, net.locks(0, local=True), _FakeData(nslots, PS),  # type: ignore[arg-type]
+                     nslots, PS, size_at_open=len(file.data), atomic=False,
+                     readahead=readahead)
+
+
+def _record_senders(net, monkeypatch):
+    """Which thread sent each message of ``net`` (the helper sends the releases)."""
+    seen = []
+    comm_type = type(net.services[0].comm)
+    orig = comm_type.isend
+
+    def isend(comm, obj, dest, tag):
+        seen.append((dest, obj[0] if isinstance(obj, tuple) else "reply",
+                     threading.current_thread().name))
+        return orig(comm, obj, dest, tag)
+
+    monkeypatch.setattr(comm_type, "isend", isend)
+    return seen
+
+
+def test_message_homes_read_ahead_claims_per_home_and_releases_from_the_helper(monkeypatch):
+    from test_collective_parts import _Net
+
+    blob = _blob(40)
+    net = _Net(2, slots=64)
+    seen = _record_senders(net, monkeypatch)
+    f = _File(blob)
+    cache = _msg_cache(net, f)
+    for p in range(0, 30, 2):
+        assert bytes(cache.read([(p * PS, 2 * PS)])) == blob[p * PS:(p + 2) * PS]
+    ra = cache.ra
+    ra.drain()
+    assert ra.pages > 10 and ra.reads >= 2 and ra.unclaimed == 0
+    # Claims: one message to the other home per read ahead (the own home's pages in its
+    # table directly), sent by the main thread; releases: unlock messages sent by the
+    # helper thread itself (it waits for no reply).
+    claims = [s for s in seen if s[1] == "claim"]
+    assert claims and all(s == (1, "claim", "MainThread") for s in claims)
+    assert len(claims) < ra.pages / 2  # batched: not one message per page
+    assert (1, "unlock", "pvfs-readahead") in seen
+    # Only the first pages were loaded by the main thread; the rest came in reads ahead.
+    assert len([r for r in f.reads if r[2] != "pvfs-readahead"]) == 2
+    cache.close()
+    for svc in net.services:  # every claim released; the pages cached on rank 0 only
+        for page, e in svc.locks._pages.items():
+            assert e.writer is None and not e.readers, page
+            assert e.meta.owner in (-1, 0)
+
+
+def test_message_homes_lead_rule_gives_back_the_other_homes_claims():
+    from test_collective_parts import _Net
+
+    blob = _blob(40)
+    net = _Net(2, slots=64)
+    f = _File(blob)
+    cache = _msg_cache(net, f)
+    # Rank 1's stream took page 6 (home 0) first: rank 0's range from 6 is rank 1's.
+    assert net.services[0].locks.claim_batch(1, 1, [6]) == [False]
+    cache.read([(0, PS)])
+    cache.read([(PS, PS)])  # reads ahead 2-5 (both homes)
+    cache.read([(2 * PS, PS)])  # tops up from 6: taken, so the range is left whole
+    cache.ra.drain()
+    ra = cache.ra
+    # Page 7 (home 1) was claimed in the same round and given back at once.
+    assert ra.unclaimed >= 1 and ra.pages == 4
+    for p in (7, 9):
+        e = net.services[p % 2].locks._pages.get(p)
+        assert e is None or (e.writer is None and e.meta.owner < 0)
+    net.services[0].locks.release(6, 1, Meta(-1, -1, False))
+    cache.close()
+
+
+def test_a_remote_reader_of_a_page_being_read_ahead_waits_and_gets_the_copy():
+    """Rank 1 asks for a page rank 0's helper thread is reading ahead: the home queues the
+    read (no read around, no grant while claimed) and the helper's release grants it
+    shared with the filled slot (rank 0 is the page's home: the release and its grant go
+    from the helper thread, without a message to a home)."""
+    from test_collective_parts import _Net
+
+    blob = _blob(16)
+    net = _Net(2, slots=32)
+    f = _File(blob)
+    cache = _msg_cache(net, f, nslots=32, readahead=4 * PS)
+    cache.read([(0, PS)])
+    f.gate.clear()  # reads ahead hang in the file until the gate opens
+    cache.read([(PS, PS)])  # claims pages 2-5 (homes 0 and 1)
+    assert 4 in cache.ra.inflight
+    reader = net.locks(1)
+    reader.caller.send(0, ("lock", [(4, "read")], 0.0, False, None, None))
+    assert not net.boxes.get((0, 1))  # queued behind the claim, not read around
+    f.gate.set()
+    cache.ra.drain()
+    (results, _), = net.boxes[(0, 1)]
+    assert results[0].owner == 0 and results[0].slot >= 0  # the filled copy, shared
+    assert net.services[0].locks.holders(4) == (None, {1})
+    net.services[0].locks.release(4, 1, None)
     cache.close()
