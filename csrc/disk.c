@@ -23,9 +23,13 @@
  *     pages not cached yet: the read stops at the first cached page. A page a miss brings in
  *     is resident at once (no second read of it is started) but ready only when that miss is
  *     done: a reader that finds it on its way waits for it, as Linux's readers wait on a
- *     locked page. Writes go through to the disk model and leave their pages cached, ready.
+ *     locked page.
+ *   - Writes are written back later, as Linux's page cache does (writeback.c): a write's
+ *     pages become dirty and the writer goes on; a background flusher writes them to the
+ *     disk in address order. A dirty page the LRU evicts is written first.
  *   - Queueing: one head. An access starts when the previous one finished (free_at), so
- *     concurrent jobs wait for each other as they would for one spindle.
+ *     concurrent jobs wait for each other as they would for one spindle; the flusher's
+ *     write-backs take the same head.
  *
  * All state is under d->lock: the engine's thread charges accesses while Python threads ask
  * what is resident (the reactive selector's cached fraction) or drop the cache.
@@ -55,7 +59,9 @@ int pv_disk_init(struct pv_disk *d, const struct pv_disk_params *p, struct pv_er
     memset(d, 0, sizeof(*d));
     if (!(p->read_bps > 0) || !(p->write_bps > 0) || p->seek_min_ns < 0
         || p->seek_max_ns < p->seek_min_ns || p->rot_ns < 0 || p->span <= 0
-        || p->cache_bytes < 0 || p->readahead < 0) {
+        || p->cache_bytes < 0 || p->readahead < 0 || !(p->dirty_bg_ratio >= 0)
+        || !(p->dirty_ratio >= 0) || p->dirty_bg_ratio > 1 || p->dirty_ratio > 1
+        || p->dirty_expire_ns < 0) {
         pv_misuse(err, EINVAL, "disk parameters out of range");
         return -1;
     }
@@ -70,15 +76,24 @@ int pv_disk_init(struct pv_disk *d, const struct pv_disk_params *p, struct pv_er
     d->nbuckets = nb;
     d->pages = calloc(d->npages ? d->npages : 1, sizeof(*d->pages));
     d->buckets = malloc(nb * sizeof(*d->buckets));
-    if (d->pages == NULL || d->buckets == NULL) {
+    d->sweep = malloc((d->npages ? d->npages : 1) * sizeof(*d->sweep));
+    if (d->pages == NULL || d->buckets == NULL || d->sweep == NULL) {
         free(d->pages);
         free(d->buckets);
+        free(d->sweep);
         pv_fail(err, ENOMEM, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < nb; i++)
         d->buckets[i] = PV_DISK_NIL;
-    d->lru_head = d->lru_tail = PV_DISK_NIL;
+    d->lru_head = d->lru_tail = d->free_head = PV_DISK_NIL;
+    d->dirty_head = d->dirty_tail = PV_DISK_NIL;
+    /* Linux's thresholds (dirty_background_ratio, dirty_ratio) are fractions of the memory
+     * pages may use; the model's memory is its cache. */
+    d->bg_pages = (size_t)((double)d->npages * p->dirty_bg_ratio);
+    d->limit_pages = (size_t)((double)d->npages * p->dirty_ratio);
+    if (d->limit_pages < d->bg_pages)
+        d->limit_pages = d->bg_pages;
     pthread_mutex_init(&d->lock, NULL);
     return 0;
 }
@@ -87,8 +102,10 @@ void pv_disk_fini(struct pv_disk *d)
 {
     free(d->pages);
     free(d->buckets);
+    free(d->sweep);
     d->pages = NULL;
     d->buckets = NULL;
+    d->sweep = NULL;
     pthread_mutex_destroy(&d->lock);
 }
 
@@ -99,7 +116,7 @@ static uint32_t *bucket_of(struct pv_disk *d, uint64_t ino, uint64_t pg)
     return &d->buckets[page_hash(ino, pg) & (d->nbuckets - 1)];
 }
 
-static uint32_t cache_find(struct pv_disk *d, uint64_t ino, uint64_t pg)
+uint32_t pv_disk__find(struct pv_disk *d, uint64_t ino, uint64_t pg)
 {
     uint32_t i = *bucket_of(d, ino, pg);
     while (i != PV_DISK_NIL && (d->pages[i].ino != ino || d->pages[i].pg != pg))
@@ -140,35 +157,68 @@ static void hash_unlink(struct pv_disk *d, uint32_t i)
     *at = d->pages[i].hnext;
 }
 
-/* Make page (ino, pg) resident and most recently used, its bytes there from ready_at on. */
-static void cache_insert(struct pv_disk *d, uint64_t ino, uint64_t pg, int64_t ready_at)
+/* Take page i out of the cache onto the free list; a dirty page is written first (Linux's
+ * reclaim writes a dirty page before it frees it), *wait raised to when that is done. */
+static void evict(struct pv_disk *d, uint32_t i, int64_t now, int64_t *wait)
+{
+    if (d->pages[i].dirty) {
+        int64_t end = pv_disk__charge(d, d->pages[i].ino,
+                                      (int64_t)d->pages[i].pg * PV_DISK_PAGE, PV_DISK_PAGE,
+                                      true, now);
+        pv_disk__clean(d, i);
+        if (end > *wait)
+            *wait = end;
+    }
+    lru_unlink(d, i);
+    hash_unlink(d, i);
+    d->pages[i].hnext = d->free_head;
+    d->free_head = i;
+    d->nfree++;
+}
+
+int64_t pv_disk__room(struct pv_disk *d, size_t k, int64_t now)
+{
+    int64_t wait = 0;
+
+    while (d->npages - d->used + d->nfree < k && d->lru_tail != PV_DISK_NIL)
+        evict(d, d->lru_tail, now, &wait);
+    return wait;
+}
+
+uint32_t pv_disk__insert(struct pv_disk *d, uint64_t ino, uint64_t pg, int64_t ready_at,
+                         int64_t now, int64_t *wait)
 {
     uint32_t i, *b;
 
     if (d->npages == 0)
-        return;
-    i = cache_find(d, ino, pg);
+        return PV_DISK_NIL;
+    i = pv_disk__find(d, ino, pg);
     if (i != PV_DISK_NIL) {
-        d->pages[i].ready_at = ready_at;
+        if (ready_at >= 0)
+            d->pages[i].ready_at = ready_at;
         lru_unlink(d, i);
         lru_push(d, i);
-        return;
+        return i;
     }
     if (d->used < d->npages) {
         i = (uint32_t)d->used++;
     } else {
-        /* Full: the least recently used page makes room. */
-        i = d->lru_tail;
-        lru_unlink(d, i);
-        hash_unlink(d, i);
+        /* Full: the least recently used page makes room (unless room was made ahead). */
+        if (d->free_head == PV_DISK_NIL)
+            evict(d, d->lru_tail, now, wait);
+        i = d->free_head;
+        d->free_head = d->pages[i].hnext;
+        d->nfree--;
     }
+    memset(&d->pages[i], 0, sizeof(d->pages[i]));
     d->pages[i].ino = ino;
     d->pages[i].pg = pg;
-    d->pages[i].ready_at = ready_at;
+    d->pages[i].ready_at = ready_at > 0 ? ready_at : 0;
     b = bucket_of(d, ino, pg);
     d->pages[i].hnext = *b;
     *b = i;
     lru_push(d, i);
+    return i;
 }
 
 int64_t pv_disk_resident(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, int64_t now,
@@ -179,7 +229,7 @@ int64_t pv_disk_resident(struct pv_disk *d, uint64_t ino, int64_t off, int64_t l
     pthread_mutex_lock(&d->lock);
     while (got < len) {
         uint64_t pg = (uint64_t)(off + got) / PV_DISK_PAGE;
-        uint32_t i = cache_find(d, ino, pg);
+        uint32_t i = pv_disk__find(d, ino, pg);
         if (i == PV_DISK_NIL)
             break;
         if (d->pages[i].ready_at > now) {
@@ -194,7 +244,7 @@ int64_t pv_disk_resident(struct pv_disk *d, uint64_t ino, int64_t off, int64_t l
                 if (got >= len)
                     break;
                 pg++;
-                if ((i = cache_find(d, ino, pg)) == PV_DISK_NIL)
+                if ((i = pv_disk__find(d, ino, pg)) == PV_DISK_NIL)
                     break;
             }
             break;
@@ -224,7 +274,7 @@ int64_t pv_disk_cached(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len
     for (uint64_t pg = (uint64_t)off / PV_DISK_PAGE;
          (int64_t)(pg * PV_DISK_PAGE) < off + len; pg++) {
         int64_t lo = (int64_t)pg * PV_DISK_PAGE, hi = lo + PV_DISK_PAGE;
-        if (cache_find(d, ino, pg) == PV_DISK_NIL)
+        if (pv_disk__find(d, ino, pg) == PV_DISK_NIL)
             continue;
         /* Count only the part of the page inside [off, off+len). */
         n += (hi < off + len ? hi : off + len) - (lo > off ? lo : off);
@@ -233,14 +283,16 @@ int64_t pv_disk_cached(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len
     return n;
 }
 
-void pv_disk_drop(struct pv_disk *d)
+/* Empty the cache; its dirty pages were written back (pv_disk_drop). */
+void pv_disk__empty(struct pv_disk *d)
 {
-    pthread_mutex_lock(&d->lock);
     for (size_t i = 0; i < d->nbuckets; i++)
         d->buckets[i] = PV_DISK_NIL;
-    d->used = 0;
-    d->lru_head = d->lru_tail = PV_DISK_NIL;
-    pthread_mutex_unlock(&d->lock);
+    d->used = d->nfree = 0;
+    d->lru_head = d->lru_tail = d->free_head = PV_DISK_NIL;
+    d->dirty_head = d->dirty_tail = PV_DISK_NIL;
+    d->ndirty = 0;
+    d->sweep_left = 0;
 }
 
 /* ---- the timing model */
@@ -272,27 +324,57 @@ int64_t pv_disk_position_ns(const struct pv_disk *d, int64_t from, int64_t to, b
     return (int64_t)llround(through < seek ? through : seek);
 }
 
+int64_t pv_disk__charge(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, bool write,
+                        int64_t at)
+{
+    double rate = write ? d->p.write_bps : d->p.read_bps;
+    int64_t to = pv_disk_addr(d, ino, off), cost, start;
+
+    cost = pv_disk_position_ns(d, d->head, to, write) + (int64_t)llround((double)len * 1e9 / rate);
+    d->head = to + len;
+    /* One head: this access starts when the one before it has finished. */
+    start = at > d->free_at ? at : d->free_at;
+    d->free_at = start + cost;
+    if (write) {
+        d->wb_end = d->free_at;
+        d->recent[d->recent_at].ino = ino;
+        d->recent[d->recent_at].end = d->free_at;
+        d->recent_at = (d->recent_at + 1) % PV_DISK_RECENT;
+    }
+    atomic_fetch_add(&d->busy_ns, cost);
+    atomic_fetch_add(write ? &d->write_bytes : &d->miss_bytes, len);
+    atomic_fetch_add(&d->accesses, 1);
+    return d->free_at;
+}
+
 int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, bool write,
                        int64_t now, int64_t *done, int64_t *end_out)
 {
-    double rate = write ? d->p.write_bps : d->p.read_bps;
-    int64_t to, cost, start;
+    int64_t end = off + len, head_free, cost, unused = 0;
+    uint64_t pg, first;
 
+    if (write) {
+        int64_t wait = pv_disk_write(d, ino, off, len, now, done);
+        if (end_out != NULL)
+            *end_out = off + len;
+        return wait;
+    }
     pthread_mutex_lock(&d->lock);
-    if (!write && len > 0) {
+    /* The write-back the flusher would have started by now goes first. */
+    pv_disk__flush_due(d, now);
+    if (len > 0) {
         /* A read brings in only what is not cached: from the first missing page to the next
          * cached one, one contiguous request (Linux's read-ahead skips present pages the
          * same way). Charging the whole read-ahead window again made a job that missed one
          * page re-read, at full transfer time, the 120 KiB its neighbours had just read. */
-        int64_t end = off + len;
-        uint64_t pg = (uint64_t)off / PV_DISK_PAGE, first;
-        while ((int64_t)(pg * PV_DISK_PAGE) < end && cache_find(d, ino, pg) != PV_DISK_NIL)
+        pg = (uint64_t)off / PV_DISK_PAGE;
+        while ((int64_t)(pg * PV_DISK_PAGE) < end && pv_disk__find(d, ino, pg) != PV_DISK_NIL)
             pg++;
         if ((int64_t)(pg * PV_DISK_PAGE) >= end) {
             /* All cached: no disk access, done when the last page still on its way is. */
             int64_t ready = now;
             for (pg = (uint64_t)off / PV_DISK_PAGE; (int64_t)(pg * PV_DISK_PAGE) < end; pg++) {
-                uint32_t i = cache_find(d, ino, pg);
+                uint32_t i = pv_disk__find(d, ino, pg);
                 if (d->pages[i].ready_at > ready)
                     ready = d->pages[i].ready_at;
             }
@@ -304,31 +386,26 @@ int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len
             return 0;
         }
         first = pg;
-        while ((int64_t)(pg * PV_DISK_PAGE) < end && cache_find(d, ino, pg) == PV_DISK_NIL)
+        while ((int64_t)(pg * PV_DISK_PAGE) < end && pv_disk__find(d, ino, pg) == PV_DISK_NIL)
             pg++;
         if ((int64_t)(first * PV_DISK_PAGE) > off)
             off = (int64_t)(first * PV_DISK_PAGE);
         if ((int64_t)(pg * PV_DISK_PAGE) < end)
             end = (int64_t)(pg * PV_DISK_PAGE);
         len = end - off;
+        /* Frames for the pages first: dirty victims are written before the read. */
+        (void)pv_disk__room(d, (size_t)(pg - first), now);
     }
-    to = pv_disk_addr(d, ino, off);
-    cost = pv_disk_position_ns(d, d->head, to, write) + (int64_t)llround((double)len * 1e9 / rate);
-    d->head = to + len;
-    /* One head: this access starts when the one before it has finished. */
-    start = now > d->free_at ? now : d->free_at;
-    d->free_at = start + cost;
-    /* A read's pages arrive when it is done; a write's bytes are in memory at once. */
-    for (uint64_t pg = (uint64_t)off / PV_DISK_PAGE; (int64_t)(pg * PV_DISK_PAGE) < off + len;
-         pg++)
-        cache_insert(d, ino, pg, write ? 0 : d->free_at);
+    head_free = d->free_at > now ? d->free_at : now;
+    (void)pv_disk__charge(d, ino, off, len, false, now);
+    /* A read's pages arrive when it is done. */
+    for (pg = (uint64_t)off / PV_DISK_PAGE; (int64_t)(pg * PV_DISK_PAGE) < off + len; pg++)
+        (void)pv_disk__insert(d, ino, pg, d->free_at, now, &unused);
     if (done != NULL)
         *done = d->free_at;
     if (end_out != NULL)
         *end_out = off + len;
+    cost = d->free_at - head_free;
     pthread_mutex_unlock(&d->lock);
-    atomic_fetch_add(&d->busy_ns, cost);
-    atomic_fetch_add(write ? &d->write_bytes : &d->miss_bytes, len);
-    atomic_fetch_add(&d->accesses, 1);
     return cost;
 }

@@ -14,8 +14,9 @@
  *
  * With an emulated disk (disk.c) a read sends only what the model's cache holds; a miss
  * charges the disk for at least its read-ahead, and the job returns PV_SERVE_DISK to wait
- * until the modelled disk would have finished (j->disk_until). A write charges the disk for
- * what it stored and waits likewise. The real file is read and written all the same.
+ * until the modelled disk would have finished (j->disk_until). A write makes its pages dirty
+ * in the model's cache and waits only when the model throttles it (writeback.c). The real
+ * file is read and written all the same.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -508,9 +509,15 @@ enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress
             continue;
         }
         if (e->disk != NULL && j->op == PV_OP_WRITE && j->acc[j->cur].kind == PV_ACC_FILE
-            && !j->draining)
-            (void)pv_disk_access(e->disk, j->inode, j->acc[j->cur].off + j->acc_done, n, true,
-                                 pv_now_ns(), &j->disk_until, NULL);
+            && !j->draining) {
+            /* Write-back: the job waits only when the model throttles it or must write a
+             * dirty victim first; otherwise it goes on at once, with no detour through the
+             * disk-wait list (a readiness edge that would reorder it under opt1). */
+            int64_t now = pv_now_ns(), done;
+            if (pv_disk_write(e->disk, j->inode, j->acc[j->cur].off + j->acc_done, n, now,
+                              &done) > 0)
+                j->disk_until = done;
+        }
         j->acc_done += n;
         j->nbytes += n;
         atomic_fetch_add_explicit(j->op == PV_OP_READ ? &e->bytes_read : &e->bytes_written,

@@ -88,7 +88,7 @@ class IodServer(ControlRequests):
         "sched_get": (INLINE, "op_sched_get"),
         "sched_set": (INLINE, "op_sched_set"),
         "model_set": (INLINE, "op_model_set"),
-        "disk_drop": (INLINE, "op_disk_drop"),
+        "disk_drop": (TASK, "op_disk_drop"),  # waits for the model's write-back
         "cb_hold": (INLINE, "op_cb_hold"),
         "cb_status": (INLINE, "op_cb_status"),
         "metrics": (INLINE, "op_metrics"),

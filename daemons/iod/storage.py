@@ -19,6 +19,7 @@ import ctypes
 import errno
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -326,8 +327,26 @@ class EmulatedStorage(PosixStorage):
     def cached(self, ino: int, off: int, length: int) -> int:
         return self.disk.cached(ino, off, length)
 
-    def drop_cache(self) -> None:
-        self.disk.drop()
+    def fsync(self, ino: int, data_only: bool) -> None:
+        """The real fsync, then the model's: the caller waits until the file's dirty pages
+        are on the modelled disk (the model's clock is time.monotonic())."""
+        super().fsync(ino, data_only)
+        _sleep_until(self.disk.sync(ino))
+
+    def unlink(self, ino: int) -> bool:
+        self.disk.forget(ino)  # a removed file's dirty pages are never written back
+        return super().unlink(ino)
+
+    def drop_cache(self) -> float:
+        """Write the dirty pages back (charged to the disk), then empty the cache; returns
+        when the write-back is done (``time.monotonic()`` seconds) without waiting for it."""
+        return self.disk.drop()
+
+
+def _sleep_until(t: float) -> None:
+    wait = t - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
 
 
 def open_storage(kind: str, data_dir: str, disk=None) -> PosixStorage:

@@ -35,6 +35,11 @@ class DiskParams:
     span: int            # bytes under the full stroke
     cache_bytes: int     # page cache in front of the disk
     readahead: int = 128 << 10
+    # Write-back (csrc/writeback.c), Linux's defaults: the flusher starts above 10 % of the
+    # cache dirty, writers are throttled above 20 %, a page dirty for 30 s is written back.
+    dirty_background_ratio: float = 0.10
+    dirty_ratio: float = 0.20
+    dirty_expire: float = 30.0
 
     @property
     def avg_seek(self) -> float:
