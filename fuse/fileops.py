@@ -33,16 +33,21 @@ class FileOperations:
             return nullcontext()
         return self.gbackend.truncation(ino, size)
 
-    def _file_info(self, fh: int, ino: int, a: dict) -> FileInfo:
+    async def _file_info(self, fh: int, ino: int, a: dict) -> FileInfo:
         """Decide keep_cache: the kernel and local caches survive a reopen only if the file's
         (size, mtime) at the manager is what this node saw at its last open (or the change
-        was this node's own write)."""
+        was this node's own write). After another node's change the kernel's attributes go
+        too: it reads no further than the size it holds (for ``attr_timeout``), so a read
+        past it must ask again, or the other node's sync write that grew the file would not
+        be seen after this open (hypothesis, two coherence=sync mounts, 2026-11-27)."""
         info = self.table.info(ino)
         stamp = (a["size"], a["mtime_ns"])
         keep = info.stamp is None or info.stamp == stamp or info.wrote
-        if not keep and info.opens <= 1 and not self.cache.has_dirty(ino):
-            self.counters["reopen_invalidations"] += 1
-            self.cache.invalidate(ino)
+        if not keep:
+            await self._kernel_invalidate(ino, attr_only=True)
+            if info.opens <= 1 and not self.cache.has_dirty(ino):
+                self.counters["reopen_invalidations"] += 1
+                self.cache.invalidate(ino)
         info.stamp = stamp
         info.wrote = False
         direct = self.opts.direct_io or (self.opts.writeback_cache and (
@@ -61,7 +66,7 @@ class FileOperations:
             a = self._learn(await self.client.open(inode, flags, cred))
         h = self.table.open(inode, flags, cred)
         self.counters["opens"] += 1
-        return self._file_info(h.fh, inode, a)
+        return await self._file_info(h.fh, inode, a)
 
     @guard
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
@@ -85,7 +90,7 @@ class FileOperations:
         e = self.entry(a)
         h = self.table.open(a["ino"], flags, cred)
         self.counters["opens"] += 1
-        return self._file_info(h.fh, a["ino"], a), e
+        return await self._file_info(h.fh, a["ino"], a), e
 
     @guard
     async def read(self, fh: int, off: int, size: int) -> bytes:

@@ -200,12 +200,14 @@ class Operations(FileOperations, pyfuse3.Operations):
             self.table.info(i).size_stale = True
             await self._kernel_invalidate(i)
 
-    async def _kernel_invalidate(self, ino: int) -> None:
+    async def _kernel_invalidate(self, ino: int, attr_only: bool = False) -> None:
+        """Drop the kernel's cached attributes of ``ino`` and, unless ``attr_only``, its
+        pages (in a thread: with the kernel's write-back cache it may wait for writes)."""
         if not self.kernel_ready:
             return
         self.counters["kernel_invalidations"] += 1
         try:
-            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino, False)
+            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino, attr_only)
         except OSError as exc:
             if exc.errno != errno.ENOENT:
                 log.info("invalidate_inode(%d): %s", ino, exc)

@@ -61,6 +61,19 @@ def test_sync_write_vs_plain_write(two_nodes):
     assert pread(b.path / name) == b"cccc"
 
 
+def test_reopen_sees_the_size_another_node_grew_the_file_to(two_nodes):
+    """Close-to-open for the size too: B's kernel holds A's file as empty (``attr_timeout``)
+    when A grows it; B's next open must not read only up to the old size."""
+    mode, a, b = two_nodes
+    name = f"grown-{mode}"
+    (a.path / name).write_bytes(b"")
+    assert pread(b.path / name) == b""
+    fa = os.open(a.path / name, os.O_WRONLY | os.O_SYNC)
+    os.pwrite(fa, b"grow", 0)
+    os.close(fa)
+    assert pread(b.path / name) == b"grow"
+
+
 def test_user_pvfs_sync_makes_writes_sync(two_nodes):
     mode, a, b = two_nodes
     name = f"xsync-{mode}"
