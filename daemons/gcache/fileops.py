@@ -174,17 +174,25 @@ class FileOps:
         return {}
 
     async def op_invalidate(self, f: dict) -> dict:
-        """Drop this cache's copies of a range (a client wrote it past the cache)."""
+        """Drop this cache's copies of a range a client has just written past it, to the I/O
+        daemons. The client wrote back its own dirty bytes of the range first (``flush``), so
+        any still dirty here are another client's, as new as the direct write: they go to the
+        I/O daemons first, then the block goes too, so that this cache and the disks agree.
+        Fetches and writes of the range in flight finish first: a fetch that read the disks
+        before the direct write would otherwise keep the old bytes after it."""
         ino, off, n = f["ino"], f["offset"], f["length"]
         if n:
             self.sizes[ino] = max(self.sizes.get(ino, 0), off + n)
-        if ino in self.store.dirty or ino in self.through:
-            await self.flush_file(ino)
         first, last = off // self.bs, (off + max(n, 1) - 1) // self.bs
+        blocks = {b for b in self.store.blocks_of(ino) if first <= b <= last}
+        if any((s := self.store.get((ino, b))) is not None and s.dirty for b in blocks) \
+                or ino in self.through:
+            await self.flush_file(ino)
+        await self._settle(ino, set(range(first, last + 1)))
         dropped = 0
         for b in self.store.blocks_of(ino):
             slot = self.store.get((ino, b))
-            if first <= b <= last and slot is not None and not slot.dirty and not slot.pins:
-                self.store.remove((ino, b))
+            if first <= b <= last and slot is not None and not slot.dirty:
+                self.store.remove((ino, b))  # a pinned one (being sent) is freed at its unpin
                 dropped += 1
         return {"dropped": dropped}

@@ -7,7 +7,8 @@
   back only every 30 s, so it holds dirty data), fsyncs now and then, and
   the global cache daemon is killed (SIGKILL) and restarted at any point: after the node's
   next fsync the I/O daemons hold every byte it wrote — nothing fsync'd (nor anything written
-  since) is lost with the daemon.
+  since) is lost with the daemon. Segments change route between the levels meanwhile (the
+  bypass bits), and every read returns what the node wrote last.
 
 The stacks are async; they live in a trio loop on a helper thread and the rules call into it.
 """
@@ -102,6 +103,8 @@ def gcluster(tmp_path_factory):
 _counter = iter(range(1 << 30))
 
 offsets = st.integers(0, FILE_MAX - 1)
+SEGMENTS = FILE_MAX // (4 * 4096)  # bypass segments of 4 blocks
+ROUTES = ("none", "wg", "rl,wl,wg", "wl,wg", "rg,wg", "all")
 payloads = st.binary(min_size=1, max_size=12_000)
 
 
@@ -201,6 +204,12 @@ def test_killed_gcache_loses_nothing(gcluster):
                     ch._drop_idle()
 
             portal.call(fresh)
+
+        @rule(flags=st.sampled_from(ROUTES), seg=st.one_of(st.none(), st.integers(0, SEGMENTS - 1)))
+        def route(self, flags, seg):
+            """The file's reads and writes (``seg`` None) or one segment's change route (the
+            API/xattr/plan bits) while the caches hold copies, dirty or clean."""
+            self.node.set_bypass(self.f, f"{'*' if seg is None else seg}:{flags}")
 
         @precondition(lambda self: not self.killed)
         @rule()

@@ -231,18 +231,35 @@ class GcacheBackend(Failover):
 
     async def _dwrite(self, ino: int, offset: int, data) -> None:
         self.counters["direct_writes"] += 1
+        await self._before_direct(ino, [(offset, len(data))])
         await self.direct.write(ino, offset, data)
         idx = self._index(ino)
         if idx in self.rejoin:
             self.rejoin[idx].setdefault(ino, []).append((offset, bytes(data)))
-        if self.sync and self._up(idx):
-            # The global cache may hold an older copy of what was just written past it.
-            try:
-                await self.channels[idx].call({"op": "invalidate", "ino": ino, "offset": offset,
-                                               "length": len(data)})
-            except (OSError, trio.TooSlowError) as exc:
-                if not daemon_said(exc):
-                    self._fail(idx, exc)
+        await self._after_direct(ino, offset, offset + len(data))
+
+    async def _before_direct(self, ino: int, regions: list[tuple[int, int]]) -> None:
+        """Before a write past the global cache: if this client wrote any of ``regions``
+        through it and the daemon may not have written that back yet (its journal), have it
+        written back now. Else the daemon's later write-back would land over the new bytes."""
+        entries = self.journal.get(ino)
+        if entries and any(off < eoff + len(blob) and eoff < off + n
+                           for off, n in regions for eoff, blob, _ in entries):
+            await self.flush(ino)
+
+    async def _after_direct(self, ino: int, lo: int, hi: int) -> None:
+        """After a write of ``[lo, hi)`` past the global cache: have it drop its copies, which
+        hold the old bytes (a read through it, this client's too, would get them). One call
+        for a list write's whole span: it may drop a few more clean copies."""
+        idx = self._index(ino)
+        if not self._up(idx):
+            return
+        try:
+            await self.channels[idx].call({"op": "invalidate", "ino": ino, "offset": lo,
+                                           "length": hi - lo})
+        except (OSError, trio.TooSlowError) as exc:
+            if not daemon_said(exc):
+                self._fail(idx, exc)
 
     async def _gwrite(self, ino: int, offset: int, data) -> None:
         idx = self._index(ino)
@@ -386,6 +403,7 @@ class GcacheBackend(Failover):
     async def _dwrite_list(self, ino: int, regions: list[tuple[int, int]],
                            blobs: list[bytes]) -> None:
         self.counters["direct_writes"] += 1
+        await self._before_direct(ino, regions)
         fn = getattr(self.direct, "write_list", None)
         if fn is not None:
             await fn(ino, regions, b"".join(blobs))
@@ -396,15 +414,7 @@ class GcacheBackend(Failover):
         if idx in self.rejoin:
             self.rejoin[idx].setdefault(ino, []).extend(
                 (off, blob) for (off, _), blob in zip(regions, blobs))
-        if self.sync and self._up(idx):
-            lo = regions[0][0]
-            hi = max(off + n for off, n in regions)
-            try:  # one call covering them all: it may drop a few more clean copies
-                await self.channels[idx].call({"op": "invalidate", "ino": ino, "offset": lo,
-                                               "length": hi - lo})
-            except (OSError, trio.TooSlowError) as exc:
-                if not daemon_said(exc):
-                    self._fail(idx, exc)
+        await self._after_direct(ino, regions[0][0], max(off + n for off, n in regions))
 
     async def _gwrite_list(self, ino: int, regions: list[tuple[int, int]],
                            blobs: list[bytes]) -> None:
