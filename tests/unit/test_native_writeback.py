@@ -153,3 +153,24 @@ def test_engine_write_does_not_wait_for_a_slow_disk(tmp_path):
         os.close(fd)
     assert path.read_bytes() == payload
     assert d.info()["dirty_bytes"] == 1 << 20 and d.info()["write_bytes"] == 0
+
+
+def test_an_emulated_daemons_fsync_waits_for_the_models_write_back(tmp_path):
+    """EmulatedStorage.fsync (the iod's fsync and fdatasync): the real fsync, then a wait
+    until the model has written the file's dirty pages (0.5 s at 64 KiB/s here); a file with
+    nothing dirty returns at once. The model's clock is time.monotonic()."""
+    from pvfs.daemons.iod.storage import open_storage
+
+    st = open_storage("emulated", str(tmp_path), preset(
+        "ide-2000", write_bps=64e3, seek_min=0.0, seek_max=1e-6, rotation=0.0))
+    try:
+        st.create(5)
+        st.disk.access(5, 0, 32 << 10, write=True, now=time.monotonic())
+        t = time.monotonic()
+        st.fsync(5, data_only=True)
+        assert time.monotonic() - t >= 0.45
+        t = time.monotonic()
+        st.fsync(5, data_only=False)
+        assert time.monotonic() - t < 0.4
+    finally:
+        st.close()
