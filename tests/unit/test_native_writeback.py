@@ -123,6 +123,21 @@ def test_a_removed_files_dirty_pages_are_never_written():
     assert d.drop(now=2.0) == 2.0 and d.info()["write_bytes"] == 0
 
 
+def test_dirty_parameters_default_to_linuxs_and_are_overridden_in_storage():
+    from types import SimpleNamespace
+
+    from pvfs.models.disk import PRESETS, storage_of
+
+    ide = PRESETS["ide-2000"]
+    assert (ide.dirty_background_ratio, ide.dirty_ratio, ide.dirty_expire) == (0.1, 0.2, 30.0)
+    cfg = SimpleNamespace(extra={"storage": {"default": "emulated", "dirty_ratio": 0.4,
+                                             "dirty_expire": 5}})
+    _, params = storage_of(cfg, 0)
+    info = params.build().info()
+    assert (info["dirty_background_ratio"], info["dirty_ratio"], info["dirty_expire"]) == (
+        0.1, 0.4, 5.0)
+
+
 def test_dirty_parameters_are_checked():
     with pytest.raises(ValueError):
         disk(dirty_ratio=1.5)
