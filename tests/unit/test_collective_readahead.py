@@ -387,7 +387,7 @@ def test_message_homes_read_ahead_claims_per_home_and_releases_from_the_helper(m
             assert e.meta.owner in (-1, 0)
 
 
-def test_message_homes_lead_rule_gives_back_the_other_homes_claims():
+def test_message_homes_lead_rule_asks_no_other_home_when_the_first_refuses():
     from test_collective_parts import _Net
 
     blob = _blob(40)
@@ -398,16 +398,52 @@ def test_message_homes_lead_rule_gives_back_the_other_homes_claims():
     assert net.services[0].locks.claim_batch(1, 1, [6]) == [False]
     cache.read([(0, PS)])
     cache.read([(PS, PS)])  # reads ahead 2-5 (both homes)
-    cache.read([(2 * PS, PS)])  # tops up from 6: taken, so the range is left whole
+    before = len(net.sent)
+    cache.read([(2 * PS, PS)])  # tops up from 6: taken at the own home, so left whole
     cache.ra.drain()
     ra = cache.ra
-    # Page 7 (home 1) was claimed in the same round and given back at once.
-    assert ra.unclaimed >= 1 and ra.pages == 4
+    # Home 1 was not asked for page 7 (s16: it was claimed, then given back).
+    assert [s for s in net.sent[before:] if s[2] == "claim"] == []
+    assert ra.unclaimed == 0 and ra.lead_lost == 1 and ra.pages == 4
     for p in (7, 9):
         e = net.services[p % 2].locks._pages.get(p)
         assert e is None or (e.writer is None and e.meta.owner < 0)
     net.services[0].locks.release(6, 1, Meta(-1, -1, False))
     cache.close()
+
+
+def test_message_claims_ask_the_first_pages_home_alone_then_the_others(monkeypatch):
+    """Three homes, rank 0 its own (``thread``): a lead claim goes to the first page's
+    home alone; when it refuses, neither the other remote home nor the own table is
+    asked; when it grants, the others are asked in one more round. Without the lead
+    (or with the A/B switch off) every home is asked at once, as in s16."""
+    from test_collective_parts import _Net
+
+    from pvfs.collective._msgclient import LEAD_FIRST_ENV
+
+    net = _Net(3)
+    assert net.services[1].locks.claim_batch(1, 1, [4]) == [False]  # rank 1 leads from 4
+    locks = net.locks(0, local=True)
+    assert locks.claim_pages([4, 5, 6, 7], 0, lead=True) == [None] * 4  # homes 1, 2, 0, 1
+    assert net.sent == [(0, 1, "claim")] and locks.lock_rounds == 1
+    assert net.services[2].locks.holders(5) == (None, set())
+    assert net.services[0].locks.holders(6) == (None, set())
+    assert locks.lead_refusals == 1
+    net.sent.clear()
+    assert locks.claim_pages([8, 9, 10, 11], 0, lead=True) == [False] * 4  # homes 2, 0, 1, 2
+    assert net.sent == [(0, 2, "claim"), (0, 1, "claim")] and locks.lock_rounds == 3
+    assert net.services[0].locks.holders(9) == (0, set())
+    assert net.services[2].locks.claim_batch(0, 0, [11]) == [None]  # claimed in round one
+    net.sent.clear()
+    assert locks.claim_pages([13, 14], 0) == [False, False]  # no lead: both at once
+    assert sorted(net.sent) == [(0, 1, "claim"), (0, 2, "claim")] and locks.lock_rounds == 4
+    monkeypatch.setenv(LEAD_FIRST_ENV, "0")
+    old = net.locks(0, local=True)
+    net.sent.clear()
+    # s16's way: the other homes claim 5 and 6, which the caller must give back.
+    assert old.claim_pages([4, 5, 6, 7], 0, lead=True) == [None, False, False, None]
+    assert sorted(net.sent) == [(0, 1, "claim"), (0, 2, "claim")]
+    assert net.services[2].locks.holders(5) == (0, set())
 
 
 def test_a_remote_reader_of_a_page_being_read_ahead_waits_and_gets_the_copy():

@@ -36,8 +36,8 @@ Two parts:
 
 Every coordination's lock table offers the two calls (``claim_pages``, ``release_claims``):
 ``rma`` claims with one compare-and-swap a page and releases with one ``Fetch_and_op``
-(:mod:`._rma`); the message back ends send one ``claim`` batch per home, all at once, and
-release with one ``unlock`` message per home, which the helper thread sends itself
+(:mod:`._rma`); the message back ends send one ``claim`` batch per home (the first page's
+home first, where the lead rule is decided, then the others at once) and release with one ``unlock`` message per home, which the helper thread sends itself
 (:mod:`._msgclient`, :meth:`~pvfs.collective._locks.LockManager.claim_batch`): a claim is
 answered at once and never queues, a release needs no reply, so the helper thread never
 waits for another process either. The helper thread needs MPI_THREAD_MULTIPLE.
@@ -162,6 +162,7 @@ class Prefetcher:
         self._thread: threading.Thread | None = None
         self.pages = self.reads = self.skipped = self.waits = self.failed = 0
         self.unclaimed = 0  # pages claimed, then given back unread (lead rule, no slot)
+        self.lead_lost = 0  # ranges left to another stream (their first page was taken)
         self.error: BaseException | None = None
         #: a release that failed: its pages stay locked, so the main thread raises it
         self.fatal: BaseException | None = None
@@ -192,9 +193,10 @@ class Prefetcher:
             # Another stream got here first and leads: leave the range to it. Streams
             # that shared ranges split them into small reads that reached a daemon out of
             # order (s15: 88 disk accesses instead of 80 at 4 ranks on the emulated disk
-            # with its cache, 80 this way). (Message homes other than the first page's
-            # may have claimed their pages meanwhile: give them back.)
+            # with its cache, 80 this way). (Message homes ask the first page's home
+            # first; a lock table that asked others meanwhile has them given back.)
             self.skipped += 1
+            self.lead_lost += 1
             self._unclaim(pages, claims)
             return
         run: _Job | None = None
@@ -277,7 +279,7 @@ class Prefetcher:
     def counters(self) -> dict[str, int]:
         return {"ra_pages": self.pages, "ra_reads": self.reads, "ra_skipped": self.skipped,
                 "ra_waits": self.waits, "ra_failed": self.failed,
-                "ra_unclaimed": self.unclaimed,
+                "ra_unclaimed": self.unclaimed, "ra_lead_lost": self.lead_lost,
                 "ra_resets": self.window.resets}
 
     # ------------------------------------------------------------------ helper thread

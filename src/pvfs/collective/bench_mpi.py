@@ -58,7 +58,7 @@ def _iod_writes(fs: Any) -> int:
 
 DISK_KEYS = ("accesses", "busy_s", "miss_bytes", "hit_bytes")
 RA_KEYS = ("ra_pages", "ra_reads", "ra_skipped", "ra_waits", "ra_failed", "ra_resets",
-           "ra_unclaimed")
+           "ra_unclaimed", "ra_lead_lost")
 #: the read-ahead window of a "+ra" method (bytes)
 READAHEAD_ON = int(os.environ.get("PVFS_BENCH_READAHEAD", str(1 << 20)))
 
@@ -115,6 +115,9 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     if variant.endswith("-noalign"):  # (A/B of the stripe-row alignment of reads ahead)
         variant = variant[:-len("-noalign")]
         os.environ["PVFS_COLLECTIVE_READAHEAD_ALIGN"] = "0"
+    if variant.endswith("-claimall"):  # (A/B: read-ahead claims to every home at once)
+        variant = variant[:-len("-claimall")]
+        os.environ["PVFS_COLLECTIVE_CLAIM_LEAD_FIRST"] = "0"
     readahead = int(variant[3:]) if variant.startswith("ra=") else \
         {"ra": READAHEAD_ON, "nora": 0}.get(variant)
     if method == "independent":
@@ -172,6 +175,7 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
             "bytes": nbytes, "cpu_s": cpu, "fs_reads": total.get("fs_reads", 0),
             "fs_writes": total.get("fs_writes", 0), "locks": total.get("locks", 0),
             "lock_retries": total.get("lock_retries", 0),
+            "lock_rounds": total.get("lock_rounds", 0),
             "remote_gets": total.get("remote_gets", 0),
             "read_around": total.get("read_around", 0),
             # the longest wait for a load any rank had reached at the end (its LoadTimes)
