@@ -134,9 +134,10 @@ async def call_many(calls: list[tuple[Channel, dict]], timeout: float) -> list[d
     """The same as ``ch.call(header)`` for every pair, overlapped in one task.
 
     Every request is sent before any reply is awaited, so N daemons answer in about the time
-    of one, without a task or thread per daemon. The first error is raised (after every
-    connection is back in its pool or closed); a batch whose pooled connections turned out
-    dead is resent once when every request in it may be (protocol/retry.py).
+    of one, without a task or thread per daemon. The first error is raised after every other
+    daemon has answered (or the timeout passed) and every connection is back in its pool or
+    closed; a batch whose pooled connections turned out dead is resent once when every
+    request in it may be (protocol/retry.py).
     """
     pooled = all(ch._idle for ch, _ in calls)
     try:
@@ -154,31 +155,48 @@ async def call_many(calls: list[tuple[Channel, dict]], timeout: float) -> list[d
 async def _call_many_once(calls: list[tuple[Channel, dict]], timeout: float) -> list[dict]:
     socks: list = []
     done: list[bool] = []
+    first: Exception | None = None  # the first failure; the other replies are still awaited
     try:
         for ch, _ in calls:
             socks.append(await ch._take())
             done.append(False)
         replies: list[dict] = []
         with trio.fail_after(timeout):
+            sent = []
             for sock, (_, header) in zip(socks, calls):
-                await aio.send_frame(sock, header)
+                try:
+                    await aio.send_frame(sock, header)
+                    sent.append(True)
+                except OSError as exc:
+                    first = first or exc
+                    sent.append(False)
+            # Every reply is awaited even after a failure: a caller that undoes the call
+            # (a create whose stripe files could not all be made) must not race the
+            # daemons still doing it.
             for i, (sock, (ch, _)) in enumerate(zip(socks, calls)):
-                got = await aio.recv_frame(sock, timeout)
-                if got is None:
-                    raise ConnectionResetError(errno.ECONNRESET, f"{ch.name} closed the connection")
-                reply, blen = got
-                if blen:
-                    raise ProtocolError(f"{ch.name}: unexpected bulk data in reply")
+                if not sent[i]:
+                    continue
+                try:
+                    got = await aio.recv_frame(sock, timeout)
+                    if got is None:
+                        raise ConnectionResetError(errno.ECONNRESET,
+                                                   f"{ch.name} closed the connection")
+                    reply, blen = got
+                    if blen:
+                        raise ProtocolError(f"{ch.name}: unexpected bulk data in reply")
+                except (OSError, FrameError) as exc:
+                    first = first or exc
+                    continue
                 done[i] = True
                 replies.append(reply)
+        if first is not None:
+            raise first
     except trio.TooSlowError:
-        raise TimeoutError(errno.ETIMEDOUT, f"no reply within {timeout:g} s") from None
-    except FrameError as exc:
-        raise ProtocolError(str(exc)) from None
-    except OSError as exc:
-        if isinstance(exc, (TimeoutError, ProtocolError)):
-            raise
-        raise OSError(exc.errno or errno.EIO, f"{exc.strerror or exc}") from None
+        if first is None:
+            raise TimeoutError(errno.ETIMEDOUT, f"no reply within {timeout:g} s") from None
+        _raise_as_oserror(first)  # a daemon that failed says more than one that is slow
+    except (OSError, FrameError) as exc:
+        _raise_as_oserror(exc)
     finally:
         for (ch, _), sock, ok in zip(calls, socks, done):
             if ok:
@@ -188,3 +206,12 @@ async def _call_many_once(calls: list[tuple[Channel, dict]], timeout: float) -> 
     for (ch, _), reply in zip(calls, replies):
         raise_for(reply)
     return replies
+
+
+def _raise_as_oserror(exc: Exception) -> None:
+    if isinstance(exc, FrameError):
+        raise ProtocolError(str(exc)) from None
+    if isinstance(exc, (TimeoutError, ProtocolError)):
+        raise exc
+    assert isinstance(exc, OSError)
+    raise OSError(exc.errno or errno.EIO, f"{exc.strerror or exc}") from None
