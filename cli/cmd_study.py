@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,15 @@ def reps_for(first_app_s: list[float], reps: int, reps_short: int | None) -> int
     median = times[len(times) // 2] if len(times) % 2 else \
         (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
     return max(reps, reps_short) if median < SHORT_S else reps
+
+
+def run_order(settings: tuple[str, ...], cell: str, run: int) -> list[str]:
+    """The order of the settings in run ``run`` of a side-by-side ``cell``: shuffled, seeded
+    by the cell and the run (the same study runs in the same order again). On a shared
+    machine the load drifts; this way no setting gets the quiet minutes for all its runs,
+    nor always follows the same other setting (the rotation used until 2026-11-27 ran rs
+    right after opt4 in every run)."""
+    return random.Random(f"{cell}/{run}").sample(settings, len(settings))
 
 
 def _studies(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -230,17 +240,15 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
                 n = reps_for([rows[0]["app_service_s"]], reps, reps_short)
                 record(rows + [one(wl, s, c, alg, i) for i in range(1, n)])
 
-            def side_by_side(k, wl, s, c):
-                """Every setting on one cell, run i of each before run i+1 of any, in an
-                order rotated from run to run and cell to cell: on a shared machine the load
-                drifts, and this way no setting gets the quiet minutes for all its runs."""
+            def side_by_side(wl, s, c):
+                """Every setting on one cell, run i of each before run i+1 of any, in
+                ``run_order``'s order."""
                 order = (*ALGOS, *reactive)
                 rows: dict[str, list[dict]] = {a: [] for a in order}
                 n = reps
                 i = 0
                 while i < n:
-                    j = (k + i) % len(order)
-                    for alg in order[j:] + order[:j]:
+                    for alg in run_order(order, f"{wl}/{s}/{c}", i):
                         rows[alg].append(one(wl, s, c, alg, i))
                     if i == 0:
                         n = reps_for([rows[a][0]["app_service_s"] for a in order], reps,
@@ -267,14 +275,14 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
                 params = Params.from_wire(model)
                 for i in range(iods):
                     r.call(i, "model_set", params=params.to_wire())
-                for k, cell in enumerate(cells):
-                    side_by_side(k, *cell)
+                for cell in cells:
+                    side_by_side(*cell)
                 obs = [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
                                x["mean_task_service_s"]) for x in results
                        if x["algorithm"] in ALGOS]
                 residuals = fit.residuals(params, obs, clients, iods)
             if "mixed-phase" in chosen:
-                side_by_side(len(cells), "mixed-phase", None, None)
+                side_by_side("mixed-phase", None, None)
             picks = [r.call(i, "sched_get")["rs"]["picks"] for i in range(iods)]
     return {"study": "scheduling", "disk": disk, "rate": rate, "clients": clients,
             "iods": iods, "sizes": list(sizes), "reps": reps,
