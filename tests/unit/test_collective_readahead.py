@@ -88,9 +88,9 @@ def test_window_in_the_sliding_window_streams_hold_except_the_last_ranks():
 def test_configured_reads_the_keyword_then_the_environment(monkeypatch):
     monkeypatch.delenv(READAHEAD_ENV, raising=False)
     assert configured(4096) == 4096 and configured(0) == 0
-    # on by default for rma only; the message back ends when asked
+    # on by default for every coordination (the message back ends since s17)
     assert configured(None) > 0 and configured(None, "rma") > 0
-    assert configured(None, "thread") == 0 and configured(None, "servers") == 0
+    assert configured(None, "thread") > 0 and configured(None, "servers") > 0  # since s17
     assert configured(4096, "servers") == 4096
     monkeypatch.setenv(READAHEAD_ENV, "65536")
     assert configured(None) == 65536 and configured(None, "thread") == 65536

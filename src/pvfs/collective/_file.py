@@ -414,8 +414,8 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
         flush_group: pages flushed together at close (default: a stripe row, ``pcount``).
         stripe: the distribution of a newly created file.
         readahead: the largest read-ahead window of the cache in bytes (0: off; None:
-            ``PVFS_COLLECTIVE_READAHEAD``, else the coordination's default: 1 MiB for
-            ``rma``, off for the message back ends).
+            ``PVFS_COLLECTIVE_READAHEAD``, else 1 MiB; it needs MPI_THREAD_MULTIPLE and
+            is off without it).
 
     Raises:
         ValueError: bad arguments (the same on every rank, so every rank raises).
