@@ -13,6 +13,7 @@ the answer to a later request.
 from __future__ import annotations
 
 import errno
+from typing import NoReturn
 
 import trio
 
@@ -208,7 +209,8 @@ async def _call_many_once(calls: list[tuple[Channel, dict]], timeout: float) -> 
     return replies
 
 
-def _raise_as_oserror(exc: Exception) -> None:
+def _raise_as_oserror(exc: Exception) -> NoReturn:
+    """Raise ``exc`` as the OSError callers expect (framing errors as ProtocolError)."""
     if isinstance(exc, FrameError):
         raise ProtocolError(str(exc)) from None
     if isinstance(exc, (TimeoutError, ProtocolError)):
