@@ -61,7 +61,7 @@ def plot_study(doc: dict, out_dir: str) -> list[str]:
             by = {r["algorithm"]: r["mean_task_service_s"] for r in rows
                   if r["workload"] == wl and r["request_bytes"] == size and not r["cached"]}
             if "rs" in by and "opt1" in by:
-                labels.append(f"{wl}\n{size >> 10}K")
+                labels.append(f"{wl} {size >> 10}K")
                 opt1.append(by["opt1"])
                 best.append(min(v for a, v in by.items() if a.startswith("opt")))
                 rsv.append(by["rs"])
@@ -69,7 +69,7 @@ def plot_study(doc: dict, out_dir: str) -> list[str]:
     a1.bar([i - 0.27 for i in x], opt1, 0.27, label="opt1 (PVFS)")
     a1.bar(list(x), best, 0.27, label="best fixed")
     a1.bar([i + 0.27 for i in x], rsv, 0.27, label="rs")
-    a1.set_xticks(list(x), labels, fontsize=7)
+    a1.set_xticks(list(x), labels, fontsize=7, rotation=60, ha="right")  # 16+ cells
     a1.set_ylabel("mean task service time (s)")
     a1.set_title("uncached reads: rs vs PVFS's opt1 (cf. fig. 6.1)")
     a1.legend(fontsize=8)
