@@ -402,8 +402,10 @@ class IodServer(ControlRequests):
             # first step charges a miss to the (emulated) disk and makes the pages resident:
             # asked after the submission, 156 of 1064 requests of uncached study cells
             # looked more cached than they were (24 % of their bytes resident, not 15 %).
-            resident = (self.selector.resident(ino, pieces)
-                        if self.selector.active and nbytes and not again else None)
+            resident = None
+            if self.selector.active and nbytes and not again:
+                resident = self.selector.resident(ino, pieces)
+                self.selector.before_read(ino)  # a new operation starts under its last pick
             job = _Job(cid, ino, "read", pinned=fd is not None,
                        retry=(f, bulk_len, pieces) if check else None)
             job_id = self._submit(cid, job, self.null_fd if fd is None else fd,

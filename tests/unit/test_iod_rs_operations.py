@@ -80,3 +80,32 @@ def test_on_a_quiet_machine_an_idle_gap_of_idle_s_still_begins_a_new_operation(m
     assert sel.ops[5] is first
     assert read(iod_rs.IDLE_S * 1.2)
     assert sel.ops[5] is not first
+
+
+def test_a_new_operation_starts_under_its_files_last_pick_before_its_first_request(monkeypatch):
+    """The decision comes after a request is submitted, so a new operation's first requests
+    used to be served under whatever the engine ran last (another file's pick, a fixed
+    setting); with opt4 that broke its gather and made single 1 MiB blocks bimodal (s17).
+    ``before_read`` puts the engine back in the file's last pick first -- only when the
+    request begins a new operation."""
+    now, sel, read = _selector(monkeypatch)
+    for _ in range(20):
+        read(0.005)
+    pick = sel.ops[5].pick
+    assert pick is not None
+    other = "opt4" if pick != "opt4" else "opt1"
+    engine = sel.server.engine
+    engine.algorithm = other                    # another file's operation switched it
+    now[0] += 0.005
+    sel.before_read(5)                          # within the operation: left alone
+    assert engine.algorithm == other
+    now[0] += iod_rs.IDLE_MAX_S * 1.2           # a barrier: the next request begins one
+    switches = sel.switches
+    sel.before_read(5)
+    assert engine.algorithm == pick and sel.switches == switches + 1
+    sel.before_read(99)                         # a file never decided for: nothing known
+    assert engine.algorithm == pick
+    sel.active = False                          # a fixed setting: never touched
+    engine.algorithm = other
+    sel.before_read(5)
+    assert engine.algorithm == other
