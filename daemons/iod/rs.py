@@ -146,6 +146,8 @@ class ReactiveSelector:
         fs = self.server.stats.files.get(ino)
         if fs is None or fs.jobs or fs.idle_at <= 0:
             return
+        # on_read's test for a new operation (``began``), made before the request is in
+        # service; kept inline there, where it runs on every request
         idle = time.monotonic() - fs.idle_at
         if idle >= IDLE_S and self._begins_operation(f, idle):
             self.server.engine.algorithm = op.pick
