@@ -289,3 +289,38 @@ def test_page_cache_reads_around_the_first_load_it_meets_with_the_probe(monkeypa
     cache.read([(0, 128)])  # loads pages 0-1 in one 20 ms read
     cache.read([(256, 64)])
     assert locks.arounds[1] == 0.0  # read around the next load met (a probe)
+
+
+def test_lock_manager_a_stale_wait_on_a_granted_page_does_not_end_the_wait_on_the_next():
+    # CI stop 26 (8 ranks, lock stress): a batch waited for page 4's load, was granted it
+    # (released cached nowhere) and queued for page 5 with the same deadline (one budget
+    # per batch). The timed entry left from page 4 passed for the wait on page 5: at the
+    # deadline page 5 was read around while the batch still queued for it, and page 5's
+    # release then granted a complete batch (IndexError in the lock server).
+    now = [0.0]
+    m = LockManager(grace=3e-4, clock=lambda: now[0])
+    for page in (4, 5):
+        assert m.request(page, 7, True)[0] == "granted"  # rank 7 loads both
+    assert m.request_batch(1, [(4, READ), (5, READ)], around=0.05) is None
+    now[0] = 0.02
+    assert m.release(4, 7, None) == []  # page 4 granted (still cached nowhere); 5 waits
+    assert m.holders(4) == (1, set())
+    now[0] = 0.05
+    # Page 5 is read around once, and the batch leaves page 5's queue.
+    assert m.expire() == [(1, [UNCACHED, None])]
+    assert m.next_deadline() is None and not m._get(5).queue
+    assert m.release(5, 7, None) == []  # nobody waits for page 5 any more
+    assert m.holders(5) == (None, set())
+
+
+def test_lock_manager_ends_the_shortest_wait_first_whatever_the_order_of_the_requests():
+    now = [0.0]
+    m = LockManager(grace=3e-4, clock=lambda: now[0])
+    for page in (1, 2):
+        assert m.request(page, 7, True)[0] == "granted"
+    assert m.request_batch(0, [(1, READ)], around=0.5) is None  # a long wait first
+    assert m.request_batch(3, [(2, READ)], around=0.01) is None  # then a short one
+    assert m.next_deadline() == pytest.approx(0.01)
+    now[0] = 0.01
+    assert m.expire() == [(3, [None])]
+    assert m.next_deadline() == pytest.approx(0.5)

@@ -36,6 +36,7 @@ client asks for it in order, with a queued batch that may wait. Deadlines are ch
 
 from __future__ import annotations
 
+import heapq
 import os
 import time
 from collections import deque
@@ -174,8 +175,12 @@ class Batch:
     items: list[tuple[int, Mode]]
     around: bool | float = False  # (see around_wait)
     results: list[Meta | None] = field(default_factory=list)
-    #: when waiting for a page being loaded: the time to read around it instead
-    deadline: float | None = None
+    #: when waiting for a page being loaded: ``(time to read around it instead, page)``.
+    #: The page is part of it because every page of a batch shares one deadline
+    #: (``until``): a timed entry left from a page granted meanwhile must not pass for
+    #: the wait on the next page (it would read that page around while the batch still
+    #: queues for it, and the later grant would find the batch complete).
+    waiting: tuple[float, int] | None = None
     #: the end of the batch's wait for loads, set at its first: one budget for all its
     #: pages (a chunk's pages being loaded together are read around after one wait)
     until: float | None = None
@@ -211,8 +216,10 @@ class LockManager:
         self.queued = 0
         self.grace = grace
         self.clock = clock
-        #: batches waiting for a load: (deadline, page, batch), oldest first
-        self.timed: deque[tuple[float, int, Batch]] = deque()
+        #: batches waiting for a load: a heap of (deadline, sequence, page, batch); a heap
+        #: because readers ask for different waits (each its own LoadTimes)
+        self.timed: list[tuple[float, int, int, Batch]] = []
+        self._timed_seq = 0
         self.load_waits = 0  # batches that waited for a load ...
         self.load_timeouts = 0  # ... and of those, the ones that read around after all
 
@@ -281,8 +288,9 @@ class LockManager:
                     # (what is left of it: one wait for all the batch's pages)
                     if batch.until is None:
                         batch.until = self.clock() + wait
-                    batch.deadline = batch.until
-                    self.timed.append((batch.deadline, page, batch))
+                    batch.waiting = (batch.until, page)
+                    self._timed_seq += 1
+                    heapq.heappush(self.timed, (batch.until, self._timed_seq, page, batch))
                     self.load_waits += 1
                 entry.queue.append((batch.src, mode, batch))
                 self.queued += 1
@@ -298,8 +306,8 @@ class LockManager:
 
     def next_deadline(self) -> float | None:
         """The earliest time :meth:`expire` has something to do (None: nothing timed)."""
-        while self.timed and self.timed[0][2].deadline != self.timed[0][0]:
-            self.timed.popleft()  # granted meanwhile
+        while self.timed and self.timed[0][3].waiting != (self.timed[0][0], self.timed[0][2]):
+            heapq.heappop(self.timed)  # granted, or waiting on a later page, meanwhile
         return self.timed[0][0] if self.timed else None
 
     def expire(self, now: float | None = None) -> list[tuple[int, list[Meta | None]]]:
@@ -309,8 +317,8 @@ class LockManager:
         now = self.clock() if now is None else now
         granted: list[tuple[int, list[Meta | None]]] = []
         while (first := self.next_deadline()) is not None and first <= now:
-            _, page, batch = self.timed.popleft()
-            batch.deadline = None
+            _, _, page, batch = heapq.heappop(self.timed)
+            batch.waiting = None
             entry = self._pages.get(page)
             if entry is None or entry.meta.owner >= 0:
                 continue  # cached now: the copy may be dirty, wait for it
@@ -405,7 +413,7 @@ class LockManager:
             if batch is None:
                 granted.append((who, entry.meta))
             else:
-                batch.deadline = None  # (no longer waiting for a load)
+                batch.waiting = None  # (no longer waiting for a load)
                 batch.results.append(entry.meta)
                 if self._advance(batch):  # its other pages are other entries
                     granted.append((who, batch.results))
