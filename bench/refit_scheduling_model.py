@@ -77,8 +77,9 @@ def main(argv: list[str]) -> int:
            "git": head, "command": " ".join(["python", "bench/refit_scheduling_model.py",
                                              *argv])}
     Path(dst).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"zero_s {params.zero_s:.4g} s, small_alg {params.small_alg}, per column "
-          f"{' '.join(params.small_algs) or '-'}; wrote {dst}")
+    cols = " ".join(f"{z:.3g}" for z in params.zero_cols) or "-"
+    print(f"zero_s {params.zero_s:.4g} s (per column {cols}), small_alg {params.small_alg}, "
+          f"per column {' '.join(params.small_algs) or '-'}; wrote {dst}")
     return 0
 
 

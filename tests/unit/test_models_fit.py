@@ -133,3 +133,36 @@ def test_the_small_rule_follows_the_columns_the_daemons_saw():
     assert by_label.zero_s > 0 and by_seen.zero_s > 0
     assert by_label.small_algs[col] == "opt3"
     assert by_seen.small_algs[col] == "opt1"
+
+
+def test_each_column_turns_large_at_its_own_threshold():
+    """As measured on ide-2000 (s17's full study): opt4 wins single uncached blocks from
+    256 KiB on but strided uncached requests only from 1 MiB on, and strided 256 KiB
+    requests take longer than single 256 KiB blocks. One threshold either hands the single
+    256 KiB blocks to the small-request pick or the strided 256 KiB ones to the table's
+    opt4; a threshold per column does neither."""
+    obs = []
+    best = {("single-block", 64 << 10): "opt3", ("single-block", 256 << 10): "opt4",
+            ("single-block", 1 << 20): "opt4", ("strided", 64 << 10): "opt2",
+            ("strided", 256 << 10): "opt2", ("strided", 1 << 20): "opt4"}
+    for (wl, size), win in best.items():
+        probe = fit.Obs(wl, size, False, "opt2", 0.0)
+        w, _ = fit.workload_of(probe, NPROCS, NIODS)
+        t = rs.predict(TRUE, "opt2", w)
+        for alg in rs.ALGORITHMS:
+            obs.append(fit.Obs(wl, size, False, alg, t * (1.0 if alg == win else
+                                                           1.5 if alg == "opt4" else 1.1)))
+    p, _ = fit.fit(obs, NPROCS, NIODS)
+    shared = rs.Params.from_wire({**p.to_wire(), "zero_cols": []})
+    picks, shared_picks = {}, {}
+    for o in obs:
+        if o.algorithm == "opt2":
+            w, _ = fit.workload_of(o, NPROCS, NIODS)
+            picks[(o.workload, o.request_bytes)] = rs.select(p, w)[0]
+            shared_picks[(o.workload, o.request_bytes)] = rs.select(shared, w)[0]
+    assert picks == best
+    assert shared_picks != best  # (the fit's shared threshold misses one of them)
+    ideal, disjoint = rs.CLASSES.index("ideal"), rs.CLASSES.index("disjoint")
+    assert p.zero_cols[ideal] < p.zero_cols[disjoint]
+    assert rs.Params.from_table(p.to_table()).zero_cols == p.zero_cols
+    assert rs.Params.from_wire(p.to_wire()) == p

@@ -23,7 +23,8 @@ Steps, as appendix B:
   cache column (``small_algs``), as table 5.3 has one factor per column -- that cost the
   least over all runs (the sum of each run's excess over its cell's best; opt1, the thesis'
   choice, on ties); ``small_alg``, the one algorithm best over all small runs, stands for
-  columns no small run measured.
+  columns no small run measured. Then each column's own threshold (``zero_cols``), chosen
+  the same way over the runs seen in it: classes turn "large" at different sizes.
 """
 
 from __future__ import annotations
@@ -146,8 +147,8 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
                 if best is None or err < best[0]:
                     best = (err, c, p)
         _, c_dist, p_dist = best
-    base = rs.Params(**{**base.to_wire(), "C_req": c_req, "P_req": 1.0, "C_dist": c_dist,
-                        "P_dist": p_dist, "E_opt": dict(rs.TABLE_5_3)})
+    base = replace(base, C_req=c_req, P_req=1.0, C_dist=c_dist, P_dist=p_dist,
+                   E_opt=dict(rs.TABLE_5_3))
     # B.3: E_opt, the I/O time of each algorithm over opt2's, per class and cache state, at
     # the end case (the largest size measured), as the thesis matched them.
     table = {a: list(base.E_opt[a]) for a in rs.ALGORITHMS}
@@ -170,7 +171,7 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
             have[1].append(a / b)
     for (alg, col), (_, vals) in end.items():
         table[alg][col] = math.exp(sum(math.log(v) for v in vals) / len(vals))
-    base = rs.Params(**{**base.to_wire(), "E_opt": {a: tuple(v) for a, v in table.items()}})
+    base = replace(base, E_opt={a: tuple(v) for a, v in table.items()})
     # The selector's "~0" (§5.6): below which predicted I/O time the table's pick gives way to
     # one fixed algorithm for small requests -- opt1 in the thesis; here the threshold and the
     # algorithm that cost the least over all runs: the sum of each cell's excess over its
@@ -181,7 +182,7 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
     for o in obs:
         cells[(o.workload, o.cached, o.request_bytes)][o.algorithm] = o
     marks = []
-    table_only = replace(base, zero_s=0.0)
+    table_only = replace(base, zero_s=0.0, zero_cols=())
     for by in cells.values():
         if "opt2" in by and len(by) >= 2:
             best = min(x.mean_task_service_s for x in by.values())
@@ -196,6 +197,7 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
             marks.append((rs.io_time(base, "opt2", w), excess, excess.get(table_pick, 1.0),
                           seen))
     zero_s, small_alg, small_algs = base.zero_s, base.small_alg, base.small_algs
+    zero_cols = base.zero_cols
     if marks:
         # Thresholds halfway (geometrically) between neighbouring runs, not just above one:
         # the daemon's estimate of a run's I/O time differs a little from the fit's, and a
@@ -206,9 +208,20 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
         zero_s, small_alg, small_algs = min(
             (_small_rule(marks, c) for c in cands),
             key=lambda r: (round(_small_cost(marks, *r), 9), r[2].count("opt1") * -1, r[0]))
+        zero_cols = ()
         if zero_s == 0.0:
             small_alg, small_algs = "opt1", ()
-    params = replace(base, zero_s=zero_s, small_alg=small_alg, small_algs=small_algs)
+        else:
+            # Then the threshold per column: a class turns "large" at its own size (on
+            # ide-2000 opt4 wins single uncached blocks from 256 KiB on, strided uncached
+            # ones from 1 MiB on; one threshold for both costs one of them). Each column's
+            # pair costs at most what the shared threshold costs there.
+            rules = [_column_rule(marks, cands, col, small_algs[col]) for col in range(6)]
+            cols = tuple(zero_s if r is None else r[0] for r in rules)
+            small_algs = tuple(a if r is None else r[1] for a, r in zip(small_algs, rules))
+            zero_cols = cols if len(set(cols)) > 1 else ()
+    params = replace(base, zero_s=zero_s, small_alg=small_alg, small_algs=small_algs,
+                     zero_cols=zero_cols)
     return params, residuals(params, obs, nprocs, niods)
 
 
@@ -231,6 +244,22 @@ def _small_rule(marks: list, zero_s: float) -> tuple[float, str, tuple[str, ...]
     overall = _pick(small)
     return zero_s, overall, tuple(
         _pick([m for m in small if m[3].get(col)], overall, col) for col in range(6))
+
+
+def _column_rule(marks: list, cands: list[float], col: int,
+                 default: str) -> tuple[float, str] | None:
+    """The threshold and small-request algorithm for column ``col`` alone: the pair with
+    the least summed excess of the runs' requests seen in that column (opt1, then the
+    lower threshold, on ties); None when no run was seen there."""
+    mine = [m for m in marks if m[3].get(col)]
+    if not mine:
+        return None
+
+    def cost(z: float, alg: str) -> float:
+        return sum(m[3][col] * (m[1].get(alg, 1.0) if m[0] < z else m[2]) for m in mine)
+
+    pairs = [(z, _pick([m for m in mine if m[0] < z], default, col)) for z in cands]
+    return min(pairs, key=lambda r: (round(cost(*r), 9), r[1] != "opt1", r[0]))
 
 
 def _small_cost(marks: list, zero_s: float, _alg: str, algs: tuple[str, ...]) -> float:

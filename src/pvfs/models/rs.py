@@ -41,7 +41,8 @@ Selector (§5.5-5.6): the smallest predicted time wins; when the predicted I/O t
 ``small_alg`` runs (opt1 as in the thesis, unless the fit found another algorithm best for
 small requests: the table of factors cannot say that an algorithm loses on small requests and
 wins on large ones of the same class), or, when the fit found them, ``small_algs``: one per
-class and cache column, as table 5.3's columns. Ties go to the earlier algorithm in the list.
+class and cache column, as table 5.3's columns, below a threshold per column (``zero_cols``)
+when the fit found those. Ties go to the earlier algorithm in the list.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ TABLE_5_3: dict[str, tuple[float, ...]] = {
 MB = 1e6  # the thesis' "Mbytes/sec"
 SPARSE_BELOW = 0.5       # S_req / R_req under this: a sparse workload
 CACHED_FROM = 0.5        # resident fraction from this on: the cached column
+
+
+#: Params fields that are not plain floats on the wire and in the config's table.
+_NOT_FLOAT = ("E_opt", "small_alg", "small_algs", "zero_cols")
 
 
 def _unit(name: str, v: float) -> None:
@@ -88,6 +93,9 @@ class Params:
     small_alg: str = "opt1"       # what runs then: the thesis' opt1, or what the fit found
     # ... or per class and cache column (table 5.3's order); empty: small_alg everywhere
     small_algs: tuple[str, ...] = ()
+    # the "~0" threshold per column too (a class may turn large at a different size than
+    # another); empty: zero_s everywhere
+    zero_cols: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         for k in ("C_cache", "C_req", "C_dist"):
@@ -99,6 +107,8 @@ class Params:
         if self.small_algs and (len(self.small_algs) != 6
                                 or not set(self.small_algs) <= set(ALGORITHMS)):
             raise ValueError("small_algs must be 6 algorithm names (table 5.3's columns)")
+        if self.zero_cols and (len(self.zero_cols) != 6 or min(self.zero_cols) < 0):
+            raise ValueError("zero_cols must be 6 thresholds >= 0 (table 5.3's columns)")
         for alg in ALGORITHMS:
             row = self.E_opt.get(alg)
             if row is None or len(row) != 6 or min(row) <= 0:
@@ -108,6 +118,7 @@ class Params:
         d = asdict(self)
         d["E_opt"] = {k: list(v) for k, v in self.E_opt.items()}
         d["small_algs"] = list(self.small_algs)
+        d["zero_cols"] = list(self.zero_cols)
         return d
 
     @classmethod
@@ -116,25 +127,29 @@ class Params:
         bad = set(d) - known
         if bad:
             raise ValueError(f"unknown model parameters: {', '.join(sorted(bad))}")
-        kw = {k: (float(v) if k not in ("E_opt", "small_alg", "small_algs") else v)
-              for k, v in d.items()}
+        kw = {k: (float(v) if k not in _NOT_FLOAT else v) for k, v in d.items()}
         if "small_alg" in kw:
             kw["small_alg"] = str(kw["small_alg"])
         if "small_algs" in kw:
             algs = kw["small_algs"]
             kw["small_algs"] = tuple(str(a) for a in (algs.split() if isinstance(algs, str)
                                                       else algs))
+        if "zero_cols" in kw:
+            zs = kw["zero_cols"]
+            kw["zero_cols"] = tuple(float(z) for z in (zs.split() if isinstance(zs, str)
+                                                       else zs))
         if "E_opt" in kw:
             kw["E_opt"] = {str(a): tuple(float(x) for x in row) for a, row in kw["E_opt"].items()}
         return cls(**kw)
 
     # The config's [model] table is flat (pvfs.config.dump): E_opt rows as strings.
     def to_table(self) -> dict:
-        d: dict = {k: float(v) for k, v in asdict(self).items()
-                   if k not in ("E_opt", "small_alg", "small_algs")}
+        d: dict = {k: float(v) for k, v in asdict(self).items() if k not in _NOT_FLOAT}
         d["small_alg"] = self.small_alg
         if self.small_algs:
             d["small_algs"] = " ".join(self.small_algs)
+        if self.zero_cols:
+            d["zero_cols"] = " ".join(repr(float(z)) for z in self.zero_cols)
         for alg, row in self.E_opt.items():
             d[f"E_{alg}"] = " ".join(f"{x:.4g}" for x in row)
         return d
@@ -267,7 +282,7 @@ def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
             preds[a] += cost
     # "~0" is judged on the baseline I/O time (E_opt = 1, opt2's): the factors of table 5.3
     # are all near 1, so when it is ~0 every algorithm's is.
-    if base < p.zero_s:
+    if base < (p.zero_cols[col] if p.zero_cols else p.zero_s):
         return (p.small_algs[col] if p.small_algs else p.small_alg), preds
     best = min(algorithms, key=lambda a: (preds[a], algorithms.index(a)))
     return best, preds
