@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pvfs.collective._locks import READ, Batch, LockManager
 from pvfs.collective._pages import UNCACHED, Meta
