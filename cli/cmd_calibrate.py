@@ -127,7 +127,13 @@ def _render(doc: dict) -> str:
              f"C_cache {p['C_cache']:.3f}"),
              (f"C_req {p['C_req']:.3f}   P_req {p['P_req']:.2f}   C_dist {p['C_dist']:.2f}   "
              f"P_dist {p['P_dist']:.2f}"), ""]
-    lines.append(table([[a, *(f"{x:.3f}" for x in row)] for a, row in p["E_opt"].items()],
+    # Below the "~0" threshold (§5.6) the fitted small-request pick runs instead of the
+    # table's: per column when the fit found one.
+    zeros = p.get("zero_cols") or [p["zero_s"]] * 6
+    picks = p.get("small_algs") or [p["small_alg"]] * 6
+    lines.append(table([[a, *(f"{x:.3f}" for x in row)] for a, row in p["E_opt"].items()]
+                       + [["~0 below (s)", *(f"{z:.3g}" for z in zeros)],
+                          ["then runs", *picks]],
                        ["E_opt", "unc ideal", "unc sparse", "unc disjoint", "c ideal",
                         "c sparse", "c disjoint"]))
     lines.append("")

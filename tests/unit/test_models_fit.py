@@ -166,3 +166,20 @@ def test_each_column_turns_large_at_its_own_threshold():
     assert p.zero_cols[ideal] < p.zero_cols[disjoint]
     assert rs.Params.from_table(p.to_table()).zero_cols == p.zero_cols
     assert rs.Params.from_wire(p.to_wire()) == p
+
+
+def test_calibrate_prints_each_columns_threshold_and_small_pick():
+    from pvfs.cli.cmd_calibrate import _render
+
+    p = rs.Params(zero_s=0.6, small_alg="opt3",
+                  small_algs=("opt3", "opt3", "opt2", "opt3", "opt2", "opt1"),
+                  zero_cols=(0.13, 0.4, 0.57, 0.62, 0.11, 0.17))
+    lines = _render({"params": p.to_wire(), "residuals": []}).splitlines()
+    zero = next(line for line in lines if line.startswith("~0 below"))
+    pick = next(line for line in lines if line.startswith("then runs"))
+    assert zero.split()[3:] == ["0.13", "0.4", "0.57", "0.62", "0.11", "0.17"]
+    assert pick.split()[2:] == ["opt3", "opt3", "opt2", "opt3", "opt2", "opt1"]
+    shared = _render({"params": rs.Params(zero_s=0.5).to_wire(), "residuals": []})
+    rows = {ln.split()[0]: ln.split() for ln in shared.splitlines()
+            if ln.startswith(("~0 below", "then runs"))}
+    assert rows["~0"][3:] == ["0.5"] * 6 and rows["then"][2:] == ["opt1"] * 6
