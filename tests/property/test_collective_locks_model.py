@@ -24,8 +24,11 @@ from pvfs.collective._pages import UNCACHED, Meta
 
 RANKS = 3
 PAGES = 6
-modes = st.sampled_from([False, True, READ])
-arounds = st.sampled_from([False, True, 0.0, 0.01, 0.05])
+ranks = st.integers(0, RANKS - 1)
+page_lists = st.lists(st.integers(0, PAGES - 1), min_size=1, max_size=3)
+#: what a lock request carries: who, which pages, the mode, the wait for loads
+ASK = {"rank": ranks, "pages": page_lists, "mode": st.sampled_from([False, True, READ]),
+       "around": st.sampled_from([False, True, 0.0, 0.01, 0.05])}
 
 
 class LockHome(RuleBasedStateMachine):
@@ -40,7 +43,11 @@ class LockHome(RuleBasedStateMachine):
 
     # -- what a rank may ask for ------------------------------------------------------
 
-    def _above_held(self, rank: int, pages: list[int]) -> list[int]:
+    def _may_ask(self, rank: int, pages: list[int]) -> list[int]:
+        """The pages ``rank`` may ask for now (none while it waits): increasing, above
+        every page it holds (two-phase locking)."""
+        if self.waiting[rank] is not None:
+            return []
         low = max(self.held[rank], default=-1)
         return sorted({p for p in pages if p > low})
 
@@ -62,12 +69,9 @@ class LockHome(RuleBasedStateMachine):
     def _idle(self, rank: int) -> bool:
         return self.waiting[rank] is None
 
-    @rule(rank=st.integers(0, RANKS - 1), pages=st.lists(st.integers(0, PAGES - 1),
-                                                        min_size=1, max_size=3),
-          mode=modes, around=arounds)
+    @rule(**ASK)
     def lock(self, rank, pages, mode, around):
-        pages = self._above_held(rank, pages)
-        if not self._idle(rank) or not pages:
+        if not (pages := self._may_ask(rank, pages)):
             return
         items = [(p, mode) for p in pages]
         results = self.m.request_batch(rank, items, around)
@@ -76,12 +80,9 @@ class LockHome(RuleBasedStateMachine):
         else:
             self._answer(rank, items, results, around)
 
-    @rule(rank=st.integers(0, RANKS - 1), pages=st.lists(st.integers(0, PAGES - 1),
-                                                        min_size=1, max_size=3),
-          mode=modes, around=arounds)
+    @rule(**ASK)
     def try_lock(self, rank, pages, mode, around):
-        pages = self._above_held(rank, pages)
-        if not self._idle(rank) or not pages:
+        if not (pages := self._may_ask(rank, pages)):
             return
         out = self.m.try_batch(rank, [(p, mode) for p in pages], around)
         assert 1 <= len(out) <= len(pages)
@@ -92,12 +93,9 @@ class LockHome(RuleBasedStateMachine):
             if res is not None:
                 self.held[rank][page] = (res.owner < 0) if mode == READ else bool(mode)
 
-    @rule(rank=st.integers(0, RANKS - 1), pages=st.lists(st.integers(0, PAGES - 1),
-                                                        min_size=1, max_size=3),
-          lead=st.booleans())
+    @rule(rank=ranks, pages=page_lists, lead=st.booleans())
     def claim(self, rank, pages, lead):
-        pages = self._above_held(rank, pages)
-        if not self._idle(rank) or not pages:
+        if not (pages := self._may_ask(rank, pages)):
             return
         out = self.m.claim_batch(rank, rank, pages, lead)
         assert len(out) == len(pages)
@@ -105,7 +103,7 @@ class LockHome(RuleBasedStateMachine):
             if flushed is not None:
                 self.held[rank][page] = True
 
-    @rule(rank=st.integers(0, RANKS - 1), pick=st.integers(0, PAGES - 1),
+    @rule(rank=ranks, pick=st.integers(0, PAGES - 1),
           publish=st.sampled_from(["cached", "uncached", "unchanged"]))
     def release(self, rank, pick, publish):
         if not self._idle(rank) or not self.held[rank]:
