@@ -5,7 +5,7 @@
   (``read_list``/``write_list``: many regions in one request per I/O daemon).
 * :class:`Coherence` is the mount's side of ``coherence=sync``: one callback connection per
   I/O daemon (``cb_register``), ``hold`` before blocks are fetched, ``invalidate`` after a sync
-  write; the frames are :mod:`pvfs.client.coherence`'s (``daemons/iod/coherence.py`` is the
+  write; the frames are :mod:`pvfs.client.coherence`'s (``daemons/holders.py`` is the
   daemon side).
 * :class:`Controls` implements the ``user.pvfs.*`` extended attributes.
 """

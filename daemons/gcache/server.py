@@ -26,7 +26,7 @@ policy switch and the holder directory's requests; the work is in one mixin per 
 
 ``coherence=sync`` clients register here as at the I/O daemons (``cb_register``); a read that
 names its client records it as holder of the blocks, and a write with ``invalidate`` calls back
-every other holder before it answers (the directory is ``daemons/iod/coherence.py``'s).
+every other holder before it answers (the directory is ``daemons/holders.py``'s).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from pvfs.models.bypass import make_policy
 from pvfs.protocol import auth
 
 from ..common import serve_tcp
-from ..iod.coherence import HolderDirectory
+from ..holders import HolderDirectory
 from .fetch import Fetching, _Fetch
 from .fileops import FileOps, _Fence
 from .reads import ReadPath

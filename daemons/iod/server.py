@@ -44,7 +44,7 @@ from pvfs.protocol.framing import MAGIC, PREFIX, FrameError, decode_header, enco
 from pvfs.protocol.rpc import Channel
 from pvfs.protocol.schema import IOD_SCHEMAS
 
-from .coherence import HolderDirectory
+from ..holders import HolderDirectory
 from .control import ControlRequests
 from .rs import ReactiveSelector
 from .sizewatch import SizeWatch

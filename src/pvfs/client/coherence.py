@@ -1,5 +1,5 @@
 """The client's side of the ``coherence=sync`` wire protocol (the daemon's side is
-``daemons/iod/coherence.py``).
+``daemons/holders.py``).
 
 A node that caches blocks of a file tells the file's *home* I/O daemon (the one holding
 share rank 0) which blocks it holds (``cb_hold``); a node that wrote with ``coherence=sync``

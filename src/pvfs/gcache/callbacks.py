@@ -26,7 +26,7 @@ __all__ = ["GlobalCallbacks"]
 class GlobalCallbacks:
     """Callback connections to every global cache for ``coherence=sync`` (the daemon calls
     back ``invalidate`` when another client's sync write hits blocks this client read through
-    it); the protocol is the I/O daemons' (``daemons/iod/coherence.py``)."""
+    it); the protocol is the I/O daemons' (``daemons/holders.py``)."""
 
     def __init__(self, backend: GcacheBackend,
                  on_invalidate: Callable[[int, int, int], Awaitable[None]]) -> None:

@@ -239,7 +239,7 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "list": {"after": Field(integer(0, 2**63 - 1), False, 0),
              "limit": Field(integer(1, 65536), False, 4096)},
     "status": {},
-    # coherence=sync mounts (daemons/iod/coherence.py)
+    # coherence=sync mounts (daemons/holders.py)
     "cb_register": {"client": Field(text(64)), "block_size": Field(integer(512, 1 << 26))},
     "cb_hold": {"client": Field(text(64)), "ino": INO, "first": Field(integer(0, 2**50)),
                 "count": Field(integer(1, 1 << 24))},

@@ -1,4 +1,5 @@
-"""The holder directory for ``coherence=sync`` mounts (discretionary-caching paper §3.2).
+"""The holder directory for ``coherence=sync`` mounts, shared by the I/O daemon and the global
+cache daemon (discretionary-caching paper §3.2).
 
 Each mount in ``sync`` mode opens one *callback connection* to every I/O daemon
 (``cb_register``) and, before it fetches blocks of a file into its local cache, tells the
