@@ -93,14 +93,33 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
     the daemons will look, not by how the study prepared the cell. Cells not given: the
     column of their label."""
     obs = list(obs)
+    pts = _points_by_run_kind(obs, nprocs, niods)
+    base = _baseline(pts, s_cache, s_nocache)
+    base = _inefficiency_constants(base, pts)
+    base = _end_case_factors(base, obs)
+    params = _small_request_rule(base, _small_request_marks(base, obs, nprocs, niods, columns))
+    return params, residuals(params, obs, nprocs, niods)
+
+
+_Points = Mapping[tuple[str, bool, str], list[tuple[rs.Workload, float]]]
+
+
+def _points_by_run_kind(obs: list[Obs], nprocs: int, niods: int) -> _Points:
+    """The model's inputs and observed time of each run, by (workload, cached, algorithm)."""
     pts: dict[tuple, list[tuple[rs.Workload, float]]] = defaultdict(list)
     for o in obs:
         pts[(o.workload, o.cached, o.algorithm)].append(workload_of(o, nprocs, niods))
+    return pts
 
-    def xy(key):
-        return [(w.S_req, t) for w, t in pts.get(key, [])]
 
-    unc = xy(("single-block", False, "opt2"))
+def _size_time(pts: _Points, key: tuple[str, bool, str]) -> list[tuple[float, float]]:
+    return [(w.S_req, t) for w, t in pts.get(key, [])]
+
+
+def _baseline(pts: _Points, s_cache: float | None, s_nocache: float | None) -> rs.Params:
+    """B.1: ``T_over`` and ``B_dr`` from uncached single blocks under opt2, ``B_drc`` from
+    cached ones (``T_over`` fixed), ``S_cache`` and ``C_cache`` from the measured sizes."""
+    unc = _size_time(pts, ("single-block", False, "opt2"))
     if not unc:
         raise ValueError("need single-block runs under opt2, uncached")
     t_over, slope = _line(unc)
@@ -109,17 +128,24 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
         slope = sum(y for _, y in unc) / sum(x for x, _ in unc)
     b_dr = 1.0 / slope
     # Cached runs beyond the cache were not served from it (the bisection makes some).
-    cac = [(x, y) for x, y in xy(("single-block", True, "opt2"))
+    cac = [(x, y) for x, y in _size_time(pts, ("single-block", True, "opt2"))
            if s_cache is None or x <= s_cache]
     b_drc = b_dr
     if cac:
         num = sum(x * (y - t_over) for x, y in cac)
         den = sum(x * x for x, _ in cac)
         b_drc = den / num if num > 0 else b_dr
-    base = rs.Params(T_over=t_over, B_dr=b_dr, B_drc=b_drc,
+    return rs.Params(T_over=t_over, B_dr=b_dr, B_drc=b_drc,
                      S_cache=s_cache if s_cache is not None else rs.Params().S_cache,
                      C_cache=min(1.0, max(1e-3, s_nocache / s_cache - 1))
                      if s_cache and s_nocache else rs.Params().C_cache)
+
+
+def _inefficiency_constants(base: rs.Params, pts: _Points) -> rs.Params:
+    """B.2: ``C_req`` (``P_req`` = 1) from strided runs, ``C_dist`` and ``P_dist`` from the
+    random ones (uncached, opt2), each solving eq. 5.4/5.5 for the observed inefficiency;
+    ``E_opt`` reset to table 5.3 for B.3 to refit."""
+    t_over = base.T_over
 
     def inefficiency(w: rs.Workload, t: float) -> float | None:
         io = rs.t_ioread(base, w.S_req, w.cached)
@@ -136,21 +162,30 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
     targets = [(w.dist_ratio, e) for key in (("random16", False, "opt2"),
                                              ("random32", False, "opt2"))
                for w, t in pts.get(key, []) if (e := inefficiency(w, t))]
-    c_dist, p_dist = base.C_dist, base.P_dist
-    if targets:
-        best = None
-        for ci in range(101):
-            c = ci / 100
-            for pi in range(1, 201):
-                p = pi / 100
-                err = sum((1 / ((1 - c) + c * r ** p) - e) ** 2 for r, e in targets)
-                if best is None or err < best[0]:
-                    best = (err, c, p)
-        _, c_dist, p_dist = best
-    base = replace(base, C_req=c_req, P_req=1.0, C_dist=c_dist, P_dist=p_dist,
+    c_dist, p_dist = _dist_grid_search(targets) if targets else (base.C_dist, base.P_dist)
+    return replace(base, C_req=c_req, P_req=1.0, C_dist=c_dist, P_dist=p_dist,
                    E_opt=dict(rs.TABLE_5_3))
-    # B.3: E_opt, the I/O time of each algorithm over opt2's, per class and cache state, at
-    # the end case (the largest size measured), as the thesis matched them.
+
+
+def _dist_grid_search(targets: list[tuple[float, float]]) -> tuple[float, float]:
+    """``C_dist`` in [0, 1] and ``P_dist`` in (0, 2], steps of 0.01, with the least squared
+    error of eq. 5.5 over the (distance ratio, inefficiency) ``targets``."""
+    best = None
+    for ci in range(101):
+        c = ci / 100
+        for pi in range(1, 201):
+            p = pi / 100
+            err = sum((1 / ((1 - c) + c * r ** p) - e) ** 2 for r, e in targets)
+            if best is None or err < best[0]:
+                best = (err, c, p)
+    _, c_dist, p_dist = best
+    return c_dist, p_dist
+
+
+def _end_case_factors(base: rs.Params, obs: list[Obs]) -> rs.Params:
+    """B.3: E_opt, the I/O time of each algorithm over opt2's, per class and cache state, at
+    the end case (the largest size measured), as the thesis matched them."""
+    t_over = base.T_over
     table = {a: list(base.E_opt[a]) for a in rs.ALGORITHMS}
     ref = {(o.workload, o.cached, o.request_bytes): o for o in obs if o.algorithm == "opt2"}
     end: dict[tuple, tuple[float, list[float]]] = {}
@@ -171,13 +206,22 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
             have[1].append(a / b)
     for (alg, col), (_, vals) in end.items():
         table[alg][col] = math.exp(sum(math.log(v) for v in vals) / len(vals))
-    base = replace(base, E_opt={a: tuple(v) for a, v in table.items()})
-    # The selector's "~0" (§5.6): below which predicted I/O time the table's pick gives way to
-    # one fixed algorithm for small requests -- opt1 in the thesis; here the threshold and the
-    # algorithm that cost the least over all runs: the sum of each cell's excess over its
-    # best (a pick 60 % slower weighs more than one 6 % slower; ties: opt1, then the lower
-    # threshold). E_opt is one factor per class and cache state, so it cannot express opt4
-    # losing on small uncached blocks and winning on large ones; this rule can.
+    return replace(base, E_opt={a: tuple(v) for a, v in table.items()})
+
+
+# The selector's "~0" (§5.6): below which predicted I/O time the table's pick gives way to
+# one fixed algorithm for small requests -- opt1 in the thesis; here the threshold and the
+# algorithm that cost the least over all runs: the sum of each cell's excess over its
+# best (a pick 60 % slower weighs more than one 6 % slower; ties: opt1, then the lower
+# threshold). E_opt is one factor per class and cache state, so it cannot express opt4
+# losing on small uncached blocks and winning on large ones; this rule can.
+
+def _small_request_marks(base: rs.Params, obs: list[Obs], nprocs: int, niods: int,
+                         columns: Mapping[tuple[str, int, bool], Mapping[int, float]] | None,
+                         ) -> list[tuple[float, dict[str, float], float, Mapping[int, float]]]:
+    """One mark per cell (workload, cached, bytes per task) run under opt2 and another
+    algorithm: opt2's predicted I/O time, each algorithm's excess over the cell's best, the
+    excess of the table's pick, and the columns the daemons saw the cell's requests in."""
     cells: dict[tuple, dict[str, Obs]] = defaultdict(dict)
     for o in obs:
         cells[(o.workload, o.cached, o.request_bytes)][o.algorithm] = o
@@ -196,6 +240,13 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
                 seen = {rs.CLASSES.index(w.kind()) + (3 if rs.is_cached(base, w) else 0): 1.0}
             marks.append((rs.io_time(base, "opt2", w), excess, excess.get(table_pick, 1.0),
                           seen))
+    return marks
+
+
+def _small_request_rule(base: rs.Params, marks: list) -> rs.Params:
+    """``base`` with the ~0 rule that costs the least over ``marks``: the shared threshold
+    and algorithms (``zero_s``, ``small_alg``, ``small_algs``), then each column's own
+    threshold (``zero_cols``, empty when they all agree); no marks: ``base``'s rule."""
     zero_s, small_alg, small_algs = base.zero_s, base.small_alg, base.small_algs
     zero_cols = base.zero_cols
     if marks:
@@ -220,9 +271,8 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
             cols = tuple(zero_s if r is None else r[0] for r in rules)
             small_algs = tuple(a if r is None else r[1] for a, r in zip(small_algs, rules))
             zero_cols = cols if len(set(cols)) > 1 else ()
-    params = replace(base, zero_s=zero_s, small_alg=small_alg, small_algs=small_algs,
-                     zero_cols=zero_cols)
-    return params, residuals(params, obs, nprocs, niods)
+    return replace(base, zero_s=zero_s, small_alg=small_alg, small_algs=small_algs,
+                   zero_cols=zero_cols)
 
 
 def _pick(marks: list, default: str = "opt1", col: int | None = None) -> str:
