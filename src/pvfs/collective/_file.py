@@ -432,30 +432,64 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
     if method == "auto":
         method = "write_behind" if writable and not readable and not atomic else "caching"
     services = None
-    size = comm.Get_size()
     if coordination == "servers" and method == "caching":
-        if not 1 <= lock_servers < size:
-            raise ValueError("lock_servers must leave at least one client rank")
-        scomm = comm.Dup()
-        from pvfs.collective._wait import Bells
-
-        bells = Bells(scomm)
-        first_server = size - lock_servers
-        homes = list(range(first_server, size))
-        is_server = comm.Get_rank() >= first_server
-        clients = comm.Split(1 if is_server else 0, comm.Get_rank())
-        if is_server:
-            from pvfs.collective._service import Service
-
-            service = Service(scomm, None, stops=first_server, bells=bells)  # a stop per client
-            service.run()
-            bells.close()
-            return LockServerFile(service.served, service.locks.requests,
-                                  service.locks.queued)
-        comm, services = clients, (scomm, homes, bells)
+        placed = _split_off_lock_servers(comm, lock_servers)
+        if isinstance(placed, LockServerFile):
+            return placed
+        comm, services = placed
     else:
         comm = comm.Dup()
     fsys, own = _connect(fs)
+    native = _open_on_every_rank(comm, fsys, own, path, writable, create, stripe)
+    size_at_open = comm.bcast(native.size() if comm.Get_rank() == 0 else None, root=0)
+    ps = page_size or native.stripe.ssize
+    group = flush_group or max(1, (native.stripe.pcount * native.stripe.ssize) // ps)
+    f = CollectiveFile(comm, fsys, own, native, readable, writable, ps, cache_bytes,
+                       coordination, atomic, method, max_bytes, sub_bytes, group, services,
+                       size_at_open, sub_buffers, early_bytes, readahead)
+    return f
+
+
+def _split_off_lock_servers(comm: Any, lock_servers: int,
+                            ) -> LockServerFile | tuple[Any, tuple[Any, list[int], Any]]:
+    """The last ``lock_servers`` ranks of ``comm`` become lock servers: on them, serve locks
+    until every client has closed and return a ``LockServerFile``; on the others return the
+    clients' communicator and ``(service comm, lock-server ranks, bells)``.
+
+    Raises:
+        ValueError: ``lock_servers`` leaves no client rank.
+    """
+    size = comm.Get_size()
+    if not 1 <= lock_servers < size:
+        raise ValueError("lock_servers must leave at least one client rank")
+    scomm = comm.Dup()
+    from pvfs.collective._wait import Bells
+
+    bells = Bells(scomm)
+    first_server = size - lock_servers
+    homes = list(range(first_server, size))
+    is_server = comm.Get_rank() >= first_server
+    clients = comm.Split(1 if is_server else 0, comm.Get_rank())
+    if is_server:
+        from pvfs.collective._service import Service
+
+        service = Service(scomm, None, stops=first_server, bells=bells)  # a stop per client
+        service.run()
+        bells.close()
+        return LockServerFile(service.served, service.locks.requests,
+                              service.locks.queued)
+    return clients, (scomm, homes, bells)
+
+
+def _open_on_every_rank(comm: Any, fsys: Any, own: bool, path: str, writable: bool,
+                        create: bool, stripe: Any) -> Any:
+    """The native file of ``path`` on every rank of ``comm``: rank 0 opens it first (and
+    creates it if asked), then the others; a failure anywhere raises on every rank, after
+    closing what was opened (and ``fsys`` when ``own``).
+
+    Raises:
+        OSError: the first rank's failure, on every rank.
+    """
     flags = os.O_RDWR if writable else os.O_RDONLY
     native, problem = None, None
     if comm.Get_rank() == 0:
@@ -476,13 +510,7 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
         if own:
             fsys.close()
         raise problems[0]
-    size_at_open = comm.bcast(native.size() if comm.Get_rank() == 0 else None, root=0)
-    ps = page_size or native.stripe.ssize
-    group = flush_group or max(1, (native.stripe.pcount * native.stripe.ssize) // ps)
-    f = CollectiveFile(comm, fsys, own, native, readable, writable, ps, cache_bytes,
-                       coordination, atomic, method, max_bytes, sub_bytes, group, services,
-                       size_at_open, sub_buffers, early_bytes, readahead)
-    return f
+    return native
 
 
 __all__ = ["COORDINATIONS", "METHODS", "CollectiveFile", "LockServerFile", "open",
