@@ -128,58 +128,10 @@ class MsgLocks:
         self.lock_calls += len(pages)
         self.carried = {}
         results: list[Any] = [BUSY] * len(pages)
-
-        def held(home: int, got: dict[int, list[Any]]) -> list[Any] | None:
-            # pages already granted (shared: cached somewhere) whose copy is on ``home``
-            if wants is None or self.local is None:
-                return None
-            out = []
-            for h, res in got.items():
-                for (p, _), r in zip(asks_now[h], res, strict=False):
-                    if r is not BUSY and r is not None and r[0] == home and p in wants \
-                            and p not in self.carried:
-                        out.append((p, r[1], wants[p]))
-            for i, r in enumerate(results):
-                p = pages[i]
-                if r is not BUSY and r is not None and r[0] == home and wants and \
-                        p in wants and p not in self.carried:
-                    out.append((p, r[1], wants[p]))
-            return out or None
-
         start = 0
         if len(set(homes)) > 1:
-            where: dict[int, list[int]] = {}
-            for i, h in enumerate(homes):
-                where.setdefault(h, []).append(i)
-            asks_now = {h: [items[i] for i in ix] for h, ix in where.items()}
-            got = self._round(asks_now, around, try_only=True, wants=wants, held=held)
-            for h, ix in where.items():
-                for i, r in zip(ix, got[h], strict=False):
-                    results[i] = r
-            start = next((i for i, r in enumerate(results) if r is BUSY), len(pages))
-            back: dict[int, list[tuple[int, tuple | None]]] = {}
-            for i in range(start + 1, len(pages)):
-                if results[i] is not BUSY and results[i] is not None:
-                    back.setdefault(homes[i], []).append((pages[i], None))
-                results[i] = BUSY
-                self.carried.pop(pages[i], None)
-            self._release(back)
-            self.retries += len(pages) - start
-            self.lock_calls += len(pages) - start
-        i = start
-        # The reader's wait for loads is one budget for the whole set: each queued batch
-        # carries what is left of it (a home starts a batch's clock at its first wait).
-        wait_end = _now() + around \
-            if isinstance(around, float) and not write else None
-        while i < len(pages):
-            j = i + 1
-            while j < len(pages) and homes[j] == homes[i]:
-                j += 1
-            asks_now = {}
-            left = around if wait_end is None else max(0.0, wait_end - _now())
-            results[i:j] = self._round({homes[i]: items[i:j]}, left, try_only=False,
-                                       wants=wants, held=held)[homes[i]]
-            i = j
+            start = self._try_every_home(pages, items, homes, results, around, wants)
+        self._ask_in_order(pages, items, homes, results, start, write, around, wants)
         self.carried_pages += len(self.carried)
         out: list[tuple[Meta | None, bool]] = []
         for r in results:
@@ -189,6 +141,78 @@ class MsgLocks:
                 meta = Meta(*r)
                 out.append((meta, True if write else meta.owner < 0))
         return out
+
+    def _try_every_home(self, pages: list[int], items: list[tuple[int, Any]],
+                        homes: list[int], results: list[Any], around: bool | float,
+                        wants: dict[int, list[tuple[int, int]]] | None) -> int:
+        """:meth:`lock_set`'s first round: one ``try`` batch to every home at once, its
+        results into ``results``; the pages above the first busy one released again (to
+        be asked for again in order). The first busy page's index (``len(pages)``: none)."""
+        where: dict[int, list[int]] = {}
+        for i, h in enumerate(homes):
+            where.setdefault(h, []).append(i)
+        asks_now = {h: [items[i] for i in ix] for h, ix in where.items()}
+        got = self._round(asks_now, around, try_only=True, wants=wants,
+                          held=lambda home, done: self._held_on(home, done, asks_now, pages,
+                                                                results, wants))
+        for h, ix in where.items():
+            for i, r in zip(ix, got[h], strict=False):
+                results[i] = r
+        start = next((i for i, r in enumerate(results) if r is BUSY), len(pages))
+        back: dict[int, list[tuple[int, tuple | None]]] = {}
+        for i in range(start + 1, len(pages)):
+            if results[i] is not BUSY and results[i] is not None:
+                back.setdefault(homes[i], []).append((pages[i], None))
+            results[i] = BUSY
+            self.carried.pop(pages[i], None)
+        self._release(back)
+        self.retries += len(pages) - start
+        self.lock_calls += len(pages) - start
+        return start
+
+    def _ask_in_order(self, pages: list[int], items: list[tuple[int, Any]],
+                      homes: list[int], results: list[Any], start: int, write: bool,
+                      around: bool | float,
+                      wants: dict[int, list[tuple[int, int]]] | None) -> None:
+        """:meth:`lock_set`'s queued rounds: from ``start`` on, one batch per run of
+        consecutive pages of one home, in order; their results into ``results``."""
+        i = start
+        # The reader's wait for loads is one budget for the whole set: each queued batch
+        # carries what is left of it (a home starts a batch's clock at its first wait).
+        wait_end = _now() + around \
+            if isinstance(around, float) and not write else None
+        while i < len(pages):
+            j = i + 1
+            while j < len(pages) and homes[j] == homes[i]:
+                j += 1
+            left = around if wait_end is None else max(0.0, wait_end - _now())
+            results[i:j] = self._round({homes[i]: items[i:j]}, left, try_only=False,
+                                       wants=wants,
+                                       held=lambda home, done: self._held_on(
+                                           home, done, {}, pages, results, wants))[homes[i]]
+            i = j
+
+    def _held_on(self, home: int, got: dict[int, list[Any]],
+                 asks_now: dict[int, list[tuple[int, Any]]], pages: list[int],
+                 results: list[Any], wants: dict[int, list[tuple[int, int]]] | None,
+                 ) -> list[Any] | None:
+        """``held`` of :meth:`_round` for a lock set: pages already granted (shared: cached
+        somewhere) whose copy is on ``home``, in this round (``got`` of ``asks_now``) or an
+        earlier one (``results``), with the pieces a read wants of them."""
+        if wants is None or self.local is None:
+            return None
+        out = []
+        for h, res in got.items():
+            for (p, _), r in zip(asks_now[h], res, strict=False):
+                if r is not BUSY and r is not None and r[0] == home and p in wants \
+                        and p not in self.carried:
+                    out.append((p, r[1], wants[p]))
+        for i, r in enumerate(results):
+            p = pages[i]
+            if r is not BUSY and r is not None and r[0] == home and wants and \
+                    p in wants and p not in self.carried:
+                out.append((p, r[1], wants[p]))
+        return out or None
 
     def unlock_set(self, held: list[tuple[int, bool, Meta | None]]) -> None:
         """Release pages; one message per home (none for this rank's own home)."""
