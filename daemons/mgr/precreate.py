@@ -7,11 +7,11 @@ already made, in batches of ``batch`` numbers per request. A create whose layout
 every daemon takes the next number; other layouts, and creates while the pool is empty,
 make their stripe files as before.
 
-The numbers are reserved in the store before the daemons are asked (``pool_reserve``), and
-marked ready only after every daemon answered (``pool_ready``): a crash in between leaves
-unready numbers, whose stripe files are asked for again at the next start (``precreate``
-leaves existing files alone). ``pvfs-admin fsck`` asks for the pool and does not count its
-stripe files as orphans.
+The numbers are reserved in the store before the daemons are asked
+(``store.admin.pool_reserve``), and marked ready only after every daemon answered
+(``pool_ready``): a crash in between leaves unready numbers, whose stripe files are asked for
+again at the next start (``precreate`` leaves existing files alone). ``pvfs-admin fsck`` asks
+for the pool and does not count its stripe files as orphans.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class PrecreatePool:
         self.store, self.niods, self.each = store, niods, each
         self.watched = watched
         self.batch, self.low = batch, min(low, batch)
-        self._ready: deque[int] = deque(store.pool(ready=True)) if batch else deque()
+        self._ready: deque[int] = deque(store.admin.pool(ready=True)) if batch else deque()
         self._wanted = trio.Event()
         self.made = 0  # numbers made ready since the start (for tests and metrics)
 
@@ -66,14 +66,14 @@ class PrecreatePool:
         (creates meanwhile make their own stripe files, as without a pool)."""
         if not self.batch:
             return
-        pending = self.store.pool(ready=False)
+        pending = self.store.admin.pool(ready=False)
         delay = 0.5
         while True:
             if not pending and len(self._ready) >= self.low:
                 self._wanted = trio.Event()
                 await self._wanted.wait()
                 continue
-            inos = pending or self.store.pool_reserve(self.batch)
+            inos = pending or self.store.admin.pool_reserve(self.batch)
             try:
                 replies = await self.each([(iod, {"op": "precreate", "inos": inos,
                                                   "watch": self.watched is not None})
@@ -85,7 +85,7 @@ class PrecreatePool:
                 await trio.sleep(delay)
                 delay = min(delay * 2, 30.0)
                 continue
-            self.store.pool_ready(inos)
+            self.store.admin.pool_ready(inos)
             if self.watched is not None and all(r.get("watched") for r in replies):
                 self.watched(inos)
             self._ready.extend(inos)

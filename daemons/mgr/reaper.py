@@ -10,7 +10,7 @@ and Ceph's asynchronous object destruction, the space comes back shortly after t
 returns; ``pvfs-admin status`` shows the removals still pending.
 
 A daemon that does not answer is retried with backoff; a crash loses nothing, since the
-next start finds the inodes with ``nlink`` 0 (``store.orphans``) and removes them first.
+next start finds the inodes with ``nlink`` 0 (``store.admin.orphans``) and removes them first.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Reaper:
         self._idle = trio.Event()
         self._idle.set()
         self.removed = 0
-        for attrs in store.orphans():  # what a crash or a dead daemon left behind
+        for attrs in store.admin.orphans():  # what a crash or a dead daemon left behind
             self.add(attrs)
 
     @property
@@ -80,12 +80,12 @@ class Reaper:
     async def _remove(self, taken: list[dict]) -> None:
         # A file reopened by inode since it was queued keeps its data until its last close
         # (which queues it again).
-        gone = [a for a in taken if self.store.removable(a["ino"])]
+        gone = [a for a in taken if self.store.admin.removable(a["ino"])]
         per_iod: dict[int, list[int]] = {}
         for a in gone:
             for iod in self.iods_of(a):
                 per_iod.setdefault(iod, []).append(a["ino"])
         await self.each([(iod, {"op": "unlinks", "inos": inos})
                          for iod, inos in sorted(per_iod.items())])
-        self.store.remove_inodes([a["ino"] for a in gone])
+        self.store.admin.remove_inodes([a["ino"] for a in gone])
         self.removed += len(gone)

@@ -110,7 +110,7 @@ class MgrServer:
         return reply
 
     def metrics_families(self) -> list[dict]:
-        counts = self.store.counts()
+        counts = self.store.admin.counts()
         return self.metrics.families({
             "pvfs_uptime_seconds": ("Seconds since the daemon started.",
                                     time.time() - self.started),
@@ -237,7 +237,7 @@ class MgrServer:
 
     async def op_status(self, f, cred) -> dict:
         return {"version": __version__, "role": "mgr", "pid": os.getpid(),
-                "uptime": time.time() - self.started, **self.store.counts(),
+                "uptime": time.time() - self.started, **self.store.admin.counts(),
                 "open_files": self.store.open_count() if hasattr(self.store, "open_count") else 0,
                 "removals_pending": self.reaper.pending, "precreated": len(self.pool),
                 "size_cache": self.sizes.status(),
@@ -347,7 +347,7 @@ class MgrServer:
 
     def _undo_create(self, f: dict, attrs: dict) -> None:
         try:
-            self.store.remove_inode(attrs["ino"])
+            self.store.admin.remove_inode(attrs["ino"])
         except OSError as exc:
             log.warning("undoing create of %s: %s", f["name"], exc)
 
@@ -412,7 +412,7 @@ class MgrServer:
         total = sum(r["blocks"] * r["bsize"] for r in replies)
         free = sum(r["bfree"] * r["bsize"] for r in replies)
         avail = sum(r["bavail"] * r["bsize"] for r in replies)
-        counts = self.store.counts()
+        counts = self.store.admin.counts()
         return {"bsize": bsize, "blocks": total // bsize, "bfree": free // bsize,
                 "bavail": avail // bsize, "files": counts.get("inodes", 0) + 1_000_000,
                 "ffree": 1_000_000, "namemax": 255, "iods": replies}
@@ -463,7 +463,7 @@ class MgrServer:
         if cred.uid != 0:
             raise PermissionError(errno.EPERM, "listing every inode needs root")
         out = []
-        for attrs in self.store.file_inodes():
+        for attrs in self.store.admin.file_inodes():
             if attrs["ino"] > f["after"]:
                 out.append(attrs)
                 if len(out) >= f["limit"]:
@@ -473,10 +473,10 @@ class MgrServer:
     async def op_precreated(self, f, cred) -> dict:
         if cred.uid != 0:
             raise PermissionError(errno.EPERM, "listing the precreated inodes needs root")
-        return {"inos": self.store.pool(), "ready": self.store.pool(ready=True)}
+        return {"inos": self.store.admin.pool(), "ready": self.store.admin.pool(ready=True)}
 
     async def op_remove_inode(self, f, cred) -> dict:
         if cred.uid != 0:
             raise PermissionError(errno.EPERM, "removing an inode needs root")
-        self.store.remove_inode(f["ino"])
+        self.store.admin.remove_inode(f["ino"])
         return {}

@@ -7,8 +7,8 @@ call runs to completion between awaits and needs no locking. Each mutating call 
 
 Data removal is two-phase so a crash never leaks stripe files: when a file's last link and
 handle are gone, ``unlink``/``rename``/``release`` return its attrs and keep the inode at
-``nlink == 0``; the server removes the stripe files, then calls ``remove_inode``. After a
-restart ``orphans()`` lists the removals still pending.
+``nlink == 0``; the server removes the stripe files, then calls ``admin.remove_inode``.
+After a restart ``admin.orphans()`` lists the removals still pending.
 """
 
 from __future__ import annotations
@@ -49,8 +49,13 @@ _INSERT = ("INSERT INTO inodes (mode, nlink, uid, gid, atime, mtime, ctime, targ
 _INSERT_INO = _INSERT.replace("(mode,", "(ino, mode,").replace("VALUES (?,", "VALUES (?, ?,")
 
 
-class MetaStore(StoreAdministration):
-    """All metadata of one file system. See the module docstring for the removal protocol."""
+class MetaStore:
+    """All metadata of one file system. See the module docstring for the removal protocol.
+
+    Attributes:
+        admin: the side for fsck, removal, the precreate pool and statfs's inode totals
+            (:class:`~.store_admin.StoreAdministration`), on the same connection.
+    """
 
     def __init__(self, path: str, niods: int, default_stripe: Stripe) -> None:
         self.niods = perms.check_int(niods, 1, 1 << 16, "niods")
@@ -70,6 +75,9 @@ class MetaStore(StoreAdministration):
         self._path = path
         self._ckpt: sqlite3.Connection | None = None
         self._xattrs = Xattrs(self._db, self._get, self._tx, self._set_ctime)
+        self.admin = StoreAdministration(self._db, inode=self._get, tx=self._tx,
+                                         touch_dir=self._touch_dir, delete=self._delete,
+                                         handles=self._open)
         migrations.create(self._db)
         with self._tx():
             version = migrations.stored_version(self._db)
@@ -383,7 +391,7 @@ class MetaStore(StoreAdministration):
 
     def unlink(self, parent: int, name: str, cred: Cred) -> dict | None:
         """Remove a non-directory name. Returns the inode's attrs (with "stripe") when its
-        data must be removed now; the server then calls ``remove_inode``."""
+        data must be removed now; the server then calls ``admin.remove_inode``."""
         parent, name, cred = check_ino(parent), check_name(name), check_cred(cred)
         if name in (".", ".."):
             raise fail(errno.EISDIR, name)
@@ -516,7 +524,7 @@ class MetaStore(StoreAdministration):
 
     def release(self, ino: int) -> dict | None:
         """Drop one handle. Returns attrs when this was the last handle of an unlinked file
-        (the server removes the data, then calls ``remove_inode``)."""
+        (the server removes the data, then calls ``admin.remove_inode``)."""
         ino = check_ino(ino)
         n = self._open.get(ino, 0)
         if n <= 0:

@@ -3,23 +3,47 @@ files for fsck, the removals pending after a restart (``orphans``), the second p
 data removal (``remove_inodes``, after the reaper removed the stripe files), the pool of
 precreated inode numbers (``precreate.py``) and the inode totals of ``statfs``.
 
-``StoreAdministration`` is a mixin of :class:`~.store.MetaStore`: it uses the store's
-``_db``, ``_tx``, ``_get``, ``_touch_dir``, ``_delete`` and ``_open``.
+``StoreAdministration`` is a part of :class:`~.store.MetaStore` (``store.admin``) and shares
+its connection; what it needs of the store is handed to it explicitly, as to ``Xattrs``.
 """
 
 from __future__ import annotations
 
 import errno
+import sqlite3
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 from . import perms
 from .inode import COLUMNS, ROOT_INO, SELECT_INODE, Inode
 from .perms import check_ino, fail
 
+__all__ = ["StoreAdministration"]
+
 
 class StoreAdministration:
+    """fsck's listing, removal, the precreate pool and inode totals of one store.
+
+    Args:
+        db: the store's connection.
+        inode: the inode of a number (raises ENOENT).
+        tx: the store's write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``).
+        touch_dir: a directory changed at a time in ns, with its entry and link counts
+            moved by the given deltas (inside ``tx``).
+        delete: drop an inode's row and its xattrs (inside ``tx``).
+        handles: the store's count of open handles per inode, shared (an inode removed
+            here leaves it too).
+    """
+
+    def __init__(self, db: sqlite3.Connection, *, inode: Callable[[int], Inode],
+                 tx: Callable[[], AbstractContextManager[None]],
+                 touch_dir: Callable[[int, int, int, int], None],
+                 delete: Callable[[int], None], handles: dict[int, int]) -> None:
+        self._db, self._inode, self._tx = db, inode, tx
+        self._touch_dir, self._delete, self._handles = touch_dir, delete, handles
+
     # -- administration (statfs, fsck, recovery) -----------------------------------------
 
     def file_inodes(self) -> Iterator[dict]:
@@ -42,12 +66,12 @@ class StoreAdministration:
         restart, every unlinked file)."""
         rows = self._db.execute(f"SELECT {COLUMNS} FROM inodes i WHERE i.nlink = 0")
         out = [Inode._make(row) for row in rows.fetchall()]
-        return [r.attrs() for r in out if r.is_file and not self._open.get(r.ino)]
+        return [r.attrs() for r in out if r.is_file and not self._handles.get(r.ino)]
 
     def remove_inode(self, ino: int) -> None:
         """Forget an inode: every name of it, its xattrs, its handle count. Used by fsck
         repair (and, for many at once, after the reaper removed deleted files' data)."""
-        self._get(check_ino(ino))  # ENOENT
+        self._inode(check_ino(ino))  # ENOENT
         self.remove_inodes([ino])
 
     def remove_inodes(self, inos: list[int]) -> None:
@@ -71,13 +95,13 @@ class StoreAdministration:
                 self._db.execute("DELETE FROM dentries WHERE ino = ?", (ino,))
                 self._delete(ino)
         for ino in inos:
-            self._open.pop(ino, None)
+            self._handles.pop(ino, None)
 
     def removable(self, ino: int) -> bool:
         """Whether a file's data may go: no name and no handle left (the reaper asks just
         before it removes, as a file can be opened by inode after its last unlink)."""
         row = self._db.execute("SELECT nlink FROM inodes WHERE ino = ?", (ino,)).fetchone()
-        return row is not None and row[0] == 0 and not self._open.get(ino)
+        return row is not None and row[0] == 0 and not self._handles.get(ino)
 
     # -- the pool of precreated inode numbers (server: precreate.py) -------------------------
 

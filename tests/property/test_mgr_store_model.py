@@ -75,7 +75,7 @@ class StoreModel(RuleBasedStateMachine):
         assert (attrs is not None) == must, (attrs, must)
         if attrs is not None:
             assert attrs["ino"] == ino and attrs["nlink"] == 0
-            self.store.remove_inode(ino)  # the server's second phase
+            self.store.admin.remove_inode(ino)  # the server's second phase
             del self.nodes[ino]
 
     # -- rules
@@ -274,7 +274,7 @@ class StoreModel(RuleBasedStateMachine):
 
     @invariant()
     def counts_match(self):
-        c = self.store.counts()
+        c = self.store.admin.counts()
         kinds = [n.kind for n in self.nodes.values()]
         assert (c["files"], c["dirs"], c["symlinks"]) == (
             kinds.count("file"), kinds.count("dir"), kinds.count("symlink"))

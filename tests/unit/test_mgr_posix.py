@@ -117,15 +117,15 @@ def test_mknod_makes_an_inode_without_data(s, ftype, name):
     assert a["type"] == name and a["mode"] == ftype | 0o640 and a["nlink"] == 1
     assert a["stripe"] is None and a["size"] == 0
     assert a["rdev"] == (rdev if ftype in (stat.S_IFCHR, stat.S_IFBLK) else 0)
-    assert s.lookup(ROOT_INO, "n", ROOT) == a and s.counts()["special"] == 1
-    assert not list(s.file_inodes())  # nothing for fsck to find at the I/O daemons
+    assert s.lookup(ROOT_INO, "n", ROOT) == a and s.admin.counts()["special"] == 1
+    assert not list(s.admin.file_inodes())  # nothing for fsck to find at the I/O daemons
     err(errno.ENXIO, s.open, a["ino"], 0, ROOT)  # only a kernel can open it
     err(errno.EINVAL, s.setattr, a["ino"], ROOT, size=0)
     s.link(a["ino"], ROOT_INO, "n2", ROOT)
     assert s.unlink(ROOT_INO, "n", ROOT) is None
     assert s.unlink(ROOT_INO, "n2", ROOT) is None  # last name: the inode goes at once
     err(errno.ENOENT, s.getattr, a["ino"])
-    assert s.counts()["special"] == 0 and not s.orphans()
+    assert s.admin.counts()["special"] == 0 and not s.admin.orphans()
 
 
 def test_mknod_rules(s):

@@ -26,21 +26,21 @@ def store(tmp_path):
 
 def test_reserved_numbers_are_never_given_to_another_inode(store):
     a, _ = store.create(ROOT_INO, "a", 0o644, ROOT)
-    pool = store.pool_reserve(8)
+    pool = store.admin.pool_reserve(8)
     assert pool == list(range(a["ino"] + 1, a["ino"] + 9))
     b, _ = store.create(ROOT_INO, "b", 0o644, ROOT)  # not from the pool
     assert b["ino"] > pool[-1]
-    assert store.pool(ready=False) == pool and store.pool(ready=True) == []
+    assert store.admin.pool(ready=False) == pool and store.admin.pool(ready=True) == []
 
 
 def test_a_create_takes_a_ready_number_only(store):
-    pool = store.pool_reserve(2)
+    pool = store.admin.pool_reserve(2)
     a, created = store.create(ROOT_INO, "a", 0o644, ROOT, precreated=pool[0])
     assert created and a["ino"] != pool[0]  # not ready yet: stripe files may be missing
-    store.pool_ready(pool)
+    store.admin.pool_ready(pool)
     b, created = store.create(ROOT_INO, "b", 0o644, ROOT, precreated=pool[0])
     assert created and b["ino"] == pool[0]
-    assert store.pool() == [pool[1]]
+    assert store.admin.pool() == [pool[1]]
     assert store.getattr(pool[0])["type"] == "file"
     # A number is used once: a second create with it gets a fresh one.
     c, _ = store.create(ROOT_INO, "c", 0o644, ROOT, precreated=pool[0])
@@ -48,33 +48,33 @@ def test_a_create_takes_a_ready_number_only(store):
 
 
 def test_a_layout_on_fewer_daemons_leaves_the_number_pooled(store):
-    pool = store.pool_reserve(1)
-    store.pool_ready(pool)
+    pool = store.admin.pool_reserve(1)
+    store.admin.pool_ready(pool)
     a, _ = store.create(ROOT_INO, "narrow", 0o644, ROOT, stripe=Stripe(1, 2, 65536),
                         precreated=pool[0])
-    assert a["ino"] != pool[0] and store.pool(ready=True) == pool
+    assert a["ino"] != pool[0] and store.admin.pool(ready=True) == pool
     # An existing name is returned as it is; the number stays pooled too.
     again, created = store.create(ROOT_INO, "narrow", 0o644, ROOT, precreated=pool[0])
-    assert not created and again["ino"] == a["ino"] and store.pool() == pool
+    assert not created and again["ino"] == a["ino"] and store.admin.pool() == pool
 
 
 def test_a_failed_create_leaves_the_number_pooled(store):
-    pool = store.pool_reserve(1)
-    store.pool_ready(pool)
+    pool = store.admin.pool_reserve(1)
+    store.admin.pool_ready(pool)
     store.create(ROOT_INO, "x", 0o644, ROOT)
     with pytest.raises(OSError) as ei:
         store.create(ROOT_INO, "x", 0o644, ROOT, exclusive=True, precreated=pool[0])
-    assert ei.value.errno == errno.EEXIST and store.pool() == pool
+    assert ei.value.errno == errno.EEXIST and store.admin.pool() == pool
 
 
 def test_the_pool_survives_a_restart(tmp_path):
     path = str(tmp_path / "meta.sqlite")
     s = MetaStore(path, 2, Stripe(0, -1, 65536))
-    ready, pending = s.pool_reserve(3), s.pool_reserve(2)
-    s.pool_ready(ready)
+    ready, pending = s.admin.pool_reserve(3), s.admin.pool_reserve(2)
+    s.admin.pool_ready(ready)
     s.close()
     s = MetaStore(path, 2, Stripe(0, -1, 65536))
-    assert s.pool(ready=True) == ready and s.pool(ready=False) == pending
+    assert s.admin.pool(ready=True) == ready and s.admin.pool(ready=False) == pending
     f, _ = s.create(ROOT_INO, "f", 0o644, ROOT)
     assert f["ino"] > pending[-1]
     s.close()
@@ -89,7 +89,7 @@ def test_a_schema_2_store_gets_the_pool_table(tmp_path):
     db.commit()
     db.close()
     s = MetaStore(path, 2, Stripe(0, -1, 65536))
-    assert s.pool_reserve(1) and s.pool()
+    assert s.admin.pool_reserve(1) and s.admin.pool()
     s.close()
     db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == (
@@ -133,7 +133,7 @@ def test_the_pool_fills_drains_and_refills_with_files_on_every_daemon(store):
             taken = [pool.take() for _ in range(5)]  # below low: a refill starts
             await _until(lambda: len(pool) == 11)
             assert all(i in daemons.files[d] for i in taken for d in range(4))
-            assert set(store.pool(ready=True)) >= set(pool._ready)
+            assert set(store.admin.pool(ready=True)) >= set(pool._ready)
             n.cancel_scope.cancel()
 
     trio.run(main)
@@ -150,17 +150,17 @@ def test_a_daemon_down_leaves_the_pool_empty_and_the_numbers_are_asked_again(sto
             n.start_soon(pool.run)
             await _until(lambda: daemons.calls >= 2)
             assert pool.take() is None  # creates make their own stripe files meanwhile
-            assert len(store.pool(ready=False)) == 4  # one batch, retried, not a new one
+            assert len(store.admin.pool(ready=False)) == 4  # one batch, retried, not a new one
             daemons.down = False
             await _until(lambda: len(pool) == 4)
             n.cancel_scope.cancel()
 
     trio.run(main)
-    assert store.pool(ready=False) == [] and len(store.pool(ready=True)) == 4
+    assert store.admin.pool(ready=False) == [] and len(store.admin.pool(ready=True)) == 4
 
 
 def test_numbers_a_crash_left_unready_are_made_first(store):
-    left = store.pool_reserve(3)  # reserved, then the manager died before the daemons answered
+    left = store.admin.pool_reserve(3)  # reserved, then the manager died before the daemons answered
     daemons = FakeDaemons(2)
     pool = PrecreatePool(store, 2, daemons.each, batch=3, low=1)
 
@@ -177,4 +177,4 @@ def test_numbers_a_crash_left_unready_are_made_first(store):
 def test_batch_zero_is_no_pool(store):
     pool = PrecreatePool(store, 2, FakeDaemons(2).each, batch=0)
     trio.run(pool.run)  # returns at once
-    assert pool.take() is None and store.pool() == []
+    assert pool.take() is None and store.admin.pool() == []

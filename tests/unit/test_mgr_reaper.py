@@ -142,7 +142,7 @@ def test_what_a_crash_left_is_removed_at_the_start(tmp_path):
 
     run_with(reaper, body)
     assert [h["inos"] for _, h in daemons.calls[0]] == [[ino]] * 4
-    assert s.orphans() == []
+    assert s.admin.orphans() == []
     s.close()
 
 
@@ -150,9 +150,9 @@ def test_an_inode_fsck_removed_meanwhile_is_skipped(store):
     a, b = make(store, "a"), make(store, "b")
     store.unlink(ROOT_INO, "a", ROOT)
     store.unlink(ROOT_INO, "b", ROOT)
-    store.remove_inode(a)
-    store.remove_inodes([a, b])
-    assert store.orphans() == []
+    store.admin.remove_inode(a)
+    store.admin.remove_inodes([a, b])
+    assert store.admin.orphans() == []
     with pytest.raises(OSError) as ei:
-        store.remove_inode(a)
+        store.admin.remove_inode(a)
     assert ei.value.errno == errno.ENOENT

@@ -75,7 +75,7 @@ def test_new_store_has_root_and_arguments_are_checked(db):
     r = s.getattr(ROOT_INO)
     assert (r["ino"], r["type"], r["mode"], r["uid"], r["nlink"]) == (1, "dir", 0o40755, 0, 2)
     assert r["stripe"] is None and r["size"] == 4096
-    assert s.counts() == {"files": 0, "dirs": 1, "symlinks": 0, "special": 0, "inodes": 1}
+    assert s.admin.counts() == {"files": 0, "dirs": 1, "symlinks": 0, "special": 0, "inodes": 1}
     s.close()
     for niods, stripe in [(0, DEFAULT), (4, Stripe(5, 1, 65536)), (4, None)]:
         err(errno.EINVAL, MetaStore, db, niods, stripe)
@@ -110,7 +110,7 @@ def test_reopen_keeps_everything(db):
     s.link(f, ROOT_INO, "hard", ROOT)
     s.symlink(ROOT_INO, "sl", "/d/f", ROOT)
     s.setxattr(f, "user.k", b"v", ALICE)
-    s.remove_inode(gone := mkf(s, "gone"))
+    s.admin.remove_inode(gone := mkf(s, "gone"))
     before = {n: a for n, a, _ in s.readdir(ROOT_INO, ROOT)}
     s.close()
     s = MetaStore(db, 4, DEFAULT)
@@ -329,10 +329,10 @@ def test_unlink(s):
     f = mkf(s, "f")
     s.setxattr(f, "user.x", b"1", ROOT)
     assert s.unlink(ROOT_INO, "f", ROOT)["ino"] == f
-    assert s.orphans() == [s.getattr(f)]
-    s.remove_inode(f)
+    assert s.admin.orphans() == [s.getattr(f)]
+    s.admin.remove_inode(f)
     err(errno.ENOENT, s.getattr, f)
-    assert s.orphans() == [] and names(s, ROOT_INO) == [".", "..", "d"]
+    assert s.admin.orphans() == [] and names(s, ROOT_INO) == [".", "..", "d"]
 
 
 def test_unlink_while_open_is_reaped_on_last_close(db):
@@ -342,7 +342,7 @@ def test_unlink_while_open_is_reaped_on_last_close(db):
     s.open(f, os.O_RDONLY, ROOT)
     assert s.nfile(f) == 2 and s.open_count() == 2
     assert s.unlink(ROOT_INO, "f", ROOT) is None
-    assert s.getattr(f)["nlink"] == 0 and s.orphans() == []
+    assert s.getattr(f)["nlink"] == 0 and s.admin.orphans() == []
     s.open(f, os.O_RDONLY, ROOT)  # by inode, while a handle exists
     assert s.close(f) is None and s.release(f) is None
     assert s.release(f)["ino"] == f and s.nfile(f) == 0
@@ -352,7 +352,7 @@ def test_unlink_while_open_is_reaped_on_last_close(db):
     s.unlink(ROOT_INO, "g", ROOT)
     s.close()
     s = MetaStore(db, 4, DEFAULT)
-    assert sorted(a["ino"] for a in s.orphans()) == [f, g]
+    assert sorted(a["ino"] for a in s.admin.orphans()) == [f, g]
     s.close()
 
 
@@ -411,7 +411,7 @@ def test_rename_directories_and_their_permissions(s):
     assert ino(s, ROOT_INO, "empty") == c and ino(s, c, "..") == ROOT_INO
     assert s.getattr(b)["nlink"] == 2
     assert s.getattr(ROOT_INO)["nlink"] == 2 + 3  # a, full, empty(=c)
-    assert s.counts()["dirs"] == 6
+    assert s.admin.counts()["dirs"] == 6
     h = home(s, ALICE, 0o777)
     mkd(s, "ro", h, 0o555, ALICE)
     s.setattr(ROOT_INO, ROOT, mode=0o755)

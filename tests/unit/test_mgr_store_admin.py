@@ -1,5 +1,6 @@
 """The metadata store's layouts (stripes of files and directory defaults) and its
-administration side (``counts``, ``file_inodes``, ``remove_inode``: statfs, fsck, the reaper).
+administration side (``store.admin``: ``counts``, ``file_inodes``, ``remove_inode``; statfs,
+fsck, the reaper).
 The store's namespace, permissions and xattrs are in ``test_mgr_store.py``."""
 
 from __future__ import annotations
@@ -68,20 +69,20 @@ def test_counts_file_inodes_and_remove_inode(s):
     files = [mkf(s, f"f{i}", d) for i in range(600)]
     s.symlink(ROOT_INO, "sl", "d", ROOT)
     s.link(files[0], ROOT_INO, "also", ROOT)
-    assert s.counts() == {"files": 600, "dirs": 2, "symlinks": 1, "special": 0,
-                        "inodes": 603}
+    assert s.admin.counts() == {"files": 600, "dirs": 2, "symlinks": 1, "special": 0,
+                              "inodes": 603}
     seen, doomed = [], set(files[1::2])
-    for a in s.file_inodes():  # removal while iterating is allowed
+    for a in s.admin.file_inodes():  # removal while iterating is allowed
         seen.append(a["ino"])
         if a["ino"] in doomed:
-            s.remove_inode(a["ino"])
+            s.admin.remove_inode(a["ino"])
     assert seen == files
-    assert s.counts()["files"] == 300
+    assert s.admin.counts()["files"] == 300
     assert s.getattr(d)["size"] == 4096 * (1 + 302 // 128)
     for i, code in [(files[1], errno.ENOENT), (ROOT_INO, errno.EBUSY), (d, errno.ENOTEMPTY)]:
-        err(code, s.remove_inode, i)
-    s.remove_inode(files[0])  # both names go
+        err(code, s.admin.remove_inode, i)
+    s.admin.remove_inode(files[0])  # both names go
     assert "also" not in names(s, ROOT_INO) and "f0" not in names(s, d)
-    s.remove_inode(mkd(s, "e"))
+    s.admin.remove_inode(mkd(s, "e"))
     assert s.getattr(ROOT_INO)["nlink"] == 3
 
