@@ -15,6 +15,7 @@ Definitions (those of the CHARISMA workload studies the thesis builds on, ch. 2)
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from pvfs.traces.format import Flag, Op, Trace
@@ -78,81 +79,104 @@ def trace_stats(trace: Trace, block: int = 4096, max_block_accesses: int = 2_000
     Reuse distances are computed at ``block`` granularity for at most ``max_block_accesses``
     block accesses (the rest of the trace is left out of that one statistic).
     """
-    ops: Counter[str] = Counter()
-    sizes: Counter[str] = Counter()
-    bytes_read = bytes_written = 0
-    regions = 0
-    prev_end: dict[tuple[int, int], int] = {}
-    seq = consec = with_prev = 0
-    blocks: list[tuple[int, int]] = []
-    truncated = False
-    for rec in trace.records:
-        kind = rec.op.label
-        if rec.op == Op.LISTIO:
-            kind = "listio_write" if rec.flags & Flag.WR else "listio_read"
-        ops[kind] += 1
-        ext = rec.extents()
-        if not ext:
-            continue
-        sizes[_bucket(rec.length)] += 1
-        regions += len(ext)
-        if rec.is_write:
-            bytes_written += rec.length
-        else:
-            bytes_read += rec.length
-        key = (rec.rank, rec.file)
-        start, end = ext[0][0], ext[-1][0] + ext[-1][1]
-        if key in prev_end:
-            with_prev += 1
-            if start >= prev_end[key]:
-                seq += 1
-            if start == prev_end[key]:
-                consec += 1
-        prev_end[key] = end
-        if not truncated:
-            for off, n in ext:
-                if n <= 0:
-                    continue
-                for b in range(off // block, (off + n - 1) // block + 1):
-                    blocks.append((rec.file, b))
-            if len(blocks) > max_block_accesses:
-                blocks = blocks[:max_block_accesses]
-                truncated = True
-    dists, cold = reuse_distances(blocks)
-    dists.sort()
-    reuse_hist: Counter[str] = Counter(_bucket(d + 1) for d in dists)
-    data_ops = sum(sizes.values())
-
-    def order(label: str) -> int:
-        return _parse_bucket(label)
-
+    t = _tally(trace, block, max_block_accesses)
+    data_ops = sum(t.sizes.values())
     return {
         "records": len(trace.records),
         "nprocs": trace.nprocs,
         "files": len(trace.files),
         "phases": len(trace.phases),
         "generator": trace.generator,
-        "ops": dict(sorted(ops.items())),
-        "bytes_read": bytes_read,
-        "bytes_written": bytes_written,
+        "ops": dict(sorted(t.ops.items())),
+        "bytes_read": t.bytes_read,
+        "bytes_written": t.bytes_written,
         "data_requests": data_ops,
-        "regions": regions,
-        "mean_request": (bytes_read + bytes_written) / data_ops if data_ops else 0.0,
-        "request_size_histogram": dict(sorted(sizes.items(), key=lambda kv: order(kv[0]))),
-        "sequential_fraction": seq / with_prev if with_prev else 0.0,
-        "consecutive_fraction": consec / with_prev if with_prev else 0.0,
-        "reuse": {
-            "block": block,
-            "accesses": len(blocks),
-            "cold": cold,
-            "reuses": len(dists),
-            "truncated": truncated,
-            "p50": percentile(dists, 50),
-            "p90": percentile(dists, 90),
-            "max": dists[-1] if dists else 0,
-            "histogram": dict(sorted(reuse_hist.items(), key=lambda kv: order(kv[0]))),
-        },
+        "regions": t.regions,
+        "mean_request": (t.bytes_read + t.bytes_written) / data_ops if data_ops else 0.0,
+        "request_size_histogram": _by_bucket(t.sizes),
+        "sequential_fraction": t.seq / t.with_prev if t.with_prev else 0.0,
+        "consecutive_fraction": t.consec / t.with_prev if t.with_prev else 0.0,
+        "reuse": _reuse(t.blocks, t.truncated, block),
     }
+
+
+@dataclass
+class _Tally:
+    """What one pass over a trace's records counts."""
+
+    ops: Counter[str] = field(default_factory=Counter)
+    sizes: Counter[str] = field(default_factory=Counter)  # data requests by size bucket
+    bytes_read: int = 0
+    bytes_written: int = 0
+    regions: int = 0
+    seq: int = 0  # requests that are sequential ...
+    consec: int = 0  # ... consecutive ...
+    with_prev: int = 0  # ... and that have a predecessor
+    blocks: list[tuple[int, int]] = field(default_factory=list)  # (file, block) accessed
+    truncated: bool = False  # blocks stopped at the limit
+
+
+def _tally(trace: Trace, block: int, max_block_accesses: int) -> _Tally:
+    """Operations, request sizes and bytes, sequentiality and the first
+    ``max_block_accesses`` block accesses of ``trace``, in one pass."""
+    t = _Tally()
+    prev_end: dict[tuple[int, int], int] = {}
+    for rec in trace.records:
+        kind = rec.op.label
+        if rec.op == Op.LISTIO:
+            kind = "listio_write" if rec.flags & Flag.WR else "listio_read"
+        t.ops[kind] += 1
+        ext = rec.extents()
+        if not ext:
+            continue
+        t.sizes[_bucket(rec.length)] += 1
+        t.regions += len(ext)
+        if rec.is_write:
+            t.bytes_written += rec.length
+        else:
+            t.bytes_read += rec.length
+        key = (rec.rank, rec.file)
+        start, end = ext[0][0], ext[-1][0] + ext[-1][1]
+        if key in prev_end:
+            t.with_prev += 1
+            if start >= prev_end[key]:
+                t.seq += 1
+            if start == prev_end[key]:
+                t.consec += 1
+        prev_end[key] = end
+        if not t.truncated:
+            for off, n in ext:
+                if n <= 0:
+                    continue
+                for b in range(off // block, (off + n - 1) // block + 1):
+                    t.blocks.append((rec.file, b))
+            if len(t.blocks) > max_block_accesses:
+                t.blocks = t.blocks[:max_block_accesses]
+                t.truncated = True
+    return t
+
+
+def _reuse(blocks: list[tuple[int, int]], truncated: bool, block: int) -> dict[str, Any]:
+    """The ``reuse`` part of :func:`trace_stats`: reuse distances of the block accesses."""
+    dists, cold = reuse_distances(blocks)
+    dists.sort()
+    reuse_hist: Counter[str] = Counter(_bucket(d + 1) for d in dists)
+    return {
+        "block": block,
+        "accesses": len(blocks),
+        "cold": cold,
+        "reuses": len(dists),
+        "truncated": truncated,
+        "p50": percentile(dists, 50),
+        "p90": percentile(dists, 90),
+        "max": dists[-1] if dists else 0,
+        "histogram": _by_bucket(reuse_hist),
+    }
+
+
+def _by_bucket(counts: Counter[str]) -> dict[str, int]:
+    """A histogram by :func:`_bucket` label, smallest bucket first."""
+    return dict(sorted(counts.items(), key=lambda kv: _parse_bucket(kv[0])))
 
 
 def _parse_bucket(label: str) -> int:
