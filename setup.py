@@ -20,6 +20,8 @@ PACKAGE_ROOTS = {
     "pvfs.fuse": "fuse",
     "pvfs.cli": "cli",
     "pvfs.traces": "traces",
+    "pvfs.check": "check",
+    "pvfs.bench": "bench",
 }
 
 

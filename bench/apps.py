@@ -39,10 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import (
+from pvfs.bench.common import (
     REPO_ROOT,
     drop_caches,
     exit_on_sigterm,
@@ -52,8 +49,8 @@ from bench.common import (
     ratio,
     write_results,
 )
-from bench.fio.run import parse_target
-from bench.meta import directory_targets
+from pvfs.bench.fio.run import parse_target
+from pvfs.bench.meta import directory_targets
 
 log = logging.getLogger("bench.apps")
 
@@ -144,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="pvfs-apps-")).resolve()
     runs: dict[str, list[dict]] = {n: [] for n in names}
     load: list[float] = []
-    from bench.fio import pvfs_target
+    from pvfs.bench.fio import pvfs_target
 
     try:
         with tempfile.TemporaryDirectory(prefix="pvfs-apps-src-") as src:

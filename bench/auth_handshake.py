@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import median, write_results
-
 import pvfs
-from pvfs.cli.launch import down, make_config, request, up, write_config
+from pvfs.bench.common import median, write_results
+from pvfs.cluster.launch import down, make_config, request, up, write_config
 from pvfs.protocol.auth import generate_key_file, key_for
 
 

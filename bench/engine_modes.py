@@ -25,10 +25,8 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import format_bytes_rate, format_table, median, write_results
-
 from pvfs import _native as nat
+from pvfs.bench.common import format_bytes_rate, format_table, median, write_results
 
 MiB = 1 << 20
 READ_VARIANTS = {

@@ -17,13 +17,10 @@ import argparse
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import format_table, write_results
+from pvfs.bench.common import format_table, write_results
 
 STRIPE_UNIT = 65536
 
@@ -31,7 +28,7 @@ STRIPE_UNIT = 65536
 async def measure(requests: int, size: int, passes: int,
                   connections: int = 1) -> dict[str, float]:
     """Best-of-``passes`` µs per request for write and read (wall and CPU), and MiB/s."""
-    from pvfs.cli.launch import make_config
+    from pvfs.cluster.launch import make_config
     from pvfs.daemons.iod.server import IodServer
     from pvfs.layout.describe import contiguous
     from pvfs.layout.stripe import Stripe

@@ -22,11 +22,8 @@ import threading
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import exit_on_sigterm, format_table, write_results
-from bench.fio.pvfs_target import peak_rss, pvfs_cluster, status_bytes
+from pvfs.bench.common import exit_on_sigterm, format_table, write_results
+from pvfs.bench.fio.pvfs_target import peak_rss, pvfs_cluster, status_bytes
 
 MIB = 1 << 20
 

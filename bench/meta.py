@@ -43,10 +43,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import (
+from pvfs.bench.common import (
     drop_caches,
     exit_on_sigterm,
     format_ratio,
@@ -55,7 +52,7 @@ from bench.common import (
     ratio,
     write_results,
 )
-from bench.fio.run import open_target, parse_target, pvfs_for
+from pvfs.bench.fio.run import open_target, parse_target, pvfs_for
 
 log = logging.getLogger("bench.meta")
 
@@ -244,7 +241,7 @@ def format_report(report: dict, targets: list[str], subject: str) -> str:
 @contextlib.contextmanager
 def directory_targets(named: list[tuple[str, str]], workdir: Path, options: str
              ) -> Iterator[list[tuple[str, str, Callable[[], dict] | None]]]:
-    from bench.fio.pvfs_target import CONFIG_ENV
+    from pvfs.bench.fio.pvfs_target import CONFIG_ENV
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(pvfs_for(named, workdir, options))
@@ -307,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     report = build_report(runs, phases, args.subject)
     print(format_report(report, names, args.subject))
     if args.json:
-        from bench.fio import pvfs_target  # peak memory of the pvfs processes, as they stopped
+        from pvfs.bench.fio import pvfs_target  # peak memory of the pvfs processes, as they stopped
         path = write_results(args.json, {
             "params": {"procs": args.procs, "files": args.files, "ls_entries": args.ls_entries,
                        "repeats": args.repeats, "pvfs_mount_options": args.pvfs_options},

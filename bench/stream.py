@@ -18,12 +18,15 @@ import multiprocessing as mp
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import exit_on_sigterm, format_bytes_rate, format_table, median, write_results
-from bench.peers.iperf import iperf3_bandwidth
+from pvfs.bench.common import (
+    exit_on_sigterm,
+    format_bytes_rate,
+    format_table,
+    median,
+    write_results,
+)
+from pvfs.bench.peers.iperf import iperf3_bandwidth
 
 MiB = 1 << 20
 
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     exit_on_sigterm()
 
-    from pvfs.cli.launch import down, make_config, up, write_config
+    from pvfs.cluster.launch import down, make_config, up, write_config
 
     rows, results = [], []
     with tempfile.TemporaryDirectory(prefix="pvfs-bench-") as tmp:

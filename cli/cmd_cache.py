@@ -17,7 +17,7 @@ import sys
 from pvfs.cli.common import PROG, add_command, finish_run, load_config, size_arg
 from pvfs.cli.output import CliError, emit, note, table
 
-IOD_CACHE = 512 << 10  # pvfs.traces.cachestudy.IOD_CACHE (not imported: keeps --help fast)
+IOD_CACHE = 512 << 10  # pvfs.bench.caching.study.IOD_CACHE (not imported: keeps --help fast)
 POLICY_NAMES = ("none", "local", "global", "both", "plan", "runtime10", "runtime25",
                 "adaptive", "sketch")
 
@@ -176,7 +176,7 @@ def _render_plan(plan: dict) -> str:
 
 # ---------------------------------------------------------------------- study
 def cmd_study_caching(args: argparse.Namespace) -> int:
-    from pvfs.traces.cachestudy import run_study
+    from pvfs.bench.caching.study import run_study
 
     traces = [t for t in args.traces.split(",") if t]
     policies = [p for p in args.policies.split(",") if p]
@@ -192,7 +192,7 @@ def cmd_study_caching(args: argparse.Namespace) -> int:
 
 
 def _study_plot():
-    from pvfs.traces.cachestudy_plot import plot_study
+    from pvfs.bench.caching.plot import plot_study
 
     return plot_study
 
@@ -215,7 +215,7 @@ def _render_study(d: dict) -> str:
 
 # ---------------------------------------------------------------------- bench
 def cmd_bench_latency(args: argparse.Namespace) -> int:
-    from pvfs.cli.bench_latency import render, run_latency
+    from pvfs.bench.latency import render, run_latency
 
     if args.no_micro and args.no_tables:
         raise CliError("bench latency", "--no-micro and --no-tables leave nothing to run",
@@ -238,7 +238,7 @@ def cmd_bench_latency(args: argparse.Namespace) -> int:
 
 
 def _latency_plot():
-    from pvfs.cli.bench_latency import plot
+    from pvfs.bench.latency import plot
 
     return plot
 
@@ -246,7 +246,7 @@ def _latency_plot():
 # ---------------------------------------------------------------------- gcache
 def gcache_stats(cfg, reset: bool = False) -> list[dict]:
     """One entry per global cache of ``cfg``: its counters, or ``error`` when it is down."""
-    from pvfs.cli import launch
+    from pvfs.cluster import launch
     from pvfs.gcache.config import gcache_config
     from pvfs.protocol.auth import key_for
 
@@ -289,7 +289,7 @@ def cmd_gcache_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_gcache_policy(args: argparse.Namespace) -> int:
-    from pvfs.cli import launch
+    from pvfs.cluster import launch
     from pvfs.gcache.config import gcache_config
     from pvfs.protocol.auth import key_for
 

@@ -43,83 +43,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="do not write the config nor tell the daemons")
 
 
-def _per_task(s_iod: int, niods: int, nprocs: int, units: int) -> int:
-    """Bytes per task for ``s_iod`` bytes per I/O daemon, a multiple of 64 KiB * units."""
-    grain = 65536 * units
-    return max(grain, round(s_iod * niods / nprocs / grain) * grain)
-
-
-def calibrate(runner, nprocs: int, quick: bool, max_size: int, log=note) -> dict:
-    from pvfs.cli.study_runner import WORKLOADS, units
-    from pvfs.models import fit
-
-    niods = runner.niods
-    obs: list[fit.Obs] = []
-
-    def run(wl: str, s_iod: int, cached: bool, alg: str) -> fit.Obs:
-        per = _per_task(s_iod, niods, nprocs, units(wl))
-        r = runner.run(wl, per, cached, alg).row()
-        o = fit.Obs(wl, per, cached, alg, r["mean_task_service_s"])
-        obs.append(o)
-        log(f"{wl:>12} {per * nprocs // niods >> 10:>8} KiB/iod "
-            f"{'cached  ' if cached else 'uncached'} {alg}: {o.mean_task_service_s:.4f} s")
-        return o
-
-    sizes = [1 << 20, 2 << 20, 4 << 20] if quick else [1 << 20, 2 << 20, 4 << 20, 8 << 20]
-    for s in sizes:
-        run("single-block", s, False, "opt2")
-    run("single-block", sizes[0], True, "opt2")
-    base, _ = fit.fit(obs, nprocs, niods)
-    b_dr, b_drc = base.B_dr, base.B_drc
-
-    def s_of(o: fit.Obs) -> float:
-        return o.request_bytes * nprocs / niods
-
-    def fast(o: fit.Obs) -> bool:
-        """Cached still: nearer the cached prediction than the uncached one (in time, which
-        keeps a noisy small run from looking uncached)."""
-        s = s_of(o)
-        return o.mean_task_service_s <= base.T_over + (s / b_drc + s / b_dr) / 2
-
-    # B.1: where caching stops working: double, then bisect (cached single-block, opt2).
-    lo, hi, s = 0, 0, sizes[0]
-    while s <= max_size:
-        if fast(run("single-block", s, True, "opt2")):
-            lo, s = s, s * 2
-        else:
-            hi = s
-            break
-    s_cache = s_nocache = None
-    if lo and hi:
-        for _ in range(5):
-            mid = (lo + hi) // 2
-            if fast(run("single-block", mid, True, "opt2")):
-                lo = mid
-            else:
-                hi = mid
-        s_cache, s_nocache = float(lo), float(hi)
-    elif lo:
-        log(f"caching still works at {lo >> 20} MiB per daemon: S_cache is at least that "
-            "(raise --max-size)")
-        s_cache = float(lo)
-    # B.2 and B.3.
-    mid_size = 1 << 20 if quick else 4 << 20
-    for wl in WORKLOADS[1:]:
-        run(wl, mid_size, False, "opt2")
-        if not quick:
-            run(wl, 2 << 20, False, "opt2")
-    for wl in WORKLOADS:
-        for cached in (False, True):
-            for alg in ("opt1", "opt2", "opt3", "opt4"):
-                if not any(o.workload == wl and o.cached == cached and o.algorithm == alg
-                           and s_of(o) == mid_size for o in obs):
-                    run(wl, mid_size, cached, alg)
-    params, residuals = fit.fit(obs, nprocs, niods, s_cache=s_cache,
-                                s_nocache=s_nocache if s_nocache != s_cache else None)
-    return {"params": params.to_wire(), "S_nocache": s_nocache, "residuals": residuals,
-            "runs": [dataclasses.asdict(o) for o in obs]}
-
-
 def _render(doc: dict) -> str:
     p = doc["params"]
     lines = [(f"T_over {p['T_over'] * 1e3:.2f} ms   B_dr {p['B_dr'] / 1e6:.2f} MB/s   "
@@ -150,7 +73,8 @@ def _render(doc: dict) -> str:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from pvfs import config as cfgmod
-    from pvfs.cli.study_runner import Runner
+    from pvfs.bench.scheduling.calibrate import calibrate
+    from pvfs.bench.scheduling.runner import Runner
     from pvfs.models.rs import Params
 
     cfg = cfgmod.load(args.config)
@@ -165,7 +89,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     with Runner(cfg.path, args.clients, iods) as runner:
         before = [runner.call(i, "sched_get")["algorithm"] for i in iods]
         try:
-            doc = calibrate(runner, args.clients, args.quick, max_size)
+            doc = calibrate(runner, args.clients, args.quick, max_size, log=note)
         finally:
             for i, alg in zip(iods, before):
                 runner.call(i, "sched_set", algorithm=alg, window=None)

@@ -1,6 +1,6 @@
 """``pvfs-admin check``: property-based consistency testing of a live file system.
 
-The work is done by :mod:`pvfs.cli.check`; this module is the command line.
+The work is done by :mod:`pvfs.check`; this module is the command line.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     try:
-        from pvfs.cli.check import Options, run
+        from pvfs.check import Options, run
     except ImportError as exc:
         sys.stderr.write(f"{PROG}: check: needs hypothesis ({exc}); "
                          "pip install 'pvfs[check]'\n")

@@ -2,7 +2,7 @@
 
 ``init`` writes the TOML config (one workstation by default, or one I/O daemon per host of a
 host list) and remembers it; ``up``/``down`` start and stop this host's daemons of it through
-``pvfs.cli.launch`` exactly as the test fixtures do. ``status``, ``ping`` and ``df`` ask every
+``pvfs.cluster.launch`` exactly as the test fixtures do. ``status``, ``ping`` and ``df`` ask every
 daemon directly, so they report a dead daemon as a row instead of failing as a whole (like
 ``beegfs-check-servers`` and ``pvfs2-ping``).
 """
@@ -20,7 +20,7 @@ from pvfs.config import Config, Endpoint
 from pvfs.layout.stripe import Stripe
 
 STATUS_TIMEOUT = 2.0
-# The same as pvfs.cli.launch's, which is imported only by the commands that need it (it
+# The same as pvfs.cluster.launch's, which is imported only by the commands that need it (it
 # pulls in trio through the daemons' helpers).
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
@@ -109,7 +109,7 @@ def _with_gcaches(cfg: Config, args: argparse.Namespace, hosts: list[str] | None
     after the I/O daemons' with --port), or with --hosts on the first N hosts."""
     import dataclasses
 
-    from pvfs.cli import launch
+    from pvfs.cluster import launch
     from pvfs.gcache.config import gcache_table
 
     n = args.gcaches
@@ -127,7 +127,7 @@ def _with_gcaches(cfg: Config, args: argparse.Namespace, hosts: list[str] | None
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from pvfs.cli import launch
+    from pvfs.cluster import launch
 
     directory = os.path.abspath(os.path.expanduser(args.dir or default_dir()))
     path = os.path.join(directory, "pvfs.toml")
@@ -185,7 +185,7 @@ def _describe_config(cfg: Config) -> dict:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from pvfs.cli import launch
+    from pvfs.cluster import launch
 
     cfg = load_config(args)
     if not launch.daemons_of(cfg):
@@ -218,7 +218,7 @@ def _endpoint(cfg: Config, name: str) -> Endpoint:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from pvfs.cli import launch
+    from pvfs.cluster import launch
 
     cfg = load_config(args)
     if mount_available():
@@ -252,7 +252,7 @@ def _key(cfg: Config) -> bytes | None:
 def _ask(ep: Endpoint, header: dict, timeout: float = STATUS_TIMEOUT,
          key: bytes | None = None) -> tuple[dict | None, str]:
     """(reply, "") or (None, why) — never raises for an unreachable daemon."""
-    from pvfs.cli import launch
+    from pvfs.cluster import launch
 
     try:
         reply = launch.request(ep, header, timeout, key)
@@ -373,7 +373,7 @@ def _pct(used: int, whole: int) -> float:
 def _shared(cfg: Config) -> bool:
     """Whether several local I/O daemons keep data on one device (the total counts it more
     than once, like ``lfs df`` on OSTs sharing a disk)."""
-    from pvfs.cli import launch
+    from pvfs.cluster import launch
 
     devs = []
     for ep in cfg.iods:

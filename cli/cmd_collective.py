@@ -1,7 +1,7 @@
 """``pvfs-admin bench collective``: collective caching for MPI programs (SPEC §8).
 
 Runs DAChe's sliding window and the BTIO, FLASH-IO and S3D-IO checkpoint kernels as
-``mpiexec`` jobs (:mod:`pvfs.collective.benchdrive`) and prints bandwidth, file-system calls,
+``mpiexec`` jobs (:mod:`pvfs.bench.collective.drive`) and prints bandwidth, file-system calls,
 I/O-daemon requests and locks per benchmark and method. The subcommand joins the ``bench``
 group if another part made one, else makes it.
 """
@@ -83,7 +83,7 @@ def _ints(text: str | None) -> list[int] | None:
 
 
 def render(data: dict) -> str:
-    from pvfs.collective.benchdrive import HEADERS, PAIRED_HEADERS, paired_rows, table_rows
+    from pvfs.bench.collective.drive import HEADERS, PAIRED_HEADERS, paired_rows, table_rows
 
     out = table(table_rows(data), HEADERS, right=list(range(2, len(HEADERS))))
     if data.get("repeat", 1) > 1 and data.get("paired"):
@@ -93,7 +93,7 @@ def render(data: dict) -> str:
 
 
 def cmd_bench_collective(args: argparse.Namespace) -> int:
-    from pvfs.collective.benchdrive import run_suite
+    from pvfs.bench.collective.drive import run_suite
 
     if args.ranks < 1 or args.repeat < 1:
         raise CliError("bench collective", "--ranks and --repeat must be at least 1", 2)
@@ -110,7 +110,7 @@ def cmd_bench_collective(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CliError("bench collective", f"--disk-cache: {exc}", 2) from None
     try:
-        from pvfs.collective.benchdrive import storage_table
+        from pvfs.bench.collective.drive import storage_table
 
         storage_table(args.storage, disk_cache)
     except ValueError as exc:
@@ -132,6 +132,6 @@ def cmd_bench_collective(args: argparse.Namespace) -> int:
 
 
 def _plot():
-    from pvfs.collective.benchdrive import plot
+    from pvfs.bench.collective.drive import plot
 
     return plot

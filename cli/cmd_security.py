@@ -43,7 +43,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from pvfs.cli import launch
+    from pvfs.cluster import launch
     from pvfs.protocol.auth import generate_key_file
 
     cfg = load_config(args)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Self, TextIO
 
+from pvfs.tables import cell as _cell
+from pvfs.tables import table
 from pvfs.units import format_size, parse_size
 
 __all__ = ["CliError", "Progress", "emit", "format_mode", "format_time_ns", "human_duration",
@@ -64,40 +66,11 @@ def format_time_ns(ns: int) -> str:
 
 
 # ---------------------------------------------------------------------- tables
-def table(rows: Iterable[Sequence[Any]], headers: Sequence[str],
-          right: Iterable[int] = ()) -> str:
-    """Rows as text columns padded to their widest cell; ``right`` columns right-aligned."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    heads = [str(h) for h in headers]
-    widths = [len(h) for h in heads]
-    for row in cells:
-        for i, c in enumerate(row):
-            widths[i] = max(widths[i], len(c))
-    align = set(right)
-
-    def line(row: Sequence[str]) -> str:
-        parts = [c.rjust(widths[i]) if i in align else c.ljust(widths[i])
-                 for i, c in enumerate(row)]
-        return "  ".join(parts).rstrip()
-
-    return "\n".join([line(heads)] + [line(r) for r in cells])
-
-
 def key_values(pairs: Iterable[tuple[str, Any]]) -> str:
     """``key: value`` lines with the values aligned (for one object, like ``stat``)."""
     items = [(str(k), _cell(v)) for k, v in pairs]
     width = max((len(k) for k, _ in items), default=0)
     return "\n".join(f"{k + ':':<{width + 1}} {v}" for k, v in items)
-
-
-def _cell(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    return str(v)
 
 
 # ---------------------------------------------------------------------- emitting

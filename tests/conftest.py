@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from pvfs.cli.launch import daemons_of, down, make_config, up, write_config
+from pvfs.cluster.launch import daemons_of, down, make_config, up, write_config
 from pvfs.config import Config
 from pvfs.procs import read_pidfile
 

@@ -24,12 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.common import drop_caches, format_table, median, write_results
-from bench.fio.jobs import MiB
-from bench.fio.pvfs_target import pvfs_cluster, pvfs_mount
+from pvfs.bench.common import drop_caches, format_table, median, write_results
+from pvfs.bench.fio.jobs import MiB
+from pvfs.bench.fio.pvfs_target import pvfs_cluster, pvfs_mount
 from pvfs.units import parse_size
 
 NATIVE = "native"

@@ -1,7 +1,7 @@
 """pvfs as a benchmark target: a private cluster, its FUSE mount and its native API.
 
 * :func:`pvfs_cluster` — manager + ``iods`` I/O daemons on 127.0.0.1 under a directory
-  (``pvfs.cli.launch``), stopped on exit;
+  (``pvfs.cluster.launch``), stopped on exit;
 * :func:`pvfs_mount` — ``python -m pvfs.fuse --foreground`` at a directory with ``-o``
   options; unmounted (``fusermount3 -u``, ``-z`` if busy) and reaped on exit;
 * :func:`native_opener` — the ``py:bench.fio.pvfs_target:native_opener`` hook of
@@ -55,7 +55,7 @@ def _note_daemons(run_dir: str) -> None:
 @contextlib.contextmanager
 def pvfs_cluster(directory: str | os.PathLike[str], iods: int = 4) -> Iterator[str]:
     """Start a private file system under ``directory``; yields its config path."""
-    from pvfs.cli.launch import down, make_config, up, write_config
+    from pvfs.cluster.launch import down, make_config, up, write_config
 
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from bench.fio.jobs import JobResult, JobSpec, MiB, file_name
+from pvfs.bench.fio.jobs import JobResult, JobSpec, MiB, file_name
 
 
 class FileHandle(Protocol):

@@ -55,10 +55,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.common import (
+from pvfs.bench.common import (
     drop_caches,
     ensure_apt,
     exit_on_sigterm,
@@ -69,8 +66,8 @@ from bench.common import (
     ratio,
     write_results,
 )
-from bench.fio import pyjobs
-from bench.fio.jobs import (
+from pvfs.bench.fio import pyjobs
+from pvfs.bench.fio.jobs import (
     JobResult,
     JobSpec,
     default_jobs,
@@ -133,13 +130,13 @@ def open_target(name: str, spec: str, workdir: Path) -> Iterator[Target]:
         finally:
             shutil.rmtree(here, ignore_errors=True)
     elif spec == "gluster":
-        from bench.peers.gluster import gluster_volume
+        from pvfs.bench.peers.gluster import gluster_volume
 
         with gluster_volume(here, bricks=4) as mnt:
             yield Target(name, spec, directory=mnt)
         shutil.rmtree(here, ignore_errors=True)
     elif spec == "moosefs":
-        from bench.peers.moosefs import moosefs_mount
+        from pvfs.bench.peers.moosefs import moosefs_mount
 
         with moosefs_mount(here, chunkservers=1) as mnt:
             yield Target(name, spec, directory=mnt)
@@ -152,7 +149,7 @@ def open_target(name: str, spec: str, workdir: Path) -> Iterator[Target]:
         finally:
             shutil.rmtree(here, ignore_errors=True)
     elif spec == "pvfs":
-        from bench.fio.pvfs_target import CONFIG_ENV, pvfs_mount
+        from pvfs.bench.fio.pvfs_target import CONFIG_ENV, pvfs_mount
 
         with pvfs_mount(os.environ[CONFIG_ENV], here, os.environ.get(_OPTS_ENV, "")) as mnt:
             sub = Path(mnt) / "fio"
@@ -160,7 +157,7 @@ def open_target(name: str, spec: str, workdir: Path) -> Iterator[Target]:
             yield Target(name, spec, directory=str(sub))
         shutil.rmtree(here, ignore_errors=True)
     elif spec == "pvfs-native":
-        from bench.fio.pvfs_target import native_opener
+        from pvfs.bench.fio.pvfs_target import native_opener
 
         with native_opener(str(here)) as opener:
             yield Target(name, spec, opener=opener)
@@ -188,7 +185,7 @@ def pvfs_for(named: list[tuple[str, str]], workdir: Path, options: str) -> Itera
     if not any(spec in PVFS_SPECS for _, spec in named):
         yield
         return
-    from bench.fio.pvfs_target import CONFIG_ENV, pvfs_cluster
+    from pvfs.bench.fio.pvfs_target import CONFIG_ENV, pvfs_cluster
 
     saved = {k: os.environ.get(k) for k in (CONFIG_ENV, _OPTS_ENV)}
     with pvfs_cluster(workdir / "pvfs-fs") as config:
@@ -399,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     if "pvfs" in names and len(names) > 1:
         print(format_subject_ratios(report, jobs, "pvfs", [n for n in names if n != "pvfs"]))
     if args.json:
-        from bench.fio import pvfs_target  # peak memory of the pvfs processes, as they stopped
+        from pvfs.bench.fio import pvfs_target  # peak memory of the pvfs processes, as they stopped
         path = write_results(args.json, {
             "params": {"size": size, "runtime_s": args.runtime, "repeats": args.repeats,
                        "numjobs": args.numjobs, "cold": args.cold, "direct": args.direct,

@@ -2,7 +2,7 @@
 
 ::
 
-    from bench.peers.gluster import gluster_volume
+    from pvfs.bench.peers.gluster import gluster_volume
     with gluster_volume("/tmp/gl", bricks=4) as mnt:
         ...  # mnt is a FUSE mount of a 4-brick distribute volume
 
@@ -22,15 +22,11 @@ import logging
 import os
 import re
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.common import (
+from pvfs.bench.common import (
     ensure_apt,
     is_mounted,
     pids_with_arg,

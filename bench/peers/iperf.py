@@ -2,7 +2,7 @@
 
 Library use (``bench/stream.py`` calls this beside its own runs)::
 
-    from bench.peers.iperf import iperf3_bandwidth
+    from pvfs.bench.peers.iperf import iperf3_bandwidth
     bps = iperf3_bandwidth(streams=4, duration=5, reverse=False)   # bytes/s
 
 CLI (saves ``bench/results/iperf3.json``)::
@@ -22,13 +22,9 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.common import (
+from pvfs.bench.common import (
     ensure_apt,
     format_bytes_rate,
     format_table,

@@ -2,7 +2,7 @@
 
 ::
 
-    from bench.peers.moosefs import moosefs_mount
+    from pvfs.bench.peers.moosefs import moosefs_mount
     with moosefs_mount("/tmp/mfs", chunkservers=1) as mnt:
         ...  # mnt is a FUSE mount with goal 1
 
@@ -22,15 +22,11 @@ import contextlib
 import logging
 import os
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.common import (
+from pvfs.bench.common import (
     ensure_apt,
     is_mounted,
     pids_with_arg,

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pvfs
-from pvfs.cli.launch import down, ping, request
+from pvfs.cluster.launch import down, ping, request
 from pvfs.config import load
 from pvfs.protocol import auth
 from pvfs.protocol.framing import PREFIX_SIZE, decode_header, frame, parse_prefix
@@ -173,7 +173,7 @@ def test_key_file_must_be_private(tmp_path):
 
 
 def test_daemons_refuse_to_start_with_an_open_key_file(tmp_path):
-    from pvfs.cli.launch import make_config, up, write_config
+    from pvfs.cluster.launch import make_config, up, write_config
 
     auth.generate_key_file(str(tmp_path / "k"))
     os.chmod(tmp_path / "k", 0o644)
@@ -185,7 +185,7 @@ def test_daemons_refuse_to_start_with_an_open_key_file(tmp_path):
 
 
 def test_auth_is_on_by_default_for_non_loopback_addresses(tmp_path):
-    from pvfs.cli.launch import make_config
+    from pvfs.cluster.launch import make_config
 
     assert not make_config(str(tmp_path), iods=2).auth_enabled
     assert make_config(str(tmp_path), hosts=["10.0.0.1", "10.0.0.2"]).auth_enabled

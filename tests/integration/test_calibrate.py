@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pvfs import config as cfgmod
-from pvfs.cli.launch import down, make_config, up, write_config
+from pvfs.cluster.launch import down, make_config, up, write_config
 from pvfs.cli.main import main
 
 # A slow disk, so that the modelled time dominates the CPU's share even on a loaded machine.

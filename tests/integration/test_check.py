@@ -151,8 +151,8 @@ def test_setup_errors_exit_2(pvfs_cluster, tmp_path):
 
 
 def test_faults_refuse_daemons_of_other_hosts(tmp_path):
-    from pvfs.cli.check.faults import Faults, FaultSetupError
-    from pvfs.cli.launch import make_config, write_config
+    from pvfs.check.faults import Faults, FaultSetupError
+    from pvfs.cluster.launch import make_config, write_config
 
     cfg = write_config(make_config(str(tmp_path), hosts=["192.0.2.1", "192.0.2.2"]),
                        str(tmp_path / "pvfs.toml"))

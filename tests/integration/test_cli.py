@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pvfs.cli import launch
+from pvfs.cluster import launch
 from pvfs.config import GATHER_S, load
 from pvfs.daemons.iod.storage import PosixStorage
 from pvfs.procs import pid_alive

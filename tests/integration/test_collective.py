@@ -137,7 +137,7 @@ def test_bench_window_on_emulated_disks_cold_and_warm():
     """``--storage emulated:... --cold`` end to end: the private cluster's I/O daemons run
     emulated disks, and a cold window reads every chunk from the modelled disk while a warm
     one (the file just written, 640 KiB per daemon in a 1 MiB cache) reads none."""
-    from pvfs.collective.benchdrive import WINDOW, private_cluster, run_job, storage_table
+    from pvfs.bench.collective.drive import WINDOW, private_cluster, run_job, storage_table
 
     with private_cluster(storage=storage_table("emulated:ide-2000", 1 << 20)) as config:
         opts = {"benchmark": "sliding_window", "method": "independent", **WINDOW}

@@ -308,7 +308,7 @@ def test_statfs_sums_the_daemons(fs):
 
 
 def test_connect_to_nothing_fails_fast(tmp_path):
-    from pvfs.cli.launch import make_config, write_config
+    from pvfs.cluster.launch import make_config, write_config
 
     cfg = write_config(make_config(str(tmp_path), iods=1), str(tmp_path / "c.toml"))
     with pytest.raises(OSError):
@@ -369,7 +369,7 @@ def test_setstripe_on_new_empty_file_keeps_it(fs):
 def test_fsynced_data_survives_kill_9_of_every_daemon(fresh_cluster):
     import signal
 
-    from pvfs.cli.launch import up
+    from pvfs.cluster.launch import up
 
     payload = os.urandom(300_000)
     with fresh_cluster.connect() as fs:
@@ -389,7 +389,7 @@ def test_a_connection_survives_daemon_restarts(fresh_cluster):
     """Pooled connections to a restarted daemon are dead; reads and queries go on at once."""
     import signal
 
-    from pvfs.cli.launch import up
+    from pvfs.cluster.launch import up
 
     with fresh_cluster.connect() as fs:
         with fs.open("/persist", "wb", stripe=Stripe(0, 4, 4096)) as f:

@@ -27,7 +27,7 @@ from conftest import start_cluster
 from test_mount_support import Mount, needs_fuse
 
 import pvfs
-from pvfs.cli.launch import down, make_config, up, write_config
+from pvfs.cluster.launch import down, make_config, up, write_config
 
 CONNECT, REQUEST = 1.0, 2.0
 # An operation makes a few requests (manager, then the daemons); each may take CONNECT+REQUEST.
@@ -271,9 +271,9 @@ def _netns_ready() -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not _netns_ready(), reason="needs root, ip(8) and tc(8)")
 def test_cut_and_slow_links_give_errors_in_bounded_time_and_recover(tmp_path):
-    """Hosts as namespaces (pvfs.cli.netns): s0 runs the manager and iod0, s1 runs iod1, c0
+    """Hosts as namespaces (pvfs.cluster.netns): s0 runs the manager and iod0, s1 runs iod1, c0
     is the client; authentication on, as on any non-loopback network."""
-    from pvfs.cli import netns
+    from pvfs.cluster import netns
     from pvfs.protocol.auth import generate_key_file
 
     generate_key_file(str(tmp_path / "pvfs.key"))

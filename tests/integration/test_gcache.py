@@ -9,7 +9,7 @@ import pytest
 import trio
 from conftest import start_cluster
 
-from pvfs.cli.launch import down, free_ports, request
+from pvfs.cluster.launch import down, free_ports, request
 from pvfs.config import Endpoint
 from pvfs.gcache.config import gcache_table
 from pvfs.gcache.stack import CacheStack
@@ -192,7 +192,7 @@ def test_killed_gcache_loses_nothing_and_degrades(gcluster):
 def test_restarted_gcache_loses_nothing(slow_flush_cluster):
     """Written through, held dirty by the daemon, daemon killed and restarted before the
     client notices: the flush answers with a new epoch and the client writes its journal."""
-    from pvfs.cli.launch import up
+    from pvfs.cluster.launch import up
 
     cluster, _ = slow_flush_cluster
     data = os.urandom(40_000)
@@ -218,7 +218,7 @@ def test_restarted_gcache_loses_nothing(slow_flush_cluster):
 def test_down_writes_the_global_caches_dirty_blocks_back_first(slow_flush_cluster):
     """``pvfs-admin down`` while the daemon holds a client's written blocks dirty (answered,
     not fsync'd): the daemon writes them back on SIGTERM, before the I/O daemons stop."""
-    from pvfs.cli.launch import up
+    from pvfs.cluster.launch import up
 
     cluster, _ = slow_flush_cluster
     data = os.urandom(40_000)

@@ -11,7 +11,7 @@ import pytest
 import trio
 from test_gcache import gcache_cluster
 
-from pvfs.cli.launch import down, request
+from pvfs.cluster.launch import down, request
 from pvfs.client.aclient import ROOT_INO, AsyncClient
 from pvfs.fuse.cachewire import ClientBackend
 from pvfs.fuse.handles import HandleTable

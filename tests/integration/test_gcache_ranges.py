@@ -13,7 +13,7 @@ import pytest
 import trio
 from test_gcache import STRIPE, gcache_cluster
 
-from pvfs.cli.launch import down
+from pvfs.cluster.launch import down
 from pvfs.gcache.stack import CacheStack
 
 BS = 4096

@@ -29,7 +29,7 @@ import trio
 from conftest import start_cluster
 from test_gcache import STRIPE, gcache_cluster
 
-from pvfs.cli.launch import down, free_ports, request
+from pvfs.cluster.launch import down, free_ports, request
 from pvfs.config import Endpoint
 from pvfs.gcache.config import gcache_table
 from pvfs.gcache.stack import CacheStack

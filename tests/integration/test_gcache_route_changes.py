@@ -9,7 +9,7 @@ import os
 import trio
 from test_gcache import STRIPE, gcache_cluster
 
-from pvfs.cli.launch import down
+from pvfs.cluster.launch import down
 from pvfs.gcache.stack import CacheStack
 
 SEG = 4 * 4096  # one bypass segment (4 blocks of 4 KiB)

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from pvfs.traces.cachestudy import run_study
+from pvfs.bench.caching.study import run_study
 
 
 def admin(*args: str, env=None) -> subprocess.CompletedProcess:
@@ -76,7 +76,7 @@ def test_init_gcaches_up_stats_down(tmp_path):
 def test_replay_with_plan(tmp_path):
     from conftest import start_cluster
 
-    from pvfs.cli.launch import down, free_ports
+    from pvfs.cluster.launch import down, free_ports
     from pvfs.gcache.config import gcache_table
 
     port = free_ports(1)[0]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pvfs.cli.launch import down, free_ports, request
+from pvfs.cluster.launch import down, free_ports, request
 from pvfs.config import Endpoint
 from pvfs.gcache.config import gcache_table
 
@@ -116,7 +116,7 @@ def test_dead_gcache_degrades_and_keeps_fsynced_data(gcluster, tmp_path):
         assert m.stats()["gcache"]["failovers"] >= 1
     with cluster.connect() as fs, fs.open("/k", "rb") as f:
         assert f.read() == data + b"more"
-    from pvfs.cli.launch import up
+    from pvfs.cluster.launch import up
 
     up(cluster.config)  # the next test of this module finds it running again
 

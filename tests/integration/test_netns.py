@@ -1,4 +1,4 @@
-"""The multi-host harness (pvfs.cli.netns): hosts come up as namespaces on a shaped bridge,
+"""The multi-host harness (pvfs.cluster.netns): hosts come up as namespaces on a shaped bridge,
 a file round-trips between a client host and I/O daemon hosts, and nothing is left behind --
 also after a harness that died."""
 
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pvfs.cli import netns
+from pvfs.cluster import netns
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None
                                 or shutil.which("tc") is None,

@@ -18,7 +18,7 @@ from conftest import Cluster
 from test_mount_support import Mount, needs_fuse
 
 from pvfs.cli.cmd_ops import rates
-from pvfs.cli.launch import down, free_ports, make_config, up, write_config
+from pvfs.cluster.launch import down, free_ports, make_config, up, write_config
 from pvfs.layout.stripe import Stripe
 from pvfs.metrics import parse
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import pytest
 
 from pvfs import Stripe
-from pvfs.cli.launch import up
+from pvfs.cluster.launch import up
 
 ALL_IODS = Stripe(0, 4, 4096)  # every daemon holds a share: every one is met by a read
 

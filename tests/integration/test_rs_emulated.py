@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from pvfs import Stripe
-from pvfs.cli.launch import make_config, running, write_config
+from pvfs.cluster.launch import make_config, running, write_config
 from pvfs.models import rs
 
 
@@ -150,7 +150,7 @@ def test_study_runner_rs_hint_setting_sends_the_collectives_hint(cluster):
     """The study's ``rs+hint`` setting: every task tells the daemons the collective operation
     (pvfs.AccessHint); the selector models exactly that, not its own estimate."""
     import pvfs
-    from pvfs.cli.study_runner import HINTED, Runner, hint_for
+    from pvfs.bench.scheduling.runner import HINTED, Runner, hint_for
 
     with Runner(cluster.path, 2, range(2)) as r:
         run = r.run("strided", 64 << 10, False, HINTED)

@@ -112,7 +112,7 @@ def test_a_file_given_its_owner_mode_and_times_after_writing_stays_cached(fs):
 def test_a_restarted_iod_makes_the_manager_forget(fresh_cluster):
     """A restarted daemon has forgotten what it promised to report: its first act is to
     have the manager forget every cached size (else the stat after its write is stale)."""
-    from pvfs.cli.launch import up
+    from pvfs.cluster.launch import up
 
     with fresh_cluster.connect() as fs:
         with fs.open("/sc-restart", "wb", stripe=Stripe(0, 4, 4096)) as f:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pvfs.cli.launch import ping
+from pvfs.cluster.launch import ping
 from pvfs.protocol.framing import MAGIC, PREFIX, decode_header, parse_prefix
 
 SETTINGS = settings(max_examples=60, deadline=None)

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from pvfs.cli.launch import down, free_ports, up
+from pvfs.cluster.launch import down, free_ports, up
 from pvfs.gcache.config import gcache_table
 from pvfs.gcache.stack import CacheStack
 from pvfs.layout.stripe import Stripe

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from pvfs.cli.launch import down, free_ports, up
+from pvfs.cluster.launch import down, free_ports, up
 from pvfs.gcache.config import gcache_table
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))

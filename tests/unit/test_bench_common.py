@@ -11,10 +11,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import common
-from bench.peers.gluster import private_glusterd_vol
-from bench.peers.iperf import parse_iperf3_json
-from bench.peers.moosefs import chunkserver_config, master_config
+from pvfs.bench import common
+from pvfs.bench.peers.gluster import private_glusterd_vol
+from pvfs.bench.peers.iperf import parse_iperf3_json
+from pvfs.bench.peers.moosefs import chunkserver_config, master_config
 
 
 @pytest.mark.parametrize(("xs", "m"), [
@@ -111,7 +111,7 @@ def test_sigterm_tears_down_what_a_benchmark_started(tmp_path):
     marker = tmp_path / "torn-down"
     code = ("import sys, time, contextlib\n"
             f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
-            "from bench.common import exit_on_sigterm\n"
+            "from pvfs.bench.common import exit_on_sigterm\n"
             "exit_on_sigterm()\n"
             "@contextlib.contextmanager\n"
             "def target():\n"

@@ -13,8 +13,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.fio import pyjobs
-from bench.fio.jobs import (
+from pvfs.bench.fio import pyjobs
+from pvfs.bench.fio.jobs import (
     JobResult,
     JobSpec,
     KiB,
@@ -23,7 +23,7 @@ from bench.fio.jobs import (
     fio_args,
     parse_fio_json,
 )
-from bench.fio.run import build_report, format_report, parse_target
+from pvfs.bench.fio.run import build_report, format_report, parse_target
 from pvfs.units import parse_size
 
 

@@ -1,10 +1,10 @@
-"""``bench/merge_scheduling_studies.py`` puts a study run in pieces back together."""
+"""``bench/scheduling/merge.py`` puts a study run in pieces back together."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.merge_scheduling_studies import merge
+from pvfs.bench.scheduling.merge import merge
 
 
 def _row(wl, alg, t, size=65536, cached=False):

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from bench.meta import build_report, measure_target, op_delta, phase_names, run_phases
+from pvfs.bench.meta import build_report, measure_target, op_delta, phase_names, run_phases
 
 
 @pytest.mark.parametrize("layout", ["own", "shared"])

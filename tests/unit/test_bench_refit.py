@@ -1,10 +1,10 @@
-"""``bench/refit_scheduling_model.py`` pools several studies' fixed-algorithm runs."""
+"""``bench/scheduling/refit.py`` pools several studies' fixed-algorithm runs."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.refit_scheduling_model import refit, seen_columns
+from pvfs.bench.scheduling.refit import refit, seen_columns
 from pvfs.models import fit, rs
 
 TRUE = rs.Params(T_over=0.004, B_dr=5e6, B_drc=11e6)

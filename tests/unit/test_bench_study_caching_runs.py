@@ -1,8 +1,8 @@
-"""``bench/study_caching_runs.py``: a policy's runs against another's, and the paths they took."""
+"""``bench/caching/runs.py``: a policy's runs against another's, and the paths they took."""
 
 from __future__ import annotations
 
-from bench.study_caching_runs import against, paths
+from pvfs.bench.caching.runs import against, paths
 
 
 def test_against_tells_apart_what_differs_and_not_what_does_not():

@@ -1,8 +1,8 @@
-"""``traces/cachediag.py``: where in each phase the ranks' first and last requests fall."""
+"""``bench/caching/diag.py``: where in each phase the ranks' first and last requests fall."""
 
 from __future__ import annotations
 
-from pvfs.traces.cachediag import overlap
+from pvfs.bench.caching.diag import overlap
 
 
 def _phase(start, ino, durations):

@@ -1,4 +1,4 @@
-"""The offline bound on global-cache hits (Belady's MIN with bypass, ``traces/cacheopt.py``)."""
+"""The offline bound on global-cache hits (Belady's MIN with bypass, ``bench/caching/opt.py``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from functools import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pvfs.traces.cacheopt import global_hit_bound, min_hits
-from pvfs.traces.cachesim import simulate
-from pvfs.traces.cachestudy import POLICIES
+from pvfs.bench.caching.opt import global_hit_bound, min_hits
+from pvfs.bench.caching.sim import simulate
+from pvfs.bench.caching.study import POLICIES
 from pvfs.traces.generators._build import TraceBuilder
 
 MIB = 1 << 20
@@ -75,7 +75,7 @@ def test_no_modelled_policy_gets_more_global_hits_than_the_bound():
 
 
 def test_the_study_reports_each_traces_bound_beside_its_rows():
-    from pvfs.traces.cachestudy import run_study
+    from pvfs.bench.caching.study import run_study
 
     out = run_study(["mining"], ["both", "sketch"], quick=True, model="paper")
     bound = out["bounds"]["mining"]

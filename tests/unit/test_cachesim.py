@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pvfs.traces.cachesim import PAPER, cost, simulate
-from pvfs.traces.cachestudy import POLICIES, run_study
+from pvfs.bench.caching.sim import PAPER, cost, simulate
+from pvfs.bench.caching.study import POLICIES, run_study
 from pvfs.traces.generators._build import TraceBuilder
 
 MIB = 1 << 20

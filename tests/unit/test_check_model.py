@@ -1,12 +1,12 @@
-"""The checker's model (``pvfs.cli.check.model``) and trace writer without any file system:
+"""The checker's model (``pvfs.check.model``) and trace writer without any file system:
 what each mode allows a node to read, and what a flush must leave at the daemons."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pvfs.cli.check.model import Model
-from pvfs.cli.check.report import format_mismatch, to_trace
+from pvfs.check.model import Model
+from pvfs.check.report import format_mismatch, to_trace
 
 NATIVE, A, B = 0, 1, 2
 BLOCK = 4096

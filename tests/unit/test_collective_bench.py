@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pvfs.cli.main import build_parser
-from pvfs.collective.benchdrive import (
+from pvfs.bench.collective.drive import (
     CHECKPOINT_METHODS,
     WINDOW,
     paired_ratios,
@@ -38,7 +38,7 @@ def test_plan_full_sweeps_lock_servers_and_btio_needs_a_square():
 
 
 def test_plan_read_ahead_variants_of_the_lock_servers_get_their_servers(monkeypatch):
-    from pvfs.collective.benchdrive import METHODS_ENV, label
+    from pvfs.bench.collective.drive import METHODS_ENV, label
 
     monkeypatch.setenv(METHODS_ENV, "independent,servers+ra,thread+ra,rma+nora")
     jobs = plan(quick=False, ranks=4, window_ranks=[4], benchmarks=["sliding_window"])
@@ -95,7 +95,7 @@ def test_paired_ratios_compare_within_each_repeat():
 
 # ------------------------------------------------------------- storage of the private cluster
 def test_storage_table_kinds_and_errors():
-    from pvfs.collective.benchdrive import storage_table
+    from pvfs.bench.collective.drive import storage_table
 
     assert storage_table(None) is None and storage_table("posix") is None
     assert storage_table("emulated") == {"default": "emulated:ide-2000"}
@@ -116,8 +116,8 @@ def test_plan_cold_marks_only_the_window_jobs():
 
 def test_storage_option_reaches_the_cluster_config(monkeypatch):
     """run_suite(storage=...) -> private_cluster -> the config every job and daemon reads."""
-    import pvfs.collective.benchdrive as bd
-    from pvfs.cli import launch
+    import pvfs.bench.collective.drive as bd
+    from pvfs.cluster import launch
     from pvfs.config import load
     from pvfs.models.disk import preset, storage_of
 
@@ -149,7 +149,7 @@ def test_storage_option_reaches_the_cluster_config(monkeypatch):
 
 
 def test_cli_passes_storage_disk_cache_and_cold(monkeypatch, capsys):
-    import pvfs.collective.benchdrive as bd
+    import pvfs.bench.collective.drive as bd
     from pvfs.cli.main import main
 
     got = {}

@@ -5,7 +5,7 @@ from pvfs.layout.stripe import Stripe
 
 
 def test_dump_parse_round_trip(tmp_path):
-    from pvfs.cli.launch import make_config, write_config
+    from pvfs.cluster.launch import make_config, write_config
 
     cfg = make_config(str(tmp_path), iods=3, stripe=Stripe(1, 2, 8192))
     again = write_config(cfg, str(tmp_path / "pvfs.toml"))
@@ -17,7 +17,7 @@ def test_dump_parse_round_trip(tmp_path):
 def test_opt4_gather_round_trips(tmp_path):
     from dataclasses import replace
 
-    from pvfs.cli.launch import make_config, write_config
+    from pvfs.cluster.launch import make_config, write_config
 
     cfg = replace(make_config(str(tmp_path), iods=2), gather=0.0)
     assert write_config(cfg, str(tmp_path / "pvfs.toml")).gather == 0.0
@@ -26,7 +26,7 @@ def test_opt4_gather_round_trips(tmp_path):
 def test_the_managers_size_cache_can_be_sized_or_switched_off(tmp_path):
     from dataclasses import replace
 
-    from pvfs.cli.launch import make_config, write_config
+    from pvfs.cluster.launch import make_config, write_config
 
     cfg = make_config(str(tmp_path), iods=2)
     assert cfg.size_cache == cfgmod.SIZE_CACHE > 0

@@ -469,7 +469,7 @@ async def test_the_resident_fraction_is_measured_before_the_engine_serves_the_re
     before, it is uncached whatever the threads' order."""
     import trio
 
-    from pvfs.cli.launch import make_config
+    from pvfs.cluster.launch import make_config
     from pvfs.daemons.iod.server import IodServer
     from pvfs.daemons.iod.storage import open_storage
     from pvfs.layout.describe import contiguous

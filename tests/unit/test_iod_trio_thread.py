@@ -15,7 +15,7 @@ import threading
 import pytest
 import trio
 
-from pvfs.cli.launch import make_config
+from pvfs.cluster.launch import make_config
 from pvfs.daemons.iod.server import IodServer
 from pvfs.daemons.iod.storage import PosixStorage
 from pvfs.layout.describe import contiguous

@@ -1,4 +1,4 @@
-"""The scheduling study's target checks (``pvfs.cli.cmd_study.targets``) on made-up results:
+"""The scheduling study's target checks (``pvfs.bench.scheduling.study.targets``) on made-up results:
 what passes, what fails, and the per-phase best that defines the mixed-phase workload."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from pvfs.cli.cmd_study import targets
-from pvfs.cli.study_runner import MIXED_PHASES
+from pvfs.bench.scheduling.study import targets
+from pvfs.bench.scheduling.runner import MIXED_PHASES
 
 
 def _cell(wl, size, cached, times: dict[str, float]) -> list[dict]:
@@ -105,7 +105,7 @@ def test_a_miss_within_the_runs_noise_is_told_from_one_beyond_it() -> None:
 
 
 def test_short_cells_get_more_runs_decided_by_their_duration_only() -> None:
-    from pvfs.cli.cmd_study import SHORT_S, reps_for
+    from pvfs.bench.scheduling.study import SHORT_S, reps_for
 
     short = [0.05, 0.06, 0.09, 0.07, 0.06]        # 64 KiB: every setting well under SHORT_S
     long_ = [1.9, 1.9, 2.0, 1.0, 1.0]             # 1 MiB uncached
@@ -143,7 +143,7 @@ def test_study_workloads_are_checked_before_anything_runs(capsys) -> None:
 
 
 def test_rs_deltas_sum_the_daemons_and_the_runs():
-    from pvfs.cli.cmd_study import _rs_delta, _sum_deltas
+    from pvfs.bench.scheduling.study import _rs_delta, _sum_deltas
 
     before = [{"picks": {"opt1": 2}, "decisions": {}, "switches": 1, "deciding_s": 0.5},
               {"picks": {}, "decisions": {}, "switches": 0, "deciding_s": 0.0}]
@@ -182,7 +182,7 @@ def test_study_cache_runs_only_the_chosen_cache_column(monkeypatch, tmp_path) ->
 
 
 def test_side_by_side_order_is_shuffled_reproducibly_and_rs_follows_different_settings():
-    from pvfs.cli.cmd_study import ALGOS, run_order
+    from pvfs.bench.scheduling.study import ALGOS, run_order
 
     settings = (*ALGOS, "rs")
     orders = [run_order(settings, "random16/65536/True", i) for i in range(40)]

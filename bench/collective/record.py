@@ -1,8 +1,8 @@
 """Collective caching study (SPEC §8, docs/collective.md): run ``pvfs-admin bench collective``
 and save its numbers as ``bench/results/collective[-quick].json`` with the machine and load.
 
-    .venv/bin/python bench/collective.py --quick            # 4 ranks, < 10 min
-    .venv/bin/python bench/collective.py --repeat 3 --plot docs/collective.png
+    .venv/bin/python bench/collective/record.py --quick            # 4 ranks, < 10 min
+    .venv/bin/python bench/collective/record.py --repeat 3 --plot docs/collective.png
 
 The study starts its own 4-daemon file system; the machine's load average before and after
 is stored because other work on the host changes absolute numbers (compare within one run).
@@ -12,12 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import format_table, write_results
-from pvfs.collective.benchdrive import (
+from pvfs.bench.collective.drive import (
     HEADERS,
     PAIRED_HEADERS,
     paired_rows,
@@ -25,6 +21,7 @@ from pvfs.collective.benchdrive import (
     run_suite,
     table_rows,
 )
+from pvfs.bench.common import format_table, write_results
 
 
 def main() -> int:

@@ -108,7 +108,7 @@ def study_cluster(iods: int = 2, storage: str = "emulated:ide-2000",
     """A file system of its own under a temp dir: ``iods`` I/O daemons with ``storage``
     (``iod_cache``: see :func:`storage_table`), one global cache of :data:`GLOBAL_BYTES`;
     stopped and removed afterwards."""
-    from pvfs.cli.launch import free_ports, scratch_cluster
+    from pvfs.cluster.launch import free_ports, scratch_cluster
 
     port = free_ports(1)[0]
     extra = {"gcache": gcache_table([f"127.0.0.1:{port}"], capacity=GLOBAL_BYTES,
@@ -120,7 +120,7 @@ def study_cluster(iods: int = 2, storage: str = "emulated:ide-2000",
 
 
 def _call(ep, header: dict) -> dict:
-    from pvfs.cli.launch import request
+    from pvfs.cluster.launch import request
 
     reply = request(ep, header, 30.0)
     if reply.get("err"):
@@ -186,11 +186,11 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
 
     ``shaped`` (e.g. ``"100mbit"``): over the multi-host harness instead of loopback — every
     I/O daemon, the global cache and the client on a host of their own behind links of that
-    rate (``pvfs.cli.netns``), so each hop costs a transfer as on the paper's cluster and a
+    rate (``pvfs.cluster.netns``), so each hop costs a transfer as on the paper's cluster and a
     global miss costs two (the paper's table 1: a global miss about twice a direct read).
 
     ``model="paper"``: no file system at all; every request is charged the paper's table 1-2
-    latencies by the trace-driven model :mod:`pvfs.traces.cachesim` (same traces, caches and
+    latencies by the trace-driven model :mod:`pvfs.bench.caching.sim` (same traces, caches and
     policy objects; deterministic, seconds).
     """
     unknown = [t for t in traces if t not in TRACES] + [p for p in policies if p not in POLICIES]
@@ -206,14 +206,14 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
         import subprocess
         import sys
 
-        from pvfs.cli.bench_latency import shaped_gcache_cluster
+        from pvfs.bench.latency import shaped_gcache_cluster
 
         with shaped_gcache_cluster(iods, shaped, capacity=GLOBAL_BYTES,
                                    storage=storage_table(storage, iod_cache),
                                    stripe=STRIPE, flush_interval=0.5) as (net, cfg):
             job = {"traces": traces, "policies": policies, "quick": quick, "repeat": repeat,
                    "progress": progress is not None}
-            done = net.run("c0", [sys.executable, "-m", "pvfs.traces.cachestudy", cfg.path,
+            done = net.run("c0", [sys.executable, "-m", "pvfs.bench.caching.study", cfg.path,
                                   json.dumps(job)], capture_output=False,
                            stdout=subprocess.PIPE, text=True)
             if done.returncode != 0:
@@ -238,9 +238,9 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
 
 
 def hit_bounds(traces: list[str], *, quick: bool) -> dict[str, dict[str, Any]]:
-    """Per trace, the most global-cache hits any policy could get (:mod:`pvfs.traces.cacheopt`,
+    """Per trace, the most global-cache hits any policy could get (:mod:`pvfs.bench.caching.opt`,
     on the lookups the model's caches make; the measured local caches differ a little)."""
-    from pvfs.traces.cacheopt import global_hit_bound
+    from pvfs.bench.caching.opt import global_hit_bound
 
     return {name: global_hit_bound(generate(name, NPROCS, TRACES[name][0 if quick else 1],
                                             seed=1),
@@ -251,7 +251,7 @@ def hit_bounds(traces: list[str], *, quick: bool) -> dict[str, dict[str, Any]]:
 
 def model_all(traces: list[str], policies: list[str], *, quick: bool) -> list[dict[str, Any]]:
     """Every trace under every policy in the model at the paper's latencies."""
-    from pvfs.traces.cachesim import simulate
+    from pvfs.bench.caching.sim import simulate
 
     results: list[dict[str, Any]] = []
     for name in traces:

@@ -18,9 +18,9 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from pvfs.cli.check.clients import SYNC_XATTR, Client, Handle, errno_name
-from pvfs.cli.check.model import MAX_FILE, FileModel, Mismatch, Model
-from pvfs.cli.check.world import World
+from pvfs.check.clients import SYNC_XATTR, Client, Handle, errno_name
+from pvfs.check.model import MAX_FILE, FileModel, Mismatch, Model
+from pvfs.check.world import World
 
 NAMES = ("a", "b", "c")
 # steps name "a" most often, so that clients meet on one file; "b" and "c" make the name

@@ -6,7 +6,7 @@ per trace, as the s11 runs were made), prints per trace and policy the median, m
 the runs divided by the median of `both`'s runs and the decisions behind them, and optionally
 draws them (bars: medians; whiskers: min-max) and writes the files merged into one document.
 
-    python bench/study_caching_runs.py bench/results/gcache-study-caching-s11-*.json \
+    python bench/caching/runs.py bench/results/gcache-study-caching-s11-*.json \
         --plot docs/caching/study-caching-s11.png --merge merged.json
 """
 

@@ -1,6 +1,6 @@
 """The MPI side of ``pvfs-admin bench collective``: one workload × method per mpiexec job.
 
-``mpiexec -n N python -m pvfs.collective.bench_mpi CONFIG JSON_OPTIONS`` runs
+``mpiexec -n N python -m pvfs.bench.collective.mpi CONFIG JSON_OPTIONS`` runs
 
 - ``window``: DAChe's sliding window (§6.2, fig. 2): every rank reads one 64 KiB chunk of a
   window of N chunks, the ranks shift circularly until each has read every chunk of the

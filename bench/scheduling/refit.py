@@ -4,14 +4,14 @@
 the fit changes after such a run, this fits again from the same runs, without running them
 again, and writes a document ``study scheduling --model`` takes::
 
-    python bench/refit_scheduling_model.py bench/results/study-scheduling-ide-2000-quick-fit.json \\
+    python bench/scheduling/refit.py bench/results/study-scheduling-ide-2000-quick-fit.json \\
         bench/results/study-scheduling-ide-2000-quick-model.json
 
 Several studies (same disk, tasks and daemons) are pooled: each cell's time under each
 algorithm is the mean over all their runs, weighted by each study's repetitions -- more runs,
 less of the noise in the small cells that decide the small-request rule::
 
-    python bench/refit_scheduling_model.py A.json B.json C.json model.json
+    python bench/scheduling/refit.py A.json B.json C.json model.json
 
 Where a study has rs rows, the columns of table 5.3 the daemons saw each cell's requests in
 (their decisions, ``rs.decisions``: "kind/column->pick" counts) are pooled too and handed to
@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=False).stdout.strip()
     doc = {"model": params.to_wire(), "residuals": residuals, "fitted_from": srcs,
-           "git": head, "command": " ".join(["python", "bench/refit_scheduling_model.py",
+           "git": head, "command": " ".join(["python", "bench/scheduling/refit.py",
                                              *argv])}
     Path(dst).write_text(json.dumps(doc, indent=1) + "\n")
     cols = " ".join(f"{z:.3g}" for z in params.zero_cols) or "-"

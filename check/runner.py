@@ -14,8 +14,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from pvfs.cli.check.clients import Client, NativeClient, PathClient, pvfs_mount_info
-from pvfs.cli.check.world import World
+from pvfs.check.clients import Client, NativeClient, PathClient, pvfs_mount_info
+from pvfs.check.world import World
 
 MODES = ("none", "sync", "collective")
 
@@ -107,7 +107,7 @@ def setup(opts: Options) -> tuple[World, list[str]]:
             warnings.append(f"mode sync, but mounted with coherence=none: {', '.join(loose)} "
                             "(expect a violation)")
     if opts.faults:
-        from pvfs.cli.check.faults import Faults, FaultSetupError
+        from pvfs.check.faults import Faults, FaultSetupError
 
         try:
             world.faults = Faults(cfg)
@@ -119,7 +119,7 @@ def setup(opts: Options) -> tuple[World, list[str]]:
 def _find_violation(exc: BaseException, depth: int = 0):
     """The :class:`Violation` in what hypothesis raised, and whether it came wrapped (the
     failure did not reproduce on every replay: a timing-dependent one)."""
-    from pvfs.cli.check.machine import Violation
+    from pvfs.check.machine import Violation
 
     if isinstance(exc, Violation):
         return exc, depth > 0
@@ -140,7 +140,7 @@ def run(opts: Options) -> Result:
     from hypothesis.reporting import with_reporter
     from hypothesis.stateful import get_state_machine_test
 
-    from pvfs.cli.check.machine import build_machine
+    from pvfs.check.machine import build_machine
 
     seed = opts.seed if opts.seed is not None else random.randrange(1 << 31)
     try:
@@ -211,7 +211,7 @@ def run(opts: Options) -> Result:
 
 def _violation(v, flaky: bool, opts: Options, labels: list[str], seed: int,
                summary: dict[str, Any]) -> list[str]:
-    from pvfs.cli.check import report
+    from pvfs.check import report
 
     text = [f"VIOLATION of mode {summary['mode']} by {v.client}: {v.message}"]
     if flaky:

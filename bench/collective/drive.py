@@ -1,4 +1,4 @@
-"""``pvfs-admin bench collective``: start the MPI jobs of :mod:`.bench_mpi` and tabulate them.
+"""``pvfs-admin bench collective``: start the MPI jobs of :mod:`.mpi` and tabulate them.
 
 Two studies (docs/collective.md):
 
@@ -84,7 +84,7 @@ def run_job(config: str, nprocs: int, opts: dict[str, Any], timeout: float = 900
     Raises:
         RuntimeError: when the job fails or prints no result.
     """
-    cmd = [mpiexec(), "-n", str(nprocs), sys.executable, "-m", "pvfs.collective.bench_mpi",
+    cmd = [mpiexec(), "-n", str(nprocs), sys.executable, "-m", "pvfs.bench.collective.mpi",
            config, json.dumps(opts)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     for line in proc.stdout.splitlines():
@@ -120,7 +120,7 @@ def storage_table(storage: str | None, disk_cache: int | None = None) -> dict[st
 def private_cluster(iods: int = 4, storage: dict[str, Any] | None = None) -> Iterator[str]:
     """A file system of our own in a temporary directory (its config path); ``storage``:
     its ``[storage]`` table (:func:`storage_table`; None: posix)."""
-    from pvfs.cli.launch import down, make_config, up, write_config
+    from pvfs.cluster.launch import down, make_config, up, write_config
 
     extra = {"storage": storage} if storage else {}
     with tempfile.TemporaryDirectory(prefix="pvfs-bench-collective-") as d:

@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pvfs.cli.check.clients import STRIPE_XATTR, Client
-from pvfs.cli.check.model import MAX_FILE, FileModel
+from pvfs.check.clients import STRIPE_XATTR, Client
+from pvfs.check.model import MAX_FILE, FileModel
 
 if TYPE_CHECKING:
-    from pvfs.cli.check.faults import Faults
+    from pvfs.check.faults import Faults
 
 
 @dataclass

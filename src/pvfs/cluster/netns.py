@@ -208,7 +208,7 @@ class Network:
                     manager: str | None = None, **overrides):
         """A config with the manager on ``manager`` (default: the first I/O daemon's host)
         and one I/O daemon per host in ``iods``, written to ``directory/pvfs.toml``."""
-        from pvfs.cli.launch import make_config, write_config
+        from pvfs.cluster.launch import make_config, write_config
         from pvfs.config import Endpoint
 
         root = Path(directory).resolve()

@@ -1,6 +1,6 @@
-"""One task of a scheduling study or calibration run (``python -m pvfs.cli.study_worker``).
+"""One task of a scheduling study or calibration run (``python -m pvfs.bench.scheduling.worker``).
 
-A study runs N of these, on N client hosts (``pvfs.cli.netns``) or as N local processes, and
+A study runs N of these, on N client hosts (``pvfs.cluster.netns``) or as N local processes, and
 drives them over stdin/stdout with JSON lines so that every task starts its access at the
 same moment -- the thesis' tasks "synchronize before the access" (§4.3):
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m pvfs.cli.study_worker CONFIG", file=sys.stderr)
+        print("usage: python -m pvfs.bench.scheduling.worker CONFIG", file=sys.stderr)
         return 2
     with pvfs.connect(args[0]) as fs:
         for line in sys.stdin:

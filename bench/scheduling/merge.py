@@ -5,7 +5,7 @@ here; on a shared machine it runs in pieces of one or two workloads each, under 
 model. This puts the pieces back together -- every cell once, the issue's targets checked on
 all of them -- and optionally draws the plots::
 
-    python bench/merge_scheduling_studies.py A.json B.json C.json --out full.json \\
+    python bench/scheduling/merge.py A.json B.json C.json --out full.json \\
         --plot-dir docs/study/s12
 
 The pieces must agree on the disk, tasks, daemons and model (else they are not one study);
@@ -18,7 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
-from pvfs.cli.cmd_study import targets
+from pvfs.bench.scheduling.study import targets
 
 SAME = ("study", "disk", "rate", "clients", "iods", "model")
 
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(v, dict) and "pass" in v:
             print(f"{name}: {v['pass']}")
     if args.plot_dir:
-        from pvfs.cli.study_plot import plot_study
+        from pvfs.bench.scheduling.plot import plot_study
 
         for path in plot_study(doc, args.plot_dir):
             print(f"wrote {path}")

@@ -64,8 +64,8 @@ def global_hit_bound(trace: Trace, *, local_bytes: int, global_bytes: int,
                      nodes: int) -> dict[str, Any]:
     """The global cache's lookups on ``trace`` (cache everything, the study's sizes) and the
     most hits any policy could have among them."""
-    from pvfs.traces.cachesim import BLOCK, simulate
-    from pvfs.traces.cachestudy import POLICIES
+    from pvfs.bench.caching.sim import BLOCK, simulate
+    from pvfs.bench.caching.study import POLICIES
 
     stream: list[tuple[int, int]] = []
     row = simulate(trace, POLICIES["both"], None, local_bytes=local_bytes,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pvfs.cli.check.model import Mismatch
+from pvfs.check.model import Mismatch
 from pvfs.traces.format import FileEntry, Flag, Op, Record, Trace, save
 
 _FLAG_BITS = {"r": Flag.RD, "w": Flag.WR, "rw": Flag.RD | Flag.WR, "creat": Flag.CREAT,

@@ -18,7 +18,7 @@ as the paper's latencies measure the software path) or on emulated disks (``--st
 emulated:PRESET``: a global hit then saves a disk access, as on the paper's cluster, and every
 micro-benchmark run starts with the disks' caches empty and records their accesses). The
 daemons run on this machine over loopback, or each on a host of its own behind shaped links
-(``--shaped RATE``, the multi-host harness of ``pvfs.cli.netns``).
+(``--shaped RATE``, the multi-host harness of ``pvfs.cluster.netns``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ _ZERO = bytes(FILE)
 
 @contextlib.contextmanager
 def _cluster(iods: int, storage: dict[str, Any] | None = None):
-    from pvfs.cli.launch import free_ports, scratch_cluster
+    from pvfs.cluster.launch import free_ports, scratch_cluster
 
     port = free_ports(1)[0]
     extra: dict[str, Any] = {"gcache": gcache_table([f"127.0.0.1:{port}"], capacity=GLOBAL)}
@@ -139,14 +139,14 @@ async def _tables(cfg, max_iods: int, reps: int, progress) -> tuple[list, list]:
 
 def _disks(cfg) -> list[dict[str, Any] | None]:
     """Each I/O daemon's emulated disk counters (None on posix storage)."""
-    from pvfs.cli.launch import request
+    from pvfs.cluster.launch import request
 
     return [request(ep, {"op": "sched_get"}, 30.0).get("disk") for ep in cfg.iods]
 
 
 def _gcache_dirty(cfg) -> int:
     """Dirty blocks the global cache holds (every file)."""
-    from pvfs.cli.launch import request
+    from pvfs.cluster.launch import request
     from pvfs.gcache.config import gcache_config
 
     g = gcache_config(cfg)
@@ -157,7 +157,7 @@ def _gcache_dirty(cfg) -> int:
 
 def _drop_disk_caches(cfg) -> None:
     """Every run starts with cold emulated disks (posix storage: nothing to do)."""
-    from pvfs.cli.launch import request
+    from pvfs.cluster.launch import request
 
     for ep in cfg.iods:
         request(ep, {"op": "disk_drop"}, 30.0)
@@ -267,14 +267,14 @@ def _shaped_cluster(iods: int, rate: str, storage: dict[str, Any] | None = None)
 def shaped_gcache_cluster(iods: int, rate: str, *, capacity: int,
                           storage: dict[str, Any] | None = None,
                           stripe: Stripe | None = None, **gcache):
-    """The netns harness (``pvfs.cli.netns``): each I/O daemon, the global cache and the
+    """The netns harness (``pvfs.cluster.netns``): each I/O daemon, the global cache and the
     client (host ``c0``) on a host of their own behind ``rate``-shaped links, so a global
     miss pays two transfers as on the paper's cluster. Yields ``(network, config)``; the
     client side runs with ``network.run("c0", argv)``; ``storage``: the ``[storage]`` table
     (default: posix)."""
     import sys
 
-    from pvfs.cli.netns import Network
+    from pvfs.cluster.netns import Network
     from pvfs.config import load
 
     hosts = [f"iod{i}" for i in range(iods)] + ["gc", "c0"]
@@ -316,7 +316,7 @@ def run_latency(*, quick: bool = False, reps: int | None = None, max_iods: int =
     import json
     import sys
 
-    from pvfs.traces.cachestudy import storage_table
+    from pvfs.bench.caching.study import storage_table
 
     reps = reps or (7 if quick else 21)
     ops = ops or (600 if quick else 2000)
@@ -328,7 +328,7 @@ def run_latency(*, quick: bool = False, reps: int | None = None, max_iods: int =
                            "links": f"netns, {shaped} per host" if shaped else "loopback"}
     if shaped:
         with _shaped_cluster(max(max_iods, 3), shaped, disks) as (net, cfg):
-            argv = [sys.executable, "-m", "pvfs.cli.bench_latency", cfg.path, str(reps),
+            argv = [sys.executable, "-m", "pvfs.bench.latency", cfg.path, str(reps),
                     str(ops), str(max_iods), "1" if micro else "0", "1" if tables else "0",
                     str(micro_repeat), ",".join(map(str, micro_o))]
             done = net.run("c0", argv, capture_output=True, text=True)
@@ -353,7 +353,7 @@ def _int_keys(rows: list[dict]) -> list[dict]:
 
 
 def render(d: dict[str, Any]) -> str:
-    from pvfs.cli.output import table
+    from pvfs.tables import table
 
     heads = ["iods", "case"] + [f"{s >> 10}K" for s in d["sizes"]]
     rows = []

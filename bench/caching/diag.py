@@ -8,7 +8,7 @@ study) and records every read's start and end per rank; :func:`overlap` then say
 how long all ranks were in their first ``k`` requests at once (disks idle if those hit) and
 how long the last rank spent in its last ``k``.
 
-    python -m pvfs.traces.cachediag mining runtime25,sketch 2 16
+    python -m pvfs.bench.caching.diag mining runtime25,sketch 2 16
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any
 
 import trio
 
+from pvfs.bench.caching import study as cs
 from pvfs.cache import StreamPolicy
 from pvfs.gcache.config import gcache_config
 from pvfs.gcache.stack import CacheStack
-from pvfs.traces import cachestudy as cs
 from pvfs.traces.generators import generate
 from pvfs.traces.replay import cached as rc
 

@@ -1,6 +1,6 @@
 """Runs the thesis' workloads (ch. 4) with N synchronised client tasks and measures them.
 
-Shared by ``pvfs-admin study scheduling`` (clients as hosts of a ``pvfs.cli.netns`` network)
+Shared by ``pvfs-admin study scheduling`` (clients as hosts of a ``pvfs.cluster.netns`` network)
 and ``pvfs-admin calibrate`` (clients as local processes against the live file system). The
 task patterns are the trace generators' (``pvfs.traces.generators.thesis``): single block,
 strided (16 regions per request), random 16 and random 32 blocks per task. ``per_task`` is
@@ -111,7 +111,7 @@ class Run:
 
 
 class Runner:
-    """N worker processes (``pvfs.cli.study_worker``) and the runs they make.
+    """N worker processes (``pvfs.bench.scheduling.worker``) and the runs they make.
 
     Args:
         config_path: the file system's config.
@@ -128,7 +128,7 @@ class Runner:
         self.workers: list[subprocess.Popen] = []
         try:
             for k in range(nprocs):
-                argv = [sys.executable, "-m", "pvfs.cli.study_worker", config_path]
+                argv = [sys.executable, "-m", "pvfs.bench.scheduling.worker", config_path]
                 self.workers.append(subprocess.Popen(
                     wrap(k, argv) if wrap else argv, stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE, text=True, bufsize=1))

@@ -182,7 +182,7 @@ def _blocks(off: int, n: int) -> list[int]:
 def simulate(trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
              local_bytes: int, global_bytes: int, nodes: int,
              stream: list[tuple[int, int]] | None = None) -> dict[str, Any]:
-    """One policy (``setup``: a :class:`pvfs.traces.cachestudy.Setup`) over ``trace``; a row
+    """One policy (``setup``: a :class:`pvfs.bench.caching.study.Setup`) over ``trace``; a row
     like the measured study's (``time_s`` modelled). ``stream``, if given, receives every
     ``(file, block)`` the global cache looks up, in order."""
     g = _Global(global_bytes // BLOCK, setup.policy, setup.threshold) if setup.gcache else None

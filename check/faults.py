@@ -1,7 +1,7 @@
 """Fault steps: kill -9 a daemon of this host and start it again, between two steps.
 
 Only daemons this host runs from the config's ``run_dir`` (pidfiles written by
-``pvfs-admin up``, i.e. :mod:`pvfs.cli.launch`) are touched, and every daemon of the config
+``pvfs-admin up``, i.e. :mod:`pvfs.cluster.launch`) are touched, and every daemon of the config
 must be on this host: a checker never kills what it cannot restart itself.
 """
 
@@ -11,7 +11,7 @@ import os
 import signal
 import time
 
-from pvfs.cli.launch import daemons_of, up
+from pvfs.cluster.launch import daemons_of, up
 from pvfs.config import Config
 from pvfs.procs import pid_alive, read_pidfile
 

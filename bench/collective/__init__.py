@@ -1,0 +1,1 @@
+"""The collective-caching benchmark: the MPI program (``mpi``) and its driver (``drive``)."""
