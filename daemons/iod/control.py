@@ -3,9 +3,8 @@
 Stripe files' metadata (size, truncate, create, unlink, ...; each a worker-thread call, the
 trio thread makes no file system call), the scheduler and the reactive selector (``sched``,
 ``model_set``, the emulated disk), statistics, the coherence callbacks of ``coherence=sync``
-mounts, and metrics. ``ControlRequests`` is a mixin of :class:`~.server.IodServer`: it uses
-the server's ``index``, ``started``, ``storage``, ``engine``, ``selector``, ``stats``,
-``holders``, ``sizewatch``, ``conns``, ``mgr`` and ``metrics``.
+mounts, and metrics. ``ControlRequests`` is a part of :class:`~.server.IodServer`
+(``server.control``); the server's dispatch table names its methods ``control.op_*``.
 """
 
 from __future__ import annotations
@@ -13,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -21,10 +22,49 @@ from pvfs.config import ALGORITHMS
 
 from .dropcache import drop_page_cache
 
+if TYPE_CHECKING:
+    from pvfs import _native
+    from pvfs.metrics import Metrics
+
+    from ..holders import HolderDirectory
+    from .rs import ReactiveSelector
+    from .sizewatch import SizeWatch
+    from .stats import WorkloadStats
+    from .storage import PosixStorage
+
 log = logging.getLogger("pvfs.iod")
+
+__all__ = ["ControlRequests"]
 
 
 class ControlRequests:
+    """One handler per request that moves no bulk: ``op_<name>(fields) -> reply``.
+
+    Args:
+        index: the daemon's index in the config's ordered list.
+        started: when the daemon started (``time.time()``).
+        storage: the storage layer (stripe files' metadata, statfs, fsync, listing; the
+            emulated disk).
+        engine: the C engine (its algorithm, window and gather are set here).
+        selector: the reactive selector.
+        stats: the workload statistics.
+        holders: the holder directory of ``coherence=sync`` mounts.
+        sizewatch: the stripe files whose size the manager keeps.
+        metrics: the daemon's request and byte counters.
+        connections: how many client connections are attached to the engine now.
+        nfile: N_file of some inodes, from the manager (``IodServer.nfile``).
+    """
+
+    def __init__(self, *, index: int, started: float, storage: PosixStorage,
+                 engine: _native.Engine, selector: ReactiveSelector, stats: WorkloadStats,
+                 holders: HolderDirectory, sizewatch: SizeWatch, metrics: Metrics,
+                 connections: Callable[[], int],
+                 nfile: Callable[[list[int]], Awaitable[dict[int, int]]]) -> None:
+        self.index, self.started = index, started
+        self.storage, self.engine, self.selector = storage, engine, selector
+        self.stats, self.holders, self.sizewatch = stats, holders, sizewatch
+        self.metrics, self.connections, self.nfile = metrics, connections, nfile
+
     def op_ping(self, f: dict) -> dict:
         return {"version": __version__, "index": self.index, "uptime": time.time() - self.started}
 
@@ -33,7 +73,7 @@ class ControlRequests:
         return {"version": __version__, "index": self.index, "role": "iod",
                 "uptime": time.time() - self.started, "pid": os.getpid(),
                 "open_files": len(self.storage._fds), "queued_jobs": self.stats.in_service(),
-                "connections": len(self.conns), "scheduler": info.get("algorithm"),
+                "connections": self.connections(), "scheduler": info.get("algorithm"),
                 "size_watch": self.sizewatch.status(),
                 "engine": info}
 
@@ -141,17 +181,6 @@ class ControlRequests:
         inos = await trio.to_thread.run_sync(self.storage.inodes, f["after"], f["limit"])
         return {"inodes": inos}
 
-    async def nfile(self, inos: list[int]) -> dict[int, int]:
-        """N_file of each inode from the manager (0 where it cannot be asked)."""
-        out: dict[int, int] = {}
-        for ino in inos:
-            try:
-                reply = await self.mgr.call({"op": "nfile", "ino": ino, "cred": [0, 0, []]})
-                out[ino] = reply["nfile"]
-            except OSError:
-                out[ino] = 0
-        return out
-
     async def op_stats(self, f: dict) -> dict:
         snap = self.stats.snapshot(await self.nfile(list(self.stats.files)))
         snap["engine"] = self.engine.info()
@@ -178,7 +207,7 @@ class ControlRequests:
         return self.metrics.families({
             "pvfs_uptime_seconds": ("Seconds since the daemon started.",
                                     time.time() - self.started),
-            "pvfs_connections": ("Client connections attached to the engine.", len(self.conns)),
+            "pvfs_connections": ("Client connections attached to the engine.", self.connections()),
             "pvfs_jobs_in_service": ("Read and write jobs queued or running.",
                                      self.stats.in_service()),
             "pvfs_open_stripe_files": ("Stripe-file descriptors in the daemon's open-file cache.",

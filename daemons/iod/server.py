@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import operator
 import os
 import socket
 import time
@@ -75,37 +76,42 @@ class _Job:
         self.retry = retry
 
 
-class IodServer(ControlRequests):
-    """One I/O daemon: index ``index`` in the config's ordered list."""
+class IodServer:
+    """One I/O daemon: index ``index`` in the config's ordered list.
 
-    #: Every operation of ``IOD_SCHEMAS``: how it is served and the method that serves it.
+    Attributes:
+        control: the requests that move no bulk (:class:`~.control.ControlRequests`).
+    """
+
+    #: Every operation of ``IOD_SCHEMAS``: how it is served and the method that serves it
+    #: (``control.op_*``: a method of the ``control`` part).
     OPS: ClassVar[dict[str, tuple[str, str]]] = {
         "read": (STREAM, "start_read"),
         "write": (STREAM, "start_write"),
         "cb_register": (STREAM, "start_callbacks"),
-        "ping": (INLINE, "op_ping"),
-        "status": (INLINE, "op_status"),
-        "sched_get": (INLINE, "op_sched_get"),
-        "sched_set": (INLINE, "op_sched_set"),
-        "model_set": (INLINE, "op_model_set"),
-        "disk_drop": (TASK, "op_disk_drop"),  # waits for the model's write-back
-        "cb_hold": (INLINE, "op_cb_hold"),
-        "cb_status": (INLINE, "op_cb_status"),
-        "metrics": (INLINE, "op_metrics"),
-        "size": (TASK, "op_size"),
-        "sizes": (TASK, "op_sizes"),
-        "create": (TASK, "op_create"),
-        "precreate": (TASK, "op_precreate"),
-        "utime": (TASK, "op_utime"),
-        "truncate": (TASK, "op_truncate"),
-        "unlink": (TASK, "op_unlink"),
-        "unlinks": (TASK, "op_unlinks"),
-        "statfs": (TASK, "op_statfs"),
-        "fsync": (TASK, "op_fsync"),
-        "list": (TASK, "op_list"),
-        "stats": (TASK, "op_stats"),
-        "cb_invalidate": (TASK, "op_cb_invalidate"),
-        "drop_cache": (TASK, "op_drop_cache"),
+        "ping": (INLINE, "control.op_ping"),
+        "status": (INLINE, "control.op_status"),
+        "sched_get": (INLINE, "control.op_sched_get"),
+        "sched_set": (INLINE, "control.op_sched_set"),
+        "model_set": (INLINE, "control.op_model_set"),
+        "disk_drop": (TASK, "control.op_disk_drop"),  # waits for the model's write-back
+        "cb_hold": (INLINE, "control.op_cb_hold"),
+        "cb_status": (INLINE, "control.op_cb_status"),
+        "metrics": (INLINE, "control.op_metrics"),
+        "size": (TASK, "control.op_size"),
+        "sizes": (TASK, "control.op_sizes"),
+        "create": (TASK, "control.op_create"),
+        "precreate": (TASK, "control.op_precreate"),
+        "utime": (TASK, "control.op_utime"),
+        "truncate": (TASK, "control.op_truncate"),
+        "unlink": (TASK, "control.op_unlink"),
+        "unlinks": (TASK, "control.op_unlinks"),
+        "statfs": (TASK, "control.op_statfs"),
+        "fsync": (TASK, "control.op_fsync"),
+        "list": (TASK, "control.op_list"),
+        "stats": (TASK, "control.op_stats"),
+        "cb_invalidate": (TASK, "control.op_cb_invalidate"),
+        "drop_cache": (TASK, "control.op_drop_cache"),
     }
 
     def __init__(self, config: Config, index: int, storage: PosixStorage | None = None) -> None:
@@ -143,8 +149,14 @@ class IodServer(ControlRequests):
         self.jobs: dict[int, _Job] = {}
         self._ids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
+        self.control = ControlRequests(
+            index=index, started=self.started, storage=storage, engine=self.engine,
+            selector=self.selector, stats=self.stats, holders=self.holders,
+            sizewatch=self.sizewatch, metrics=self.metrics,
+            connections=lambda: len(self.conns), nfile=self.nfile)
         self.ops: dict[str, tuple[str, Callable]] = {
-            op: (kind, getattr(self, method)) for op, (kind, method) in self.OPS.items()}
+            op: (kind, operator.attrgetter(method)(self))
+            for op, (kind, method) in self.OPS.items()}
 
     # ------------------------------------------------------------------ lifecycle
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -169,7 +181,7 @@ class IodServer(ControlRequests):
 
                     await nursery.start(serve_metrics, self.endpoint.host,
                                         self.endpoint.metrics_port,
-                                        lambda: render(self.metrics_families()))
+                                        lambda: render(self.control.metrics_families()))
         finally:
             listener.close()
             self.mgr.close()
@@ -495,6 +507,17 @@ class IodServer(ControlRequests):
             self._nursery.start_soon(trio.to_thread.run_sync, os.close, fd)
 
     # ------------------------------------------------------------------ control calls
+    async def nfile(self, inos: list[int]) -> dict[int, int]:
+        """N_file of each inode from the manager (0 where it cannot be asked)."""
+        out: dict[int, int] = {}
+        for ino in inos:
+            try:
+                reply = await self.mgr.call({"op": "nfile", "ino": ino, "cred": [0, 0, []]})
+                out[ino] = reply["nfile"]
+            except OSError:
+                out[ino] = 0
+        return out
+
     def start_callbacks(self, cid: int, f: dict, bulk_len: int) -> None:
         """A callback connection leaves the engine for a trio task of its own."""
         sock = self.conns.pop(cid)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import inspect
 
+from pvfs.daemons.iod.control import ControlRequests
 from pvfs.daemons.iod.server import INLINE, STREAM, TASK, IodServer
 from pvfs.protocol.schema import IOD_SCHEMAS
+
+# The classes of the server's parts its dispatch table names (``control.op_ping``).
+IOD_PARTS = {"": IodServer, "control": ControlRequests}
 
 
 def test_iod_table_covers_the_schema_exactly() -> None:
@@ -14,7 +18,8 @@ def test_iod_table_covers_the_schema_exactly() -> None:
 
 def test_iod_handlers_match_their_kind() -> None:
     for op, (kind, name) in IodServer.OPS.items():
-        method = getattr(IodServer, name)
+        part, _, attr = name.rpartition(".")
+        method = getattr(IOD_PARTS[part], attr)
         params = list(inspect.signature(method).parameters)
         if kind == TASK:
             # may block on the disk or wait on other daemons: never on the trio thread itself
