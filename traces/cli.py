@@ -255,6 +255,12 @@ def add_subcommands(subparsers: Any) -> None:
     from pvfs.traces.importers import IMPORTERS
 
     formats = ["pvfs", *IMPORTERS]
+    _add_replay(subparsers, formats, NAMES)
+    _add_trace(subparsers, formats, NAMES)
+
+
+def _add_replay(subparsers: Any, formats: list[str], names: tuple[str, ...]) -> None:
+    """``replay``: a generated workload or a trace, on a target."""
     raw = argparse.RawDescriptionHelpFormatter
     rp = subparsers.add_parser(
         "replay", help="replay a workload or trace on a target and report service times",
@@ -262,8 +268,8 @@ def add_subcommands(subparsers: Any) -> None:
                     "on a target and print the thesis' three metrics, throughput and "
                     "latencies.", epilog=REPLAY_EXAMPLES, formatter_class=raw)
     src = rp.add_mutually_exclusive_group(required=True)
-    src.add_argument("--workload", choices=NAMES, metavar="NAME",
-                     help=f"generated workload: {', '.join(NAMES)}")
+    src.add_argument("--workload", choices=names, metavar="NAME",
+                     help=f"generated workload: {', '.join(names)}")
     src.add_argument("--trace", metavar="FILE", help="trace file (pvfs, MAMBO, Darshan, strace)")
     rp.add_argument("--param", action="append", metavar="K=V", help="generator parameter")
     rp.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
@@ -292,6 +298,10 @@ def add_subcommands(subparsers: Any) -> None:
                     help="with --plan: client cache stacks sharing the ranks (default 1)")
     rp.set_defaults(func=_guard(cmd_replay))
 
+
+def _add_trace(subparsers: Any, formats: list[str], names: tuple[str, ...]) -> None:
+    """``trace {show,stats,generate,import,list}``."""
+    raw = argparse.RawDescriptionHelpFormatter
     tp = subparsers.add_parser("trace", help="show, analyse, generate or import traces",
                                description="Work with trace files.", epilog=TRACE_EXAMPLES,
                                formatter_class=raw)
@@ -318,7 +328,7 @@ def add_subcommands(subparsers: Any) -> None:
     gp = tsub.add_parser("generate", help="write a generated workload's trace",
                          formatter_class=raw, epilog="example:\n  pvfs-admin trace generate "
                          "btio --procs 16 --param n=64 -o btio.mpk")
-    gp.add_argument("name", choices=NAMES, metavar="NAME", help=", ".join(NAMES))
+    gp.add_argument("name", choices=names, metavar="NAME", help=", ".join(names))
     gp.add_argument("-o", "--output", required=True, metavar="FILE",
                     help="output (.mpk/.msgpack: msgpack form, else text)")
     gp.add_argument("--procs", type=int, default=4)
