@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +72,28 @@ class Cluster:
         with self.connect() as fs:  # after listing: numbers reserved meanwhile are in it
             pooled = set(fs.meta("precreated")["inos"])
         return [p for p in found if int(p.name, 16) not in pooled]
+
+
+@contextmanager
+def schedulers_kept(config: str | Config) -> Iterator[None]:
+    """Every I/O daemon's scheduler as it was before the block (algorithm, window, gather, the
+    reactive selector's throttle and model), put back afterwards even if the block fails: a
+    module's tests share its cluster, and the next test must not run on what a failed one
+    set."""
+    import pvfs
+
+    with pvfs.connect(config) as fs:
+        saved = [fs.iod_call(i, "sched_get") for i in range(fs.config.niods)]
+    try:
+        yield
+    finally:
+        with pvfs.connect(config) as fs:
+            for i, s in enumerate(saved):
+                fs.iod_call(i, "sched_set", algorithm=s["engine"], window=s["window"],
+                            gather=s["gather"], decide=s["rs"]["decide_s"])
+                if s["algorithm"] != s["engine"]:  # "rs": the selector over the engine
+                    fs.iod_call(i, "sched_set", algorithm=s["algorithm"])
+                fs.iod_call(i, "model_set", params=s["rs"]["params"])
 
 
 def start_cluster(directory: Path, iods: int = 4, **overrides) -> Cluster:

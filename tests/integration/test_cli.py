@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import schedulers_kept
 
 from pvfs.cluster import launch
 from pvfs.config import GATHER_S, load
@@ -219,7 +220,14 @@ def test_setstripe_and_getstripe(cfg):
 
 
 # ---------------------------------------------------------------------- administration
-def test_sched_show_and_set(cfg):
+@pytest.fixture
+def kept_schedulers(cfg):
+    """The module's daemons get back their schedulers after the test, even if it fails."""
+    with schedulers_kept(cfg):
+        yield
+
+
+def test_sched_show_and_set(cfg, kept_schedulers):
     rows = js(cfg, "sched", "show")
     assert [r["iod"] for r in rows] == [0, 1, 2, 3]
     rows = js(cfg, "sched", "set", "opt3", "--iod", "2", "--window", "64M")

@@ -7,6 +7,7 @@ import random
 import threading
 
 import pytest
+from conftest import schedulers_kept
 
 from pvfs import Stripe
 
@@ -18,8 +19,15 @@ def set_algorithm(fs, algo: str) -> None:
         assert fs.iod_call(i, "sched_set", algorithm=algo)["algorithm"] == algo
 
 
+@pytest.fixture
+def kept_schedulers(pvfs_cluster):
+    """What a test sets on the module's shared daemons is undone, even when the test fails."""
+    with schedulers_kept(pvfs_cluster.config_path):
+        yield
+
+
 @pytest.mark.parametrize("algo", ALGOS)
-def test_algorithm_serves_mixed_concurrent_jobs(pvfs_cluster, algo):
+def test_algorithm_serves_mixed_concurrent_jobs(pvfs_cluster, kept_schedulers, algo):
     with pvfs_cluster.connect() as fs:
         set_algorithm(fs, algo)
         path = f"/sched-{algo}"
@@ -77,7 +85,6 @@ def test_algorithm_serves_mixed_concurrent_jobs(pvfs_cluster, algo):
         assert all(f["N_req_o"] == 0 for f in per_file)  # nothing in service any more
         assert all(s["engine"]["algorithm"] == algo for s in stats)
         fs.unlink(path)
-        set_algorithm(fs, "opt1")
 
 
 def test_in_service_statistics_and_nfile(pvfs_cluster):
