@@ -355,20 +355,28 @@ class _OneRank:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract UNIX sockets")
 def test_bells_wake_a_waiter_only_when_rung(monkeypatch):
     pytest.importorskip("mpi4py")
-    import time
+    import select
 
     from pvfs.collective._wait import Bells
 
+    real_select, waits = select.select, []
+
+    def spy(r, w, x, timeout):
+        ready = real_select(r, w, x, timeout)
+        waits.append((timeout, bool(ready[0])))
+        return ready
+
+    monkeypatch.setattr(select, "select", spy)
     bells = Bells(_OneRank())
     try:
         assert bells.enabled
         service, caller = bells.waiter("service"), bells.waiter("caller")
-        t0 = time.monotonic()
-        assert service(0.02) is False and time.monotonic() - t0 >= 0.015  # nobody rang
+        # nobody rang: the waiter slept in the kernel for its whole timeout, and timed out
+        assert service(0.02) is False and waits == [(0.02, False)]
         bells.ring("service", 0)
         bells.ring("service", 0)
-        t0 = time.monotonic()
-        assert service(5.0) is True and time.monotonic() - t0 < 1.0
+        # rung: woken by the ring (readable), not by the end of the 5 s timeout
+        assert service(5.0) is True and waits[-1] == (5.0, True) and bells.rings == 2
         assert service(0.01) is False  # both rings were drained by the one wake
         assert caller(0.01) is False  # a ring wakes only its kind
     finally:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 
 import pytest
 from test_native_engine import FILE, WRITE, acc, wait_done
@@ -147,7 +146,9 @@ def test_dirty_parameters_are_checked():
 
 def test_engine_write_does_not_wait_for_a_slow_disk(tmp_path):
     """1 MiB written through an engine whose disk writes 100 KB/s (10 s to write it through):
-    the job ends at once, the bytes are in the file, the model holds them dirty."""
+    the job is done with no disk time charged to it (a job waits only for what the model
+    charges: no access, no busy time, nothing written back), the bytes are in the file, the
+    model holds them dirty."""
     path = tmp_path / "stripe"
     path.write_bytes(b"")
     fd = os.open(path, os.O_RDWR)
@@ -156,36 +157,59 @@ def test_engine_write_does_not_wait_for_a_slow_disk(tmp_path):
     payload = os.urandom(1 << 20)
     srv, cli = socket.socketpair()
     try:
-        t = time.monotonic()
         eng.submit(1, srv.fileno(), fd, WRITE, acc((FILE, 0, len(payload))), inode=4)
         cli.sendall(payload)
         assert wait_done(eng, 1, timeout=30)[1][1:3] == (0, len(payload))
-        assert time.monotonic() - t < 5.0
     finally:
         eng.close()
         srv.close()
         cli.close()
         os.close(fd)
     assert path.read_bytes() == payload
-    assert d.info()["dirty_bytes"] == 1 << 20 and d.info()["write_bytes"] == 0
+    info = d.info()
+    assert info["dirty_bytes"] == 1 << 20 and info["write_bytes"] == 0
+    assert info["accesses"] == 0 and info["busy_s"] == 0.0
 
 
-def test_an_emulated_daemons_fsync_waits_for_the_models_write_back(tmp_path):
+class _Clocked:
+    """A storage's model on the test's clock: ``sync`` at ``now[0]``."""
+
+    def __init__(self, disk: nat.Disk, now: list[float]) -> None:
+        self.disk, self.now = disk, now
+
+    def sync(self, ino: int) -> float:
+        return self.disk.sync(ino, now=self.now[0])
+
+    def __getattr__(self, name: str):
+        return getattr(self.disk, name)
+
+
+def test_an_emulated_daemons_fsync_waits_for_the_models_write_back(tmp_path, monkeypatch):
     """EmulatedStorage.fsync (the iod's fsync and fdatasync): the real fsync, then a wait
-    until the model has written the file's dirty pages (0.5 s at 64 KiB/s here); a file with
-    nothing dirty returns at once. The model's clock is time.monotonic()."""
+    until the model has written the file's dirty pages (32 KiB at 64 KB/s: 0.512 s here); a
+    file with nothing dirty does not wait. The model's clock is time.monotonic(): here a
+    frozen one that only the storage's sleeps move on."""
+    from pvfs.daemons.iod import storage
     from pvfs.daemons.iod.storage import open_storage
 
+    now, sleeps = [1000.0], []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr(storage.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(storage.time, "sleep", sleep)
     st = open_storage("emulated", str(tmp_path), preset(
         "ide-2000", write_bps=64e3, seek_min=0.0, seek_max=1e-6, rotation=0.0))
+    st.disk = _Clocked(st.disk, now)
     try:
         st.create(5)
-        st.disk.access(5, 0, 32 << 10, write=True, now=time.monotonic())
-        t = time.monotonic()
+        st.disk.access(5, 0, 32 << 10, write=True, now=now[0])
         st.fsync(5, data_only=True)
-        assert time.monotonic() - t >= 0.45
-        t = time.monotonic()
+        assert sleeps == [pytest.approx((32 << 10) / 64e3, abs=1e-5)]
+        assert st.disk.info()["dirty_bytes"] == 0 and st.disk.info()["write_bytes"] == 32 << 10
         st.fsync(5, data_only=False)
-        assert time.monotonic() - t < 0.4
+        assert len(sleeps) == 1  # nothing dirty, nothing on its way: no wait
     finally:
         st.close()
