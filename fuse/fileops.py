@@ -1,37 +1,94 @@
-"""The mount's handlers of open files: open, create, read, write, flush, fsync, release.
+"""The mount's side of open files: open, create, read, write, flush, fsync, release.
 
-Reads and writes go through the node's block cache (``self.cache``: ``pvfs.cache``), which
-fetches from and writes back to the I/O daemons or the global caches; ``coherence=sync``
-holds and invalidates other nodes' copies around a sync write. ``keep_cache`` is decided at
-open from the file's (size, mtime) at the manager (``_file_info``).
+Reads and writes go through the node's block cache (``pvfs.cache``), which fetches from and
+writes back to the I/O daemons or the global caches; ``coherence=sync`` holds and invalidates
+other nodes' copies around a sync write. ``keep_cache`` is decided at open from the file's
+(size, mtime) at the manager (``_file_info``). A file whose last name goes while it is open
+here keeps what the caches hold of it until its last close (``removing``, ``removed``).
 
-``FileOperations`` is a mixin of :class:`~.operations.Operations`: it uses its ``client``,
-``cache``, ``gbackend``, ``coherence``, ``table``, ``dirattrs``, ``opts``, ``counters``,
-``cred``, ``entry``, ``_learn``, ``_named``, ``_stripe_of``, ``_known_size`` and, for a file
-removed while open, ``_removed_open``, ``_removing`` and ``_removed``.
+``FileOperations`` is a part of :class:`~.operations.Operations` (``ops.files``): the pyfuse3
+handlers there take the request's credentials and call these methods, and their ``guard``
+turns what these raise into an errno.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import stat
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import TYPE_CHECKING
 
-from pyfuse3 import EntryAttributes, FileInfo, RequestContext
+from pyfuse3 import EntryAttributes, FileInfo
 
-from .guard import guard
+from pvfs.layout.stripe import Stripe
+from pvfs.protocol.cred import Cred
+
+from .handles import HandleTable
+
+if TYPE_CHECKING:
+    from pvfs.cache import BlockCache
+    from pvfs.client.aclient import AsyncClient
+    from pvfs.gcache.backend import GcacheBackend
+
+    from .cachewire import Coherence
+    from .options import MountOptions
 
 log = logging.getLogger("pvfs.fuse")
 
+__all__ = ["FileOperations"]
+
 
 class FileOperations:
-    def _global_truncation(self, ino: int, size: int) -> AbstractAsyncContextManager:
+    """The handlers of open files, without the kernel's request context.
+
+    Args:
+        client: the mount's client (``open``, ``getattr``, ``fsync``, ``close_file``).
+        table: the open-file table, shared with the name space.
+        cache: the node's block cache.
+        opts: the mount options (``direct_io``, ``writeback_cache``,
+            ``testing_lose_close_writes``).
+        counters: the mount's counters, shared (``opens``, ``fuse_writes``,
+            ``reopen_invalidations``).
+        gbackend: the global caches' backend (``flush``, ``truncate``, ``truncation``,
+            ``forget``), or None.
+        coherence: the ``coherence=sync`` side (``hold``, ``invalidate``), or None.
+        learn: take a file's attributes from a reply into ``table``; returns them.
+        entry: the kernel's entry of a reply's attributes (learning them too).
+        stripe_of: a file's layout, asked of the manager when not yet known.
+        kernel_invalidate: drop the kernel's attributes (``attr_only``) or also its pages
+            of an inode.
+
+    Attributes:
+        removed_open: files whose last name went while this mount held them open: at their
+            last close the global cache's copy is written back before the manager removes
+            them, then dropped.
+    """
+
+    def __init__(self, *, client: AsyncClient, table: HandleTable, cache: BlockCache,
+                 opts: MountOptions, counters: dict[str, int], gbackend: GcacheBackend | None,
+                 coherence: Coherence | None, learn: Callable[[dict], dict],
+                 entry: Callable[[dict], EntryAttributes],
+                 stripe_of: Callable[[int], Awaitable[Stripe]],
+                 kernel_invalidate: Callable[..., Awaitable[None]]) -> None:
+        self.client, self.table, self.cache, self.opts = client, table, cache, opts
+        self.counters, self.gbackend, self.coherence = counters, gbackend, coherence
+        self._learn, self._entry = learn, entry
+        self._stripe_of, self._kernel_invalidate = stripe_of, kernel_invalidate
+        self.removed_open: set[int] = set()
+
+    def global_truncation(self, ino: int, size: int) -> AbstractAsyncContextManager:
         """The global cache's side of a truncation of the servers (nothing without one):
         see ``GcacheBackend.truncation``."""
         if self.gbackend is None:
             return nullcontext()
         return self.gbackend.truncation(ino, size)
+
+    async def _known_size(self, ino: int) -> int:
+        info = self.table.info(ino)
+        if info.size_stale:
+            self._learn(await self.client.getattr(ino))
+        return max(info.size, self.cache.size_hint(ino))
 
     async def _file_info(self, fh: int, ino: int, a: dict) -> FileInfo:
         """Decide keep_cache: the kernel and local caches survive a reopen only if the file's
@@ -54,12 +111,10 @@ class FileOperations:
             self.table.get(fh).sync or info.sync))
         return FileInfo(fh=fh, direct_io=direct, keep_cache=keep and not direct)
 
-    @guard
-    async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
-        cred = self.cred(ctx)
+    async def open(self, inode: int, flags: int, cred: Cred) -> FileInfo:
         if flags & os.O_TRUNC and flags & os.O_ACCMODE:
             # the manager truncates the servers inside open; a refused open cuts nothing
-            async with self.cache.truncation(inode, 0), self._global_truncation(inode, 0):
+            async with self.cache.truncation(inode, 0), self.global_truncation(inode, 0):
                 a = self._learn(await self.client.open(inode, flags, cred))
             self.table.info(inode).wrote = True
         else:
@@ -68,17 +123,9 @@ class FileOperations:
         self.counters["opens"] += 1
         return await self._file_info(h.fh, inode, a)
 
-    @guard
-    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
-                     ctx: RequestContext) -> tuple[FileInfo, EntryAttributes]:
-        cred = self.cred(ctx)
-        n = os.fsdecode(name)
-        gen = self.probed.gen
-        a = self._named(parent_inode, n, await self.client.create(
-            parent_inode, n, stat.S_IMODE(mode), cred, exclusive=bool(flags & os.O_EXCL),
-            flags=flags | os.O_CREAT))
-        self.probed.learn(a, gen)
-        self.dirattrs.learn(parent_inode, a)
+    async def create(self, a: dict, flags: int, cred: Cred) -> tuple[FileInfo, EntryAttributes]:
+        """Open the file the manager's create answered ``a`` for (made, or found without
+        ``O_EXCL``)."""
         if a.get("created", True):
             self.cache.forget(a["ino"])  # a new inode: nothing cached for it can be valid
         elif flags & os.O_TRUNC and flags & os.O_ACCMODE:
@@ -87,18 +134,16 @@ class FileOperations:
             await self.cache.truncate(a["ino"], 0)
             if self.gbackend is not None:
                 await self.gbackend.truncate(a["ino"], 0)
-        e = self.entry(a)
+        e = self._entry(a)
         h = self.table.open(a["ino"], flags, cred)
         self.counters["opens"] += 1
         return await self._file_info(h.fh, a["ino"], a), e
 
-    @guard
     async def read(self, fh: int, off: int, size: int) -> bytes:
         h = self.table.get(fh)
         known = await self._known_size(h.ino)
         return await self.cache.read(h.ino, off, size, file_size=known)
 
-    @guard
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         self.counters["fuse_writes"] += 1  # write requests from the kernel (not write(2) calls)
         h = self.table.get(fh)
@@ -119,7 +164,6 @@ class FileOperations:
             await self.coherence.invalidate(h.ino, await self._stripe_of(h.ino), off, len(buf))
         return n
 
-    @guard
     async def flush(self, fh: int) -> None:
         ino = self.table.get(fh).ino
         if self.opts.testing_lose_close_writes:  # a broken client, on purpose (options.py)
@@ -127,7 +171,6 @@ class FileOperations:
             return
         await self.cache.flush(ino)
 
-    @guard
     async def fsync(self, fh: int, datasync: bool) -> None:
         h = self.table.get(fh)
         await self.cache.flush(h.ino)
@@ -135,17 +178,38 @@ class FileOperations:
             await self.gbackend.flush(h.ino)  # the global cache's write-back, then the disks
         await self.client.fsync(h.ino, await self._stripe_of(h.ino), data_only=datasync)
 
-    @guard
     async def release(self, fh: int) -> None:
         h = self.table.close(fh)
-        removed = h.ino in self._removed_open and not self.table.is_open(h.ino)
+        removed = h.ino in self.removed_open and not self.table.is_open(h.ino)
         try:
             await self.cache.flush(h.ino)
             if removed:  # the manager removes it at this close: write back first
-                await self._removing(h.ino)
+                await self.removing(h.ino)
         except OSError as exc:
             log.warning("write-back of inode %d at close: %s", h.ino, exc)
         finally:
             await self.client.close_file(h.ino, h.cred)
         if removed:
-            await self._removed(h.ino)
+            await self.removed(h.ino)
+
+    # ------------------------------------------------------------------ removal
+    async def removing(self, ino: int) -> None:
+        """The last name of file ``ino`` is about to go. Unless it is open here, the manager
+        removes its stripe files at once: the global cache's write-back of what this mount
+        wrote must come first, or it lands on the I/O daemons after the removal and makes
+        the stripe files again (orphans ``fsck`` found after pjdfstest with global caches)."""
+        if self.gbackend is not None and not self.table.is_open(ino):
+            await self.gbackend.flush(ino)
+
+    async def removed(self, ino: int) -> None:
+        """The last name of file ``ino`` is gone: drop what the caches hold of it, or, while
+        it is open here, do so at its last close (``release``)."""
+        if self.table.is_open(ino):
+            if self.gbackend is not None:
+                self.removed_open.add(ino)
+            return
+        self.removed_open.discard(ino)
+        self.cache.forget(ino)
+        self.table.inodes.pop(ino, None)
+        if self.gbackend is not None:
+            await self.gbackend.forget(ino)

@@ -1,8 +1,8 @@
 """The pyfuse3 ``Operations`` of a pvfs mount: every handler of the name space and the data path.
 
 Errors: every handler is wrapped in ``guard.guard``, which turns what it raises into an errno.
-The handlers of open files (open, create, read, write, flush, fsync, release) are in
-``fileops.py``.
+The handlers of open files (open, create, read, write, flush, fsync, release) take the
+request's credentials here and delegate to the ``files`` part (``fileops.py``).
 
 Credentials come from the request context: uid/gid, and the caller's supplementary groups
 read from ``/proc/<pid>/status`` (cached per pid for a second).
@@ -19,7 +19,7 @@ from typing import Any
 
 import pyfuse3
 import trio
-from pyfuse3 import EntryAttributes, FUSEError, RequestContext
+from pyfuse3 import EntryAttributes, FileInfo, FUSEError, RequestContext
 
 from pvfs.cache import BlockCache, StreamPolicy, WritebackPolicy
 from pvfs.client.aclient import AsyncClient
@@ -66,8 +66,12 @@ def _last_name_of_file(a: dict | None) -> int | None:
     return None
 
 
-class Operations(FileOperations, pyfuse3.Operations):
-    """All handlers; one instance per mount."""
+class Operations(pyfuse3.Operations):
+    """All handlers; one instance per mount.
+
+    Attributes:
+        files: the side of open files (:class:`~.fileops.FileOperations`).
+    """
 
     supports_dot_lookup = True
     enable_writeback_cache = False
@@ -97,6 +101,11 @@ class Operations(FileOperations, pyfuse3.Operations):
         self.counters = dict.fromkeys(("backend_errors", "internal_errors", "opens",
                                        "kernel_invalidations", "reopen_invalidations",
                                        "capability_hits", "fuse_writes"), 0)
+        self.files = FileOperations(
+            client=client, table=self.table, cache=self.cache, opts=options,
+            counters=self.counters, gbackend=self.gbackend, coherence=self.coherence,
+            learn=self._learn, entry=self.entry, stripe_of=self._stripe_of,
+            kernel_invalidate=self._kernel_invalidate)
         self.controls = Controls(self.cache, self.table, vars(options), self._extra_stats)
         self._groups: dict[int, tuple[float, tuple[int, ...]]] = {}
         self.probed = ProbedCache(options.attr_timeout, self.counters)
@@ -110,14 +119,11 @@ class Operations(FileOperations, pyfuse3.Operations):
         # unlinks it, so unlink learns which inode's cache to drop without asking the
         # manager (a lookup there costs a manager and an I/O daemon round trip per file).
         self._names: dict[tuple[int, str], int] = {}
-        # Files whose last name went while this mount held them open: at their last close
-        # the global cache's copy is written back before the manager removes them, then
-        # dropped (``_removed``).
-        self._removed_open: set[int] = set()
         self.kernel_ready = False  # invalidate_inode only once the session runs
         # Read by pyfuse3.init: the kernel keeps written pages and writes them back itself
         # (flush/fsync/memory pressure). Handles whose writes must reach the I/O daemons at
-        # once (O_SYNC/O_DSYNC, user.pvfs.sync=1) are opened direct_io instead (_file_info).
+        # once (O_SYNC/O_DSYNC, user.pvfs.sync=1) are opened direct_io instead
+        # (``FileOperations._file_info``).
         self.enable_writeback_cache = options.writeback_cache
 
     # ------------------------------------------------------------------ helpers
@@ -212,12 +218,6 @@ class Operations(FileOperations, pyfuse3.Operations):
             if exc.errno != errno.ENOENT:
                 log.info("invalidate_inode(%d): %s", ino, exc)
 
-    async def _known_size(self, ino: int) -> int:
-        info = self.table.info(ino)
-        if info.size_stale:
-            self._learn(await self.client.getattr(ino))
-        return max(info.size, self.cache.size_hint(ino))
-
     # ------------------------------------------------------------------ name space
     @guard
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
@@ -271,7 +271,7 @@ class Operations(FileOperations, pyfuse3.Operations):
             info.wrote = True
             # the cache is cut only once the servers are: see BlockCache.truncation
             async with self.cache.truncation(inode, attr.st_size), \
-                    self._global_truncation(inode, attr.st_size):
+                    self.files.global_truncation(inode, attr.st_size):
                 a = await self.client.setattr(inode, cred, **kw)
             return self.entry(a)
         a = await self.client.setattr(inode, cred, **kw)
@@ -321,31 +321,10 @@ class Operations(FileOperations, pyfuse3.Operations):
             a = None
         last = _last_name_of_file(a)
         if last is not None:
-            await self._removing(last)
+            await self.files.removing(last)
         self.dirattrs.learn(parent_inode, await self.client.unlink(parent_inode, n, cred))
         if last is not None:
-            await self._removed(last)
-
-    async def _removing(self, ino: int) -> None:
-        """The last name of file ``ino`` is about to go. Unless it is open here, the manager
-        removes its stripe files at once: the global cache's write-back of what this mount
-        wrote must come first, or it lands on the I/O daemons after the removal and makes
-        the stripe files again (orphans ``fsck`` found after pjdfstest with global caches)."""
-        if self.gbackend is not None and not self.table.is_open(ino):
-            await self.gbackend.flush(ino)
-
-    async def _removed(self, ino: int) -> None:
-        """The last name of file ``ino`` is gone: drop what the caches hold of it, or, while
-        it is open here, do so at its last close (``release``)."""
-        if self.table.is_open(ino):
-            if self.gbackend is not None:
-                self._removed_open.add(ino)
-            return
-        self._removed_open.discard(ino)
-        self.cache.forget(ino)
-        self.table.inodes.pop(ino, None)
-        if self.gbackend is not None:
-            await self.gbackend.forget(ino)
+            await self.files.removed(last)
 
     @guard
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -373,10 +352,10 @@ class Operations(FileOperations, pyfuse3.Operations):
             except OSError:
                 last = None
             if last is not None:
-                await self._removing(last)
+                await self.files.removing(last)
         await self.client.rename(old[0], old[1], new[0], new[1], self.cred(ctx), flags)
         if last is not None and last != moved:
-            await self._removed(last)
+            await self.files.removed(last)
         if moved is not None:
             self._names[new] = moved
         if replaced is not None and flags & 2:  # RENAME_EXCHANGE
@@ -467,6 +446,44 @@ class Operations(FileOperations, pyfuse3.Operations):
                 info = self.table.inodes.get(ino)
                 if info is not None and not info.sync and info.stamp is None:
                     self.table.inodes.pop(ino, None)
+
+    # ------------------------------------------------------------------ open files
+    @guard
+    async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
+        return await self.files.open(inode, flags, self.cred(ctx))
+
+    @guard
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
+                     ctx: RequestContext) -> tuple[FileInfo, EntryAttributes]:
+        cred = self.cred(ctx)
+        n = _name(name)
+        gen = self.probed.gen
+        a = self._named(parent_inode, n, await self.client.create(
+            parent_inode, n, stat.S_IMODE(mode), cred, exclusive=bool(flags & os.O_EXCL),
+            flags=flags | os.O_CREAT))
+        self.probed.learn(a, gen)
+        self.dirattrs.learn(parent_inode, a)
+        return await self.files.create(a, flags, cred)
+
+    @guard
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return await self.files.read(fh, off, size)
+
+    @guard
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        return await self.files.write(fh, off, buf)
+
+    @guard
+    async def flush(self, fh: int) -> None:
+        await self.files.flush(fh)
+
+    @guard
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        await self.files.fsync(fh, datasync)
+
+    @guard
+    async def release(self, fh: int) -> None:
+        await self.files.release(fh)
 
     # ------------------------------------------------------------------ xattrs
     @guard
