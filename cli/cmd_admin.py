@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import errno
 
+from pvfs import schedulers
 from pvfs.cli.common import (
     PROG,
     add_command,
@@ -31,20 +32,21 @@ from pvfs.cli.common import (
 )
 from pvfs.cli.output import CliError, emit, human_duration, human_size, note, table
 from pvfs.client.fs import FileSystem
-from pvfs.config import ALGORITHMS, Config
+from pvfs.config import Config
 from pvfs.layout.stripe import Stripe
 
 PAGE = 4096
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    algorithms = schedulers.describe(",\n  ")
     sched = add_command(sub, "sched", help="show or change the I/O daemons' scheduling algorithm",
                         func=lambda a: _usage(sched), example=f"""\
 {PROG} sched show
 {PROG} sched set opt3 --window 512M        # every I/O daemon
 {PROG} sched set opt2 --iod 1""", description="Show or change the I/O scheduler of the I/O "
-                    "daemons at run time (thesis §4.2):\n  opt1 network-oriented, opt2 CSCAN, "
-                    "opt3 window scan, opt4 SSTF/disk-directed.\nA change lasts until the "
+                    "daemons at run time (thesis §4.2, ch. 5):\n  "
+                    f"{algorithms}.\nA change lasts until the "
                     "daemon restarts; [scheduler] in the config sets the start value.")
     ssub = sched.add_subparsers(title="actions", metavar="ACTION")
     q = add_command(ssub, "show", help="each I/O daemon's algorithm and window",
@@ -52,8 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--iod", type=int, metavar="N", help="only I/O daemon N")
     q = add_command(ssub, "set", help="set the algorithm (and opt3 window) of I/O daemons",
                     func=cmd_sched_set, example=f"{PROG} sched set opt3 --iod 0 --window 256M")
-    q.add_argument("algorithm", choices=ALGORITHMS, metavar="ALGO",
-                   help=f"one of {', '.join(ALGORITHMS)}")
+    q.add_argument("algorithm", choices=schedulers.ALGORITHMS, metavar="ALGO",
+                   help=f"one of {', '.join(schedulers.ALGORITHMS)}")
     q.add_argument("--iod", type=int, metavar="N", help="only I/O daemon N (default: all)")
     q.add_argument("--window", type=size_arg, metavar="BYTES",
                    help="opt3 window, e.g. 256M (default: unchanged)")

@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from pvfs import schedulers
 from pvfs.cli.common import PROG, add_command, load_config, mount_available, size_arg
 from pvfs.cli.output import CliError, emit, human_duration, human_size, note, table
 from pvfs.config import Config, Endpoint
@@ -53,8 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="default number of I/O daemons per file (default: -1 = all)")
     p.add_argument("--port", type=int, default=None, metavar="PORT",
                    help="first TCP port (default: free ports now; 7400 with --hosts)")
-    p.add_argument("--algorithm", choices=("opt1", "opt2", "opt3", "opt4"), default="opt1",
-                   help="I/O scheduler the daemons start with (default: opt1)")
+    p.add_argument("--algorithm", choices=schedulers.ALGORITHMS, default=schedulers.DEFAULT,
+                   help=f"I/O scheduler the daemons start with (default: {schedulers.DEFAULT})")
     p.add_argument("--gcaches", type=int, default=0, metavar="N",
                    help="global cache daemons (files spread over them by inode; default: 0)")
     p.add_argument("--gcache-size", type=size_arg, default=64 << 20, metavar="BYTES",

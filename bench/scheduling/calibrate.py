@@ -17,6 +17,8 @@ import dataclasses
 import sys
 from collections.abc import Callable
 
+from pvfs import schedulers
+
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
@@ -91,7 +93,7 @@ def calibrate(runner, nprocs: int, quick: bool, max_size: int,
             run(wl, 2 << 20, False, "opt2")
     for wl in WORKLOADS:
         for cached in (False, True):
-            for alg in ("opt1", "opt2", "opt3", "opt4"):
+            for alg in schedulers.FIXED:
                 if not any(o.workload == wl and o.cached == cached and o.algorithm == alg
                            and s_of(o) == mid_size for o in obs):
                     run(wl, mid_size, cached, alg)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pvfs import schedulers
+from pvfs.bench.scheduling.runner import HINTED, WORKLOADS
+
 METRICS = (("app_service_s", "application service time (s)"),
            ("mean_task_service_s", "mean task service time (s)"),
            ("variance", "task service time variance (s²)"))
-ALGS = ("opt1", "opt2", "opt3", "opt4", "rs", "rs+hint")
-WORKLOADS = ("single-block", "strided", "random16", "random32")
+ALGS = (*schedulers.ALGORITHMS, HINTED)
 
 
 def plot_study(doc: dict, out_dir: str) -> list[str]:

@@ -22,7 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ALGOS = ("opt1", "opt2", "opt3", "opt4")
+from pvfs import schedulers
+
+ALGOS = schedulers.FIXED  # the fixed settings of every cell; rs runs beside them
 QUICK_SIZES = (64 << 10, 1 << 20)
 #: ``--cache``: the cache columns run (uncached, cached), e.g. to rerun single cells.
 CACHES = {"both": (False, True), "uncached": (False,), "cached": (True,)}

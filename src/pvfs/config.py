@@ -48,13 +48,13 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pvfs import _native
+from pvfs import schedulers
 from pvfs.layout.stripe import Stripe
 
-# The engine's policies are named once, in C (csrc/sched.c); rs is the reactive selector
-# (pvfs.models.rs, daemons/iod/rs.py) that switches among them.
-FIXED_ALGORITHMS: tuple[str, ...] = tuple(_native.ALGORITHMS)
-ALGORITHMS: tuple[str, ...] = (*FIXED_ALGORITHMS, "rs")
+# The scheduling algorithms are named in pvfs.schedulers (the engine's policies of
+# csrc/sched.c and the reactive selector rs); re-exported for the config's readers.
+FIXED_ALGORITHMS: tuple[str, ...] = schedulers.FIXED
+ALGORITHMS: tuple[str, ...] = schedulers.ALGORITHMS
 ENV_CONFIG = "PVFS_CONFIG"
 # opt4 waits this long at the start of a busy period for the other requests of a collective
 # (csrc/sched.c, opt4_peek; docs/scheduling.md).
@@ -86,7 +86,7 @@ class Config:
     stripe: Stripe = field(default_factory=Stripe)
     connect_timeout: float = 5.0
     request_timeout: float = 10.0
-    algorithm: str = "opt1"
+    algorithm: str = schedulers.DEFAULT
     window: int = 256 << 20
     gather: float = GATHER_S  # [scheduler] gather: opt4's wait for a collective's requests
     precreate: int = 256  # [manager] precreate: the pool's batch (0: off)
@@ -185,7 +185,7 @@ def parse(data: dict, path: str = "") -> Config:
         raise ConfigError(f"[stripe]: {exc}") from None
     to = data.get("timeouts", {})
     sched = data.get("scheduler", {})
-    algorithm = sched.get("algorithm", "opt1")
+    algorithm = sched.get("algorithm", schedulers.DEFAULT)
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"[scheduler].algorithm must be one of {', '.join(ALGORITHMS)}")
     run_dir = fs.get("run_dir") or str(Path(manager.data_dir).parent / "run")

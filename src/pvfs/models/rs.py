@@ -50,7 +50,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
-ALGORITHMS = ("opt1", "opt2", "opt3", "opt4")
+from pvfs import schedulers
+
+#: The fixed algorithms the selector chooses among (the engine's, pvfs.schedulers).
+ALGORITHMS = schedulers.FIXED
 CLASSES = ("ideal", "sparse", "disjoint")
 # Table 5.3, columns uncached ideal/sparse/disjoint, then cached ideal/sparse/disjoint.
 TABLE_5_3: dict[str, tuple[float, ...]] = {
