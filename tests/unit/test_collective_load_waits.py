@@ -129,14 +129,30 @@ class _FakeData:
         pass
 
 
+@pytest.fixture
+def clock(monkeypatch):
+    """The page cache's clock (``time.monotonic`` in pvfs.collective._cache), frozen: only
+    the fake files' reads move it on, so the load and read-around times it measures are
+    exactly the fake disk's."""
+    from pvfs.collective import _cache
+
+    now = [100.0]
+    monkeypatch.setattr(_cache.time, "monotonic", lambda: now[0])
+    return now
+
+
 class _SlowFile:
     reads = 0
 
-    def preadinto(self, buf, offset):
-        import time
+    def __init__(self, clock: list[float]) -> None:
+        self.clock = clock
 
+    def took(self, offset: int) -> float:
+        return 0.02  # a slow disk
+
+    def preadinto(self, buf, offset):
         self.reads += 1
-        time.sleep(0.02)  # a slow disk
+        self.clock[0] += self.took(offset)
         buf[:] = bytes(len(buf))
         return len(buf)
 
@@ -149,14 +165,14 @@ def _page_cache(file, locks):
                      size_at_open=1 << 20, atomic=False)
 
 
-def test_page_cache_waits_for_loads_as_long_as_its_own_loads_take():
+def test_page_cache_waits_for_loads_as_long_as_its_own_loads_take(clock):
     locks = _FakeLocks()
-    cache = _page_cache(_SlowFile(), locks)
+    cache = _page_cache(_SlowFile(clock), locks)
     cache.load_times = LoadTimes(floor=3e-4, cap=0.5)
     cache.read([(0, 128)])  # loads pages 0-1 in one 20 ms read
     cache.read([(256, 64)])
     assert locks.arounds[0] == pytest.approx(3e-4)  # nothing measured yet
-    assert 0.04 <= locks.arounds[1] < 0.5  # twice the 20 ms load
+    assert locks.arounds[1] == pytest.approx(0.04)  # twice the 20 ms load
     cache.write([(512, 64)], memoryview(bytes(64)))
     assert locks.arounds[2] is False  # writes never read around
 
@@ -189,26 +205,21 @@ class _AroundLocks(_FakeLocks):
 
 
 class _FastFile(_SlowFile):
-    def preadinto(self, buf, offset):
-        import time
-
-        self.reads += 1
-        time.sleep(0.02 if offset >= 64 else 0.001)  # page 0: a cheap server-cache hit
-        buf[:] = bytes(len(buf))
-        return len(buf)
+    def took(self, offset: int) -> float:
+        return 0.02 if offset >= 64 else 0.001  # page 0: a cheap server-cache hit
 
 
-def test_page_cache_caps_its_wait_at_its_own_read_arounds():
+def test_page_cache_caps_its_wait_at_its_own_read_arounds(clock):
     locks = _AroundLocks()
-    cache = _page_cache(_FastFile(), locks)
+    cache = _page_cache(_FastFile(clock), locks)
     cache.load_times = LoadTimes(floor=3e-4, cap=0.5)
     cache.read([(128, 64)])  # loads page 2 in a 20 ms read
     cache.read([(256, 64)])
-    assert 0.04 <= locks.arounds[-1] < 0.5  # load-based: no read-around measured yet
-    cache.read([(0, 32)])  # page 0 read around in ~1 ms
+    assert locks.arounds[-1] == pytest.approx(0.04)  # load-based: no read-around measured yet
+    cache.read([(0, 32)])  # page 0 read around in 1 ms
     assert cache.read_around == 1
     cache.read([(384, 64)])
-    assert locks.arounds[-1] < 0.02  # capped at ~2 read-arounds, far below 2 loads
+    assert locks.arounds[-1] == pytest.approx(0.002)  # capped at 2 read-arounds, not 2 loads
 
 
 def test_lock_manager_one_wait_for_all_the_pages_of_a_batch_being_loaded():
@@ -277,7 +288,7 @@ def test_load_times_probe_waits_all_or_nothing_by_what_reading_around_costs():
     assert fixed.wait() == 0.04  # PVFS_COLLECTIVE_AROUND_US still fixes it
 
 
-def test_page_cache_reads_around_the_first_load_it_meets_with_the_probe(monkeypatch):
+def test_page_cache_reads_around_the_first_load_it_meets_with_the_probe(monkeypatch, clock):
     # A rank that never read around does not know what it costs; by default it waits twice
     # its own loads for every other rank's load (s14: ~70 ms on the emulated disk, where a
     # read around was a 2 ms hit in the servers' cache). With the probe it reads around.
@@ -285,7 +296,7 @@ def test_page_cache_reads_around_the_first_load_it_meets_with_the_probe(monkeypa
     monkeypatch.setattr(locks_mod, "_AROUND_US", None)
     monkeypatch.setenv(locks_mod.PROBE_ENV, "1")
     locks = _FakeLocks()
-    cache = _page_cache(_SlowFile(), locks)
+    cache = _page_cache(_SlowFile(clock), locks)
     cache.read([(0, 128)])  # loads pages 0-1 in one 20 ms read
     cache.read([(256, 64)])
     assert locks.arounds[1] == 0.0  # read around the next load met (a probe)
