@@ -113,33 +113,50 @@ def geomean(xs: list[float]) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--quick", action="store_true", help="1 and 16 MiB only, 2 repeats")
-    ap.add_argument("--dir", default=None, help="directory for the test files")
-    args = ap.parse_args()
+    args = _parse_args()
     sizes = [1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB]
     if args.quick:
         sizes, args.repeats = [1 * MiB, 16 * MiB], 2
     streams_list = [1, 4]
-    fsize = 256 * MiB
+    samples = _measure(args.repeats, sizes, streams_list, args.dir)
+    results, gm = _summarize(samples)
+    choice = _choose(gm)
+    _print_tables(results, sizes, streams_list, args.repeats)
+    print("\ngeometric means:", {k: format_bytes_rate(v) for k, v in gm.items()})
+    print("choice:", choice)
+    path = write_results("engine_modes", {
+        "description": "pvfs._native.Engine data paths over loopback TCP, page-cached file",
+        "repeats": args.repeats,
+        "results": results,
+        "geomean_MiBps": {k: round(v / MiB, 1) for k, v in gm.items()},
+        "choice": choice,
+    })
+    print(f"wrote {path}")
 
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+
+def _parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="1 and 16 MiB only, 2 repeats")
+    ap.add_argument("--dir", default=None, help="directory for the test files")
+    return ap.parse_args()
+
+
+def _measure(repeats: int, sizes: list[int], streams_list: list[int],
+             where: str | None) -> dict[tuple, list[float]]:
+    """Bytes/s of every variant, job size and stream count, ``repeats`` times, interleaved;
+    ``{(op, variant, job bytes, streams): samples}``. The files live in a temporary directory
+    under ``where`` (the default temporary directory if None)."""
+    fsize = 256 * MiB
+    with tempfile.TemporaryDirectory(dir=where) as tmp:
         rpath, wpath = Path(tmp) / "read", Path(tmp) / "write"
         payload = os.urandom(64 * MiB)
-        with open(rpath, "wb") as f:
-            f.writelines(payload for _ in range(fsize // len(payload)))
-        with open(rpath, "rb") as f:   # into the page cache
-            while f.read(16 * MiB):
-                pass
-        with open(wpath, "wb") as f:   # preallocated: overwrites, no block allocation
-            f.truncate(4 * 64 * MiB)
-            f.write(bytes(4 * 64 * MiB))
+        _make_files(rpath, wpath, payload, fsize)
         rfd, wfd = os.open(rpath, os.O_RDONLY), os.open(wpath, os.O_RDWR)
         engines = {k: nat.Engine(**v) for k, v in {**READ_VARIANTS, **WRITE_VARIANTS}.items()}
         samples: dict[tuple, list[float]] = {}
         try:
-            for rep in range(args.repeats):
+            for rep in range(repeats):
                 for size in sizes:
                     for streams in streams_list:
                         for name in READ_VARIANTS:      # interleaved A/B/A/B
@@ -148,12 +165,31 @@ def main() -> None:
                         for name in WRITE_VARIANTS:
                             bps = run_write(engines[name], wfd, size, streams, payload)
                             samples.setdefault(("write", name, size, streams), []).append(bps)
-                print(f"repeat {rep + 1}/{args.repeats} done", file=sys.stderr)
+                print(f"repeat {rep + 1}/{repeats} done", file=sys.stderr)
         finally:
             for e in engines.values():
                 e.close()
             os.close(rfd), os.close(wfd)
+    return samples
 
+
+def _make_files(rpath: Path, wpath: Path, payload: bytes, fsize: int) -> None:
+    """The read file (``fsize`` bytes of ``payload``, read once into the page cache) and the
+    write file (preallocated and written, so the jobs overwrite without block allocation)."""
+    with open(rpath, "wb") as f:
+        f.writelines(payload for _ in range(fsize // len(payload)))
+    with open(rpath, "rb") as f:   # into the page cache
+        while f.read(16 * MiB):
+            pass
+    with open(wpath, "wb") as f:   # preallocated: overwrites, no block allocation
+        f.truncate(4 * 64 * MiB)
+        f.write(bytes(4 * 64 * MiB))
+
+
+def _summarize(samples: dict[tuple, list[float]],
+               ) -> tuple[dict[str, list[dict]], dict[str, float]]:
+    """The rows of the results (medians and samples in MiB/s, per op) and each variant's
+    geometric mean of its medians (bytes/s)."""
     results: dict[str, list[dict]] = {"read": [], "write": []}
     score: dict[str, list[float]] = {}
     for (op, name, size, streams), xs in sorted(samples.items()):
@@ -163,6 +199,11 @@ def main() -> None:
                             "samples_MiBps": [round(x / MiB, 1) for x in xs]})
         score.setdefault(name, []).append(med)
     gm = {name: geomean(v) for name, v in score.items()}
+    return results, gm
+
+
+def _choose(gm: dict[str, float]) -> dict[str, object]:
+    """The default read and write modes, by the rule recorded in the result."""
     # The variant with the highest geometric mean wins; among mmap windows, the smallest one
     # within TIE of the best (smaller mappings cost less to set up and tear down per job).
     best_read = max(READ_VARIANTS, key=gm.__getitem__)
@@ -171,12 +212,16 @@ def main() -> None:
                          and gm[v] >= gm[best_read] * (1 - TIE)),
                         key=lambda v: READ_VARIANTS[v]["mmap_window"])
     best_write = max(WRITE_VARIANTS, key=gm.__getitem__)
-    choice = {"read_mode": READ_VARIANTS[best_read]["read_mode"],
-              "mmap_window": READ_VARIANTS[best_read].get("mmap_window"),
-              "write_mode": WRITE_VARIANTS[best_write]["write_mode"],
-              "rule": "highest geometric mean of the medians over all job sizes and streams; "
-                      f"the smallest mmap window within {TIE:.0%} of the best mmap variant"}
+    return {"read_mode": READ_VARIANTS[best_read]["read_mode"],
+            "mmap_window": READ_VARIANTS[best_read].get("mmap_window"),
+            "write_mode": WRITE_VARIANTS[best_write]["write_mode"],
+            "rule": "highest geometric mean of the medians over all job sizes and streams; "
+                    f"the smallest mmap window within {TIE:.0%} of the best mmap variant"}
 
+
+def _print_tables(results: dict[str, list[dict]], sizes: list[int], streams_list: list[int],
+                  repeats: int) -> None:
+    """One table per op: each variant's median and its ratio to the op's first variant."""
     for op in ("read", "write"):
         variants = READ_VARIANTS if op == "read" else WRITE_VARIANTS
         rows = []
@@ -188,18 +233,8 @@ def main() -> None:
                 rows.append([f"{size // MiB} MiB x{streams}"] +
                             [f"{format_bytes_rate(meds[v])} ({meds[v] / base:.2f}x)"
                              for v in variants])
-        print(f"\n{op} (median of {args.repeats}, ratio to {next(iter(variants))})")
+        print(f"\n{op} (median of {repeats}, ratio to {next(iter(variants))})")
         print(format_table(["job", *variants], rows))
-    print("\ngeometric means:", {k: format_bytes_rate(v) for k, v in gm.items()})
-    print("choice:", choice)
-    path = write_results("engine_modes", {
-        "description": "pvfs._native.Engine data paths over loopback TCP, page-cached file",
-        "repeats": args.repeats,
-        "results": results,
-        "geomean_MiBps": {k: round(v / MiB, 1) for k, v in gm.items()},
-        "choice": choice,
-    })
-    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
