@@ -2,26 +2,31 @@
 
 A missing block gets a slab slot if the admission policy (``pvfs.models.bypass``) admits it,
 evicting the victim the store's scan prefers; otherwise it is read into a scratch buffer that
-serves the request and is dropped (``_admit_missing``). ``_fetch`` reads both kinds from every
-I/O daemon of the file at once through the C transfer (``transfer.py``), and registers the
-blocks as in flight (:class:`_Fetch`): a request that needs one of them waits for that fetch
-(``_wait_inflight``) and may take the bytes it read uncached instead of reading the disks
-again.
-
-``Fetching`` is a mixin of :class:`~.server.GcacheServer`: it uses the server's ``store``,
-``policy``, ``inflight``, ``sizes``, ``bs``, ``sb``, ``data``, ``limiter`` and ``counters``.
+serves the request and is dropped (:meth:`Fetcher.admit_missing`). :meth:`Fetcher.fetch` reads
+both kinds from every I/O daemon of the file at once through the C transfer (``transfer.py``),
+and registers the blocks as in flight (:class:`_Fetch`): a request that needs one of them
+waits for that fetch (:meth:`Fetcher.wait_inflight`) and may take the bytes it read uncached
+instead of reading the disks again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import trio
 
+from pvfs.client.datapath import DataPath
 from pvfs.layout.stripe import Stripe
 
-from .store import Slot
+from .store import BlockStore, Slot
 from .transfer import read_extents
 
 Key = tuple[int, int]
+
+
+def block_valid(eof: int | None, b: int, bs: int) -> int:
+    """Bytes of block ``b`` that exist when the file ends at ``eof`` (None: not at its end)."""
+    return bs if eof is None else max(0, min(bs, eof - b * bs))
 
 
 class _Fetch:
@@ -49,9 +54,41 @@ class _Fetch:
         return memoryview(self.sbuf)[o:o + bs]
 
 
-class Fetching:
-    async def _wait_inflight(self, ino: int,
-                             blocks: set[int] | None = None) -> dict[int, _Fetch]:
+class Fetcher:
+    """The misses of one global cache daemon, and the blocks in flight.
+
+    Its interface: :meth:`admit_missing` (a slot or a scratch offset for each missing block),
+    :meth:`fetch` (read them from the I/O daemons), :meth:`wait_inflight` (wait until no
+    other request brings in a block), :meth:`mark_inflight` / :meth:`unmark_inflight` (a
+    write being received counts as in flight too), and ``inflight`` (block -> job) for the
+    daemon's status. It needs nothing from the other parts.
+
+    Args:
+        store: the slab the admitted blocks go into.
+        policy: the admission policy (the daemon replaces it at run time: ``policy``).
+        sizes: bytes known to exist per file, shared with the other parts: a fetch raises it
+            to what it found.
+        data: the I/O daemons' data path.
+        limiter: the threads the transfers run in.
+        counters: the daemon's counters.
+        segment_blocks: blocks per segment (the policy's unit).
+    """
+
+    def __init__(self, store: BlockStore, policy, sizes: dict[int, int], data: DataPath,
+                 limiter: trio.CapacityLimiter, counters: dict[str, int],
+                 segment_blocks: int) -> None:
+        self.store = store
+        self.policy = policy
+        self.sizes = sizes
+        self.data = data
+        self.limiter = limiter
+        self.counters = counters
+        self.bs = store.block_size
+        self.sb = segment_blocks
+        self.inflight: dict[Key, _Fetch] = {}
+
+    async def wait_inflight(self, ino: int,
+                            blocks: set[int] | None = None) -> dict[int, _Fetch]:
         """Wait until none of ``blocks`` (None: no block of the file) is being fetched by
         another request; the blocks waited for and the fetch each was part of."""
         waited: dict[int, _Fetch] = {}
@@ -65,13 +102,13 @@ class Fetching:
             waited.update(busy)
             await busy[0][1].done.wait()
 
-    def _mark_inflight(self, ino: int, blocks, job: _Fetch) -> None:
+    def mark_inflight(self, ino: int, blocks: Iterable[int], job: _Fetch) -> None:
         """Mark ``blocks`` of ``ino`` as being brought in by ``job`` (requests that need them
-        wait for it: ``_wait_inflight``)."""
+        wait for it: :meth:`wait_inflight`)."""
         for b in blocks:
             self.inflight[(ino, b)] = job
 
-    def _unmark_inflight(self, ino: int, blocks, job: _Fetch) -> None:
+    def unmark_inflight(self, ino: int, blocks: Iterable[int], job: _Fetch) -> None:
         """``job`` is over: its blocks are no longer in flight (unless another job took them)."""
         for b in blocks:
             if self.inflight.get((ino, b)) is job:
@@ -99,8 +136,8 @@ class Fetching:
         self.counters["admissions"] += 1
         return self.store.insert(key), False
 
-    def _admit_missing(self, ino: int, missing: list[int], before: dict[int, int],
-                       bypass: set[int]) -> tuple[dict[int, Slot], dict[int, int]]:
+    def admit_missing(self, ino: int, missing: list[int], before: dict[int, int],
+                      bypass: set[int]) -> tuple[dict[int, Slot], dict[int, int]]:
         """Slots for the admitted missing blocks, scratch offsets for the others (whose
         segments go into ``bypass`` when the policy refused them)."""
         slots: dict[int, Slot] = {}
@@ -118,8 +155,8 @@ class Fetching:
         self.counters["bypassed_blocks"] += len(scratch)
         return slots, scratch
 
-    async def _fetch(self, ino: int, stripe: Stripe, slots: dict[int, Slot],
-                     scratch: dict[int, int], sbuf: bytearray | None) -> int | None:
+    async def fetch(self, ino: int, stripe: Stripe, slots: dict[int, Slot],
+                    scratch: dict[int, int], sbuf: bytearray | None) -> int | None:
         """Read blocks from the I/O daemons: ``slots`` (block -> pinned slot) into the slab,
         ``scratch`` (block -> offset in ``sbuf``) into a scratch buffer. Returns the file
         size if the fetch reached its end, else None. Requests waiting for these blocks
@@ -127,14 +164,13 @@ class Fetching:
         bs = self.bs
         slab_ext = [(b * bs, bs, s.idx * bs) for b, s in sorted(slots.items())]
         scr_ext = [(b * bs, bs, o) for b, o in sorted(scratch.items())]
-        keys = [(ino, b) for b in (*slots, *scratch)]
+        blocks = [*slots, *scratch]
         if slots and scratch:
             self.counters["mixed_fetches"] += 1
         job = _Fetch()
-        for k in keys:
-            self.inflight[k] = job
+        self.mark_inflight(ino, blocks, job)
         self.counters["fetches"] += 1
-        self.counters["fetched_blocks"] += len(keys)
+        self.counters["fetched_blocks"] += len(blocks)
 
         def work() -> int | None:
             sizes = [read_extents(self.data, ino, stripe, slab_ext, self.store.slab),
@@ -145,28 +181,18 @@ class Fetching:
         try:
             eof = await trio.to_thread.run_sync(work, limiter=self.limiter)
         finally:
-            for k in keys:
-                if self.inflight.get(k) is job:
-                    del self.inflight[k]
-            job.done.set()
-        if eof is not None:
-            self.sizes[ino] = max(self.sizes.get(ino, 0), eof)
-        else:
-            reach = max((b + 1) * bs for b in (*slots, *scratch))
-            self.sizes[ino] = max(self.sizes.get(ino, 0), reach)
+            self.unmark_inflight(ino, blocks, job)
+        reach = eof if eof is not None else max((b + 1) * bs for b in blocks)
+        self.sizes[ino] = max(self.sizes.get(ino, 0), reach)
         for b, s in slots.items():
-            s.valid = bs if eof is None else max(0, min(bs, eof - b * bs))
+            s.valid = block_valid(eof, b, bs)
             if s.valid < bs:
                 self.store.block_view(s, s.valid)[:] = bytes(bs - s.valid)
         if eof is not None and sbuf is not None:
             for b, o in scratch.items():
-                valid = max(0, min(bs, eof - b * bs))
+                valid = block_valid(eof, b, bs)
                 if valid < bs:
                     sbuf[o + valid:o + bs] = bytes(bs - valid)
         # Only now (the waiters run after this task's next await): the bytes are complete.
         job.sbuf, job.scratch, job.eof, job.ok = sbuf, scratch, eof, True
         return eof
-
-    def _unpin_all(self, slots: list[Slot]) -> None:
-        for s in slots:
-            self.store.unpin(s)

@@ -161,6 +161,10 @@ class BlockStore:
             slot.doomed = False
             self._free.append(slot.idx)
 
+    def unpin_all(self, slots: list[Slot]) -> None:
+        for s in slots:
+            self.unpin(s)
+
     # ------------------------------------------------------------------ dirty state
     def mark_dirty(self, key: Key, slot: Slot, lo: int, hi: int) -> None:
         """Bytes ``[lo, hi)`` of ``key``'s block were written: add them to its dirty ranges."""
