@@ -271,6 +271,8 @@ def test_killed_iod_gives_an_error_within_the_timeout(fresh_cluster):
             t0 = time.monotonic()
             with pytest.raises(OSError):
                 f.pread(64 * 1024, 0)
+            # Promised (README "a dead or frozen daemon is an error within seconds, never a
+            # hang"; docs/operations.md, kill -9 of an I/O daemon): a hang bound, not a speed.
             assert time.monotonic() - t0 < 3 * fresh_cluster.config.request_timeout
             # The other daemons still serve a file that does not touch iod2.
         with fs.open("/survivor", "w+b", stripe=Stripe(0, 2, 4096)) as g:
@@ -294,6 +296,8 @@ def test_stopped_iod_times_out_instead_of_hanging(fresh_cluster):
                 with pytest.raises(OSError) as exc:
                     f.pread(64 * 1024, 0)
                 assert exc.value.errno in (110, 104)  # ETIMEDOUT / ECONNRESET
+                # Promised (docs/architecture.md, the path of a read: "until done or the
+                # request timeout passes (then ETIMEDOUT, never a hang)"; README).
                 assert time.monotonic() - t0 < 3 * fresh_cluster.config.request_timeout
             finally:
                 fresh_cluster.kill("iod1", signal.SIGCONT)

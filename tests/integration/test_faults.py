@@ -4,7 +4,10 @@ What must hold in every case: what ``fsync`` acknowledged is there afterwards, b
 a failure reaches the caller as an error within a bounded time (the request timeout, with
 slack for the few requests an operation makes) and never as a hang; the rest of the file
 system keeps serving; ``pvfs-admin fsck`` is clean once the fault is gone. The bounds below
-are generous multiples of the configured timeouts -- they catch hangs, not slowness.
+are generous multiples of the configured timeouts -- they catch hangs, not slowness -- and
+are asserted only on calls that fail, as docs/operations.md ("What faults do") and
+docs/mount.md (``timeout=S``) promise: an error within the timeouts, never a hang. A call
+that succeeds has no time bound (a slow link: "correct data, later").
 """
 
 from __future__ import annotations
@@ -151,14 +154,14 @@ def test_mount_answers_within_its_timeout_while_a_daemon_is_dead(tmp_path, victi
             r = _mount_write(m.path / "during")
             assert not r["ok"] and r["errno"] in (errno.EIO, errno.ETIMEDOUT), r
             assert r["took"] < BOUND, r
-            t0 = time.monotonic()
             if victim == "mgr":  # names are the manager's: an error, quickly
+                t0 = time.monotonic()
                 with pytest.raises(OSError) as info:
                     os.listdir(m.path)
                 assert info.value.errno in (errno.EIO, errno.ETIMEDOUT)
+                assert time.monotonic() - t0 < BOUND
             else:  # the manager still answers: the names list
                 assert "before0" in os.listdir(m.path)
-            assert time.monotonic() - t0 < BOUND
             up(cluster.config)
             r = _mount_write(m.path / "after")
             if not r["ok"]:  # a pooled connection to the old daemon may fail once
@@ -290,7 +293,7 @@ def test_cut_and_slow_links_give_errors_in_bounded_time_and_recover(tmp_path):
             client.stdin.write(line + "\n")
             client.stdin.flush()
             reply = json.loads(client.stdout.readline())
-            assert reply["took"] < BOUND, (line, reply)
+            assert reply["ok"] or reply["took"] < BOUND, (line, reply)  # an error in time
             return reply
 
         both = ask("write /both 2097152 2")
