@@ -8,6 +8,7 @@ import random
 import threading
 
 import pytest
+from conftest import schedulers_kept
 
 from pvfs import Stripe
 from pvfs.cluster.launch import make_config, running, write_config
@@ -21,6 +22,14 @@ def cluster(tmp_path_factory):
                                                           "iod0": "emulated:ide-2000"}})
     with running(write_config(cfg, str(d / "pvfs.toml"))) as cfg:
         yield cfg
+
+
+@pytest.fixture(autouse=True)
+def kept_schedulers(cluster):
+    """The tests set rs, its throttle and its model on the module's daemons: each test's
+    settings are undone after it, even when it fails."""
+    with schedulers_kept(cluster):
+        yield
 
 
 def test_emulated_iod_serves_right_bytes_and_charges_the_disk(cluster):
