@@ -41,33 +41,6 @@ enum { READ_AGAIN, READ_FRAME, READ_CLOSED };
 
 static const unsigned char magic[4] = { 'P', 'V', '0', '1' };
 
-/* -- rings ------------------------------------------------------------------------------- */
-
-static void ring_init(struct pv_ring *r)
-{
-    r->prev = r->next = r;
-}
-
-static bool ring_linked(const struct pv_ring *r)
-{
-    return r->next != r;
-}
-
-static void ring_add_tail(struct pv_ring *head, struct pv_ring *r)
-{
-    r->prev = head->prev;
-    r->next = head;
-    head->prev->next = r;
-    head->prev = r;
-}
-
-static void ring_del(struct pv_ring *r)
-{
-    r->prev->next = r->next;
-    r->next->prev = r->prev;
-    ring_init(r);
-}
-
 /* -- records ----------------------------------------------------------------------------- */
 
 /* A record able to hold len header bytes, or NULL when out of memory. Spares come from the
@@ -168,7 +141,8 @@ static struct pv_conn *conn_get(const struct pv_engine *e, int fd)
     return fd >= 0 && (size_t)fd < e->conn_fd_len ? e->conn_fd[fd] : NULL;
 }
 
-static int conn_put(struct pv_engine *e, struct pv_conn *c)
+/* Enter c in the table of attached connections by fd. */
+static int conn_put(struct pv_engine *e, struct pv_conn *c, struct pv_err *err)
 {
     if ((size_t)c->fd >= e->conn_fd_len) {
         size_t n = e->conn_fd_len ? e->conn_fd_len : 256;
@@ -178,13 +152,13 @@ static int conn_put(struct pv_engine *e, struct pv_conn *c)
             n *= 2;
         t = realloc(e->conn_fd, n * sizeof(*t));
         if (t == NULL)
-            return ENOMEM;
+            return pv_fail(err, ENOMEM, "out of memory");
         memset(t + e->conn_fd_len, 0, (n - e->conn_fd_len) * sizeof(*t));
         e->conn_fd = t;
         e->conn_fd_len = n;
     }
     if (e->conn_fd[c->fd] != NULL)
-        return EEXIST;
+        return pv_fail(err, EEXIST, "fd %d is attached already", c->fd);
     e->conn_fd[c->fd] = c;
     atomic_fetch_add(&e->n_attached, 1);
     return 0;
@@ -198,37 +172,40 @@ static uintptr_t conn_tag(struct pv_conn *c)
 /* Out of every loop structure; the caller frees c or posts it as CLOSED. */
 static void conn_forget(struct pv_engine *e, struct pv_conn *c)
 {
+    struct pv_err ignored;
+
     /* EBADF/ENOENT: the fd was closed or never added; either way it is out of the set. */
-    (void)pv_epoll_set(e, EPOLL_CTL_DEL, c->fd, 0, 0);
+    (void)pv_epoll_set(e, EPOLL_CTL_DEL, c->fd, 0, 0, &ignored);
     e->conn_fd[c->fd] = NULL;
     atomic_fetch_sub(&e->n_attached, 1);
-    if (ring_linked(&c->ready))
-        ring_del(&c->ready);
-    if (ring_linked(&c->partial))
-        ring_del(&c->partial);
+    if (pv_ring_linked(&c->ready))
+        pv_ring_del(&c->ready);
+    if (pv_ring_linked(&c->partial))
+        pv_ring_del(&c->partial);
     if (c->rec != NULL)
         rec_put(e, c->rec);
     c->rec = NULL;
     c->job = NULL;
 }
 
-static void post_closed(struct pv_engine *e, struct pv_conn *c, int err)
+/* Tell Python the connection ended, with the errno `code` (0: the peer hung up). */
+static void post_closed(struct pv_engine *e, struct pv_conn *c, int code)
 {
-    c->err = err;
+    c->err = code;
     c->ev.kind = PV_EV_CLOSED;
     pv_post(e, &c->ev);
 }
 
-static void conn_close(struct pv_engine *e, struct pv_conn *c, int err)
+static void conn_close(struct pv_engine *e, struct pv_conn *c, int code)
 {
     conn_forget(e, c);
-    post_closed(e, c, err);
+    post_closed(e, c, code);
 }
 
 void pv_conn_init(struct pv_engine *e)
 {
-    ring_init(&e->conn_ready);
-    ring_init(&e->conn_partial);
+    pv_ring_init(&e->conn_ready);
+    pv_ring_init(&e->conn_partial);
 }
 
 void pv_conn_fini(struct pv_engine *e)
@@ -250,48 +227,50 @@ void pv_conn_fini(struct pv_engine *e)
     e->conn_fd_len = 0;
 }
 
+/* The connection's ATTACH is taken: from now on it is the loop's. A failure is no failure
+ * of this function but the connection's end, posted as CLOSED with its errno. */
 void pv_conn_attach(struct pv_engine *e, struct pv_conn *c)
 {
-    int r;
+    struct pv_err err;
 
-    ring_init(&c->ready);
-    ring_init(&c->partial);
+    pv_ring_init(&c->ready);
+    pv_ring_init(&c->partial);
     c->state = PV_CONN_READING;
-    r = conn_put(e, c);
-    if (r != 0) {
+    if (conn_put(e, c, &err) < 0) {
         /* EEXIST: the fd is attached already; that connection is left alone. */
-        post_closed(e, c, r);
+        post_closed(e, c, err.code);
         return;
     }
-    if (pv_epoll_set(e, EPOLL_CTL_ADD, c->fd, EPOLLIN | EPOLLONESHOT, conn_tag(c)) < 0) {
+    if (pv_epoll_set(e, EPOLL_CTL_ADD, c->fd, EPOLLIN | EPOLLONESHOT, conn_tag(c), &err) < 0) {
         /* EEXIST: a job runs on the socket; EPERM: not a socket. Not ours to delete. */
-        r = errno;
         e->conn_fd[c->fd] = NULL;
         atomic_fetch_sub(&e->n_attached, 1);
-        post_closed(e, c, r);
+        post_closed(e, c, err.code);
         return;
     }
     c->armed = true;
 }
 
-int pv_conn_detach(struct pv_engine *e, int64_t id, int fd)
+/* Forget the connection (id, fd) and free it: 0, or -1 with err, the caller's misuse:
+ * ENOENT (not attached: closed already, its CLOSED event queued) or EBUSY (a job runs). */
+int pv_conn_detach(struct pv_engine *e, int64_t id, int fd, struct pv_err *err)
 {
     struct pv_conn *c = conn_get(e, fd);
 
     if (c == NULL || c->id != id)
-        return ENOENT;
+        return pv_misuse(err, ENOENT, "connection is not attached");
     if (c->state == PV_CONN_JOB)
-        return EBUSY;
+        return pv_misuse(err, EBUSY, "connection is in a job");
     conn_forget(e, c);
     free(c);
     return 0;
 }
 
-void pv_conn_close_all(struct pv_engine *e, int err)
+void pv_conn_close_all(struct pv_engine *e, int code)
 {
     for (size_t fd = 0; fd < e->conn_fd_len; fd++) {
         if (e->conn_fd[fd] != NULL)
-            conn_close(e, e->conn_fd[fd], err);
+            conn_close(e, e->conn_fd[fd], code);
     }
 }
 
@@ -308,23 +287,24 @@ static uint64_t le_bytes(const unsigned char *p, int n)
 }
 
 /* Check what arrived of the prefix; once complete, get a record for the header.
- * 0 to go on reading, else the errno to close with. */
-static int prefix_check(struct pv_engine *e, struct pv_conn *c)
+ * 0 to go on reading, or -1 with err: close the connection. */
+static int prefix_check(struct pv_engine *e, struct pv_conn *c, struct pv_err *err)
 {
     uint64_t hlen, blen;
 
     /* Garbage is refused at its first wrong byte, not after 16 of them. */
     if (memcmp(c->prefix, magic, c->got < sizeof(magic) ? c->got : sizeof(magic)) != 0)
-        return EPROTO;
+        return pv_fail(err, EPROTO, "not a frame: bad magic");
     if (c->got < PV_PREFIX_LEN)
         return 0;
     hlen = le_bytes(c->prefix + 4, 4);
     blen = le_bytes(c->prefix + 8, 8);
     if (hlen == 0 || hlen > PV_MAX_HEADER || blen > PV_MAX_BULK)
-        return EPROTO;
+        return pv_fail(err, EPROTO, "frame lengths out of range (%llu, %llu)",
+                       (unsigned long long)hlen, (unsigned long long)blen);
     c->rec = rec_get(e, (size_t)hlen);
     if (c->rec == NULL)
-        return ENOMEM;
+        return pv_fail(err, ENOMEM, "out of memory");
     c->rec->conn_id = c->id;
     c->rec->bulk_len = blen;
     return 0;
@@ -339,7 +319,7 @@ static int conn_read(struct pv_engine *e, struct pv_conn *c)
         char *dst = c->rec == NULL ? (char *)c->prefix + c->got : c->rec->data + hdr;
         size_t want = c->rec == NULL ? PV_PREFIX_LEN - c->got : c->rec->len - hdr;
         ssize_t n = recv(c->fd, dst, want, MSG_DONTWAIT);
-        int err;
+        struct pv_err err;
 
         if (n < 0) {
             if (errno == EINTR)
@@ -356,20 +336,19 @@ static int conn_read(struct pv_engine *e, struct pv_conn *c)
         }
         if (c->got == 0) {
             c->t_begin = pv_now_ns();
-            ring_add_tail(&e->conn_partial, &c->partial);
+            pv_ring_add_tail(&e->conn_partial, &c->partial);
         }
         c->got += (size_t)n;
         if (c->rec == NULL) {
-            err = prefix_check(e, c);
-            if (err != 0) {
-                conn_close(e, c, err);
+            if (prefix_check(e, c, &err) < 0) {
+                conn_close(e, c, err.code);
                 return READ_CLOSED;
             }
         } else if (c->got == PV_PREFIX_LEN + c->rec->len) {
             struct pv_record *r = c->rec;
             c->rec = NULL;
             c->got = 0;
-            ring_del(&c->partial);
+            pv_ring_del(&c->partial);
             c->state = PV_CONN_WAIT;
             pv_post(e, &r->ev);
             atomic_fetch_add_explicit(&e->n_frames, 1, memory_order_relaxed);
@@ -381,10 +360,12 @@ static int conn_read(struct pv_engine *e, struct pv_conn *c)
 /* Make sure a connection that emptied its socket hears about the next bytes. */
 static void conn_arm(struct pv_engine *e, struct pv_conn *c)
 {
+    struct pv_err err;
+
     if (c->armed)
         return;
-    if (pv_epoll_set(e, EPOLL_CTL_MOD, c->fd, EPOLLIN | EPOLLONESHOT, conn_tag(c)) < 0) {
-        conn_close(e, c, errno);
+    if (pv_epoll_set(e, EPOLL_CTL_MOD, c->fd, EPOLLIN | EPOLLONESHOT, conn_tag(c), &err) < 0) {
+        conn_close(e, c, err.code);
         return;
     }
     c->armed = true;
@@ -394,16 +375,16 @@ static void conn_arm(struct pv_engine *e, struct pv_conn *c)
 void pv_conn_mark(struct pv_engine *e, struct pv_conn *c)
 {
     c->armed = false;
-    if (c->state == PV_CONN_READING && !ring_linked(&c->ready))
-        ring_add_tail(&e->conn_ready, &c->ready);
+    if (c->state == PV_CONN_READING && !pv_ring_linked(&c->ready))
+        pv_ring_add_tail(&e->conn_ready, &c->ready);
 }
 
 void pv_conn_serve(struct pv_engine *e)
 {
-    for (int budget = PV_CONN_BATCH; budget > 0 && ring_linked(&e->conn_ready); budget--) {
+    for (int budget = PV_CONN_BATCH; budget > 0 && pv_ring_linked(&e->conn_ready); budget--) {
         struct pv_conn *c = pv_container_of(e->conn_ready.next, struct pv_conn, ready);
 
-        ring_del(&c->ready);
+        pv_ring_del(&c->ready);
         if (conn_read(e, c) == READ_AGAIN)
             conn_arm(e, c);
     }
@@ -411,7 +392,7 @@ void pv_conn_serve(struct pv_engine *e)
 
 bool pv_conn_pending(const struct pv_engine *e)
 {
-    return ring_linked(&e->conn_ready);
+    return pv_ring_linked(&e->conn_ready);
 }
 
 /* When the oldest begun header runs out of time; the partial ring is in t_begin order. */
@@ -419,7 +400,7 @@ int64_t pv_conn_deadline(const struct pv_engine *e)
 {
     const struct pv_conn *c;
 
-    if (!ring_linked(&e->conn_partial))
+    if (!pv_ring_linked(&e->conn_partial))
         return INT64_MAX;
     c = pv_container_of(e->conn_partial.next, struct pv_conn, partial);
     return c->t_begin + e->idle_ns;
@@ -427,7 +408,7 @@ int64_t pv_conn_deadline(const struct pv_engine *e)
 
 void pv_conn_expire(struct pv_engine *e, int64_t now)
 {
-    while (ring_linked(&e->conn_partial)) {
+    while (pv_ring_linked(&e->conn_partial)) {
         struct pv_conn *c = pv_container_of(e->conn_partial.next, struct pv_conn, partial);
         if (now - c->t_begin < e->idle_ns)
             break;
@@ -438,8 +419,9 @@ void pv_conn_expire(struct pv_engine *e, int64_t now)
 /* -- jobs on attached connections -------------------------------------------------------- */
 
 /* A job arrives: if its socket is attached, the job takes over the connection's epoll entry.
- * 0 (attached or not), or the errno the job fails with; the connection is left as it was. */
-int pv_conn_bind(struct pv_engine *e, struct pv_job *j)
+ * 0 (attached or not), or -1 with err, what the job fails with; the connection is left as it
+ * was. */
+int pv_conn_bind(struct pv_engine *e, struct pv_job *j, struct pv_err *err)
 {
     struct pv_conn *c = conn_get(e, j->sock);
     uint32_t events;
@@ -447,12 +429,14 @@ int pv_conn_bind(struct pv_engine *e, struct pv_job *j)
     if (c == NULL)
         return 0;
     /* Only a connection that posted a frame (or a storage error) waits for a job. */
+    if (c->state == PV_CONN_JOB)
+        return pv_fail(err, EEXIST, "a job runs on connection %lld", (long long)c->id);
     if (c->state != PV_CONN_WAIT)
-        return c->state == PV_CONN_JOB ? EEXIST : EBUSY;
+        return pv_fail(err, EBUSY, "connection %lld is reading a header", (long long)c->id);
     j->reg_out = pv_job_wants_out(j);
     events = EPOLLET | (j->reg_out ? EPOLLOUT : EPOLLIN);
-    if (pv_epoll_set(e, EPOLL_CTL_MOD, c->fd, events, (uintptr_t)j) < 0)
-        return errno;
+    if (pv_epoll_set(e, EPOLL_CTL_MOD, c->fd, events, (uintptr_t)j, err) < 0)
+        return -1;
     c->state = PV_CONN_JOB;
     c->armed = false;
     c->job = j;
@@ -467,6 +451,7 @@ int pv_conn_bind(struct pv_engine *e, struct pv_job *j)
 void pv_conn_job_end(struct pv_engine *e, struct pv_job *j)
 {
     struct pv_conn *c = j->conn;
+    struct pv_err err;
     int r;
 
     j->conn = NULL;
@@ -486,9 +471,9 @@ void pv_conn_job_end(struct pv_engine *e, struct pv_job *j)
     }
     /* The job's pointer must leave the epoll entry before Python can free the job. */
     if (pv_epoll_set(e, EPOLL_CTL_MOD, c->fd,
-                     r == READ_AGAIN ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT,
-                     conn_tag(c)) < 0) {
-        conn_close(e, c, errno);
+                     r == READ_AGAIN ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT, conn_tag(c),
+                     &err) < 0) {
+        conn_close(e, c, err.code);
         return;
     }
     c->armed = r == READ_AGAIN;

@@ -33,6 +33,10 @@
  *
  * All state is under d->lock: the engine's thread charges accesses while Python threads ask
  * what is resident (the reactive selector's cached fraction) or drop the cache.
+ *
+ * This unit holds the model's state and its primitives (the page cache, the dirty list, the
+ * head); writeback.c writes dirty pages back with them, and diskaccess.c charges an access,
+ * which needs both (native.h, "Units").
  */
 #include <errno.h>
 #include <math.h>
@@ -41,8 +45,6 @@
 #include <string.h>
 
 #include "native.h"
-
-#define PV_DISK_NIL ((uint32_t)0xFFFFFFFF)
 
 static uint64_t page_hash(uint64_t ino, uint64_t pg)
 {
@@ -155,6 +157,44 @@ static void hash_unlink(struct pv_disk *d, uint32_t i)
     while (*at != i)
         at = &d->pages[*at].hnext;
     *at = d->pages[i].hnext;
+}
+
+/* The dirty list, oldest first: the page cache's record of what writeback.c must write. */
+void pv_disk__dirty(struct pv_disk *d, uint32_t i, int64_t now)
+{
+    struct pv_disk_page *e = &d->pages[i];
+
+    if (e->dirty)
+        return;                   /* Linux keeps the time a page first became dirty, too */
+    e->dirty = true;
+    e->dirty_at = now;
+    e->dnext = PV_DISK_NIL;
+    e->dprev = d->dirty_tail;
+    if (d->dirty_tail != PV_DISK_NIL)
+        d->pages[d->dirty_tail].dnext = i;
+    else
+        d->dirty_head = i;
+    d->dirty_tail = i;
+    if (++d->ndirty == d->bg_pages + 1)
+        d->bg_since = now;
+}
+
+void pv_disk__clean(struct pv_disk *d, uint32_t i)
+{
+    struct pv_disk_page *e = &d->pages[i];
+
+    if (!e->dirty)
+        return;
+    if (e->dprev != PV_DISK_NIL)
+        d->pages[e->dprev].dnext = e->dnext;
+    else
+        d->dirty_head = e->dnext;
+    if (e->dnext != PV_DISK_NIL)
+        d->pages[e->dnext].dprev = e->dprev;
+    else
+        d->dirty_tail = e->dprev;
+    e->dirty = false;
+    d->ndirty--;
 }
 
 /* Take page i out of the cache onto the free list; a dirty page is written first (Linux's
@@ -345,67 +385,4 @@ int64_t pv_disk__charge(struct pv_disk *d, uint64_t ino, int64_t off, int64_t le
     atomic_fetch_add(write ? &d->write_bytes : &d->miss_bytes, len);
     atomic_fetch_add(&d->accesses, 1);
     return d->free_at;
-}
-
-int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, bool write,
-                       int64_t now, int64_t *done, int64_t *end_out)
-{
-    int64_t end = off + len, head_free, cost, unused = 0;
-    uint64_t pg, first;
-
-    if (write) {
-        int64_t wait = pv_disk_write(d, ino, off, len, now, done);
-        if (end_out != NULL)
-            *end_out = off + len;
-        return wait;
-    }
-    pthread_mutex_lock(&d->lock);
-    /* The write-back the flusher would have started by now goes first. */
-    pv_disk__flush_due(d, now);
-    if (len > 0) {
-        /* A read brings in only what is not cached: from the first missing page to the next
-         * cached one, one contiguous request (Linux's read-ahead skips present pages the
-         * same way). Charging the whole read-ahead window again made a job that missed one
-         * page re-read, at full transfer time, the 120 KiB its neighbours had just read. */
-        pg = (uint64_t)off / PV_DISK_PAGE;
-        while ((int64_t)(pg * PV_DISK_PAGE) < end && pv_disk__find(d, ino, pg) != PV_DISK_NIL)
-            pg++;
-        if ((int64_t)(pg * PV_DISK_PAGE) >= end) {
-            /* All cached: no disk access, done when the last page still on its way is. */
-            int64_t ready = now;
-            for (pg = (uint64_t)off / PV_DISK_PAGE; (int64_t)(pg * PV_DISK_PAGE) < end; pg++) {
-                uint32_t i = pv_disk__find(d, ino, pg);
-                if (d->pages[i].ready_at > ready)
-                    ready = d->pages[i].ready_at;
-            }
-            pthread_mutex_unlock(&d->lock);
-            if (done != NULL)
-                *done = ready;
-            if (end_out != NULL)
-                *end_out = end;
-            return 0;
-        }
-        first = pg;
-        while ((int64_t)(pg * PV_DISK_PAGE) < end && pv_disk__find(d, ino, pg) == PV_DISK_NIL)
-            pg++;
-        if ((int64_t)(first * PV_DISK_PAGE) > off)
-            off = (int64_t)(first * PV_DISK_PAGE);
-        if ((int64_t)(pg * PV_DISK_PAGE) < end)
-            end = (int64_t)(pg * PV_DISK_PAGE);
-        len = end - off;
-        /* Frames for the pages first: dirty victims are written before the read. */
-        (void)pv_disk__room(d, (size_t)(pg - first), now);
-    }
-    head_free = d->free_at > now ? d->free_at : now;
-    (void)pv_disk__charge(d, ino, off, len, false, now);
-    /* A read's pages arrive when it is done. */
-    for (pg = (uint64_t)off / PV_DISK_PAGE; (int64_t)(pg * PV_DISK_PAGE) < off + len; pg++)
-        (void)pv_disk__insert(d, ino, pg, d->free_at, now, &unused);
-    if (done != NULL)
-        *done = d->free_at;
-    if (end_out != NULL)
-        *end_out = off + len;
-    cost = d->free_at - head_free;
-    pthread_mutex_unlock(&d->lock);
-    return cost;
 }

@@ -18,7 +18,8 @@
  *
  * Attached connections (conn.c) are the engine's between jobs: it reads each one's next frame
  * header whenever it is readable, outside the scheduling policy, and posts a FRAME event.
- * Making, stopping and freeing an engine is lifecycle.c's.
+ * Making, stopping and freeing an engine is lifecycle.c's; the clock, the eventfds, epoll
+ * registration and posting an event are base.c's, which conn.c shares (native.h, "Units").
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,39 +29,10 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "native.h"
 
 #define PV_MAX_EVENTS 256
-
-int64_t pv_now_ns(void)
-{
-    struct timespec ts;
-    /* CLOCK_MONOTONIC cannot fail on Linux with a valid pointer. */
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-void pv_eventfd_signal(int fd)
-{
-    uint64_t one = 1;
-    /* The only failure is EAGAIN at a counter of 2^64-2: the fd is readable anyway. */
-    (void)!write(fd, &one, sizeof(one));
-}
-
-void pv_eventfd_drain(int fd)
-{
-    uint64_t v;
-    /* Non-blocking; EAGAIN means there was nothing to drain. */
-    (void)!read(fd, &v, sizeof(v));
-}
-
-/* Post an event for Python; it is published at the end of the turn (flush_events). */
-void pv_post(struct pv_engine *e, struct pv_event *ev)
-{
-    pv_ev_append(&e->out_head, &e->out_tail, ev);
-}
 
 /* One lock and one eventfd write per turn, however many events it produced. */
 static void flush_events(struct pv_engine *e)
@@ -76,17 +48,6 @@ static void flush_events(struct pv_engine *e)
     pthread_mutex_unlock(&e->lock);
     e->out_head = e->out_tail = NULL;
     pv_eventfd_signal(e->done_fd);
-}
-
-/* epoll_ctl with the engine's data convention (native.h, PV_TAG_CONN). */
-int pv_epoll_set(struct pv_engine *e, int op, int fd, uint32_t events, uintptr_t data)
-{
-    struct epoll_event ev;
-
-    memset(&ev, 0, sizeof(ev));
-    ev.events = events;
-    ev.data.u64 = data;
-    return epoll_ctl(e->epfd, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev);
 }
 
 static uint32_t job_events(const struct pv_job *j)
@@ -168,10 +129,11 @@ static void finish_job(struct pv_engine *e, struct pv_job *j)
     j->prefix = j->suffix = NULL;
 }
 
-static void fail_job(struct pv_engine *e, struct pv_job *j, int err)
+/* End a job with the errno `code` as its result, unless it has one already. */
+static void fail_job(struct pv_engine *e, struct pv_job *j, int code)
 {
     if (j->err == 0)
-        j->err = err;
+        j->err = code;
     finish_job(e, j);
 }
 
@@ -213,13 +175,13 @@ static void join_loop(struct pv_engine *e, struct pv_job *j)
  * attached connection takes over the connection's registration instead. */
 static void arrive(struct pv_engine *e, struct pv_job *j)
 {
-    int flags, r;
+    struct pv_err err;
+    int flags;
 
     j->seq = ++e->seq;
     j->t_last = pv_now_ns();
-    r = pv_conn_bind(e, j);
-    if (r > 0) {
-        fail_job(e, j, r);
+    if (pv_conn_bind(e, j, &err) < 0) {
+        fail_job(e, j, err.code);
         return;
     }
     if (j->conn != NULL)
@@ -245,9 +207,9 @@ static void arrive(struct pv_engine *e, struct pv_job *j)
     }
     j->sock_flags = flags;
     j->reg_out = pv_job_wants_out(j);
-    if (pv_epoll_set(e, EPOLL_CTL_ADD, j->sock, job_events(j), (uintptr_t)j) < 0) {
+    if (pv_epoll_set(e, EPOLL_CTL_ADD, j->sock, job_events(j), (uintptr_t)j, &err) < 0) {
         /* EEXIST: a second job on a socket that has one; EPERM: not a socket. */
-        fail_job(e, j, errno);
+        fail_job(e, j, err.code);
         return;
     }
     join_loop(e, j);
@@ -279,14 +241,16 @@ static struct pv_job *next_job(struct pv_engine *e)
 
 static void switch_policy(struct pv_engine *e, const struct pv_sched_ops *ops)
 {
+    struct pv_err err;
+
     if (e->ops->so_stop != NULL)
         e->ops->so_stop(e);
     e->ops = ops;
     /* A policy that cannot start (no memory for its state) leaves opt1 in charge; opt1's
      * start only links jobs that exist, so it cannot fail. */
-    if (ops->so_start != NULL && ops->so_start(e) < 0) {
+    if (ops->so_start != NULL && ops->so_start(e, &err) < 0) {
         e->ops = &pv_sched_opt1;
-        (void)pv_sched_opt1.so_start(e);
+        (void)pv_sched_opt1.so_start(e, &err);
     }
 }
 
@@ -318,7 +282,7 @@ static bool take_inbox(struct pv_engine *e)
             pv_conn_attach(e, (struct pv_conn *)list);
         } else {
             struct pv_detach *d = (struct pv_detach *)list;
-            int r = pv_conn_detach(e, d->id, d->fd);
+            int r = pv_conn_detach(e, d->id, d->fd, &d->err);
             pthread_mutex_lock(&e->lock);
             d->result = r;
             d->done = true;
@@ -392,6 +356,7 @@ static void expire_idle(struct pv_engine *e)
 
 static void serve_turn(struct pv_engine *e, struct pv_job *j)
 {
+    struct pv_err err;
     enum pv_serve r;
     bool progress = false;
 
@@ -421,8 +386,8 @@ static void serve_turn(struct pv_engine *e, struct pv_job *j)
         /* A write job's suffix needs the other direction. */
         if (pv_job_wants_out(j) != j->reg_out) {
             j->reg_out = !j->reg_out;
-            if (pv_epoll_set(e, EPOLL_CTL_MOD, j->sock, job_events(j), (uintptr_t)j) < 0)
-                fail_job(e, j, errno);
+            if (pv_epoll_set(e, EPOLL_CTL_MOD, j->sock, job_events(j), (uintptr_t)j, &err) < 0)
+                fail_job(e, j, err.code);
         }
     }
 }
@@ -432,7 +397,7 @@ void *pv_engine_main(void *arg)
 {
     struct pv_engine *e = arg;
     struct epoll_event evs[PV_MAX_EVENTS];
-    int err = ECANCELED;
+    int code = ECANCELED;             /* what ends the jobs and connections left at the end */
 
     for (;;) {
         struct pv_job *j;
@@ -451,9 +416,9 @@ void *pv_engine_main(void *arg)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            err = errno;
+            code = errno;
             pthread_mutex_lock(&e->lock);
-            e->fatal = err;
+            e->fatal = code;
             e->stopping = true;
             pthread_mutex_unlock(&e->lock);
             break;
@@ -484,11 +449,11 @@ void *pv_engine_main(void *arg)
         pv_conn_serve(e);
         flush_events(e);
     }
-    /* Close or a dead loop: everything still in hand completes with err. */
+    /* Close or a dead loop: everything still in hand completes with code. */
     take_inbox(e);
     while (e->jobs_head != NULL)
-        fail_job(e, e->jobs_head, err);
-    pv_conn_close_all(e, err);
+        fail_job(e, e->jobs_head, code);
+    pv_conn_close_all(e, code);
     flush_events(e);
     return NULL;
 }

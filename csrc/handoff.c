@@ -86,9 +86,10 @@ int pv_engine_detach(struct pv_engine *e, int64_t id, int fd, struct pv_err *err
     while (!d.done)
         pthread_cond_wait(&e->cmd_cond, &e->lock);
     pthread_mutex_unlock(&e->lock);
-    if (d.result != 0)
-        return pv_misuse(err, d.result, "%s", d.result == EBUSY ? "connection is in a job"
-                                                                : "connection is not attached");
+    if (d.result < 0) {
+        *err = d.err;
+        return -1;
+    }
     return 0;
 }
 

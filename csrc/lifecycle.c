@@ -58,18 +58,16 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, struct pv
     e->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (e->wake_fd < 0 || e->done_fd < 0 || e->epfd < 0) {
-        pv_fail(err, errno, "eventfd/epoll: %s", strerror(errno));
+        pv_err_sys(err, "eventfd/epoll");
         goto err;
     }
     /* 0 marks the wake fd among job and connection pointers. */
-    if (pv_epoll_set(e, EPOLL_CTL_ADD, e->wake_fd, EPOLLIN, 0) < 0) {
-        pv_fail(err, errno, "epoll_ctl: %s", strerror(errno));
+    if (pv_epoll_set(e, EPOLL_CTL_ADD, e->wake_fd, EPOLLIN, 0, err) < 0)
         goto err;
-    }
     if (e->write_mode == PV_WRITE_SPLICE) {
         int p[2];
         if (pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0) {
-            pv_fail(err, errno, "pipe2: %s", strerror(errno));
+            pv_err_sys(err, "pipe2");
             goto err;
         }
         e->pipe_r = p[0];
@@ -79,13 +77,12 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, struct pv
         if (rc < 0)
             rc = fcntl(e->pipe_w, F_GETPIPE_SZ);
         if (rc < 0) {
-            pv_fail(err, errno, "F_GETPIPE_SZ: %s", strerror(errno));
+            pv_err_sys(err, "F_GETPIPE_SZ");
             goto err;
         }
         e->pipe_size = (size_t)rc;
     }
-    if (e->ops->so_start != NULL && e->ops->so_start(e) < 0) {
-        pv_fail(err, ENOMEM, "policy %s failed to start", e->ops->so_name);
+    if (e->ops->so_start != NULL && e->ops->so_start(e, err) < 0) {
         e->ops = NULL;                /* nothing to stop in pv_engine_destroy */
         goto err;
     }

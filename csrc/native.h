@@ -1,14 +1,33 @@
 /* native.h -- shared declarations of the pvfs._native extension.
  *
- * Two halves live in this extension:
- *   - the I/O daemon's engine: engine.c (the service thread and its loop), sched.c (the
- *     scheduling policies, one const ops table each), stream.c (moving a job's bytes:
- *     sendfile or mmap+send for reads, recv+pwrite or splice for writes) and conn.c (attached
- *     connections: reading frame headers between jobs);
- *   - the client's scatter/gather, transfer.c.
- * err.c holds the one error convention (struct pv_err, below).
- * module.c and pyconn.c hold the Python bindings. Nothing declared here touches a Python object, so the
- * engine's thread never needs the GIL.
+ * Two halves live in this extension: the I/O daemon's engine (a service thread moving jobs'
+ * bytes between sockets and files, in the order of a scheduling policy, optionally through
+ * an emulated disk) and the client's scatter/gather, transfer.c. Nothing declared here
+ * touches a Python object, so the engine's thread never needs the GIL; pvpy.h declares the
+ * bindings.
+ *
+ * Units, in call order: each calls (or names) only units listed above it, never one below
+ * (tests/unit/test_c_units.py reads the sources and checks this list):
+ *   err.c         the one error convention (struct pv_err, below)
+ *   base.c        the clock, eventfds, epoll registration, posting an event for Python
+ *   job.c         a job: made, freed, its position, which way it waits, in step or not
+ *   disk.c        the emulated disk's model: page cache, dirty list, the head's timing
+ *   writeback.c   its write-back: the flusher, writes, fsync, dropping the cache
+ *   diskaccess.c  an access charged to it: a read's miss, or a write (writeback.c)
+ *   stream.c      moving a job's bytes: sendfile or mmap+send, recv+pwrite or splice
+ *   conn.c        attached connections: reading frame headers between jobs
+ *   sched.c       the scheduling policies opt1..opt4, one const ops table each
+ *   engine.c      the service loop: events, the policy's pick, a turn, posting results
+ *   lifecycle.c   making, stopping and freeing an engine
+ *   handoff.c     what the Python thread calls: the inbox and the done list
+ *   transfer.c    the client's transfer() (a binding of its own)
+ *   pyerr.c       pv_raise: a struct pv_err as a Python exception
+ *   pydisk.c      the Disk type
+ *   pyconn.c      attach(), detach(), events()
+ *   module.c      the module and the Engine type
+ * Sharing goes down, never up or sideways: what two units both need lives in one below them
+ * (base.c for the engine's units, disk.c for the disk's). The engine calls its policy
+ * through the ops table only (pv_sched_ops); the loop thread runs engine.c's pv_engine_main.
  */
 #ifndef PVFS_NATIVE_H
 #define PVFS_NATIVE_H
@@ -39,6 +58,8 @@ int pv_err_set(struct pv_err *err, int code, bool misuse, const char *fmt, ...)
 /* Fill err and return -1: a failure of the system (errno code), or the caller's misuse. */
 #define pv_fail(err, code, ...) pv_err_set((err), (code), false, __VA_ARGS__)
 #define pv_misuse(err, code, ...) pv_err_set((err), (code), true, __VA_ARGS__)
+/* A system call named `what` just failed: fill err from errno and return -1. */
+int pv_err_sys(struct pv_err *err, const char *what);
 
 #define pv_container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -107,7 +128,8 @@ struct pv_detach {
     struct pv_event ev;           /* kind DETACH */
     int64_t id;
     int fd;
-    int result;                   /* 0, ENOENT (not attached: closed already), EBUSY (job) */
+    int result;                   /* 0, or -1 with err (pv_conn_detach) */
+    struct pv_err err;
     bool done;
 };
 
@@ -196,6 +218,7 @@ static inline bool pv_job_runnable(const struct pv_job *j)
 
 /* disk.c: an emulated disk (timing model + page cache); see disk.c for the model. */
 #define PV_DISK_PAGE ((int64_t)4096)
+#define PV_DISK_NIL ((uint32_t)0xFFFFFFFF)   /* no page: ends the hash, LRU and dirty lists */
 
 struct pv_disk_params {
     double read_bps, write_bps;   /* media transfer rates, bytes per second */
@@ -250,6 +273,7 @@ struct pv_disk {
     _Atomic int64_t accesses, busy_ns, miss_bytes, hit_bytes, write_bytes;
 };
 
+/* disk.c: the model's state -- the page cache (hash, LRU, dirty list) and the head. */
 int pv_disk_init(struct pv_disk *d, const struct pv_disk_params *p, struct pv_err *err);
 void pv_disk_fini(struct pv_disk *d);
 /* Bytes resident and read in by `now` from off on, contiguously, up to len; a use (LRU) of
@@ -262,27 +286,8 @@ int64_t pv_disk_resident(struct pv_disk *d, uint64_t ino, int64_t off, int64_t l
 int64_t pv_disk_cached(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len);
 int64_t pv_disk_addr(const struct pv_disk *d, uint64_t ino, int64_t off);
 int64_t pv_disk_position_ns(const struct pv_disk *d, int64_t from, int64_t to, bool write);
-/* Charge a media read: returns its service time and sets *done to when it completes,
- * queued behind the accesses before it (a read of pages already on their way in: when the
- * last of them arrives); its pages become resident, ready at *done. *end_out (may be NULL):
- * where the bytes this access read (or found cached) from off on stop. write: the same as
- * pv_disk_write (returns the writer's wait). */
-int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, bool write,
-                       int64_t now, int64_t *done, int64_t *end_out);
 
-/* writeback.c: dirty pages, the flusher, fsync. A write makes its pages dirty and returns
- * the writer's wait (0 unless dirty victims had to be written or the dirty limit throttled
- * it), *done when it may go on. */
-int64_t pv_disk_write(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, int64_t now,
-                      int64_t *done);
-/* Write back the file's (PV_DISK_ALL: every) dirty pages; when they are all on the disk. */
-int64_t pv_disk_sync(struct pv_disk *d, uint64_t ino, int64_t now);
-/* Write back every dirty page, then empty the cache; when the write-back is done. */
-int64_t pv_disk_drop(struct pv_disk *d, int64_t now);
-/* The file is gone: its dirty pages are discarded, never written. */
-void pv_disk_forget(struct pv_disk *d, uint64_t ino);
-
-/* Shared by disk.c and writeback.c, d->lock held. */
+/* disk.c, for writeback.c and diskaccess.c: d->lock held. */
 uint32_t pv_disk__find(struct pv_disk *d, uint64_t ino, uint64_t pg);
 /* Page (ino, pg) resident and most recently used (ready_at < 0: keep a resident page's);
  * a dirty victim is written first and *wait raised to when that is done. */
@@ -295,9 +300,29 @@ int64_t pv_disk__charge(struct pv_disk *d, uint64_t ino, int64_t off, int64_t le
                         int64_t at);
 void pv_disk__dirty(struct pv_disk *d, uint32_t i, int64_t now);
 void pv_disk__clean(struct pv_disk *d, uint32_t i);
-/* The flusher's write-back due by `now` (the lazy catch-up, see writeback.c). */
-void pv_disk__flush_due(struct pv_disk *d, int64_t now);
 void pv_disk__empty(struct pv_disk *d);
+
+/* writeback.c: dirty pages, the flusher, fsync. A write makes its pages dirty and returns
+ * the writer's wait (0 unless dirty victims had to be written or the dirty limit throttled
+ * it), *done when it may go on. */
+int64_t pv_disk_write(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, int64_t now,
+                      int64_t *done);
+/* Write back the file's (PV_DISK_ALL: every) dirty pages; when they are all on the disk. */
+int64_t pv_disk_sync(struct pv_disk *d, uint64_t ino, int64_t now);
+/* Write back every dirty page, then empty the cache; when the write-back is done. */
+int64_t pv_disk_drop(struct pv_disk *d, int64_t now);
+/* The file is gone: its dirty pages are discarded, never written. */
+void pv_disk_forget(struct pv_disk *d, uint64_t ino);
+/* The flusher's write-back due by `now` (the lazy catch-up, see writeback.c); d->lock held. */
+void pv_disk__flush_due(struct pv_disk *d, int64_t now);
+
+/* diskaccess.c: charge a media read: returns its service time and sets *done to when it
+ * completes, queued behind the accesses before it (a read of pages already on their way in:
+ * when the last of them arrives); its pages become resident, ready at *done. *end_out (may be
+ * NULL): where the bytes this access read (or found cached) from off on stop. write: the same
+ * as pv_disk_write (returns the writer's wait). */
+int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, bool write,
+                       int64_t now, int64_t *done, int64_t *end_out);
 
 struct pv_engine;
 
@@ -326,8 +351,8 @@ struct pv_sched_ops {
     /* Optional. A job is about to leave the job list (done, failed or cancelled). */
     void (*so_dequeue)(struct pv_engine *e, struct pv_job *j);
     /* Optional. The policy becomes / stops being the active one: build its queue from the
-     * job list, or drop it. so_start returns 0, or -1 to leave opt1 in charge. */
-    int (*so_start)(struct pv_engine *e);
+     * job list, or drop it. so_start returns 0, or -1 with err to leave opt1 in charge. */
+    int (*so_start)(struct pv_engine *e, struct pv_err *err);
     void (*so_stop)(struct pv_engine *e);
 };
 
@@ -436,18 +461,55 @@ static inline void pv_ev_append(struct pv_event **head, struct pv_event **tail,
     *tail = ev;
 }
 
+/* base.c */
+int64_t pv_now_ns(void);
+void pv_eventfd_signal(int fd);
+void pv_eventfd_drain(int fd);
+/* epoll_ctl with the engine's data convention (PV_TAG_CONN); 0, or -1 with err. */
+int pv_epoll_set(struct pv_engine *e, int op, int fd, uint32_t events, uintptr_t data,
+                 struct pv_err *err);
+/* Post an event for Python; the loop publishes the turn's events at its end. */
+void pv_post(struct pv_engine *e, struct pv_event *ev);
+
+/* job.c */
+struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *acc,
+                          size_t acc_len, const void *prefix, size_t prefix_len,
+                          const void *suffix, size_t suffix_len, uint64_t inode,
+                          struct pv_err *err);
+void pv_job_free(struct pv_job *j);
+void pv_job_unmap(struct pv_job *j);
+bool pv_job_idle(const struct pv_job *j);
+bool pv_job_wants_out(const struct pv_job *j);
+bool pv_job_in_step(const struct pv_job *j);
+struct pv_pos pv_job_pos(const struct pv_job *j);
+
+/* stream.c: serve a job until it would block (the result), recording a failure in j->err. */
+enum pv_serve { PV_SERVE_DONE, PV_SERVE_BLOCKED, PV_SERVE_DISK, PV_SERVE_YIELD };
+enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress);
+
+/* conn.c */
+void pv_conn_attach(struct pv_engine *e, struct pv_conn *c);
+int pv_conn_detach(struct pv_engine *e, int64_t id, int fd, struct pv_err *err);
+void pv_conn_mark(struct pv_engine *e, struct pv_conn *c);
+void pv_conn_serve(struct pv_engine *e);
+bool pv_conn_pending(const struct pv_engine *e);
+int64_t pv_conn_deadline(const struct pv_engine *e);
+void pv_conn_expire(struct pv_engine *e, int64_t now);
+int pv_conn_bind(struct pv_engine *e, struct pv_job *j, struct pv_err *err);
+void pv_conn_job_end(struct pv_engine *e, struct pv_job *j);
+void pv_conn_close_all(struct pv_engine *e, int code);
+void pv_conn_init(struct pv_engine *e);
+void pv_conn_fini(struct pv_engine *e);
+void pv_records_release(struct pv_engine *e, struct pv_record *list);
+void pv_event_free(struct pv_event *ev);
+
+/* engine.c */
+void *pv_engine_main(void *arg);     /* the loop thread's body */
+
 /* lifecycle.c */
 struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, struct pv_err *err);
 void pv_engine_stop(struct pv_engine *e);
 void pv_engine_destroy(struct pv_engine *e);
-
-/* engine.c */
-void *pv_engine_main(void *arg);     /* the loop thread's body */
-void pv_post(struct pv_engine *e, struct pv_event *ev);
-int pv_epoll_set(struct pv_engine *e, int op, int fd, uint32_t events, uintptr_t data);
-void pv_eventfd_signal(int fd);
-void pv_eventfd_drain(int fd);
-int64_t pv_now_ns(void);
 
 /* handoff.c */
 int pv_engine_submit(struct pv_engine *e, struct pv_job *j, struct pv_err *err);
@@ -459,35 +521,5 @@ int pv_engine_set_window(struct pv_engine *e, int64_t window, struct pv_err *err
 int pv_engine_set_gather(struct pv_engine *e, int64_t gather_ns, struct pv_err *err);
 struct pv_event *pv_engine_take_completions(struct pv_engine *e);
 struct pv_event *pv_engine_take_events(struct pv_engine *e);
-
-/* conn.c */
-void pv_conn_attach(struct pv_engine *e, struct pv_conn *c);
-int pv_conn_detach(struct pv_engine *e, int64_t id, int fd);
-void pv_conn_mark(struct pv_engine *e, struct pv_conn *c);
-void pv_conn_serve(struct pv_engine *e);
-bool pv_conn_pending(const struct pv_engine *e);
-int64_t pv_conn_deadline(const struct pv_engine *e);
-void pv_conn_expire(struct pv_engine *e, int64_t now);
-int pv_conn_bind(struct pv_engine *e, struct pv_job *j);
-void pv_conn_job_end(struct pv_engine *e, struct pv_job *j);
-void pv_conn_close_all(struct pv_engine *e, int err);
-void pv_conn_init(struct pv_engine *e);
-void pv_conn_fini(struct pv_engine *e);
-void pv_records_release(struct pv_engine *e, struct pv_record *list);
-void pv_event_free(struct pv_event *ev);
-
-/* stream.c */
-enum pv_serve { PV_SERVE_DONE, PV_SERVE_BLOCKED, PV_SERVE_DISK, PV_SERVE_YIELD };
-struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *acc,
-                          size_t acc_len, const void *prefix, size_t prefix_len,
-                          const void *suffix, size_t suffix_len, uint64_t inode,
-                          struct pv_err *err);
-void pv_job_free(struct pv_job *j);
-bool pv_job_idle(const struct pv_job *j);
-bool pv_job_wants_out(const struct pv_job *j);
-bool pv_job_in_step(const struct pv_job *j);
-struct pv_pos pv_job_pos(const struct pv_job *j);
-enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress);
-void pv_job_unmap(struct pv_job *j);
 
 #endif

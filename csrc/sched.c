@@ -138,8 +138,9 @@ static void opt1_dequeue(struct pv_engine *e, struct pv_job *j)
 }
 
 /* Taking over from another policy: queue the ready jobs in the order of their edges. */
-static int opt1_start(struct pv_engine *e)
+static int opt1_start(struct pv_engine *e, struct pv_err *err)
 {
+    (void)err;                        /* links what exists: cannot fail */
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         struct pv_ring *at = &e->sched_q;
         if (!pv_job_scheduled(j) || !pv_job_runnable(j))

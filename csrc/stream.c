@@ -2,7 +2,8 @@
  *
  * A job is served "until it would block": pv_serve_job() moves as much as the socket takes
  * (reads) or holds (writes) and returns PV_SERVE_BLOCKED on EAGAIN, PV_SERVE_DONE when the
- * job finished or failed (j->err), PV_SERVE_YIELD when the engine is being closed.
+ * job finished or failed (j->err), PV_SERVE_YIELD when the engine is being closed. The job
+ * itself (made, freed, its position) is job.c's.
  *
  * Reads stream the reply prefix, then every access in order: file bytes with sendfile(2) or
  * with mmap(2)+send(2) in windows of e->mmap_window bytes (the thesis used 128 KiB), zero
@@ -40,112 +41,23 @@ static const char zeros[64 << 10];
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-struct pv_job *pv_job_new(int64_t id, int sock, int file, int op, const void *acc,
-                          size_t acc_len, const void *prefix, size_t prefix_len,
-                          const void *suffix, size_t suffix_len, uint64_t inode,
-                          struct pv_err *err)
+/* A step (below) moves some of a job's bytes with one system call and returns the bytes it
+ * moved (> 0); PV_STEP_AGAIN when it moved none but the job may go on at once (its state
+ * changed, or the call was interrupted); PV_STEP_BLOCKED when the socket would block -- not a
+ * failure: the end of the job's turn; or -1 with err filled (err.c's convention). */
+#define PV_STEP_AGAIN 0
+#define PV_STEP_BLOCKED (-2)
+
+/* A step's result from its system call's: n, or what errno says n < 0 means. */
+static ssize_t step_result(ssize_t n, const char *what, struct pv_err *err)
 {
-    const unsigned char *p = acc;
-    struct pv_job *j = NULL;
-    size_t n, i;
-    int64_t total = 0;
-
-    if (op != PV_OP_READ && op != PV_OP_WRITE) {
-        pv_misuse(err, EINVAL, "op must be OP_READ or OP_WRITE, not %d", op);
-        return NULL;
-    }
-    if (sock < 0 || file < 0) {
-        pv_misuse(err, EINVAL, "file descriptors must be >= 0");
-        return NULL;
-    }
-    if (op == PV_OP_WRITE && prefix_len != 0) {
-        pv_misuse(err, EINVAL, "a write job takes no prefix");
-        return NULL;
-    }
-    if (acc_len % sizeof(struct pv_access) != 0) {
-        pv_misuse(err, EINVAL, "accesses must be packed int64 triples (%zu bytes)",
-                 acc_len);
-        return NULL;
-    }
-    n = acc_len / sizeof(struct pv_access);
-    j = calloc(1, sizeof(*j));
-    if (j == NULL)
-        goto nomem;
-    j->acc = malloc(n ? n * sizeof(struct pv_access) : 1);
-    j->prefix = malloc(prefix_len ? prefix_len : 1);
-    j->suffix = malloc(suffix_len ? suffix_len : 1);
-    if (j->acc == NULL || j->prefix == NULL || j->suffix == NULL)
-        goto nomem;
-    for (i = 0; i < n; i++) {
-        struct pv_access *a = &j->acc[i];
-        int64_t f[3];
-        /* Explicit little-endian decoding: the wire order, whatever the host's. */
-        for (int k = 0; k < 3; k++) {
-            uint64_t v = 0;
-            for (int b = 7; b >= 0; b--)
-                v = (v << 8) | p[i * 24 + (size_t)k * 8 + (size_t)b];
-            f[k] = (int64_t)v;
-        }
-        a->kind = f[0];
-        a->off = f[1];
-        a->len = f[2];
-        if (op == PV_OP_READ ? (a->kind != PV_ACC_FILE && a->kind != PV_ACC_ZERO)
-                             : (a->kind != PV_ACC_FILE && a->kind != PV_ACC_DISCARD)) {
-            pv_misuse(err, EINVAL, "access %zu: kind %lld not valid for this op", i,
-                     (long long)a->kind);
-            goto fail;
-        }
-        if (a->off < 0 || a->len < 0 || a->len > INT64_MAX - a->off
-            || a->len > INT64_MAX - total) {
-            pv_misuse(err, EINVAL, "access %zu: bad offset/length (%lld, %lld)", i,
-                     (long long)a->off, (long long)a->len);
-            goto fail;
-        }
-        total += a->len;
-    }
-    if (prefix_len)
-        memcpy(j->prefix, prefix, prefix_len);
-    if (suffix_len)
-        memcpy(j->suffix, suffix, suffix_len);
-    j->id = id;
-    j->sock = sock;
-    j->file = file;
-    j->op = op;
-    j->inode = inode;
-    j->nacc = n;
-    j->prefix_len = prefix_len;
-    j->suffix_len = suffix_len;
-    j->sock_flags = -1;
-    j->size_at = -1;
-    j->file_end = INT64_MAX;
-    j->t_submit = pv_now_ns();
-    return j;
-
-nomem:
-    pv_fail(err, ENOMEM, "out of memory");
-fail:
-    pv_job_free(j);
-    return NULL;
-}
-
-void pv_job_free(struct pv_job *j)
-{
-    if (j == NULL)
-        return;
-    pv_job_unmap(j);
-    free(j->acc);
-    free(j->prefix);
-    free(j->suffix);
-    free(j);
-}
-
-void pv_job_unmap(struct pv_job *j)
-{
-    /* munmap of a mapping we made cannot fail short of a bug; nothing to report. */
-    if (j->map != NULL)
-        (void)munmap(j->map, j->map_len);
-    j->map = NULL;
-    j->map_len = 0;
+    if (n >= 0)
+        return n;
+    if (errno == EINTR)
+        return PV_STEP_AGAIN;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return PV_STEP_BLOCKED;
+    return pv_err_sys(err, what);
 }
 
 /* Skip finished and empty accesses; true when the prefix and the bulk are through. */
@@ -159,54 +71,6 @@ static bool job_skip_done(struct pv_job *j)
     return j->prefix_done == j->prefix_len && j->cur == j->nacc;
 }
 
-bool pv_job_idle(const struct pv_job *j)
-{
-    if (j->prefix_len != 0 || j->suffix_len != 0)
-        return false;
-    for (size_t i = 0; i < j->nacc; i++) {
-        if (j->acc[i].len != 0)
-            return false;
-    }
-    return true;
-}
-
-static bool bulk_done(const struct pv_job *j)
-{
-    size_t i = j->cur;
-
-    if (j->prefix_done != j->prefix_len)
-        return false;
-    if (i < j->nacc && j->acc_done == j->acc[i].len)
-        i++;
-    while (i < j->nacc && j->acc[i].len == 0)
-        i++;
-    return i == j->nacc;
-}
-
-/* Which way the socket must be ready: a write job sends only its suffix. */
-bool pv_job_wants_out(const struct pv_job *j)
-{
-    return j->op == PV_OP_READ || (j->suffix_done < j->suffix_len && j->err == 0
-                                   && bulk_done(j));
-}
-
-/* A failed job left its connection at a frame boundary: every byte of the bulk moved and
- * the failure was the file's (a write drained the rest of its stream), not the socket's. */
-bool pv_job_in_step(const struct pv_job *j)
-{
-    return j->stale || (j->draining && bulk_done(j) && j->suffix_done == 0);
-}
-
-struct pv_pos pv_job_pos(const struct pv_job *j)
-{
-    struct pv_pos p = { .inode = j->inode, .off = 0 };
-    if (j->cur < j->nacc)
-        p.off = j->acc[j->cur].off + j->acc_done;
-    else if (j->nacc > 0)
-        p.off = j->acc[j->nacc - 1].off + j->acc[j->nacc - 1].len;
-    return p;
-}
-
 static int64_t bytes_left(const struct pv_job *j)
 {
     int64_t left = 0;
@@ -215,15 +79,16 @@ static int64_t bytes_left(const struct pv_job *j)
     return left - j->acc_done;
 }
 
-static ssize_t send_zeros(struct pv_job *j, int64_t rem)
+static ssize_t send_zeros(struct pv_job *j, int64_t rem, struct pv_err *err)
 {
-    return send(j->sock, zeros, (size_t)min64(rem, (int64_t)sizeof(zeros)),
-                MSG_NOSIGNAL | MSG_DONTWAIT);
+    return step_result(send(j->sock, zeros, (size_t)min64(rem, (int64_t)sizeof(zeros)),
+                            MSG_NOSIGNAL | MSG_DONTWAIT),
+                       "send", err);
 }
 
 /* mmap read mode: make sure the window holding offset o is mapped. Returns 1 when mapped,
- * 0 when o is past the end of the file (the caller pads with zeros), -1 with errno. */
-static int map_window(struct pv_engine *e, struct pv_job *j, int64_t o)
+ * 0 when o is past the end of the file (the caller pads with zeros), -1 with err. */
+static int map_window(struct pv_engine *e, struct pv_job *j, int64_t o, struct pv_err *err)
 {
     struct stat st;
     int64_t page = sysconf(_SC_PAGESIZE), start, len;
@@ -233,7 +98,7 @@ static int map_window(struct pv_engine *e, struct pv_job *j, int64_t o)
         return 1;
     pv_job_unmap(j);
     if (fstat(j->file, &st) < 0)
-        return -1;
+        return pv_err_sys(err, "fstat");
     if (o >= st.st_size)
         return 0;
     start = o - o % page;
@@ -243,7 +108,7 @@ static int map_window(struct pv_engine *e, struct pv_job *j, int64_t o)
         len = o - start + 1;
     m = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, j->file, start);
     if (m == MAP_FAILED)
-        return -1;
+        return pv_err_sys(err, "mmap");
     j->map = m;
     j->map_off = start;
     j->map_len = (size_t)len;
@@ -252,14 +117,15 @@ static int map_window(struct pv_engine *e, struct pv_job *j, int64_t o)
 
 /* Emulated disk: how much of [o, o+rem) may be sent now. A miss charges the disk for the
  * read (at least its read-ahead, not past the end of the file) and returns 0 with
- * j->disk_until set; -1 with errno if the file cannot be examined.
+ * j->disk_until set; -1 with err if the file cannot be examined.
  *
  * What a miss read is the job's once the disk is done (the grant), cached or not: the pages
  * become resident when the miss is charged, so with more jobs waiting on the disk than the
  * cache has read-ahead windows, every job's pages were evicted by the later misses before
  * it woke, it missed again, and no job ever finished (a study hung on a 512 KiB cache and
  * seven concurrent reads). Linux likewise hands a reader the pages it waited for. */
-static int64_t disk_limit(struct pv_engine *e, struct pv_job *j, int64_t o, int64_t rem)
+static int64_t disk_limit(struct pv_engine *e, struct pv_job *j, int64_t o, int64_t rem,
+                          struct pv_err *err)
 {
     struct pv_disk *d = e->disk;
     int64_t n, lo, hi, len, until, end, now = pv_now_ns();
@@ -281,7 +147,7 @@ static int64_t disk_limit(struct pv_engine *e, struct pv_job *j, int64_t o, int6
         return 0;
     }
     if (fstat(j->file, &st) < 0)
-        return -1;
+        return pv_err_sys(err, "fstat");
     lo = o - o % PV_DISK_PAGE;
     hi = o + (rem > d->p.readahead ? rem : d->p.readahead);
     if (hi > st.st_size)
@@ -300,8 +166,8 @@ static int64_t disk_limit(struct pv_engine *e, struct pv_job *j, int64_t o, int6
     return 0;
 }
 
-/* One step of a read job's current access: >0 bytes sent, 0 state changed, -1 errno. */
-static ssize_t read_step(struct pv_engine *e, struct pv_job *j)
+/* One step of a read job's current access (see step_result). */
+static ssize_t read_step(struct pv_engine *e, struct pv_job *j, struct pv_err *err)
 {
     struct pv_access *a = &j->acc[j->cur];
     int64_t rem = a->len - j->acc_done, o = a->off + j->acc_done;
@@ -309,27 +175,30 @@ static ssize_t read_step(struct pv_engine *e, struct pv_job *j)
     int r;
 
     if (a->kind == PV_ACC_ZERO || j->zero_fill || o >= j->file_end)
-        return send_zeros(j, rem);
+        return send_zeros(j, rem, err);
     rem = min64(rem, j->file_end - o);  /* the rest of the access is past the end: zeros */
     if (e->disk != NULL) {
-        int64_t lim = disk_limit(e, j, o, rem);
-        if (lim <= 0)
-            return lim;               /* 0: waiting for the disk; -1: errno */
+        int64_t lim = disk_limit(e, j, o, rem, err);
+        if (lim == 0)
+            return PV_STEP_AGAIN;     /* waiting for the disk: j->disk_until is set */
+        if (lim < 0)
+            return -1;
         rem = lim;
     }
-    r = e->read_mode == PV_READ_MMAP ? map_window(e, j, o) : -1;
+    r = e->read_mode == PV_READ_MMAP ? map_window(e, j, o, err) : 0;
     /* ENODEV: a file system that cannot mmap; sendfile still can. */
-    if (e->read_mode == PV_READ_SENDFILE || (r < 0 && errno == ENODEV)) {
+    if (e->read_mode == PV_READ_SENDFILE || (r < 0 && err->code == ENODEV)) {
         off_t fo = (off_t)o;
         n = sendfile(j->sock, j->file, &fo, (size_t)min64(rem, PV_CHUNK));
         if (n == 0)
             j->zero_fill = true;          /* EOF: the file shrank */
-        return n;
+        return step_result(n, "sendfile", err);
     }
-    if (r <= 0) {
-        if (r == 0)
-            j->zero_fill = true;
-        return r;
+    if (r < 0)
+        return -1;
+    if (r == 0) {
+        j->zero_fill = true;
+        return PV_STEP_AGAIN;
     }
     n = send(j->sock, j->map + (o - j->map_off),
              (size_t)min64(rem, j->map_off + (int64_t)j->map_len - o),
@@ -338,9 +207,9 @@ static ssize_t read_step(struct pv_engine *e, struct pv_job *j)
         /* The mapped pages went past EOF after our fstat: the file shrank. */
         pv_job_unmap(j);
         j->zero_fill = true;
-        return 0;
+        return PV_STEP_AGAIN;
     }
-    return n;
+    return step_result(n, "send", err);
 }
 
 /* Store n bytes of e->buf at offset o; on failure keep the first errno and drain the rest. */
@@ -361,8 +230,9 @@ static void store(struct pv_job *j, const char *buf, size_t n, int64_t o)
     }
 }
 
-/* splice write mode: socket -> pipe -> file, no copy through user space. */
-static ssize_t splice_step(struct pv_engine *e, struct pv_job *j, int64_t rem, int64_t o)
+/* splice write mode: socket -> pipe -> file, no copy through user space (see step_result). */
+static ssize_t splice_step(struct pv_engine *e, struct pv_job *j, int64_t rem, int64_t o,
+                           struct pv_err *err)
 {
     ssize_t n = splice(j->sock, NULL, e->pipe_w, NULL,
                        (size_t)min64(rem, (int64_t)e->pipe_size),
@@ -370,11 +240,10 @@ static ssize_t splice_step(struct pv_engine *e, struct pv_job *j, int64_t rem, i
     size_t left;
     loff_t fo = o;
 
-    if (n <= 0) {
-        if (n == 0)
-            errno = ECONNRESET;           /* peer closed in the middle of the stream */
-        return -1;
-    }
+    if (n == 0)
+        return pv_fail(err, ECONNRESET, "peer closed in the middle of the stream");
+    if (n < 0)
+        return step_result(n, "splice", err);
     left = (size_t)n;
     while (left > 0) {
         ssize_t w = splice(e->pipe_r, NULL, j->file, &fo, left, SPLICE_F_MOVE);
@@ -408,8 +277,8 @@ static ssize_t splice_step(struct pv_engine *e, struct pv_job *j, int64_t rem, i
     return n;
 }
 
-/* One step of a write job's current access: >0 bytes received, -1 errno. */
-static ssize_t write_step(struct pv_engine *e, struct pv_job *j)
+/* One step of a write job's current access (see step_result). */
+static ssize_t write_step(struct pv_engine *e, struct pv_job *j, struct pv_err *err)
 {
     struct pv_access *a = &j->acc[j->cur];
     int64_t rem = a->len - j->acc_done, o = a->off + j->acc_done;
@@ -417,15 +286,13 @@ static ssize_t write_step(struct pv_engine *e, struct pv_job *j)
     ssize_t n;
 
     if (keep && e->write_mode == PV_WRITE_SPLICE)
-        return splice_step(e, j, rem, o);
+        return splice_step(e, j, rem, o, err);
     n = recv(j->sock, e->buf, (size_t)min64(rem, (int64_t)e->buf_len), MSG_DONTWAIT);
-    if (n == 0) {
-        errno = ECONNRESET;               /* peer closed in the middle of the stream */
-        return -1;
-    }
+    if (n == 0)
+        return pv_fail(err, ECONNRESET, "peer closed in the middle of the stream");
     if (n > 0 && keep)
         store(j, e->buf, (size_t)n, o);
-    return n;
+    return step_result(n, "recv", err);
 }
 
 /* The job's first turn: what the daemon used to ask with fstat(2) on its trio thread,
@@ -459,6 +326,8 @@ static bool job_examine(struct pv_job *j)
 
 enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress)
 {
+    struct pv_err err;
+
     if (!j->examined && !job_examine(j))
         return PV_SERVE_DONE;
     for (;;) {
@@ -475,29 +344,30 @@ enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress
         if (j->prefix_done < j->prefix_len) {
             /* MSG_MORE: the bulk follows at once, no need for a packet of its own. */
             int more = bytes_left(j) > 0 || j->suffix_len > 0 ? MSG_MORE : 0;
-            n = send(j->sock, j->prefix + j->prefix_done, j->prefix_len - j->prefix_done,
-                     MSG_NOSIGNAL | MSG_DONTWAIT | more);
+            n = step_result(send(j->sock, j->prefix + j->prefix_done,
+                                 j->prefix_len - j->prefix_done,
+                                 MSG_NOSIGNAL | MSG_DONTWAIT | more),
+                            "send", &err);
             part = PREFIX;
         } else if (through) {
-            n = send(j->sock, j->suffix + j->suffix_done, j->suffix_len - j->suffix_done,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
+            n = step_result(send(j->sock, j->suffix + j->suffix_done,
+                                 j->suffix_len - j->suffix_done, MSG_NOSIGNAL | MSG_DONTWAIT),
+                            "send", &err);
             part = SUFFIX;
         } else if (j->op == PV_OP_READ) {
-            n = read_step(e, j);
+            n = read_step(e, j, &err);
         } else {
-            n = write_step(e, j);
+            n = write_step(e, j, &err);
         }
+        if (n == PV_STEP_BLOCKED)
+            return PV_SERVE_BLOCKED;
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return PV_SERVE_BLOCKED;
             /* A storage error seen earlier stays the job's error: it came first. */
             if (j->err == 0)
-                j->err = errno;
+                j->err = err.code;
             return PV_SERVE_DONE;
         }
-        if (n == 0)
+        if (n == PV_STEP_AGAIN)
             continue;
         *progress = true;
         if (part == PREFIX) {

@@ -29,45 +29,7 @@
 
 #include "native.h"
 
-#define PV_DISK_NIL ((uint32_t)0xFFFFFFFF)
 #define PV_WB_RUN ((uint64_t)(512 << 10) / PV_DISK_PAGE)    /* max_sectors_kb = 512 */
-
-void pv_disk__dirty(struct pv_disk *d, uint32_t i, int64_t now)
-{
-    struct pv_disk_page *e = &d->pages[i];
-
-    if (e->dirty)
-        return;                   /* Linux keeps the time a page first became dirty, too */
-    e->dirty = true;
-    e->dirty_at = now;
-    e->dnext = PV_DISK_NIL;
-    e->dprev = d->dirty_tail;
-    if (d->dirty_tail != PV_DISK_NIL)
-        d->pages[d->dirty_tail].dnext = i;
-    else
-        d->dirty_head = i;
-    d->dirty_tail = i;
-    if (++d->ndirty == d->bg_pages + 1)
-        d->bg_since = now;
-}
-
-void pv_disk__clean(struct pv_disk *d, uint32_t i)
-{
-    struct pv_disk_page *e = &d->pages[i];
-
-    if (!e->dirty)
-        return;
-    if (e->dprev != PV_DISK_NIL)
-        d->pages[e->dprev].dnext = e->dnext;
-    else
-        d->dirty_head = e->dnext;
-    if (e->dnext != PV_DISK_NIL)
-        d->pages[e->dnext].dprev = e->dprev;
-    else
-        d->dirty_tail = e->dprev;
-    e->dirty = false;
-    d->ndirty--;
-}
 
 static int by_addr(const void *a, const void *b)
 {
