@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pvfs.config import Config, ConfigError, Endpoint, parse_address
-from pvfs.models.bypass import POLICIES
+from pvfs.models.bypass import DEFAULT_POLICY, POLICIES
 
 __all__ = ["GcacheConfig", "gcache_config", "gcache_index", "gcache_table"]
 
@@ -30,7 +30,7 @@ class GcacheConfig:
     capacity: int = 64 << 20
     block_size: int = 4096
     segment_blocks: int = 4
-    policy: str = "all"
+    policy: str = DEFAULT_POLICY
     threshold: int = 25
     flush_interval: float = 0.5
 
@@ -71,7 +71,7 @@ def gcache_config(cfg: Config) -> GcacheConfig | None:
         capacity=_get(table, "capacity", 64 << 20, int),
         block_size=_get(table, "block_size", 4096, int),
         segment_blocks=_get(table, "segment_blocks", 4, int),
-        policy=_get(table, "policy", "all", str),
+        policy=_get(table, "policy", DEFAULT_POLICY, str),
         threshold=_get(table, "threshold", 25, int),
         flush_interval=_get(table, "flush_interval", 0.5, float),
     )

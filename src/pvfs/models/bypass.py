@@ -39,9 +39,11 @@ from __future__ import annotations
 
 from array import array
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Protocol
 
 __all__ = [
+    "DEFAULT_POLICY",
     "POLICIES",
     "AdaptiveBypass",
     "AdmissionPolicy",
@@ -455,7 +457,7 @@ class HybridAdmission:
     @property
     def rule(self) -> str:
         """The rule followed now: ``runtime`` or ``sketch``."""
-        return "runtime" if self.evidence > 0 else "sketch"
+        return RuntimeBypass.name if self.evidence > 0 else SketchAdmission.name
 
     @property
     def threshold(self) -> int:
@@ -478,7 +480,7 @@ class HybridAdmission:
 
     def admit(self, ino: int, seg: int, before: int, victim: Seg | None) -> bool:
         key = (ino, seg)
-        if self.rule == "runtime":
+        if self.rule == RuntimeBypass.name:
             ok = self.runtime.admit(ino, seg, before, victim)
             if ok and before == 0 and victim is not None:
                 self._first[key] = self._first.get(key, 0) + 1
@@ -495,7 +497,7 @@ class HybridAdmission:
         return False
 
     def good_victim(self, ino: int, seg: int) -> bool:
-        return self.runtime.good_victim(ino, seg) if self.rule == "runtime" else True
+        return self.runtime.good_victim(ino, seg) if self.rule == RuntimeBypass.name else True
 
     def hit(self, ino: int, seg: int) -> None:
         pass
@@ -525,7 +527,17 @@ class HybridAdmission:
                 "aging_rounds": self.runtime.round, "sketch_resets": self.sketch.resets}
 
 
-POLICIES = ("all", "runtime", "adaptive", "sketch")
+#: The policies by name (each class's ``name``), in the order the tools list them: what
+#: ``[gcache].policy``, ``pvfs-admin gcache policy`` and ``init --gcache-policy`` accept.
+_MAKERS: dict[str, Callable[[int, int], AdmissionPolicy]] = {
+    AdmitAll.name: lambda threshold, blocks: AdmitAll(),
+    RuntimeBypass.name: lambda threshold, blocks: RuntimeBypass(threshold, age_every=blocks),
+    HybridAdmission.name: lambda threshold, blocks: HybridAdmission(threshold, blocks),
+    SketchAdmission.name: lambda threshold, blocks: SketchAdmission(),
+}
+POLICIES: tuple[str, ...] = tuple(_MAKERS)
+#: A global cache's policy when its config names none: cache everything.
+DEFAULT_POLICY = AdmitAll.name
 
 
 def make_policy(name: str, threshold: int = 25, blocks: int = 0) -> AdmissionPolicy:
@@ -538,12 +550,9 @@ def make_policy(name: str, threshold: int = 25, blocks: int = 0) -> AdmissionPol
     """
     if threshold < 0:
         raise ValueError("threshold must be >= 0")
-    if name == "all":
-        return AdmitAll()
-    if name == "runtime":
-        return RuntimeBypass(threshold, age_every=blocks)
-    if name == "adaptive":
-        return HybridAdmission(threshold, blocks)
-    if name == "sketch":
-        return SketchAdmission()
-    raise ValueError(f"unknown gcache policy {name!r} (one of {', '.join(POLICIES)})")
+    try:
+        make = _MAKERS[name]
+    except KeyError:
+        raise ValueError(f"unknown gcache policy {name!r} (one of {', '.join(POLICIES)})") \
+            from None
+    return make(threshold, blocks)
