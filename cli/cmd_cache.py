@@ -14,12 +14,10 @@ import json
 import os
 import sys
 
+from pvfs.bench.caching import setups
 from pvfs.cli.common import PROG, add_command, finish_run, load_config, size_arg
 from pvfs.cli.output import CliError, emit, note, table
-
-IOD_CACHE = 512 << 10  # pvfs.bench.caching.study.IOD_CACHE (not imported: keeps --help fast)
-POLICY_NAMES = ("none", "local", "global", "both", "plan", "runtime10", "runtime25",
-                "adaptive", "sketch")
+from pvfs.models.bypass import POLICIES as GCACHE_POLICIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,15 +46,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 {PROG} study caching --quick
 {PROG} study caching --traces lu,db2 --policies both,runtime10 --json""")
         c.add_argument("--quick", action="store_true", help="smaller traces (under 10 min)")
-        c.add_argument("--traces", default="lu,cholesky,titan,mining,pgrep,db2")
-        c.add_argument("--policies", default=",".join(POLICY_NAMES))
+        c.add_argument("--traces", default=",".join(setups.TRACES))
+        c.add_argument("--policies", default=",".join(setups.POLICIES))
         c.add_argument("--iods", type=int, default=2)
-        c.add_argument("--storage", default="emulated:ide-2000",
+        c.add_argument("--storage", default=setups.STORAGE,
                        help="I/O daemons' storage (posix | emulated:PRESET)")
         c.add_argument("--repeat", type=int, default=1,
                        help="runs per cell, interleaved across the policies (the best is "
                             "kept, every run recorded)")
-        c.add_argument("--iod-cache", type=size_arg, default=IOD_CACHE, metavar="BYTES",
+        c.add_argument("--iod-cache", type=size_arg, default=setups.IOD_CACHE, metavar="BYTES",
                        help="page cache of each emulated disk (default 512K: scaled with the "
                             "traces, see docs/caching.md)")
         c.add_argument("--model", choices=("paper",),
@@ -112,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     gs.add_argument("--reset", action="store_true", help="zero the counters after reading")
     gp = add_command(gsub, "policy", help="switch every global cache's admission policy",
                      func=cmd_gcache_policy, example=f"{PROG} gcache policy adaptive")
-    gp.add_argument("policy", choices=("all", "runtime", "adaptive", "sketch"))
+    gp.add_argument("policy", choices=GCACHE_POLICIES)
     gp.add_argument("--threshold", type=int, default=25)
     gp.add_argument("--drop", action="store_true", help="also write back and empty the caches")
 

@@ -87,7 +87,7 @@ async def _replay(cfg, trace, files, policy: str) -> dict[str, Any]:
 def run(trace_name: str, policies: list[str], reps: int) -> list[dict[str, Any]]:
     """``reps`` rounds of every policy, interleaved, on a study cluster of its own."""
     out: list[dict[str, Any]] = []
-    with cs.study_cluster(2, "emulated:ide-2000", cs.IOD_CACHE) as cfg:
+    with cs.study_cluster(2, cs.STORAGE, cs.IOD_CACHE) as cfg:
         async def main() -> None:
             trace = generate(trace_name, cs.NPROCS, cs.TRACES[trace_name][1], seed=1)
             async with CacheStack.open(cfg, local=False, gcache=False) as prep:

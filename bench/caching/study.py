@@ -26,12 +26,12 @@ import os
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
 import trio
 
+from pvfs.bench.caching.setups import IOD_CACHE, POLICIES, STORAGE, TRACES, Setup
 from pvfs.cache import StreamPolicy
 from pvfs.gcache.config import gcache_config, gcache_table
 from pvfs.gcache.stack import CacheStack
@@ -41,56 +41,13 @@ from pvfs.traces.generators import generate
 from pvfs.traces.plan import make_plan
 from pvfs.traces.replay.cached import prepare_files, replay_cached
 
-__all__ = ["POLICIES", "TRACES", "Setup", "replay_all", "run_study", "study_cluster"]
+__all__ = ["IOD_CACHE", "POLICIES", "TRACES", "Setup", "replay_all", "run_study", "study_cluster"]
 
 LOCAL_BYTES = 2 << 20
 GLOBAL_BYTES = 4 << 20
 NODES = 2
 NPROCS = 4
 STRIPE = Stripe(0, -1, 32 << 10)  # the paper's 32 KiB stripe
-#: Page cache of each I/O daemon's emulated disk. The preset's 56 MiB (the thesis' nodes)
-#: would hold every scaled trace whole, so after its first touch no block would ever reach
-#: a disk and neither the global cache nor bypassing it could matter; on the paper's cluster
-#: (128 MB nodes, traces of hundreds of MB) the I/O daemons' memory held a small part of the
-#: data. Scaled with the traces, it is a fraction of the global cache.
-IOD_CACHE = 512 << 10
-
-#: Scaled traces: (generator parameters for --quick, for the full study). The rule: every
-#: trace's footprint (distinct blocks touched) is at least twice the global cache in the quick
-#: study (8-10 MiB) and three times in the full one (12-18 MiB), as the paper's traces were
-#: far larger than its 4 MB global cache. (Before 2026-11-23 the quick LU, Cholesky, Mining,
-#: Pgrep and DB2 had 1.9-5.4 MiB: they nearly fit, every global miss was a first touch, and
-#: no admission policy could matter.)
-TRACES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "lu": ({"n": 1024, "slabs": 16}, {"n": 1280, "slabs": 20}),
-    "cholesky": ({"panels": 450}, {"panels": 650}),
-    "titan": ({}, {"grid": 20}),
-    "mining": ({"db": 2 << 20}, {"db": 3 << 20}),
-    "pgrep": ({"files": 32}, {"files": 48}),
-    "db2": ({"scale": 0.002}, {"scale": 0.003}),
-}
-
-
-@dataclass(frozen=True)
-class Setup:
-    local: bool
-    gcache: bool
-    policy: str = "all"
-    threshold: int = 0
-    plan: bool = False
-
-
-POLICIES: dict[str, Setup] = {
-    "none": Setup(False, False),
-    "local": Setup(True, False),
-    "global": Setup(False, True),
-    "both": Setup(True, True),
-    "plan": Setup(True, True, plan=True),
-    "runtime10": Setup(True, True, "runtime", 10),
-    "runtime25": Setup(True, True, "runtime", 25),
-    "adaptive": Setup(True, True, "adaptive", 10),
-    "sketch": Setup(True, True, "sketch"),
-}
 
 
 def storage_table(storage: str, iod_cache: int | None) -> dict[str, Any]:
@@ -103,7 +60,7 @@ def storage_table(storage: str, iod_cache: int | None) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def study_cluster(iods: int = 2, storage: str = "emulated:ide-2000",
+def study_cluster(iods: int = 2, storage: str = STORAGE,
                   iod_cache: int | None = None):
     """A file system of its own under a temp dir: ``iods`` I/O daemons with ``storage``
     (``iod_cache``: see :func:`storage_table`), one global cache of :data:`GLOBAL_BYTES`;
@@ -179,7 +136,7 @@ def _disks(cfg) -> list[dict[str, Any] | None]:
 
 
 def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iods: int = 2,
-              storage: str = "emulated:ide-2000", iod_cache: int | None = IOD_CACHE,
+              storage: str = STORAGE, iod_cache: int | None = IOD_CACHE,
               repeat: int = 1, shaped: str | None = None, model: str | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the study; the JSON document ``--json`` prints (``results`` as the issue asks, plus
     the setup and machine).
