@@ -13,6 +13,7 @@ import sys
 
 from pvfs.cli.common import PROG, add_command, finish_run
 from pvfs.cli.output import CliError, table
+from pvfs.models.disk import PRESETS
 
 
 def _bench_group(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -62,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run on the file system of --config instead of a private one")
     p.add_argument("--storage", metavar="KIND", default=None,
                    help="I/O daemons' storage of the private file system: posix (default) "
-                   "or emulated[:PRESET] (ide-2000, today; pvfs.models.disk)")
+                   f"or emulated[:PRESET] ({', '.join(PRESETS)}; pvfs.models.disk)")
     p.add_argument("--disk-cache", metavar="BYTES", default=None,
                    help="cache of each emulated disk, e.g. 0 or 1M (default: the preset's, "
                    "56M for ide-2000)")

@@ -9,6 +9,7 @@ import argparse
 
 from pvfs.cli.common import PROG, add_command, load_config
 from pvfs.cli.output import CliError
+from pvfs.client.modes import COHERENCE_MODES
 
 __all__ = ["mount_fs", "mounts_of", "register", "unmount_all"]
 
@@ -21,8 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 {PROG} mount ~/pvfs -o direct_io,timeout=5 --foreground""",
                     description="Mount the file system at DIR. Returns once the mount answers; "
                     "the client\nruns in the background (SIGTERM or umount stops it). Options: "
-                    "coherence=none|sync,\nblock_size, cache_size, cache=0, direct_io, "
-                    "read_ahead_kb, attr_timeout, timeout, ...\n(see docs/mount.md).")
+                    f"coherence={'|'.join(COHERENCE_MODES)},\nblock_size, cache_size, cache=0, "
+                    "direct_io, read_ahead_kb, attr_timeout, timeout, ...\n(see docs/mount.md).")
     p.add_argument("dir", metavar="DIR", help="an existing directory")
     p.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
                    help="mount options, comma separated; may repeat")

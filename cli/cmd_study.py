@@ -24,6 +24,7 @@ from pathlib import Path
 from pvfs.bench.scheduling.study import CACHES, FULL_SIZES, QUICK_SIZES, machine, run_study
 from pvfs.cli.common import PROG, add_command
 from pvfs.cli.output import CliError, emit, note, parse_size, table
+from pvfs.models.disk import DEFAULT_PRESET, PRESETS
 
 
 def _studies(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -47,8 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 {PROG} study scheduling --disk today --out bench/results/study-today.json
 {PROG} study scheduling --sizes 64k,1M,4M --reps 3 --plot-dir docs/study""")
     q.add_argument("--quick", action="store_true", help="sizes 64 KiB and 1 MiB, one run each")
-    q.add_argument("--disk", choices=("ide-2000", "today"), default="ide-2000",
-                   help="emulated disk preset (default ide-2000: the thesis' nodes)")
+    q.add_argument("--disk", choices=tuple(PRESETS), default=DEFAULT_PRESET,
+                   help=f"emulated disk preset (default {DEFAULT_PRESET}: the thesis' nodes)")
     q.add_argument("--clients", type=int, default=14, help="client hosts (default 14)")
     q.add_argument("--iods", type=int, default=2, help="I/O daemon hosts (default 2)")
     q.add_argument("--rate", default=None,

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from pvfs.client.modes import COHERENCE_MODES
 from pvfs.units import parse_size
 
 __all__ = ["COHERENCE_MODES", "MountOptions", "default_cache_size", "parse_options"]
-
-COHERENCE_MODES = ("none", "sync")
 
 # The default local cache: a share of the machine's memory, at least CACHE_MIN, at most
 # CACHE_MAX -- so the working set of a typical job (fio's 64 MiB file, a source tree) is
@@ -56,7 +55,7 @@ def _flag(text: str) -> bool:
 class MountOptions:
     """Everything ``-o`` can set; field names are the option names."""
 
-    coherence: str = "none"
+    coherence: str = "none"  # one of COHERENCE_MODES
     block_size: int = 4096
     cache_size: int = field(default_factory=default_cache_size)
     cache: bool = True  # cache=0: every block bypasses the local cache

@@ -1,8 +1,13 @@
-"""Open modes: Python-style strings ("rb", "w+", "ab", "x") or ``os.O_*`` flag integers."""
+"""Open modes: Python-style strings ("rb", "w+", "ab", "x") or ``os.O_*`` flag integers; and
+the coherence modes of a mount (light: the CLI's help lists them without loading the mount)."""
 
 from __future__ import annotations
 
 import os
+
+#: ``-o coherence=`` of a mount (fuse/options.py, docs/mount.md): ``none`` (close-to-open) or
+#: ``sync`` (write-through and invalidation callbacks, pvfs.client.coherence).
+COHERENCE_MODES: tuple[str, ...] = ("none", "sync")
 
 _BASE = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
          "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND, "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL}
