@@ -87,20 +87,14 @@ def drop_caches(fs: Any) -> None:
 
 # --------------------------------------------------------------------------- sliding window
 def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
-    import pvfs.collective as pc
-
+    """This rank's part of a sliding-window job (see the module's docstring); the result on
+    rank 0, None on the others."""
     chunk, loops, method = opts["chunk"], opts["loops"], opts["method"]
     servers = opts.get("lock_servers", 0) if method.partition("+")[0] == "servers" else 0
     clients = comm.Get_size() - servers
     path = "/bench-collective/window"
     if comm.Get_rank() == 0:
-        fs.makedirs("/bench-collective", exist_ok=True)
-        with fs.open(path, "w+b") as f:
-            block = bytes(range(256)) * (chunk // 256)
-            for c in range(loops * clients):
-                f.pwrite(block, c * chunk)
-        if opts.get("cold"):
-            drop_caches(fs)
+        _write_window_file(fs, path, chunk, loops * clients, opts.get("cold"))
     disk_before = _disk(fs) if comm.Get_rank() == 0 else None
     trace_dir = os.environ.get("PVFS_COLLECTIVE_TRACE")
     each_before = _disk_each(fs) if trace_dir and comm.Get_rank() == 0 else None
@@ -108,47 +102,9 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     iod_before = _iod_writes(fs) if comm.Get_rank() == 0 else 0
     barrier(comm)
     t0, c0 = time.perf_counter(), time.process_time()
-    # "rma+ra" / "rma+ra=BYTES" / "rma+nora": the cache with read-ahead on (the default
-    # window, or BYTES) / off; a bare coordination takes the library's default
-    # (PVFS_COLLECTIVE_READAHEAD).
-    coord, _, variant = method.partition("+")
-    if variant.endswith("-noalign"):  # (A/B of the stripe-row alignment of reads ahead)
-        variant = variant[:-len("-noalign")]
-        os.environ["PVFS_COLLECTIVE_READAHEAD_ALIGN"] = "0"
-    if variant.endswith("-claimall"):  # (A/B: read-ahead claims to every home at once)
-        variant = variant[:-len("-claimall")]
-        os.environ["PVFS_COLLECTIVE_CLAIM_LEAD_FIRST"] = "0"
-    readahead = int(variant[3:]) if variant.startswith("ra=") else \
-        {"ra": READAHEAD_ON, "nora": 0}.get(variant)
-    if method == "independent":
-        f = pc.open(comm, fs, path, "r", method="direct")
-    else:
-        f = pc.open(comm, fs, path, "r", method="caching", coordination=coord,
-                    page_size=opts["page"], cache_bytes=opts["cache"], lock_servers=servers,
-                    readahead=readahead)
-    counters: dict[str, int] = {}
-    reads: list[tuple[float, float, int]] | None = None
-    if trace_dir and not f.is_lock_server:
-        reads = []
-        f.io.trace = []
-        if f.cache is not None:
-            f.cache.trace = []
+    f = _open_window(comm, fs, path, method, opts, servers)
     if not f.is_lock_server:
-        r, n = f.comm.Get_rank(), f.comm.Get_size()
-        for w in range(loops):
-            for j in range(n):
-                c = w * n + (r + j) % n
-                if reads is None:
-                    f.read_at(c * chunk, chunk)
-                else:
-                    began = time.monotonic()
-                    f.read_at(c * chunk, chunk)
-                    reads.append((began, time.monotonic(), c))
-        counters = f.counters()
-        if reads is not None:
-            _dump_trace(trace_dir, opts, clients, comm.Get_rank(), t0, reads, f)
-        f.close()
-        counters.update({k: v for k, v in f.counters().items() if k not in counters})
+        counters = _read_windows(f, chunk, loops, trace_dir, opts, clients, comm.Get_rank(), t0)
     else:
         counters = {"lock_server_requests": f.counters()["lock_requests"],
                     "lock_server_queued": f.counters()["lock_queued"]}
@@ -163,13 +119,88 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
                   "w") as out:
             json.dump({"before": each_before, "after": _disk_each(fs), "elapsed": elapsed},
                       out)
+    return _window_result(fs, opts, clients, servers, elapsed, cpu, totals, disk_before,
+                          iod_before)
+
+
+def _write_window_file(fs: Any, path: str, chunk: int, chunks: int, cold: Any) -> None:
+    """Rank 0, untimed: ``chunks`` chunks of a byte pattern at ``path``; with ``cold`` the I/O
+    daemons' caches are emptied afterwards."""
+    fs.makedirs("/bench-collective", exist_ok=True)
+    with fs.open(path, "w+b") as f:
+        block = bytes(range(256)) * (chunk // 256)
+        for c in range(chunks):
+            f.pwrite(block, c * chunk)
+    if cold:
+        drop_caches(fs)
+
+
+def _open_window(comm: Any, fs: Any, path: str, method: str, opts: dict[str, Any],
+                 servers: int) -> Any:
+    """The window's file opened by every rank the way ``method`` says: pvfs directly
+    (``independent``) or through the group cache with its coordination and read-ahead."""
+    import pvfs.collective as pc
+
+    # "rma+ra" / "rma+ra=BYTES" / "rma+nora": the cache with read-ahead on (the default
+    # window, or BYTES) / off; a bare coordination takes the library's default
+    # (PVFS_COLLECTIVE_READAHEAD).
+    coord, _, variant = method.partition("+")
+    if variant.endswith("-noalign"):  # (A/B of the stripe-row alignment of reads ahead)
+        variant = variant[:-len("-noalign")]
+        os.environ["PVFS_COLLECTIVE_READAHEAD_ALIGN"] = "0"
+    if variant.endswith("-claimall"):  # (A/B: read-ahead claims to every home at once)
+        variant = variant[:-len("-claimall")]
+        os.environ["PVFS_COLLECTIVE_CLAIM_LEAD_FIRST"] = "0"
+    readahead = int(variant[3:]) if variant.startswith("ra=") else \
+        {"ra": READAHEAD_ON, "nora": 0}.get(variant)
+    if method == "independent":
+        return pc.open(comm, fs, path, "r", method="direct")
+    return pc.open(comm, fs, path, "r", method="caching", coordination=coord,
+                   page_size=opts["page"], cache_bytes=opts["cache"], lock_servers=servers,
+                   readahead=readahead)
+
+
+def _read_windows(f: Any, chunk: int, loops: int, trace_dir: str | None,
+                  opts: dict[str, Any], clients: int, rank: int, t0: float) -> dict[str, int]:
+    """A client rank's timed part: ``loops`` windows read, each chunk once, starting at this
+    rank's chunk and going round; then the file closed. Returns the file's counters (those
+    before the close, then any the close added); with ``trace_dir`` the rank's timeline is
+    written there first."""
+    reads: list[tuple[float, float, int]] | None = None
+    if trace_dir:
+        reads = []
+        f.io.trace = []
+        if f.cache is not None:
+            f.cache.trace = []
+    r, n = f.comm.Get_rank(), f.comm.Get_size()
+    for w in range(loops):
+        for j in range(n):
+            c = w * n + (r + j) % n
+            if reads is None:
+                f.read_at(c * chunk, chunk)
+            else:
+                began = time.monotonic()
+                f.read_at(c * chunk, chunk)
+                reads.append((began, time.monotonic(), c))
+    counters = f.counters()
+    if reads is not None:
+        _dump_trace(trace_dir, opts, clients, rank, t0, reads, f)
+    f.close()
+    counters.update({k: v for k, v in f.counters().items() if k not in counters})
+    return counters
+
+
+def _window_result(fs: Any, opts: dict[str, Any], clients: int, servers: int,
+                   elapsed: float, cpu: float, totals: list[dict[str, int]],
+                   disk_before: dict[str, float] | None, iod_before: int) -> dict[str, Any]:
+    """Rank 0: the job's JSON result from every rank's counters (``totals``)."""
     total = _sum(totals)
-    nbytes = loops * clients * clients * chunk
+    nbytes = opts["loops"] * clients * clients * opts["chunk"]
     disk = None
     if disk_before is not None:  # the emulated disks' work during the timed part
         after = _disk(fs) or disk_before
         disk = {k: round(after[k] - disk_before[k], 6) for k in DISK_KEYS}
-    return {"benchmark": "sliding_window", "method": method, "ranks": clients,
+    return {"benchmark": "sliding_window", "method": opts["method"], "ranks": clients,
             "cold": bool(opts.get("cold")), "disk": disk,
             "lock_servers": servers, "seconds": elapsed, "mib_s": nbytes / elapsed / 2**20,
             "bytes": nbytes, "cpu_s": cpu, "fs_reads": total.get("fs_reads", 0),
@@ -211,8 +242,8 @@ def _max() -> Any:
 
 # --------------------------------------------------------------------------- checkpoints
 def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
-    import pvfs.collective as pc
-    from pvfs.traces.format import Op
+    """This rank's part of a checkpoint job (``btio``, ``flash``, ``s3d``; see the module's
+    docstring); the result on rank 0, None on the others."""
     from pvfs.traces.generators import generate
 
     name, method = opts["benchmark"], opts["method"]
@@ -226,9 +257,43 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
         for p in paths.values():
             if fs.exists(p):
                 fs.unlink(p)
+    nbytes = sum(r.length for r in trace.records if r.is_write)
+    program = _rank_program(trace, rank)
+    method_of = {"independent": "direct", "collective": "direct", "caching": "caching",
+                 "write_behind": "write_behind"}
+    amode = "w" if method == "write_behind" else "w+"
+    tuning = {k: opts[k] for k in ("page_size", "sub_bytes", "cache_bytes", "sub_buffers") if k in opts}
+    comm.Barrier()
+    iod_before = _iod_writes(fs) if rank == 0 else 0
+    barrier(comm)
+    t0, c0 = time.perf_counter(), time.process_time()
+    closed = _replay(comm, fs, program, paths, amode, method_of[method], tuning,
+                     collective=method in ("collective", "caching"))
+    elapsed = time.perf_counter() - t0
+    cpu = comm.allreduce(time.process_time() - c0)
+    elapsed = comm.allreduce(elapsed, op=_max())
+    totals = comm.gather(_sum(closed), root=0)
+    if rank != 0:
+        return None
+    total = _sum(totals)
+    iod = _iod_writes(fs) - iod_before
+    return {"benchmark": name, "method": method, "ranks": size, "seconds": elapsed,
+            "mib_s": nbytes / elapsed / 2**20, "bytes": nbytes, "cpu_s": cpu,
+            "fs_writes": total.get("fs_writes", 0),
+            "fs_write_regions": total.get("fs_write_regions", 0),
+            "avg_write_bytes": total.get("fs_bytes_written", 0) // max(1, total.get("fs_writes", 0)),
+            "fs_reads": total.get("fs_reads", 0), "locks": total.get("locks", 0),
+            "iod_write_requests": iod,
+            **{k: v for k, v in total.items() if k.startswith("wb_")}}
+
+
+def _rank_program(trace: Any, rank: int) -> list[tuple[str, int, Any, Any]]:
+    """This rank's records of ``trace`` as plain ``(op, file, regions, data)`` tuples: writes
+    (their regions and the bytes), opens, closes and barriers."""
+    from pvfs.traces.format import Op
+
     # The application's data is in memory before the clock starts: one pattern buffer,
     # sliced per write, and the rank's program as plain tuples.
-    nbytes = sum(r.length for r in trace.records if r.is_write)
     longest = max((r.length for r in trace.records if r.is_write), default=0)
     pattern = memoryview(bytes((i * 7 + rank) % 251 + 1 for i in range(256)) *
                          (longest // 256 + 1))
@@ -241,18 +306,20 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
             program.append(("write", rec.file, regions, pattern[:rec.length]))
         elif rec.op in (Op.OPEN, Op.CLOSE, Op.BARRIER):
             program.append((rec.op.label, rec.file, None, None))
-    method_of = {"independent": "direct", "collective": "direct", "caching": "caching",
-                 "write_behind": "write_behind"}
-    amode = "w" if method == "write_behind" else "w+"
-    tuning = {k: opts[k] for k in ("page_size", "sub_bytes", "cache_bytes", "sub_buffers") if k in opts}
-    comm.Barrier()
-    iod_before = _iod_writes(fs) if rank == 0 else 0
-    barrier(comm)
-    t0, c0 = time.perf_counter(), time.process_time()
+    return program
+
+
+def _replay(comm: Any, fs: Any, program: list[tuple[str, int, Any, Any]],
+            paths: dict[int, str], amode: str, method: str, tuning: dict[str, Any], *,
+            collective: bool) -> list[dict[str, int]]:
+    """The timed part: the rank's program run, each file opened with ``pc.open(...,
+    method=method, **tuning)``; a phase's writes to a file go in one call (``write_list_all``
+    when ``collective``, else ``write_list``). Returns the counters of every file closed."""
+    import pvfs.collective as pc
+
     files: dict[int, Any] = {}
     batch: dict[int, tuple[list[tuple[int, int]], list[Any]]] = {}
     closed: list[dict[str, int]] = []
-    collective = method in ("collective", "caching")
 
     def flush_batches() -> None:
         # One call per rank and phase with all its regions: what an MPI program does with
@@ -271,8 +338,7 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
             regs.extend(regions)
             parts.append(data)
         elif op == "open":
-            files[fid] = pc.open(comm, fs, paths[fid], amode, method=method_of[method],
-                                 **tuning)
+            files[fid] = pc.open(comm, fs, paths[fid], amode, method=method, **tuning)
         elif op == "close":
             flush_batches()
             f = files.pop(fid)
@@ -282,22 +348,7 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
             flush_batches()
             if not collective:
                 barrier(comm)
-    elapsed = time.perf_counter() - t0
-    cpu = comm.allreduce(time.process_time() - c0)
-    elapsed = comm.allreduce(elapsed, op=_max())
-    totals = comm.gather(_sum(closed), root=0)
-    if rank != 0:
-        return None
-    total = _sum(totals)
-    iod = _iod_writes(fs) - iod_before
-    return {"benchmark": name, "method": method, "ranks": size, "seconds": elapsed,
-            "mib_s": nbytes / elapsed / 2**20, "bytes": nbytes, "cpu_s": cpu,
-            "fs_writes": total.get("fs_writes", 0),
-            "fs_write_regions": total.get("fs_write_regions", 0),
-            "avg_write_bytes": total.get("fs_bytes_written", 0) // max(1, total.get("fs_writes", 0)),
-            "fs_reads": total.get("fs_reads", 0), "locks": total.get("locks", 0),
-            "iod_write_requests": iod,
-            **{k: v for k, v in total.items() if k.startswith("wb_")}}
+    return closed
 
 
 def main(argv: list[str] | None = None) -> int:
