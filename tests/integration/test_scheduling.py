@@ -9,9 +9,9 @@ import threading
 import pytest
 from conftest import schedulers_kept
 
-from pvfs import Stripe
+from pvfs import Stripe, schedulers
 
-ALGOS = ["opt1", "opt2", "opt3", "opt4"]
+ALGOS = list(schedulers.FIXED)
 
 
 def set_algorithm(fs, algo: str) -> None:

@@ -24,7 +24,8 @@ SCHED_C = ROOT / "csrc" / "sched.c"
 
 def c_names(text: str) -> tuple[str, ...]:
     """The policies of sched.c's text in ``pv_sched_all``'s order, by their ``.so_name``."""
-    tables = dict(re.findall(r'struct pv_sched_ops (\w+) = \{\s*\.so_name = "(\w+)"', text))
+    tables = {name: re.search(r'\.so_name = "(\w+)"', body).group(1) for name, body in
+              re.findall(r"struct pv_sched_ops (\w+) = \{(.*?)\n\};", text, re.DOTALL)}
     listed = re.search(r"pv_sched_all\[\] = \{([^}]*)\}", text)
     assert tables and listed, "sched.c: no ops tables or no pv_sched_all found"
     return tuple(tables[n] for n in re.findall(r"&(\w+)", listed.group(1)))
