@@ -104,6 +104,7 @@ static void finish_job(struct pv_engine *e, struct pv_job *j)
         list_remove(&e->jobs_head, &e->jobs_tail, j);
         e->njobs--;
         j->registered = false;
+        pv_sched_stale(e);
     }
     if (j->sock_flags >= 0 && !(j->sock_flags & O_NONBLOCK)
         && fcntl(j->sock, F_SETFL, j->sock_flags) < 0 && j->err == 0)
@@ -152,6 +153,7 @@ static void join_loop(struct pv_engine *e, struct pv_job *j)
     j->registered = true;
     list_append(&e->jobs_head, &e->jobs_tail, j);
     e->njobs++;
+    pv_sched_stale(e);
     pv_ring_init(&j->sq);
     if (!pv_job_scheduled(j))
         return;
@@ -219,6 +221,7 @@ static void arrive(struct pv_engine *e, struct pv_job *j)
  * policy's business. */
 static void job_changed(struct pv_engine *e, struct pv_job *j)
 {
+    pv_sched_stale(e);
     if (!pv_job_scheduled(j)) {
         if (pv_job_runnable(j) && !pv_ring_linked(&j->sq))
             pv_ring_add_tail(&e->express, &j->sq);
@@ -246,6 +249,7 @@ static void switch_policy(struct pv_engine *e, const struct pv_sched_ops *ops)
     if (e->ops->so_stop != NULL)
         e->ops->so_stop(e);
     e->ops = ops;
+    pv_sched_stale(e);
     /* A policy that cannot start (no memory for its state) leaves opt1 in charge; opt1's
      * start only links jobs that exist, so it cannot fail. */
     if (ops->so_start != NULL && ops->so_start(e, &err) < 0) {
@@ -266,6 +270,8 @@ static bool take_inbox(struct pv_engine *e)
     list = e->inbox_head;
     e->inbox_head = e->inbox_tail = NULL;
     ops = e->want_ops;
+    if (e->window != e->want_window || e->gather_ns != e->want_gather_ns)
+        pv_sched_stale(e);
     e->window = e->want_window;
     e->gather_ns = e->want_gather_ns;
     stop = e->stopping;
@@ -366,6 +372,8 @@ static void serve_turn(struct pv_engine *e, struct pv_job *j)
         atomic_fetch_add(&e->n_active, 1);
     }
     r = pv_serve_job(e, j, &progress);
+    /* The job's position and e->last moved, and its readiness may have changed. */
+    pv_sched_stale(e);
     if (j->nacc > 0)
         e->last = pv_job_pos(j);
     /* Idle time counts from the end of the last turn: from then on the peer holds us up. */

@@ -46,6 +46,7 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, struct pv
     pthread_cond_init(&e->cmd_cond, NULL);
     pv_conn_init(e);
     pv_ring_init(&e->sched_q);
+    e->sched_gen = 1;                 /* no pick remembered (pick_gen 0) */
     pv_ring_init(&e->express);
 
     e->buf_len = PV_BUF_LEN;

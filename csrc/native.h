@@ -341,7 +341,8 @@ struct pv_sched_ops {
     const char *so_name;
     /* Mandatory. The job to serve next, or NULL to wait for events. May return a job whose
      * socket is not ready: the loop then waits for that job (opt4). Must not change the
-     * policy's state: the loop calls it before and after waiting for events. */
+     * policy's state: the loop calls it before and after waiting for events. It may remember
+     * its answer while e->sched_gen stays the same (opt2..opt4 do, in e->pick). */
     struct pv_job *(*so_peek)(struct pv_engine *e);
     /* Optional. A job joined the engine's job list (it is not ready yet). */
     void (*so_enqueue)(struct pv_engine *e, struct pv_job *j);
@@ -440,6 +441,9 @@ struct pv_engine {
     int pipe_r, pipe_w;           /* write_mode "splice": socket -> pipe -> file */
     size_t pipe_size;
     struct pv_ring sched_q;       /* the active policy's queue of jobs (opt1: ready FIFO) */
+    uint64_t sched_gen;           /* changes with anything a pick depends on (pv_sched_stale) */
+    uint64_t pick_gen;            /* opt2..opt4: e->pick is their pick while this is sched_gen */
+    struct pv_job *pick;
     struct pv_ring express;       /* runnable jobs without accesses (replies), served first */
     size_t ndisk_wait;            /* jobs waiting for the emulated disk */
     int64_t disk_next;            /* earliest disk_until among them */
@@ -449,6 +453,13 @@ struct pv_engine {
     size_t conn_fd_len;
     struct pv_ring conn_ready, conn_partial;
 };
+
+/* The loop changed something a policy's pick depends on -- the job list, a job's readiness or
+ * position, e->last, the window, gathering, the policy itself: a remembered pick is stale. */
+static inline void pv_sched_stale(struct pv_engine *e)
+{
+    e->sched_gen++;
+}
 
 static inline void pv_ev_append(struct pv_event **head, struct pv_event **tail,
                                 struct pv_event *ev)

@@ -10,8 +10,12 @@
  * ready jobs in e->sched_q (enqueue on a readiness edge, dequeue when a turn blocks or the
  * job leaves), so its peek is O(1). opt2..opt4 order by position, which moves with every
  * turn; their job list is short (one job per client connection in service) and every turn
- * moves at least one socket buffer of data, so their peek scans the list instead of keeping
- * a tree sorted under positions that change as jobs are served.
+ * moves at least one socket buffer of data, so they scan the list instead of keeping a tree
+ * sorted under positions that change as jobs are served -- but only when something their
+ * pick depends on changed since the last scan (e->sched_gen, bumped by the loop): the loop
+ * asks before and after each wait for events, and a wait that brought nothing for the jobs
+ * (a frame header, a wake-up, a timeout) costs no second scan. The pick is the same as a
+ * scan would give, so the order of service is.
  *
  * Jobs without accesses (replies) never reach a policy: the engine serves them first
  * (native.h, pv_job_scheduled).
@@ -160,8 +164,19 @@ static void opt1_stop(struct pv_engine *e)
         pv_ring_del(e->sched_q.next);
 }
 
+/* opt2..opt4's peek: the scan's pick, scanned again only when the loop changed something
+ * it depends on (pv_sched_stale). */
+static struct pv_job *remembered(struct pv_engine *e, struct pv_job *(*scan)(struct pv_engine *))
+{
+    if (e->pick_gen != e->sched_gen) {
+        e->pick = scan(e);
+        e->pick_gen = e->sched_gen;
+    }
+    return e->pick;
+}
+
 /* opt2: CSCAN over the positions of the ready jobs. */
-static struct pv_job *opt2_peek(struct pv_engine *e)
+static struct pv_job *opt2_scan(struct pv_engine *e)
 {
     struct pv_job *best = NULL;
 
@@ -173,9 +188,14 @@ static struct pv_job *opt2_peek(struct pv_engine *e)
     return best;
 }
 
+static struct pv_job *opt2_peek(struct pv_engine *e)
+{
+    return remembered(e, opt2_scan);
+}
+
 /* opt3: window scan. Ready jobs whose next access starts within window/2 of the last
  * position (same file) are served in CSCAN order; if there are none, the nearest ready job. */
-static struct pv_job *opt3_peek(struct pv_engine *e)
+static struct pv_job *opt3_scan(struct pv_engine *e)
 {
     struct pv_job *in = NULL, *near = NULL;
     uint64_t half = (uint64_t)e->window / 2;
@@ -196,6 +216,11 @@ static struct pv_job *opt3_peek(struct pv_engine *e)
     return in != NULL ? in : near;
 }
 
+static struct pv_job *opt3_peek(struct pv_engine *e)
+{
+    return remembered(e, opt3_scan);
+}
+
 /* opt4: SSTF / disk-directed. The job nearest the last position whether ready or not; the
  * loop waits for it when it is not (idle_timeout still ends it if its peer stalls).
  *
@@ -207,24 +232,28 @@ static struct pv_job *opt3_peek(struct pv_engine *e)
  * is the one nearest the start of the file last served, not nearest where that daemon
  * happened to stop (or where another policy's turn left it, when rs switched to opt4 after
  * the first request), so every daemon serves the tasks in the same order. */
-static struct pv_job *opt4_peek(struct pv_engine *e)
+static struct pv_job *opt4_scan(struct pv_engine *e)
 {
     struct pv_job *best = NULL;
     struct pv_pos from = e->last;
 
-    if (e->gather_ns > 0) {
-        if (pv_now_ns() < e->gather_until) {
-            e->hold_until = e->gather_until;
-            return NULL;
-        }
-        if (e->gather_entry)
-            from.off = 0;
-    }
+    if (e->gather_ns > 0 && e->gather_entry)
+        from.off = 0;
     for (struct pv_job *j = e->jobs_head; j != NULL; j = j->next) {
         if (pv_job_scheduled(j) && (best == NULL || nearest_better(from, j, best)))
             best = j;
     }
     return best;
+}
+
+static struct pv_job *opt4_peek(struct pv_engine *e)
+{
+    /* The clock is no input of the remembered pick: the gathering is checked every time. */
+    if (e->gather_ns > 0 && pv_now_ns() < e->gather_until) {
+        e->hold_until = e->gather_until;
+        return NULL;
+    }
+    return remembered(e, opt4_scan);
 }
 
 const struct pv_sched_ops pv_sched_opt1 = {

@@ -10,6 +10,7 @@ function pointers (a policy's ops) are not seen; they go from the engine down to
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,14 @@ import pytest
 CSRC = Path(__file__).resolve().parents[2] / "csrc"
 
 _LEX = re.compile(
-    r"""(?P<skip>/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|^[ \t]*\#[^\n]*(?:\\\n[^\n]*)*)
+    r"""(?P<skip>/\*.*?\*/                      # comments
+                |//[^\n]*
+                |"(?:\\.|[^"\\\n])*"              # string and character literals
+                |'(?:\\.|[^'\\\n])*'
+                |^[ \t]*\#[^\n]*(?:\\\n[^\n]*)*)   # preprocessor lines, continued ones too
       |(?P<id>[A-Za-z_]\w*)
       |(?P<p>[{}()\[\];=,])""",
-    re.S | re.M | re.X,
+    re.DOTALL | re.MULTILINE | re.VERBOSE,
 )
 _KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "__attribute__", "defined"}
 
@@ -88,7 +93,7 @@ def definitions(toks: list[str]) -> tuple[set[str], set[str]]:
     return public, private
 
 
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)((?:\\\n|[^\n])*)", re.M)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)((?:\\\n|[^\n])*)", re.MULTILINE)
 
 
 def header_expansions(headers: list[str]) -> dict[str, set[str]]:
@@ -162,9 +167,9 @@ def find_cycle(graph: dict[str, dict[str, set[str]]]) -> list[str] | None:
 def documented_order(header: str) -> list[str]:
     """native.h's unit order: the *.c names that begin the lines of its "Units" block."""
     m = re.search(r"^ \* Units\b[^\n]*\n(?: \*[^\n]*\n)*?((?: \*   +\w+\.c\b[^\n]*\n)+)",
-                  header, re.M)
+                  header, re.MULTILINE)
     assert m, "native.h has no 'Units' block"
-    return re.findall(r"^ \*   +(\w+\.c)\b", m.group(1), re.M)
+    return re.findall(r"^ \*   +(\w+\.c)\b", m.group(1), re.MULTILINE)
 
 
 def order_violations(graph: dict[str, dict[str, set[str]]], order: list[str]) -> list[str]:
@@ -184,7 +189,7 @@ def test_units_form_a_dag() -> None:
     graph = csrc_graph()
     cycle = find_cycle(graph)
     assert cycle is None, "units call each other in a cycle: " + " -> ".join(
-        f"{a} [{', '.join(sorted(graph[a][b]))}]" for a, b in zip(cycle, cycle[1:]))
+        f"{a} [{', '.join(sorted(graph[a][b]))}]" for a, b in pairwise(cycle))
 
 
 def test_native_h_lists_the_unit_order() -> None:
