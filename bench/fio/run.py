@@ -320,6 +320,37 @@ def format_report(report: dict[str, Any], jobs: list[JobSpec], target_names: lis
 
 
 def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
+    args = ap.parse_args(argv)
+    exit_on_sigterm()
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(message)s")
+
+    named = _named_targets(ap, args)
+    if args.all and args.json is None:
+        args.json = "fio"
+    names = [n for n, _ in named]
+    if len(set(names)) != len(names):
+        ap.error("target names must be unique")
+    baseline = args.baseline or names[0]
+    if baseline not in names:
+        ap.error(f"baseline {baseline!r} is not a target")
+    size = parse_size(args.size)
+    jobs = _chosen_jobs(ap, args)
+    if any(spec != "pylocal" and not spec.startswith("py:") for _, spec in named):
+        ensure_apt(["fio"], ["fio"])
+
+    results = _run_on_targets(named, jobs, size, args)
+    report = build_report(results, jobs, baseline)
+    print(format_report(report, jobs, names, baseline))
+    if "pvfs" in names and len(names) > 1:
+        print(format_subject_ratios(report, jobs, "pvfs", [n for n in names if n != "pvfs"]))
+    if args.json:
+        _save(args, named, baseline, jobs, size, report)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description="Run the fio job set on several targets, interleaved; print ratios.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -346,34 +377,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="NAME",
                     help="save bench/results/NAME.json (with --all: default 'fio')")
     ap.add_argument("-v", "--verbose", action="store_true")
-    args = ap.parse_args(argv)
-    exit_on_sigterm()
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(name)s %(message)s")
+    return ap
 
+
+def _named_targets(ap: argparse.ArgumentParser, args: argparse.Namespace,
+                   ) -> list[tuple[str, str]]:
+    """``(name, spec)`` of every target: ``--all``'s built-in ones first (unless a
+    ``--target`` takes the name), then the ``--target`` ones; none is a usage error."""
     named = [parse_target(t) for t in args.target]
     if args.all:
         named = [(n, n) for n in ALL_BASELINES + ALL_PVFS
                  if n not in {x for x, _ in named}] + named
     if not named:
         ap.error("no target: give --target or --all")
-    if args.all and args.json is None:
-        args.json = "fio"
-    names = [n for n, _ in named]
-    if len(set(names)) != len(names):
-        ap.error("target names must be unique")
-    baseline = args.baseline or names[0]
-    if baseline not in names:
-        ap.error(f"baseline {baseline!r} is not a target")
-    size = parse_size(args.size)
+    return named
+
+
+def _chosen_jobs(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[JobSpec]:
+    """The job set for ``--numjobs``, cut to ``--only``'s names (none left: a usage error)."""
     jobs = default_jobs(tuple(args.numjobs))
     if args.only:
         jobs = [j for j in jobs if j.name in args.only]
         if not jobs:
             ap.error("--only matched no job")
-    if any(spec != "pylocal" and not spec.startswith("py:") for _, spec in named):
-        ensure_apt(["fio"], ["fio"])
+    return jobs
 
+
+def _run_on_targets(named: list[tuple[str, str]], jobs: list[JobSpec], size: int,
+                    args: argparse.Namespace) -> dict[str, dict[str, list[JobResult]]]:
+    """Bring every target up in the work directory (a temporary one, removed after, unless
+    ``--workdir``), lay out the files, run the job matrix and tear everything down."""
     own_workdir = args.workdir is None
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="pvfs-fio-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -385,31 +418,29 @@ def main(argv: list[str] | None = None) -> int:
             for t in targets:
                 log.info("laying out %d x %s on %s", max_jobs, args.size, t.name)
                 prepare(t, size, max_jobs)
-            results = run_matrix(targets, jobs, size, args.runtime, args.repeats,
-                                 cold=args.cold, direct=args.direct, progress=log.info)
+            return run_matrix(targets, jobs, size, args.runtime, args.repeats,
+                              cold=args.cold, direct=args.direct, progress=log.info)
     finally:
         if own_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    report = build_report(results, jobs, baseline)
-    print(format_report(report, jobs, names, baseline))
-    if "pvfs" in names and len(names) > 1:
-        print(format_subject_ratios(report, jobs, "pvfs", [n for n in names if n != "pvfs"]))
-    if args.json:
-        from pvfs.bench.fio import pvfs_target  # peak memory of the pvfs processes, as they stopped
-        path = write_results(args.json, {
-            "params": {"size": size, "runtime_s": args.runtime, "repeats": args.repeats,
-                       "numjobs": args.numjobs, "cold": args.cold, "direct": args.direct,
-                       "ioengine": "psync", "buffered": not args.direct},
-            "targets": {n: s for n, s in named},
-            "pvfs_mount_options": args.pvfs_options,
-            "baseline": baseline,
-            "jobs": [asdict(j) for j in jobs],
-            "results": report,
-            "pvfs_peak_rss": pvfs_target.PEAK_RSS,
-        })
-        print(f"saved {path}")
-    return 0
+
+def _save(args: argparse.Namespace, named: list[tuple[str, str]], baseline: str,
+          jobs: list[JobSpec], size: int, report: dict[str, Any]) -> None:
+    """Write ``bench/results/<--json>.json`` and say where."""
+    from pvfs.bench.fio import pvfs_target  # peak memory of the pvfs processes, as they stopped
+    path = write_results(args.json, {
+        "params": {"size": size, "runtime_s": args.runtime, "repeats": args.repeats,
+                   "numjobs": args.numjobs, "cold": args.cold, "direct": args.direct,
+                   "ioengine": "psync", "buffered": not args.direct},
+        "targets": {n: s for n, s in named},
+        "pvfs_mount_options": args.pvfs_options,
+        "baseline": baseline,
+        "jobs": [asdict(j) for j in jobs],
+        "results": report,
+        "pvfs_peak_rss": pvfs_target.PEAK_RSS,
+    })
+    print(f"saved {path}")
 
 
 if __name__ == "__main__":
