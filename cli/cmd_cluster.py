@@ -19,6 +19,7 @@ from pvfs.cli.common import PROG, add_command, load_config, mount_available, siz
 from pvfs.cli.output import CliError, emit, human_duration, human_size, note, table
 from pvfs.config import Config, Endpoint
 from pvfs.layout.stripe import Stripe
+from pvfs.models import bypass
 
 STATUS_TIMEOUT = 2.0
 # The same as pvfs.cluster.launch's, which is imported only by the commands that need it (it
@@ -60,22 +61,31 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="global cache daemons (files spread over them by inode; default: 0)")
     p.add_argument("--gcache-size", type=size_arg, default=64 << 20, metavar="BYTES",
                    help="block memory of each global cache (default: 64M)")
-    p.add_argument("--gcache-policy", choices=("all", "runtime", "adaptive", "sketch"),
-                   default="all", help="global cache admission (docs/caching.md; default: all)")
+    p.add_argument("--gcache-policy", choices=bypass.POLICIES, default=bypass.DEFAULT_POLICY,
+                   help="global cache admission (docs/caching.md; default: "
+                   f"{bypass.DEFAULT_POLICY})")
     p.add_argument("--force", action="store_true", help="overwrite an existing config")
 
     p = add_command(sub, "up", help="start this host's daemons and wait until they answer",
                     func=cmd_up, example=f"""\
 {PROG} up
-{PROG} --config /srv/pvfs/pvfs.toml up --mount ~/pvfs""")
+{PROG} --config /srv/pvfs/pvfs.toml up --mount ~/pvfs
+{PROG} --config /srv/pvfs/pvfs.toml up --all     # every host of the config, over ssh""")
     p.add_argument("--mount", metavar="DIR", help="also mount the file system at DIR")
     p.add_argument("--timeout", type=float, default=START_TIMEOUT, metavar="S",
                    help=f"seconds to wait for each daemon (default: {START_TIMEOUT:g})")
+    _all_options(p, "start")
 
     p = add_command(sub, "down", help="stop this host's daemons (SIGTERM, then SIGKILL)",
-                    func=cmd_down, example=f"{PROG} down")
+                    func=cmd_down, example=f"""\
+{PROG} down
+{PROG} --config /srv/pvfs/pvfs.toml down --all   # every host of the config, over ssh""")
     p.add_argument("--timeout", type=float, default=STOP_TIMEOUT, metavar="S",
                    help=f"seconds before SIGKILL (default: {STOP_TIMEOUT:g})")
+    _all_options(p, "stop")
+    p.add_argument("--caches-only", action="store_true",
+                   help="stop only this host's mounts of the config and its global caches "
+                   "(what writes back to the I/O daemons; the first stage of down --all)")
 
     add_command(sub, "status", help="state of every daemon: version, uptime, open files, "
                 "queued jobs, scheduler", func=cmd_status, example=f"""\
@@ -89,6 +99,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                 func=cmd_df, example=f"""\
 {PROG} df
 {PROG} df --json | jq .total.avail""")
+
+
+def _all_options(p: argparse.ArgumentParser, verb: str) -> None:
+    p.add_argument("--all", action="store_true",
+                   help=f"{verb} the daemons of every host of the config: this host's here, "
+                   "the others' over ssh (your ssh config and keys; BatchMode, no prompts); "
+                   "pvfs-admin must be at the same path there (or see --remote-admin)")
+    p.add_argument("--ssh-config", metavar="FILE",
+                   help="with --all: ssh -F FILE (default: your ~/.ssh/config; $PVFS_SSH "
+                   "replaces the ssh command itself, e.g. 'ssh -p 2222')")
+    p.add_argument("--remote-admin", metavar="PATH",
+                   help="with --all: pvfs-admin on the other hosts (default: $PVFS_REMOTE_ADMIN, "
+                   "else this one's path)")
 
 
 # ---------------------------------------------------------------------- init / up / down
@@ -185,18 +208,30 @@ def _describe_config(cfg: Config) -> dict:
             "scheduler": {"algorithm": cfg.algorithm, "window": cfg.window}}
 
 
+def _up_here(cfg: Config, timeout: float) -> dict:
+    """Start this host's daemons of ``cfg``; what ``pvfs-admin --json up`` prints."""
+    from pvfs.cluster import launch
+
+    started = launch.up(cfg, timeout=timeout)
+    rows = [{"name": n, "pid": pid, "started": now,
+             "address": _endpoint(cfg, n).address} for n, pid, now in started]
+    return {"config": cfg.path, "daemons": rows, "mount": None}
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from pvfs.cluster import launch
 
     cfg = load_config(args)
+    if args.all:
+        if args.mount:
+            raise CliError("up --all", "--mount mounts on this host only; run "
+                           f"`{PROG} mount DIR` after `{PROG} up --all`", status=2)
+        return _on_every_host(args, cfg, "up")
     if not launch.daemons_of(cfg):
         raise CliError("up", f"no daemon of {cfg.path} belongs to this host")
     if args.mount and not mount_available():
         raise CliError("up --mount", "the mount client (pvfs.fuse) is not installed")
-    started = launch.up(cfg, timeout=args.timeout)
-    rows = [{"name": n, "pid": pid, "started": now,
-             "address": _endpoint(cfg, n).address} for n, pid, now in started]
-    data = {"config": cfg.path, "daemons": rows, "mount": None}
+    data = _up_here(cfg, args.timeout)
     status = 0
     if args.mount:
         from pvfs.cli.cmd_mount import mount_fs
@@ -218,20 +253,92 @@ def _endpoint(cfg: Config, name: str) -> Endpoint:
     return next(ep for n, _, ep in _daemons(cfg) if n == name)
 
 
-def cmd_down(args: argparse.Namespace) -> int:
+def _down_here(cfg: Config, timeout: float, caches_only: bool = False) -> dict:
+    """Unmount this host's mounts of ``cfg`` and stop its daemons of it (only the global
+    caches with ``caches_only``); what ``pvfs-admin --json down`` prints."""
     from pvfs.cluster import launch
 
-    cfg = load_config(args)
     if mount_available():
         from pvfs.cli.cmd_mount import unmount_all
 
         unmount_all(cfg)  # the mounts go before the daemons they use
-    stopped = launch.down(cfg, timeout=args.timeout)
-    data = {"config": cfg.path, "stopped": [{"name": n, "pid": p} for n, p in stopped]}
+    stopped = launch.down(cfg, timeout=timeout, only_caches=caches_only)
+    return {"config": cfg.path, "stopped": [{"name": n, "pid": p} for n, p in stopped]}
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    if args.all:
+        if args.caches_only:
+            raise CliError("down --all", "--caches-only is a stage of --all", status=2)
+        return _on_every_host(args, cfg, "down")
+    data = _down_here(cfg, args.timeout, args.caches_only)
     emit(args.json, data, lambda d: table([[r["name"], r["pid"], "stopped"] for r in d["stopped"]],
                                           ["daemon", "pid", "state"], right=[1])
          if d["stopped"] else "no daemon of this config was running here")
     return 0
+
+
+def _on_every_host(args: argparse.Namespace, cfg: Config, verb: str) -> int:
+    """``up --all`` / ``down --all``: every host of the config at once, this one in this
+    process, the others over ssh; a row per host, exit status 1 unless every host did it.
+
+    ``down --all`` stops in two stages across the cluster: first every host's mounts of the
+    config and global caches (they write back to the I/O daemons), then the rest."""
+    from pvfs.cluster import launch
+
+    if args.remote_admin:
+        os.environ[launch.REMOTE_ADMIN_ENV] = args.remote_admin
+    t = ["--timeout", f"{args.timeout:g}"]
+    if verb == "up":
+        results = launch.on_every_host(cfg, ["up", *t], lambda c: _up_here(c, args.timeout),
+                                       args.ssh_config, args.timeout)
+    else:
+        first = launch.on_every_host(cfg, ["down", "--caches-only", *t],
+                                     lambda c: _down_here(c, args.timeout, caches_only=True),
+                                     args.ssh_config, args.timeout)
+        results = launch.on_every_host(cfg, ["down", *t], lambda c: _down_here(c, args.timeout),
+                                       args.ssh_config, args.timeout)
+        for r, f in zip(results, first, strict=True):  # both stages' stops, or the first error
+            if r.ok and f.reply and r.reply:
+                r.reply["stopped"] = f.reply.get("stopped", []) + r.reply.get("stopped", [])
+            elif not f.ok and r.ok:
+                r.ok, r.error = False, f.error
+    names = dict(launch.hosts_of(cfg))
+    rows = []
+    for r in results:
+        reply = r.reply or {}
+        done = reply.get("daemons") if verb == "up" else reply.get("stopped")
+        rows.append({"host": r.host, "via": r.via, "ok": r.ok, "error": r.error,
+                     "daemons": names.get(r.host, []), "done": done})
+    failed = [r["host"] for r in rows if not r["ok"]]
+    data = {"config": cfg.path, "action": verb, "hosts": rows, "ok": not failed}
+    emit(args.json, data, _render_every_host)
+    if failed:
+        fine = [r["host"] for r in rows if r["ok"]]
+        what = "started" if verb == "up" else "stopped"
+        note(f"{PROG}: {verb} --all: {len(failed)} of {len(rows)} hosts failed: "
+             f"{', '.join(failed)}; {what} on: {', '.join(fine) or 'none'}"
+             + (f" (`{PROG} down --all` stops those)" if verb == "up" and fine else ""))
+        return 1
+    return 0
+
+
+def _render_every_host(d: dict) -> str:
+    out = []
+    for r in d["hosts"]:
+        if not r["ok"]:
+            detail = f"FAILED: {(r['error'] or '').splitlines()[0] if r['error'] else ''}"
+        elif r["done"] is None:  # a second address of this host: done with the first
+            detail = "(this host, above)"
+        elif d["action"] == "up":
+            detail = ", ".join(f"{x['name']} {'started' if x['started'] else 'running'} "
+                               f"(pid {x['pid']})" for x in r["done"]) or "nothing to start"
+        else:
+            detail = ", ".join(f"{x['name']} stopped (pid {x['pid']})" for x in r["done"]) \
+                or "nothing was running"
+        out.append([r["host"], r["via"], "ok" if r["ok"] else "FAILED", detail])
+    return table(out, ["host", "via", "result", "daemons"])
 
 
 # ---------------------------------------------------------------------- status / ping
@@ -270,7 +377,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows = []
     for name, role, ep in _daemons(cfg):
         reply, why = _ask(ep, {"op": "status"}, key=_key(cfg))
-        row: dict = {"name": name, "role": role, "address": ep.address, "up": reply is not None,
+        row: dict = {"name": name, "role": role, "address": ep.address, "host": ep.host,
+                     "up": reply is not None,
                      "error": why or None, "version": None, "pid": None, "uptime": None,
                      "open_files": None, "queued_jobs": None, "scheduler": None}
         if reply:
@@ -289,8 +397,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     from pvfs.cli.cmd_admin import local_mounts
 
     mounts = [{"mountpoint": m["mountpoint"], "pid": m["pid"]} for m in local_mounts(cfg)]
+    hosts: dict[str, dict] = {}
+    for r in rows:
+        h = hosts.setdefault(r["host"], {"host": r["host"], "up": [], "down": []})
+        h["up" if r["up"] else "down"].append(r["name"])
     data = {"config": cfg.path, "name": cfg.name, "daemons": rows, "all_up": not down,
-            "mounts": mounts}
+            "hosts": list(hosts.values()), "mounts": mounts}
     emit(args.json, data, _render_status)
     return 1 if down else 0
 
@@ -309,6 +421,10 @@ def _render_status(d: dict) -> str:
                      f"{i['symlinks']} symlinks; {mgr['precreated']} inodes precreated, "
                      f"{mgr['removals_pending']} deleted files' data still to remove")
     notes += [f"mounted at {m['mountpoint']} (client pid {m['pid']})" for m in d["mounts"]]
+    if len(d["hosts"]) > 1:  # a cluster: what runs on each host
+        body += "\n\n" + table(
+            [[h["host"], ", ".join(h["up"]) or "-", ", ".join(h["down"]) or "-"]
+             for h in d["hosts"]], ["host", "running", "DOWN"])
     return body + ("\n\n" + "\n".join(notes) if notes else "")
 
 

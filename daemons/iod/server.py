@@ -35,7 +35,7 @@ from typing import ClassVar
 
 import trio
 
-from pvfs import _native
+from pvfs import _native, schedulers
 from pvfs.config import Config
 from pvfs.layout.intersect import pieces_for_rank, stream_length
 from pvfs.metrics import Metrics, render
@@ -125,13 +125,14 @@ class IodServer:
             kind, disk = storage_of(config, index)
             storage = open_storage(kind, self.endpoint.data_dir, disk)
         self.storage = storage
-        # rs is no engine policy: the selector switches the engine among opt1..opt4.
+        # rs is no engine policy: the selector switches the engine among the fixed ones.
         self.engine = _native.Engine(
-            algorithm="opt1" if config.algorithm == "rs" else config.algorithm,
+            algorithm=schedulers.DEFAULT if config.algorithm == schedulers.SELECTOR
+            else config.algorithm,
             window=config.window, idle_timeout=config.request_timeout, disk=storage.disk,
             gather=config.gather)
         self.selector = ReactiveSelector(self)
-        self.selector.active = config.algorithm == "rs"
+        self.selector.active = config.algorithm == schedulers.SELECTOR
         self.stats = WorkloadStats()
         self.metrics = Metrics(f"iod{index}")
         self.holders = HolderDirectory(config.request_timeout)
