@@ -123,66 +123,82 @@ def gluster_volume(workdir: str | os.PathLike[str], bricks: int = 4,
     mnt = work / "mnt"
     mnt.mkdir(exist_ok=True)
     vol_file = work / "glusterd.vol"
-    glusterd_pidfile = work / "glusterd.pid"
-    client_pidfile = work / "client.pid"
     src = Path("/etc/glusterfs/glusterd.vol").read_text()
     vol_file.write_text(private_glusterd_vol(src, HOST))
 
     with contextlib.ExitStack() as stack:
         # Registered first, so it runs last: whatever is left of this run's processes.
         stack.callback(_kill_leftovers, str(work))
-
-        glusterd_pid: list[int] = []
-
-        def stop_glusterd() -> None:
-            pid = read_pidfile(glusterd_pidfile) or (glusterd_pid[0] if glusterd_pid else None)
-            if pid:
-                terminate([pid])
-
-        stack.callback(stop_glusterd)
-        run([GLUSTERD, "-f", str(vol_file), "-p", str(glusterd_pidfile),
-             f"--log-file={logs / 'glusterd.log'}"], timeout=60)
-        wait_for(lambda: read_pidfile(glusterd_pidfile) is not None, startup_timeout,
-                 "glusterd pidfile")
-        glusterd_pid.append(read_pidfile(glusterd_pidfile) or 0)
-        wait_for(lambda: run(["gluster", "--mode=script", "volume", "list"], check=False, timeout=30).returncode == 0,
-                 startup_timeout, "glusterd to answer", interval=0.3)
-
-        _delete_volume(volume)  # a leftover of an earlier crashed run
-        brick_dirs = []
-        for i in range(1, bricks + 1):
-            b = work / "bricks" / f"b{i}"
-            if b.exists():
-                shutil.rmtree(b)
-            b.mkdir(parents=True)
-            brick_dirs.append(f"{HOST}:{b}")
-
-        def drop_volume() -> None:
-            pids = _brick_pids(volume)
-            _delete_volume(volume)
-            for pid in pids:
-                terminate([pid])
-
-        stack.callback(drop_volume)
-        _gluster("volume", "create", volume, "transport", "tcp", *brick_dirs, "force")
-        _gluster("volume", "start", volume)
-
-        def stop_client() -> None:
-            unmount(mnt)
-            pid = read_pidfile(client_pidfile)
-            if pid:
-                terminate([pid])
-
-        stack.callback(stop_client)
-        run([GLUSTERFS, f"--volfile-server={HOST}", f"--volfile-id={volume}",
-             f"--log-file={logs / 'client.log'}", f"--pid-file={client_pidfile}", str(mnt)],
-            timeout=60)
-        wait_for(lambda: is_mounted(mnt), startup_timeout, f"gluster mount on {mnt}")
-        # The mount answers once the client has connected to every brick.
-        wait_for(lambda: _usable(mnt), startup_timeout, "gluster mount to accept writes",
-                 interval=0.3)
+        _start_glusterd(stack, vol_file, work / "glusterd.pid", logs, startup_timeout)
+        _start_volume(stack, work, volume, bricks)
+        _mount_volume(stack, volume, mnt, work / "client.pid", logs, startup_timeout)
         log.info("gluster volume %s (%d bricks) mounted on %s", volume, bricks, mnt)
         yield str(mnt)
+
+
+def _start_glusterd(stack: contextlib.ExitStack, vol_file: Path, glusterd_pidfile: Path,
+                    logs: Path, startup_timeout: float) -> None:
+    """Start glusterd from ``vol_file`` and wait until it answers; its stop is put on
+    ``stack`` before it starts."""
+    glusterd_pid: list[int] = []
+
+    def stop_glusterd() -> None:
+        pid = read_pidfile(glusterd_pidfile) or (glusterd_pid[0] if glusterd_pid else None)
+        if pid:
+            terminate([pid])
+
+    stack.callback(stop_glusterd)
+    run([GLUSTERD, "-f", str(vol_file), "-p", str(glusterd_pidfile),
+         f"--log-file={logs / 'glusterd.log'}"], timeout=60)
+    wait_for(lambda: read_pidfile(glusterd_pidfile) is not None, startup_timeout,
+             "glusterd pidfile")
+    glusterd_pid.append(read_pidfile(glusterd_pidfile) or 0)
+    wait_for(lambda: run(["gluster", "--mode=script", "volume", "list"], check=False, timeout=30).returncode == 0,
+             startup_timeout, "glusterd to answer", interval=0.3)
+
+
+def _start_volume(stack: contextlib.ExitStack, work: Path, volume: str, bricks: int) -> None:
+    """Create ``volume`` on ``bricks`` fresh brick directories under ``work/bricks`` (after
+    deleting a leftover of the same name) and start it; its deletion and the brick
+    processes' end are put on ``stack`` before it is created."""
+    _delete_volume(volume)  # a leftover of an earlier crashed run
+    brick_dirs = []
+    for i in range(1, bricks + 1):
+        b = work / "bricks" / f"b{i}"
+        if b.exists():
+            shutil.rmtree(b)
+        b.mkdir(parents=True)
+        brick_dirs.append(f"{HOST}:{b}")
+
+    def drop_volume() -> None:
+        pids = _brick_pids(volume)
+        _delete_volume(volume)
+        for pid in pids:
+            terminate([pid])
+
+    stack.callback(drop_volume)
+    _gluster("volume", "create", volume, "transport", "tcp", *brick_dirs, "force")
+    _gluster("volume", "start", volume)
+
+
+def _mount_volume(stack: contextlib.ExitStack, volume: str, mnt: Path, client_pidfile: Path,
+                  logs: Path, startup_timeout: float) -> None:
+    """Mount ``volume`` on ``mnt`` with the FUSE client and wait until it takes writes; the
+    unmount and the client's end are put on ``stack`` before it mounts."""
+    def stop_client() -> None:
+        unmount(mnt)
+        pid = read_pidfile(client_pidfile)
+        if pid:
+            terminate([pid])
+
+    stack.callback(stop_client)
+    run([GLUSTERFS, f"--volfile-server={HOST}", f"--volfile-id={volume}",
+         f"--log-file={logs / 'client.log'}", f"--pid-file={client_pidfile}", str(mnt)],
+        timeout=60)
+    wait_for(lambda: is_mounted(mnt), startup_timeout, f"gluster mount on {mnt}")
+    # The mount answers once the client has connected to every brick.
+    wait_for(lambda: _usable(mnt), startup_timeout, "gluster mount to accept writes",
+             interval=0.3)
 
 
 def _usable(mnt: Path) -> bool:
