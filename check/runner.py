@@ -16,8 +16,9 @@ from typing import Any
 
 from pvfs.check.clients import Client, NativeClient, PathClient, pvfs_mount_info
 from pvfs.check.world import World
+from pvfs.client.modes import CHECK_MODES
 
-MODES = ("none", "sync", "collective")
+MODES = CHECK_MODES
 
 
 class SetupError(RuntimeError):

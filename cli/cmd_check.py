@@ -10,6 +10,7 @@ import json
 import sys
 
 from pvfs.cli.common import PROG, add_command
+from pvfs.client.modes import CHECK_MODES
 
 __all__ = ["register"]
 
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="pvfs mounts of --config to drive (each one a node)")
     p.add_argument("--native", metavar="N", type=int, default=None,
                    help="native API clients (default: 2 without --mounts, else 0)")
-    p.add_argument("--mode", choices=("none", "sync", "collective"), default="none",
+    p.add_argument("--mode", choices=CHECK_MODES, default=CHECK_MODES[0],
                    help="what to hold the file system to (default: none)")
     p.add_argument("--examples", metavar="K", type=int, default=100,
                    help="example runs (default: 100)")

@@ -8,6 +8,9 @@ import os
 #: ``-o coherence=`` of a mount (fuse/options.py, docs/mount.md): ``none`` (close-to-open) or
 #: ``sync`` (write-through and invalidation callbacks, pvfs.client.coherence).
 COHERENCE_MODES: tuple[str, ...] = ("none", "sync")
+#: What ``pvfs-admin check --mode`` checks: a coherence mode's promises, or the collective
+#: library's (``pvfs.collective``: one copy of each page among the ranks).
+CHECK_MODES: tuple[str, ...] = (*COHERENCE_MODES, "collective")
 
 _BASE = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
          "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND, "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL}
