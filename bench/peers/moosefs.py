@@ -132,8 +132,22 @@ def moosefs_mount(workdir: str | os.PathLike[str], chunkservers: int = 1,
     netns = work / "netns"
     mnt = work / "mnt"
     mnt.mkdir(exist_ok=True)
+    mdata, master_cfg = _write_master_files(work)
 
-    # Master files.
+    with contextlib.ExitStack() as stack:
+        stack.callback(_kill_leftovers, str(work))
+        _make_netns(stack, netns)
+        stack.callback(_stop_daemon, netns, "mfsmaster", master_cfg, mdata, "mfsmaster")
+        run(_ns(netns, "mfsmaster", "-c", str(master_cfg), "start"), timeout=120)
+        _start_chunkservers(stack, netns, work, chunkservers, startup_timeout)
+        _mount(stack, netns, mnt, goal, startup_timeout)
+        log.info("moosefs (%d chunkserver(s), goal %d) mounted on %s", chunkservers, goal, mnt)
+        yield str(mnt)
+
+
+def _write_master_files(work: Path) -> tuple[Path, Path]:
+    """The master's fresh data directory (``work/master``, holding empty metadata), its
+    exports, topology and ``mfsmaster.cfg``; returns the data directory and the config."""
     mdata = work / "master"
     if mdata.exists():
         shutil.rmtree(mdata)
@@ -145,54 +159,65 @@ def moosefs_mount(workdir: str | os.PathLike[str], chunkservers: int = 1,
     master_cfg = work / "mfsmaster.cfg"
     master_cfg.write_text(master_config(mdata, exports, topology))
     shutil.copyfile(EMPTY_METADATA, mdata / "metadata.mfs")
+    return mdata, master_cfg
 
-    with contextlib.ExitStack() as stack:
-        stack.callback(_kill_leftovers, str(work))
 
-        # The network namespace, bound on a file so every nsenter joins the same one.
-        def drop_netns() -> None:
-            if is_mounted(netns):
-                run(["umount", str(netns)], check=False)
-            if is_mounted(netns):
-                run(["umount", "-l", str(netns)], check=False)
+def _make_netns(stack: contextlib.ExitStack, netns: Path) -> None:
+    """The network namespace, bound on the file ``netns`` so every nsenter joins the same
+    one, with ``lo`` up carrying ``ADDR``; its unmount is put on ``stack`` before it is
+    made."""
+    def drop_netns() -> None:
+        if is_mounted(netns):
+            run(["umount", str(netns)], check=False)
+        if is_mounted(netns):
+            run(["umount", "-l", str(netns)], check=False)
 
-        stack.callback(drop_netns)
-        netns.touch()
-        run(["unshare", f"--net={netns}", "true"])
-        run(_ns(netns, "sh", "-c", f"ip link set lo up && ip addr add {ADDR}/32 dev lo"))
+    stack.callback(drop_netns)
+    netns.touch()
+    run(["unshare", f"--net={netns}", "true"])
+    run(_ns(netns, "sh", "-c", f"ip link set lo up && ip addr add {ADDR}/32 dev lo"))
 
-        def stop_daemon(tool: str, cfg: Path, data: Path, prefix: str) -> None:
-            pid = _lock_pid(data, prefix)
-            run(_ns(netns, tool, "-c", str(cfg), "stop"), check=False, timeout=120)
-            if pid:
-                terminate([pid])
 
-        stack.callback(stop_daemon, "mfsmaster", master_cfg, mdata, "mfsmaster")
-        run(_ns(netns, "mfsmaster", "-c", str(master_cfg), "start"), timeout=120)
+def _stop_daemon(netns: Path, tool: str, cfg: Path, data: Path, prefix: str) -> None:
+    """Stop a MooseFS daemon with ``TOOL -c CFG stop``, then end it by the PID its lock file
+    held before."""
+    pid = _lock_pid(data, prefix)
+    run(_ns(netns, tool, "-c", str(cfg), "stop"), check=False, timeout=120)
+    if pid:
+        terminate([pid])
 
-        for i in range(chunkservers):
-            cdata = work / f"cs{i}"
-            if cdata.exists():
-                shutil.rmtree(cdata)
-            (cdata / "hdd").mkdir(parents=True)
-            hdd_cfg = cdata / "mfshdd.cfg"
-            hdd_cfg.write_text(f"{cdata / 'hdd'}\n")
-            cs_cfg = cdata / "mfschunkserver.cfg"
-            cs_cfg.write_text(chunkserver_config(cdata, hdd_cfg, CS_BASE_PORT + i))
-            stack.callback(stop_daemon, "mfschunkserver", cs_cfg, cdata, "mfschunkserver")
-            run(_ns(netns, "mfschunkserver", "-c", str(cs_cfg), "start"), timeout=120)
 
-        wait_for(lambda: _registered_chunkservers(netns) >= chunkservers, startup_timeout,
-                 f"{chunkservers} chunkserver(s) to register", interval=0.5)
+def _start_chunkservers(stack: contextlib.ExitStack, netns: Path, work: Path,
+                        chunkservers: int, startup_timeout: float) -> None:
+    """Start ``chunkservers`` chunkservers, each with a fresh data directory ``work/csI`` and
+    port ``CS_BASE_PORT + I`` (each one's stop put on ``stack`` before it starts), and wait
+    until the master lists them all."""
+    for i in range(chunkservers):
+        cdata = work / f"cs{i}"
+        if cdata.exists():
+            shutil.rmtree(cdata)
+        (cdata / "hdd").mkdir(parents=True)
+        hdd_cfg = cdata / "mfshdd.cfg"
+        hdd_cfg.write_text(f"{cdata / 'hdd'}\n")
+        cs_cfg = cdata / "mfschunkserver.cfg"
+        cs_cfg.write_text(chunkserver_config(cdata, hdd_cfg, CS_BASE_PORT + i))
+        stack.callback(_stop_daemon, netns, "mfschunkserver", cs_cfg, cdata, "mfschunkserver")
+        run(_ns(netns, "mfschunkserver", "-c", str(cs_cfg), "start"), timeout=120)
 
-        stack.callback(unmount, mnt)
-        run(_ns(netns, "mfsmount", str(mnt), "-H", ADDR, "-P", str(MATOCL_PORT)), timeout=60)
-        wait_for(lambda: is_mounted(mnt), startup_timeout, f"mfsmount on {mnt}")
-        run(_ns(netns, "mfssetgoal", "-r", str(goal), str(mnt)), timeout=60)
-        wait_for(lambda: _usable(mnt), startup_timeout, "moosefs mount to accept writes",
-                 interval=0.5)
-        log.info("moosefs (%d chunkserver(s), goal %d) mounted on %s", chunkservers, goal, mnt)
-        yield str(mnt)
+    wait_for(lambda: _registered_chunkservers(netns) >= chunkservers, startup_timeout,
+             f"{chunkservers} chunkserver(s) to register", interval=0.5)
+
+
+def _mount(stack: contextlib.ExitStack, netns: Path, mnt: Path, goal: int,
+           startup_timeout: float) -> None:
+    """mfsmount on ``mnt`` (its unmount put on ``stack`` first), the goal set on the root,
+    and a wait until the mount takes writes."""
+    stack.callback(unmount, mnt)
+    run(_ns(netns, "mfsmount", str(mnt), "-H", ADDR, "-P", str(MATOCL_PORT)), timeout=60)
+    wait_for(lambda: is_mounted(mnt), startup_timeout, f"mfsmount on {mnt}")
+    run(_ns(netns, "mfssetgoal", "-r", str(goal), str(mnt)), timeout=60)
+    wait_for(lambda: _usable(mnt), startup_timeout, "moosefs mount to accept writes",
+             interval=0.5)
 
 
 def _registered_chunkservers(netns: Path) -> int:
