@@ -179,27 +179,31 @@ def _blocks(off: int, n: int) -> list[int]:
     return list(range(off // BLOCK, (off + n - 1) // BLOCK + 1)) if n > 0 else []
 
 
-def simulate(trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
-             local_bytes: int, global_bytes: int, nodes: int,
-             stream: list[tuple[int, int]] | None = None) -> dict[str, Any]:
-    """One policy (``setup``: a :class:`pvfs.bench.caching.study.Setup`) over ``trace``; a row
-    like the measured study's (``time_s`` modelled). ``stream``, if given, receives every
-    ``(file, block)`` the global cache looks up, in order."""
-    g = _Global(global_bytes // BLOCK, setup.policy, setup.threshold) if setup.gcache else None
-    if g is not None:
-        g.stream = stream
-    ns = [_Node(setup.local, local_bytes // BLOCK) for _ in range(nodes)]
-    bits = BypassTable()
-    ids = {e.name: e.id for e in trace.files}
+class _Run:
+    """One policy over one trace: the nodes' local caches, the global cache, the bypass bits
+    of the current phase, and what each request costs."""
 
-    def apply_phase(phase: int) -> None:
-        if plan is None or not setup.plan:
+    def __init__(self, trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
+                 local_bytes: int, global_bytes: int, nodes: int,
+                 stream: list[tuple[int, int]] | None) -> None:
+        self.trace, self.setup, self.plan, self.nodes = trace, setup, plan, nodes
+        self.g = (_Global(global_bytes // BLOCK, setup.policy, setup.threshold)
+                  if setup.gcache else None)
+        if self.g is not None:
+            self.g.stream = stream
+        self.ns = [_Node(setup.local, local_bytes // BLOCK) for _ in range(nodes)]
+        self.bits = BypassTable()
+        self.ids = {e.name: e.id for e in trace.files}
+
+    def apply_phase(self, phase: int) -> None:
+        if self.plan is None or not self.setup.plan:
             return
-        for name, text in phase_bits(plan, phase).items():
-            if name in ids:
-                bits.set_xattr(ids[name], text or "")
+        for name, text in phase_bits(self.plan, phase).items():
+            if name in self.ids:
+                self.bits.set_xattr(self.ids[name], text or "")
 
-    def request(node: _Node, ino: int, off: int, n: int, write: bool) -> float:
+    def request(self, node: _Node, ino: int, off: int, n: int, write: bool) -> float:
+        """The modelled time (ms) of one request of ``node``."""
         blocks = _blocks(off, n)
         if not blocks:
             return 0.0
@@ -209,41 +213,15 @@ def simulate(trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
         local_hit = [b for b in blocks if not write and node.lookup(ino, b)]
         hitset = set(local_hit)
         miss = [b for b in blocks if b not in hitset]
-        if write and setup.local:
-            if g is not None:  # the write-back later: admission as for a read, no cost now
-                segs = {b // SEGMENT_BLOCKS for b in blocks}
-                gsegs = {s for s in segs if node.via_global(ino, s, bits, int(Bypass.WRITE_GLOBAL))}
-                g.access(ino, [b for b in blocks if b // SEGMENT_BLOCKS in gsegs])  # no hints
-            return cost("write_caching", n)
+        if write and self.setup.local:
+            return self._write_into_local(node, ino, blocks, n)
         if not miss:
             return cost("local_hit", n)
-        bit = int(Bypass.WRITE_GLOBAL if write else Bypass.READ_GLOBAL)
-        gblocks: list[int] = []
-        dblocks: list[int] = []
-        if g is not None:
-            route = {s: node.via_global(ino, s, bits, bit)
-                     for s in sorted({b // SEGMENT_BLOCKS for b in miss})}
-            for b in miss:
-                (gblocks if route[b // SEGMENT_BLOCKS] else dblocks).append(b)
-        else:
-            dblocks = miss
+        gblocks, dblocks = self._route(node, ino, miss, write)
         t_direct = 0.0
         if dblocks:
-            t_direct = cost("local_miss" if setup.local else "pvfs", len(dblocks) * BLOCK)
-        t_global = 0.0
-        if gblocks:
-            missed, refused = g.access(ino, gblocks)  # type: ignore[union-attr]
-            if write:  # only the partly written blocks it misses are fetched first
-                missed = [b for b in missed
-                          if b * BLOCK < off or (b + 1) * BLOCK > off + n]
-            else:
-                for s in refused:
-                    node.hints[(ino, s)] = g.policy.bypass_ttl or -1  # type: ignore[union-attr]
-                g.hints += len(refused)  # type: ignore[union-attr]
-            t_global = cost("global_hit", len(gblocks) * BLOCK)
-            if missed:
-                t_global += (cost("global_miss", len(missed) * BLOCK)
-                             - cost("global_hit", len(missed) * BLOCK))
+            t_direct = cost("local_miss" if self.setup.local else "pvfs", len(dblocks) * BLOCK)
+        t_global = self._through_global(node, ino, gblocks, off, n, write) if gblocks else 0.0
         if not write:
             for b in miss:
                 node.insert(ino, b)
@@ -251,47 +229,106 @@ def simulate(trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
             if local_hit else 0.0
         return t_direct + t_global + max(copy, 0.0)
 
-    by_rank: list[list] = [[] for _ in range(trace.nprocs)]
-    for rec in trace.records:
-        by_rank[rec.rank].append(rec)
-    pos = [0] * trace.nprocs
-    clock = [0.0] * trace.nprocs
-    waiting: list[int] = []
-    phase = 0
-    apply_phase(0)
-    heap = [(0.0, r) for r in range(trace.nprocs)]
-    heapq.heapify(heap)
-    while heap:
-        _, r = heapq.heappop(heap)
-        if pos[r] >= len(by_rank[r]):
-            continue
-        rec = by_rank[r][pos[r]]
-        pos[r] += 1
-        node = ns[r % nodes]
-        if rec.op == Op.BARRIER:
-            waiting.append(r)
-            if len(waiting) == trace.nprocs:
-                t = max(clock)
-                phase += 1
-                apply_phase(phase)
-                for w in waiting:
-                    clock[w] = t
-                    heapq.heappush(heap, (t, w))
-                waiting = []
-            continue
-        if rec.op in (Op.READ, Op.WRITE, Op.LISTIO):
-            for off, n in rec.extents():
-                clock[r] += request(node, rec.file, off, n, rec.is_write) / 1000
-        heapq.heappush(heap, (clock[r], r))
-    lh = sum(x.hits for x in ns)
-    lm = sum(x.misses for x in ns)
-    gl = (g.hits + g.misses) if g is not None else 0
-    return {"time_s": max(clock),
-            "local_hit_rate": lh / (lh + lm) if lh + lm else 0.0,
-            "global_hit_rate": g.hits / gl if g is not None and gl else 0.0,
-            "global": {"hits": g.hits if g else 0, "misses": g.misses if g else 0,
-                       "admissions": g.admissions if g else 0,
-                       "bypasses": g.bypasses if g else 0,
-                       "evictions": g.evictions if g else 0,
-                       "hints": g.hints if g else 0,
-                       "threshold": getattr(g.policy, "threshold", 0) if g else 0}}
+    def _write_into_local(self, node: _Node, ino: int, blocks: list[int], n: int) -> float:
+        """A write the local cache takes: the write-back later passes the global cache's
+        admission as a read would, at no cost now."""
+        if self.g is not None:
+            segs = {b // SEGMENT_BLOCKS for b in blocks}
+            gsegs = {s for s in segs
+                     if node.via_global(ino, s, self.bits, int(Bypass.WRITE_GLOBAL))}
+            self.g.access(ino, [b for b in blocks if b // SEGMENT_BLOCKS in gsegs])  # no hints
+        return cost("write_caching", n)
+
+    def _route(self, node: _Node, ino: int, miss: list[int],
+               write: bool) -> tuple[list[int], list[int]]:
+        """The missed blocks split into those through the global cache and those direct."""
+        if self.g is None:
+            return [], miss
+        bit = int(Bypass.WRITE_GLOBAL if write else Bypass.READ_GLOBAL)
+        route = {s: node.via_global(ino, s, self.bits, bit)
+                 for s in sorted({b // SEGMENT_BLOCKS for b in miss})}
+        gblocks: list[int] = []
+        dblocks: list[int] = []
+        for b in miss:
+            (gblocks if route[b // SEGMENT_BLOCKS] else dblocks).append(b)
+        return gblocks, dblocks
+
+    def _through_global(self, node: _Node, ino: int, gblocks: list[int], off: int, n: int,
+                        write: bool) -> float:
+        g = self.g
+        assert g is not None
+        missed, refused = g.access(ino, gblocks)
+        if write:  # only the partly written blocks it misses are fetched first
+            missed = [b for b in missed if b * BLOCK < off or (b + 1) * BLOCK > off + n]
+        else:
+            for s in refused:
+                node.hints[(ino, s)] = g.policy.bypass_ttl or -1
+            g.hints += len(refused)
+        t = cost("global_hit", len(gblocks) * BLOCK)
+        if missed:
+            t += cost("global_miss", len(missed) * BLOCK) - cost("global_hit", len(missed) * BLOCK)
+        return t
+
+    def run(self) -> list[float]:
+        """Every rank's records in time order (a heap of the ranks' clocks), barriers ending
+        phases; the ranks' clocks at the end (s)."""
+        trace = self.trace
+        by_rank: list[list] = [[] for _ in range(trace.nprocs)]
+        for rec in trace.records:
+            by_rank[rec.rank].append(rec)
+        pos = [0] * trace.nprocs
+        clock = [0.0] * trace.nprocs
+        waiting: list[int] = []
+        phase = 0
+        self.apply_phase(0)
+        heap = [(0.0, r) for r in range(trace.nprocs)]
+        heapq.heapify(heap)
+        while heap:
+            _, r = heapq.heappop(heap)
+            if pos[r] >= len(by_rank[r]):
+                continue
+            rec = by_rank[r][pos[r]]
+            pos[r] += 1
+            node = self.ns[r % self.nodes]
+            if rec.op == Op.BARRIER:
+                waiting.append(r)
+                if len(waiting) == trace.nprocs:
+                    t = max(clock)
+                    phase += 1
+                    self.apply_phase(phase)
+                    for w in waiting:
+                        clock[w] = t
+                        heapq.heappush(heap, (t, w))
+                    waiting = []
+                continue
+            if rec.op in (Op.READ, Op.WRITE, Op.LISTIO):
+                for off, n in rec.extents():
+                    clock[r] += self.request(node, rec.file, off, n, rec.is_write) / 1000
+            heapq.heappush(heap, (clock[r], r))
+        return clock
+
+    def row(self, clock: list[float]) -> dict[str, Any]:
+        g = self.g
+        lh = sum(x.hits for x in self.ns)
+        lm = sum(x.misses for x in self.ns)
+        gl = (g.hits + g.misses) if g is not None else 0
+        return {"time_s": max(clock),
+                "local_hit_rate": lh / (lh + lm) if lh + lm else 0.0,
+                "global_hit_rate": g.hits / gl if g is not None and gl else 0.0,
+                "global": {"hits": g.hits if g else 0, "misses": g.misses if g else 0,
+                           "admissions": g.admissions if g else 0,
+                           "bypasses": g.bypasses if g else 0,
+                           "evictions": g.evictions if g else 0,
+                           "hints": g.hints if g else 0,
+                           "threshold": getattr(g.policy, "threshold", 0) if g else 0}}
+
+
+def simulate(trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
+             local_bytes: int, global_bytes: int, nodes: int,
+             stream: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """One policy (``setup``: a :class:`pvfs.bench.caching.study.Setup`) over ``trace``; a row
+    like the measured study's (``time_s`` modelled). ``stream``, if given, receives every
+    ``(file, block)`` the global cache looks up, in order."""
+    run = _Run(trace, setup, plan, local_bytes=local_bytes, global_bytes=global_bytes,
+               nodes=nodes, stream=stream)
+    return run.row(run.run())
