@@ -21,6 +21,15 @@ from pvfs.models.bypass import POLICIES as GCACHE_POLICIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """``plan``, ``study caching``, ``bench latency`` and ``gcache``: each joins its group
+    (another module may have made ``study`` or ``bench`` already)."""
+    _register_plan(sub)
+    _register_study(sub)
+    _register_latency(sub)
+    _register_gcache(sub)
+
+
+def _register_plan(sub: argparse._SubParsersAction) -> None:
     if "plan" not in sub.choices:
         p = add_command(sub, "plan", help="bypass plans for the caches (make one from a trace)",
                         func=None, example=f"""\
@@ -38,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         m.add_argument("--block-size", type=size_arg, default=4096, metavar="BYTES")
         m.add_argument("--procs", type=int, default=4, help="ranks of a gen: workload")
 
+
+def _register_study(sub: argparse._SubParsersAction) -> None:
     ssub = _group(sub, "study", "studies that reproduce papers' experiments",
                   f"{PROG} study caching --quick --json > study.json", "studies", "STUDY")
     if "caching" not in ssub.choices:
@@ -66,6 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         c.add_argument("-o", "--output", metavar="JSON", help="also write the result here")
         c.add_argument("--plot", metavar="PNG", help="draw normalized times and hit rates")
 
+
+def _register_latency(sub: argparse._SubParsersAction) -> None:
     bsub = _group(sub, "bench", "micro-benchmarks",
                   f"{PROG} bench latency --json > latency.json", "benchmarks", "BENCH")
     if "latency" not in bsub.choices:
@@ -100,6 +113,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         lat.add_argument("--plot", metavar="PNG",
                          help="draw fig. 2 (required hit rate); with --no-tables figs. 3-4")
 
+
+def _register_gcache(sub: argparse._SubParsersAction) -> None:
     g = add_command(sub, "gcache", help="global cache daemons: counters and admission policy",
                     func=None, example=f"""\
 {PROG} gcache stats
