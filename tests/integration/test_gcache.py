@@ -244,7 +244,7 @@ def test_frozen_gcache_comes_back_without_stale_data(slow_flush_cluster):
 
     async def main():
         async with CacheStack.open(cluster.config, local=False) as a:
-            a.gbackend.retry_after = 0.5
+            a.gbackend.failover.retry_after = 0.5
             f = await a.open_file("/z", create=True, stripe=STRIPE)
             await a.write(f, 0, a_data)  # dirty in the global cache
             cluster.kill("gcache0", signal.SIGSTOP)

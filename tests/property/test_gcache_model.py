@@ -65,7 +65,7 @@ class Portal:
         async with CacheStack.open(self.config, **self.kw) as a:
             self.nodes.append(a)
             if a.gbackend is not None:
-                a.gbackend.retry_after = 0.05  # back to a restarted daemon at once
+                a.gbackend.failover.retry_after = 0.05  # back to a restarted daemon at once
             if self.n > 1:
                 async with CacheStack.open(self.config, **self.kw) as b:
                     self.nodes.append(b)

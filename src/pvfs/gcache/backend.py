@@ -16,7 +16,8 @@ back (``flush``/``fsync``); when the daemon fails, the journal is written to the
 directly, so nothing this client wrote — fsync'd or not — is lost with the daemon. Every reply
 of a daemon carries its *epoch* (random per process start): a daemon that was restarted
 between a write and the flush answers the flush with another epoch, and the writes it never
-saw are written directly too.
+saw are written directly too. All of that is the backend's :class:`~.failover.Failover` part
+(``failover``): every request to a global cache runs under its ``guard``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import contextlib
 import logging
 import os
 import socket
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -38,7 +38,7 @@ from pvfs.layout.stripe import Stripe
 from pvfs.protocol import auth
 
 from .config import GcacheConfig, gcache_index
-from .failover import Failover, daemon_said
+from .failover import Entry, Failover
 from .hints import RuntimeHints, via_global
 
 log = logging.getLogger("pvfs.gcache")
@@ -51,8 +51,11 @@ MAX_READ = 64 << 20
 MAX_LIST_REGIONS = 16384
 _RG, _WG = int(Bypass.READ_GLOBAL), int(Bypass.WRITE_GLOBAL)
 
+#: ``(offset, length)`` regions of a request on each route (True: via the global cache).
+Routes = dict[bool, list[tuple[int, int]]]
 
-class GcacheBackend(Failover):
+
+class GcacheBackend:
     """Local cache backend routing each segment through a global cache or straight through.
 
     Args:
@@ -72,6 +75,11 @@ class GcacheBackend(Failover):
         retry_after: seconds a failed global cache is left alone.
         journal_limit: bytes of written-but-not-written-back data kept for the failure case;
             beyond, the largest file is flushed at its global cache first.
+
+    Attributes:
+        failover: the failure handling and the journal (:class:`~.failover.Failover`).
+        runtime: the runtime hints (:class:`~.hints.RuntimeHints`).
+        channels: one per global cache.
     """
 
     def __init__(self, direct, config: Config, gconf: GcacheConfig,
@@ -87,29 +95,27 @@ class GcacheBackend(Failover):
         self.bypass = bypass if bypass is not None else BypassTable()
         self.block_size = block_size
         self.segment_blocks = segment_blocks or gconf.segment_blocks
-        self.enabled = enabled
         self.sync = sync
         self.name = name or f"{socket.gethostname()[:30]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.retry_after = retry_after
         self.journal_limit = journal_limit
         key = auth.key_for(config)
         self.channels = [Channel(e.host, e.port, config.connect_timeout, config.request_timeout,
                                  max_idle=16, name=f"gcache{i} ({e.address})", manager=False,
                                  key=key, role="client")
                          for i, e in enumerate(gconf.endpoints)]
-        self.down_until = [0.0] * len(self.channels)
-        self.epochs: list[int | None] = [None] * len(self.channels)  # last seen per daemon
-        # daemon -> ino -> [(offset, data)] written directly since the daemon failed
-        self.rejoin: dict[int, dict[int, list[tuple[int, bytes]]]] = {}
         self.runtime = RuntimeHints(self.segment_blocks * block_size)
         self.hints = self.runtime.hints  # (ino, seg) -> accesses left, -1: for ever
-        # ino -> [offset, data, epoch of the daemon that took it (None: no answer yet)]
-        self.journal: dict[int, list[list]] = {}
-        self.journal_bytes = 0
         self.counters = dict.fromkeys(
             ("global_reads", "global_writes", "direct_reads", "direct_writes", "hints",
              "failovers", "journal_replays", "global_read_bytes", "direct_read_bytes",
              "stale_hints"), 0)
+        self.failover = Failover(len(self.channels), self._call, direct, self._index,
+                                 self.counters, enabled=enabled, retry_after=retry_after)
+
+    @property
+    def journal(self) -> dict[int, list[Entry]]:
+        """ino -> its writes through a global cache not yet written back (the failover's)."""
+        return self.failover.journal
 
     # ------------------------------------------------------------------ routing
     def stripe_size(self, ino: int) -> int | None:
@@ -119,8 +125,9 @@ class GcacheBackend(Failover):
     def _index(self, ino: int) -> int:
         return gcache_index(ino, len(self.channels))
 
-    def _up(self, idx: int) -> bool:
-        return self.enabled and time.monotonic() >= self.down_until[idx]
+    async def _call(self, idx: int, header: dict) -> dict:
+        """A request without bulk to global cache ``idx``."""
+        return await self.channels[idx].call(header)
 
     def _global(self, ino: int, seg: int, bit: int) -> bool:
         """Whether an access of segment ``seg`` goes through the global cache (and count the
@@ -131,7 +138,7 @@ class GcacheBackend(Failover):
     def _pieces(self, ino: int, offset: int, length: int, bit: int) -> list[tuple[int, int, bool]]:
         """``(offset, length, via_global)`` runs of the request, cut at segment boundaries
         where the route changes."""
-        if not self._up(self._index(ino)):
+        if not self.failover.up(self._index(ino)):
             return [(offset, length, False)]
         seg_bytes = self.segment_blocks * self.block_size
         if not self.hints and not self.bypass.has_bits(ino):
@@ -159,8 +166,7 @@ class GcacheBackend(Failover):
     async def read(self, ino: int, offset: int, length: int) -> bytes:
         if length <= 0:
             return b""
-        if self.rejoin:
-            await self._ensure(self._index(ino))
+        await self.failover.ensure(self._index(ino))
         pieces = self._pieces(ino, offset, length, _RG)
         if len(pieces) == 1:
             off, n, via = pieces[0]
@@ -182,14 +188,14 @@ class GcacheBackend(Failover):
         stripe = await self.stripe_of(ino)
         parts: list[bytes] = []
         pos, end = offset, offset + length
-        try:
+        async with self.failover.guard(idx) as attempt:
             while pos < end:
                 n = min(MAX_READ, end - pos)
                 with self.runtime.asking() as sent:
                     reply, data = await self.channels[idx].call_bulk(
                         {"op": "read", "ino": ino, "stripe": stripe.to_wire(), "offset": pos,
                          "length": n, "client": self.name if self.sync else None})
-                    if await self._check_epoch(idx, reply.get("epoch")):
+                    if await self.failover.check_epoch(idx, reply.get("epoch")):
                         # It restarted and lost writes of ours: they are on the I/O daemons.
                         return await self._dread(ino, offset, length)
                     self._take_hints(ino, reply, sent)
@@ -197,11 +203,7 @@ class GcacheBackend(Failover):
                 pos += n
                 if len(data) < n:
                     break
-        except (OSError, trio.TooSlowError) as exc:
-            if daemon_said(exc):
-                raise
-            self._fail(idx, exc)
-            await self._replay(idx)
+        if attempt.failed:
             return await self._dread(ino, offset, length)
         self.counters["global_reads"] += 1
         data = parts[0] if len(parts) == 1 else b"".join(parts)
@@ -214,28 +216,20 @@ class GcacheBackend(Failover):
         if not len(mv):
             return
         with self.runtime.writing(ino, [(offset, len(mv))]):
-            if self.rejoin:
-                await self._ensure(self._index(ino))
+            await self.failover.ensure(self._index(ino))
             pieces = self._pieces(ino, offset, len(mv), _WG)
             if len(pieces) == 1:
-                off, n, via = pieces[0]
+                off, _, via = pieces[0]
                 await (self._gwrite if via else self._dwrite)(ino, off, mv)
                 return
             # Segments on both routes: one list request per route, both at once.
-            routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
-            blobs: dict[bool, list[bytes]] = {True: [], False: []}
-            for off, n, via in pieces:
-                routes[via].append((off, n))
-                blobs[via].append(bytes(mv[off - offset:off - offset + n]))
-            await self._write_routes(ino, routes, blobs)
+            await self._write_routes(ino, *_by_route([(offset, len(mv))], [pieces], mv))
 
     async def _dwrite(self, ino: int, offset: int, data) -> None:
         self.counters["direct_writes"] += 1
         await self._before_direct(ino, [(offset, len(data))])
         await self.direct.write(ino, offset, data)
-        idx = self._index(ino)
-        if idx in self.rejoin:
-            self.rejoin[idx].setdefault(ino, []).append((offset, bytes(data)))
+        self.failover.wrote_direct(ino, [(offset, data)])
         await self._after_direct(ino, offset, offset + len(data))
 
     async def _before_direct(self, ino: int, regions: list[tuple[int, int]]) -> None:
@@ -250,47 +244,56 @@ class GcacheBackend(Failover):
     async def _after_direct(self, ino: int, lo: int, hi: int) -> None:
         """After a write of ``[lo, hi)`` past the global cache: have it drop its copies, which
         hold the old bytes (a read through it, this client's too, would get them). One call
-        for a list write's whole span: it may drop a few more clean copies."""
+        for a list write's whole span: it may drop a few more clean copies. An error it
+        answers with is not the write's."""
         idx = self._index(ino)
-        if not self._up(idx):
+        if not self.failover.up(idx):
             return
-        try:
-            await self.channels[idx].call({"op": "invalidate", "ino": ino, "offset": lo,
-                                           "length": hi - lo})
-        except (OSError, trio.TooSlowError) as exc:
-            if not daemon_said(exc):
-                self._fail(idx, exc)
+        with contextlib.suppress(OSError):
+            async with self.failover.guard(idx, replay=False):
+                await self._call(idx, {"op": "invalidate", "ino": ino, "offset": lo,
+                                       "length": hi - lo})
 
     async def _gwrite(self, ino: int, offset: int, data) -> None:
-        idx = self._index(ino)
         stripe = await self.stripe_of(ino)
         blob = bytes(data)
-        entry: list = [offset, blob, None]
-        self.journal.setdefault(ino, []).append(entry)
-        self.journal_bytes += len(blob)
         log.debug("global write ino %d %d+%d", ino, offset, len(blob))
-        with self.runtime.asking() as sent:
-            try:
-                reply = await self.channels[idx].call(
-                    {"op": "write", "ino": ino, "stripe": stripe.to_wire(), "offset": offset,
-                     "sync": self.sync, "invalidate": self.sync,
-                     "client": self.name if self.sync else None}, blob)
-            except (OSError, trio.TooSlowError) as exc:
-                if daemon_said(exc):
-                    self._unjournal(ino, entry)
-                    raise
-                self._fail(idx, exc)
-                await self._replay(idx)
-                return
+
+        async def send(idx: int, entries: list[Entry]) -> list[dict]:
+            reply = await self.channels[idx].call(
+                {"op": "write", "ino": ino, "stripe": stripe.to_wire(), "offset": offset,
+                 "sync": self.sync, "invalidate": self.sync,
+                 "client": self.name if self.sync else None}, blob)
+            entries[0][2] = reply.get("epoch")
+            return [reply]
+
+        await self._send_journalled(ino, [(offset, blob)], send)
+
+    async def _send_journalled(
+            self, ino: int, writes: list[tuple[int, bytes]],
+            send: Callable[[int, list[Entry]], Awaitable[list[dict]]]) -> None:
+        """Journal ``writes`` of ``ino`` and send them to its global cache (``send(idx,
+        entries)``: the replies, each entry's epoch set from the reply that took it); then
+        what the replies' epochs and hints call for, and the journal's limit."""
+        idx = self._index(ino)
+        failover = self.failover
+        entries = failover.add(ino, writes)
+        with self.runtime.asking() as sent:  # one for all requests, as if one
+            async with failover.guard(idx, refused=lambda: failover.refused(ino, entries)) \
+                    as attempt:
+                replies = await send(idx, entries)
+            if attempt.failed:
+                return  # the journal, these writes too, went to the I/O daemons
             self.counters["global_writes"] += 1
-            entry[2] = reply.get("epoch")
-            if await self._check_epoch(idx, entry[2]):
-                return  # this write too went to the I/O daemons with the rest of the journal
-            self._take_hints(ino, reply, sent)
+            for reply in replies:
+                if await failover.check_epoch(idx, reply.get("epoch")):
+                    return  # these writes went to the I/O daemons with the rest of the journal
+                self._take_hints(ino, reply, sent)
         if self.sync:
-            self._drop_journal(ino)  # written through already
-        elif self.journal_bytes > self.journal_limit:
-            await self._trim_journal()
+            failover.drop(ino)  # written through already
+        elif failover.journal_bytes > self.journal_limit:
+            # Have the global cache write back the file with the most journalled bytes.
+            await self.flush(failover.largest())
 
     # ------------------------------------------------------------------ list I/O
     async def read_list(self, ino: int, regions: list[tuple[int, int]]) -> list[bytes]:
@@ -298,8 +301,7 @@ class GcacheBackend(Failover):
         only at the end of the file. The regions' global pieces go to the file's global cache
         in one ``read_list`` request, the bypassed ones to the I/O daemons in one list request
         (when the direct backend has list I/O), both at once."""
-        if self.rejoin:
-            await self._ensure(self._index(ino))
+        await self.failover.ensure(self._index(ino))
         return await self._read_plan(
             ino, [self._pieces(ino, off, n, _RG) if n > 0 else [] for off, n in regions])
 
@@ -308,7 +310,7 @@ class GcacheBackend(Failover):
         """Each region's bytes from its pieces ``(offset, length, via_global)``: the global
         ones in one list request to the global cache, the direct ones in one to the I/O
         daemons, at once."""
-        routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+        routes: Routes = {True: [], False: []}
         for pieces in plan:
             for off, n, via in pieces:
                 routes[via].append((off, n))
@@ -350,25 +352,21 @@ class GcacheBackend(Failover):
         idx = self._index(ino)
         stripe = (await self.stripe_of(ino)).to_wire()
         out: list[bytes] = []
-        try:
+        async with self.failover.guard(idx) as attempt:
             for group in _groups(regions, MAX_READ):
                 with self.runtime.asking() as sent:
                     reply, data = await self.channels[idx].call_bulk(
                         {"op": "read_list", "ino": ino, "stripe": stripe,
                          "regions": [list(r) for r in group],
                          "client": self.name if self.sync else None})
-                    if await self._check_epoch(idx, reply.get("epoch")):
+                    if await self.failover.check_epoch(idx, reply.get("epoch")):
                         return await self._dread_list(ino, regions)
                     self._take_hints(ino, reply, sent)
                 pos = 0
                 for k in reply["ns"]:
                     out.append(bytes(data[pos:pos + k]))
                     pos += k
-        except (OSError, trio.TooSlowError) as exc:
-            if daemon_said(exc):
-                raise
-            self._fail(idx, exc)
-            await self._replay(idx)
+        if attempt.failed:
             return await self._dread_list(ino, regions)
         self.counters["global_reads"] += 1
         self.counters["global_read_bytes"] += sum(len(b) for b in out)
@@ -380,19 +378,11 @@ class GcacheBackend(Failover):
         request to the I/O daemons, both at once."""
         mv = memoryview(data).cast("B")
         with self.runtime.writing(ino, regions):
-            if self.rejoin:
-                await self._ensure(self._index(ino))
-            routes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
-            blobs: dict[bool, list[bytes]] = {True: [], False: []}
-            pos = 0
-            for off, n in regions:
-                for poff, pn, via in (self._pieces(ino, off, n, _WG) if n > 0 else []):
-                    routes[via].append((poff, pn))
-                    blobs[via].append(bytes(mv[pos + poff - off:pos + poff - off + pn]))
-                pos += n
-            await self._write_routes(ino, routes, blobs)
+            await self.failover.ensure(self._index(ino))
+            plan = [self._pieces(ino, off, n, _WG) if n > 0 else [] for off, n in regions]
+            await self._write_routes(ino, *_by_route(regions, plan, mv))
 
-    async def _write_routes(self, ino: int, routes: dict[bool, list[tuple[int, int]]],
+    async def _write_routes(self, ino: int, routes: Routes,
                             blobs: dict[bool, list[bytes]]) -> None:
         async with _first_error(), trio.open_nursery() as nursery:
             if routes[True]:
@@ -410,95 +400,48 @@ class GcacheBackend(Failover):
         else:
             for (off, _), blob in zip(regions, blobs):
                 await self.direct.write(ino, off, blob)
-        idx = self._index(ino)
-        if idx in self.rejoin:
-            self.rejoin[idx].setdefault(ino, []).extend(
-                (off, blob) for (off, _), blob in zip(regions, blobs))
+        self.failover.wrote_direct(ino, [(off, blob) for (off, _), blob in zip(regions, blobs)])
         await self._after_direct(ino, regions[0][0], max(off + n for off, n in regions))
 
     async def _gwrite_list(self, ino: int, regions: list[tuple[int, int]],
                            blobs: list[bytes]) -> None:
-        idx = self._index(ino)
         stripe = (await self.stripe_of(ino)).to_wire()
-        entries = [[off, blob, None] for (off, _), blob in zip(regions, blobs)]
-        journal = self.journal.setdefault(ino, [])
-        journal.extend(entries)
-        self.journal_bytes += sum(len(b) for b in blobs)
         log.debug("global write ino %d %s", ino, regions)
-        with self.runtime.asking() as sent:  # one for all groups, as if one request
+
+        async def send(idx: int, entries: list[Entry]) -> list[dict]:
             replies = []
-            try:
-                done = 0
-                for group in _groups(regions, None):
-                    part = blobs[done:done + len(group)]
-                    replies.append(await self.channels[idx].call(
-                        {"op": "write_list", "ino": ino, "stripe": stripe,
-                         "regions": [list(r) for r in group], "sync": self.sync,
-                         "invalidate": self.sync, "client": self.name if self.sync else None},
-                        b"".join(part)))
-                    for e in entries[done:done + len(group)]:
-                        e[2] = replies[-1].get("epoch")
-                    done += len(group)
-            except (OSError, trio.TooSlowError) as exc:
-                if daemon_said(exc):
-                    keep = {id(e) for e in entries if e[2] is None}
-                    self.journal[ino] = [e for e in self.journal.get(ino, [])
-                                         if id(e) not in keep]
-                    self.journal_bytes -= sum(len(e[1]) for e in entries if id(e) in keep)
-                    raise
-                self._fail(idx, exc)
-                await self._replay(idx)
-                return
-            self.counters["global_writes"] += 1
-            for reply in replies:
-                if await self._check_epoch(idx, reply.get("epoch")):
-                    return  # these writes went to the I/O daemons with the rest of the journal
-                self._take_hints(ino, reply, sent)
-        if self.sync:
-            self._drop_journal(ino)  # written through already
-        elif self.journal_bytes > self.journal_limit:
-            await self._trim_journal()
+            done = 0
+            for group in _groups(regions, None):
+                part = blobs[done:done + len(group)]
+                replies.append(await self.channels[idx].call(
+                    {"op": "write_list", "ino": ino, "stripe": stripe,
+                     "regions": [list(r) for r in group], "sync": self.sync,
+                     "invalidate": self.sync, "client": self.name if self.sync else None},
+                    b"".join(part)))
+                for e in entries[done:done + len(group)]:
+                    e[2] = replies[-1].get("epoch")
+                done += len(group)
+            return replies
+
+        await self._send_journalled(
+            ino, [(off, blob) for (off, _), blob in zip(regions, blobs)], send)
 
     # ------------------------------------------------------------------ file operations
     async def flush(self, ino: int) -> None:
         """The file's writes through its global cache are on the I/O daemons when this returns
         (written back by the daemon, or from the journal if it failed)."""
-        if self.rejoin:
-            await self._ensure(self._index(ino))
+        await self.failover.ensure(self._index(ino))
         if ino not in self.journal:
             return
         idx = self._index(ino)
-        if not self._up(idx):
-            await self._replay(idx)
+        if not self.failover.up(idx):
+            await self.failover.replay(idx)
             return
         entries = list(self.journal[ino])
-        try:
-            reply = await self.channels[idx].call({"op": "flush", "ino": ino})
-        except (OSError, trio.TooSlowError) as exc:
-            if daemon_said(exc):
-                raise
-            self._fail(idx, exc)
-            await self._replay(idx)
-            return
-        if await self._check_epoch(idx, reply.get("epoch")):
-            return
-        lost = [e for e in entries if e[2] != reply.get("epoch")]
-        if lost:
-            # The daemon restarted since it took these (or never answered them): write them.
-            log.warning("global cache %d restarted: writing %d journalled writes directly",
-                        idx, len(lost))
-            self.counters["journal_replays"] += 1
-            for off, blob, _ in lost:
-                await self.direct.write(ino, off, blob)
-        # Drop what was written back; writes that arrived during the flush stay journalled.
-        current = self.journal.get(ino, [])
-        done = {id(e) for e in entries}
-        keep = [e for e in current if id(e) not in done]
-        self.journal_bytes -= sum(len(e[1]) for e in current) - sum(len(e[1]) for e in keep)
-        if keep:
-            self.journal[ino] = keep
-        else:
-            self.journal.pop(ino, None)
+        async with self.failover.guard(idx) as attempt:
+            reply = await self._call(idx, {"op": "flush", "ino": ino})
+        if not attempt.failed:
+            await self.failover.written_back(idx, ino, entries, reply.get("epoch"))
 
     @contextlib.asynccontextmanager
     async def truncation(self, ino: int, size: int):
@@ -528,32 +471,42 @@ class GcacheBackend(Failover):
 
     async def forget(self, ino: int) -> None:
         """The file was removed: drop its journal, hints and global copies."""
-        self._drop_journal(ino)
+        self.failover.drop(ino)
         self.runtime.forget(ino)
         await self._control(ino, {"op": "forget", "ino": ino})
 
     async def _control(self, ino: int, header: dict) -> None:
         idx = self._index(ino)
-        if not self._up(idx):
+        if not self.failover.up(idx):
             return
-        try:
-            await self.channels[idx].call(header)
-        except (OSError, trio.TooSlowError) as exc:
-            if daemon_said(exc):
-                raise
-            self._fail(idx, exc)
-            await self._replay(idx)
+        async with self.failover.guard(idx):
+            await self._call(idx, header)
 
     def stats(self) -> dict:
         out = dict(self.counters)
-        out["journal_bytes"] = self.journal_bytes
+        out["journal_bytes"] = self.failover.journal_bytes
         out["hinted_segments"] = len(self.hints)
-        out["gcache_up"] = sum(self._up(i) for i in range(len(self.channels)))
+        out["gcache_up"] = sum(self.failover.up(i) for i in range(len(self.channels)))
         return out
 
     def close(self) -> None:
         for ch in self.channels:
             ch.close()
+
+
+def _by_route(regions: list[tuple[int, int]], plan: list[list[tuple[int, int, bool]]],
+              mv: memoryview) -> tuple[Routes, dict[bool, list[bytes]]]:
+    """The pieces of ``regions`` (``plan``: each region's ``(offset, length, via_global)``;
+    ``mv``: the regions' bytes one after the other) on each route, and their bytes."""
+    routes: Routes = {True: [], False: []}
+    blobs: dict[bool, list[bytes]] = {True: [], False: []}
+    pos = 0
+    for (off, n), pieces in zip(regions, plan):
+        for poff, pn, via in pieces:
+            routes[via].append((poff, pn))
+            blobs[via].append(bytes(mv[pos + poff - off:pos + poff - off + pn]))
+        pos += n
+    return routes, blobs
 
 
 @contextlib.asynccontextmanager
