@@ -101,3 +101,69 @@ def calibrate(runner, nprocs: int, quick: bool, max_size: int,
                                 s_nocache=s_nocache if s_nocache != s_cache else None)
     return {"params": params.to_wire(), "S_nocache": s_nocache, "residuals": residuals,
             "runs": [dataclasses.asdict(o) for o in obs]}
+
+
+# ----------------------------------------------------------------- accuracy on a known disk
+
+#: The emulated disk whose parameters the accuracy benchmark recovers: slow, so that the
+#: modelled time dominates the CPU's share (what tests/integration/test_calibrate.py
+#: calibrated, with assertions on the measured rates, until issue 28 moved them here).
+KNOWN_DISK = {"read_bps": 2e6, "seek_min": 0.0, "seek_max": 0.0, "rotation": 0.0,
+              "cache_bytes": 2 << 20}
+
+
+def known_disk_accuracy(repeats: int = 3, nprocs: int = 2, max_size: int = 8 << 20,
+                        log: Callable[[str], None] = _log) -> dict:
+    """Calibrate (``--quick``) a scratch file system's emulated I/O daemon of known
+    parameters ``repeats`` times, each on a new cluster; every run's fitted ``B_dr`` and
+    ``S_cache`` over the disk's, and ``B_drc`` over ``B_dr`` (the cache serves at memory
+    speed), with their medians. The claim (docs/scheduling.md, appendix B): ``B_dr`` and
+    ``S_cache`` within 10 %; ``B_drc`` well above ``B_dr``."""
+    from pvfs.bench.common import median
+    from pvfs.bench.scheduling.runner import Runner
+    from pvfs.cluster.launch import scratch_cluster
+
+    storage = {"default": "posix", "iod1": "emulated", **KNOWN_DISK}
+    runs = []
+    for k in range(repeats):
+        with scratch_cluster("pvfs-calib-", 2, extra={"storage": storage}) as cfg, \
+                Runner(cfg.path, nprocs, [1]) as runner:
+            p = calibrate(runner, nprocs, True, max_size, log=log)["params"]
+        runs.append({"B_dr": p["B_dr"], "S_cache": p["S_cache"], "B_drc": p["B_drc"],
+                     "B_dr_ratio": p["B_dr"] / KNOWN_DISK["read_bps"],
+                     "S_cache_ratio": p["S_cache"] / KNOWN_DISK["cache_bytes"],
+                     "B_drc_over_B_dr": p["B_drc"] / p["B_dr"]})
+        log(f"run {k + 1}/{repeats}: B_dr x{runs[-1]['B_dr_ratio']:.3f}, S_cache "
+            f"x{runs[-1]['S_cache_ratio']:.3f}, B_drc/B_dr {runs[-1]['B_drc_over_B_dr']:.1f}")
+    keys = ("B_dr_ratio", "S_cache_ratio", "B_drc_over_B_dr")
+    med = {key: median(r[key] for r in runs) for key in keys}
+    return {"disk": KNOWN_DISK, "clients": nprocs, "max_size": max_size, "runs": runs,
+            "median": med, "range": {key: [min(r[key] for r in runs),
+                                           max(r[key] for r in runs)] for key in keys},
+            "within_10pct": {key: all(abs(r[key] - 1) <= 0.10 for r in runs)
+                             for key in ("B_dr_ratio", "S_cache_ratio")}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python bench/scheduling/calibrate.py [--repeats N] [--name NAME]``: the accuracy
+    benchmark; JSON in bench/results/NAME.json."""
+    import argparse
+
+    from pvfs.bench.common import write_results
+
+    ap = argparse.ArgumentParser(description=known_disk_accuracy.__doc__)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--name", default="calibrate-known-disk")
+    args = ap.parse_args(argv)
+    doc = known_disk_accuracy(args.repeats, args.clients)
+    path = write_results(args.name, doc)
+    m = doc["median"]
+    print(f"B_dr x{m['B_dr_ratio']:.3f}  S_cache x{m['S_cache_ratio']:.3f}  "
+          f"B_drc/B_dr {m['B_drc_over_B_dr']:.1f}  (medians of {args.repeats}); "
+          f"within 10 %: {doc['within_10pct']}; wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

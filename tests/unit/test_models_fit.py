@@ -183,3 +183,45 @@ def test_calibrate_prints_each_columns_threshold_and_small_pick():
     rows = {ln.split()[0]: ln.split() for ln in shared.splitlines()
             if ln.startswith(("~0 below", "then runs"))}
     assert rows["~0"][3:] == ["0.5"] * 6 and rows["then"][2:] == ["opt1"] * 6
+
+
+class _ModelDisk:
+    """A runner for ``calibrate`` whose runs take the time the model gives for a disk of
+    known parameters: uncached runs read it all from the disk, cached runs from a cache of
+    ``S_cache`` bytes per daemon with a sharp edge (C_cache ~ 0), as an LRU page cache
+    re-read in a loop has. No clock: the times are the model's."""
+
+    MiB = 1 << 20
+    TRUE = rs.Params(T_over=0.004, B_dr=2e6, B_drc=40e6, S_cache=3 * MiB, C_cache=1e-3)
+    nprocs, niods = 2, 1
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, int, bool, str]] = []
+
+    def run(self, wl: str, per: int, cached: bool, alg: str):
+        import dataclasses
+        from types import SimpleNamespace
+
+        self.runs.append((wl, per, cached, alg))
+        w, _ = fit.workload_of(fit.Obs(wl, per, cached, alg, 0.0), self.nprocs, self.niods)
+        w = dataclasses.replace(w, cached=None if cached else 0.0)  # None: by S_cache
+        n = fit.PIECES[wl] if wl.startswith("random") else 1
+        t = rs.predict(self.TRUE, alg, w) * n
+        return SimpleNamespace(row=lambda: {"mean_task_service_s": t})
+
+
+def test_calibrate_finds_a_known_disks_rates_and_cache_size():
+    """``pvfs-admin calibrate``'s runs and search (B.1's doubling and bisection for
+    S_cache) recover the disk behind the runs: its rates exactly, its cache size within the
+    bisection's step. (On a live emulated disk the same, with measured times, is the
+    benchmark ``bench/scheduling/calibrate.py``: results/calibrate-known-disk.json.)"""
+    from pvfs.bench.scheduling.calibrate import calibrate
+
+    disk, true = _ModelDisk(), _ModelDisk.TRUE
+    doc = calibrate(disk, disk.nprocs, True, 8 << 20, log=lambda _: None)
+    p = doc["params"]
+    for k in ("T_over", "B_dr", "B_drc"):
+        assert math.isclose(p[k], getattr(true, k), rel_tol=1e-6), k
+    assert abs(p["S_cache"] / true.S_cache - 1) <= 0.05, p["S_cache"]
+    assert p["S_cache"] < doc["S_nocache"] <= true.S_cache * 1.1  # the edge, bracketed
+    assert {wl for wl, *_ in disk.runs} == set(fit.PIECES)
