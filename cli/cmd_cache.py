@@ -62,9 +62,12 @@ def _register_study(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--iods", type=int, default=2)
         c.add_argument("--storage", default=setups.STORAGE,
                        help="I/O daemons' storage (posix | emulated:PRESET)")
-        c.add_argument("--repeat", type=int, default=1,
-                       help="runs per cell, interleaved across the policies (the best is "
-                            "kept, every run recorded)")
+        c.add_argument("--repeat", type=int, default=None, metavar="N",
+                       help="runs per cell, interleaved across the policies (default 6, "
+                            "--quick too: the fewest whose order-statistic interval of the "
+                            "median reaches 95 %%; fewer give the range, its coverage "
+                            "stated). time_norm is the median, time_norm_lo/hi its "
+                            "interval; every run recorded")
         c.add_argument("--iod-cache", type=size_arg, default=setups.IOD_CACHE, metavar="BYTES",
                        help="page cache of each emulated disk (default 512K: scaled with the "
                             "traces, see docs/caching.md)")
@@ -218,12 +221,22 @@ def _render_study(d: dict) -> str:
         hits = r.get("global", {}).get("hits")
         return "-" if not most or hits is None else f"{hits / most:.2f}"
 
+    def interval(r: dict) -> str:
+        lo, hi = r.get("time_norm_lo"), r.get("time_norm_hi")
+        if lo is None or hi is None or r.get("time_norm_level") is None:
+            return "-"
+        return f"{lo:.3f}-{hi:.3f} ({r['time_norm_level']:.0%})"
+
     rows = [[r["trace"], r["policy"], f"{r['time_s']:.3f}",
-             "-" if r["time_norm"] is None else f"{r['time_norm']:.3f}",
+             "-" if r["time_norm"] is None else f"{r['time_norm']:.3f}", interval(r),
+             len(r.get("runs_s", [1])),
              f"{r['local_hit_rate']:.2f}", f"{r['global_hit_rate']:.2f}", of_max(r)]
             for r in d["results"]]
-    return table(rows, ["trace", "policy", "time s", "÷ both", "local hits", "global hits",
-                        "of max hits"], right=[2, 3, 4, 5, 6])
+    head = (f"traces: {d.get('traces', setups.TRACES_NOTE)}\n"
+            "time s and ÷ both: medians over the runs, interval of the median's ratio\n")
+    return head + table(rows, ["trace", "policy", "time s", "÷ both", "interval", "runs",
+                               "local hits", "global hits", "of max hits"],
+                        right=[2, 3, 4, 5, 6, 7, 8])
 
 
 # ---------------------------------------------------------------------- bench

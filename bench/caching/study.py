@@ -26,12 +26,12 @@ import os
 import platform
 import time
 from collections.abc import Callable
-from statistics import median
 from typing import Any
 
 import trio
 
-from pvfs.bench.caching.setups import IOD_CACHE, POLICIES, STORAGE, TRACES, Setup
+from pvfs.bench.caching.setups import IOD_CACHE, POLICIES, STORAGE, TRACES, TRACES_NOTE, Setup
+from pvfs.bench.caching.stats import MIN_RUNS_95, median_interval, ratio_interval
 from pvfs.cache import StreamPolicy
 from pvfs.gcache.config import gcache_config, gcache_table
 from pvfs.gcache.stack import CacheStack
@@ -41,7 +41,8 @@ from pvfs.traces.generators import generate
 from pvfs.traces.plan import make_plan
 from pvfs.traces.replay.cached import prepare_files, replay_cached
 
-__all__ = ["IOD_CACHE", "POLICIES", "TRACES", "Setup", "replay_all", "run_study", "study_cluster"]
+__all__ = ["DEFAULT_REPEAT", "IOD_CACHE", "POLICIES", "TRACES", "TRACES_NOTE", "Setup",
+           "replay_all", "run_study", "study_cluster", "summarise"]
 
 LOCAL_BYTES = 2 << 20
 GLOBAL_BYTES = 4 << 20
@@ -123,6 +124,14 @@ async def _one(cfg, trace, files, setup: Setup, plan) -> dict[str, Any]:
             "ops": res.ops, "bytes": res.bytes}
 
 
+#: Runs per cell unless ``--repeat`` says otherwise: the fewest whose order-statistic interval
+#: of the median (:mod:`pvfs.bench.caching.stats`) reaches 95 %, quick study or not.
+DEFAULT_REPEAT = MIN_RUNS_95
+STATISTIC_NOTE = ("time_s: median of the runs; time_norm: median over the interleaved rounds "
+                  "of run / both's run of the same round; _lo/_hi: order-statistic interval "
+                  "of that median (distribution-free; coverage in _level, 95 % from 6 runs, "
+                  "the range below that); every run kept in runs_s/runs")
+
 GSTATS = ("hits", "misses", "admissions", "bypasses", "evictions", "threshold",
           "bypassed_blocks", "transient_blocks", "write_through_blocks", "shared_blocks",
           "through_waits", "through_wait_ms", "through_blocks", "inflight_waits",
@@ -137,7 +146,8 @@ def _disks(cfg) -> list[dict[str, Any] | None]:
 
 def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iods: int = 2,
               storage: str = STORAGE, iod_cache: int | None = IOD_CACHE,
-              repeat: int = 1, shaped: str | None = None, model: str | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+              repeat: int | None = None, shaped: str | None = None, model: str | None = None,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the study; the JSON document ``--json`` prints (``results`` as the issue asks, plus
     the setup and machine).
 
@@ -155,6 +165,9 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
         raise ValueError(f"unknown trace or policy: {', '.join(unknown)}")
     if model not in (None, "paper"):
         raise ValueError(f"unknown model {model!r} (paper)")
+    repeat = 1 if model else DEFAULT_REPEAT if repeat is None else repeat
+    if repeat < 1:
+        raise ValueError("--repeat must be at least 1")
     started = time.time()
     if model:
         results = model_all(traces, policies, quick=quick)
@@ -180,7 +193,9 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
         with study_cluster(iods, storage, iod_cache) as cfg:
             results = replay_all(cfg, traces, policies, quick=quick, repeat=repeat,
                                  progress=progress)
-    return {"results": [_ordered(r) for r in results],
+    return {"traces": TRACES_NOTE,
+            "statistic": STATISTIC_NOTE,
+            "results": [_ordered(r) for r in results],
             "bounds": hit_bounds(traces, quick=quick),
             "setup": {"nodes": NODES, "nprocs": NPROCS, "local_bytes": LOCAL_BYTES,
                       "global_bytes": GLOBAL_BYTES, "iods": iods, "storage": storage,
@@ -223,8 +238,10 @@ def model_all(traces: list[str], policies: list[str], *, quick: bool) -> list[di
                        bytes=sum(n for r in trace.records for _, n in r.extents()))
             rows.append(row)
         base = next((r["time_s"] for r in rows if r["policy"] == "both"), None)
-        for r in rows:
+        for r in rows:  # deterministic: one run, an interval of one point
             r["time_norm"] = r["time_s"] / base if base else None
+            r.update(time_norm_lo=r["time_norm"], time_norm_hi=r["time_norm"],
+                     time_norm_level=None, runs_s=[r["time_s"]])
         results.extend(rows)
     return results
 
@@ -244,44 +261,62 @@ def replay_all(cfg, traces: list[str], policies: list[str], *, quick: bool, repe
                 files = await prepare_files(trace, prep, f"/study-{name}")
             # Repeats interleaved (every policy once, then again, each round starting one
             # policy later), so that a slow minute of the machine does not fall on one
-            # policy's runs only; the best run is kept, every run's time is recorded.
+            # policy's runs only; every run is kept.
             runs: dict[str, list[dict[str, Any]]] = {pol: [] for pol in policies}
             for rep in range(repeat):
                 k = rep % len(policies)
                 for pol in policies[k:] + policies[:k]:
                     runs[pol].append(await _one(cfg, trace, files, POLICIES[pol], plan))
-            rows = []
-            for pol in policies:
-                best = min(runs[pol], key=lambda row: row["time_s"])
-                times = [row["time_s"] for row in runs[pol]]
-                # Every run's counters too, not only the best one's: whether two policies
-                # made the same decisions is read from them (admissions, bypasses, bytes the
-                # disks read), and so is how much of a difference in time is the machine's.
-                detail = [{k: row[k] for k in ("time_s", "local_hit_rate", "global_hit_rate",
-                                               "global", "disks", "client", "local")}
-                          for row in runs[pol]]
-                best.update(trace=name, policy=pol, runs_s=times, median_s=median(times),
-                            runs=detail)
-                rows.append(best)
-                if progress:
-                    progress(f"{name:9s} {pol:10s} {best['time_s']:7.3f} s  "
-                             f"local {best['local_hit_rate']:.2f}  "
-                             f"global {best['global_hit_rate']:.2f}"
-                             + (f"  runs {', '.join(f'{t:.2f}' for t in times)}"
-                                if repeat > 1 else ""))
-            base = next((r for r in rows if r["policy"] == "both"), None)
-            for r in rows:
-                r["time_norm"] = r["time_s"] / base["time_s"] if base else None
-                r["median_norm"] = r["median_s"] / base["median_s"] if base else None
+            rows = [summarise(name, pol, runs[pol], runs.get("both")) for pol in policies]
+            if progress:
+                for r in rows:
+                    progress(_progress_line(r))
             results.extend(rows)
 
     trio.run(main)
     return results
 
 
+def summarise(trace: str, policy: str, runs: list[dict[str, Any]],
+              base: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """One cell's row from its runs (in round order) and those of ``both`` (``base``, the
+    same rounds; None: not run). ``time_s`` is the median of the runs, ``time_norm`` the
+    median over the rounds of run ÷ ``both``'s run of the same round, each with its
+    order-statistic interval (``_lo``/``_hi``) and that interval's coverage (``_level``;
+    :mod:`pvfs.bench.caching.stats`). The counters (hit rates, ``global``, ``disks``, ...)
+    are those of the run whose time is the lower median; every run's are in ``runs``."""
+    times = [row["time_s"] for row in runs]
+    mid = sorted(range(len(runs)), key=lambda i: times[i])[(len(runs) - 1) // 2]
+    row = dict(runs[mid])
+    med, lo, hi, level = median_interval(times)
+    row.update(trace=trace, policy=policy, time_s=med, time_s_lo=lo, time_s_hi=hi,
+               time_s_level=level,
+               runs_s=times, median_s=med, counters_of_run=mid,
+               runs=[{k: r[k] for k in ("time_s", "local_hit_rate", "global_hit_rate",
+                                        "global", "disks", "client", "local")} for r in runs])
+    if base is not None:
+        norm, nlo, nhi, nlevel = ratio_interval(times, [r["time_s"] for r in base])
+        row.update(time_norm=norm, time_norm_lo=nlo, time_norm_hi=nhi, time_norm_level=nlevel,
+                   median_norm=norm)
+    else:
+        row.update(time_norm=None, time_norm_lo=None, time_norm_hi=None, time_norm_level=None,
+                   median_norm=None)
+    return row
+
+
+def _progress_line(r: dict[str, Any]) -> str:
+    norm = ("" if r["time_norm"] is None else
+            f"  ÷both {r['time_norm']:.3f} [{r['time_norm_lo']:.3f}, {r['time_norm_hi']:.3f}]")
+    return (f"{r['trace']:9s} {r['policy']:10s} {r['time_s']:7.3f} s{norm}  "
+            f"local {r['local_hit_rate']:.2f}  global {r['global_hit_rate']:.2f}"
+            + (f"  runs {', '.join(f'{t:.2f}' for t in r['runs_s'])}"
+               if len(r["runs_s"]) > 1 else ""))
+
+
 def _ordered(r: dict[str, Any]) -> dict[str, Any]:
-    keys = ("trace", "policy", "time_s", "time_norm", "local_hit_rate", "global_hit_rate")
-    out = {k: r[k] for k in keys}
+    keys = ("trace", "policy", "time_s", "time_norm", "local_hit_rate", "global_hit_rate",
+            "time_norm_lo", "time_norm_hi", "time_norm_level")
+    out = {k: r.get(k) for k in keys}
     out.update({k: v for k, v in r.items() if k not in keys})
     return out
 
