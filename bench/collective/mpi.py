@@ -8,7 +8,9 @@
   ``rma``/``thread``/``servers`` go through the group cache (4 MiB per rank, 32 KiB pages);
   with ``servers`` the job has ``lock_servers`` extra ranks that only serve locks;
   ``COORD+ra`` / ``COORD+nora`` (``rma+ra``, ``servers+ra``, ``thread+nora``, ...) force
-  the cache's read-ahead on / off.
+  the cache's read-ahead on / off; a ``-adaptive`` suffix (``rma+ra-adaptive``) reads
+  around a load after the adaptive wait of sessions s13-s17 instead of waiting for the
+  copy up to the bound (issue 32's A/B).
 - ``btio``, ``flash``, ``s3d``: the checkpoint traces of :mod:`pvfs.traces.generators`
   replayed by the ranks; each rank writes a phase (the records between two barriers) with
   one call carrying all its regions, as an MPI program writes a subarray through a file
@@ -49,6 +51,30 @@ def _sum(dicts: list[dict[str, int]]) -> dict[str, int]:
         for k, v in d.items():
             if isinstance(v, int):
                 out[k] = out.get(k, 0) + v
+    return out
+
+
+def _cpu() -> float:
+    """This process's CPU seconds so far, every thread, user and system (getrusage)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def per_gib(cpu_s: float, nbytes: int) -> float:
+    """CPU seconds per GiB the application read or wrote (``cpu_s_per_gib``)."""
+    return round(cpu_s / (nbytes / 2**30), 3) if nbytes else 0.0
+
+
+def window_pages(rank: int, clients: int, chunk: int, page: int, loops: int) -> set[int]:
+    """The pages (of ``page`` bytes) a client rank of the window reads: every chunk of
+    its windows (the ``pages_touched`` of a window row are their union over ranks)."""
+    if rank >= clients:
+        return set()
+    out: set[int] = set()
+    for c in range(loops * clients):
+        out.update(range(c * chunk // page, (c * chunk + chunk - 1) // page + 1))
     return out
 
 
@@ -101,7 +127,7 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     comm.Barrier()
     iod_before = _iod_writes(fs) if comm.Get_rank() == 0 else 0
     barrier(comm)
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), _cpu()
     f = _open_window(comm, fs, path, method, opts, servers)
     if not f.is_lock_server:
         counters = _read_windows(f, chunk, loops, trace_dir, opts, clients, comm.Get_rank(), t0)
@@ -109,18 +135,23 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
         counters = {"lock_server_requests": f.counters()["lock_requests"],
                     "lock_server_queued": f.counters()["lock_queued"]}
     elapsed = time.perf_counter() - t0
-    cpu = comm.allreduce(time.process_time() - c0)
+    cpu = comm.allreduce(_cpu() - c0)
     elapsed = comm.allreduce(elapsed, op=_max())
     totals = comm.gather(counters, root=0)
+    touched = comm.gather(window_pages(comm.Get_rank(), clients, chunk, opts["page"], loops),
+                          root=0)
     if comm.Get_rank() != 0:
         return None
+    pages_touched = len(set().union(*touched))
     if each_before is not None:
         with open(os.path.join(trace_dir, f"{_trace_name(opts, clients)}-disks.json"),
                   "w") as out:
             json.dump({"before": each_before, "after": _disk_each(fs), "elapsed": elapsed},
                       out)
-    return _window_result(fs, opts, clients, servers, elapsed, cpu, totals, disk_before,
-                          iod_before)
+    result = _window_result(fs, opts, clients, servers, elapsed, cpu, totals, disk_before,
+                            iod_before)
+    result["pages_touched"] = pages_touched
+    return result
 
 
 def _write_window_file(fs: Any, path: str, chunk: int, chunks: int, cold: Any) -> None:
@@ -148,6 +179,9 @@ def _open_window(comm: Any, fs: Any, path: str, method: str, opts: dict[str, Any
     if variant.endswith("-noalign"):  # (A/B of the stripe-row alignment of reads ahead)
         variant = variant[:-len("-noalign")]
         os.environ["PVFS_COLLECTIVE_READAHEAD_ALIGN"] = "0"
+    if variant.endswith("-adaptive"):  # (A/B of issue 32: s13-s17's wait for loads)
+        variant = variant[:-len("-adaptive")]
+        os.environ["PVFS_COLLECTIVE_LOAD_WAIT"] = "adaptive"
     if variant.endswith("-claimall"):  # (A/B: read-ahead claims to every home at once)
         variant = variant[:-len("-claimall")]
         os.environ["PVFS_COLLECTIVE_CLAIM_LEAD_FIRST"] = "0"
@@ -203,7 +237,12 @@ def _window_result(fs: Any, opts: dict[str, Any], clients: int, servers: int,
     return {"benchmark": "sliding_window", "method": opts["method"], "ranks": clients,
             "cold": bool(opts.get("cold")), "disk": disk,
             "lock_servers": servers, "seconds": elapsed, "mib_s": nbytes / elapsed / 2**20,
-            "bytes": nbytes, "cpu_s": cpu, "fs_reads": total.get("fs_reads", 0),
+            "bytes": nbytes, "cpu_s": cpu, "cpu_s_per_gib": per_gib(cpu, nbytes),
+            "fs_reads": total.get("fs_reads", 0),
+            # the file-system reads in pages' worth of bytes (a call may read several
+            # pages, a read around part of one): one read per page makes it pages_touched
+            "fs_read_pages": round(total.get("fs_bytes_read", 0) / opts["page"], 1),
+            "load_stalls": total.get("load_stalls", 0),
             "fs_writes": total.get("fs_writes", 0), "locks": total.get("locks", 0),
             "lock_retries": total.get("lock_retries", 0),
             "lock_rounds": total.get("lock_rounds", 0),
@@ -266,11 +305,11 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
     comm.Barrier()
     iod_before = _iod_writes(fs) if rank == 0 else 0
     barrier(comm)
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), _cpu()
     closed = _replay(comm, fs, program, paths, amode, method_of[method], tuning,
                      collective=method in ("collective", "caching"))
     elapsed = time.perf_counter() - t0
-    cpu = comm.allreduce(time.process_time() - c0)
+    cpu = comm.allreduce(_cpu() - c0)
     elapsed = comm.allreduce(elapsed, op=_max())
     totals = comm.gather(_sum(closed), root=0)
     if rank != 0:
@@ -279,7 +318,9 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
     iod = _iod_writes(fs) - iod_before
     return {"benchmark": name, "method": method, "ranks": size, "seconds": elapsed,
             "mib_s": nbytes / elapsed / 2**20, "bytes": nbytes, "cpu_s": cpu,
+            "cpu_s_per_gib": per_gib(cpu, nbytes),
             "fs_writes": total.get("fs_writes", 0),
+            "fs_writes_straddling": total.get("fs_writes_straddling", 0),
             "fs_write_regions": total.get("fs_write_regions", 0),
             "avg_write_bytes": total.get("fs_bytes_written", 0) // max(1, total.get("fs_writes", 0)),
             "fs_reads": total.get("fs_reads", 0), "locks": total.get("locks", 0),

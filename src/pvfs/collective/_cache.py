@@ -20,9 +20,12 @@ to it — local copy or remote ``get``/``put`` — is coherent. An access:
    pinned page).
 
 A non-atomic read that finds a page locked while it is cached nowhere (another rank is
-loading it, or writing it straight to the file) reads that page from the file instead of
-waiting ("read around"): every completed write to such a page is in the file, so this is
-what independent I/O would return, and a descheduled loader no longer stalls its readers.
+loading it, or writing it straight to the file) waits for the loader's copy, up to a bound
+(:data:`~pvfs.collective._locks.LOAD_BOUND`, issue 32: one file read per page while the
+loader is alive); past it — the loader died or stalled — it reads that page from the file
+("read around", counted as ``load_stalls``): every completed write to such a page is in
+the file, so this is what independent I/O would return. (Sessions s13-s17 read around
+after about two load times instead; ``PVFS_COLLECTIVE_LOAD_WAIT=adaptive``.)
 
 Dirty bytes of a slot are a high-water range ``[lo, hi)``. ``sync`` writes each rank's own
 dirty pages; ``close`` does the two-phase flush: dirty pages are shuffled so that the pages of
@@ -107,6 +110,8 @@ class PageCache:
         self.held: dict[int, _Held] = {}
         self.around: set[int] = set()  # pages this access reads from the file, unlocked
         self.read_around = 0
+        #: pages read around after waiting the whole bound for their loader (copy rule)
+        self.load_stalls = 0
         #: this rank's load durations: how long its reads wait for other ranks' loads
         self.load_times = LoadTimes.from_env()
         self.hits = self.remote_hits = self.misses = self.direct = 0
@@ -233,12 +238,12 @@ class PageCache:
         write; for a read shared, or exclusive when the page is cached nowhere (the reader
         caches it: RMA trades up in place, message homes decide at the grant). A read tells
         the lock table which pieces it will take (message homes may send them along)."""
-        # A non-atomic read does not queue behind another rank's load of the page: while
+        # A non-atomic read waits for another rank's load of the page up to a bound
+        # (LoadTimes.wait: LOAD_BOUND under the copy rule) and then goes to the file: while
         # a page is locked and cached nowhere the file holds every completed write to it
         # (a cached copy is published before its writer unlocks, and an evicted one is
-        # written before), so the read goes to the file, as independent I/O would, instead
-        # of waiting for a holder that may be descheduled. Atomic reads always wait.
-        # How long it waits for a load first follows this rank's own load times.
+        # written before), so that read returns what independent I/O would, and a loader
+        # that died or stalled holds nobody up past the bound. Atomic reads always wait.
         around: bool | float = False if write or self.atomic else self.load_times.wait()
         pages = [page for page, _ in groups]
         if write:
@@ -251,6 +256,8 @@ class PageCache:
             if meta is None:
                 self.around.add(page)
                 self.read_around += 1
+                if self.load_times.bound is not None:
+                    self.load_stalls += 1
                 continue
             self.held[page] = _Held(excl, meta)
             if meta.owner == self.rank:
@@ -392,6 +399,7 @@ class PageCache:
                 "hits": self.hits, "remote_hits": self.remote_hits, "misses": self.misses,
                 "direct": self.direct, "evictions": self.evictions,
                 "evict_pinned": self.evict_pinned, "read_around": self.read_around,
+                "load_stalls": self.load_stalls,
                 "remote_gets": self.data.remote_gets, "remote_carried": self.remote_carried,
                 "remote_puts": self.data.remote_puts,
                 "around_wait_us": round(self.load_times.wait() * 1e6),

@@ -13,13 +13,28 @@ import time
 from typing import Any
 
 
-class CountingFile:
-    """Contiguous reads and writes on a native ``File``, counted."""
+def straddles(offset: int, length: int, unit: int) -> bool:
+    """Whether the write ``[offset, offset + length)`` straddles a stripe unit: it crosses
+    a unit boundary and covers at least one of the units it touches only in part (a write
+    of whole units, or one inside a unit, does not). Liao et al. align write-behind's
+    writes to these boundaries so no two writers share a unit's lock or daemon request."""
+    if unit <= 0 or length <= 0:
+        return False
+    end = offset + length
+    return (end - 1) // unit > offset // unit and bool(offset % unit or end % unit)
 
-    def __init__(self, file: Any) -> None:
+
+class CountingFile:
+    """Contiguous reads and writes on a native ``File``, counted; ``unit``: the file's
+    stripe unit, to count the writes that straddle one (0: the native file's, if known)."""
+
+    def __init__(self, file: Any, unit: int = 0) -> None:
         self.file = file
+        ssize = getattr(getattr(file, "stripe", None), "ssize", 0)
+        self.unit = unit or (ssize if isinstance(ssize, int) else 0)
         self.writes = self.reads = 0
         self.regions = 0  # contiguous regions written (a list call writes several)
+        self.straddling = 0  # contiguous regions written that straddle a stripe unit
         self.bytes_written = self.bytes_read = 0
         self._lock = threading.Lock()
         #: ``(start, end, offset, length, "r"|"w")`` of every call when a list (tracing)
@@ -33,6 +48,7 @@ class CountingFile:
             self.writes += 1
             self.regions += 1
             self.bytes_written += n
+            self.straddling += straddles(offset, n, self.unit)
         began = time.monotonic()
         self.file.pwrite(data, offset)
         if self.trace is not None:
@@ -46,6 +62,7 @@ class CountingFile:
             self.writes += 1
             self.regions += len(regions)
             self.bytes_written += len(data)
+            self.straddling += sum(straddles(o, n, self.unit) for o, n in regions)
         self.file.write_list(regions, data)
 
     def preadinto(self, buf: memoryview, offset: int) -> int:
@@ -66,5 +83,6 @@ class CountingFile:
 
     def counters(self) -> dict[str, int]:
         return {"fs_writes": self.writes, "fs_write_regions": self.regions,
+                "fs_writes_straddling": self.straddling,
                 "fs_reads": self.reads,
                 "fs_bytes_written": self.bytes_written, "fs_bytes_read": self.bytes_read}
