@@ -99,12 +99,23 @@ class FileOperations:
         be seen after this open (hypothesis, two coherence=sync mounts, 2026-11-27)."""
         info = self.table.info(ino)
         stamp = (a["size"], a["mtime_ns"])
-        keep = info.stamp is None or info.stamp == stamp or info.wrote
+        # This node's own writes excuse a new stamp only if they explain its size (the end of
+        # its writes or truncation, or the size it saw grown to that end): a file another
+        # node cut or grew since is not this node's doing (issue 33).
+        end = self.cache.size_hint(ino)
+        own = info.wrote and info.stamp is not None \
+            and a["size"] in (end, max(info.stamp[0], end))
+        keep = info.stamp is None or info.stamp == stamp or own
         if not keep:
             await self._kernel_invalidate(ino, attr_only=True)
             if info.opens <= 1 and not self.cache.has_dirty(ino):
                 self.counters["reopen_invalidations"] += 1
                 self.cache.invalidate(ino)
+                # Nothing of this node's is unwritten: the servers' size is the file's. The
+                # end of this node's old writes is not (another node may have cut the file:
+                # reads would return zeros past its end, an O_APPEND write would leave a
+                # hole of zeros; two coherence=sync mounts, issue 33).
+                await self.cache.truncate(ino, a["size"])
         info.stamp = stamp
         info.wrote = False
         direct = self.opts.direct_io or (self.opts.writeback_cache and (
