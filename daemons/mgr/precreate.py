@@ -33,13 +33,16 @@ class PrecreatePool:
     ``each`` runs one call per I/O daemon concurrently (``MgrServer._each``); ``low`` is the
     level below which a refill of ``batch`` numbers starts (``batch`` 0: no pool);
     ``watched(inos)`` hears of numbers whose empty stripe files every daemon promised to
-    report changes of (the size cache, sizecache.py)."""
+    report changes of (the size cache, sizecache.py); ``durable()`` waits until the
+    store's changes so far are committed (group commit, ``group.py``): no daemon makes the
+    stripe files of numbers whose reservation a crash could still undo."""
 
     def __init__(self, store, niods: int, each: Callable[[list], Awaitable[list]],
                  batch: int = 256, low: int = 64,
-                 watched: Callable[[list[int]], None] | None = None) -> None:
+                 watched: Callable[[list[int]], None] | None = None,
+                 durable: Callable[[], Awaitable[None]] | None = None) -> None:
         self.store, self.niods, self.each = store, niods, each
-        self.watched = watched
+        self.watched, self.durable = watched, durable
         self.batch, self.low = batch, min(low, batch)
         self._ready: deque[int] = deque(store.admin.pool(ready=True)) if batch else deque()
         self._wanted = trio.Event()
@@ -75,6 +78,8 @@ class PrecreatePool:
                 continue
             inos = pending or self.store.admin.pool_reserve(self.batch)
             try:
+                if self.durable is not None:
+                    await self.durable()
                 replies = await self.each([(iod, {"op": "precreate", "inos": inos,
                                                   "watch": self.watched is not None})
                                            for iod in range(self.niods)])

@@ -27,11 +27,15 @@ __all__ = ["Reaper"]
 
 class Reaper:
     """``iods_of(attrs)`` names the daemons of a file's shares; ``each`` runs one call per
-    daemon concurrently (``MgrServer._each``); ``batch`` bounds the files per round."""
+    daemon concurrently (``MgrServer._each``); ``batch`` bounds the files per round;
+    ``durable()`` waits until the store's changes so far are committed (group commit,
+    ``group.py``): no stripe file goes before the unlink that freed it is durable."""
 
     def __init__(self, store, iods_of: Callable[[dict], list[int]],
-                 each: Callable[[list], Awaitable[list]], batch: int = 1024) -> None:
+                 each: Callable[[list], Awaitable[list]], batch: int = 1024,
+                 durable: Callable[[], Awaitable[None]] | None = None) -> None:
         self.store, self.iods_of, self.each, self.batch = store, iods_of, each, batch
+        self.durable = durable
         self._queue: dict[int, dict] = {}  # ino -> attrs, in order of arrival
         self._work = trio.Event()
         self._idle = trio.Event()
@@ -78,6 +82,8 @@ class Reaper:
                 self._queue.pop(attrs["ino"], None)
 
     async def _remove(self, taken: list[dict]) -> None:
+        if self.durable is not None:
+            await self.durable()
         # A file reopened by inode since it was queued keeps its data until its last close
         # (which queues it again).
         gone = [a for a in taken if self.store.admin.removable(a["ino"])]

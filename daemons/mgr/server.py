@@ -26,12 +26,16 @@ from pvfs.protocol.rpc import Channel, call_many
 from pvfs.protocol.schema import MGR_SCHEMAS
 
 from ..common import serve_tcp
+from .group import GroupCommit
 from .precreate import PrecreatePool
 from .reaper import Reaper
 from .sizecache import SizeCache
 from .store import Cred, MetaStore
 
 log = logging.getLogger("pvfs.mgr")
+
+#: Requests whose replies show nothing of the store: they need not wait for a commit.
+_NO_STORE = frozenset({"ping", "sizes_changed", "metrics"})
 
 
 def _blocks(per_iod: list[int | None]) -> int | None:
@@ -54,6 +58,9 @@ class MgrServer:
         self.db_path = os.path.join(config.manager.data_dir, "meta.sqlite")
         self.key = key_for(config)  # before the store: a bad key file stops the start
         self.store = MetaStore(self.db_path, config.niods, config.stripe)
+        # Group commit (group.py): the store's changes that arrive together share one
+        # transaction; no reply leaves before the transaction it saw is committed.
+        self.group = GroupCommit(self.store)
         # Calls to the I/O daemons of a file are overlapped in one task (rpc.call_many).
         self.iods = [Channel(e.host, e.port, config.connect_timeout, config.request_timeout,
                              max_idle=32, name=f"iod{i} ({e.address})", manager=False,
@@ -63,10 +70,11 @@ class MgrServer:
         self.sizes = SizeCache(config.size_cache)
         # Stripe files made ahead of creates, a batch per daemon per request (precreate.py).
         self.pool = PrecreatePool(self.store, config.niods, self._each, config.precreate,
-                                  watched=self.sizes.watch_pool if self.sizes.enabled else None)
+                                  watched=self.sizes.watch_pool if self.sizes.enabled else None,
+                                  durable=self.group.durable)
         # Stripe files of deleted files go in the background, batched (reaper.py).
         self.reaper = Reaper(self.store, lambda a: [i for _, i in self._iods_of(a["stripe"])],
-                             self._each)
+                             self._each, durable=self.group.durable)
         self.started = time.time()
         self.address: tuple[str, int] | None = None
         self.metrics = Metrics("mgr")
@@ -84,6 +92,7 @@ class MgrServer:
                 log.info("manager serving %s:%d, metadata in %s", *self.address[:2],
                          self.config.manager.data_dir)
                 task_status.started(self.address)
+                nursery.start_soon(self.group.run)
                 nursery.start_soon(self.reaper.run)
                 nursery.start_soon(self.checkpointer)
                 nursery.start_soon(self.pool.run)
@@ -96,14 +105,21 @@ class MgrServer:
         finally:
             for ch in self.iods:
                 ch.close()
+            self.group.close()
             self.store.close()
 
     async def dispatch(self, op: str, f: dict, bulk_len: int, sock) -> dict:
         uid, gid, groups = f.pop("cred")
         t0 = time.perf_counter()
+        group = self.group
+        failures = group.failures
         try:
             reply = await self.ops[op](f, Cred(uid, gid, groups))
+            if op not in _NO_STORE:
+                await group.settled(failures)  # durable before the reply (group.py)
         except Exception:
+            if op not in _NO_STORE:
+                await group.settled(failures)  # an error may show uncommitted state too
             self.metrics.request(op, time.perf_counter() - t0, error=True)
             raise
         self.metrics.request(op, time.perf_counter() - t0)
@@ -211,6 +227,7 @@ class MgrServer:
         """The manager's own change of a file's stripe files (truncate, utime): its cached
         size goes before and after (a fetch begun in between is not kept), and the daemons
         drop their promise without reporting back (``unwatch``; sizecache.py)."""
+        await self.group.durable()  # the store's change first (a crash keeps it or neither)
         self.sizes.forget([ino], reported=False)
         try:
             await self._each([(iod, {**header, "unwatch": True}) for iod, header in calls])
@@ -232,6 +249,7 @@ class MgrServer:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        await self.group.durable()  # what is in the open batch first
         await trio.to_thread.run_sync(fsync_wal)
         return {}
 
@@ -240,7 +258,7 @@ class MgrServer:
                 "uptime": time.time() - self.started, **self.store.admin.counts(),
                 "open_files": self.store.open_count() if hasattr(self.store, "open_count") else 0,
                 "removals_pending": self.reaper.pending, "precreated": len(self.pool),
-                "size_cache": self.sizes.status(),
+                "size_cache": self.sizes.status(), "group_commit": self.group.status(),
                 "niods": self.config.niods}
 
     async def op_sizes_changed(self, f, cred) -> dict:
@@ -298,12 +316,14 @@ class MgrServer:
             self.pool.give_back(ino)  # another layout, or the name existed
         if created and not pooled:
             try:
+                await self.group.durable()  # no stripe files for an inode a crash would undo
                 await self._each([(iod, {"op": "create", "ino": attrs["ino"]})
                                   for _, iod in self._iods_of(attrs["stripe"])])
             except OSError:
                 # Don't leave a name whose stripe files could not be made, nor the stripe
                 # files the daemons that answered did make (fsck would find them orphaned).
                 self._undo_create(f, attrs)
+                await self.group.durable()
                 await self._unlink_where_possible(attrs)
                 raise
             # The stripe files are newer than the inode, and a file's mtime is the newest
@@ -450,6 +470,7 @@ class MgrServer:
         new = self.store.set_file_stripe(f["ino"], f["stripe"], cred, size_is_zero=attrs["size"] == 0)
         if new["stripe"] != old:
             # Move the (empty) stripe files to the new set of daemons; the inode stays.
+            await self.group.durable()
             await self._each([(iod, {"op": "unlink", "ino": attrs["ino"]})
                               for _, iod in self._iods_of(old)])
             await self._each([(iod, {"op": "create", "ino": new["ino"]})

@@ -2,8 +2,11 @@
 
 Synchronous and single-connection on purpose: the manager is one trio task loop, so every
 call runs to completion between awaits and needs no locking. Each mutating call is one
-``BEGIN IMMEDIATE`` transaction. WAL, ``synchronous=NORMAL``: a returned call survives ``kill
--9`` and the store never corrupts (SPEC §10); a client's fsync syncs the WAL (server ``sync``).
+``BEGIN IMMEDIATE`` transaction -- or, with group commit on (``batch_writes``, the server's
+``group.py``), one savepoint of a transaction shared by the calls that arrive together, which
+``commit`` ends: a call that fails rolls back its own savepoint only. WAL,
+``synchronous=NORMAL``: a committed call survives ``kill -9`` and the store never corrupts
+(SPEC §10); a client's fsync syncs the WAL (server ``sync``).
 
 Data removal is two-phase so a crash never leaks stripe files: when a file's last link and
 handle are gone, ``unlink``/``rename``/``release`` return its attrs and keep the inode at
@@ -19,6 +22,7 @@ import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 from pvfs.layout.stripe import Stripe
 
@@ -30,7 +34,7 @@ from .store_admin import StoreAdministration
 from .xattrs import XATTR_CREATE, XATTR_REPLACE, Xattrs
 
 __all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "ROOT_INO", "XATTR_CREATE", "XATTR_REPLACE",
-           "Cred", "MetaStore"]
+           "BatchHook", "Cred", "MetaStore"]
 
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
@@ -47,6 +51,13 @@ _TOUCH_DIR = ("UPDATE inodes SET mtime = ?, ctime = ?, nent = nent + ?, nlink = 
 _INSERT = ("INSERT INTO inodes (mode, nlink, uid, gid, atime, mtime, ctime, target, "
            "sbase, spcount, sssize, rdev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _INSERT_INO = _INSERT.replace("(mode,", "(ino, mode,").replace("VALUES (?,", "VALUES (?, ?,")
+
+
+class BatchHook(Protocol):
+    """What group commit tells its owner (the server's ``GroupCommit``)."""
+
+    def opened(self) -> None: ...
+    def joined(self, n: int) -> None: ...
 
 
 class MetaStore:
@@ -74,6 +85,11 @@ class MetaStore:
         self._db.execute("PRAGMA wal_autocheckpoint=0")
         self._path = path
         self._ckpt: sqlite3.Connection | None = None
+        # Group commit (batch_writes): the hook told of a batch's opening and its calls, and
+        # whether a batch transaction is open now and how many calls joined it.
+        self._hook: BatchHook | None = None
+        self._in_batch = False
+        self._batch_ops = 0
         self._xattrs = Xattrs(self._db, self._get, self._tx, self._set_ctime)
         self.admin = StoreAdministration(self._db, inode=self._get, tx=self._tx,
                                          touch_dir=self._touch_dir, delete=self._delete,
@@ -107,15 +123,64 @@ class MetaStore:
         _, log, done = self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return log, done
 
+    # -- transactions and group commit ----------------------------------------------------
+
+    def batch_writes(self, hook: BatchHook) -> None:
+        """Turn group commit on: from now on a mutating call runs as a savepoint (``SAVEPOINT
+        op`` ... ``RELEASE``; ``ROLLBACK TO`` if it fails, leaving the others' changes) in one
+        ``BEGIN IMMEDIATE`` transaction that stays open until :meth:`commit`. ``hook.opened()``
+        is called when a call opens such a transaction, ``hook.joined(n)`` after each call
+        that completed in it (``n`` so far); either may call :meth:`commit`."""
+        if self._in_batch:
+            raise fail(errno.EBUSY, "a batch is open")
+        self._hook = hook
+
+    @property
+    def in_batch(self) -> bool:
+        """Whether a group-commit transaction is open (changes not yet committed)."""
+        return self._in_batch
+
+    def commit(self) -> int:
+        """End the open group-commit transaction: ``COMMIT``, the number of calls it held
+        (0 if none was open). If the commit fails, every change of the batch is rolled back
+        and the error raised."""
+        if not self._in_batch:
+            return 0
+        n, self._in_batch, self._batch_ops = self._batch_ops, False, 0
+        try:
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        return n
+
     @contextmanager
     def _tx(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
+        if self._hook is None:  # one transaction per call
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            return
+        db = self._db
+        if not self._in_batch:
+            db.execute("BEGIN IMMEDIATE")
+            self._in_batch = True
+            self._hook.opened()
+        db.execute("SAVEPOINT op")
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK")
+            db.execute("ROLLBACK TO op")
+            db.execute("RELEASE op")
             raise
-        self._db.execute("COMMIT")
+        db.execute("RELEASE op")
+        self._batch_ops += 1
+        self._hook.joined(self._batch_ops)
 
     def _get(self, ino: int) -> Inode:
         row = self._db.execute(SELECT_INODE, (ino,)).fetchone()
