@@ -37,6 +37,7 @@ from typing import Any
 
 import trio
 
+from pvfs.bench.caching.stats import median_interval, ratio_interval
 from pvfs.cache import StreamPolicy
 from pvfs.gcache.config import gcache_table
 from pvfs.gcache.stack import CacheStack
@@ -55,6 +56,11 @@ FILE = 16 << 20
 #: working set between the local and the global cache, none.
 MICRO_O = (10, 600, 25000)
 _ZERO = bytes(FILE)
+#: Runs of each micro-benchmark cell unless ``--micro-repeat`` says otherwise: 6, the fewest
+#: whose order-statistic interval of the median reaches 95 % (``--quick``: 3, whose interval
+#: is the range, 75 %).
+MICRO_REPEAT = 6
+MICRO_REPEAT_QUICK = 3
 
 
 @contextlib.contextmanager
@@ -72,6 +78,22 @@ def _cluster(iods: int, storage: dict[str, Any] | None = None):
 
 def _med(xs: list[float]) -> float:
     return statistics.median(xs) * 1000.0  # ms
+
+
+def _interval(xs: list[float]) -> tuple[float, float]:
+    """The order-statistic interval of the median of ``xs`` seconds, in ms
+    (:func:`pvfs.bench.caching.stats.median_interval`)."""
+    _, lo, hi, _ = median_interval(xs)
+    return lo * 1000.0, hi * 1000.0
+
+
+def _cell(**runs: list[float]) -> dict[str, float]:
+    """A table cell: per case its median (ms) and ``CASE_lo``/``CASE_hi``."""
+    out: dict[str, float] = {}
+    for case, xs in runs.items():
+        out[case] = _med(xs)
+        out[f"{case}_lo"], out[f"{case}_hi"] = _interval(xs)
+    return out
 
 
 def _node(cfg, **kw):
@@ -126,9 +148,9 @@ async def _tables(cfg, max_iods: int, reps: int, progress) -> tuple[list, list]:
                     await loc.cache.flush(f.ino)
                 p, gh, gm = _med(t_p), _med(t_gh), _med(t_gm)
                 req = (gm - p) / (gm - gh) if gm > gh else float("inf")
-                row[s] = {"pvfs": p, "local_hit": _med(t_lh), "local_miss": _med(t_lm),
-                          "global_hit": gh, "global_miss": gm, "required_hr": max(0.0, req)}
-                wrow[s] = {"pvfs": _med(t_wp), "caching": _med(t_wc)}
+                row[s] = {**_cell(pvfs=t_p, local_hit=t_lh, local_miss=t_lm, global_hit=t_gh,
+                                  global_miss=t_gm), "required_hr": max(0.0, req)}
+                wrow[s] = _cell(pvfs=t_wp, caching=t_wc)
                 if progress:
                     progress(f"iods {k} {s >> 10:4d}K  pvfs {p:.3f}  global hit {gh:.3f} "
                              f"miss {gm:.3f} ms  required hr {row[s]['required_hr']:.2f}")
@@ -163,6 +185,15 @@ def _drop_disk_caches(cfg) -> None:
         request(ep, {"op": "disk_drop"}, 30.0)
 
 
+def micro_plan(nodes: int, s: int, o: int, ops: int) -> list[list[tuple[bool, int, int]]]:
+    """The micro-benchmark's operations, per node: ``(is_read, offset, length)`` in bytes,
+    reads and writes at even odds, 1..``s`` blocks at block offsets 0..``o`` (seeded, so the
+    measured runs and the model replay the same operations)."""
+    rng = random.Random(o * 31 + nodes)
+    return [[(rng.random() < 0.5, rng.randint(0, o) * BLOCK, rng.randint(1, s) * BLOCK)
+             for _ in range(ops // nodes)] for _ in range(nodes)]
+
+
 async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int,
                  setup: str) -> dict[str, float]:
     """One run of the micro-benchmark: its seconds (``time_s``), the seconds its reads and
@@ -177,7 +208,6 @@ async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int,
     is where every setup's writes end here too; nothing is fsync'd."""
     local = setup in ("local", "both")
     gcache = setup in ("global", "both")
-    rng = random.Random(o * 31 + nodes)
     size = (o + s) * BLOCK
     async with contextlib.AsyncExitStack() as ex:
         sizes: dict[int, int] = {}
@@ -193,8 +223,7 @@ async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int,
         if gcache:
             assert ns[0].gbackend is not None
             await ns[0].gbackend.forget(f.ino)
-        plan = [[(rng.random() < 0.5, rng.randint(0, o) * BLOCK, rng.randint(1, s) * BLOCK)
-                 for _ in range(ops // nodes)] for _ in range(nodes)]
+        plan = micro_plan(nodes, s, o, ops)
         _drop_disk_caches(cfg)
         disk0 = _disks(cfg)
         spent = {"read_s": 0.0, "write_s": 0.0}
@@ -224,6 +253,25 @@ async def _micro(cfg, nodes: int, iods: int, s: int, o: int, ops: int,
                 "gcache_dirty_blocks": _gcache_dirty(cfg) if gcache else 0}
 
 
+MICRO_SETUPS = ("none", "local", "global", "both")
+
+
+def micro_row(row: dict[str, Any], times: dict[str, list[float]]) -> dict[str, Any]:
+    """Fill a figs. 3-4 row from each setup's run times (interleaved rounds, in order): per
+    setup the median (``row[setup]``), its order-statistic interval (``_lo``/``_hi``, coverage
+    in ``_level``), every run (``_runs``), and ÷ none: the median over the rounds of the run
+    ÷ none's run of the same round, with its interval (``_vs_none``, ``_vs_none_lo``/``_hi``)."""
+    for setup, xs in times.items():
+        row[setup], row[f"{setup}_lo"], row[f"{setup}_hi"], row[f"{setup}_level"] = \
+            median_interval(xs)
+        row[f"{setup}_runs"] = list(xs)
+        if "none" in times:
+            m, lo, hi, _ = ratio_interval(xs, times["none"])
+            row[f"{setup}_vs_none"], row[f"{setup}_vs_none_lo"], row[f"{setup}_vs_none_hi"] = \
+                m, lo, hi
+    return row
+
+
 def _measure(cfg, reps: int, ops: int, max_iods: int, micro: bool,
              progress: Callable[[str], None] | None, tables: bool = True,
              micro_repeat: int = 1, micro_o: tuple[int, ...] = MICRO_O) -> dict[str, Any]:
@@ -232,7 +280,7 @@ def _measure(cfg, reps: int, ops: int, max_iods: int, micro: bool,
         out["read_ms"], out["write_ms"] = trio.run(_tables, cfg, max_iods, reps, progress)
     if micro:
         rows = []
-        setups = ["none", "local", "global", "both"]
+        setups = list(MICRO_SETUPS)
         for nodes, iods in ((1, 1), (2, 3)):
             for o in micro_o:
                 row: dict[str, Any] = {"nodes": nodes, "iods": iods, "s": 2, "o": o,
@@ -243,18 +291,61 @@ def _measure(cfg, reps: int, ops: int, max_iods: int, micro: bool,
                     for setup in setups[k:] + setups[:k]:
                         runs[setup].append(trio.run(_micro, cfg, nodes, iods, 2, o, ops,
                                                     setup))
-                for setup in setups:  # the median; every run kept
-                    row[setup] = statistics.median(r["time_s"] for r in runs[setup])
-                    row[f"{setup}_runs"] = [r["time_s"] for r in runs[setup]]
+                micro_row(row, {k: [r["time_s"] for r in v] for k, v in runs.items()})
+                for setup in setups:  # every run's counters kept
                     for k in ("disk_accesses", "read_s", "write_s", "flush_s",
                               "gcache_dirty_blocks"):
                         row[f"{setup}_{k}"] = [r[k] for r in runs[setup]]
                 rows.append(row)
                 if progress:
                     progress(f"micro {nodes} node(s) {iods} iod(s) o={o}: " + "  ".join(
-                        f"{k} {row[k]:.2f}s" for k in ("none", "local", "global", "both")))
+                        f"{k} {row[k]:.2f}s [{row[k + '_lo']:.2f}, {row[k + '_hi']:.2f}]"
+                        for k in ("none", "local", "global", "both")))
         out["micro"] = rows
     return out
+
+
+def micro_trace(nodes: int, s: int, o: int, ops: int):
+    """The micro-benchmark as a trace (rank ``r`` on node ``r``; one file), for the model."""
+    from pvfs.traces.format import FileEntry, Op, Record, Trace
+
+    recs = [Record(r, 0.0, Op.READ if is_read else Op.WRITE, 0, off, n)
+            for r, todo in enumerate(micro_plan(nodes, s, o, ops)) for is_read, off, n in todo]
+    return Trace(nprocs=nodes, files=[FileEntry(0, "micro", (o + s) * BLOCK, True)],
+                 records=recs)
+
+
+def model_micro(ops: int, micro_o: tuple[int, ...] = MICRO_O) -> dict[str, Any]:
+    """Figs. 3-4 in the trace-driven model at the paper's latencies
+    (:mod:`pvfs.bench.caching.sim`, table 1-2 rows of the figure's I/O daemon count): the same
+    operations as the measured runs, deterministic (one run; an interval of one point).
+
+    ``mechanism``: at each ``o``, per setup the modelled milliseconds per read ÷ ``none``'s,
+    and the share of reads that missed the local cache (``local``) or the global one
+    (``global``): at o = 25000 nearly every read misses, so the ratios are what a local miss
+    and a global miss cost against a direct read (the paper: ~15 % more, about twice)."""
+    from pvfs.bench.caching.setups import POLICIES
+    from pvfs.bench.caching.sim import simulate
+
+    rows, mech = [], []
+    for nodes, iods in ((1, 1), (2, 3)):
+        for o in micro_o:
+            trace = micro_trace(nodes, 2, o, ops)
+            got = {k: simulate(trace, POLICIES[k], None, local_bytes=LOCAL, global_bytes=GLOBAL,
+                               nodes=nodes, iods=iods) for k in MICRO_SETUPS}
+            row = micro_row({"nodes": nodes, "iods": iods, "s": 2, "o": o, "ops": ops},
+                            {k: [g["time_s"]] for k, g in got.items()})
+            for k, g in got.items():
+                row[f"{k}_level"] = None  # deterministic
+                row[f"{k}_read_s"], row[f"{k}_write_s"] = [g["read_s"]], [g["write_s"]]
+            rows.append(row)
+            per_read = {k: g["read_s"] / g["reads"] for k, g in got.items() if g["reads"]}
+            mech.append({"nodes": nodes, "iods": iods, "o": o,
+                         "ms_per_read": {k: v * 1000 for k, v in per_read.items()},
+                         "read_vs_none": {k: v / per_read["none"] for k, v in per_read.items()},
+                         "local_miss_share": 1 - got["local"]["local_hit_rate"],
+                         "global_miss_share": 1 - got["global"]["global_hit_rate"]})
+    return {"micro": rows, "mechanism": mech}
 
 
 @contextlib.contextmanager
@@ -305,12 +396,13 @@ def shaped_gcache_cluster(iods: int, rate: str, *, capacity: int,
 
 
 def run_latency(*, quick: bool = False, reps: int | None = None, max_iods: int = 4,
-                micro: bool = True, tables: bool = True, micro_repeat: int = 1,
+                micro: bool = True, tables: bool = True, micro_repeat: int | None = None,
                 micro_o: tuple[int, ...] = MICRO_O, ops: int | None = None,
                 shaped: str | None = None, storage: str = "posix",
-                iod_cache: int | None = None,
+                iod_cache: int | None = None, model: str | None = None,
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Measure everything; ``shaped`` (e.g. ``"100mbit"``) runs it over the netns harness
+    """Measure everything; ``model="paper"``: no file system, figs. 3-4 only, every request
+    charged the paper's table 1-2 latencies (:func:`model_micro`); ``shaped`` (e.g. ``"100mbit"``) runs it over the netns harness
     with that link rate instead of loopback; ``storage`` ``emulated:PRESET`` gives the I/O
     daemons emulated disks (``iod_cache`` bytes of page cache each, default the preset's)."""
     import json
@@ -320,13 +412,19 @@ def run_latency(*, quick: bool = False, reps: int | None = None, max_iods: int =
 
     reps = reps or (7 if quick else 21)
     ops = ops or (600 if quick else 2000)
+    micro_repeat = micro_repeat or (MICRO_REPEAT_QUICK if quick else MICRO_REPEAT)
+    if model not in (None, "paper"):
+        raise ValueError(f"unknown model {model!r} (paper)")
     started = time.time()
     disks = None if storage == "posix" else storage_table(storage, iod_cache)
     out: dict[str, Any] = {"sizes": SIZES, "stripe": SSIZE, "local_bytes": LOCAL,
                            "global_bytes": GLOBAL, "reps": reps, "storage": storage,
                            "iod_cache": iod_cache, "micro_repeat": micro_repeat,
                            "links": f"netns, {shaped} per host" if shaped else "loopback"}
-    if shaped:
+    if model:
+        out.update(model_micro(ops, tuple(micro_o)), model=model, micro_repeat=1,
+                   storage="model: the paper's tables 1-2")
+    elif shaped:
         with _shaped_cluster(max(max_iods, 3), shaped, disks) as (net, cfg):
             argv = [sys.executable, "-m", "pvfs.bench.latency", cfg.path, str(reps),
                     str(ops), str(max_iods), "1" if micro else "0", "1" if tables else "0",
@@ -352,7 +450,16 @@ def _int_keys(rows: list[dict]) -> list[dict]:
     return [{(int(k) if k.isdigit() else k): v for k, v in r.items()} for r in rows]
 
 
+def _ms(cell: dict, case: str) -> str:
+    """A table cell: the median and, when the JSON has it, its interval."""
+    if f"{case}_lo" not in cell:
+        return f"{cell[case]:.3f}"
+    return f"{cell[case]:.3f} ({cell[case + '_lo']:.2f}-{cell[case + '_hi']:.2f})"
+
+
 def render(d: dict[str, Any]) -> str:
+    """Tables 1-2 (medians of the reads, interval in brackets) and figs. 3-4 (medians of the
+    runs, the interval, and ÷ none)."""
     from pvfs.tables import table
 
     heads = ["iods", "case"] + [f"{s >> 10}K" for s in d["sizes"]]
@@ -361,25 +468,58 @@ def render(d: dict[str, Any]) -> str:
     for row in d.get("read_ms", []):
         for case in ("pvfs", "local_hit", "local_miss", "global_hit", "global_miss",
                      "required_hr"):
-            rows.append([row["iods"], case] + [f"{row[s][case]:.3f}" if case != "required_hr"
+            rows.append([row["iods"], case] + [_ms(row[s], case) if case != "required_hr"
                                                else f"{row[s][case]:.2f}" for s in d["sizes"]])
     if rows:
-        text = "table 1: read time (ms) and required global hit rate\n" + table(
-            rows, heads, right=list(range(2, 2 + len(d["sizes"]))))
+        text = ("table 1: read time (ms, median (interval of the median)) and required "
+                "global hit rate\n" + table(rows, heads, right=list(range(2, 2 + len(d["sizes"])))))
         rows = []
         for row in d["write_ms"]:
             for case in ("pvfs", "caching"):
-                rows.append([row["iods"], case] + [f"{row[s][case]:.3f}" for s in d["sizes"]])
+                rows.append([row["iods"], case] + [_ms(row[s], case) for s in d["sizes"]])
         text += "\n\ntable 2: write time (ms)\n" + table(
             rows, heads, right=list(range(2, 2 + len(d["sizes"])))) + "\n\n"
     if d.get("micro"):
-        rows = [[r["nodes"], r["iods"], r["o"]] + [f"{r[k]:.3f}" for k in
-                                                  ("none", "local", "global", "both")]
-                for r in d["micro"]]
-        text += "figs. 3-4: micro-benchmark, s = 2 (seconds)\n" + table(
-            rows, ["nodes", "iods", "o", "none", "local", "global", "both"],
-            right=[0, 1, 2, 3, 4, 5, 6])
+        text += _render_micro(d)
+    if d.get("mechanism"):
+        text += "\n\nmechanism (model): ms per read, and ÷ none's\n" + table(
+            [[m["nodes"], m["iods"], m["o"], f"{m['ms_per_read']['none']:.3f}",
+              f"{m['read_vs_none']['local']:.3f}", f"{m['local_miss_share']:.2f}",
+              f"{m['read_vs_none']['global']:.3f}", f"{m['global_miss_share']:.2f}",
+              f"{m['read_vs_none']['both']:.3f}"] for m in d["mechanism"]],
+            ["nodes", "iods", "o", "none ms/read", "local÷none", "local misses",
+             "global÷none", "global misses", "both÷none"], right=list(range(9)))
     return text
+
+
+def _render_micro(d: dict[str, Any]) -> str:
+    from pvfs.tables import table
+
+    def cell(r: dict, k: str) -> str:
+        if r.get(f"{k}_lo") is None or r.get(f"{k}_level") is None:
+            return f"{r[k]:.3f}"
+        return f"{r[k]:.3f} [{r[k + '_lo']:.2f}, {r[k + '_hi']:.2f}]"
+
+    def vs(r: dict, k: str) -> str:
+        if r.get(f"{k}_vs_none") is None:
+            return "-"
+        if r.get(f"{k}_level") is None:
+            return f"{r[k + '_vs_none']:.3f}"
+        return (f"{r[k + '_vs_none']:.2f} [{r[k + '_vs_none_lo']:.2f}, "
+                f"{r[k + '_vs_none_hi']:.2f}]")
+
+    rows = [[r["nodes"], r["iods"], r["o"]] + [cell(r, k) for k in MICRO_SETUPS]
+            + [vs(r, k) for k in ("local", "global", "both")] for r in d["micro"]]
+    level = d["micro"][0].get("none_level")
+    what = ("the paper's latencies (model)" if d.get("model") else
+            f"{d.get('micro_repeat')} runs, median [interval of the median, "
+            f"{level:.0%}]" if level is not None else "")
+    where = ("" if d.get("model") else f"; storage {d.get('storage')}, I/O daemon cache "
+             f"{d.get('iod_cache') or 'the preset'}")
+    return (f"figs. 3-4: micro-benchmark, s = 2 (seconds; {what}{where})\n"
+            + table(rows, ["nodes", "iods", "o", "none", "local", "global", "both",
+                           "local÷none", "global÷none", "both÷none"],
+                    right=list(range(10))))
 
 
 def plot_required_hr(d: dict[str, Any], path: str) -> None:
@@ -414,20 +554,26 @@ def plot_micro(d: dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    setups = ("none", "local", "global", "both")
+    setups = MICRO_SETUPS
     rows = d["micro"]
     fig, ax = plt.subplots(figsize=(8, 4))
     width = 0.8 / len(setups)
     for j, setup in enumerate(setups):
         xs = [i + (j - 1.5) * width for i in range(len(rows))]
-        ax.bar(xs, [r[setup] for r in rows], width, label=setup)
+        med = [r[setup] for r in rows]
+        err = [[max(0.0, r[setup] - r.get(f"{setup}_lo", r[setup])) for r in rows],
+               [max(0.0, r.get(f"{setup}_hi", r[setup]) - r[setup]) for r in rows]]
+        ax.bar(xs, med, width, yerr=err, capsize=2, label=setup)
         for x, r in zip(xs, rows):  # every run, so the spread shows
             ax.plot([x] * len(r.get(f"{setup}_runs", [])), r.get(f"{setup}_runs", []),
                     "k.", ms=2)
     ax.set_xticks(range(len(rows)),
                   [f"{r['nodes']}n/{r['iods']}iod\no={r['o']}" for r in rows])
     ax.set_ylabel(f"seconds for {rows[0]['ops']} operations")
-    ax.set_title(f"figs. 3-4: micro-benchmark, s = 2 ({d.get('storage', 'posix')})")
+    cache = d.get("iod_cache") or "preset's"
+    ax.set_title(f"figs. 3-4: micro-benchmark, s = 2 ({d.get('storage', 'posix')}, I/O daemon "
+                 f"cache {cache})\nmedian of {d.get('micro_repeat')} runs, bars: interval "
+                 "of the median, dots: every run", fontsize=9)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -58,7 +58,7 @@ SEGMENT_BLOCKS = 4
 SCAN = 16
 
 _SIZES = [4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10]
-#: The paper's tables 1 and 2, |IOD| = 2 (ms by request size).
+#: The paper's tables 1 and 2, |IOD| = 2 (ms by request size): the trace study's.
 PAPER: dict[str, list[float]] = {
     "pvfs": [1.12, 1.99, 3.82, 7.84, 14.16, 24.09, 47.79],
     "local_hit": [0.74, 0.83, 1.03, 1.38, 2.43, 4.34, 8.56],
@@ -68,14 +68,33 @@ PAPER: dict[str, list[float]] = {
     "write_pvfs": [0.68, 1.27, 1.90, 3.77, 9.86, 15.44, 29.61],
     "write_caching": [0.60, 0.67, 0.84, 1.43, 2.04, 3.70, 7.19],
 }
+#: Tables 1 and 2 by I/O daemon count (figs. 3-4 run on 1 and 3).
+PAPER_BY_IODS: dict[int, dict[str, list[float]]] = {
+    1: {"pvfs": [1.09, 2.27, 4.31, 9.48, 19.04, 38.52, 54.04],
+        "local_hit": [0.67, 0.68, 0.72, 0.80, 0.97, 1.59, 2.85],
+        "local_miss": [1.25, 2.28, 4.61, 9.54, 20.77, 44.23, 67.54],
+        "global_hit": [1.43, 1.71, 2.44, 4.26, 8.14, 15.28, 25.91],
+        "global_miss": [2.00, 2.85, 5.86, 11.49, 23.85, 50.42, 94.38],
+        "write_pvfs": [0.68, 1.03, 1.97, 3.95, 7.83, 15.94, 31.09],
+        "write_caching": [0.55, 0.56, 0.60, 0.96, 1.05, 1.76, 3.15]},
+    2: PAPER,
+    3: {"pvfs": [1.08, 1.83, 3.52, 6.17, 12.00, 20.04, 36.86],
+        "local_hit": [0.75, 0.84, 1.01, 1.41, 2.42, 4.50, 8.67],
+        "local_miss": [1.31, 2.35, 4.48, 8.19, 18.96, 26.90, 40.63],
+        "global_hit": [1.23, 1.66, 2.45, 4.80, 8.67, 19.26, 39.38],
+        "global_miss": [1.87, 3.36, 6.30, 12.06, 30.71, 54.14, 100.34],
+        "write_pvfs": [0.68, 1.04, 1.85, 3.62, 8.23, 15.74, 29.40],
+        "write_caching": [0.59, 0.68, 0.87, 1.37, 2.08, 4.01, 7.79]},
+}
 
 
-def cost(level: str, nbytes: int) -> float:
-    """Milliseconds of ``level`` for a request of ``nbytes``: the table row interpolated
-    linearly in the size, extended by its last (first) slope past 256 KiB (under 4 KiB)."""
+def cost(level: str, nbytes: int, table: dict[str, list[float]] | None = None) -> float:
+    """Milliseconds of ``level`` for a request of ``nbytes``: the table row (of ``table``,
+    default :data:`PAPER`) interpolated linearly in the size, extended by its last (first)
+    slope past 256 KiB (under 4 KiB)."""
     if nbytes <= 0:
         return 0.0
-    row = PAPER[level]
+    row = (table or PAPER)[level]
     i = min(max(bisect.bisect_left(_SIZES, nbytes), 1), len(_SIZES) - 1)
     x0, x1, y0, y1 = _SIZES[i - 1], _SIZES[i], row[i - 1], row[i]
     return max(0.0, y0 + (y1 - y0) * (nbytes - x0) / (x1 - x0))
@@ -84,8 +103,10 @@ def cost(level: str, nbytes: int) -> float:
 class _Global:
     """The global cache daemon's bookkeeping: LRU slots, victim scan, policy, hints."""
 
-    def __init__(self, blocks: int, policy: str, threshold: int) -> None:
+    def __init__(self, blocks: int, policy: str, threshold: int,
+                 segment: int = SEGMENT_BLOCKS) -> None:
         self.blocks = blocks
+        self.segment = segment
         self.policy = make_policy(policy, threshold, blocks)
         self.lru: OrderedDict[tuple[int, int], int] = OrderedDict()  # key -> hits
         self.hits = self.misses = self.admissions = self.bypasses = self.evictions = 0
@@ -97,7 +118,7 @@ class _Global:
         for seen, key in enumerate(self.lru):
             if first is None:
                 first = key
-            if self.policy.good_victim(key[0], key[1] // SEGMENT_BLOCKS):
+            if self.policy.good_victim(key[0], key[1] // self.segment):
                 return key
             if seen + 1 >= SCAN:
                 break
@@ -106,7 +127,7 @@ class _Global:
 
     def access(self, ino: int, blocks: list[int]) -> tuple[list[int], set[int]]:
         """Look ``blocks`` up (one request): the blocks missed, and the segments refused."""
-        before = {s: self.policy.access(ino, s) for s in sorted({b // SEGMENT_BLOCKS
+        before = {s: self.policy.access(ino, s) for s in sorted({b // self.segment
                                                                   for b in blocks})}
         missed: list[int] = []
         refused: set[int] = set()
@@ -114,7 +135,7 @@ class _Global:
             self.stream.extend((ino, b) for b in blocks)
         for b in blocks:
             key = (ino, b)
-            seg = b // SEGMENT_BLOCKS
+            seg = b // self.segment
             if key in self.lru:
                 self.lru[key] += 1
                 self.lru.move_to_end(key)
@@ -126,7 +147,7 @@ class _Global:
             if seg in refused:
                 continue
             victim = self._victim() if len(self.lru) >= self.blocks else None
-            vseg = None if victim is None else (victim[0], victim[1] // SEGMENT_BLOCKS)
+            vseg = None if victim is None else (victim[0], victim[1] // self.segment)
             if not self.policy.admit(ino, seg, before[seg], vseg):
                 refused.add(seg)
                 continue
@@ -136,7 +157,7 @@ class _Global:
             self.lru[key] = 0
             self.admissions += 1
         for seg in refused:  # the server drops the segment's clean copies
-            for b in range(seg * SEGMENT_BLOCKS, (seg + 1) * SEGMENT_BLOCKS):
+            for b in range(seg * self.segment, (seg + 1) * self.segment):
                 self.lru.pop((ino, b), None)
         self.bypasses += len(refused)
         return missed, refused
@@ -185,9 +206,12 @@ class _Run:
 
     def __init__(self, trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
                  local_bytes: int, global_bytes: int, nodes: int,
-                 stream: list[tuple[int, int]] | None) -> None:
+                 stream: list[tuple[int, int]] | None, segment: int = SEGMENT_BLOCKS,
+                 iods: int = 2) -> None:
         self.trace, self.setup, self.plan, self.nodes = trace, setup, plan, nodes
-        self.g = (_Global(global_bytes // BLOCK, setup.policy, setup.threshold)
+        self.segment, self.table = segment, PAPER_BY_IODS[iods]
+        self.spent = {"read_ms": 0.0, "write_ms": 0.0, "reads": 0, "writes": 0}
+        self.g = (_Global(global_bytes // BLOCK, setup.policy, setup.threshold, segment)
                   if setup.gcache else None)
         if self.g is not None:
             self.g.stream = stream
@@ -202,8 +226,19 @@ class _Run:
             if name in self.ids:
                 self.bits.set_xattr(self.ids[name], text or "")
 
+    def _cost(self, level: str, nbytes: int) -> float:
+        return cost(level, nbytes, self.table)
+
     def request(self, node: _Node, ino: int, off: int, n: int, write: bool) -> float:
-        """The modelled time (ms) of one request of ``node``."""
+        """The modelled time (ms) of one request of ``node``, added to the run's reads' or
+        writes' total."""
+        t = self._request(node, ino, off, n, write)
+        kind = "write" if write else "read"
+        self.spent[f"{kind}_ms"] += t
+        self.spent[f"{kind}s"] += 1
+        return t
+
+    def _request(self, node: _Node, ino: int, off: int, n: int, write: bool) -> float:
         blocks = _blocks(off, n)
         if not blocks:
             return 0.0
@@ -216,16 +251,17 @@ class _Run:
         if write and self.setup.local:
             return self._write_into_local(node, ino, blocks, n)
         if not miss:
-            return cost("local_hit", n)
+            return self._cost("local_hit", n)
         gblocks, dblocks = self._route(node, ino, miss, write)
         t_direct = 0.0
         if dblocks:
-            t_direct = cost("local_miss" if self.setup.local else "pvfs", len(dblocks) * BLOCK)
+            t_direct = self._cost("local_miss" if self.setup.local else "pvfs",
+                                  len(dblocks) * BLOCK)
         t_global = self._through_global(node, ino, gblocks, off, n, write) if gblocks else 0.0
         if not write:
             for b in miss:
                 node.insert(ino, b)
-        copy = cost("local_hit", len(local_hit) * BLOCK) - cost("local_hit", 1) \
+        copy = self._cost("local_hit", len(local_hit) * BLOCK) - self._cost("local_hit", 1) \
             if local_hit else 0.0
         return t_direct + t_global + max(copy, 0.0)
 
@@ -233,11 +269,11 @@ class _Run:
         """A write the local cache takes: the write-back later passes the global cache's
         admission as a read would, at no cost now."""
         if self.g is not None:
-            segs = {b // SEGMENT_BLOCKS for b in blocks}
+            segs = {b // self.segment for b in blocks}
             gsegs = {s for s in segs
                      if node.via_global(ino, s, self.bits, int(Bypass.WRITE_GLOBAL))}
-            self.g.access(ino, [b for b in blocks if b // SEGMENT_BLOCKS in gsegs])  # no hints
-        return cost("write_caching", n)
+            self.g.access(ino, [b for b in blocks if b // self.segment in gsegs])  # no hints
+        return self._cost("write_caching", n)
 
     def _route(self, node: _Node, ino: int, miss: list[int],
                write: bool) -> tuple[list[int], list[int]]:
@@ -246,11 +282,11 @@ class _Run:
             return [], miss
         bit = int(Bypass.WRITE_GLOBAL if write else Bypass.READ_GLOBAL)
         route = {s: node.via_global(ino, s, self.bits, bit)
-                 for s in sorted({b // SEGMENT_BLOCKS for b in miss})}
+                 for s in sorted({b // self.segment for b in miss})}
         gblocks: list[int] = []
         dblocks: list[int] = []
         for b in miss:
-            (gblocks if route[b // SEGMENT_BLOCKS] else dblocks).append(b)
+            (gblocks if route[b // self.segment] else dblocks).append(b)
         return gblocks, dblocks
 
     def _through_global(self, node: _Node, ino: int, gblocks: list[int], off: int, n: int,
@@ -264,9 +300,10 @@ class _Run:
             for s in refused:
                 node.hints[(ino, s)] = g.policy.bypass_ttl or -1
             g.hints += len(refused)
-        t = cost("global_hit", len(gblocks) * BLOCK)
+        t = self._cost("global_hit", len(gblocks) * BLOCK)
         if missed:
-            t += cost("global_miss", len(missed) * BLOCK) - cost("global_hit", len(missed) * BLOCK)
+            t += (self._cost("global_miss", len(missed) * BLOCK)
+                  - self._cost("global_hit", len(missed) * BLOCK))
         return t
 
     def run(self) -> list[float]:
@@ -312,7 +349,9 @@ class _Run:
         lh = sum(x.hits for x in self.ns)
         lm = sum(x.misses for x in self.ns)
         gl = (g.hits + g.misses) if g is not None else 0
-        return {"time_s": max(clock),
+        return {"time_s": max(clock), "segment_blocks": self.segment,
+                "read_s": self.spent["read_ms"] / 1000, "write_s": self.spent["write_ms"] / 1000,
+                "reads": self.spent["reads"], "writes": self.spent["writes"],
                 "local_hit_rate": lh / (lh + lm) if lh + lm else 0.0,
                 "global_hit_rate": g.hits / gl if g is not None and gl else 0.0,
                 "global": {"hits": g.hits if g else 0, "misses": g.misses if g else 0,
@@ -325,10 +364,13 @@ class _Run:
 
 def simulate(trace: Trace, setup: Any, plan: dict[str, Any] | None, *,
              local_bytes: int, global_bytes: int, nodes: int,
-             stream: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+             stream: list[tuple[int, int]] | None = None, segment_blocks: int = SEGMENT_BLOCKS,
+             iods: int = 2) -> dict[str, Any]:
     """One policy (``setup``: a :class:`pvfs.bench.caching.study.Setup`) over ``trace``; a row
     like the measured study's (``time_s`` modelled). ``stream``, if given, receives every
-    ``(file, block)`` the global cache looks up, in order."""
+    ``(file, block)`` the global cache looks up, in order. ``segment_blocks``: blocks per
+    bypass segment (the paper's fig. 9(b) varies it); ``iods``: which I/O daemon count's
+    table 1-2 rows price the requests (1, 2 or 3)."""
     run = _Run(trace, setup, plan, local_bytes=local_bytes, global_bytes=global_bytes,
-               nodes=nodes, stream=stream)
+               nodes=nodes, stream=stream, segment=segment_blocks, iods=iods)
     return run.row(run.run())
