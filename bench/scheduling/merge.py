@@ -33,7 +33,8 @@ def merge(docs: list[dict]) -> dict:
     seen: set[tuple] = set()
     for d in docs:
         for x in d["results"]:
-            key = (x["workload"], x["request_bytes"], x["cached"], x["algorithm"])
+            key = (x["workload"], x["request_bytes"], x["cached"],
+                   x.get("operation", "read"), x["algorithm"])
             if key in seen:
                 raise ValueError(f"cell {key} is in two pieces")
             seen.add(key)

@@ -1,9 +1,11 @@
 """Figures of ``pvfs-admin study scheduling`` (like the thesis' figs. 4.2-4.17 and 6.1).
 
-``<disk>-uncached.png`` and ``<disk>-cached.png``: one row per workload, the three metrics
-(application service time, mean task service time, variance) against bytes per task, one line
-per algorithm. ``<disk>-rs.png``: rs against opt1 and the best fixed algorithm in mean task
-service time (fig. 6.1), and the mixed-phase workload's application service time.
+``<disk>-uncached.png`` and ``<disk>-cached.png`` (reads), ``<disk>-write-uncached.png`` and
+``<disk>-write-cached.png`` (writes): one row per workload, the three metrics (application
+service time, mean task service time, variance; medians over the runs) against bytes per task,
+one line per algorithm. ``<disk>-rs.png``: rs against opt1 and the best fixed algorithm in
+mean task service time (fig. 6.1), and the mixed-phase workload's mean task service time
+beside its per-phase oracle.
 """
 
 from __future__ import annotations
@@ -19,7 +21,16 @@ METRICS = (("app_service_s", "application service time (s)"),
 ALGS = (*schedulers.ALGORITHMS, HINTED)
 
 
+def _val(r: dict, key: str) -> float | None:
+    """The median over the runs when the row has it (what the study scores), else the
+    row's value."""
+    return r.get(f"median_{key}", r.get(key))
+
+
 def plot_study(doc: dict, out_dir: str) -> list[str]:
+    """The figures of one study document: per operation and cache state, the four
+    workloads' metrics against the bytes per task (cf. figs. 4.1-4.16), and rs against
+    opt1 and the best fixed algorithm with the mixed-phase workload (cf. fig. 6.1)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -27,40 +38,53 @@ def plot_study(doc: dict, out_dir: str) -> list[str]:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    disk, paths = doc["disk"], []
     rows = [r for r in doc["results"] if r["workload"] != "mixed-phase"]
-    for cached in (False, True):
-        fig, axes = plt.subplots(len(WORKLOADS), 3, figsize=(13, 3 * len(WORKLOADS)),
-                                 squeeze=False)
-        for i, wl in enumerate(WORKLOADS):
-            for j, (key, label) in enumerate(METRICS):
-                ax = axes[i][j]
-                for alg in ALGS:
-                    pts = sorted((r["request_bytes"], r[key]) for r in rows
-                                 if r["workload"] == wl and r["cached"] == cached
-                                 and r["algorithm"] == alg)
-                    if pts:
-                        ax.plot([p[0] / 1024 for p in pts], [p[1] for p in pts], marker="o",
-                                label=alg, linestyle="-" if alg.startswith("opt") else "--")
-                ax.set_xscale("log")
-                ax.set_xlabel("KiB per task")
-                ax.set_title(f"{wl}: {label}", fontsize=9)
-                ax.grid(alpha=0.3)
-        axes[0][0].legend(fontsize=8)
-        fig.suptitle(f"{'cached' if cached else 'uncached'} reads, disk {disk}, "
-                     f"{doc['clients']} clients, {doc['iods']} I/O daemons, "
-                     f"links {doc['rate'] or 'unshaped'}")
-        fig.tight_layout()
-        p = out / f"{disk}-{'cached' if cached else 'uncached'}.png"
-        fig.savefig(p, dpi=80)
-        plt.close(fig)
-        paths.append(str(p))
+    paths = []
+    for op in ("read", "write"):
+        mine = [r for r in rows if r.get("operation", "read") == op]
+        for cached in (False, True) if mine else ():
+            paths.append(_grid(plt, doc, mine, op, cached, out))
+    paths.append(_summary(plt, doc, [r for r in rows if r.get("operation", "read") == "read"],
+                          out))
+    return paths
 
+
+def _grid(plt, doc: dict, rows: list[dict], op: str, cached: bool, out: Path) -> str:
+    disk = doc["disk"]
+    fig, axes = plt.subplots(len(WORKLOADS), 3, figsize=(13, 3 * len(WORKLOADS)),
+                             squeeze=False)
+    for i, wl in enumerate(WORKLOADS):
+        for j, (key, label) in enumerate(METRICS):
+            ax = axes[i][j]
+            for alg in ALGS:
+                pts = sorted((r["request_bytes"], _val(r, key)) for r in rows
+                             if r["workload"] == wl and r["cached"] == cached
+                             and r["algorithm"] == alg)
+                if pts:
+                    ax.plot([p[0] / 1024 for p in pts], [p[1] for p in pts], marker="o",
+                            label=alg, linestyle="-" if alg.startswith("opt") else "--")
+            ax.set_xscale("log")
+            ax.set_xlabel("KiB per task")
+            ax.set_title(f"{wl}: {label}", fontsize=9)
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"{'cached' if cached else 'uncached'} {op}s, disk {disk}, "
+                 f"{doc['clients']} clients, {doc['iods']} I/O daemons, "
+                 f"links {doc['rate'] or 'unshaped'}")
+    fig.tight_layout()
+    tag = "" if op == "read" else "write-"
+    p = out / f"{disk}-{tag}{'cached' if cached else 'uncached'}.png"
+    fig.savefig(p, dpi=80)
+    plt.close(fig)
+    return str(p)
+
+
+def _summary(plt, doc: dict, rows: list[dict], out: Path) -> str:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4))
     labels, opt1, best, rsv = [], [], [], []
     for wl in WORKLOADS:
         for size in sorted({r["request_bytes"] for r in rows}):
-            by = {r["algorithm"]: r["mean_task_service_s"] for r in rows
+            by = {r["algorithm"]: _val(r, "mean_task_service_s") for r in rows
                   if r["workload"] == wl and r["request_bytes"] == size and not r["cached"]}
             if "rs" in by and "opt1" in by:
                 labels.append(f"{wl} {size >> 10}K")
@@ -75,15 +99,15 @@ def plot_study(doc: dict, out_dir: str) -> list[str]:
     a1.set_ylabel("mean task service time (s)")
     a1.set_title("uncached reads: rs vs PVFS's opt1 (cf. fig. 6.1)")
     a1.legend(fontsize=8)
-    mixed = {r["algorithm"]: r["app_service_s"] for r in doc["results"]
+    mixed = {r["algorithm"]: _val(r, "mean_task_service_s") for r in doc["results"]
              if r["workload"] == "mixed-phase"}
     a2.bar(list(mixed), list(mixed.values()),
-           color=["C0" if a.startswith("opt") else "C2" for a in mixed])
-    a2.set_ylabel("application service time (s)")
-    a2.set_title("mixed-phase workload")
+           color=["C0" if a.startswith("opt") else "C1" if a == "oracle" else "C2"
+                  for a in mixed])
+    a2.set_ylabel("mean task service time (s)")
+    a2.set_title("mixed-phase workload (oracle: per-phase best)")
     fig.tight_layout()
-    p = out / f"{disk}-rs.png"
+    p = out / f"{doc['disk']}-rs.png"
     fig.savefig(p, dpi=80)
     plt.close(fig)
-    paths.append(str(p))
-    return paths
+    return str(p)

@@ -38,7 +38,8 @@ def refit(*studies: dict) -> tuple[rs.Params, list[dict]]:
     pooled: dict[tuple, list[float]] = {}
     for s in studies:
         for x in s["results"]:
-            if x["algorithm"] in rs.ALGORITHMS and x["workload"] in fit.PIECES:
+            if (x["algorithm"] in rs.ALGORITHMS and x["workload"] in fit.PIECES
+                    and x.get("operation", "read") == "read"):   # a read model
                 key = (x["workload"], x["request_bytes"], x["cached"], x["algorithm"])
                 n = len(x.get("runs") or ()) or s.get("reps", 1)
                 tot = pooled.setdefault(key, [0.0, 0])
@@ -54,7 +55,8 @@ def seen_columns(studies) -> dict[tuple, dict[int, float]]:
     counts: dict[tuple, dict[int, int]] = {}
     for s in studies:
         for x in s["results"]:
-            if x["algorithm"] != "rs" or x["workload"] not in fit.PIECES:
+            if (x["algorithm"] != "rs" or x["workload"] not in fit.PIECES
+                    or x.get("operation", "read") != "read"):
                 continue
             cell = counts.setdefault((x["workload"], x["request_bytes"], x["cached"]), {})
             for what, n in (x.get("rs") or {}).get("decisions", {}).items():

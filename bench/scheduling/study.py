@@ -2,12 +2,15 @@
 
 14 client hosts and 2 I/O daemon hosts (network namespaces on a bridge, 100 Mbit/s links for
 ``--disk ide-2000``, unshaped for ``--disk today``; ``pvfs.cluster.netns``), emulated disks with
-the chosen preset. For each of the four workloads, each request size, cached and uncached:
-opt1..opt4 (ch. 4). Then the model is fitted to those runs (appendix B, ``pvfs.models.fit``),
-handed to the daemons, and every cell is run again under ``rs`` (ch. 5). Last, the
-mixed-phase workload (``runner.MIXED_PHASES``) under every setting. The study needs root
-(namespaces); nothing of it is left behind. ``cli/cmd_study.py`` parses, calls
-``run_study`` and prints.
+the chosen preset. Held out (issue 31): the model (appendix B, ``pvfs.models.fit``) is fitted
+on one set of runs -- a fitting pass of opt1..opt4 over the reads of the fit sizes, or an
+earlier study's or a calibration's runs (``--model``) -- and handed to the daemons; then the
+scored cells, fresh runs it never saw (sizes absent from the fit among them; reads and
+writes, cached and uncached), each with opt1..opt4 and rs side by side in a seeded order
+(``run_order``), and the mixed-phase workload (``runner.MIXED_PHASES``) with its per-phase
+oracle. The fitting pass' runs are kept apart (``fit_results``) and never scored
+(``held_out``). Scoring: ``score``. The study needs root (namespaces); nothing of it is left
+behind. ``cli/cmd_study.py`` parses, calls ``run_study`` and prints.
 """
 
 from __future__ import annotations
@@ -20,15 +23,28 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pvfs import schedulers
+from pvfs.bench.scheduling import score
+from pvfs.bench.scheduling.score import targets
+
+__all__ = ["held_out", "reps_for", "run_order", "run_study", "study_on", "targets"]
 
 ALGOS = schedulers.FIXED  # the fixed settings of every cell; rs runs beside them
-QUICK_SIZES = (64 << 10, 1 << 20)
+#: The fitting pass' sizes (reads; both cache states; opt1..opt4 once each) ...
+QUICK_FIT_SIZES = (64 << 10, 1 << 20)
+FULL_FIT_SIZES = (64 << 10, 256 << 10, 1 << 20, 4 << 20)
+#: ... and the scored cells' sizes: 512 KiB and 2 MiB are in no fit. Reads, then writes.
+#: 16 MiB per task is 112 MiB per I/O daemon, twice the ide-2000 cache (56 MiB; the thesis
+#: goes past 100 MB per daemon); too long for --quick on this machine.
+QUICK_SIZES = (64 << 10, 512 << 10, 2 << 20)
+QUICK_WRITE_SIZES = (64 << 10, 512 << 10)
+FULL_SIZES = (64 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20)
+FULL_WRITE_SIZES = (64 << 10, 512 << 10, 2 << 20, 16 << 20)
 #: ``--cache``: the cache columns run (uncached, cached), e.g. to rerun single cells.
 CACHES = {"both": (False, True), "uncached": (False,), "cached": (True,)}
-FULL_SIZES = (64 << 10, 256 << 10, 1 << 20, 4 << 20)
 #: A cell whose first runs take less application time than this (median over the
 #: settings) is *short*: it gets ``--reps-short`` runs. Its runs scatter by ±10–30 % on this
 #: machine (scheduling noise weighs more in a 30–600 ms run), so deciding "within 5 %" there
@@ -70,14 +86,19 @@ def machine() -> dict:
 
 def _mean_rows(rows: list[dict]) -> dict:
     """The runs of one cell and setting: the metrics averaged (the thesis' "average of three
-    test runs"), each run's kept under ``runs``, rs' decisions summed."""
+    test runs") and their medians (what is scored), each run's kept under ``runs`` (its
+    name, tasks' times and phases), rs' decisions summed."""
+    from statistics import median
+
     out = dict(rows[0])
     for k in ("app_service_s", "mean_task_service_s", "variance"):
         out[k] = sum(r[k] for r in rows) / len(rows)
-    out["runs"] = [{"app_service_s": r["app_service_s"],
-                    "mean_task_service_s": r["mean_task_service_s"],
-                    **({"phases": r["phases"]} if "phases" in r else {})} for r in rows]
-    out.pop("phases", None)
+    for k in ("app_service_s", "mean_task_service_s"):
+        out[f"median_{k}"] = median(r[k] for r in rows)
+    out["runs"] = [{k: r[k] for k in ("run_id", "app_service_s", "mean_task_service_s",
+                                      "task_s", "phases") if k in r} for r in rows]
+    for k in ("phases", "task_s", "run_id"):
+        out.pop(k, None)
     if "rs" in out:
         out["rs"] = _sum_deltas([r["rs"] for r in rows])
     return out
@@ -114,16 +135,33 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def run_id(study: str, part: str, wl: str, size, cached, op: str, alg: str, i: int) -> str:
+    """One run's name: the study, its part ("fit" or "score"), the cell, setting and run."""
+    cache = "mixed" if cached is None else "cached" if cached else "uncached"
+    return f"{study}/{part}/{wl}/{size}/{cache}/{op}/{alg}/{i}"
+
+
+def held_out(fit_ids: list[str], scored_rows: list[dict]) -> None:
+    """Raise unless no scored run is among the runs that fitted the model."""
+    fit_set = set(fit_ids)
+    both = [r["run_id"] for row in scored_rows for r in row.get("runs", [])
+            if r.get("run_id") in fit_set]
+    if both:
+        raise ValueError(f"scored runs in the model's fit set: {both[:3]}")
+
+
 class _Study:
-    """One study's cells on one running cluster: runs, averages, records."""
+    """One study's cells on one running cluster: runs, records, the model's fit."""
 
     def __init__(self, runner, iods: int, reps: int, reps_short: int | None,
-                 reactive: tuple[str, ...], log: Callable[[str], None]) -> None:
+                 reactive: tuple[str, ...], log: Callable[[str], None],
+                 name: str = "study") -> None:
         self.r, self.iods, self.reps, self.reps_short = runner, iods, reps, reps_short
-        self.reactive, self.log = reactive, log
-        self.results: list[dict] = []
+        self.reactive, self.log, self.name = reactive, log, name
+        self.results: list[dict] = []        # the scored rows
+        self.fit_rows: list[dict] = []       # the fitting pass' rows (never scored)
 
-    def one(self, wl, s, c, alg, seed) -> dict:
+    def one(self, wl, s, c, alg, seed, op: str = "read") -> dict:
         """One run; for rs with what it decided during the measured passes (a cached run's
         warm-up left out)."""
         from pvfs.bench.scheduling.runner import run_mixed
@@ -142,102 +180,160 @@ class _Study:
         # ran 8 % ahead of fixed opt1 while running opt1, strided 64 KiB cached, 2026-11-26:
         # the settings must differ in the algorithm only).
         row = (run_mixed(r, alg, seed=seed, mark=mark) if wl == "mixed-phase"
-               else r.run(wl, s, c, alg, seed=seed, mark=mark)).row()
+               else r.run(wl, s, c, alg, seed=seed, mark=mark, operation=op)).row()
         if alg in self.reactive:
             row["rs"] = _sum_deltas(deltas)
         return row
 
-    def record(self, rows: list[dict]) -> None:
+    def record(self, rows: list[dict], into: list[dict] | None = None) -> None:
         row = _mean_rows(rows)
-        self.results.append(row)
+        (self.results if into is None else into).append(row)
         wl, s, c, alg = (row[k] for k in ("workload", "request_bytes", "cached", "algorithm"))
-        what = "mixed" if s is None else f"{s >> 10:>6} KiB {'cached  ' if c else 'uncached'}"
+        what = "mixed" if s is None else \
+            f"{s >> 10:>6} KiB {'cached  ' if c else 'uncached'} {row['operation']}"
         self.log(f"{wl:>12} {what} {alg}: mean task {row['mean_task_service_s']:.3f} s, "
                  f"app {row['app_service_s']:.3f} s"
                  + (f" {row['rs']['decisions']} switches {row['rs']['switches']}"
                     if "rs" in row else ""))
 
-    def measure(self, wl, s, c, alg) -> None:
-        rows = [self.one(wl, s, c, alg, 0)]
-        n = reps_for([rows[0]["app_service_s"]], self.reps, self.reps_short)
-        self.record(rows + [self.one(wl, s, c, alg, i) for i in range(1, n)])
-
-    def side_by_side(self, wl, s, c) -> None:
+    def side_by_side(self, wl, s, c, op: str = "read", part: str = "score",
+                     settings: tuple[str, ...] | None = None) -> None:
         """Every setting on one cell, run i of each before run i+1 of any, in
-        ``run_order``'s order."""
-        order = (*ALGOS, *self.reactive)
+        ``run_order``'s order (rs among the fixed algorithms, never after them). ``part``
+        "fit": the fixed algorithms only, recorded as the fitting pass' rows."""
+        order = settings or (*ALGOS, *self.reactive)
         rows: dict[str, list[dict]] = {a: [] for a in order}
-        n, i = self.reps, 0
+        reps = self.reps if part == "score" else 1
+        n, i = reps, 0
         while i < n:
-            for alg in run_order(order, f"{wl}/{s}/{c}", i):
-                rows[alg].append(self.one(wl, s, c, alg, i))
-            if i == 0:
-                n = reps_for([rows[a][0]["app_service_s"] for a in order], self.reps,
+            for alg in run_order(order, f"{wl}/{s}/{c}/{op}" if op != "read"
+                                 else f"{wl}/{s}/{c}", i):
+                row = self.one(wl, s, c, alg, i, op)
+                row["run_id"] = run_id(self.name, part, wl, s, c, op, alg, i)
+                rows[alg].append(row)
+            if i == 0 and part == "score":
+                n = reps_for([rows[a][0]["app_service_s"] for a in order], reps,
                              self.reps_short)
             i += 1
         for alg in order:
-            self.record(rows[alg])
+            self.record(rows[alg], None if part == "score" else self.fit_rows)
 
     def set_model(self, params) -> None:
         for i in range(self.iods):
             self.r.call(i, "model_set", params=params.to_wire())
 
-    def observations(self) -> list:
+    def fit_ids(self) -> list[str]:
+        return [r["run_id"] for row in self.fit_rows for r in row["runs"]]
+
+    def fit_pass(self, cells, clients: int, fit_reps: int = 1) -> tuple:
+        """The fitting pass: opt1..opt4 on the ``cells`` (reads), the model fitted to
+        those runs and nothing else; they are never scored."""
         from pvfs.models import fit
 
-        return [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
-                        x["mean_task_service_s"]) for x in self.results
-                if x["algorithm"] in ALGOS]
-
-    def fit_then_rs(self, cells, clients: int) -> tuple:
-        """Chapter 4, then chapter 5: the fixed algorithms on every cell, the model fitted
-        to those runs, then rs on every cell."""
-        from pvfs.models import fit
-
-        for cell in cells:
-            for alg in ALGOS:
-                self.measure(*cell, alg)
+        reps, self.reps = self.reps, fit_reps
+        try:
+            for wl, s, c in cells:
+                self.side_by_side(wl, s, c, "read", "fit", ALGOS)
+        finally:
+            self.reps = reps
         cache = self.r.call(0, "sched_get")["disk"]["cache_bytes"]
-        params, residuals = fit.fit(self.observations(), clients, self.iods, s_cache=cache)
-        self.set_model(params)
-        for cell in cells:
-            for alg in self.reactive:
-                self.measure(*cell, alg)
-        return params, residuals
+        return fit.fit(observations(self.fit_rows), clients, self.iods, s_cache=cache)
 
-    def with_model(self, cells, model: dict, clients: int) -> tuple:
-        """A model from an earlier run: every setting side by side in each cell."""
-        from pvfs.models import fit
-        from pvfs.models.rs import Params
 
-        params = Params.from_wire(model)
-        self.set_model(params)
-        for cell in cells:
-            self.side_by_side(*cell)
-        return params, fit.residuals(params, self.observations(), clients, self.iods)
+def observations(rows: list[dict]) -> list:
+    """The model's observations: the fixed algorithms' reads (the model is a read model,
+    appendix A: "we will not extend our model to simultaneous read and write traffic")."""
+    from pvfs.models import fit
+
+    return [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
+                    x["mean_task_service_s"]) for x in rows
+            if x["algorithm"] in ALGOS and x.get("operation", "read") == "read"
+            and x["workload"] in fit.PIECES]
+
+
+@dataclass
+class Plan:
+    """What one study runs: the fitting pass' cells (none with a ``model``), the scored
+    cells (workload, bytes per task, cached, operation), the mixed-phase workload or not."""
+
+    fit_cells: list[tuple]
+    cells: list[tuple]
+    mixed: bool
+    model: dict | None = None
+    model_source: str | None = None
+    fit_reps: int = 1
+
+
+def plan_cells(workloads: tuple[str, ...], sizes: tuple[int, ...],
+               write_sizes: tuple[int, ...], caches: tuple[bool, ...]) -> list[tuple]:
+    """The scored cells, reads then writes (each run side by side in turn)."""
+    from pvfs.bench.scheduling.runner import WORKLOADS
+
+    return [(wl, s, c, op) for op, ss in (("read", sizes), ("write", write_sizes))
+            for wl in WORKLOADS if wl in workloads for s in ss for c in caches]
+
+
+def study_on(runner, plan: Plan, clients: int, iods: int, reps: int,
+             reps_short: int | None, reactive: tuple[str, ...],
+             log: Callable[[str], None], name: str) -> dict:
+    """The study's runs on a running cluster (``runner``): the fitting pass (or the given
+    model), then every scored cell side by side, then the mixed-phase workload and its
+    oracle. The parts of the document that come from the runs."""
+    from pvfs.models import fit
+    from pvfs.models.rs import Params
+
+    st = _Study(runner, iods, reps, reps_short, reactive, log, name)
+    if plan.model is None:
+        params, fit_res = st.fit_pass(plan.fit_cells, clients, plan.fit_reps)
+        fit_on = {"source": "this study's fitting pass (opt1..opt4, reads; not scored)",
+                  "runs": st.fit_ids(), "cells": [list(c) for c in plan.fit_cells]}
+    else:
+        params, fit_res = Params.from_wire(plan.model), []
+        fit_on = {"source": plan.model_source or "--model", "runs": [],
+                  "note": "fitted to that document's runs; none of them is run here"}
+    st.set_model(params)
+    for cell in plan.cells:
+        st.side_by_side(*cell)
+    if plan.mixed:
+        st.side_by_side("mixed-phase", None, None)
+        by = {x["algorithm"]: x for x in st.results if x["workload"] == "mixed-phase"}
+        row = score.oracle_row(by)
+        if row is not None:
+            st.results.append(row)
+    held_out(fit_on["runs"], st.results)
+    picks = [runner.call(i, "sched_get")["rs"]["picks"] for i in range(iods)]
+    scored_obs = observations(st.results)
+    return {"results": st.results, "fit_results": st.fit_rows, "model_fit_on": fit_on,
+            "model": params.to_wire(), "residuals_fit": fit_res,
+            "residuals": fit.residuals(params, scored_obs, clients, iods), "rs_picks": picks}
 
 
 def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple[int, ...],
               reps: int, model: dict | None = None, log: Callable[[str], None] = _log,
               hints: bool = False, reps_short: int | None = None,
               workloads: tuple[str, ...] | None = None,
-              caches: tuple[bool, ...] = (False, True)) -> dict:
-    """The study. Without ``model``: opt1..opt4 on every cell, the model fitted to them, then
-    rs on every cell (chapters 4 and 5 in turn). With a ``model`` (from an earlier run): all
-    five side by side in each cell (``side_by_side``), so that rs and the fixed algorithms see
-    the same load on a shared machine. The mixed-phase workload runs side by side either way.
+              caches: tuple[bool, ...] = (False, True), fit_sizes: tuple[int, ...] = (),
+              write_sizes: tuple[int, ...] = (), model_source: str | None = None) -> dict:
+    """The study, held out. Without ``model``: a fitting pass (opt1..opt4 on the reads of
+    ``fit_sizes``, both cache states, once each) fits the model; with one (an earlier
+    study's or a calibration's), no fitting pass. Then every scored cell (reads of
+    ``sizes``, writes of ``write_sizes``, the ``caches`` columns) with all five settings side
+    by side, fresh runs the model never saw, and the mixed-phase workload with its oracle.
     ``reps_short``: runs of the short cells (``reps_for``), default ``reps``. ``workloads``:
-    only these (default all, mixed-phase included). ``caches``: the cache columns of the four
-    fixed workloads (``CACHES``; the mixed-phase workload mixes both either way)."""
+    only these (default all, mixed-phase included)."""
     from pvfs.bench.scheduling.runner import HINTED, WORKLOADS, Runner
     from pvfs.cluster.netns import Network
 
     hosts_s = [f"s{i}" for i in range(iods)]
     hosts_c = [f"c{k}" for k in range(clients)]
     started = time.time()
+    load_before = list(os.getloadavg())
     chosen = workloads or (*WORKLOADS, "mixed-phase")
-    cells = [(wl, s, c) for wl in WORKLOADS if wl in chosen for s in sizes for c in caches]
+    plan = Plan([(wl, s, c) for wl in WORKLOADS for s in fit_sizes for c in (False, True)],
+                plan_cells(chosen, sizes, write_sizes, caches), "mixed-phase" in chosen,
+                model, model_source)
     reactive = ("rs", HINTED) if hints else ("rs",)
+    name = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
     with Network([*hosts_s, *hosts_c], rate=rate) as net, \
             tempfile.TemporaryDirectory(prefix="pvfs-study-") as tmp:
         cfg = net.make_config(tmp, iods=hosts_s,
@@ -245,111 +341,15 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
         net.start_daemons(cfg)
         with Runner(cfg.path, clients, range(iods),
                     wrap=lambda k, argv: net.argv(hosts_c[k], argv)) as r:
-            st = _Study(r, iods, reps, reps_short, reactive, log)
-            params, residuals = (st.fit_then_rs(cells, clients) if model is None
-                                 else st.with_model(cells, model, clients))
-            if "mixed-phase" in chosen:
-                st.side_by_side("mixed-phase", None, None)
-            picks = [r.call(i, "sched_get")["rs"]["picks"] for i in range(iods)]
-    results = st.results
+            out = study_on(r, plan, clients, iods, reps, reps_short, reactive, log, name)
+    results = out["results"]
     return {"study": "scheduling", "disk": disk, "rate": rate, "clients": clients,
-            "iods": iods, "sizes": list(sizes), "reps": reps,
-            "reps_short": reps_short, "short_s": SHORT_S, "results": results,
-            "model": params.to_wire(), "residuals": residuals, "rs_picks": picks,
+            "iods": iods, "sizes": list(sizes), "write_sizes": list(write_sizes),
+            "fit_sizes": list(fit_sizes) if model is None else [], "reps": reps,
+            "reps_short": reps_short, "short_s": SHORT_S, **out,
             "targets": targets(results),
             **({"targets_rs_hint": targets(results, HINTED)} if hints else {}),
+            "load_before": load_before, "load_after": list(os.getloadavg()),
             "elapsed_s": time.time() - started}
 
-
-def targets(results: list[dict], setting: str = "rs") -> dict:
-    """The issue's three targets, checked on the results (honestly: pass or not) for rs, or
-    for another reactive ``setting`` (rs+hint) in its place."""
-    cells: dict[tuple, dict[str, dict]] = {}
-    for x in results:
-        cells.setdefault((x["workload"], x["request_bytes"], x["cached"]), {})[x["algorithm"]] = x
-    within, below_opt1, mixed, per_phase = [], [], {}, {}
-    for (wl, size, cached), by in cells.items():
-        if setting not in by:
-            continue
-        fixed = {a: by[a] for a in ALGOS if a in by}
-        if wl == "mixed-phase":
-            rs_app = by[setting]["app_service_s"]
-            mixed = {a: 1 - rs_app / v["app_service_s"] for a, v in fixed.items()}
-            per_phase = per_phase_best(fixed, by[setting])
-            continue
-        best_alg = min(fixed, key=lambda a: fixed[a]["mean_task_service_s"])
-        best = fixed[best_alg]["mean_task_service_s"]
-        within.append({"workload": wl, "request_bytes": size, "cached": cached,
-                       "best": best_alg,
-                       "rs_over_best": by[setting]["mean_task_service_s"] / best - 1,
-                       "ci95": _excess_ci(by[setting], fixed[best_alg])})
-        if wl == "single-block" and not cached and size >= 1 << 20:
-            below_opt1.append({"request_bytes": size, "rs_below_opt1": 1 - by[setting][
-                "mean_task_service_s"] / by["opt1"]["mean_task_service_s"]})
-    return {
-        "rs_within_5pct_of_best": {
-            "pass": all(w["rs_over_best"] <= 0.05 for w in within), "cells": within,
-            # a miss whose whole 95 % interval lies above +5 %: beyond the runs' noise
-            "misses": sum(w["rs_over_best"] > 0.05 for w in within),
-            "misses_beyond_noise": sum(w["ci95"] is not None and w["ci95"][0] > 0.05
-                                       for w in within)},
-        # pass None: the cells were not run (``--workloads``, ``--sizes``)
-        "rs_24pct_below_opt1_single_block_uncached_ge_1MiB": {
-            "pass": all(b["rs_below_opt1"] >= 0.24 for b in below_opt1) if below_opt1
-            else None, "cells": below_opt1},
-        "mixed_phase_rs_10pct_better_app_than_every_fixed": {
-            "pass": all(v >= 0.10 for v in mixed.values()) if mixed else None,
-            "rs_better_by": mixed},
-        "mixed_phase_per_phase_best": per_phase,
-    }
-
-
-# Student's t, two-sided 95 %, by degrees of freedom (1-30); the normal's 1.96 beyond.
-_T975 = (12.71, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
-def _excess_ci(mine: dict, best: dict) -> list[float] | None:
-    """95 % interval of (mean of mine - mean of best) / mean of best from the runs (Welch):
-    the best fixed algorithm's mean is itself a few runs' estimate, and the smallest of four
-    such estimates is biased low, so a reactive setting running the very same algorithm can
-    miss "within 5 %" by noise alone. None with fewer than two runs of either."""
-    a = [r["mean_task_service_s"] for r in mine.get("runs", [])]
-    b = [r["mean_task_service_s"] for r in best.get("runs", [])]
-    if len(a) < 2 or len(b) < 2:
-        return None
-    ma, mb = sum(a) / len(a), sum(b) / len(b)
-    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / len(a)
-    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / len(b)
-    se = (va + vb) ** 0.5
-    if se == 0 or mb <= 0:
-        return [ma / mb - 1] * 2 if mb > 0 else None
-    df = (va + vb) ** 2 / ((va * va / (len(a) - 1) if va else 0) + (vb * vb / (len(b) - 1)
-                                                                    if vb else 0))
-    t = _T975[min(len(_T975), max(1, int(df))) - 1] if df < 31 else 1.96
-    return [(ma - mb - t * se) / mb, (ma - mb + t * se) / mb]
-
-
-def per_phase_best(fixed: dict[str, dict], reactive: dict) -> dict:
-    """How far each fixed algorithm, and the reactive setting, is from the per-phase best: the
-    sum over phases of the fastest fixed algorithm's application time in that phase (means
-    over runs). It measures the mixed-phase workload's defining property, that no fixed
-    algorithm serves it well, and how much of that rs recovers."""
-    def phase_means(row: dict) -> list[float] | None:
-        runs = [r["phases"] for r in row.get("runs", []) if "phases" in r]
-        if not runs:
-            return None
-        return [sum(run[i]["app_service_s"] for run in runs) / len(runs)
-                for i in range(len(runs[0]))]
-
-    means = {a: phase_means(v) for a, v in fixed.items()}
-    means = {a: m for a, m in means.items() if m}
-    mine = phase_means(reactive)
-    if not means or mine is None:
-        return {}
-    best = sum(min(col) for col in zip(*means.values()))
-    return {"per_phase_best_s": best,
-            "fixed_over_best": {a: sum(m) / best - 1 for a, m in means.items()},
-            "reactive_over_best": sum(mine) / best - 1}
 
