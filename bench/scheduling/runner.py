@@ -54,13 +54,23 @@ def units(workload: str) -> int:
     return gen._PATTERNS[_GEN[workload]][1]
 
 
-def task_ops(workload: str, nprocs: int, per_task: int, seed: int = 0) -> list[list]:
-    """Each task's requests for one run of ``workload``."""
+OPERATIONS = ("read", "write")
+_AS_WRITE = {"read": "write", "list": "wlist"}
+
+
+def task_ops(workload: str, nprocs: int, per_task: int, seed: int = 0,
+             operation: str = "read") -> list[list]:
+    """Each task's requests for one run of ``workload``; ``operation`` "write": the same
+    regions written (the thesis' write tests, figs. 4.3/4.7/4.11/4.15: the same patterns)."""
+    if operation not in OPERATIONS:
+        raise ValueError(f"operation: {operation!r}, not one of {OPERATIONS}")
     pattern, n = gen._PATTERNS[_GEN[workload]]
     if per_task % n:
         raise ValueError(f"{workload}: per-task bytes must be a multiple of {n}")
     c = _Collect(nprocs)
     pattern(c, 0, per_task, False, random.Random(seed))
+    if operation == "write":
+        return [[[_AS_WRITE[op[0]], *op[1:]] for op in ops] for ops in c.ops]
     return c.ops
 
 
@@ -96,14 +106,17 @@ class Run:
     algorithm: str
     times: list[float]
     phases: list[Run] | None = None   # mixed-phase: each phase's own run
+    operation: str = "read"
 
     def row(self) -> dict:
         m = three_metrics(self.times)
         out = {"workload": self.workload, "request_bytes": self.per_task,
-               "cached": self.cached, "algorithm": self.algorithm,
+               "cached": self.cached, "operation": self.operation,
+               "algorithm": self.algorithm,
                "app_service_s": m["app_service_time"],
                "mean_task_service_s": m["mean_task_service_time"],
-               "variance": m["task_service_time_variance"]}
+               "variance": m["task_service_time_variance"],
+               "task_s": list(self.times)}
         if self.phases is not None:
             out["phases"] = [{k: v for k, v in p.row().items() if k != "algorithm"}
                              for p in self.phases]
@@ -203,24 +216,32 @@ class Runner:
         return [self._recv(k)["t"] for k in range(self.nprocs)]
 
     def run(self, workload: str, per_task: int, cached: bool, algorithm: str,
-            seed: int = 0, mark: Callable[[str], object] | None = None) -> Run:
+            seed: int = 0, mark: Callable[[str], object] | None = None,
+            operation: str = "read") -> Run:
         """One measured run; ``algorithm`` in opt1..opt4, rs, or rs+hint (rs, every task
         telling the daemons the collective operation with ``pvfs.AccessHint``). ``mark`` is
         called with "start" and "end" around the measured pass (a cached run's warm-up
-        comes before "start")."""
+        comes before "start").
+
+        ``operation`` "write": the tasks write the regions they would read. Before it, as
+        before a read, the daemons write back and drop their caches (``disk_drop``: the
+        thesis removed the file and synchronised the disks between write tests, §4.3); a
+        cached write first reads the same regions, unmeasured, so the measured pass finds
+        the file's blocks resident and clean, the cache state of a cached read."""
         path = self.file_for(workload, per_task)
-        ops = task_ops(workload, self.nprocs, per_task, seed)
+        ops = task_ops(workload, self.nprocs, per_task, seed, operation)
+        warm = task_ops(workload, self.nprocs, per_task, seed) if cached else None
         hint = hint_for(workload, self.nprocs, per_task) if algorithm == HINTED else None
         self.call_all("sched_set", algorithm="rs" if hint else algorithm, window=None)
         self.call_all("disk_drop")
-        if cached:
-            self._tasks(path, ops, hint)                     # warm the cache, unmeasured
+        if warm is not None:
+            self._tasks(path, warm, hint)                    # warm the cache, unmeasured
         if mark is not None:
             mark("start")
         times = self._tasks(path, ops, hint)
         if mark is not None:
             mark("end")
-        return Run(workload, per_task, cached, algorithm, times)
+        return Run(workload, per_task, cached, algorithm, times, operation=operation)
 
 
 # The mixed-phase workload (the issue: "phases switching cached/uncached and small/large

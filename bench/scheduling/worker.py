@@ -4,8 +4,11 @@ A study runs N of these, on N client hosts (``pvfs.cluster.netns``) or as N loca
 drives them over stdin/stdout with JSON lines so that every task starts its access at the
 same moment -- the thesis' tasks "synchronize before the access" (§4.3):
 
-    driver -> {"path": P, "ops": [["read", off, len] | ["list", [[off, len], ...]], ...],
+    driver -> {"path": P, "ops": [["read", off, len] | ["list", [[off, len], ...]]
+                                 | ["write", off, len] | ["wlist", [[off, len], ...]], ...],
                "hint": {"size", "requests", "regions", "range"} (optional: pvfs.AccessHint)}
+               (a write op writes that many bytes of a pattern; a file with any write op
+               is opened "r+b", else "rb")
     worker -> {"ready": true}                 (file open, nothing read yet)
     driver -> {"go": true, "at": T}           (to every worker: the barrier; each sleeps
                                                until time.monotonic() == T, one clock for
@@ -29,10 +32,41 @@ import sys
 import time
 
 
+def open_mode(ops: list) -> str:
+    """The mode a task's file is opened in: for writing when any of its ops writes."""
+    return "r+b" if any(op[0] in ("write", "wlist") for op in ops) else "rb"
+
+
+def _pattern(n: int) -> memoryview:
+    """``n`` bytes to write (one buffer, grown as needed, its first ``n`` bytes)."""
+    global _BUF
+    if len(_BUF) < n:
+        _BUF = bytes(range(256)) * (n // 256 + 1)
+    return memoryview(_BUF)[:n]
+
+
+_BUF = b""
+
+
+def _do(f, op: list) -> int:
+    kind = op[0]
+    if kind == "read":
+        return len(f.pread(op[2], op[1]))
+    if kind == "list":
+        return len(f.read_list([tuple(r) for r in op[1]]))
+    if kind == "write":
+        return f.pwrite(_pattern(op[2]), op[1])
+    regions = [tuple(r) for r in op[1]]
+    return f.write_list(regions, _pattern(sum(n for _, n in regions)))
+
+
 def _run(fs, msg: dict) -> dict:
     import pvfs
 
-    with fs.open(msg["path"], "rb") as f:
+    for op in msg["ops"]:                    # the buffer exists before the clock starts
+        if op[0] in ("write", "wlist"):
+            _pattern(op[2] if op[0] == "write" else sum(n for _, n in op[1]))
+    with fs.open(msg["path"], open_mode(msg["ops"])) as f:
         if msg.get("hint"):
             f.set_hint(pvfs.AccessHint(**msg["hint"]))
         _say({"ready": True})
@@ -47,10 +81,7 @@ def _run(fs, msg: dict) -> dict:
         got = 0
         t0 = time.perf_counter()
         for op in msg["ops"]:
-            if op[0] == "read":
-                got += len(f.pread(op[2], op[1]))
-            else:
-                got += len(f.read_list([tuple(r) for r in op[1]]))
+            got += _do(f, op)
         t = time.perf_counter() - t0
     return {"t": t, "bytes": got}
 

@@ -1,0 +1,214 @@
+"""Issue 31: the scheduling study is held out -- the model is fitted on runs that are never
+scored -- runs rs among the fixed algorithms, adds the mixed-phase oracle row, and has a write
+mode. Driven here by a fake runner (no network, no daemons)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pvfs.bench.scheduling import runner as runner_mod
+from pvfs.bench.scheduling import study
+from pvfs.bench.scheduling.runner import MIXED_PHASES, Run, task_ops
+
+
+class FakeRunner:
+    """Answers the study's daemon calls and makes up each run's task times."""
+
+    nprocs = 3
+
+    def __init__(self) -> None:
+        self.made: list[tuple] = []           # (workload, size, cached, op, algorithm)
+        self.models: list[dict] = []
+
+    def call(self, i: int, op: str, **fields) -> dict:
+        if op == "model_set":
+            self.models.append(fields["params"])
+        return {"rs": {"picks": {}, "decisions": {}, "switches": 0, "deciding_s": 0.0},
+                "disk": {"cache_bytes": 56 << 20}}
+
+    def run(self, wl, size, cached, alg, seed=0, mark=None, operation="read") -> Run:
+        self.made.append((wl, size, cached, operation, alg))
+        if mark:
+            mark("start")
+            mark("end")
+        speed = {"opt1": 1.0, "opt2": 0.9, "opt3": 1.1, "opt4": 0.8, "rs": 0.85}[alg]
+        t = 0.01 + size / 4e6 * speed * (0.3 if cached else 1.0) * (1 + 0.01 * seed)
+        return Run(wl, size, cached, alg, [t * (1 + 0.1 * k) for k in range(self.nprocs)],
+                   operation=operation)
+
+
+def _plan(model=None) -> study.Plan:
+    fit_cells = [(wl, s, c) for wl in runner_mod.WORKLOADS for s in (64 << 10, 1 << 20)
+                 for c in (False, True)]
+    cells = study.plan_cells((*runner_mod.WORKLOADS, "mixed-phase"),
+                             (64 << 10, 512 << 10, 2 << 20), (64 << 10,), (False, True))
+    return study.Plan([] if model else fit_cells, cells, True, model,
+                      "earlier.json" if model else None)
+
+
+def _run(plan: study.Plan, reps: int = 3) -> tuple[dict, FakeRunner]:
+    r = FakeRunner()
+    doc = study.study_on(r, plan, r.nprocs, 2, reps, None, ("rs",), lambda m: None, "T")
+    return doc, r
+
+
+def test_no_scored_run_is_in_the_fit_set_and_the_fit_sees_only_the_fitting_pass(monkeypatch):
+    from pvfs.models import fit
+
+    seen = []
+    real = fit.fit
+
+    def spy(obs, *a, **k):
+        obs = list(obs)
+        seen.append(obs)
+        return real(obs, *a, **k)
+
+    monkeypatch.setattr(fit, "fit", spy)
+    doc, r = _run(_plan())
+    fit_ids = set(doc["model_fit_on"]["runs"])
+    scored = {run["run_id"] for row in doc["results"] for run in row.get("runs", [])
+              if "run_id" in run}
+    assert fit_ids and scored and not fit_ids & scored
+    assert all("/fit/" in i for i in fit_ids) and all("/score/" in i for i in scored)
+    # the fit got exactly the fitting pass' runs: 4 workloads x 2 sizes x 2 caches x 4
+    (obs,) = seen
+    assert len(obs) == len(doc["fit_results"]) == 4 * 2 * 2 * 4 == len(fit_ids)
+    assert {o.algorithm for o in obs} == {"opt1", "opt2", "opt3", "opt4"}
+    # the scored cells include sizes the fit never saw, reads and writes
+    fit_sizes = {o.request_bytes for o in obs}
+    scored_sizes = {x["request_bytes"] for x in doc["results"] if x["request_bytes"]}
+    assert {512 << 10, 2 << 20} <= scored_sizes - fit_sizes
+    assert {x["operation"] for x in doc["results"]} == {"read", "write"}
+    # the model the daemons got is the one fitted
+    assert r.models == [doc["model"]] * 2                  # one per I/O daemon
+
+
+def test_held_out_refuses_a_scored_run_in_the_fit_set():
+    rows = [{"runs": [{"run_id": "T/score/a"}, {"run_id": "T/fit/b"}]}]
+    study.held_out(["T/fit/c"], rows)
+    with pytest.raises(ValueError, match="fit set"):
+        study.held_out(["T/fit/b"], rows)
+
+
+def test_with_a_model_there_is_no_fitting_pass():
+    doc, r = _run(_plan(model=_model()))
+    assert doc["fit_results"] == [] and doc["model_fit_on"]["runs"] == []
+    assert doc["model_fit_on"]["source"] == "earlier.json"
+    # every run made was a scored one (the cells, then the mixed-phase phases)
+    cells = len(_plan(model=_model()).cells)
+    assert len(r.made) == cells * 5 * 3 + 5 * 3 * len(MIXED_PHASES)
+
+
+def _model() -> dict:
+    from pvfs.models.rs import thesis_params
+
+    return thesis_params().to_wire()
+
+
+def test_rs_runs_among_the_fixed_algorithms_never_all_after_them():
+    _, r = _run(_plan(model=_model()))
+    groups: dict[tuple, list[str]] = {}
+    for wl, s, c, op, alg in r.made:
+        if wl != "mixed-phase" and (wl, s, c) not in {(p[0], p[1], p[2]) for p in MIXED_PHASES}:
+            groups.setdefault((wl, s, c, op), []).append(alg)
+    positions = set()
+    for algs in groups.values():
+        for i in range(0, len(algs), 5):           # run i of every setting, then run i+1
+            batch = algs[i:i + 5]
+            assert sorted(batch) == ["opt1", "opt2", "opt3", "opt4", "rs"]
+            positions.add(batch.index("rs"))
+    assert len(positions) >= 3                      # rs not always last (nor first)
+
+
+def test_the_mixed_phase_workload_gets_an_oracle_row():
+    doc, _ = _run(_plan(model=_model()))
+    mixed = {x["algorithm"]: x for x in doc["results"] if x["workload"] == "mixed-phase"}
+    assert set(mixed) == {"opt1", "opt2", "opt3", "opt4", "rs", "oracle"}
+    o = mixed["oracle"]
+    assert len(o["schedule"]) == len(MIXED_PHASES)
+    assert o["mean_task_service_s"] <= min(mixed[a]["median_mean_task_service_s"]
+                                           for a in ("opt1", "opt2", "opt3", "opt4")) + 1e-12
+    # per task and per phase times are kept, run by run
+    run = mixed["opt1"]["runs"][0]
+    assert len(run["phases"]) == len(MIXED_PHASES) and len(run["task_s"]) == 3
+    assert all(len(p["task_s"]) == 3 for p in run["phases"])
+    t = study.targets(doc["results"])
+    assert "mixed_phase_rs_within_3pct_of_oracle_fixed_8pct_behind" in t
+
+
+# ------------------------------------------------------------------ the write mode
+
+def test_write_ops_are_the_read_ops_regions_written():
+    for wl in runner_mod.WORKLOADS:
+        reads = task_ops(wl, 4, 64 << 10, seed=3)
+        writes = task_ops(wl, 4, 64 << 10, seed=3, operation="write")
+        for r_ops, w_ops in zip(reads, writes):
+            assert [op[1:] for op in r_ops] == [op[1:] for op in w_ops]
+            assert {op[0] for op in w_ops} <= {"write", "wlist"}
+            assert {op[0] for op in r_ops} <= {"read", "list"}
+    with pytest.raises(ValueError):
+        task_ops("strided", 4, 64 << 10, operation="append")
+
+
+class _Sink:
+    """Stands in for the workers: records what the runner sends."""
+
+    def __init__(self, n: int) -> None:
+        self.sent: list[tuple[int, dict]] = []
+        self.calls: list[str] = []
+        self.n = n
+
+    def install(self, r) -> None:
+        r._send = lambda k, msg: self.sent.append((k, msg))
+        r._recv = lambda k: {"t": 0.1, "ready": True, "created": 1}
+        r.call_all = lambda op, **f: self.calls.append(op) or []
+
+
+def _runner(n: int = 2):
+    r = object.__new__(runner_mod.Runner)
+    r.config_path, r.nprocs, r.iods, r.niods, r.files, r.workers = "c", n, [0, 1], 2, set(), []
+    sink = _Sink(n)
+    sink.install(r)
+    return r, sink
+
+
+def test_a_cached_write_warms_by_reading_then_writes_after_the_caches_are_dropped():
+    r, sink = _runner()
+    run = r.run("strided", 64 << 10, True, "opt2", operation="write")
+    assert run.operation == "write" and run.row()["operation"] == "write"
+    assert sink.calls == ["sched_set", "disk_drop"]
+    passes = [msg["ops"] for _, msg in sink.sent if "ops" in msg]
+    assert len(passes) == 2 * r.nprocs                      # warm-up, then the measured one
+    assert all(op[0] == "list" for ops in passes[:r.nprocs] for op in ops)
+    assert all(op[0] == "wlist" for ops in passes[r.nprocs:] for op in ops)
+
+
+def test_an_uncached_write_is_one_pass_of_writes():
+    r, sink = _runner()
+    r.run("single-block", 64 << 10, False, "opt1", operation="write")
+    passes = [msg["ops"] for _, msg in sink.sent if "ops" in msg]
+    assert len(passes) == r.nprocs and all(ops[0][0] == "write" for ops in passes)
+
+
+def test_the_worker_opens_for_writing_only_when_it_writes_and_writes_the_bytes_asked():
+    from pvfs.bench.scheduling import worker
+
+    assert worker.open_mode([["read", 0, 10]]) == "rb"
+    assert worker.open_mode([["read", 0, 10], ["wlist", [[0, 4]]]]) == "r+b"
+
+    class F:
+        def __init__(self) -> None:
+            self.got = []
+
+        def pwrite(self, data, off):
+            self.got.append(("pwrite", off, len(data)))
+            return len(data)
+
+        def write_list(self, regions, data):
+            self.got.append(("write_list", regions, len(data)))
+            return len(data)
+
+    f = F()
+    assert worker._do(f, ["write", 100, 5000]) == 5000
+    assert worker._do(f, ["wlist", [[0, 10], [50, 20]]]) == 30
+    assert f.got == [("pwrite", 100, 5000), ("write_list", [(0, 10), (50, 20)], 30)]
