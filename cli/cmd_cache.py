@@ -77,8 +77,14 @@ def _register_study(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--shaped", metavar="RATE",
                        help="over the netns multi-host harness with links of RATE (e.g. "
                             "100mbit: the paper's network; needs root) instead of loopback")
+        c.add_argument("--sweep", action="append", default=[], metavar="PARAM=N,N,...",
+                       help="fig. 9: runtime bypass at every threshold (threshold=5,10,25,50) "
+                            "and segment size in blocks (segment=1,4,16) of the grid, beside "
+                            "none and both, instead of --policies; repeatable. Thresholds "
+                            "alone use 4-block segments, segments alone threshold 25")
         c.add_argument("-o", "--output", metavar="JSON", help="also write the result here")
-        c.add_argument("--plot", metavar="PNG", help="draw normalized times and hit rates")
+        c.add_argument("--plot", metavar="PNG", help="draw normalized times and hit rates "
+                       "(with --sweep: fig. 9's two panels)")
 
 
 def _register_latency(sub: argparse._SubParsersAction) -> None:
@@ -205,10 +211,13 @@ def cmd_study_caching(args: argparse.Namespace) -> int:
     policies = [p for p in args.policies.split(",") if p]
     progress = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
+        from pvfs.bench.caching.sweep import parse_sweep
+
+        sweep = parse_sweep(args.sweep) if args.sweep else None
         out = run_study(traces, policies, quick=args.quick, iods=args.iods,
                         storage=args.storage, iod_cache=args.iod_cache,
                         repeat=args.repeat, shaped=args.shaped, model=args.model,
-                        progress=progress)
+                        progress=progress, sweep=sweep)
     except ValueError as exc:
         raise CliError("study caching", str(exc), status=2) from None
     return finish_run(args, out, _render_study, _study_plot)
@@ -220,7 +229,26 @@ def _study_plot():
     return plot_study
 
 
+def _render_sweep(d: dict) -> str:
+    def num(x, fmt: str = ".3f") -> str:
+        return "-" if x is None else format(x, fmt)
+
+    rows = [[r["trace"], r["policy"], num(r.get("threshold"), "d"), r.get("segment_blocks"),
+             f"{r['time_s']:.3f}", num(r["time_norm"]),
+             "-" if r.get("time_norm_level") is None else
+             f"{r['time_norm_lo']:.3f}-{r['time_norm_hi']:.3f}",
+             num(r.get("time_seg4")), f"{r['global_hit_rate']:.2f}"] for r in d["results"]]
+    return (f"traces: {d.get('traces', setups.TRACES_NOTE)}\n"
+            "fig. 9 sweep: runtime bypass by threshold and segment size (blocks); ÷ both: "
+            "median ratio to cache everything, ÷ seg 4: to the same threshold at 4 blocks\n"
+            + table(rows, ["trace", "policy", "threshold", "segment", "time s", "÷ both",
+                           "interval", "÷ seg 4", "global hits"],
+                    right=[2, 3, 4, 5, 6, 7, 8]))
+
+
 def _render_study(d: dict) -> str:
+    if d.get("sweep"):
+        return _render_sweep(d)
     bounds = d.get("bounds", {})
 
     def of_max(r: dict) -> str:  # global hits as a share of the most any policy could get

@@ -7,7 +7,7 @@ from typing import Any
 
 from pvfs.bench.caching.setups import TRACES_NOTE
 
-__all__ = ["plot_study"]
+__all__ = ["plot_study", "plot_sweep"]
 
 
 def _medians(cell: dict, traces: list[str], pol: str) -> tuple[list[float], list[list[float]]]:
@@ -26,7 +26,10 @@ def _medians(cell: dict, traces: list[str], pol: str) -> tuple[list[float], list
 
 def plot_study(d: dict[str, Any], path: str) -> None:
     """Two panels: ``time_norm`` bars per trace (one bar per policy), and the global hit rate
-    of each bar."""
+    of each bar (a sweep's result: :func:`plot_sweep`)."""
+    if d.get("sweep"):
+        plot_sweep(d, path)
+        return
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,6 +55,65 @@ def plot_study(d: dict[str, Any], path: str) -> None:
     ax1.legend(ncol=5, fontsize=8)
     ax2.set_ylabel("global cache hit rate")
     ax2.set_xticks(range(len(traces)), traces)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _sweep_series(d: dict[str, Any]) -> tuple[int, int, list[str]]:
+    """The segment size of panel (a) (4 if swept, else the first) and the threshold of panel
+    (b) (25 if swept, else the first), and the traces."""
+    from pvfs.bench.caching.sweep import PAPER_SEGMENT, SEGMENT_SWEEP_THRESHOLD
+
+    th, seg = d["sweep"]["threshold"], d["sweep"]["segment"]
+    return (PAPER_SEGMENT if PAPER_SEGMENT in seg else seg[0],
+            SEGMENT_SWEEP_THRESHOLD if SEGMENT_SWEEP_THRESHOLD in th else th[0],
+            list(dict.fromkeys(r["trace"] for r in d["results"])))
+
+
+def plot_sweep(d: dict[str, Any], path: str) -> None:
+    """Fig. 9's two panels: (a) time ÷ cache everything over the threshold (4-block
+    segments), one line per trace, with ``none`` dotted; (b) time ÷ the same threshold at
+    4-block segments over the segment size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seg_a, th_b, traces = _sweep_series(d)
+    rows = [r for r in d["results"] if r.get("threshold") is not None]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for t in traces:
+        a = sorted((r["threshold"], r) for r in rows
+                   if r["trace"] == t and r["segment_blocks"] == seg_a)
+        if a:
+            xs = [x for x, _ in a]
+            med = [r["time_norm"] for _, r in a]
+            err = [[m - (r.get("time_norm_lo") or m) for m, (_, r) in zip(med, a)],
+                   [(r.get("time_norm_hi") or m) - m for m, (_, r) in zip(med, a)]]
+            line = ax1.errorbar(xs, med, yerr=err, marker="o", capsize=2, label=t)
+            none = next((r for r in d["results"] if r["trace"] == t and r["policy"] == "none"),
+                        None)
+            if none is not None and none.get("time_norm"):
+                ax1.axhline(none["time_norm"], color=line[0].get_color(), ls=":", lw=0.8)
+        b = sorted((r["segment_blocks"], r) for r in rows
+                   if r["trace"] == t and r["threshold"] == th_b and r.get("time_seg4"))
+        if b:
+            ax2.plot([x for x, _ in b], [r["time_seg4"] for _, r in b], marker="o", label=t)
+    ax1.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax1.set_xlabel("threshold")
+    ax1.set_ylabel("time ÷ cache everything")
+    ax1.set_title(f"(a) threshold, {seg_a}-block segments (dotted: none)", fontsize=9)
+    ax1.legend(fontsize=8)
+    ax2.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax2.set_xscale("log", base=2)
+    ax2.set_xlabel("segment size (blocks)")
+    ax2.set_ylabel("time ÷ 4-block segments")
+    ax2.set_title(f"(b) segment size, threshold {th_b}", fontsize=9)
+    ax2.legend(fontsize=8)
+    model = " (model at the paper's latencies)" if d.get("setup", {}).get("model") else ""
+    fig.suptitle(f"fig. 9 sensitivity{model}; traces {d.get('traces', TRACES_NOTE)}",
+                 fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -62,15 +62,15 @@ def storage_table(storage: str, iod_cache: int | None) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def study_cluster(iods: int = 2, storage: str = STORAGE,
-                  iod_cache: int | None = None):
+                  iod_cache: int | None = None, segment_blocks: int = 4):
     """A file system of its own under a temp dir: ``iods`` I/O daemons with ``storage``
-    (``iod_cache``: see :func:`storage_table`), one global cache of :data:`GLOBAL_BYTES`;
-    stopped and removed afterwards."""
+    (``iod_cache``: see :func:`storage_table`), one global cache of :data:`GLOBAL_BYTES`
+    with bypass segments of ``segment_blocks`` blocks; stopped and removed afterwards."""
     from pvfs.cluster.launch import free_ports, scratch_cluster
 
     port = free_ports(1)[0]
     extra = {"gcache": gcache_table([f"127.0.0.1:{port}"], capacity=GLOBAL_BYTES,
-                                    flush_interval=0.5),
+                                    flush_interval=0.5, segment_blocks=segment_blocks),
              "storage": storage_table(storage, iod_cache)}
     with scratch_cluster("pvfs-study-", iods, stripe=STRIPE, request_timeout=60.0,
                          extra=extra) as cfg:
@@ -147,7 +147,8 @@ def _disks(cfg) -> list[dict[str, Any] | None]:
 def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iods: int = 2,
               storage: str = STORAGE, iod_cache: int | None = IOD_CACHE,
               repeat: int | None = None, shaped: str | None = None, model: str | None = None,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[str], None] | None = None,
+              sweep: dict[str, list[int]] | None = None) -> dict[str, Any]:
     """Run the study; the JSON document ``--json`` prints (``results`` as the issue asks, plus
     the setup and machine).
 
@@ -159,6 +160,9 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
     ``model="paper"``: no file system at all; every request is charged the paper's table 1-2
     latencies by the trace-driven model :mod:`pvfs.bench.caching.sim` (same traces, caches and
     policy objects; deterministic, seconds).
+
+    ``sweep`` (``{"threshold": [...], "segment": [...]}``): instead of ``policies``, fig. 9's
+    grid of runtime bypass thresholds and segment sizes (:mod:`pvfs.bench.caching.sweep`).
     """
     unknown = [t for t in traces if t not in TRACES] + [p for p in policies if p not in POLICIES]
     if unknown:
@@ -168,8 +172,18 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
     repeat = 1 if model else DEFAULT_REPEAT if repeat is None else repeat
     if repeat < 1:
         raise ValueError("--repeat must be at least 1")
+    if sweep and shaped:
+        raise ValueError("--sweep runs on loopback or in the model, not --shaped")
     started = time.time()
-    if model:
+    if sweep:
+        from pvfs.bench.caching.sweep import grid, run_sweep
+
+        results = run_sweep(traces, sweep, quick=quick, model=model, iods=iods,
+                            storage=storage, iod_cache=iod_cache, repeat=repeat,
+                            progress=progress)
+        thresholds, segments = grid(sweep)
+        policies = list(dict.fromkeys(r["policy"] for r in results))
+    elif model:
         results = model_all(traces, policies, quick=quick)
     elif shaped:
         import json
@@ -195,6 +209,7 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
                                  progress=progress)
     return {"traces": TRACES_NOTE,
             "statistic": STATISTIC_NOTE,
+            **({"sweep": {"threshold": thresholds, "segment": segments}} if sweep else {}),
             "results": [_ordered(r) for r in results],
             "bounds": hit_bounds(traces, quick=quick),
             "setup": {"nodes": NODES, "nprocs": NPROCS, "local_bytes": LOCAL_BYTES,
@@ -247,10 +262,13 @@ def model_all(traces: list[str], policies: list[str], *, quick: bool) -> list[di
 
 
 def replay_all(cfg, traces: list[str], policies: list[str], *, quick: bool, repeat: int,
-               progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+               progress: Callable[[str], None] | None = None,
+               setups: dict[str, Setup] | None = None) -> list[dict[str, Any]]:
     """Every trace under every policy on the running file system ``cfg`` (the client side
-    of the study); rows with ``time_norm`` filled in per trace."""
+    of the study); rows with ``time_norm`` filled in per trace. ``setups``: the policies by
+    name (default :data:`POLICIES`; the sweep's are generated)."""
     results: list[dict[str, Any]] = []
+    setups = setups or POLICIES
 
     async def main() -> None:
         for name in traces:
@@ -266,7 +284,7 @@ def replay_all(cfg, traces: list[str], policies: list[str], *, quick: bool, repe
             for rep in range(repeat):
                 k = rep % len(policies)
                 for pol in policies[k:] + policies[:k]:
-                    runs[pol].append(await _one(cfg, trace, files, POLICIES[pol], plan))
+                    runs[pol].append(await _one(cfg, trace, files, setups[pol], plan))
             rows = [summarise(name, pol, runs[pol], runs.get("both")) for pol in policies]
             if progress:
                 for r in rows:
