@@ -11,6 +11,14 @@ head is never one that could be granted (no lost wake-up, so with two-phase lock
 deadlock: some rank is always able to go on); every answer covers the whole request.
 CI stop 26's failure (a batch answered by an expired wait and then granted again) is the
 kind of bug this finds.
+
+Issue 32's rule (a read waits for a page being loaded — cached nowhere, or claimed by a
+read-ahead — up to its bound, then reads it around) adds, with the home polled after every
+step as a service polls (``expire``): no rank holds a page it did not ask for; a read is
+answered "read around" for a page only once its bound has passed since its first wait for
+a load (so a page is read from the file once while its loader is alive); and no read that
+may read around is still queued at a page being loaded past its bound (a loader that
+stalls or dies holds nobody up longer), whichever way the page came to be loading.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from pvfs.collective._locks import READ, Batch, LockManager
+from pvfs.collective._locks import READ, Batch, LockManager, around_wait
 from pvfs.collective._pages import UNCACHED, Meta
 
 RANKS = 3
@@ -28,18 +36,42 @@ ranks = st.integers(0, RANKS - 1)
 page_lists = st.lists(st.integers(0, PAGES - 1), min_size=1, max_size=3)
 #: what a lock request carries: who, which pages, the mode, the wait for loads
 ASK = {"rank": ranks, "pages": page_lists, "mode": st.sampled_from([False, True, READ]),
-       "around": st.sampled_from([False, True, 0.0, 0.01, 0.05])}
+       "around": st.sampled_from([False, True, 0.0, 0.01, 0.05, 1.0])}
+GRACE = 3e-4  # the home's wait for a bare True
+EPS = 1e-9
 
 
 class LockHome(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.now = 0.0
-        self.m = LockManager(grace=3e-4, clock=lambda: self.now)
+        self.m = LockManager(grace=GRACE, clock=lambda: self.now)
         #: per rank: page -> True (exclusive) / False (shared), as the answers said
         self.held: list[dict[int, bool]] = [{} for _ in range(RANKS)]
         #: per rank: the outstanding queued request (its items and around), or None
         self.waiting: list[tuple[list, object] | None] = [None] * RANKS
+        #: per rank: when its outstanding request first waited at a page being loaded
+        self.began: list[float | None] = [None] * RANKS
+
+    # -- the home, polled after every step --------------------------------------------
+
+    def _queued_at(self, rank: int) -> int | None:
+        """The page where ``rank``'s outstanding batch is queued (None: not queued)."""
+        for page, entry in self.m._pages.items():
+            if any(src == rank for src, _, _ in entry.queue):
+                return page
+        return None
+
+    def _poll(self) -> None:
+        """What a service does as it polls: answer the waits for loads that are due; then
+        note when each waiting read began to wait for a load."""
+        self._deliver(self.m.expire())
+        for rank in range(RANKS):
+            if self.waiting[rank] is None or self.began[rank] is not None:
+                continue
+            page = self._queued_at(rank)
+            if page is not None and self.m._pages[page].loading():
+                self.began[rank] = self.now
 
     # -- what a rank may ask for ------------------------------------------------------
 
@@ -51,13 +83,26 @@ class LockHome(RuleBasedStateMachine):
         low = max(self.held[rank], default=-1)
         return sorted({p for p in pages if p > low})
 
+    def _around_allowed(self, rank: int, around) -> None:
+        """A page is read around only once the read's bound has passed since it first
+        waited for a load (at once only for a wait of 0): never while the loader may
+        still deliver its copy within the bound."""
+        wait = around_wait(around, GRACE)
+        assert wait is not None, "read around without asking for it"
+        if wait > 0:
+            began = self.began[rank]
+            assert began is not None, f"rank {rank} read around without waiting {wait}s"
+            assert self.now >= began + wait - EPS, \
+                f"rank {rank} read around after {self.now - began}s of its {wait}s"
+
     def _answer(self, rank: int, items: list, results: list, around) -> None:
         assert len(results) == len(items), (rank, items, results)
         for (page, mode), meta in zip(items, results):
             if meta is None:
-                assert around is not False, "read around without asking for it"
+                self._around_allowed(rank, around)
                 continue
             self.held[rank][page] = (meta.owner < 0) if mode == READ else bool(mode)
+        self.began[rank] = None
 
     def _deliver(self, grants: list) -> None:
         for rank, results in grants:
@@ -77,8 +122,10 @@ class LockHome(RuleBasedStateMachine):
         results = self.m.request_batch(rank, items, around)
         if results is None:
             self.waiting[rank] = (items, around)
+            self.began[rank] = None
         else:
             self._answer(rank, items, results, around)
+        self._poll()
 
     @rule(**ASK)
     def try_lock(self, rank, pages, mode, around):
@@ -92,6 +139,9 @@ class LockHome(RuleBasedStateMachine):
                 break
             if res is not None:
                 self.held[rank][page] = (res.owner < 0) if mode == READ else bool(mode)
+            else:
+                self._around_allowed(rank, around)  # (a try never waits: only a 0 wait)
+        self._poll()
 
     @rule(rank=ranks, pages=page_lists, lead=st.booleans())
     def claim(self, rank, pages, lead):
@@ -102,6 +152,7 @@ class LockHome(RuleBasedStateMachine):
         for page, flushed in zip(pages, out):
             if flushed is not None:
                 self.held[rank][page] = True
+        self._poll()
 
     @rule(rank=ranks, pick=st.integers(0, PAGES - 1),
           publish=st.sampled_from(["cached", "uncached", "unchanged"]))
@@ -117,11 +168,12 @@ class LockHome(RuleBasedStateMachine):
         elif excl and publish == "uncached":
             meta = UNCACHED
         self._deliver(self.m.release(page, rank, meta))
+        self._poll()
 
-    @rule(dt=st.sampled_from([1e-4, 5e-3, 0.02, 0.06]))
+    @rule(dt=st.sampled_from([1e-4, 5e-3, 0.02, 0.06, 0.5]))
     def tick(self, dt):
         self.now += dt
-        self._deliver(self.m.expire())
+        self._poll()
 
     # -- what must hold after every step --------------------------------------------
 
@@ -162,6 +214,30 @@ class LockHome(RuleBasedStateMachine):
         for page, entry in self.m._pages.items():
             if entry.queue:
                 assert not self.m._free_for(entry, entry.queue[0][1]), page
+
+    @invariant()
+    def no_rank_holds_a_page_it_did_not_ask_for(self):
+        for page in range(PAGES):
+            writer, readers = self.m.holders(page)
+            for rank in ({writer} if writer is not None else set()) | readers:
+                asked = set(self.held[rank])
+                if self.waiting[rank] is not None:
+                    asked |= {p for p, _ in self.waiting[rank][0]}
+                assert page in asked, f"rank {rank} holds page {page} it never asked for"
+
+    @invariant()
+    def no_read_waits_for_a_load_past_its_bound(self):
+        for rank in range(RANKS):
+            if self.waiting[rank] is None:
+                continue
+            wait = around_wait(self.waiting[rank][1], GRACE)
+            page = self._queued_at(rank)
+            if wait is None or page is None or not self.m._pages[page].loading():
+                continue  # never reads around, or waits for a cached (maybe dirty) copy
+            began = self.began[rank]
+            assert began is not None and self.now < began + wait - EPS, \
+                (f"rank {rank} still waits at page {page} being loaded, "
+                 f"{self.now - (began or 0)}s after it began, bound {wait}s")
 
     @invariant()
     def some_rank_can_go_on(self):

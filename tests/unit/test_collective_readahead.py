@@ -325,12 +325,18 @@ def test_lock_manager_claims_only_free_uncached_pages_and_readers_queue_for_them
     m.request(7, 5, True)
     m.request(7, 6, False)
     assert m.claim_batch(0, 0, [7]) == [None]
-    # A reader that would read around a load waits for a claimed page instead (it is
-    # cached, by the claimer), however long, and gets the filled copy shared.
-    assert m.request_batch(3, [(1, READ)], around=True) is None
-    assert m.expire(now=m.clock() + 10.0) == []
+    # A reader waits for a page being read ahead as for any load (issue 32): it gets the
+    # filled copy shared when the claimer releases it within the reader's bound ...
+    assert m.request_batch(3, [(1, READ)], around=0.5) is None
+    assert m.expire(now=m.clock() + 0.4) == []
     assert m.release(1, 0, Meta(0, 6, False)) == [(3, [Meta(0, 6, False)])]
     assert m.holders(1) == (None, {3})
+    # ... and reads it around when the claimer stalls past the bound (page 4, rank 0's);
+    # a filled copy of a page nobody claims any more is waited for (it may be dirty).
+    assert m.request_batch(5, [(4, READ)], around=0.5) is None
+    assert m.expire(now=m.clock() + 0.6) == [(5, [None])]
+    assert m.request_batch(5, [(1, True)], around=0.5) is None  # (rank 3 reads page 1)
+    assert m.expire(now=m.clock() + 5.0) == []
 
 
 def _msg_cache(net, file, nslots=64, readahead=8 * PS):
@@ -448,7 +454,8 @@ def test_message_claims_ask_the_first_pages_home_alone_then_the_others(monkeypat
 
 def test_a_remote_reader_of_a_page_being_read_ahead_waits_and_gets_the_copy():
     """Rank 1 asks for a page rank 0's helper thread is reading ahead: the home queues the
-    read (no read around, no grant while claimed) and the helper's release grants it
+    read (no read around within the reader's bound, no grant while claimed) and the
+    helper's release grants it
     shared with the filled slot (rank 0 is the page's home: the release and its grant go
     from the helper thread, without a message to a home)."""
     from test_collective_parts import _Net
@@ -462,7 +469,7 @@ def test_a_remote_reader_of_a_page_being_read_ahead_waits_and_gets_the_copy():
     cache.read([(PS, PS)])  # claims pages 2-5 (homes 0 and 1)
     assert 4 in cache.ra.inflight
     reader = net.locks(1)
-    reader.caller.send(0, ("lock", [(4, "read")], 0.0, False, None, None))
+    reader.caller.send(0, ("lock", [(4, "read")], 30.0, False, None, None))
     assert not net.boxes.get((0, 1))  # queued behind the claim, not read around
     f.gate.set()
     cache.ra.drain()

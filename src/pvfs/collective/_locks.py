@@ -222,6 +222,16 @@ class _PageLock:
     writer: int | None = None
     queue: deque[tuple[int, Mode, Batch | None]] = field(default_factory=deque)
     meta: Meta = UNCACHED
+    #: locked by a read-ahead claim: published as cached by the claimer, whose helper
+    #: thread is still reading it from the file (issue 32: a load like any other, so a
+    #: reader waits for it only up to its bound)
+    claimed: bool = False
+
+    def loading(self) -> bool:
+        """Whether the page is cached nowhere yet: nobody caches it, or its claimer is
+        still reading it (a reader may read it around: the file holds every completed
+        write to it, and writes wait for the lock)."""
+        return self.meta.owner < 0 or self.claimed
 
     def exclusive(self, mode: Mode) -> bool:
         """Whether ``mode`` asks for the page exclusively, decided now (at the grant)."""
@@ -278,7 +288,7 @@ class LockManager:
             self._grant(entry, src, excl)
             return "granted", entry.meta
         if try_only or (around_wait(around, self.grace) is not None
-                        and entry.meta.owner < 0):
+                        and entry.loading()):
             return "refused", None
         entry.queue.append((src, excl, None))
         self.queued += 1
@@ -302,10 +312,10 @@ class LockManager:
                 self._grant(entry, batch.src, mode)
                 batch.results.append(entry.meta)
             elif (wait := self._wait_left(batch)) is not None \
-                    and entry.meta.owner < 0 and wait <= 0:
+                    and entry.loading() and wait <= 0:
                 batch.results.append(None)  # locked, cached nowhere: read the file
             else:
-                if wait is not None and entry.meta.owner < 0:
+                if wait is not None and entry.loading():
                     # being loaded: wait for the copy, but not longer than the reader's wait
                     # (what is left of it: one wait for all the batch's pages)
                     if batch.until is None:
@@ -342,7 +352,7 @@ class LockManager:
             _, _, page, batch = heapq.heappop(self.timed)
             batch.waiting = None
             entry = self._pages.get(page)
-            if entry is None or entry.meta.owner >= 0:
+            if entry is None or not entry.loading():
                 continue  # cached now: the copy may be dirty, wait for it
             for i, (_, _, b) in enumerate(entry.queue):
                 if b is batch:
@@ -367,7 +377,7 @@ class LockManager:
             if not entry.queue and self._free_for(entry, mode):
                 self._grant(entry, src, mode)
                 out.append(entry.meta)
-            elif entry.meta.owner < 0 and \
+            elif entry.loading() and \
                     (wait := around_wait(around, self.grace)) is not None and wait <= 0:
                 out.append(None)
             else:
@@ -394,6 +404,7 @@ class LockManager:
                 out.append(None)
                 continue
             entry.writer = src
+            entry.claimed = True
             out.append(entry.meta.flushed)
             entry.meta = Meta(owner, 0, entry.meta.flushed)
         return out
@@ -417,6 +428,7 @@ class LockManager:
         entry = self._get(page)
         if entry.writer == src:
             entry.writer = None
+            entry.claimed = False
         elif src in entry.readers:
             entry.readers.discard(src)
         else:
@@ -444,7 +456,27 @@ class LockManager:
         if entry.writer is None and not entry.readers and not entry.queue \
                 and entry.meta == UNCACHED:
             del self._pages[page]
+        elif entry.queue:
+            self._arm(page, entry)
         return granted
+
+    def _arm(self, page: int, entry: _PageLock) -> None:
+        """Queued reads that may read around start (or go on with) their wait for a load
+        when the page they queue at has become one being loaded meanwhile (a writer ahead
+        of them was granted it after its copy was evicted): that loader, too, holds them
+        no longer than their bound (issue 32; found by the lock home's state machine)."""
+        if not entry.loading():
+            return
+        for _, _, batch in entry.queue:
+            if batch is None or batch.waiting is not None \
+                    or (wait := self._wait_left(batch)) is None:
+                continue
+            if batch.until is None:
+                batch.until = self.clock() + wait
+            batch.waiting = (batch.until, page)
+            self._timed_seq += 1
+            heapq.heappush(self.timed, (batch.until, self._timed_seq, page, batch))
+            self.load_waits += 1
 
     def holders(self, page: int) -> tuple[int | None, set[int]]:
         entry = self._get(page)

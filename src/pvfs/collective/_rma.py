@@ -38,14 +38,18 @@ from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout
 _NEVER = 1 << 62
 _now = time.monotonic  # (the clock of a read's wait for loads; tests replace it)
 
-# The page word: readers in bits 0-19, the writer bit, then the metadata (flushed, slot,
-# owner + 1). Reader counts only ever reach the number of ranks (plus transient +1s).
-READERS = (1 << 20) - 1
+# The page word: readers in bits 0-18, the loading bit, the writer bit, then the metadata
+# (flushed, slot, owner + 1). Reader counts only ever reach the number of ranks (plus
+# transient +1s). LOADING is set with WRITER by a read-ahead claim: the page is published
+# as cached by the claimer while its helper thread still reads it from the file, so a
+# reader treats it as a load (waits for it up to its bound, then reads around; issue 32).
+READERS = (1 << 19) - 1
+LOADING = 1 << 19
 WRITER = 1 << 20
 _FLUSHED = 1 << 21
 _SLOT_SHIFT, _SLOT_BITS = 22, 24
 _OWNER_SHIFT, _OWNER_BITS = 46, 17
-LOCK_BITS = READERS | WRITER
+LOCK_BITS = READERS | LOADING | WRITER
 MAX_SLOTS = 1 << _SLOT_BITS
 MAX_RANKS = (1 << _OWNER_BITS) - 1
 
@@ -188,9 +192,9 @@ class RmaLocks:
             if ok:
                 self._seen[page] = word & ~LOCK_BITS
                 return unpack(word)
-            if wait is not None and unpack(word).owner < 0 and \
+            if wait is not None and (unpack(word).owner < 0 or word & LOADING) and \
                     time.monotonic() - began >= wait:
-                return None
+                return None  # a load (or a claim being read ahead) outlasted the wait
             self.retries += 1
             if time.monotonic() > limit:
                 raise CollectiveTimeout(f"lock of page {page}")
@@ -264,8 +268,9 @@ class RmaLocks:
 
     def claim(self, page: int, owner: int) -> bool | None:
         """Read-ahead: lock ``page`` exclusively only if it is unlocked and cached nowhere,
-        publishing ``owner`` as its cache under the lock (readers then wait for the lock
-        rather than read around: the page is being loaded into ``owner``'s slot, which
+        publishing ``owner`` as its cache under the lock and marking it LOADING (readers
+        then wait for the lock as for a load, up to their bound: the page is being loaded
+        into ``owner``'s slot, which
         :meth:`release_claim` fills in). Never waits. The page's flushed bit, or None
         when it is locked or cached (one CAS when the guess is right)."""
         home, disp = self._where(page)
@@ -276,7 +281,7 @@ class RmaLocks:
             if meta.owner >= 0:
                 return None
             claimed = pack(Meta(owner, 0, meta.flushed))
-            word = self._cas(claimed | WRITER, guess, home, disp)
+            word = self._cas(claimed | WRITER | LOADING, guess, home, disp)
             if word == guess:
                 self._held[page] = claimed
                 return meta.flushed
@@ -309,7 +314,7 @@ class RmaLocks:
         old = self._held.pop(page)
         new = pack(meta)
         self._seen[page] = new
-        one, res = np.array([new - old - WRITER], np.int64), np.zeros(1, np.int64)
+        one, res = np.array([new - old - WRITER - LOADING], np.int64), np.zeros(1, np.int64)
         self.win.Sync()  # the slot's bytes before the word that publishes them
         self.win.Fetch_and_op(one, res, home, disp, self.MPI.SUM)
         self.win.Flush(home)
