@@ -9,6 +9,10 @@ how long all ranks were in their first ``k`` requests at once (disks idle if tho
 how long the last rank spent in its last ``k``.
 
     python -m pvfs.bench.caching.diag mining runtime25,sketch 2 16
+
+:func:`refused_hits` (``python -m pvfs.bench.caching.diag --refused cholesky runtime10``)
+asks the model how many of cache-everything's global hits fall on the segments a policy
+refuses: on Cholesky, where the thresholds lose to ``both``, that is the hits they give up.
 """
 
 from __future__ import annotations
@@ -99,7 +103,46 @@ def run(trace_name: str, policies: list[str], reps: int) -> list[dict[str, Any]]
     return out
 
 
+def refused_hits(trace_name: str, policy: str, *, quick: bool = True) -> dict[str, int]:
+    """In the model (:mod:`pvfs.bench.caching.sim`): the segments ``policy`` refuses on a
+    trace, and how many of cache-everything's global hits fall on them, i.e. the hits a
+    refusal can cost (a segment once refused is never admitted again)."""
+    from pvfs.bench.caching import sim
+
+    trace = generate(trace_name, cs.NPROCS, cs.TRACES[trace_name][0 if quick else 1], seed=1)
+    refused: set[tuple[int, int]] = set()
+    hits = {"both_hits": 0, "both_hits_on_refused": 0}
+
+    class Refusals(sim._Global):
+        def access(self, ino, blocks):
+            missed, ref = super().access(ino, blocks)
+            refused.update((ino, s) for s in ref)
+            return missed, ref
+
+    class Hits(sim._Global):
+        def access(self, ino, blocks):
+            held = [b for b in blocks if (ino, b) in self.lru]
+            hits["both_hits"] += len(held)
+            hits["both_hits_on_refused"] += sum((ino, b // self.segment) in refused
+                                                for b in held)
+            return super().access(ino, blocks)
+
+    real = sim._Global
+    try:
+        for glob, setup in ((Refusals, cs.POLICIES[policy]), (Hits, cs.POLICIES["both"])):
+            sim._Global = glob  # type: ignore[misc]
+            run = sim._Run(trace, setup, None, local_bytes=cs.LOCAL_BYTES,
+                           global_bytes=cs.GLOBAL_BYTES, nodes=cs.NODES, stream=None)
+            run.run()
+    finally:
+        sim._Global = real  # type: ignore[misc]
+    return {"refused_segments": len(refused), **hits}
+
+
 def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--refused":  # ... --refused TRACE POLICY [full]
+        print(refused_hits(argv[1], argv[2], quick=argv[3:] != ["full"]))
+        return
     trace, policies, reps, k = argv[0], argv[1].split(","), int(argv[2]), int(argv[3])
     for r in run(trace, policies, reps):
         cells = "  ".join(f"all-in-head {h:.3f} last-in-tail {t:.3f}"

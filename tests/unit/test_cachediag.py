@@ -28,3 +28,13 @@ def test_overlap_measures_the_shared_head_and_the_last_tail():
     assert abs(head - 0.03) < 1e-9            # rank 1 leaves its first three reads first
     assert abs(tail - (end2 - 1.06)) < 1e-9   # the last rank's last three start at 1.06
     assert overlap(reqs + a + b, phase_s, 6) == []  # no rank makes more than 6 reads
+
+
+def test_refused_hits_counts_the_hits_a_refusal_can_cost():
+    from pvfs.bench.caching.diag import refused_hits
+
+    got = refused_hits("mining", "runtime10")  # LRU gets nothing from four cyclic scans
+    assert got == {"refused_segments": 256, "both_hits": 0, "both_hits_on_refused": 0}
+    got = refused_hits("cholesky", "runtime10")
+    assert got["refused_segments"] > 0
+    assert 0 < got["both_hits_on_refused"] <= got["both_hits"]
