@@ -63,7 +63,7 @@ class Sizes:
         return asdict(self)
 
 
-FULL = Sizes(easy_files=2000, hard_files=1000, easy_mib=256, hard_segments=2000)
+FULL = Sizes(easy_files=1000, hard_files=500, easy_mib=128, hard_segments=1000)
 QUICK = Sizes(easy_files=200, hard_files=100, easy_mib=16, hard_segments=200)
 
 
