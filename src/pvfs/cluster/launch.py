@@ -219,13 +219,16 @@ def _tail(path: str, lines: int = 15) -> str:
         return "(no log)"
 
 
-def down(cfg: Config, timeout: float = STOP_TIMEOUT) -> list[tuple[str, int]]:
+def down(cfg: Config, timeout: float = STOP_TIMEOUT,
+         only_caches: bool = False) -> list[tuple[str, int]]:
     """SIGTERM every local daemon (by pidfile), wait, SIGKILL stragglers; (name, pid) stopped.
 
     The global caches go first, while the I/O daemons still answer: a stopping global cache
-    writes its dirty blocks back to them."""
+    writes its dirty blocks back to them. ``only_caches``: stop the global caches only (the
+    first stage of stopping a whole cluster, ``pvfs-admin down --all``)."""
     alive = [(d.name, pid, d.pidfile) for d in daemons_of(cfg)
-             if (pid := read_pidfile(d.pidfile))]
+             if (pid := read_pidfile(d.pidfile))
+             and (not only_caches or d.name.startswith("gcache"))]
     first = [pid for name, pid, _ in alive if name.startswith("gcache")]
     stopped = set(terminate(first, timeout))
     stopped |= set(terminate([pid for _, pid, _ in alive if pid not in first], timeout))
@@ -262,3 +265,117 @@ def scratch_cluster(prefix: str, iods: int, **overrides) -> Iterator[Config]:
             yield cfg
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- a whole cluster
+# `pvfs-admin up --all` / `down --all`: every host of the config, this one in this process and
+# the others over ssh (the user's own ssh, its config and keys), like Hadoop's start-all.sh.
+SSH_ENV = "PVFS_SSH"                  # the ssh command, e.g. "ssh -F ~/.ssh/cluster.conf"
+REMOTE_ADMIN_ENV = "PVFS_REMOTE_ADMIN"  # pvfs-admin on the other hosts
+SSH_CONNECT_TIMEOUT = 10
+
+
+def hosts_of(cfg: Config) -> list[tuple[str, list[str]]]:
+    """Every host of ``cfg`` in the order of the config (manager's first), with the names of
+    its daemons."""
+    out: dict[str, list[str]] = {}
+    for d in daemons_of(cfg, local_only=False):
+        out.setdefault(d.endpoint.host, []).append(d.name)
+    return list(out.items())
+
+
+def ssh_command(ssh_config: str | None = None) -> list[str]:
+    """The ssh command line: ``$PVFS_SSH`` (split like a shell) or ``ssh``, never prompting
+    (``BatchMode``), giving up on a host that does not answer within 10 s; ``-F ssh_config``
+    when given."""
+    import shlex
+
+    argv = shlex.split(os.environ.get(SSH_ENV) or "ssh")
+    argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT}"]
+    if ssh_config:
+        argv += ["-F", ssh_config]
+    return argv
+
+
+def remote_admin() -> str:
+    """``pvfs-admin`` as the other hosts run it: ``$PVFS_REMOTE_ADMIN``, else this one's path
+    (pvfs installed at the same place on every host, as start-all.sh expects of its home)."""
+    env = os.environ.get(REMOTE_ADMIN_ENV)
+    if env:
+        return env
+    here = Path(sys.executable).parent / "pvfs-admin"
+    return str(here) if here.exists() else "pvfs-admin"
+
+
+@dataclass
+class HostResult:
+    """What one host of ``on_every_host`` did."""
+
+    host: str
+    via: str                 # "here" (this process) or "ssh"
+    ok: bool
+    reply: dict | None       # the host's `pvfs-admin --json` answer
+    error: str | None = None
+
+
+def run_on_host(host: str, argv: list[str], ssh: list[str], admin: str,
+                timeout: float) -> HostResult:
+    """``admin --json ARGV`` on ``host`` over ssh; its JSON answer, or why not."""
+    import json
+    import shlex
+
+    remote = shlex.join([admin, "--json", *argv])
+    try:
+        done = subprocess.run([*ssh, "--", host, remote], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return HostResult(host, "ssh", False, None, f"no answer over ssh within {timeout:g} s")
+    except OSError as exc:
+        return HostResult(host, "ssh", False, None, f"cannot run {ssh[0]}: {exc.strerror or exc}")
+    err = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
+    last = err[-1] if err else ""
+    if done.returncode == 255:
+        return HostResult(host, "ssh", False, None,
+                          f"cannot reach it over ssh: {last or 'ssh exited with status 255'}")
+    if done.returncode == 127:
+        return HostResult(host, "ssh", False, None,
+                          f"{admin} not found there ({last}); install pvfs at the same path "
+                          f"or name it with --remote-admin / ${REMOTE_ADMIN_ENV}")
+    try:
+        reply = json.loads(done.stdout) if done.stdout.strip() else None
+    except ValueError:
+        reply = None
+    if done.returncode != 0:
+        return HostResult(host, "ssh", False, reply,
+                          last or f"{admin} exited with status {done.returncode}")
+    if reply is None:
+        return HostResult(host, "ssh", False, None, f"no JSON answer from {admin}: "
+                          f"{done.stdout.strip()[:200]!r}")
+    return HostResult(host, "ssh", True, reply)
+
+
+def on_every_host(cfg: Config, argv: list[str], here, ssh_config: str | None = None,
+                  timeout: float = START_TIMEOUT) -> list[HostResult]:
+    """Run ``pvfs-admin --json --config CFG ARGV`` on every host of ``cfg`` at once: on this
+    host by calling ``here(cfg) -> dict`` in this process, elsewhere over ssh. One result per
+    host, in config order; a host that fails does not stop the others."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ssh, admin = ssh_command(ssh_config), remote_admin()
+    full = ["--config", cfg.path, *argv]
+
+    hosts = [h for h, _ in hosts_of(cfg)]
+    local = [h for h in hosts if is_local(h)]
+
+    def one(host: str) -> HostResult:
+        if host in local:  # every address of this machine: one call does all of them
+            if host != local[0]:
+                return HostResult(host, "here", True, None)
+            try:
+                return HostResult(host, "here", True, here(cfg))
+            except (OSError, RuntimeError, ValueError) as exc:
+                return HostResult(host, "here", False, None, str(exc).strip())
+        return run_on_host(host, full, ssh, admin, timeout + 2 * SSH_CONNECT_TIMEOUT + 30)
+
+    with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
+        return list(pool.map(one, hosts))
