@@ -9,7 +9,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 ADMIN := $(VENV)/bin/pvfs-admin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := fuse3 libfuse3-dev pkg-config attr gcc make python3-venv python3-dev fio iperf3 iproute2
+APT_PACKAGES := fuse3 libfuse3-dev pkg-config attr gcc make python3-venv python3-dev fio iperf3 iproute2 openssh-server openssh-client git util-linux
 DEMO_DIR ?= $(CURDIR)/.pvfs
 MNT ?= $(CURDIR)/mnt
 PYTEST_ARGS ?=
