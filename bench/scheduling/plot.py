@@ -5,7 +5,8 @@
 service time, mean task service time, variance; medians over the runs) against bytes per task,
 one line per algorithm. ``<disk>-rs.png``: rs against opt1 and the best fixed algorithm in
 mean task service time (fig. 6.1), and the mixed-phase workload's mean task service time
-beside its per-phase oracle.
+beside its per-phase oracle. ``<disk>-model.png``: the model's predictions against the
+held-out runs' times (cf. figs. 5.1-5.6).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def plot_study(doc: dict, out_dir: str) -> list[str]:
             paths.append(_grid(plt, doc, mine, op, cached, out))
     paths.append(_summary(plt, doc, [r for r in rows if r.get("operation", "read") == "read"],
                           out))
-    return paths
+    model = plot_model(doc, out_dir)
+    return paths + ([model] if model else [])
 
 
 def _grid(plt, doc: dict, rows: list[dict], op: str, cached: bool, out: Path) -> str:
@@ -108,6 +110,51 @@ def _summary(plt, doc: dict, rows: list[dict], out: Path) -> str:
     a2.set_title("mixed-phase workload (oracle: per-phase best)")
     fig.tight_layout()
     p = out / f"{doc['disk']}-rs.png"
+    fig.savefig(p, dpi=80)
+    plt.close(fig)
+    return str(p)
+
+
+def plot_model(doc: dict, out_dir: str) -> str | None:
+    """The model against the observed times (cf. thesis figs. 5.1-5.6): for each workload and
+    cache state, every fixed algorithm's observed time per request (markers) and the
+    model's prediction (lines) against bytes per task, on the *scored* runs, which the model
+    was not fitted to (``doc["residuals"]``); None without them."""
+    res = doc.get("residuals") or []
+    if not res:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, len(WORKLOADS), figsize=(16, 7), squeeze=False)
+    for i, cached in enumerate((False, True)):
+        for j, wl in enumerate(WORKLOADS):
+            ax = axes[i][j]
+            for k, alg in enumerate(schedulers.FIXED):
+                pts = sorted((r["request_bytes"], r["observed_s"], r["predicted_s"])
+                             for r in res if r["workload"] == wl and r["cached"] == cached
+                             and r["algorithm"] == alg)
+                if not pts:
+                    continue
+                xs = [p[0] / 1024 for p in pts]
+                ax.plot(xs, [p[1] for p in pts], "o", color=f"C{k}", label=f"{alg} observed")
+                ax.plot(xs, [p[2] for p in pts], "-", color=f"C{k}", label=f"{alg} model")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("KiB per task")
+            ax.set_ylabel("s per request")
+            ax.set_title(f"{wl}, {'cached' if cached else 'uncached'}", fontsize=9)
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7, ncol=2)
+    fig.suptitle(f"model (lines) vs observed (points), held-out runs; disk {doc['disk']}; "
+                 f"model fitted on: {(doc.get('model_fit_on') or {}).get('source', '?')}",
+                 fontsize=10)
+    fig.tight_layout()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    p = out / f"{doc['disk']}-model.png"
     fig.savefig(p, dpi=80)
     plt.close(fig)
     return str(p)

@@ -212,3 +212,16 @@ def test_the_worker_opens_for_writing_only_when_it_writes_and_writes_the_bytes_a
     assert worker._do(f, ["write", 100, 5000]) == 5000
     assert worker._do(f, ["wlist", [[0, 10], [50, 20]]]) == 30
     assert f.got == [("pwrite", 100, 5000), ("write_list", [(0, 10), (50, 20)], 30)]
+
+
+def test_the_model_figure_is_drawn_from_the_held_out_residuals(tmp_path):
+    pytest.importorskip("matplotlib")
+    from pvfs.bench.scheduling.plot import plot_model
+
+    assert plot_model({"disk": "ide-2000", "residuals": []}, str(tmp_path)) is None
+    res = [{"workload": "strided", "request_bytes": s, "cached": False, "algorithm": a,
+            "observed_s": s / 4e6, "predicted_s": s / 4.2e6, "residual": -0.05}
+           for s in (64 << 10, 512 << 10) for a in ("opt1", "opt4")]
+    path = plot_model({"disk": "ide-2000", "residuals": res,
+                       "model_fit_on": {"source": "fit"}}, str(tmp_path))
+    assert path.endswith("ide-2000-model.png") and (tmp_path / "ide-2000-model.png").stat().st_size
