@@ -23,5 +23,7 @@ CREATE TABLE IF NOT EXISTS xattrs (
     PRIMARY KEY (ino, name)
 ) WITHOUT ROWID;
 -- Inode numbers whose stripe files the I/O daemons made ahead of any create (schema 3;
--- daemons/mgr/precreate.py): ready once every daemon has them; fsck counts them as expected.
+-- daemons/mgr/precreate.py): ready (1) once every daemon has them; fsck counts them as
+-- expected. ready 2: a created inode not from the pool whose stripe files are being made
+-- (store_admin.making; the manager makes them again at its start after a crash).
 CREATE TABLE IF NOT EXISTS precreated (ino INTEGER PRIMARY KEY, ready INTEGER NOT NULL);

@@ -93,6 +93,7 @@ class MgrServer:
                          self.config.manager.data_dir)
                 task_status.started(self.address)
                 nursery.start_soon(self.group.run)
+                nursery.start_soon(self.finish_creates)
                 nursery.start_soon(self.reaper.run)
                 nursery.start_soon(self.checkpointer)
                 nursery.start_soon(self.pool.run)
@@ -209,6 +210,30 @@ class MgrServer:
             self.sizes.forget([attrs["ino"]])
         self.reaper.add(attrs)
 
+    async def finish_creates(self) -> None:
+        """After a crash: make the stripe files of the creates (not from the pool) whose
+        inode was committed but whose daemons may not have answered (``admin.making``).
+        A daemon that does not answer is retried with backoff."""
+        delay = 0.5
+        for ino in self.store.admin.making():
+            while True:
+                try:
+                    attrs = self.store.getattr(ino)
+                except OSError:  # removed since (fsck, or the reaper of an unlinked file)
+                    break
+                try:
+                    # (an unlinked one is the reaper's: it removes whatever was made)
+                    if attrs["type"] == "file" and attrs["stripe"] and attrs["nlink"]:
+                        await self._each([(iod, {"op": "create", "ino": ino})
+                                          for _, iod in self._iods_of(attrs["stripe"])])
+                    break
+                except OSError as exc:
+                    log.warning("making the stripe files of inode %d: %s (retrying in %.1f s)",
+                                ino, exc, delay)
+                    await trio.sleep(delay)
+                    delay = min(delay * 2, 30.0)
+            self.store.admin.made(ino)
+
     async def checkpointer(self, interval: float = 1.0) -> None:
         """Checkpoint the metadata WAL every ``interval`` seconds in a worker thread, so the
         fsyncs of a checkpoint never stall the trio thread that serves requests."""
@@ -259,6 +284,7 @@ class MgrServer:
                 "open_files": self.store.open_count() if hasattr(self.store, "open_count") else 0,
                 "removals_pending": self.reaper.pending, "precreated": len(self.pool),
                 "size_cache": self.sizes.status(), "group_commit": self.group.status(),
+                "creates_pending": len(self.store.admin.making()),
                 "niods": self.config.niods}
 
     async def op_sizes_changed(self, f, cred) -> dict:
@@ -301,10 +327,11 @@ class MgrServer:
 
     async def op_create(self, f, cred) -> dict:
         ino = self.pool.take()
+        parent_now: list[dict] = []  # the parent's attributes as the create left them
         try:
             attrs, created = self.store.create(f["parent"], f["name"], f["mode"], cred,
                                                stripe=f["stripe"], exclusive=f["exclusive"],
-                                               precreated=ino)
+                                               precreated=ino, parent_out=parent_now)
         except BaseException:
             if ino is not None:
                 self.pool.give_back(ino)
@@ -315,8 +342,12 @@ class MgrServer:
         if ino is not None and not pooled:
             self.pool.give_back(ino)  # another layout, or the name existed
         if created and not pooled:
+            # Committed with the inode: its stripe files are being made (a crash before they
+            # are is finished at the next start, finish_creates), and no stripe file is made
+            # for an inode a crash could still undo.
+            self.store.admin.making(attrs["ino"])
             try:
-                await self.group.durable()  # no stripe files for an inode a crash would undo
+                await self.group.durable()
                 await self._each([(iod, {"op": "create", "ino": attrs["ino"]})
                                   for _, iod in self._iods_of(attrs["stripe"])])
             except OSError:
@@ -325,7 +356,9 @@ class MgrServer:
                 self._undo_create(f, attrs)
                 await self.group.durable()
                 await self._unlink_where_possible(attrs)
+                self.store.admin.made(attrs["ino"])
                 raise
+            self.store.admin.made(attrs["ino"])
             # The stripe files are newer than the inode, and a file's mtime is the newest
             # of them all: stamp it now, or the mtime in this reply would jump later.
             attrs = self.store.stamp(attrs["ino"], atime=True)
@@ -339,13 +372,21 @@ class MgrServer:
                 await self._truncate(attrs, 0)
                 attrs = self.store.stamp(attrs["ino"], atime=False)  # truncated: m+ctime
         attrs["created"] = created
-        self.store.mark_security([attrs])
-        return self._with_parent(attrs, f["parent"])
+        if created:
+            attrs["secx"] = False  # a new inode has no extended attributes
+        else:
+            self.store.mark_security([attrs])
+        # A pooled create made no await since the store's change: its parent is as it left it.
+        return self._with_parent(attrs, f["parent"], parent_now[0] if pooled else None)
 
-    def _with_parent(self, reply: dict, parent: int) -> dict:
+    def _with_parent(self, reply: dict, parent: int, known: dict | None = None) -> dict:
         """Add the parent directory's attributes after a change in it: the kernel asks for
         them again after every create or unlink in a directory (its permission check), and
-        the mount can answer that from this reply (fuse/dirattrs.py)."""
+        the mount can answer that from this reply (fuse/dirattrs.py). ``known``: them as the
+        change left them, when nothing can have changed them since (no await between)."""
+        if known is not None:
+            reply["parent"] = known
+            return reply
         try:
             reply["parent"] = self.store.getattr(parent)
         except OSError:
@@ -389,16 +430,18 @@ class MgrServer:
         return {}
 
     async def op_mkdir(self, f, cred) -> dict:
-        return self._with_parent(self.store.mkdir(f["parent"], f["name"], f["mode"], cred),
-                                 f["parent"])
+        parent_now: list[dict] = []
+        attrs = self.store.mkdir(f["parent"], f["name"], f["mode"], cred, parent_out=parent_now)
+        return self._with_parent(attrs, f["parent"], parent_now[0])
 
     async def op_rmdir(self, f, cred) -> dict:
         self.store.rmdir(f["parent"], f["name"], cred)
         return {}
 
     async def op_unlink(self, f, cred) -> dict:
-        self._reap(self.store.unlink(f["parent"], f["name"], cred))
-        return self._with_parent({}, f["parent"])
+        parent_now: list[dict] = []
+        self._reap(self.store.unlink(f["parent"], f["name"], cred, parent_out=parent_now))
+        return self._with_parent({}, f["parent"], parent_now[0])
 
     async def op_rename(self, f, cred) -> dict:
         self._reap(self.store.rename(f["parent"], f["name"], f["new_parent"],

@@ -127,8 +127,31 @@ class StoreAdministration:
 
     def pool(self, ready: bool | None = None) -> list[int]:
         """The pooled numbers (all, or only the ready or the unready ones), in order."""
-        where = "" if ready is None else f" WHERE ready = {int(ready)}"
+        where = " WHERE ready < 2" if ready is None else f" WHERE ready = {int(ready)}"
         return [i for (i,) in self._db.execute(f"SELECT ino FROM precreated{where} ORDER BY ino")]
+
+    # -- creates whose stripe files are being made (not from the pool) ----------------------
+
+    def making(self, ino: int | None = None) -> list[int]:
+        """Record that the stripe files of new inode ``ino`` are being made (a create not
+        from the pool: its inode is committed before the I/O daemons are asked, so a crash in
+        between leaves an inode without stripe files); with no ``ino``, list those recorded
+        (the manager makes their stripe files again at its start). Kept in ``precreated``
+        with ``ready`` 2, which the pool ignores."""
+        if ino is None:
+            return [i for (i,) in self._db.execute(
+                "SELECT ino FROM precreated WHERE ready = 2 ORDER BY ino")]
+        with self._tx():
+            self._db.execute("INSERT OR REPLACE INTO precreated (ino, ready) VALUES (?, 2)",
+                             (check_ino(ino),))
+        return []
+
+    def made(self, ino: int) -> None:
+        """The stripe files of ``ino`` (recorded by :meth:`making`) exist, or the inode
+        is gone: forget the record."""
+        with self._tx():
+            self._db.execute("DELETE FROM precreated WHERE ino = ? AND ready = 2",
+                             (check_ino(ino),))
 
     def counts(self) -> dict:
         """Inode totals for statfs (unlinked files awaiting removal included)."""
