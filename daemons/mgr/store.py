@@ -244,7 +244,7 @@ class MetaStore:
         self._db.execute("UPDATE inodes SET nlink = ?, ctime = ? WHERE ino = ?",
                          (nlink, now, r.ino))
         if nlink == 0 and not self._open.get(r.ino):
-            return self._get(r.ino).attrs()
+            return r._replace(nlink=0, ctime=now).attrs()  # the row as just written
         return None
 
     # -- lookup ---------------------------------------------------------------------------
@@ -349,9 +349,12 @@ class MetaStore:
 
     def _insert(self, parent: Inode, name: str, ftype: int, perm: int, cred: Cred, now: int,
                 target: str | None = None, stripe: Stripe | None = None, rdev: int = 0,
-                ino: int | None = None) -> int:
+                ino: int | None = None, parent_out: list | None = None) -> Inode:
+        """Insert a new inode and its name; the inode as written (no query back). With
+        ``parent_out``, the parent directory's attributes after the change are appended."""
         perm, gid = perms.new_owner(parent.mode, parent.gid, perm, ftype == stat.S_IFDIR, cred)
-        nlink = 2 if ftype == stat.S_IFDIR else 1
+        is_dir = ftype == stat.S_IFDIR
+        nlink = 2 if is_dir else 1
         s = (None, None, None) if stripe is None else (stripe.base, stripe.pcount, stripe.ssize)
         row = (ftype | perm, nlink, cred.uid, gid, now, now, now, target, *s, rdev)
         cur = self._db.execute(_INSERT, row) if ino is None else \
@@ -360,18 +363,24 @@ class MetaStore:
         assert ino is not None
         self._db.execute("INSERT INTO dentries (parent, name, ino) VALUES (?, ?, ?)",
                          (parent.ino, name, ino))
-        self._touch_dir(parent.ino, now, 1, 1 if ftype == stat.S_IFDIR else 0)
-        return ino
+        self._touch_dir(parent.ino, now, 1, 1 if is_dir else 0)
+        if parent_out is not None:
+            parent_out.append(parent._replace(mtime=now, ctime=now, nent=parent.nent + 1,
+                                              nlink=parent.nlink + is_dir).attrs())
+        return Inode(ino, ftype | perm, nlink, cred.uid, gid, now, now, now, 0, target, *s,
+                     rdev)
 
     def create(self, parent: int, name: str, mode: int, cred: Cred,
                stripe: Stripe | None = None, exclusive: bool = False,
-               precreated: int | None = None) -> tuple[dict, bool]:
+               precreated: int | None = None,
+               parent_out: list | None = None) -> tuple[dict, bool]:
         """A regular file; an existing non-directory is returned as is (created False) unless
         ``exclusive``. Layout: ``stripe`` > parent's default > file-system default.
 
         ``precreated`` is a number of the pool (``pool_reserve``) whose stripe files every
         I/O daemon already holds: the new file gets it if its layout spans every daemon
-        (the caller sees that in the reply's ``ino``; otherwise the number stays pooled)."""
+        (the caller sees that in the reply's ``ino``; otherwise the number stays pooled).
+        ``parent_out``: a created file's parent directory's new attributes are appended."""
         parent, name, cred = check_ino(parent), check_name(name, creating=True), check_cred(cred)
         perm = perms.check_mode(mode)
         explicit = perms.check_stripe(stripe, self.niods, resolve=True)
@@ -388,18 +397,20 @@ class MetaStore:
                     "DELETE FROM precreated WHERE ino = ? AND ready = 1",
                     (precreated,)).rowcount != 1):
                 precreated = None
-            ino = self._insert(d, name, stat.S_IFREG, perm, cred, time.time_ns(), stripe=layout,
-                               ino=precreated)
-            return self._get(ino).attrs(), True
+            r = self._insert(d, name, stat.S_IFREG, perm, cred, time.time_ns(), stripe=layout,
+                             ino=precreated, parent_out=parent_out)
+            return r.attrs(), True
 
-    def mkdir(self, parent: int, name: str, mode: int, cred: Cred) -> dict:
-        """A directory; it inherits the parent's default layout (like ``lfs setstripe -d``)."""
+    def mkdir(self, parent: int, name: str, mode: int, cred: Cred,
+              parent_out: list | None = None) -> dict:
+        """A directory; it inherits the parent's default layout (like ``lfs setstripe -d``).
+        ``parent_out``: the parent directory's new attributes are appended."""
         parent, name, cred = check_ino(parent), check_name(name, creating=True), check_cred(cred)
         perm = perms.check_mode(mode)
         with self._tx():
             d = self._prepare_new(parent, name, cred)
-            ino = self._insert(d, name, stat.S_IFDIR, perm, cred, time.time_ns(), stripe=d.stripe)
-            return self._get(ino).attrs()
+            return self._insert(d, name, stat.S_IFDIR, perm, cred, time.time_ns(),
+                                stripe=d.stripe, parent_out=parent_out).attrs()
 
     def mknod(self, parent: int, name: str, mode: int, rdev: int, cred: Cred) -> dict:
         """A special file (FIFO, socket, character or block device): mode and rdev only, no
@@ -410,16 +421,16 @@ class MetaStore:
         with self._tx():
             d = self._prepare_new(parent, name, cred)
             ftype, rdev = perms.check_special(mode, rdev, cred)
-            ino = self._insert(d, name, ftype, mode & 0o7777, cred, time.time_ns(), rdev=rdev)
-            return self._get(ino).attrs()
+            return self._insert(d, name, ftype, mode & 0o7777, cred, time.time_ns(),
+                                rdev=rdev).attrs()
 
     def symlink(self, parent: int, name: str, target: str, cred: Cred) -> dict:
         parent, name, cred = check_ino(parent), check_name(name, creating=True), check_cred(cred)
         target = perms.check_target(target)
         with self._tx():
             d = self._prepare_new(parent, name, cred)
-            ino = self._insert(d, name, stat.S_IFLNK, 0o777, cred, time.time_ns(), target=target)
-            return self._get(ino).attrs()
+            return self._insert(d, name, stat.S_IFLNK, 0o777, cred, time.time_ns(),
+                                target=target).attrs()
 
     def readlink(self, ino: int) -> str:
         r = self._get(check_ino(ino))
@@ -454,9 +465,11 @@ class MetaStore:
         perms.check_sticky(d, child, cred)
         return d, child
 
-    def unlink(self, parent: int, name: str, cred: Cred) -> dict | None:
+    def unlink(self, parent: int, name: str, cred: Cred,
+               parent_out: list | None = None) -> dict | None:
         """Remove a non-directory name. Returns the inode's attrs (with "stripe") when its
-        data must be removed now; the server then calls ``admin.remove_inode``."""
+        data must be removed now; the server then calls ``admin.remove_inode``.
+        ``parent_out``: the parent directory's new attributes are appended."""
         parent, name, cred = check_ino(parent), check_name(name), check_cred(cred)
         if name in (".", ".."):
             raise fail(errno.EISDIR, name)
@@ -468,6 +481,8 @@ class MetaStore:
             self._db.execute("DELETE FROM dentries WHERE parent = ? AND name = ?",
                              (parent, name))
             self._touch_dir(d.ino, now, -1)
+            if parent_out is not None:
+                parent_out.append(d._replace(mtime=now, ctime=now, nent=d.nent - 1).attrs())
             return self._drop_link(child, now)
 
     def rmdir(self, parent: int, name: str, cred: Cred) -> None:

@@ -342,3 +342,33 @@ def test_durable_waits_for_the_open_batch(tmp_path):
     trio.run(main)
     assert seen == [False]
     store.close()
+
+
+# ----------------------------------------------------------------------------- fewer queries
+
+def test_attributes_built_without_a_query_equal_the_stored_rows(tmp_path):
+    """create/mkdir/symlink/mknod answer with the inode as written and, with ``parent_out``,
+    the parent as the change left it (no query back): both equal what a query returns."""
+    import stat as st_
+
+    store, sub = _fresh(str(tmp_path / "m.sqlite"))
+    store.setattr(sub, ROOT, mode=0o2775)  # setgid: new entries take the directory's group
+    out: list[dict] = []
+    a, _ = store.create(sub, "f", 0o4755, ROOT, parent_out=out)
+    assert a == store.getattr(a["ino"]) and out[-1] == store.getattr(sub)
+    d = store.mkdir(sub, "d", 0o755, ROOT, parent_out=out)
+    assert d == store.getattr(d["ino"]) and out[-1] == store.getattr(sub)
+    assert store.getattr(sub)["nlink"] == 3
+    link = store.symlink(sub, "l", "target", ROOT)
+    assert link == store.getattr(link["ino"])
+    node = store.mknod(sub, "p", st_.S_IFIFO | 0o640, 0, ROOT)
+    assert node == store.getattr(node["ino"])
+    store.open(a["ino"], 0, ROOT)  # a handle keeps the data: nothing to reap yet
+    assert store.unlink(sub, "f", ROOT, parent_out=out) is None
+    assert out[-1] == store.getattr(sub)
+    gone = store.release(a["ino"])
+    assert gone is not None and gone["nlink"] == 0
+    b, _ = store.create(sub, "g", 0o644, ROOT)
+    reaped = store.unlink(sub, "g", ROOT, parent_out=out)
+    assert reaped == store.getattr(b["ino"]) and out[-1] == store.getattr(sub)
+    store.close()
