@@ -9,7 +9,9 @@ data connections are served by its C engine instead; see daemons/iod/server.py.)
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
+import os
 import signal
 import socket
 import sys
@@ -17,11 +19,12 @@ import time
 from collections.abc import Awaitable, Callable
 
 import trio
+import trio.lowlevel
 
 from pvfs.procs import PidfileBusy, claim_pidfile, release_pidfile
 from pvfs.protocol import aio, auth, schema
 from pvfs.protocol.errors import error_reply, from_exception
-from pvfs.protocol.framing import FrameError
+from pvfs.protocol.framing import PREFIX_SIZE, FrameError, decode_header, frame, parse_prefix
 
 log = logging.getLogger("pvfs")
 
@@ -34,16 +37,93 @@ FRAME_TIMEOUT = 30.0
 #: Requests that may carry bulk data after their header (the global cache's list write too).
 BULK_OPS = frozenset({"write", "write_list"})
 
+#: What one ``recv`` of a buffered connection asks for (a request's frame is far smaller).
+RECV_SIZE = 65536
+
+
+class FrameReader:
+    """Request frames of a connection whose requests carry no bulk (the manager's): one
+    ``recv`` of up to :data:`RECV_SIZE` bytes per request that arrives whole, instead of an
+    exact read of the prefix and then of the header, and no timeout scope unless a frame
+    arrives in parts (the rest of it must come within ``timeout``). The wire is unchanged;
+    bytes of a frame's bulk already read are consumed by :meth:`drain`."""
+
+    __slots__ = ("buf", "sock")
+
+    def __init__(self, sock: trio.socket.SocketType) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+
+    async def _more(self) -> None:
+        chunk = await self.sock.recv(RECV_SIZE)
+        if not chunk:
+            raise ConnectionResetError(errno.ECONNRESET, "peer closed the connection")
+        self.buf += chunk
+
+    async def next(self, timeout: float) -> tuple[dict, int] | None:
+        """The next (header, bulk_len); None on a clean EOF between frames. Raises
+        FrameError, trio.TooSlowError, OSError like :func:`aio.recv_frame`."""
+        buf = self.buf
+        if not buf:
+            chunk = await self.sock.recv(RECV_SIZE)
+            if not chunk:
+                return None
+            buf += chunk
+        else:  # pipelined: let the other connections run first, as a recv would
+            await trio.lowlevel.checkpoint()
+        if len(buf) < PREFIX_SIZE:
+            with trio.fail_after(timeout):
+                while len(buf) < PREFIX_SIZE:
+                    await self._more()
+        hlen, blen = parse_prefix(bytes(buf[:PREFIX_SIZE]))
+        end = PREFIX_SIZE + hlen
+        if len(buf) < end:
+            with trio.fail_after(timeout):
+                while len(buf) < end:
+                    await self._more()
+        header = decode_header(bytes(buf[PREFIX_SIZE:end]))
+        del buf[:end]
+        return header, blen
+
+    async def drain(self, n: int) -> None:
+        """Drop ``n`` bytes of bulk: first what the buffer holds, then from the socket."""
+        k = min(n, len(self.buf))
+        del self.buf[:k]
+        if n - k:
+            await aio.drain(self.sock, n - k)
+
+
+async def send_reply(sock: trio.socket.SocketType, reply: dict) -> None:
+    """Send a reply frame: straight to the socket when it takes it whole (the usual case: a
+    reply is small and the peer waits for it), else the rest through trio within
+    :data:`FRAME_TIMEOUT`."""
+    data = frame(reply)
+    try:
+        sent = os.write(sock.fileno(), data)
+    except (BlockingIOError, InterruptedError):
+        sent = 0
+    if sent < len(data):
+        with trio.fail_after(FRAME_TIMEOUT):
+            await aio.sendall(sock, memoryview(data)[sent:])
+
+
 async def serve_connection(sock: trio.socket.SocketType, schemas: dict, dispatch: Dispatch,
                            peer: str, key: bytes | None = None) -> None:
     """Serve one client connection until it closes or breaks the protocol; with a ``key``,
-    only after the peer proved it holds the key (protocol/auth.py)."""
+    only after the peer proved it holds the key (protocol/auth.py). A daemon without bulk
+    requests (the manager) reads through a :class:`FrameReader` and replies with
+    :func:`send_reply`; one with them reads exactly (its handlers read the bulk)."""
+    buffered = not (BULK_OPS & schemas.keys())
     with sock:
         if key is not None and not await auth.server_handshake(sock, key, peer, log):
             return
+        reader = FrameReader(sock) if buffered else None
         while True:
             try:
-                got = await aio.recv_frame(sock, FRAME_TIMEOUT)
+                if reader is not None:
+                    got = await reader.next(FRAME_TIMEOUT)
+                else:
+                    got = await aio.recv_frame(sock, FRAME_TIMEOUT)
             except (FrameError, trio.TooSlowError, OSError) as exc:
                 log.info("dropping %s: %s", peer, exc)
                 return
@@ -60,7 +140,10 @@ async def serve_connection(sock: trio.socket.SocketType, schemas: dict, dispatch
                         return
                     try:
                         with trio.fail_after(FRAME_TIMEOUT):
-                            await aio.drain(sock, bulk_len)
+                            if reader is not None:
+                                await reader.drain(bulk_len)
+                            else:
+                                await aio.drain(sock, bulk_len)
                     except (OSError, trio.TooSlowError):
                         return
             else:
@@ -79,9 +162,12 @@ async def serve_connection(sock: trio.socket.SocketType, schemas: dict, dispatch
                 if reply is None:  # the handler answered (and streamed bulk) itself
                     continue
             try:
-                with trio.fail_after(FRAME_TIMEOUT):
-                    await aio.send_frame(sock, reply)
-            except (OSError, trio.TooSlowError):
+                if reader is not None:
+                    await send_reply(sock, reply)
+                else:
+                    with trio.fail_after(FRAME_TIMEOUT):
+                        await aio.send_frame(sock, reply)
+            except (OSError, trio.TooSlowError, FrameError):
                 return
 
 

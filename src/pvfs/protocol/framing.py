@@ -10,7 +10,7 @@ Every message is one frame::
 The 16-byte prefix is fixed so that C code (the I/O daemon's engine, the client's
 scatter/gather loop) can find the bulk data without parsing msgpack, and so that the Python
 side never reads past a header into bulk data it is about to hand to C. The header is a
-msgpack map decoded by a bounded streaming ``msgpack.Unpacker``; bulk data is raw bytes with
+msgpack map decoded with bounds (``msgpack.unpackb``); bulk data is raw bytes with
 no control messages inside it (thesis §3.2.2, stream-based I/O).
 """
 
@@ -58,29 +58,23 @@ def parse_prefix(prefix: bytes) -> tuple[int, int]:
     return hlen, blen
 
 
+#: The bounds of a header's msgpack (a header is at most MAX_HEADER bytes: parse_prefix).
+_LIMITS = {"max_str_len": 64 * 1024, "max_bin_len": MAX_HEADER, "max_array_len": 1 << 18,
+           "max_map_len": 1 << 16, "max_ext_len": 0, "raw": False, "strict_map_key": True,
+           "use_list": True}
+
+
 def decode_header(body: bytes) -> dict:
-    """Decode a header with a bounded streaming unpacker; it must be exactly one map."""
-    unpacker = msgpack.Unpacker(
-        max_buffer_size=MAX_HEADER,
-        max_str_len=64 * 1024,
-        max_bin_len=MAX_HEADER,
-        max_array_len=1 << 18,
-        max_map_len=1 << 16,
-        max_ext_len=0,
-        raw=False,
-        strict_map_key=True,
-        use_list=True,
-    )
+    """Decode a header with the bounds above (one ``unpackb``: no unpacker to build per
+    frame); it must be exactly one map."""
     try:
-        unpacker.feed(body)
-        obj = unpacker.unpack()
-    except msgpack.OutOfData as exc:
-        raise FrameError("truncated header") from exc
-    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError,
-            msgpack.StackError) as exc:
+        obj = msgpack.unpackb(body, **_LIMITS)
+    except msgpack.ExtraData as exc:
+        raise FrameError("trailing bytes after header") from exc
+    except (ValueError, TypeError, msgpack.FormatError, msgpack.StackError) as exc:
+        if "incomplete input" in str(exc):
+            raise FrameError("truncated header") from exc
         raise FrameError(f"undecodable header: {exc}") from exc
-    if unpacker.tell() != len(body):
-        raise FrameError("trailing bytes after header")
     if not isinstance(obj, dict):
         raise FrameError("header is not a map")
     return obj

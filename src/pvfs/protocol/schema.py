@@ -128,13 +128,16 @@ def model_params(v: Any) -> dict[str, Any]:
     return v
 
 
+_U32 = integer(0, 2**32 - 1)
+
+
 def cred(v: Any) -> tuple[int, int, tuple[int, ...]]:
     if not isinstance(v, list) or len(v) != 3 or not isinstance(v[2], list):
         raise ValueError("must be [uid, gid, [groups]]")
-    uid, gid, groups = integer(0, 2**32 - 1)(v[0]), integer(0, 2**32 - 1)(v[1]), v[2]
+    uid, gid, groups = _U32(v[0]), _U32(v[1]), v[2]
     if len(groups) > MAX_GROUPS:
         raise ValueError(f"at most {MAX_GROUPS} groups")
-    return uid, gid, tuple(integer(0, 2**32 - 1)(g) for g in groups)
+    return uid, gid, tuple([_U32(g) for g in groups])
 
 
 INO = Field(integer(1, 2**63 - 1))
@@ -257,28 +260,50 @@ def _int_list(v: Any, max_len: int) -> list[int]:
     return [integer(1, 2**63 - 1)(x) for x in v]
 
 
+_ENVELOPE = ("op", "cred", "id")  # fields every request may carry besides its schema's
+#: Each schema table's operations compiled once (:func:`_compiled`): id(table) -> (table,
+#: {op: (allowed field names, ((name, check, required, default), ...))}).
+_COMPILED: dict[int, tuple[dict, dict[str, tuple[frozenset, tuple]]]] = {}
+
+
+def _compiled(schemas: dict[str, dict[str, Field]], op: str) -> tuple[frozenset, tuple]:
+    """The allowed names and the field checks of ``op``, built once per table and op (a
+    table is a module constant; a table changed after its first use is compiled again)."""
+    got = _COMPILED.get(id(schemas))
+    if got is None or got[0] is not schemas:
+        got = _COMPILED[id(schemas)] = (schemas, {})
+    ops = got[1]
+    c = ops.get(op)
+    if c is None:
+        schema = schemas[op]
+        c = ops[op] = (frozenset(schema) | frozenset(_ENVELOPE),
+                       tuple((k, f.check, f.required, f.default) for k, f in schema.items()))
+    return c
+
+
 def check(schemas: dict[str, dict[str, Field]], header: dict) -> tuple[str, dict]:
     """Validate a request header against its operation's schema -> (op, clean fields)."""
     op = header.get("op")
     if not isinstance(op, str) or op not in schemas:
         raise ValueError(f"unknown operation {op!r}")
-    schema = schemas[op]
+    allowed, fields = _compiled(schemas, op)
+    if not allowed.issuperset(header):
+        for key in header:
+            if key not in allowed:
+                raise ValueError(f"{op}: unexpected field {key!r}")
     clean: dict[str, Any] = {}
-    for key in header:
-        if key not in schema and key not in ("op", "cred", "id"):
-            raise ValueError(f"{op}: unexpected field {key!r}")
-    for key, fld in schema.items():
+    for key, fcheck, required, default in fields:
         if key in header:
             try:
-                clean[key] = fld.check(header[key])
+                clean[key] = fcheck(header[key])
             except TooLong as exc:
                 raise TooLong(f"{op}: field {key!r} {exc}", exc.errno) from None
             except ValueError as exc:
                 raise ValueError(f"{op}: field {key!r} {exc}") from None
-        elif fld.required:
+        elif required:
             raise ValueError(f"{op}: missing field {key!r}")
         else:
-            clean[key] = fld.default
+            clean[key] = default
     try:
         clean["cred"] = cred(header["cred"]) if "cred" in header else CRED.default
     except ValueError as exc:
