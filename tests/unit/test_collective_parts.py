@@ -222,6 +222,13 @@ class _Net:
         def recv(self, source, tag):
             return self.net.boxes[(source, self.rank)].pop(0)
 
+        def improbe(self, source, tag, status=None):
+            """A matched probe of a reply from ``source`` (as the callers use it)."""
+            if not self.iprobe(source, tag):
+                return None
+            obj = self.recv(source, tag)
+            return type("Msg", (), {"recv": staticmethod(lambda: obj)})()
+
     def __init__(self, n, slots=0):
         from pvfs.collective._service import LocalPages, Service
 

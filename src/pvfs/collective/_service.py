@@ -102,8 +102,10 @@ class Caller:
 
         def poll() -> bool:
             for src in list(waiting):
-                if self.comm.iprobe(source=src, tag=REPLY):
-                    out[src] = self.comm.recv(source=src, tag=REPLY)
+                # a matched probe: the message is matched once, not by a probe and again
+                # by the receive
+                if (msg := self.comm.improbe(source=src, tag=REPLY)) is not None:
+                    out[src] = msg.recv()
                     waiting.remove(src)
             if waiting and serve is not None:
                 while serve():
@@ -164,6 +166,10 @@ class Service:
         self.rank = comm.Get_rank()
         # A queued batch's data wishes until its grant: src -> (items, wants, held)
         self._wants: dict[int, tuple[Any, Any, Any]] = {}
+        from mpi4py import MPI
+
+        self._any_source = MPI.ANY_SOURCE
+        self._status = MPI.Status()
 
     def carry(self, who: int, items: list[tuple[int, Any]], results: list[Any],
               wants: dict[int, list[tuple[int, int]]] | None,
@@ -216,15 +222,14 @@ class Service:
         then a shared re-lock of a page is undone by the late unlock, and the page is
         read without a lock the home knows of.) A thread that finds the other serving
         returns False, as if nothing were waiting."""
-        from mpi4py import MPI
-
         if not self._serving.acquire(blocking=False):
             return False
         try:
             if self.locks.timed:
                 self._expire()
-            msg = self.comm.improbe(source=MPI.ANY_SOURCE, tag=REQ,
-                                    status=(status := MPI.Status()))
+            # (one Status, reused under _serving: a poll is most of an idle home's CPU)
+            msg = self.comm.improbe(source=self._any_source, tag=REQ,
+                                    status=(status := self._status))
             if msg is None:
                 return False
             req = msg.recv()
