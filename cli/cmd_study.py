@@ -93,6 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also run rs with every task sending an access hint of the collective "
                         "operation (pvfs.AccessHint), as the setting \"rs+hint\"")
     q.add_argument("--out", default=None, help="write the JSON document here too")
+    q.add_argument("--checkpoint", default=None, metavar="FILE",
+                   help="write the rows so far here after every cell")
     q.add_argument("--plot-dir", default=None, help="write the figures here")
 
 
@@ -196,7 +198,8 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
     doc = run_study(args.disk, args.clients, args.iods, None if rate == "none" else rate, sizes,
                     reps, model, log=note, hints=args.hints, reps_short=args.reps_short,
                     workloads=workloads, caches=CACHES[args.cache], fit_sizes=fit_sizes,
-                    write_sizes=write_sizes, model_source=args.model)
+                    write_sizes=write_sizes, model_source=args.model,
+                    checkpoint=args.checkpoint)
     doc["model_from"] = doc["model_fit_on"]["source"]
     doc["machine"] = machine()
     doc["command"] = " ".join([PROG, *sys.argv[1:]]) if sys.argv else PROG

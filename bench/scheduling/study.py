@@ -50,6 +50,12 @@ CACHES = {"both": (False, True), "uncached": (False,), "cached": (True,)}
 #: machine (scheduling noise weighs more in a 30–600 ms run), so deciding "within 5 %" there
 #: needs many more runs than in the seconds-long cells.
 SHORT_S = 1.0
+#: The study's request timeout (the config's ``[timeouts] request``, 10 s by default): on
+#: ide-2000 one request can queue behind all the others' data, 28 MiB at 2 MiB per task and
+#: 112 MiB past the cache (27 s of disk at 4.2 MB/s), and on a loaded machine longer; the
+#: default aborted a study (2026-11-28, 2 MiB single blocks at load 25). A study measures
+#: scheduling, not failover: a timeout is left for a daemon that is really gone.
+REQUEST_TIMEOUT_S = 300.0
 
 
 def reps_for(first_app_s: list[float], reps: int, reps_short: int | None) -> int:
@@ -160,6 +166,7 @@ class _Study:
         self.reactive, self.log, self.name = reactive, log, name
         self.results: list[dict] = []        # the scored rows
         self.fit_rows: list[dict] = []       # the fitting pass' rows (never scored)
+        self.checkpoint: Callable[[dict], None] | None = None
 
     def one(self, wl, s, c, alg, seed, op: str = "read") -> dict:
         """One run; for rs with what it decided during the measured passes (a cached run's
@@ -188,6 +195,8 @@ class _Study:
     def record(self, rows: list[dict], into: list[dict] | None = None) -> None:
         row = _mean_rows(rows)
         (self.results if into is None else into).append(row)
+        if self.checkpoint is not None:
+            self.checkpoint({"results": self.results, "fit_results": self.fit_rows})
         wl, s, c, alg = (row[k] for k in ("workload", "request_bytes", "cached", "algorithm"))
         what = "mixed" if s is None else \
             f"{s >> 10:>6} KiB {'cached  ' if c else 'uncached'} {row['operation']}"
@@ -275,14 +284,17 @@ def plan_cells(workloads: tuple[str, ...], sizes: tuple[int, ...],
 
 def study_on(runner, plan: Plan, clients: int, iods: int, reps: int,
              reps_short: int | None, reactive: tuple[str, ...],
-             log: Callable[[str], None], name: str) -> dict:
+             log: Callable[[str], None], name: str,
+             checkpoint: Callable[[dict], None] | None = None) -> dict:
     """The study's runs on a running cluster (``runner``): the fitting pass (or the given
     model), then every scored cell side by side, then the mixed-phase workload and its
-    oracle. The parts of the document that come from the runs."""
+    oracle. The parts of the document that come from the runs. ``checkpoint``: called with
+    the rows so far after every cell (a crash then loses one cell, not the study)."""
     from pvfs.models import fit
     from pvfs.models.rs import Params
 
     st = _Study(runner, iods, reps, reps_short, reactive, log, name)
+    st.checkpoint = checkpoint
     if plan.model is None:
         params, fit_res = st.fit_pass(plan.fit_cells, clients, plan.fit_reps)
         fit_on = {"source": "this study's fitting pass (opt1..opt4, reads; not scored)",
@@ -308,19 +320,34 @@ def study_on(runner, plan: Plan, clients: int, iods: int, reps: int,
             "residuals": fit.residuals(params, scored_obs, clients, iods), "rs_picks": picks}
 
 
+def _writer(path: str | None) -> Callable[[dict], None] | None:
+    if path is None:
+        return None
+    import json
+
+    def write(doc: dict) -> None:
+        tmp = f"{path}.tmp"
+        Path(tmp).write_text(json.dumps(doc) + "\n")
+        os.replace(tmp, path)
+
+    return write
+
+
 def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple[int, ...],
               reps: int, model: dict | None = None, log: Callable[[str], None] = _log,
               hints: bool = False, reps_short: int | None = None,
               workloads: tuple[str, ...] | None = None,
               caches: tuple[bool, ...] = (False, True), fit_sizes: tuple[int, ...] = (),
-              write_sizes: tuple[int, ...] = (), model_source: str | None = None) -> dict:
+              write_sizes: tuple[int, ...] = (), model_source: str | None = None,
+              checkpoint: str | None = None) -> dict:
     """The study, held out. Without ``model``: a fitting pass (opt1..opt4 on the reads of
     ``fit_sizes``, both cache states, once each) fits the model; with one (an earlier
     study's or a calibration's), no fitting pass. Then every scored cell (reads of
     ``sizes``, writes of ``write_sizes``, the ``caches`` columns) with all five settings side
     by side, fresh runs the model never saw, and the mixed-phase workload with its oracle.
     ``reps_short``: runs of the short cells (``reps_for``), default ``reps``. ``workloads``:
-    only these (default all, mixed-phase included)."""
+    only these (default all, mixed-phase included). ``checkpoint``: a file the rows so far
+    are written to after every cell."""
     from pvfs.bench.scheduling.runner import HINTED, WORKLOADS, Runner
     from pvfs.cluster.netns import Network
 
@@ -336,12 +363,13 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
     name = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
     with Network([*hosts_s, *hosts_c], rate=rate) as net, \
             tempfile.TemporaryDirectory(prefix="pvfs-study-") as tmp:
-        cfg = net.make_config(tmp, iods=hosts_s,
+        cfg = net.make_config(tmp, iods=hosts_s, request_timeout=REQUEST_TIMEOUT_S,
                               extra={"storage": {"default": f"emulated:{disk}"}})
         net.start_daemons(cfg)
         with Runner(cfg.path, clients, range(iods),
                     wrap=lambda k, argv: net.argv(hosts_c[k], argv)) as r:
-            out = study_on(r, plan, clients, iods, reps, reps_short, reactive, log, name)
+            out = study_on(r, plan, clients, iods, reps, reps_short, reactive, log, name,
+                           _writer(checkpoint))
     results = out["results"]
     return {"study": "scheduling", "disk": disk, "rate": rate, "clients": clients,
             "iods": iods, "sizes": list(sizes), "write_sizes": list(write_sizes),
