@@ -570,10 +570,14 @@ def plot_micro(d: dict[str, Any], path: str) -> None:
     ax.set_xticks(range(len(rows)),
                   [f"{r['nodes']}n/{r['iods']}iod\no={r['o']}" for r in rows])
     ax.set_ylabel(f"seconds for {rows[0]['ops']} operations")
-    cache = d.get("iod_cache") or "preset's"
-    ax.set_title(f"figs. 3-4: micro-benchmark, s = 2 ({d.get('storage', 'posix')}, I/O daemon "
-                 f"cache {cache})\nmedian of {d.get('micro_repeat')} runs, bars: interval "
-                 "of the median, dots: every run", fontsize=9)
+    cache = d.get("iod_cache") or "the preset's"
+    if d.get("model"):
+        what = ("model at the paper's table 1-2 latencies (1 I/O daemon: |IOD| = 1 rows, "
+                "3: |IOD| = 3)\ndeterministic, one run")
+    else:
+        what = (f"{d.get('storage', 'posix')}, I/O daemon cache {cache}\nmedian of "
+                f"{d.get('micro_repeat')} runs, bars: interval of the median, dots: every run")
+    ax.set_title(f"figs. 3-4: micro-benchmark, s = 2 ({what})", fontsize=9)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
