@@ -159,27 +159,66 @@ def open_targets(names: list[str], workdir: Path,
         yield dirs
 
 
+def _device(path: str) -> int | None:
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return None
+
+
+class _Targets:
+    """The targets' directories, and which of them still live on the file system they
+    started on: a mount that died leaves its path on the local disk (or nowhere), and a step
+    run there would measure the local disk under the target's name."""
+
+    def __init__(self, dirs: dict[str, str]) -> None:
+        self.dirs = dirs
+        self.devices = {t: _device(d) for t, d in dirs.items()}
+        self.dead: set[str] = set()
+
+    def alive(self, t: str) -> bool:
+        if t not in self.dead and _device(self.dirs[t]) != self.devices[t]:
+            log.error("%s: %s is no longer on its file system; leaving it out from here on",
+                      t, self.dirs[t])
+            self.dead.add(t)
+        return t not in self.dead
+
+
+def _run_step(runner: Runner, targets: _Targets, t: str, where: str, step: str,
+              n: int) -> tuple[dict[str, float], str | None]:
+    """One step on one live target: its numbers, or ``{}`` and the error."""
+    if not targets.alive(t):
+        return {}, "the target's file system is gone (its mount died earlier)"
+    os.makedirs(where)
+    try:
+        got = runner.step(step, where, n)
+    except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
+        return {}, str(exc)[-2000:]
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+    if not targets.alive(t):
+        return {}, "the target's file system went away during the step"
+    return got, None
+
+
 def measure(runner: Runner, dirs: dict[str, str], ranks: list[int], repeats: int,
             record: dict[str, Any]) -> None:
     """Every step of :func:`schedule` in its order; fills ``record`` as it goes."""
-    runs, errors, order, load = (record["runs"], record["errors"], record["order"],
-                                 record["load"]["at_each_step"])
+    runs, errors, load = record["runs"], record["errors"], record["load"]["at_each_step"]
+    targets = _Targets(dirs)
     tag = f"ior-{os.getpid()}"
-    for rep, n, step, targets in schedule(list(dirs), ranks, repeats):
-        order.append([rep, n, step, targets])
-        for t in targets:
-            where = os.path.join(dirs[t], tag, f"r{rep}-n{n}-{step}")
-            os.makedirs(where)
+    for rep, n, step, order in schedule(list(dirs), ranks, repeats):
+        record["order"].append([rep, n, step, order])
+        for t in order:
             load.append(round(os.getloadavg()[0], 2))
             t0 = time.monotonic()
-            try:
-                got = runner.step(step, where, n)
-            except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
+            where = os.path.join(dirs[t], tag, f"r{rep}-n{n}-{step}")
+            got, error = _run_step(runner, targets, t, where, step, n)
+            if error:
                 log.error("rep %d, %d rank(s), %s on %s failed: %s", rep + 1, n, step, t,
-                          str(exc)[-800:])
+                          error[-800:])
                 errors.append({"rep": rep, "ranks": n, "step": step, "target": t,
-                               "error": str(exc)[-2000:]})
-                got = {}
+                               "error": error})
             # every reported phase gets an entry per repetition (None: failed), so index i
             # is repetition i for every target; mdtest's other rows are kept as they come
             for phase in dict.fromkeys([*PHASES[step], *got]):
@@ -187,9 +226,9 @@ def measure(runner: Runner, dirs: dict[str, str], ranks: list[int], repeats: int
             log.info("rep %d n=%d %-11s %-8s %s (%.0f s, load %.1f)", rep + 1, n, step, t,
                      " ".join(f"{p}={v:,.0f}" for p, v in got.items()) or "failed",
                      time.monotonic() - t0, load[-1])
-            shutil.rmtree(where, ignore_errors=True)
-    for d in dirs.values():
-        shutil.rmtree(os.path.join(d, tag), ignore_errors=True)
+    for t, d in dirs.items():
+        if t not in targets.dead:
+            shutil.rmtree(os.path.join(d, tag), ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- output

@@ -348,3 +348,65 @@ def test_the_built_programs_run_every_step_on_a_local_directory(tmp_path) -> Non
         where.mkdir()
         got = runner.step(step, str(where), 1 if step == "creates-1p" else 2)
         assert all(v > 0 for v in got.values()), (step, got)
+
+
+# ----------------------------------------------------------------------------- the loop
+class _FakeRunner:
+    """Steps that report 1.0 per phase, except where told to fail."""
+
+    def __init__(self, dirs: dict[str, str], fail: set[tuple[str, int]],
+                 kill: str | None = None) -> None:
+        self.dirs, self.fail, self.kill, self.calls = dirs, fail, kill, []
+
+    def step(self, step: str, where: str, ranks: int) -> dict[str, float]:
+        from pvfs.bench.ior_tools import PHASES
+
+        target = next(t for t, d in self.dirs.items() if where.startswith(d + os.sep))
+        self.calls.append((target, step, ranks))
+        assert Path(where).is_dir()
+        if (target, len([c for c in self.calls if c[0] == target])) in self.fail:
+            raise RuntimeError("mdtest: ERROR")
+        if target == self.kill:
+            os.rename(self.dirs[target], self.dirs[target] + ".gone")  # the mount died
+        return {p: 1.0 for p in PHASES[step]}
+
+
+def _record(names: list[str]) -> dict:
+    return {"runs": {t: {} for t in names}, "errors": [], "order": [],
+            "load": {"at_each_step": []}}
+
+
+def test_measure_keeps_one_entry_per_repetition_even_after_a_failure(tmp_path) -> None:
+    from pvfs.bench.ior import measure
+
+    dirs = {}
+    for t in ("a", "b"):
+        (tmp_path / t).mkdir()
+        dirs[t] = str(tmp_path / t)
+    record = _record(["a", "b"])
+    measure(_FakeRunner(dirs, fail={("b", 1)}), dirs, [1, 2], 2, record)
+    assert record["runs"]["b"]["mdtest-easy-create@1"] == [None, 1.0]
+    assert record["runs"]["a"]["mdtest-easy-create@1"] == [1.0, 1.0]
+    assert all(len(v) == 2 for r in record["runs"].values() for v in r.values())
+    assert [(e["target"], e["step"], e["rep"]) for e in record["errors"]] == [
+        ("b", "mdtest-easy", 0)]
+    assert [o[3] for o in record["order"][:2]] == [["a", "b"], ["a", "b"]]
+    assert record["order"][-1][3] == ["b", "a"]
+    assert os.listdir(tmp_path / "a") == []  # the step directories are removed
+
+
+def test_a_target_whose_file_system_went_away_is_left_out_not_measured(tmp_path) -> None:
+    from pvfs.bench.ior import measure
+
+    (tmp_path / "a" / "mnt").mkdir(parents=True)
+    (tmp_path / "b" / "mnt").mkdir(parents=True)
+    dirs = {"a": str(tmp_path / "a" / "mnt"), "b": str(tmp_path / "b" / "mnt")}
+    record = _record(["a", "b"])
+    runner = _FakeRunner(dirs, fail=set(), kill="b")
+    measure(runner, dirs, [1], 1, record)
+    # b's directory vanished during its first step: that number and every later one is None
+    assert record["runs"]["b"]["mdtest-easy-create@1"] == [None]
+    assert all(v == [None] for v in record["runs"]["b"].values())
+    assert [c for c in runner.calls if c[0] == "b"] == [("b", "mdtest-easy", 1)]
+    assert record["runs"]["a"]["ior-hard-read@1"] == [1.0]
+    assert any("went away" in e["error"] for e in record["errors"])
