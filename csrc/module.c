@@ -445,6 +445,8 @@ static PyType_Spec Engine_spec = {
 static PyMethodDef module_methods[] = {
     { "transfer", (PyCFunction)(void (*)(void))pv_py_transfer, METH_VARARGS | METH_KEYWORDS,
       pv_transfer_doc },
+    { "stripe_transfer", (PyCFunction)(void (*)(void))pv_py_stripe_transfer,
+      METH_VARARGS | METH_KEYWORDS, pv_stripe_transfer_doc },
     { NULL, NULL, 0, NULL },
 };
 

@@ -20,7 +20,7 @@
  *   engine.c      the service loop: events, the policy's pick, a turn, posting results
  *   lifecycle.c   making, stopping and freeing an engine
  *   handoff.c     what the Python thread calls: the inbox and the done list
- *   transfer.c    the client's transfer() (a binding of its own)
+ *   transfer.c    the client's transfer() and stripe_transfer() (bindings of their own)
  *   pyerr.c       pv_raise: a struct pv_err as a Python exception
  *   pydisk.c      the Disk type
  *   pyconn.c      attach(), detach(), events()

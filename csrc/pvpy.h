@@ -30,8 +30,10 @@ struct pv_disk;
 int pv_py_disk_register(PyObject *m, PyTypeObject **type);
 struct pv_disk *pv_py_disk_model(PyObject *disk);   /* disk must be a Disk */
 
+/* transfer.c */
 PyObject *pv_py_transfer(PyObject *module, PyObject *args, PyObject *kwargs);
-extern const char pv_transfer_doc[];
+PyObject *pv_py_stripe_transfer(PyObject *module, PyObject *args, PyObject *kwargs);
+extern const char pv_transfer_doc[], pv_stripe_transfer_doc[];
 
 /* pyconn.c */
 PyObject *pv_py_attach(EngineObject *self, PyObject *args, PyObject *kwargs);

@@ -1,10 +1,12 @@
 """The client's data path: blocking sockets to every daemon and the C scatter/gather loop.
 
-A read or write of an I/O description is split into one stream per I/O daemon holding part
-of it (``layout.intersect``); ``_native.transfer`` then runs every stream at once with the GIL
-released, receiving each daemon's bytes straight into the caller's buffer at their places
-(and sending writes straight from it) — no per-region Python copies. Metadata calls use the
-same loop with a single request, so the sync client needs no event loop at all.
+A read or write of an I/O description is one ``_native.stripe_transfer`` call: C splits the
+description over the stripe's share ranks, frames one request per daemon around a shared
+header, and runs every stream at once with the GIL released, receiving each daemon's bytes
+straight into the caller's buffer at their places (and sending writes straight from it) — no
+per-daemon or per-region Python work, no copies (issue 30). Other calls (metadata, sizes,
+fsync, the global cache's extents) use ``_native.transfer`` with ready-made frames, so the sync
+client needs no event loop at all.
 """
 
 from __future__ import annotations
@@ -12,20 +14,23 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import struct
 import threading
+from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pvfs import _native
 from pvfs.config import Config
 from pvfs.layout.describe import Description
-from pvfs.layout.intersect import pack_segments, split_description
 from pvfs.layout.stripe import Stripe, logical_size
 from pvfs.protocol import auth
 from pvfs.protocol.errors import ProtocolError, raise_for
-from pvfs.protocol.framing import FrameError, decode_header, frame
+from pvfs.protocol.framing import MAX_HEADER, FrameError, decode_header, encode_header, frame
 from pvfs.protocol.retry import BROKEN, may_resend
 
 MGR = -1  # pool key of the manager; I/O daemons are 0..niods-1
+_ONE_REGION = struct.Struct("<qq")
 
 
 @dataclass(frozen=True)
@@ -77,9 +82,36 @@ class SocketPool:
         sock.settimeout(None)
         return sock
 
+    def take_all(self, keys: list[int]) -> list[socket.socket]:
+        """A connection to each of ``keys`` (distinct): idle ones under one lock, then new ones;
+        if one cannot be had, none is kept."""
+        socks: list[socket.socket | None] = [None] * len(keys)
+        with self._lock:
+            if self.closed:
+                raise OSError(errno.EBADF, "file system connection is closed")
+            for i, key in enumerate(keys):
+                idle = self._idle.get(key)
+                if idle:
+                    socks[i] = idle.pop()
+        try:
+            for i, key in enumerate(keys):
+                if socks[i] is None:
+                    socks[i] = self.take(key)
+        except BaseException:
+            for s in socks:
+                if s is not None:
+                    s.close()
+            raise
+        return socks  # type: ignore[return-value]
+
     def idle(self, key: int) -> int:
         with self._lock:
             return len(self._idle.get(key, ()))
+
+    def idle_keys(self, keys: list[int]) -> set[int]:
+        """Those of ``keys`` with an idle connection."""
+        with self._lock:
+            return {key for key in keys if self._idle.get(key)}
 
     def discard(self, key: int) -> None:
         """Close every idle connection to a daemon that broke one (it may have restarted)."""
@@ -95,6 +127,19 @@ class SocketPool:
                 idle.append(sock)
                 return
         sock.close()
+
+    def give_all(self, pairs: list[tuple[int, socket.socket]]) -> None:
+        """``give`` of every (key, connection) under one lock."""
+        extra = []
+        with self._lock:
+            for key, sock in pairs:
+                idle = self._idle.setdefault(key, [])
+                if not self.closed and len(idle) < self.max_idle:
+                    idle.append(sock)
+                else:
+                    extra.append(sock)
+        for sock in extra:
+            sock.close()
 
     def close(self) -> None:
         with self._lock:
@@ -124,9 +169,15 @@ class DataPath:
         connection turned out dead is resent once on a fresh one when that is safe
         (protocol/retry.py).
         """
-        pooled = {key for key, *_ in calls if self.pool.idle(key)}
+        keys = [key for key, *_ in calls]
+        ops = [header["op"] for _, header, *_ in calls]
+        return self._resending(keys, ops, lambda: self._run_once(calls))
+
+    def _resending(self, keys: list[int], ops: list[str], attempt: Callable[[], list]) -> list:
+        """``attempt()``, again once if it broke only pooled connections and may be resent."""
+        pooled = self.pool.idle_keys(keys)
         try:
-            return self._run_once(calls)
+            return attempt()
         except OSError as exc:
             broken = getattr(exc, "pvfs_broken_keys", None)
             if not broken:
@@ -134,19 +185,12 @@ class DataPath:
             for key in broken:
                 self.pool.discard(key)
             if broken <= pooled and all(
-                    may_resend(header["op"], exc.errno, key == MGR) for key, header, *_ in calls):
-                return self._run_once(calls)
+                    may_resend(op, exc.errno, key == MGR) for key, op in zip(keys, ops)):
+                return attempt()
             raise
 
     def _run_once(self, calls: list[tuple[int, dict, object, bytes, int]]) -> list[dict]:
-        socks = []
-        try:
-            for key, *_ in calls:
-                socks.append(self.pool.take(key))
-        except OSError:
-            for s in socks:
-                s.close()
-            raise
+        socks = self.pool.take_all([key for key, *_ in calls])
         requests = []
         for sock, (key, header, buf, segs, direction) in zip(socks, calls):
             bulk = 0
@@ -155,10 +199,18 @@ class DataPath:
                     bulk = sum(pairs[1::2])
             requests.append((sock.fileno(), frame(header, bulk), buf, segs, direction))
         results = _native.transfer(requests, self.config.request_timeout)
+        del requests  # views of the caller's buffers: not kept by a traceback (buffers.py)
+        return self._collect(socks, [key for key, *_ in calls],
+                             [header["op"] for _, header, *_ in calls], results)
+
+    def _collect(self, socks: list[socket.socket], keys: list[int], ops: list[str],
+                 results: list[tuple[int, bytes | None]]) -> list[dict]:
+        """Decode the replies, give healthy connections back, raise the first error."""
         replies: list[dict] = []
+        healthy: list[tuple[int, socket.socket]] = []
         failure: OSError | None = None
         broken: set[int] = set()
-        for sock, (key, header, *_), (err, raw) in zip(socks, calls, results):
+        for sock, key, op, (err, raw) in zip(socks, keys, ops, results):
             if err:
                 sock.close()
                 if err in BROKEN:
@@ -166,7 +218,7 @@ class DataPath:
                 if failure is None:
                     what = (f"no reply within {self.config.request_timeout:g} s"
                             if err == errno.ETIMEDOUT else os.strerror(err))
-                    failure = OSError(err, f"{self.pool.name(key)}: {header['op']}: {what}")
+                    failure = OSError(err, f"{self.pool.name(key)}: {op}: {what}")
                 replies.append({})
                 continue
             try:
@@ -176,13 +228,14 @@ class DataPath:
                 failure = failure or ProtocolError(f"{self.pool.name(key)}: {exc}")
                 replies.append({})
                 continue
-            self.pool.give(key, sock)
+            healthy.append((key, sock))
             if reply.get("err") and failure is None:
                 try:
                     raise_for(reply)
                 except OSError as exc:
                     failure = exc
             replies.append(reply)
+        self.pool.give_all(healthy)
         if failure is not None:
             failure.pvfs_broken_keys = broken  # type: ignore[attr-defined]
             try:
@@ -190,9 +243,9 @@ class DataPath:
             finally:
                 # A local naming the exception raised from this frame is a cycle (exception
                 # -> traceback -> frame -> exception) that only the cycle collector frees;
-                # until then the frame keeps ``calls``, i.e. views of the caller's buffers,
-                # and the caller cannot resize them (BufferError after a resend).
-                del failure, calls, requests
+                # until then the frames keep views of the caller's buffers, and the caller
+                # cannot resize them (BufferError after a resend).
+                del failure
         return replies
 
     def call(self, key: int, header: dict) -> dict:
@@ -204,33 +257,48 @@ class DataPath:
         """Fill ``buf`` (len = desc.total()) with the description's bytes, in order.
         ``hint``: the collective operation the read belongs to (``AccessHint.to_wire()``),
         sent to every daemon in the read's header."""
-        calls, ranks, reach = [], [], {}
-        wire = desc.to_wire()
-        for rank, pieces in enumerate(split_description(desc, stripe)):
-            if not pieces:
-                continue
-            iod = stripe.iod_of_rank(rank, self.config.niods)
-            header = {"op": "read", "ino": ino, "stripe": stripe.to_wire(), "desc": wire}
-            if hint is not None:
-                header["hint"] = hint
-            calls.append((iod, header, buf, pack_segments(pieces), 0))
-            ranks.append(rank)
-            reach[rank] = max(local + n for _, local, n in pieces)
-        replies = self.run(calls)
-        sizes = {rank: r["local_size"] for rank, r in zip(ranks, replies)}
-        short = any(sizes[r] < reach[r] for r in ranks)
+        done = self._striped("read", ino, stripe, desc, buf, 0, hint)
+        sizes = {rank: reply["local_size"] for rank, reply, _ in done}
+        short = any(sizes[rank] < reach for rank, _, reach in done)
         return ReadResult(sizes, short)
 
     def write(self, ino: int, stripe: Stripe, desc: Description, buf) -> int:
         """Write ``buf`` (len = desc.total()) to the description's regions; bytes written."""
-        calls = []
-        wire = desc.to_wire()
-        for rank, pieces in enumerate(split_description(desc, stripe)):
-            if pieces:
-                iod = stripe.iod_of_rank(rank, self.config.niods)
-                calls.append((iod, {"op": "write", "ino": ino, "stripe": stripe.to_wire(),
-                                    "desc": wire}, buf, pack_segments(pieces), 1))
-        return sum(r["nbytes"] for r in self.run(calls))
+        return sum(reply["nbytes"] for _, reply, _ in
+                   self._striped("write", ino, stripe, desc, buf, 1, None))
+
+    def _striped(self, op: str, ino: int, stripe: Stripe, desc: Description, buf,
+                 direction: int, hint: dict[str, int] | None) -> list[tuple[int, dict, int]]:
+        """One read or write through ``_native.stripe_transfer``: (rank, reply, reach) of
+        every share rank it touched (reach: the end of its last byte in the stripe file)."""
+        header = {"op": op, "ino": ino, "stripe": stripe.to_wire(), "desc": desc.to_wire()}
+        if hint is not None:
+            header["hint"] = hint
+        body = encode_header(header)
+        if len(body) > MAX_HEADER:
+            raise FrameError(f"header of {len(body)} bytes exceeds {MAX_HEADER}")
+        regions = desc.expand()
+        ranks = touched_ranks(regions, stripe)
+        if not ranks:
+            return []
+        keys = [stripe.iod_of_rank(rank, self.config.niods) for rank in ranks]
+        packed = pack_regions(regions)
+        return self._resending(keys, [op] * len(keys), lambda: self._striped_once(
+            stripe, ranks, keys, body, buf, packed, direction, op))
+
+    def _striped_once(self, stripe: Stripe, ranks: list[int], keys: list[int], body: bytes,
+                      buf, packed: bytes, direction: int,
+                      op: str) -> list[tuple[int, dict, int]]:
+        socks = self.pool.take_all(keys)
+        fds = [-1] * stripe.pcount
+        for rank, sock in zip(ranks, socks):
+            fds[rank] = sock.fileno()
+        results = _native.stripe_transfer(fds, body, buf, packed, stripe.ssize, direction,
+                                          self.config.request_timeout)
+        del buf  # the caller's buffer: not kept by a traceback (buffers.py)
+        mine = [results[rank] for rank in ranks]
+        replies = self._collect(socks, keys, [op] * len(keys), [(e, raw) for e, raw, _ in mine])
+        return [(rank, reply, reach) for rank, reply, (_, _, reach) in zip(ranks, replies, mine)]
 
     def size(self, ino: int, stripe: Stripe, known: dict[int, int] | None = None) -> int:
         """Logical file size from every share's stripe-file size."""
@@ -246,3 +314,36 @@ class DataPath:
         self.run([(stripe.iod_of_rank(r, self.config.niods),
                    {"op": "fsync", "ino": ino, "data_only": data_only}, None, b"", 0)
                   for r in range(stripe.pcount)])
+
+
+def touched_ranks(regions: list[tuple[int, int]], stripe: Stripe) -> list[int]:
+    """The share ranks holding some byte of ``regions`` (ascending): whose daemons a request
+    needs a connection to."""
+    ss, pc = stripe.ssize, stripe.pcount
+    seen = bytearray(pc)
+    count = 0
+    for off, length in regions:
+        if length <= 0:
+            continue
+        first, last = off // ss, (off + length - 1) // ss
+        if last - first + 1 >= pc:
+            return list(range(pc))
+        for unit in range(first, last + 1):
+            rank = unit % pc
+            if not seen[rank]:
+                seen[rank] = 1
+                count += 1
+        if count == pc:
+            return list(range(pc))
+    return [rank for rank in range(pc) if seen[rank]]
+
+
+def pack_regions(regions: list[tuple[int, int]]) -> bytes:
+    """``(file offset, length)`` pairs as packed little-endian int64 (``stripe_transfer``)."""
+    if len(regions) == 1:
+        return _ONE_REGION.pack(*regions[0])
+    flat = array("q")
+    for off, length in regions:
+        flat.append(off)
+        flat.append(length)
+    return flat.tobytes()
