@@ -56,7 +56,7 @@ def coordination(method: str) -> str:
     """The coordination of a window method (``servers+ra`` -> ``servers``)."""
     return method.partition("+")[0]
 
-CHECKPOINT_METHODS = ("independent", "collective", "caching", "write_behind")
+CHECKPOINT_METHODS = ("independent", "collective", "sieving", "caching", "write_behind")
 PARAMS = {
     "quick": {"btio": {"n": 36, "dumps": 10}, "flash": {"blocks": 20, "nxb": 8},
               "s3d": {"nx": 16, "checkpoints": 2}},

@@ -16,7 +16,8 @@
   one call carrying all its regions, as an MPI program writes a subarray through a file
   view: ``write_list`` for ``independent`` (each region one pvfs write, as ROMIO's
   independent path without data sieving), ``caching`` (the group cache, ``rma``) and
-  ``write_behind``; ``write_list_all`` (two-phase) for ``collective``.
+  ``write_behind``; ``write_list_all`` (two-phase) for ``collective``, and two-phase
+  with data sieving in the I/O phase for ``sieving`` (ROMIO's read-modify-write).
 
 With ``"cold": true`` in the options the window's file is written, then the I/O daemons'
 caches are emptied (page cache and emulated disk) before the timed part; on emulated storage
@@ -298,8 +299,8 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
                 fs.unlink(p)
     nbytes = sum(r.length for r in trace.records if r.is_write)
     program = _rank_program(trace, rank)
-    method_of = {"independent": "direct", "collective": "direct", "caching": "caching",
-                 "write_behind": "write_behind"}
+    method_of = {"independent": "direct", "collective": "direct", "sieving": "direct",
+                 "caching": "caching", "write_behind": "write_behind"}
     amode = "w" if method == "write_behind" else "w+"
     tuning = {k: opts[k] for k in ("page_size", "sub_bytes", "cache_bytes", "sub_buffers") if k in opts}
     comm.Barrier()
@@ -307,7 +308,8 @@ def checkpoint(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | Non
     barrier(comm)
     t0, c0 = time.perf_counter(), _cpu()
     closed = _replay(comm, fs, program, paths, amode, method_of[method], tuning,
-                     collective=method in ("collective", "caching"))
+                     collective=method in ("collective", "sieving", "caching"),
+                     sieve=method == "sieving")
     elapsed = time.perf_counter() - t0
     cpu = comm.allreduce(_cpu() - c0)
     elapsed = comm.allreduce(elapsed, op=_max())
@@ -352,10 +354,11 @@ def _rank_program(trace: Any, rank: int) -> list[tuple[str, int, Any, Any]]:
 
 def _replay(comm: Any, fs: Any, program: list[tuple[str, int, Any, Any]],
             paths: dict[int, str], amode: str, method: str, tuning: dict[str, Any], *,
-            collective: bool) -> list[dict[str, int]]:
+            collective: bool, sieve: bool = False) -> list[dict[str, int]]:
     """The timed part: the rank's program run, each file opened with ``pc.open(...,
     method=method, **tuning)``; a phase's writes to a file go in one call (``write_list_all``
-    when ``collective``, else ``write_list``). Returns the counters of every file closed."""
+    when ``collective``, else ``write_list``; ``sieve``: two-phase with data sieving).
+    Returns the counters of every file closed."""
     import pvfs.collective as pc
 
     files: dict[int, Any] = {}
@@ -380,6 +383,7 @@ def _replay(comm: Any, fs: Any, program: list[tuple[str, int, Any, Any]],
             parts.append(data)
         elif op == "open":
             files[fid] = pc.open(comm, fs, paths[fid], amode, method=method, **tuning)
+            files[fid].sieve = sieve
         elif op == "close":
             flush_batches()
             f = files.pop(fid)

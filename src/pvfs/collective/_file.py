@@ -85,6 +85,9 @@ class CollectiveFile:
         self._fs, self._own_fs = fs, own_fs
         self.native = native
         self.io = CountingFile(native)
+        #: ``write_*_all`` of a ``direct`` file: two-phase with data sieving in the I/O
+        #: phase (ROMIO's read-modify-write of a domain with holes; set on every rank)
+        self.sieve = False
         self.readable, self.writable = readable, writable
         self.page_size = page_size
         self.cache_bytes = cache_bytes
@@ -287,7 +290,8 @@ class CollectiveFile:
             view = memoryview(data).cast("B")
             from pvfs.collective._twophase import write_all
 
-            write_all(self.comm, self.io, [(int(o), int(n)) for o, n in regions], view)
+            write_all(self.comm, self.io, [(int(o), int(n)) for o, n in regions], view,
+                      sieve=self.sieve)
             return len(view)
         n = self.write_list(regions, data)
         barrier(self.comm, "write_all")
