@@ -63,11 +63,11 @@ def _register_study(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--storage", default=setups.STORAGE,
                        help="I/O daemons' storage (posix | emulated:PRESET)")
         c.add_argument("--repeat", type=int, default=None, metavar="N",
-                       help="runs per cell, interleaved across the policies (default 6, "
-                            "--quick too: the fewest whose order-statistic interval of the "
-                            "median reaches 95 %%; fewer give the range, its coverage "
-                            "stated). time_norm is the median, time_norm_lo/hi its "
-                            "interval; every run recorded")
+                       help="runs per cell, interleaved across the policies (default 6: "
+                            "the fewest whose order-statistic interval of the median "
+                            "reaches 95 %%; --quick 3: the interval is the range, 75 %%, "
+                            "its coverage stated in time_norm_level). time_norm is the "
+                            "median, time_norm_lo/hi its interval; every run recorded")
         c.add_argument("--iod-cache", type=size_arg, default=setups.IOD_CACHE, metavar="BYTES",
                        help="page cache of each emulated disk (default 512K: scaled with the "
                             "traces, see docs/caching.md)")

@@ -41,7 +41,7 @@ from pvfs.traces.generators import generate
 from pvfs.traces.plan import make_plan
 from pvfs.traces.replay.cached import prepare_files, replay_cached
 
-__all__ = ["DEFAULT_REPEAT", "IOD_CACHE", "POLICIES", "TRACES", "TRACES_NOTE", "Setup",
+__all__ = ["DEFAULT_REPEAT", "IOD_CACHE", "POLICIES", "QUICK_REPEAT", "TRACES", "TRACES_NOTE", "Setup",
            "replay_all", "run_study", "study_cluster", "summarise"]
 
 LOCAL_BYTES = 2 << 20
@@ -125,12 +125,15 @@ async def _one(cfg, trace, files, setup: Setup, plan) -> dict[str, Any]:
 
 
 #: Runs per cell unless ``--repeat`` says otherwise: the fewest whose order-statistic interval
-#: of the median (:mod:`pvfs.bench.caching.stats`) reaches 95 %, quick study or not.
+#: of the median (:mod:`pvfs.bench.caching.stats`) reaches 95 %; ``--quick``: 3, the fewest
+#: with an interval at all (the range, 75 %: 6 rounds of the quick study take ~45 min of an
+#: idle machine, several times that on the loaded one).
 DEFAULT_REPEAT = MIN_RUNS_95
+QUICK_REPEAT = 3
 STATISTIC_NOTE = ("time_s: median of the runs; time_norm: median over the interleaved rounds "
                   "of run / both's run of the same round; _lo/_hi: order-statistic interval "
                   "of that median (distribution-free; coverage in _level, 95 % from 6 runs, "
-                  "the range below that); every run kept in runs_s/runs")
+                  "the range below that: 75 % at 3); every run kept in runs_s/runs")
 
 GSTATS = ("hits", "misses", "admissions", "bypasses", "evictions", "threshold",
           "bypassed_blocks", "transient_blocks", "write_through_blocks", "shared_blocks",
@@ -169,7 +172,9 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
         raise ValueError(f"unknown trace or policy: {', '.join(unknown)}")
     if model not in (None, "paper"):
         raise ValueError(f"unknown model {model!r} (paper)")
-    repeat = 1 if model else DEFAULT_REPEAT if repeat is None else repeat
+    if repeat is None:
+        repeat = QUICK_REPEAT if quick else DEFAULT_REPEAT
+    repeat = 1 if model else repeat
     if repeat < 1:
         raise ValueError("--repeat must be at least 1")
     if sweep and shaped:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pvfs.bench.caching.stats import MIN_RUNS_95, coverage, median_interval, ratio_interval
-from pvfs.bench.caching.study import DEFAULT_REPEAT, summarise
+from pvfs.bench.caching.study import DEFAULT_REPEAT, QUICK_REPEAT, summarise
 
 
 def test_coverage_is_the_binomial_tail():
@@ -23,6 +23,7 @@ def test_coverage_is_the_binomial_tail():
 
 def test_fewest_runs_for_95():
     assert MIN_RUNS_95 == 6 == DEFAULT_REPEAT
+    assert median_interval([1.0, 2.0, 3.0][:QUICK_REPEAT])[3] == 0.75  # quick: an interval
     assert median_interval([3.0, 1.0, 2.0, 5.0, 4.0])[3] < 0.95
     assert median_interval([3.0, 1.0, 2.0, 5.0, 4.0, 6.0])[3] >= 0.95
 
