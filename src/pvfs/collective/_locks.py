@@ -22,14 +22,16 @@ asks whether a page is pinned) never queue.
   it keeps the pages below the first busy one, releases the others, and takes the rest in
   order with queued batches.
 
-*Waiting for a load*: a non-atomic read batch that finds a page locked while it is cached
-nowhere (another rank is loading it from the file) waits for it, in the page's queue, up to
-the seconds its ``around`` carries (the reader's :class:`LoadTimes`; ``True``: the home's
-``grace``); if the page is still cached nowhere then, the read goes around
-it (the page's result is None) and the batch goes on with its next page. The loader is
-usually running, and then its copy is ready within about one page read — far cheaper than
-reading the page again; a loader that was descheduled does not hold its readers up for
-longer than that. A ``try`` batch stops at such a page (:data:`BUSY`) so that the
+*Waiting for a load*: a non-atomic read batch that finds a page locked while it is being
+loaded (cached nowhere — another rank is loading it from the file — or claimed by a
+read-ahead whose helper thread has not filled it yet) waits for it, in the page's queue, up
+to the seconds its ``around`` carries (the reader's :class:`LoadTimes`: since issue 32 the
+bound :data:`LOAD_BOUND`, so the page is read once while its loader is alive; ``True``: the
+home's ``grace``); if the page is still being loaded then, the read goes around it (the
+page's result is None) and the batch goes on with its next page, so a loader that died or
+stalled holds nobody up past the bound. A read queued at a page that *becomes* a load
+while it waits (a writer ahead of it was granted the page after its copy was evicted) gets
+its deadline then (:meth:`LockManager._arm`). A ``try`` batch stops at such a page (:data:`BUSY`) so that the
 client asks for it in order, with a queued batch that may wait. Deadlines are checked by
 :meth:`LockManager.expire`, which the home calls as it polls.
 """
