@@ -26,8 +26,9 @@ Two parts:
   lock's writer bit dropped, or the page marked uncached again if the read failed): a
   prefetch lock never waits on this rank's main thread, so it cannot deadlock with what
   the main thread waits for, whatever the application does meanwhile. Readers that meet
-  a claimed page see it cached (by the claimer) and locked, so they wait for the lock
-  instead of reading around it (a page being read ahead is as good as loaded). A claimed
+  a claimed page wait for it as for any load (a page being read ahead is as good as
+  loaded): up to their bound, past which they read it around (issue 32: a stalled helper
+  thread holds nobody up; the home knows the claim, the ``rma`` word has a LOADING bit). A claimed
   page lies past every write that completed before the claim (it was cached nowhere, so
   those writes are in the file); writes after it wait for the lock and go to the copy:
   a prefetched page is never stale. The main thread moves finished pages into its LRU
