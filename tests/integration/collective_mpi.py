@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import time
 import traceback
 
 from mpi4py import MPI
@@ -291,7 +292,59 @@ def readahead(fs, coord: str) -> None:
     comm.Barrier()
 
 
-SCENARIOS = {"readahead": readahead, "visibility": visibility, "atomic": atomic, "stress": stress, "model": model,
+def _slow_next_read(f, delay: float, reqs: list) -> None:
+    """Rank 0: the cache's next file read tells rank 1 it has begun (the page is locked
+    and being loaded), then takes ``delay`` seconds."""
+    orig = f.io.preadinto
+
+    def once(buf, off):
+        f.io.preadinto = orig
+        reqs.append(f.comm.isend(off, dest=1, tag=77))
+        time.sleep(delay)
+        return orig(buf, off)
+
+    f.io.preadinto = once
+
+
+def stall(fs, coord: str) -> None:
+    """Issue 32: rank 1 reads a page rank 0 is loading. A load shorter than the bound
+    (1 s) is waited for and its copy read — no second file read; a loader that stalls
+    past it (4 s) is read around after the bound — counted as a stall, nobody hangs."""
+    path = fresh(fs, f"stall-{coord}")
+    want = bytes((i * 7) % 251 for i in range(8 * PS))
+    if RANK == 0:
+        with fs.open(path, "w+b") as g:
+            g.pwrite(want, 0)
+    comm.Barrier()
+    f = copen(fs, path, coord, amode="r", cache_bytes=16 * PS, readahead=0)
+    if server_done(f):
+        return
+    r, reqs = f.comm.Get_rank(), []
+    for page, delay in ((2, 0.4), (5, 4.0)):
+        if r == 0:
+            _slow_next_read(f, delay, reqs)
+            assert f.read_at(page * PS, PS) == want[page * PS:(page + 1) * PS]
+        elif r == 1:
+            f.comm.recv(source=0, tag=77)
+            before, began = f.counters(), time.monotonic()
+            got = f.read_at(page * PS, PS)
+            took, after = time.monotonic() - began, f.counters()
+            assert got == want[page * PS:(page + 1) * PS], f"{coord}: page {page} differs"
+            stalls = after["load_stalls"] - before["load_stalls"]
+            reads = after["fs_reads"] - before["fs_reads"]
+            if delay < 1.0:
+                assert (stalls, reads) == (0, 0), f"{coord}: a live load read twice: {after}"
+            else:
+                assert stalls == 1 and reads == 1, f"{coord}: no read around: {after}"
+                assert took < 3.5, f"{coord}: waited {took:.2f}s for a stalled loader"
+        f.comm.Barrier()
+    for req in reqs:
+        req.wait()
+    f.close()
+    comm.Barrier()
+
+
+SCENARIOS = {"stall": stall, "readahead": readahead, "visibility": visibility, "atomic": atomic, "stress": stress, "model": model,
              "write_behind": write_behind}
 
 

@@ -45,13 +45,19 @@ def run_mpi(n: int, scenario: str, config: str, coords: str = ALL, *extra: str,
 # marker; the others are marked slow (they still run in `make test`).
 SIZES = range(2, 9)
 FAST = {"visibility": {2, 3, 4}, "readahead": {2, 4}, "atomic": {2, 3}, "stress": {4}, "write_behind": {2, 3},
-        "model": {3}}
+        "model": {3}, "stall": {3}}
 
 
 def sizes(scenario: str, among: Iterable[int] = SIZES) -> list:
     return [pytest.param(n, id=f"n{n}",
                          marks=() if n in FAST[scenario] else (pytest.mark.slow,))
             for n in among]
+
+
+@pytest.mark.parametrize("n", sizes("stall", [3]))
+def test_a_live_load_is_waited_for_and_a_stalled_one_read_around(pvfs_cluster, n):
+    # issue 32: one file read per page while the loader is alive, the bound otherwise
+    run_mpi(n, "stall", pvfs_cluster.config_path, timeout=300)
 
 
 @pytest.mark.parametrize("n", sizes("visibility"))
