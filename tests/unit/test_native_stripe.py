@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from test_native_engine import recv_exact  # tests/unit is on sys.path
 
 from pvfs import _native as nat
+from pvfs.client.datapath import pack_regions, touched_ranks
 from pvfs.layout.intersect import split
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.framing import decode_header, encode_header, frame, parse_prefix
@@ -243,3 +244,12 @@ def test_argument_validation():
         a.setblocking(False)
         with pytest.raises(BlockingIOError):
             a.recv(1)  # nothing was sent by any failed call
+
+
+@settings(max_examples=300, deadline=None)
+@given(regions=st.lists(st.tuples(st.integers(0, 1 << 40), st.integers(0, 5000)), max_size=6),
+       stripe=stripe_st)
+def test_touched_ranks_are_the_ranks_with_pieces(regions, stripe):
+    """DataPath takes a connection for exactly the ranks stripe_transfer needs one for."""
+    assert touched_ranks(regions, stripe) == [r for r, p in enumerate(split(regions, stripe)) if p]
+    assert pack_regions(regions) == packed(regions)
