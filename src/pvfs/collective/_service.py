@@ -60,6 +60,10 @@ REQ, REPLY = 11, 12
 #: (100 µs at most, 1 ms after 10 ms idle): requests come in bursts, and a sleeping home adds
 #: its sleep to every round trip.
 SERVICE_YIELD_S = float(os.environ.get("PVFS_COLLECTIVE_SERVICE_YIELD_US", "1000")) * 1e-6
+#: Seconds an idle home with a doorbell blocks in ``select()`` before it probes MPI again
+#: (a request rings it awake at once; the probe is only for a lost ring). Issue 32: idle
+#: probes were a fifth of the ``thread`` back end's CPU at 1 ms; 1000 restores that.
+SERVICE_IDLE_S = float(os.environ.get("PVFS_COLLECTIVE_SERVICE_IDLE_US", "20000")) * 1e-6
 
 
 class Caller:
@@ -170,6 +174,7 @@ class Service:
 
         self._any_source = MPI.ANY_SOURCE
         self._status = MPI.Status()
+        self.contended = False
 
     def carry(self, who: int, items: list[tuple[int, Any]], results: list[Any],
               wants: dict[int, list[tuple[int, int]]] | None,
@@ -223,6 +228,7 @@ class Service:
         read without a lock the home knows of.) A thread that finds the other serving
         returns False, as if nothing were waiting."""
         if not self._serving.acquire(blocking=False):
+            self.contended = True  # (the other thread serves: do not block long after)
             return False
         try:
             if self.locks.timed:
@@ -263,15 +269,20 @@ class Service:
         return None if due is None else due - self.locks.clock()
 
     def run(self) -> None:
-        backoff = Backoff(cap=1e-4, yield_s=self.yield_s, idle_after=0.01,
-                          bell=self.bells.waiter("service") if self.bells is not None else None)
+        bell = self.bells.waiter("service") if self.bells is not None else None
+        backoff = Backoff(cap=1e-4, yield_s=self.yield_s, idle_after=0.01, bell=bell,
+                          idle_cap=SERVICE_IDLE_S if bell is not None else 1e-3)
         try:
             while self.stopped < self.stops:
                 if self.poll_once():
                     backoff.reset()
                 else:
                     self._reap()
-                    backoff.pause(self.wait_limit())
+                    limit = self.wait_limit()
+                    if self.contended:  # a ring drained while the main thread served:
+                        self.contended = False  # requests may be left, probe again soon
+                        limit = 1e-3 if limit is None else min(limit, 1e-3)
+                    backoff.pause(limit)
             until(lambda: all(r.Test() for r in self._out), "service replies")
         except BaseException as exc:
             self.error = exc
