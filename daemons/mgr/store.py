@@ -44,6 +44,12 @@ READDIR_MAX = 65536
 
 _SEL_CHILD = (f"SELECT {COLUMNS} FROM dentries d JOIN inodes i ON i.ino = d.ino "
               "WHERE d.parent = ? AND d.name = ?")
+# A directory and its entry of one name (NULLs if none) in one query: a search's permission
+# check needs the directory, its caller the child.
+_SEL_DIR_CHILD = ("SELECT " + COLUMNS.replace("i.", "p.") + ", " + COLUMNS +
+                  " FROM inodes p LEFT JOIN dentries d ON d.parent = p.ino AND d.name = ? "
+                  "LEFT JOIN inodes i ON i.ino = d.ino WHERE p.ino = ?")
+_NCOL = len(Inode._fields)
 _SEL_PAGE = (f"SELECT d.cookie, d.name, {COLUMNS} FROM dentries d JOIN inodes i ON i.ino = d.ino "
              "WHERE d.parent = ? AND d.cookie > ? ORDER BY d.cookie LIMIT ?")
 _TOUCH_DIR = ("UPDATE inodes SET mtime = ?, ctime = ?, nent = nent + ?, nlink = nlink + ? "
@@ -219,10 +225,16 @@ class MetaStore:
     _need = staticmethod(perms.need_inode)
 
     def _search(self, parent: int, name: str, cred: Cred) -> tuple[Inode, Inode | None]:
-        """(parent dir, child or None) after the search permission on the parent."""
-        d = self._dir(parent)
+        """(parent dir, child or None) after the search permission on the parent: one query
+        for both (the errors of ``_dir`` first, then the permission)."""
+        row = self._db.execute(_SEL_DIR_CHILD, (name, parent)).fetchone()
+        if row is None:
+            raise fail(errno.ENOENT, f"inode {parent}")
+        d = Inode._make(row[:_NCOL])
+        if not d.is_dir:
+            raise fail(errno.ENOTDIR, f"inode {parent}")
         self._need(d, X_OK, cred)
-        return d, self._child(parent, name)
+        return d, None if row[_NCOL] is None else Inode._make(row[_NCOL:])
 
     def _touch_dir(self, ino: int, now: int, dnent: int = 0, dnlink: int = 0) -> None:
         self._db.execute(_TOUCH_DIR, (now, now, dnent, dnlink, ino))
