@@ -61,9 +61,11 @@ REQ, REPLY = 11, 12
 #: its sleep to every round trip.
 SERVICE_YIELD_S = float(os.environ.get("PVFS_COLLECTIVE_SERVICE_YIELD_US", "1000")) * 1e-6
 #: Seconds an idle home with a doorbell blocks in ``select()`` before it probes MPI again
-#: (a request rings it awake at once; the probe is only for a lost ring). Issue 32: idle
-#: probes were a fifth of the ``thread`` back end's CPU at 1 ms; 1000 restores that.
-SERVICE_IDLE_S = float(os.environ.get("PVFS_COLLECTIVE_SERVICE_IDLE_US", "20000")) * 1e-6
+#: (a request rings it awake at once; the probe is only for a lost ring). Issue 32 tried
+#: 20 ms: CPU per byte after / before 0.94 for thread and servers, 0.88 for the unchanged
+#: rma in the same interleaved run (bench/results/collective-cpu-ab2-2026-11-28.json) —
+#: noise, no gain — so the default stays 1 ms, where a lost ring costs little.
+SERVICE_IDLE_S = float(os.environ.get("PVFS_COLLECTIVE_SERVICE_IDLE_US", "1000")) * 1e-6
 
 
 class Caller:
