@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from pvfs.cli.main import build_parser
 from pvfs.bench.collective.drive import (
     CHECKPOINT_METHODS,
     WINDOW,
@@ -13,6 +12,7 @@ from pvfs.bench.collective.drive import (
     square_at_most,
     table_rows,
 )
+from pvfs.cli.main import build_parser
 
 
 def test_plan_quick_covers_every_benchmark_and_method():
