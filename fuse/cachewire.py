@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -135,15 +136,54 @@ class Coherence:
         self.on_invalidate = on_invalidate
         self.name = f"{socket.gethostname()[:30]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.wire = CoherenceClient(client.config, client.key, self.name, cache.block_size)
-        self.connected = [False] * len(client.config.iods)
+        n = len(client.config.iods)
+        self.connected = [False] * n
+        # Per I/O daemon: registrations so far, an event set (and replaced) at each, the
+        # listener's wake-up and the cancel scope of its live connection.
+        self._registrations = [0] * n
+        self._registered = [trio.Event() for _ in range(n)]
+        self._wake = [trio.Event() for _ in range(n)]
+        self._live: list[trio.CancelScope | None] = [None] * n
         self.counters = {"callbacks_received": 0, "invalidations_sent": 0,
-                         "copies_invalidated": 0, "holds": 0}
+                         "copies_invalidated": 0, "holds": 0, "registered_again": 0}
 
     async def hold(self, ino: int, stripe: Stripe, offset: int, length: int) -> None:
         bs = self.cache.block_size
         first, last = offset // bs, (offset + max(length, 1) - 1) // bs
         self.counters["holds"] += 1
-        await self.wire.hold(ino, stripe, first, last - first + 1)
+        try:
+            await self.wire.hold(ino, stripe, first, last - first + 1)
+        except OSError as exc:
+            if exc.errno != errno.ENOTCONN:
+                raise
+            # The home daemon does not know this node: it restarted (its holder directory
+            # is empty) and the listener has not registered again yet -- it may be waiting
+            # out its back-off, or not have seen the old connection die. Register now and
+            # hold once more, rather than fail every read until then (issue 33).
+            await self.register_again(self.wire.home(stripe))
+            await self.wire.hold(ino, stripe, first, last - first + 1)
+
+    async def register_again(self, index: int) -> None:
+        """Have the callback connection to I/O daemon ``index`` made and registered anew,
+        now, and wait for it (at most the connect and request timeouts).
+
+        Raises:
+            OSError: ENOTCONN if it is not registered in that time.
+        """
+        seen = self._registrations[index]
+        live = self._live[index]
+        if live is not None:
+            live.cancel()  # the daemon forgot this node: that connection is no use
+        self._wake[index].set()
+        cfg = self.client.config
+        limit = cfg.connect_timeout + cfg.request_timeout
+        with trio.move_on_after(limit):
+            while self._registrations[index] == seen:
+                await self._registered[index].wait()
+        if self._registrations[index] == seen:
+            raise OSError(errno.ENOTCONN, f"iod{index}: callback connection not registered "
+                          f"again within {limit:g} s")
+        self.counters["registered_again"] += 1
 
     async def invalidate(self, ino: int, stripe: Stripe, offset: int, length: int) -> None:
         """Invalidate every other node's copy of the range (after a sync write)."""
@@ -163,26 +203,38 @@ class Coherence:
         started = False
         delay = 0.2
         while True:
+            self._wake[index] = trio.Event()
             try:
-                async with self.wire.registered(index) as sock:
-                    if started:
-                        # Holdings were lost with the old connection: nothing we hold is
-                        # known to the directory any more, so drop every clean block.
-                        await self.on_invalidate(0, 0, 0)
-                    self.connected[index] = True
-                    delay = 0.2
-                    if not started:
-                        started = True
-                        task_status.started()
-                    await self.wire.serve(sock, self._called_back)
+                with trio.CancelScope() as live:
+                    self._live[index] = live
+                    async with self.wire.registered(index) as sock:
+                        if started:
+                            # Holdings were lost with the old connection: nothing we hold is
+                            # known to the directory any more, so drop every clean block.
+                            await self.on_invalidate(0, 0, 0)
+                        self.connected[index] = True
+                        self._registrations[index] += 1
+                        done, self._registered[index] = self._registered[index], trio.Event()
+                        done.set()
+                        delay = 0.2
+                        if not started:
+                            started = True
+                            task_status.started()
+                        await self.wire.serve(sock, self._called_back)
+                if live.cancelled_caught:
+                    log.warning("coherence: callback connection to iod%d: the daemon forgot "
+                                "this node; registering again", index)
             except (OSError, trio.TooSlowError, trio.BrokenResourceError, ValueError) as exc:
                 log.warning("coherence: callback connection to iod%d: %s", index, exc)
+            self._live[index] = None
             self.connected[index] = False
             if not started:
                 started = True
                 task_status.started()
-            await trio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            if not self._wake[index].is_set():  # no one waits for it: back off
+                with trio.move_on_after(delay):
+                    await self._wake[index].wait()
+                delay = min(delay * 2, 5.0)
 
     async def _called_back(self, ino: int, offset: int, length: int) -> None:
         self.counters["callbacks_received"] += 1

@@ -17,6 +17,8 @@ from typing import Any
 import trio
 from pyfuse3 import FUSEError
 
+from pvfs.protocol.auth import AuthError
+
 log = logging.getLogger("pvfs.fuse")
 
 # Network-level errnos: the daemon is unreachable or broke the protocol -> EIO for callers.
@@ -37,6 +39,15 @@ def errno_of(exc: BaseException) -> int:
     return errno.EIO
 
 
+def _refused(exc: BaseException) -> bool:
+    """A handshake refused (here, or between the manager and an I/O daemon it asked): EACCES
+    to the caller, who cannot tell it from a permission, so the log names the daemon and the
+    key (issue 33)."""
+    return isinstance(exc, AuthError) or (
+        isinstance(exc, OSError) and exc.errno == errno.EACCES
+        and "authentication" in str(exc))
+
+
 def guard(fn: Callable) -> Callable:
     @functools.wraps(fn)
     async def wrapper(self: Any, *args: Any) -> Any:
@@ -46,7 +57,7 @@ def guard(fn: Callable) -> Callable:
             raise
         except (OSError, ValueError, UnicodeError, trio.TooSlowError) as exc:
             code = errno_of(exc)
-            if code in (errno.EIO, errno.ETIMEDOUT):
+            if code in (errno.EIO, errno.ETIMEDOUT) or _refused(exc):
                 self.counters["backend_errors"] += 1
                 log.warning("%s: %s", fn.__name__, exc)
             raise FUSEError(code) from None

@@ -47,7 +47,8 @@ class CoherenceClient:
         self.name = name
         self.block_size = block_size
         self.channels = [Channel(e.host, e.port, config.connect_timeout, config.request_timeout,
-                                 max_idle=4, name=f"iod{i} ({e.address})", key=key, role="mount")
+                                 max_idle=4, name=f"iod{i} ({e.address})", manager=False,
+                                 key=key, role="mount")
                          for i, e in enumerate(config.iods)]
 
     def home(self, stripe: Stripe) -> int:

@@ -22,6 +22,9 @@ MGR_IDEMPOTENT = frozenset({
 IOD_IDEMPOTENT = frozenset({
     "ping", "status", "read", "write", "size", "sizes", "truncate", "utime", "create",
     "precreate", "unlink", "unlinks", "fsync", "statfs", "stats", "sched_get", "sched_set", "list",
+    # coherence=sync: holdings are a set (a second hold adds nothing), and invalidating the
+    # other holders' copies twice drops nothing more
+    "cb_hold", "cb_invalidate",
 })
 
 # A connection that failed with one of these is dead; a timeout is not retried (the daemon
