@@ -244,6 +244,22 @@ class BlockStore:
 
     # ----------------------------------------------------------- invalidation
 
+    def lost_writes(self, ino: int, fs: FileState) -> None:
+        """A write-back of ``ino`` failed and its data was dropped: the file's end as this
+        node knows it is no longer the end of those writes but of what is still to be
+        written (dirty ranges, queued stream writes); the servers' size tells the rest.
+        Without this ``stat`` kept the lost bytes' size and reads returned zeros for them,
+        while every other node saw the servers' size (a write cut off from an I/O daemon's
+        host, issue 33)."""
+        end = 0
+        for blk in fs.dirty:
+            e = self.table.get((ino, blk))
+            if e is not None and e.ranges:
+                end = max(end, blk * self.block_size + max(hi for _, hi in e.ranges))
+        if fs.stream is not None:
+            end = max([end, *(off + len(data) for off, data, _ in fs.stream.pending)])
+        fs.local_end = min(fs.local_end, end)
+
     def invalidate(self, ino: int, offset: int = 0, length: int | None = None) -> int:
         """Drop the clean blocks of ``ino`` overlapping ``[offset, offset+length)``; fetches and
         read-ahead in flight keep nothing. Returns the number of blocks dropped."""

@@ -183,6 +183,7 @@ class Streamer:
                 if fs.error is None:
                     fs.error = exc
                 self.store.invalidate(ino, offset, len(data))
+                self.store.lost_writes(ino, fs)
                 continue
             self._pop(st, count)
             c["backend_writes"] += 1

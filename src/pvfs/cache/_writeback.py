@@ -170,6 +170,7 @@ class Flusher:
                     for blk, e in snap:
                         if store.table.get((ino, blk)) is e:
                             store.drop((ino, blk))
+                    store.lost_writes(ino, fs)
                     todo.difference_update(sent)
                     continue
                 c["backend_writes"] += 1
