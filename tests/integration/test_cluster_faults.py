@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 
 import pytest
 from test_cluster_support import (
@@ -183,7 +182,7 @@ def test_an_io_hosts_daemons_killed_and_started_again_while_a_mount_writes(tmp_p
         for i in range(2):
             failed_in_time(c.write(f"{MNT}/w/during{i}"))
         r = m.sh("node2", f"pvfs-admin up --config {CONFIG}")
-        assert re.search(r"^iod1\s.*started$", r.stdout, re.M), r.stdout
+        assert re.search(r"^iod1\s.*started$", r.stdout, re.MULTILINE), r.stdout
         after = [c.write(f"{MNT}/w/after{i}") for i in range(4)]
         assert all(r["ok"] for r in after[1:]), after  # the first may meet a dead connection
         c.verify()
@@ -213,7 +212,7 @@ def test_the_managers_host_restarted_under_mounted_clients(tmp_path):
             failed_in_time(c.ask(f"ls {MNT}"))
         subprocess.run([*link, "up"], check=True)
         r = m.sh("node1", f"pvfs-admin up --config {CONFIG}")
-        assert re.search(r"^mgr\s.*started$", r.stdout, re.M), r.stdout
+        assert re.search(r"^mgr\s.*started$", r.stdout, re.MULTILINE), r.stdout
         # no remount: the first call may still meet a connection of before
         for c in (c1, c2):
             wait_until(lambda c=c: c.ask(f"ls {MNT}")["ok"], 3 * BOUND, step=0.5,
@@ -239,7 +238,7 @@ def test_a_host_whose_key_differs_is_refused_with_a_clear_message(tmp_path):
         r = m.sh("client2", f"pvfs-admin status --config {CONFIG}", check=False)
         assert r.returncode == 1
         for name, addr in (("mgr", "node1:7400"), ("iod0", "node1:7401"), ("iod1", "node2:7401")):
-            assert re.search(rf"^{name}\s+{addr}\s+DOWN\b", r.stdout, re.M), r.stdout
+            assert re.search(rf"^{name}\s+{addr}\s+DOWN\b", r.stdout, re.MULTILINE), r.stdout
             assert f"{name}: authentication failed: wrong key" in r.stdout, r.stdout
         r = m.sh("client2", f"mkdir -p {MNT}\npvfs-admin mount {MNT} --config {CONFIG}",
                  check=False)
@@ -259,9 +258,9 @@ def test_a_host_whose_key_differs_is_refused_with_a_clear_message(tmp_path):
                       f"pvfs-admin up --config {CONFIG}")
         r = m.sh("client1", f"pvfs-admin status --config {CONFIG}", check=False)
         assert r.returncode == 1
-        assert re.search(r"^iod1\s+node2:7401\s+DOWN\b", r.stdout, re.M), r.stdout
+        assert re.search(r"^iod1\s+node2:7401\s+DOWN\b", r.stdout, re.MULTILINE), r.stdout
         assert "iod1: authentication failed: wrong key for node2:7401" in r.stdout, r.stdout
-        assert re.search(r"^mgr\s+node1:7400\s+up\b", r.stdout, re.M), r.stdout
+        assert re.search(r"^mgr\s+node1:7400\s+up\b", r.stdout, re.MULTILINE), r.stdout
         log = m.file("node2", "/srv/pvfs/run/iod1.log").read_text()
         assert "wrong key for manager (node1:7400)" in log, log[-2000:]
         log = m.file("node1", "/srv/pvfs/run/mgr.log").read_text()
