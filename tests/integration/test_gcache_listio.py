@@ -11,8 +11,8 @@ import pytest
 import trio
 from test_gcache import gcache_cluster
 
-from pvfs.cluster.launch import down, request
 from pvfs.client.aclient import ROOT_INO, AsyncClient
+from pvfs.cluster.launch import down, request
 from pvfs.fuse.cachewire import ClientBackend
 from pvfs.fuse.handles import HandleTable
 from pvfs.gcache.backend import GcacheBackend

@@ -122,7 +122,8 @@ def test_in_the_model_it_picks_the_rule_that_fits_the_trace(trace, rule, monkeyp
     LU (every rank reads each slab in turn) ends under the paper's counters, the scans
     (Mining, Titan) and the read-once Pgrep under the sketch, whose decisions the
     policy then makes."""
-    from pvfs.bench.caching import sim as cachesim, study as cachestudy
+    from pvfs.bench.caching import sim as cachesim
+    from pvfs.bench.caching import study as cachestudy
 
     made = []
 

@@ -42,9 +42,9 @@ PART_OF_PACKAGE = {"pvfs": "core", "pvfs.daemons": "daemons", "pvfs.fuse": "fuse
 def part_of(module: str) -> str | None:
     best = None
     for pkg in PART_OF_PACKAGE:
-        if module == pkg or module.startswith(pkg + "."):
-            if best is None or len(pkg) > len(best):
-                best = pkg
+        inside = module == pkg or module.startswith(pkg + ".")
+        if inside and (best is None or len(pkg) > len(best)):
+            best = pkg
     return PART_OF_PACKAGE[best] if best else None
 
 
