@@ -274,14 +274,16 @@ def plot(report: dict[str, Any], targets: list[str], path: str) -> bool:
 
 
 def show(doc: dict[str, Any], png: str | None) -> None:
+    """Print a run's tables (the report rebuilt from its raw numbers) and plot it."""
     targets = list(doc["runs"])
-    print(format_report(doc["results"], targets))
+    report = build_report(doc["runs"], doc["params"]["ranks"])
+    print(format_report(report, targets))
     print()
-    print(markdown_table(doc["results"]))
+    print(markdown_table(report))
     print()
     print("geometric means of the metadata figures:",
-          {k: (None if v is None else round(v, 3)) for k, v in doc["geomeans"].items()})
-    if png and plot(doc["results"], targets, png):
+          {k: (None if v is None else round(v, 3)) for k, v in metadata_geomeans(report).items()})
+    if png and plot(report, targets, png):
         print(f"plot {png}")
 
 

@@ -267,6 +267,16 @@ def key(figure: str, ranks: int) -> str:
     return f"{figure}@{ranks}"
 
 
+def issue_target(best: float | None, ceiling: float | None) -> float | None:
+    """The figure issues 29 and 30 ask of pvfs: 1.5× the best peer, or 0.9× the ceiling where
+    1.5× the best peer is above the ceiling (run in the same run)."""
+    if best is None:
+        return None
+    if ceiling is not None and 1.5 * best > ceiling:
+        return 0.9 * ceiling
+    return 1.5 * best
+
+
 def _paired(mine: Sequence[float | None], theirs: Sequence[float | None]) -> list[float]:
     """Per-repetition ratios ``mine[i] / theirs[i]`` (the two ran minutes apart)."""
     return [r for r in (ratio(a, b) for a, b in zip(mine, theirs)) if r is not None]
@@ -302,6 +312,8 @@ def report_figure(runs: dict[str, list[float | None]], subject: str = SUBJECT,
         out[f"ratio_vs_{label}"] = r
         out[f"ratio_vs_{label}_interval"] = [lo, hi] if pairs else None
         out[f"ratio_vs_{label}_coverage"] = round(cov, 4) if pairs else None
+    out["target"] = issue_target(med.get(best) if best else None, med.get(ceiling))
+    out["ratio_vs_target"] = ratio(med.get(subject), out["target"])
     return out
 
 
@@ -369,7 +381,8 @@ def markdown_table(report: dict[str, Any]) -> str:
     """The report as the Markdown table of ``docs/benchmarks.md``: phase, ranks, pvfs, best
     peer, ratio (with its interval), ceiling, pvfs ÷ ceiling."""
     lines = [("| phase | ranks | unit | pvfs | best peer | pvfs ÷ best peer (interval) "
-              "| ceiling | pvfs ÷ ceiling |"), "|---|---|---|---|---|---|---|---|"]
+              "| ceiling | pvfs ÷ ceiling | target | pvfs ÷ target |"),
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in report.values():
         step = _step_of(c["figure"])
         phase = c["figure"][len(step) + 1:]
@@ -380,5 +393,6 @@ def markdown_table(report: dict[str, Any]) -> str:
         lines.append(f"| {_LABELS.get(step, step)}: {phase} | {c['ranks']} | {c['unit']} "
                      f"| {_num(c['median'].get(SUBJECT))} | {peer} "
                      f"| {_x(c['ratio_vs_best'])}{ivs} | {_num(c['median'].get(CEILING))} "
-                     f"| {_x(c['ratio_vs_ceiling'])} |")
+                     f"| {_x(c['ratio_vs_ceiling'])} | {_num(c.get('target'))} "
+                     f"| {_x(c.get('ratio_vs_target'))} |")
     return "\n".join(lines)

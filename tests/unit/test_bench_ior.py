@@ -20,6 +20,7 @@ from pvfs.bench.ior_tools import (
     figure_names,
     geomean,
     ior_argv,
+    issue_target,
     markdown_table,
     mdtest_argv,
     median_interval,
@@ -276,6 +277,16 @@ def test_report_without_ceiling_or_with_failed_repetitions() -> None:
     assert got["ratio_vs_ceiling"] is None and got["ratio_vs_ceiling_interval"] is None
 
 
+def test_the_issues_target_is_1_5x_the_best_peer_or_0_9x_a_lower_ceiling() -> None:
+    assert issue_target(1000.0, None) == pytest.approx(1500.0)
+    assert issue_target(1000.0, 2000.0) == pytest.approx(1500.0)
+    assert issue_target(1000.0, 1200.0) == pytest.approx(1080.0)
+    assert issue_target(None, 1200.0) is None
+    got = report_figure({"pvfs": [540.0], "moosefs": [1000.0], "ceiling": [1200.0]})
+    assert got["target"] == pytest.approx(1080.0)
+    assert got["ratio_vs_target"] == pytest.approx(0.5)
+
+
 def test_build_report_has_every_figure_with_its_unit() -> None:
     runs = {"pvfs": {"ior-hard-write@2": [40.0]}, "gluster": {"ior-hard-write@2": [200.0]}}
     rep = build_report(runs, [1, 2])
@@ -303,6 +314,7 @@ def test_markdown_table_names_the_peer_and_the_ratio() -> None:
     row = next(ln for ln in table.splitlines() if ln.startswith("| mdtest hard: stat | 2"))
     assert "MooseFS 8,754" in row and "| 496 |" in row
     assert "0.06×" in row and "20,533" in row and "0.02×" in row
+    assert row.endswith("| 13,131 | 0.04× |")  # 1.5 × 8,754
 
 
 # ----------------------------------------------------------------------------- the runner's tools
