@@ -237,6 +237,7 @@ class PathClient(Client):
             # the flusher and the scheduler on a loaded machine
             self.name_window = float(opts.get("entry_timeout", 1.0)) + 1.0
             self.attr_window = float(opts.get("attr_timeout", 1.0)) + 1.0
+            self.leases = bool(opts.get("leases", False))
 
     def path(self, name: str) -> str:
         return os.path.join(self.directory, self.root, name)

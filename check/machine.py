@@ -27,6 +27,7 @@ NAMES = ("a", "b", "c")
 # space operations collide
 NAME = st.sampled_from(["a", "b", "a", "c", "a"])
 MAX_HANDLES = 6
+PAUSE_ONE_IN = 4  # a pause step (only with leasing mounts) waits in one draw of this many
 EDGES = [0, 1, 4095, 4096, 4097, 16383, 16384, 65535 - 4096, 32768]
 OFFSETS = st.one_of(st.integers(0, 48 << 10), st.sampled_from(EDGES))
 IO_KINDS = st.sampled_from(["pwrite", "pread", "fsync", "pwrite", "pread"])
@@ -120,6 +121,8 @@ def build_machine(world: World) -> type[RuleBasedStateMachine]:
                     which=st.integers(0, len(STRIPES) - 1))(_Machine.meta)
         fault = precondition(lambda self: world.faults is not None)(
             rule(which=st.integers(0, 1 << 16))(_Machine.fault))
+        pause = precondition(lambda self: world.pauses)(
+            rule(p=st.integers(0, PAUSE_ONE_IN - 1))(_Machine.pause))
 
     Check.world = world
     return Check
@@ -551,6 +554,15 @@ class _Machine(RuleBasedStateMachine):
         others = [i for i, s in enumerate(self.slots) if s.fid == fid and s.client != writer]
         if others:
             self.pread(others[k % len(others)], off, n)
+
+    def pause(self, p: int) -> None:
+        """Wait out every client's cache windows (one draw in PAUSE_ONE_IN): what a node
+        answers after it must be what its leases were recalled for, not a window's slack."""
+        if p:
+            return
+        wait = max(max(c.name_window, c.attr_window) for c in self.clients) + 0.1
+        self.log(-1, "pause", f"{wait:.1f} s")
+        time.sleep(wait)
 
     def meta(self, c: int, kind: str, src: str, dst: str, size: int, which: int) -> None:
         """Names and attributes: one rule, so that data steps stay the common case."""

@@ -37,6 +37,13 @@ class World:
     fault_epoch: bool = False
     xattrs: bool = True
     checks_nlink: bool = True
+
+    @property
+    def pauses(self) -> bool:
+        """Whether a pause past every cache window can show something: a mount holding
+        leases answers names and attributes for longer than its kernel's windows, and only
+        a recall keeps them true (fuse/leases.py)."""
+        return any(getattr(c, "leases", False) for c in self.clients)
     notes: list[str] = field(default_factory=list)
     examples: int = 0
     ops: dict[str, int] = field(default_factory=dict)  # steps run, by operation

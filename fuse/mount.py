@@ -119,6 +119,8 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
         stack.callback(nursery.cancel_scope.cancel)
         await ops.cache.start(nursery)
         stack.push_async_callback(_write_back, ops.cache, ops.gbackend)
+        if ops.leases is not None:
+            await nursery.start(ops.leases.run)
         if ops.coherence is not None:
             await nursery.start(ops.coherence.run)
             if ops.gbackend is not None:

@@ -32,6 +32,7 @@ from .fileops import FileOperations
 from .gcachewire import make_gcache_backend
 from .guard import errno_of, guard
 from .handles import HandleTable
+from .leases import MISSING, LeaseCache
 from .options import MountOptions
 from .xattrs import ACL_XATTRS, PROBED_XATTRS, ProbedCache, VirtualXattrs
 
@@ -120,6 +121,11 @@ class Operations(pyfuse3.Operations):
         # manager (a lookup there costs a manager and an I/O daemon round trip per file).
         self._names: dict[tuple[int, str], int] = {}
         self.kernel_ready = False  # invalidate_inode only once the session runs
+        # -o leases: what the manager leased this mount is answered here (leases.py); the
+        # session runs as a task of the mount (mount.py). fh -> (tick, every page leased) of
+        # a listing from its start, to learn that a directory is complete.
+        self.leases = LeaseCache(client, self._lease_recalled) if options.leases else None
+        self._listing: dict[int, tuple[int, bool]] = {}
         # Read by pyfuse3.init: the kernel keeps written pages and writes them back itself
         # (flush/fsync/memory pressure). Handles whose writes must reach the I/O daemons at
         # once (O_SYNC/O_DSYNC, user.pvfs.sync=1) are opened direct_io instead
@@ -136,6 +142,8 @@ class Operations(pyfuse3.Operations):
             out.update(self.coherence.counters)
         if self.gbackend is not None:
             out["gcache"] = self.gbackend.stats()
+        if self.leases is not None:
+            out["leases"] = self.leases.status()
         return out
 
     def cred(self, ctx: RequestContext) -> Cred:
@@ -206,6 +214,26 @@ class Operations(pyfuse3.Operations):
             self.table.info(i).size_stale = True
             await self._kernel_invalidate(i)
 
+    async def _lease_recalled(self, inos: list[int], names: list[tuple[int, str]]) -> None:
+        """The manager recalled leases (answered already): the kernel's copies go too."""
+        if not self.kernel_ready:
+            return
+        for ino in inos:
+            await self._kernel_invalidate(ino, attr_only=True)
+        for parent, name in names:
+            try:
+                await trio.to_thread.run_sync(pyfuse3.invalidate_entry, parent,
+                                              os.fsencode(name))
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    log.info("invalidate_entry(%d, %r): %s", parent, name, exc)
+
+    def _tick(self, *changed: int) -> int:
+        """With leases: a request's tick (``changed``: the inodes it changes)."""
+        if self.leases is None:
+            return 0
+        return self.leases.changing(*changed) if changed else self.leases.tick()
+
     async def _kernel_invalidate(self, ino: int, attr_only: bool = False) -> None:
         """Drop the kernel's cached attributes of ``ino`` and, unless ``attr_only``, its
         pages (in a thread: with the kernel's write-back cache it may wait for writes)."""
@@ -222,23 +250,54 @@ class Operations(pyfuse3.Operations):
     @guard
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         n = _name(name)
+        leases = self.leases
+        if leases is not None:
+            held = leases.lookup(parent_inode, n)
+            if held is MISSING:
+                raise FUSEError(errno.ENOENT)
+            if held is not None:
+                return self.entry(self._named(parent_inode, n, held))
         gen = self.probed.gen
-        a = await self.client.lookup(parent_inode, n, self.cred(ctx))
+        t = self._tick()
+        if leases is None:
+            a = await self.client.lookup(parent_inode, n, self.cred(ctx))
+        else:
+            a = await self.client.lookup(parent_inode, n, self.cred(ctx), missing=True)
+            leases.learn(a, t, parent_inode, n)
+            if not a["ino"]:
+                raise FUSEError(errno.ENOENT)
         self.probed.learn(a, gen)
         return self.entry(self._named(parent_inode, n, a))
 
     @guard
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
+        leases = self.leases
+        if leases is not None:
+            a = leases.getattr(inode)
+            if a is not None:
+                return self.entry(a)
         held = self.dirattrs.get(inode)
         if held is not None:
             e = self.entry(held[0])
             e.attr_timeout = min(e.attr_timeout, held[1])
             return e
-        return self.entry(await self.client.getattr(inode, self.cred(ctx)))
+        t = self._tick()
+        a = await self.client.getattr(inode, self.cred(ctx))
+        if leases is not None:
+            leases.learn(a, t)
+        return self.entry(a)
 
     @guard
     async def setattr(self, inode: int, attr: EntryAttributes, fields: pyfuse3.SetattrFields,
                       fh: int | None, ctx: RequestContext) -> EntryAttributes:
+        t = self._tick(inode)
+        a = await self._setattr(inode, attr, fields, fh, ctx)
+        if self.leases is not None:
+            self.leases.attrs_now(inode, a, t)
+        return self.entry(a)
+
+    async def _setattr(self, inode: int, attr: EntryAttributes, fields: pyfuse3.SetattrFields,
+                       fh: int | None, ctx: RequestContext) -> dict:
         cred = self.cred(ctx)
         self.dirattrs.forget(inode)
         kw: dict[str, Any] = {}
@@ -272,10 +331,8 @@ class Operations(pyfuse3.Operations):
             # the cache is cut only once the servers are: see BlockCache.truncation
             async with self.cache.truncation(inode, attr.st_size), \
                     self.files.global_truncation(inode, attr.st_size):
-                a = await self.client.setattr(inode, cred, **kw)
-            return self.entry(a)
-        a = await self.client.setattr(inode, cred, **kw)
-        return self.entry(a)
+                return await self.client.setattr(inode, cred, **kw)
+        return await self.client.setattr(inode, cred, **kw)
 
     @guard
     async def readlink(self, inode: int, ctx: RequestContext) -> bytes:
@@ -284,37 +341,50 @@ class Operations(pyfuse3.Operations):
     @guard
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: RequestContext) -> EntryAttributes:
+        n = _name(name)
+        t = self._tick(parent_inode)
         if not stat.S_ISREG(mode):
             # FIFOs, sockets (bind), devices: inodes at the manager; the kernel serves them
             self.dirattrs.forget(parent_inode)
-            return self.entry(await self.client.mknod(parent_inode, _name(name), mode, rdev,
-                                                      self.cred(ctx)))
-        a = await self.client.create(parent_inode, _name(name), stat.S_IMODE(mode),
-                                     self.cred(ctx), exclusive=True)
-        self.dirattrs.learn(parent_inode, a)
+            a = await self.client.mknod(parent_inode, n, mode, rdev, self.cred(ctx))
+        else:
+            a = await self.client.create(parent_inode, n, stat.S_IMODE(mode), self.cred(ctx),
+                                         exclusive=True)
+            self.dirattrs.learn(parent_inode, a)
+        if self.leases is not None:
+            self.leases.made(parent_inode, n, a, t)
         return self.entry(a)
 
     @guard
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
                     ctx: RequestContext) -> EntryAttributes:
-        a = await self.client.mkdir(parent_inode, _name(name), stat.S_IMODE(mode),
-                                    self.cred(ctx))
+        n = _name(name)
+        t = self._tick(parent_inode)
+        a = await self.client.mkdir(parent_inode, n, stat.S_IMODE(mode), self.cred(ctx))
         self.dirattrs.learn(parent_inode, a)
+        if self.leases is not None:
+            self.leases.made(parent_inode, n, a, t, is_dir=True)
         return self.entry(a)
 
     @guard
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
-        cred = self.cred(ctx)
         n = _name(name)
+        t = self._tick(parent_inode)
+        reply = await self._unlink(parent_inode, n, self.cred(ctx))
+        if self.leases is not None:
+            self.leases.removed(parent_inode, n, t, reply)
+
+    async def _unlink(self, parent_inode: int, n: str, cred: Cred) -> dict:
         ino = self._names.pop((parent_inode, n), None)
         if ino is not None and self.gbackend is None and not self.cache.has_dirty(ino):
             # Known inode, nothing dirty: no lookup needed. Its clean blocks may go whatever
             # its link count was (dropping clean blocks is always safe).
-            self.dirattrs.learn(parent_inode, await self.client.unlink(parent_inode, n, cred))
+            reply = await self.client.unlink(parent_inode, n, cred)
+            self.dirattrs.learn(parent_inode, reply)
             if not self.table.is_open(ino):
                 self.cache.forget(ino)
                 self.table.inodes.pop(ino, None)
-            return
+            return reply
         try:
             a = await self.client.lookup(parent_inode, n, cred)
         except OSError:
@@ -322,26 +392,45 @@ class Operations(pyfuse3.Operations):
         last = _last_name_of_file(a)
         if last is not None:
             await self.files.removing(last)
-        self.dirattrs.learn(parent_inode, await self.client.unlink(parent_inode, n, cred))
+        reply = await self.client.unlink(parent_inode, n, cred)
+        self.dirattrs.learn(parent_inode, reply)
         if last is not None:
             await self.files.removed(last)
+        return reply
 
     @guard
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
+        n = _name(name)
         self.dirattrs.forget(parent_inode)
-        await self.client.rmdir(parent_inode, _name(name), self.cred(ctx))
+        t = self._tick(parent_inode)
+        await self.client.rmdir(parent_inode, n, self.cred(ctx))
+        if self.leases is not None:
+            self.leases.removed(parent_inode, n, t)
 
     @guard
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
                       ctx: RequestContext) -> EntryAttributes:
+        n = _name(name)
         self.dirattrs.forget(parent_inode)
-        return self.entry(await self.client.symlink(parent_inode, _name(name),
-                                                    os.fsdecode(target), self.cred(ctx)))
+        t = self._tick(parent_inode)
+        a = await self.client.symlink(parent_inode, n, os.fsdecode(target), self.cred(ctx))
+        if self.leases is not None:
+            self.leases.made(parent_inode, n, a, t)
+        return self.entry(a)
 
     @guard
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
                      name_new: bytes, flags: int, ctx: RequestContext) -> None:
         old, new = (parent_inode_old, _name(name_old)), (parent_inode_new, _name(name_new))
+        t = self._tick(parent_inode_old, parent_inode_new)
+        try:
+            await self._rename(old, new, flags, ctx)
+        finally:
+            if self.leases is not None:
+                self.leases.renamed(old, new, t, flags)
+
+    async def _rename(self, old: tuple[int, str], new: tuple[int, str], flags: int,
+                      ctx: RequestContext) -> None:
         moved, replaced = self._names.pop(old, None), self._names.pop(new, None)
         self.dirattrs.forget_all()  # a moved directory's ctime and ".." change too
         last = None
@@ -366,8 +455,12 @@ class Operations(pyfuse3.Operations):
                    ctx: RequestContext) -> EntryAttributes:
         n = _name(new_name)
         self.dirattrs.forget(new_parent_inode)
-        return self.entry(self._named(new_parent_inode, n, await self.client.link(
-            inode, new_parent_inode, n, self.cred(ctx))))
+        t = self._tick(new_parent_inode, inode)
+        a = await self.client.link(inode, new_parent_inode, n, self.cred(ctx))
+        if self.leases is not None:
+            self.leases.made(new_parent_inode, n, a, t)
+            self.leases.attrs_now(inode, a, t)
+        return self.entry(self._named(new_parent_inode, n, a))
 
     @guard
     async def opendir(self, inode: int, ctx: RequestContext) -> int:
@@ -379,8 +472,12 @@ class Operations(pyfuse3.Operations):
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         h = self.table.get(fh)
         cookie = start_id
+        leases = self.leases
+        if leases is not None and start_id == 0:
+            self._listing[fh] = (leases.tick(), True)
         while True:
             gen = self.probed.gen
+            t = self._tick()
             try:
                 entries = await self.client.readdir(h.ino, h.cred, cookie=cookie, limit=256)
                 sized = True
@@ -392,6 +489,8 @@ class Operations(pyfuse3.Operations):
                 entries = await self.client.readdir(h.ino, h.cred, cookie=cookie, limit=256,
                                                     attrs=False)
                 sized = False
+            if leases is not None:
+                self._learn_listing(fh, h.ino, entries, t, sized)
             if not entries:
                 return
             for name, a, nxt in entries:
@@ -400,6 +499,18 @@ class Operations(pyfuse3.Operations):
                 if not pyfuse3.readdir_reply(token, os.fsencode(name), e, nxt):
                     return
                 cookie = nxt
+
+    def _learn_listing(self, fh: int, ino: int, entries: list, t: int, sized: bool) -> None:
+        """With leases: keep a readdir page's leased names and attributes; a listing from
+        the start whose every page came leased, ending with no recall, makes the directory
+        complete (leases.py)."""
+        leased = getattr(entries, "leased", None) if sized else None
+        kept = self.leases.learn_listing(ino, entries, leased, t)
+        since, whole = self._listing.get(fh, (0, False))
+        if not kept:
+            self._listing[fh] = (since, False)
+        elif not entries and whole and since:
+            self.leases.listed(ino, since)
 
     def _unsized_entry(self, a: dict) -> EntryAttributes:
         """A directory entry whose size is unknown: not learned, not cached by the kernel."""
@@ -414,6 +525,7 @@ class Operations(pyfuse3.Operations):
 
     @guard
     async def releasedir(self, fh: int) -> None:
+        self._listing.pop(fh, None)
         self.table.close(fh)
 
     @guard
@@ -450,6 +562,12 @@ class Operations(pyfuse3.Operations):
     # ------------------------------------------------------------------ open files
     @guard
     async def open(self, inode: int, flags: int, ctx: RequestContext) -> FileInfo:
+        if self.leases is not None and flags & os.O_TRUNC:
+            self._tick(inode)
+            try:
+                return await self.files.open(inode, flags, self.cred(ctx))
+            finally:
+                self.leases.forget(inode)
         return await self.files.open(inode, flags, self.cred(ctx))
 
     @guard
@@ -458,9 +576,14 @@ class Operations(pyfuse3.Operations):
         cred = self.cred(ctx)
         n = _name(name)
         gen = self.probed.gen
+        t = self._tick(parent_inode)
         a = self._named(parent_inode, n, await self.client.create(
             parent_inode, n, stat.S_IMODE(mode), cred, exclusive=bool(flags & os.O_EXCL),
             flags=flags | os.O_CREAT))
+        if self.leases is not None:
+            self.leases.made(parent_inode, n, a, t)
+            if not a.get("created"):
+                self.leases.forget(a["ino"])  # opened, maybe truncated: asked again
         self.probed.learn(a, gen)
         self.dirattrs.learn(parent_inode, a)
         return await self.files.create(a, flags, cred)
@@ -508,10 +631,13 @@ class Operations(pyfuse3.Operations):
             return
         self.dirattrs.forget(inode)
         self.probed.changed(inode)
+        self._tick(inode)
         try:
             await self.client.setxattr(inode, n, value, cred)
         finally:
             self.probed.changed(inode)
+            if self.leases is not None:
+                self.leases.forget(inode)  # its ctime moved
 
     @guard
     async def listxattr(self, inode: int, ctx: RequestContext) -> list[bytes]:
@@ -524,7 +650,10 @@ class Operations(pyfuse3.Operations):
             return
         self.dirattrs.forget(inode)
         self.probed.changed(inode)
+        self._tick(inode)
         try:
             await self.client.removexattr(inode, n, self.cred(ctx))
         finally:
             self.probed.changed(inode)
+            if self.leases is not None:
+                self.leases.forget(inode)  # its ctime moved

@@ -64,6 +64,9 @@ class MountOptions:
     # The kernel's write-back page cache (FUSE writeback_cache): coherence=none only; see
     # docs/mount.md for what it changes.
     writeback_cache: bool = False
+    # Leases from the manager (fuse/leases.py): lookup, negative lookups and getattr of what
+    # the mount holds are answered here until the manager recalls them.
+    leases: bool = False
     read_ahead_kb: int = 1024
     attr_timeout: float = 1.0
     entry_timeout: float = 1.0
@@ -109,7 +112,7 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "attr_timeout": float, "entry_timeout": float, "timeout": float,
             "flush_interval": float, "dirty_age": float, "max_tasks": int,
             "stream_min": parse_size, "cache_readahead": parse_size}
-_BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "allow_other",
+_BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "leases", "allow_other",
          "default_permissions", "debug",
          "testing_lose_close_writes"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",

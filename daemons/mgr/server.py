@@ -27,6 +27,7 @@ from pvfs.protocol.schema import MGR_SCHEMAS
 
 from ..common import serve_tcp
 from .group import GroupCommit
+from .leases import LeaseTable
 from .precreate import PrecreatePool
 from .reaper import Reaper
 from .sizecache import SizeCache
@@ -35,7 +36,7 @@ from .store import Cred, MetaStore
 log = logging.getLogger("pvfs.mgr")
 
 #: Requests whose replies show nothing of the store: they need not wait for a commit.
-_NO_STORE = frozenset({"ping", "sizes_changed", "metrics"})
+_NO_STORE = frozenset({"ping", "sizes_changed", "metrics", "lease_register"})
 
 
 def _blocks(per_iod: list[int | None]) -> int | None:
@@ -52,6 +53,9 @@ def _fill(attrs: dict, stripe: Stripe, shares: list) -> None:
 
 
 class MgrServer:
+    #: Requests that make their connection the caller's from then on (no op_ handler).
+    CONNECTION_OPS = frozenset({"lease_register"})
+
     def __init__(self, config: Config) -> None:
         self.config = config
         os.makedirs(config.manager.data_dir, exist_ok=True)
@@ -75,13 +79,16 @@ class MgrServer:
         # Stripe files of deleted files go in the background, batched (reaper.py).
         self.reaper = Reaper(self.store, lambda a: [i for _, i in self._iods_of(a["stripe"])],
                              self._each, durable=self.group.durable)
+        # Mounts' leases on attributes and directory entries, recalled before a change (leases.py).
+        self.leases = LeaseTable(config.lease_term, config.lease_recall,
+                                 timeout=min(2.0, config.request_timeout / 2))
         self.started = time.time()
         self.address: tuple[str, int] | None = None
         self.metrics = Metrics("mgr")
         # The dispatch table: one coroutine op_<name>(fields, cred) per operation of the
         # schema, looked up once here, so a missing handler stops the start, not a request.
         self.ops: dict[str, Callable[[dict, Cred], Awaitable[dict]]] = {
-            op: getattr(self, f"op_{op}") for op in MGR_SCHEMAS}
+            op: getattr(self, f"op_{op}") for op in MGR_SCHEMAS if op not in self.CONNECTION_OPS}
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -109,8 +116,12 @@ class MgrServer:
             self.group.close()
             self.store.close()
 
-    async def dispatch(self, op: str, f: dict, bulk_len: int, sock) -> dict:
+    async def dispatch(self, op: str, f: dict, bulk_len: int, sock) -> dict | None:
         uid, gid, groups = f.pop("cred")
+        if op == "lease_register":  # the connection is the lease holder's from now on
+            await self.leases.serve_holder(f["client"], sock)
+            return None
+        self.leases.check(f.get("lease"))
         t0 = time.perf_counter()
         group = self.group
         failures = group.failures
@@ -285,6 +296,7 @@ class MgrServer:
                 "removals_pending": self.reaper.pending, "precreated": len(self.pool),
                 "size_cache": self.sizes.status(), "group_commit": self.group.status(),
                 "creates_pending": len(self.store.admin.making()),
+                "leases": self.leases.status(),
                 "niods": self.config.niods}
 
     async def op_sizes_changed(self, f, cred) -> dict:
@@ -292,22 +304,48 @@ class MgrServer:
         forgot what it watched): drop their cached sizes before it goes on."""
         if f["all"]:
             self.sizes.forget_all()
+            changed = list(self.leases.by_ino)
         else:
             self.sizes.forget(f["inos"])
+            changed = f["inos"]
+        async with self.leases.changing(changed):  # holders of their attributes first
+            pass
         return {}
 
     async def op_resolve(self, f, cred) -> dict:
         return await self._with_size(self.store.resolve(f["path"], cred, f["follow"]))
 
     async def op_lookup(self, f, cred) -> dict:
-        attrs = self.store.lookup(f["parent"], f["name"], cred)
+        seen = self.leases.now()
+        try:
+            attrs = self.store.lookup(f["parent"], f["name"], cred)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT or not f["missing"]:
+                raise
+            # "no such name", leased: the mount may answer it itself until a create recalls
+            return {"ino": 0, "leased": self.leases.grant(f["lease"], [f["parent"]], seen)}
         self.store.mark_security([attrs])
-        return await self._with_size(attrs)
+        return self._leased(await self._with_size(attrs), f, seen, [f["parent"]])
 
     async def op_getattr(self, f, cred) -> dict:
-        return await self._with_size(self.store.getattr(f["ino"]))
+        seen = self.leases.now()
+        return self._leased(await self._with_size(self.store.getattr(f["ino"])), f, seen)
 
-    async def op_setattr(self, f, cred) -> dict:
+    def _grantable(self, attrs: dict) -> bool:
+        """A file's attributes are leased only while its size is cached, that is while its
+        I/O daemons report every change (sizecache.py): a report recalls the lease."""
+        return attrs.get("type") != "file" or self.sizes.get(attrs["ino"]) is not None
+
+    def _leased(self, reply: dict, f: dict, seen: int, also: list[int] = ()) -> dict:
+        """Grant the requesting holder (if any) leases on the reply's inode and ``also``,
+        as the store was at clock ``seen``; listed in the reply's ``leased``."""
+        holder = f.get("lease")
+        if holder is not None:
+            inos = [*also, reply["ino"]] if self._grantable(reply) else list(also)
+            reply["leased"] = self.leases.grant(holder, inos, seen)
+        return reply
+
+    async def _setattr(self, f, cred) -> dict:
         size = f["size"]
         attrs = self.store.setattr(f["ino"], cred, mode=f["mode"], uid=f["uid"], gid=f["gid"],
                                    atime_ns=f["atime_ns"], mtime_ns=f["mtime_ns"], size=size,
@@ -325,7 +363,7 @@ class MgrServer:
                 for _, iod in self._iods_of(attrs["stripe"])])
         return await self._with_size(attrs)
 
-    async def op_create(self, f, cred) -> dict:
+    async def _create(self, f, cred) -> dict:
         ino = self.pool.take()
         parent_now: list[dict] = []  # the parent's attributes as the create left them
         try:
@@ -412,7 +450,7 @@ class MgrServer:
         except OSError as exc:
             log.warning("undoing create of %s: %s", f["name"], exc)
 
-    async def op_open(self, f, cred) -> dict:
+    async def _open(self, f, cred) -> dict:
         attrs = self.store.open(f["ino"], f["flags"], cred)
         if attrs["type"] == "file" and f["flags"] & os.O_TRUNC and f["flags"] & os.O_ACCMODE:
             await self._truncate(attrs, 0)
@@ -429,45 +467,51 @@ class MgrServer:
         self._reap(attrs)
         return {}
 
-    async def op_mkdir(self, f, cred) -> dict:
+    async def _mkdir(self, f, cred) -> dict:
         parent_now: list[dict] = []
         attrs = self.store.mkdir(f["parent"], f["name"], f["mode"], cred, parent_out=parent_now)
         return self._with_parent(attrs, f["parent"], parent_now[0])
 
-    async def op_rmdir(self, f, cred) -> dict:
+    async def _rmdir(self, f, cred) -> dict:
         self.store.rmdir(f["parent"], f["name"], cred)
         return {}
 
-    async def op_unlink(self, f, cred) -> dict:
+    async def _unlink(self, f, cred) -> dict:
         parent_now: list[dict] = []
         self._reap(self.store.unlink(f["parent"], f["name"], cred, parent_out=parent_now))
         return self._with_parent({}, f["parent"], parent_now[0])
 
-    async def op_rename(self, f, cred) -> dict:
+    async def _rename(self, f, cred) -> dict:
         self._reap(self.store.rename(f["parent"], f["name"], f["new_parent"],
                                           f["new_name"], cred, f["flags"]))
         return {}
 
-    async def op_mknod(self, f, cred) -> dict:
+    async def _mknod(self, f, cred) -> dict:
         """A FIFO, socket or device node: an inode only, no stripe files."""
         return self.store.mknod(f["parent"], f["name"], f["mode"], f["rdev"], cred)
 
-    async def op_symlink(self, f, cred) -> dict:
+    async def _symlink(self, f, cred) -> dict:
         return self.store.symlink(f["parent"], f["name"], f["target"], cred)
 
     async def op_readlink(self, f, cred) -> dict:
         return {"target": self.store.readlink(f["ino"])}
 
-    async def op_link(self, f, cred) -> dict:
+    async def _link(self, f, cred) -> dict:
         return await self._with_size(self.store.link(f["ino"], f["new_parent"], f["new_name"], cred))
 
     async def op_readdir(self, f, cred) -> dict:
+        seen = self.leases.now()
         rows = self.store.readdir(f["ino"], cred, f["cookie"], f["limit"])
         entries = [[name, attrs, cookie] for name, attrs, cookie in rows]
+        reply: dict = {"entries": entries}
         if f["attrs"]:
             await self._with_sizes([attrs for _name, attrs, _cookie in entries])
             self.store.mark_security([attrs for _name, attrs, _cookie in entries])
-        return {"entries": entries}
+            if f["lease"] is not None:
+                reply["leased"] = self.leases.grant(
+                    f["lease"], [f["ino"]] + [a["ino"] for _n, a, _c in entries
+                                              if self._grantable(a)], seen)
+        return reply
 
     async def op_statfs(self, f, cred) -> dict:
         replies = await self._each([(i, {"op": "statfs"}) for i in range(self.config.niods)])
@@ -487,14 +531,14 @@ class MgrServer:
     async def op_getxattr(self, f, cred) -> dict:
         return {"value": self.store.getxattr(f["ino"], f["name"], cred)}
 
-    async def op_setxattr(self, f, cred) -> dict:
+    async def _setxattr(self, f, cred) -> dict:
         self.store.setxattr(f["ino"], f["name"], f["value"], cred, f["flags"])
         return {}
 
     async def op_listxattr(self, f, cred) -> dict:
         return {"names": self.store.listxattr(f["ino"], cred)}
 
-    async def op_removexattr(self, f, cred) -> dict:
+    async def _removexattr(self, f, cred) -> dict:
         self.store.removexattr(f["ino"], f["name"], cred)
         return {}
 
@@ -502,7 +546,7 @@ class MgrServer:
         stripe = self.store.get_stripe(f["ino"])
         return {"stripe": stripe.to_wire() if stripe else None}
 
-    async def op_setstripe(self, f, cred) -> dict:
+    async def _setstripe(self, f, cred) -> dict:
         attrs = self.store.getattr(f["ino"])
         if attrs["type"] == "dir":
             return self.store.set_dir_stripe(f["ino"], f["stripe"], cred)
@@ -544,3 +588,77 @@ class MgrServer:
             raise PermissionError(errno.EPERM, "removing an inode needs root")
         self.store.admin.remove_inode(f["ino"])
         return {}
+
+    # ------------------------------------------------------------------ changes, leased
+    # Each change runs inside leases.changing(the inodes it changes, the holder making it):
+    # every other holder of a lease on them is called back first (leases.py). A new inode
+    # is leased to the holder that made it.
+    def _changing(self, f: dict, *inos: int):
+        return self.leases.changing(inos, f.get("lease"))
+
+    def _lease_new(self, reply: dict, f: dict) -> dict:
+        holder = f.get("lease")
+        if holder is not None and reply.get("ino") and self._grantable(reply):
+            reply["leased"] = self.leases.grant(holder, [reply["ino"]], self.leases.now())
+        return reply
+
+    async def op_setattr(self, f, cred) -> dict:
+        async with self._changing(f, f["ino"]):
+            return await self._setattr(f, cred)
+
+    async def op_create(self, f, cred) -> dict:
+        victim = self.store.child_ino(f["parent"], f["name"]) if f["flags"] & os.O_TRUNC else 0
+        async with self._changing(f, f["parent"], victim):
+            reply = await self._create(f, cred)
+        return self._lease_new(reply, f) if reply.get("created") else reply
+
+    async def op_open(self, f, cred) -> dict:
+        if not f["flags"] & os.O_TRUNC:
+            return await self._open(f, cred)
+        async with self._changing(f, f["ino"]):
+            return await self._open(f, cred)
+
+    async def op_mkdir(self, f, cred) -> dict:
+        async with self._changing(f, f["parent"]):
+            reply = await self._mkdir(f, cred)
+        return self._lease_new(reply, f)
+
+    async def op_mknod(self, f, cred) -> dict:
+        async with self._changing(f, f["parent"]):
+            reply = await self._mknod(f, cred)
+        return self._lease_new(reply, f)
+
+    async def op_symlink(self, f, cred) -> dict:
+        async with self._changing(f, f["parent"]):
+            reply = await self._symlink(f, cred)
+        return self._lease_new(reply, f)
+
+    async def op_rmdir(self, f, cred) -> dict:
+        async with self._changing(f, f["parent"], self.store.child_ino(f["parent"], f["name"])):
+            return await self._rmdir(f, cred)
+
+    async def op_unlink(self, f, cred) -> dict:
+        async with self._changing(f, f["parent"], self.store.child_ino(f["parent"], f["name"])):
+            return await self._unlink(f, cred)
+
+    async def op_rename(self, f, cred) -> dict:
+        child = self.store.child_ino
+        async with self._changing(f, f["parent"], f["new_parent"], child(f["parent"], f["name"]),
+                                  child(f["new_parent"], f["new_name"])):
+            return await self._rename(f, cred)
+
+    async def op_link(self, f, cred) -> dict:
+        async with self._changing(f, f["new_parent"], f["ino"]):
+            return await self._link(f, cred)
+
+    async def op_setxattr(self, f, cred) -> dict:
+        async with self._changing(f, f["ino"]):
+            return await self._setxattr(f, cred)
+
+    async def op_removexattr(self, f, cred) -> dict:
+        async with self._changing(f, f["ino"]):
+            return await self._removexattr(f, cred)
+
+    async def op_setstripe(self, f, cred) -> dict:
+        async with self._changing(f, f["ino"]):
+            return await self._setstripe(f, cred)

@@ -298,6 +298,12 @@ class MetaStore:
     def getattr(self, ino: int) -> dict:
         return self._get(check_ino(ino)).attrs()
 
+    def child_ino(self, parent: int, name: str) -> int:
+        """The inode ``name`` in ``parent`` names, 0 if none (no permission check: only for
+        knowing which inode a change will touch, leases.py)."""
+        child = self._child(parent, name)
+        return 0 if child is None else child.ino
+
     def mark_security(self, attrs: list[dict]) -> None:
         """Set ``secx`` in each: whether the inode has any ``security.*`` extended attribute
         (mounts answer the kernel's probes of those names from it; fuse/xattrs.py)."""

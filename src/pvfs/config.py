@@ -38,7 +38,10 @@ serves Prometheus text on http://HOST:PORT/metrics (docs/operations.md); off unl
 ``[manager]`` may set ``precreate = 256``: how many stripe files per I/O daemon the manager
 makes ahead of creates in one request (``daemons/mgr/precreate.py``; 0: none), and
 ``size_cache = 262144``: how many files' sizes the manager keeps, told of every change by the
-I/O daemons (``daemons/mgr/sizecache.py``; 0: ask the I/O daemons on every stat).
+I/O daemons (``daemons/mgr/sizecache.py``; 0: ask the I/O daemons on every stat), and
+``lease_term = 10.0``: how long a mount's lease session lasts without renewal, in seconds
+(``daemons/mgr/leases.py``; 0: no leases). ``lease_recall = false`` is for tests only: changes
+then do not call lease holders back, and ``pvfs-admin check`` must fail.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ ENV_CONFIG = "PVFS_CONFIG"
 # (csrc/sched.c, opt4_peek; docs/scheduling.md).
 GATHER_S = 0.01
 SIZE_CACHE = 1 << 18   # files whose sizes the manager keeps (daemons/mgr/sizecache.py)
+LEASE_TERM = 10.0      # a mount's lease session without renewal, seconds (daemons/mgr/leases.py)
 
 
 class ConfigError(ValueError):
@@ -91,6 +95,8 @@ class Config:
     gather: float = GATHER_S  # [scheduler] gather: opt4's wait for a collective's requests
     precreate: int = 256  # [manager] precreate: the pool's batch (0: off)
     size_cache: int = SIZE_CACHE  # [manager] size_cache: files whose sizes it keeps (0: off)
+    lease_term: float = LEASE_TERM  # [manager] lease_term: a lease session's length (0: off)
+    lease_recall: bool = True  # [manager] lease_recall: false only in tests (no recalls)
     run_dir: str = ""
     path: str = ""
     extra: dict = field(default_factory=dict, compare=False)
@@ -152,6 +158,13 @@ def _number(table: dict, key: str, default, kind, what: str, minimum=None):
     return value
 
 
+def _flag(table: dict, key: str, default: bool, what: str) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{what}.{key}: expected true or false, got {value!r}")
+    return value
+
+
 def _gather(sched: dict) -> float:
     g = _number(sched, "gather", GATHER_S, float, "[scheduler]", 0.0)
     if g > 10.0:
@@ -210,6 +223,8 @@ def parse(data: dict, path: str = "") -> Config:
         gather=_gather(sched),
         precreate=min(_number(data["manager"], "precreate", 256, int, "[manager]", 0), 4096),
         size_cache=_number(data["manager"], "size_cache", SIZE_CACHE, int, "[manager]", 0),
+        lease_term=_number(data["manager"], "lease_term", LEASE_TERM, float, "[manager]", 0.0),
+        lease_recall=_flag(data["manager"], "lease_recall", True, "[manager]"),
         run_dir=str((base_dir / run_dir).resolve()),
         path=str(Path(path).resolve()) if path else "",
         extra={k: v for k, v in data.items()
@@ -275,6 +290,10 @@ def dump(cfg: Config) -> str:
         out.append(f"precreate = {cfg.precreate}")
     if cfg.size_cache != SIZE_CACHE:
         out.append(f"size_cache = {cfg.size_cache}")
+    if cfg.lease_term != LEASE_TERM:
+        out.append(f"lease_term = {cfg.lease_term}")
+    if not cfg.lease_recall:
+        out.append("lease_recall = false")
     for i, e in enumerate(cfg.iods):
         out += ["", f"[[iod]]  # I/O daemon {i}", f"address = {_toml_value(e.address)}",
                 f"data_dir = {_toml_value(e.data_dir)}"]

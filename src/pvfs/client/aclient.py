@@ -7,7 +7,9 @@ never block the trio thread and many requests proceed at once.
 
 from __future__ import annotations
 
+import errno
 import os
+from collections.abc import Callable
 
 import trio
 
@@ -19,10 +21,19 @@ from pvfs.layout.stripe import Stripe
 from pvfs.protocol.auth import key_for
 from pvfs.protocol.cred import ROOT, Cred
 from pvfs.protocol.rpc import Channel
+from pvfs.protocol.schema import LEASE_OPS
 
 ROOT_INO = 1
+_LEASE_OPS = frozenset(LEASE_OPS)
 
 
+
+
+class Listing(list):
+    """A readdir page: (name, attrs, next_cookie) tuples; ``leased``: the inodes the manager
+    leased with it (fuse/leases.py), None without."""
+
+    leased: list[int] | None = None
 
 
 class AsyncClient:
@@ -36,6 +47,9 @@ class AsyncClient:
                            role="mount")
         self.data = DataPath(config, role="mount")
         self.limiter = trio.CapacityLimiter(data_threads)
+        # The lease holder this client names itself as (fuse/leases.py), while its session runs.
+        self.lease_name: str | None = None
+        self.on_fenced: Callable[[], None] | None = None  # the lease owner's: forget them all
 
     @classmethod
     async def connect(cls, config: str | os.PathLike | cfgmod.Config | None = None) -> AsyncClient:
@@ -49,10 +63,25 @@ class AsyncClient:
         self.data.close()
 
     async def meta(self, op: str, cred: Cred = ROOT, **fields) -> dict:
-        return await self.mgr.call({"op": op, "cred": cred.to_wire(), **fields})
+        if self.lease_name is None or op not in _LEASE_OPS:
+            return await self.mgr.call({"op": op, "cred": cred.to_wire(), **fields})
+        try:
+            return await self.mgr.call({"op": op, "cred": cred.to_wire(), **fields,
+                                        "lease": self.lease_name})
+        except OSError as exc:
+            # ESTALE: the manager fenced this holder (a recall went unanswered); what it
+            # leased is forgotten and the request is made again as anyone's.
+            if exc.errno != errno.ESTALE or self.on_fenced is None:
+                raise
+            self.on_fenced()
+            return await self.mgr.call({"op": op, "cred": cred.to_wire(), **fields})
 
     # ------------------------------------------------------------------ name space
-    async def lookup(self, parent: int, name: str, cred: Cred = ROOT) -> dict:
+    async def lookup(self, parent: int, name: str, cred: Cred = ROOT,
+                     missing: bool = False) -> dict:
+        """``missing``: a name not there answers ``{"ino": 0}`` instead of raising ENOENT."""
+        if missing:
+            return await self.meta("lookup", cred, parent=parent, name=name, missing=True)
         return await self.meta("lookup", cred, parent=parent, name=name)
 
     async def resolve(self, path: str, cred: Cred = ROOT, follow: bool = True) -> dict:
@@ -114,10 +143,12 @@ class AsyncClient:
         return await self.meta("link", cred, ino=ino, new_parent=new_parent, new_name=new_name)
 
     async def readdir(self, ino: int, cred: Cred = ROOT, cookie: int = 0, limit: int = 1024,
-                      attrs: bool = True) -> list[tuple[str, dict, int]]:
+                      attrs: bool = True) -> Listing:
         """Up to ``limit`` (name, attrs, next_cookie) from ``cookie``, "." and ".." included."""
         reply = await self.meta("readdir", cred, ino=ino, cookie=cookie, limit=limit, attrs=attrs)
-        return [(n, a, c) for n, a, c in reply["entries"]]
+        out = Listing((n, a, c) for n, a, c in reply["entries"])
+        out.leased = reply.get("leased")
+        return out
 
     async def access(self, ino: int, mask: int, cred: Cred = ROOT) -> None:
         await self.meta("access", cred, ino=ino, mask=mask)

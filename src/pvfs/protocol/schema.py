@@ -154,7 +154,8 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "ping": {},
     "sync": {},
     "resolve": {"path": PATH, "follow": Field(boolean, False, True)},
-    "lookup": {"parent": INO, "name": NAME},
+    # missing: a name not there answers {"ino": 0} (a lease on a negative answer), not ENOENT
+    "lookup": {"parent": INO, "name": NAME, "missing": Field(boolean, False, False)},
     "getattr": {"ino": INO},
     "setattr": {
         "ino": INO,
@@ -206,7 +207,16 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "precreated": {},  # fsck: the pool's inode numbers (their stripe files are expected)
     "status": {},
     "metrics": {},  # Prometheus families (pvfs.metrics)
+    # a mount's lease connection: the manager calls it back on it (daemons/mgr/leases.py)
+    "lease_register": {"client": Field(text(64))},
 }
+#: The manager's requests a lease holder names itself in (``lease``: its registered name):
+#: those that may grant a lease, and the changes that recall the others' (mgr/leases.py).
+LEASE_OPS = ("lookup", "getattr", "readdir", "create", "open", "setattr", "mkdir", "rmdir",
+             "unlink", "rename", "symlink", "mknod", "link", "setxattr", "removexattr",
+             "setstripe")
+for _op in LEASE_OPS:
+    MGR_SCHEMAS[_op]["lease"] = Field(optional(text(64)), False)
 
 IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "ping": {},

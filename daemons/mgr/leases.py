@@ -1,0 +1,272 @@
+"""Leases: the manager lets a mount answer ``lookup``, ``getattr`` and negative lookups itself.
+
+A mount that wants leases opens a *lease connection* to the manager (``lease_register``,
+under a name unique to it) and names itself in its requests (the ``lease`` field). Replies
+that carry an inode's attributes then also say which inodes it now holds a lease on
+(``leased``). A lease on an inode covers its attributes; on a directory also its entries: the
+names in it and the names *not* in it. The mount keeps what it learned of a leased inode and
+answers from it until the lease is recalled.
+
+The rules (NFSv4's client leases and delegations, CephFS's capabilities are the anchors):
+
+- **Sessions.** A holder's leases live as long as its session: the mount renews it over the
+  lease connection (``renew``, every ``term / 4``); the manager counts a session valid until
+  ``term`` after the last renewal it received, the mount until ``term`` after the last
+  renewal it *sent* that was answered — so the mount always gives up first.
+- **Recall before change.** Every change of an inode's attributes or of a directory's
+  entries goes through :meth:`LeaseTable.changing`: no new lease on those inodes is granted
+  while it runs, and every other holder is called back (``recall``) and must answer before
+  the change is made. The holder that makes the change keeps its lease: it applies its own
+  change to what it knows (the kernel already orders a mount's changes in one directory).
+  The I/O daemons' reports of size changes (``sizes_changed``) recall too, the writer
+  included, before the write they announce is acknowledged.
+- **A holder that does not answer** within the recall timeout is *fenced*: the change waits
+  until its session has expired (by then the mount has stopped answering from its leases on
+  its own), then goes on. A fenced holder's later requests are refused (``ESTALE``) until it
+  registers again, with nothing learned kept. A lease connection that closes (the mount
+  process ended, or gave its leases up) ends its session at once.
+- **Clock.** A counter moves at the start and at the end of every change, which stamps the
+  inodes it changes; a grant compares those stamps with the clock read before its answer
+  was built (:meth:`LeaseTable.now`), so an answer that a change overtook is never leased.
+
+Lease frames (manager -> mount): ``{"op": "recall", "seq": n, "inos": [...]}``, answered
+``{"seq": n}`` after the mount dropped them; ``{"op": "renewed", "term": t}`` answering the
+mount's ``{"op": "renew"}``.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import time
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+
+import trio
+
+from pvfs.protocol import aio
+
+log = logging.getLogger("pvfs.mgr")
+
+__all__ = ["LeaseTable"]
+
+_STAMPS_MAX = 1 << 17  # changed inodes remembered; past that the clock's floor moves up
+
+
+class _Holder:
+    """One mount's session: its lease connection, the inodes it holds, its renewals."""
+
+    def __init__(self, name: str, sock, now: float) -> None:
+        self.name = name
+        self.sock = sock
+        self.send_lock = trio.Lock()
+        self.waiting: dict[int, trio.Event] = {}
+        self.seq = 0
+        self.renewed = now
+        self.inos: set[int] = set()
+        self.fenced = False
+        self.closed = trio.Event()
+
+
+class LeaseTable:
+    """Who holds which inode, the recalls, the sessions.
+
+    Args:
+        term: a session's length without renewal, seconds (0: no leases are granted).
+        recall: False only in tests: changes do not call holders back (``pvfs-admin check``
+            must then fail, which shows it can).
+        timeout: how long a recall waits for an answer before the holder is fenced.
+    """
+
+    def __init__(self, term: float, recall: bool = True, timeout: float = 2.0) -> None:
+        self.term = term
+        self.recall_enabled = recall
+        self.timeout = min(timeout, term) if term else timeout
+        self.holders: dict[str, _Holder] = {}
+        self.by_ino: dict[int, set[str]] = {}
+        self.busy: dict[int, int] = {}     # ino -> changes in progress (no grants meanwhile)
+        self.clock = 0
+        self.changed: dict[int, int] = {}   # ino -> clock of its last change's start or end
+        self.floor = 0                      # answers read before this clock: no grants
+        self.fenced: set[str] = set()       # names refused until they register again
+        self.counters = dict.fromkeys(("granted", "recalls", "recalled", "fenced"), 0)
+
+    # ------------------------------------------------------------------ sessions
+    def _valid(self, h: _Holder, now: float) -> bool:
+        return not h.fenced and now - h.renewed < self.term
+
+    def check(self, name: str | None) -> None:
+        """Refuse a request from a fenced holder (its leases were taken away unanswered)."""
+        if name is not None and name in self.fenced:
+            raise OSError(errno.ESTALE, f"lease holder {name} was fenced after an unanswered "
+                                        "recall; register again")
+
+    async def serve_holder(self, name: str, sock) -> None:
+        """Own a registered lease connection until it closes (runs in its request task)."""
+        old = self.holders.pop(name, None)
+        if old is not None:
+            self._drop(old)
+        self.fenced.discard(name)
+        h = _Holder(name, sock, time.monotonic())
+        self.holders[name] = h
+        log.info("leases: holder %s registered (term %.1f s)", name, self.term)
+        try:
+            await aio.send_frame(sock, {"ok": True, "term": self.term})
+            while True:
+                got = await aio.recv_frame(sock, self.term * 2)
+                if got is None:
+                    break
+                header, _ = got
+                if header.get("op") == "renew":
+                    if h.fenced:
+                        break
+                    h.renewed = time.monotonic()
+                    async with h.send_lock:
+                        await aio.send_frame(sock, {"op": "renewed", "term": self.term})
+                    continue
+                ev = h.waiting.pop(header.get("seq", -1), None)
+                if ev is not None:
+                    ev.set()
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
+                ValueError) as exc:
+            log.info("leases: holder %s dropped: %s", name, exc)
+        finally:
+            if self.holders.get(name) is h:
+                del self.holders[name]
+            self._drop(h)
+
+    def _drop(self, h: _Holder) -> None:
+        """A session ended: its leases go (its waiting recalls are answered by that)."""
+        h.closed.set()
+        for ev in h.waiting.values():
+            ev.set()
+        h.waiting.clear()
+        for ino in h.inos:
+            names = self.by_ino.get(ino)
+            if names is not None:
+                names.discard(h.name)
+                if not names:
+                    del self.by_ino[ino]
+        h.inos.clear()
+
+    # ------------------------------------------------------------------ grants
+    def now(self) -> int:
+        """The clock, read before an answer is built (for :meth:`grant`)."""
+        return self.clock
+
+    def _stamp(self, inos: list[int]) -> None:
+        self.clock += 1
+        if len(self.changed) > _STAMPS_MAX:
+            self.changed.clear()
+            self.floor = self.clock
+        for ino in inos:
+            self.changed[ino] = self.clock
+
+    def grant(self, name: str | None, inos: Iterable[int], seen: int) -> list[int]:
+        """Lease ``inos`` to ``name``, their answer built from what the store held at clock
+        ``seen``; the inodes granted (none while a change of one runs or overtook it)."""
+        if name is None or not self.term or seen < self.floor:
+            return []
+        h = self.holders.get(name)
+        if h is None or not self._valid(h, time.monotonic()):
+            return []
+        out = []
+        for ino in inos:
+            if self.busy.get(ino) or self.changed.get(ino, 0) > seen:
+                continue
+            h.inos.add(ino)
+            self.by_ino.setdefault(ino, set()).add(name)
+            out.append(ino)
+        self.counters["granted"] += len(out)
+        return out
+
+    # ------------------------------------------------------------------ changes
+    @asynccontextmanager
+    async def changing(self, inos: Iterable[int], actor: str | None = None
+                       ) -> AsyncIterator[None]:
+        """Around a change of ``inos``: no grants on them, every holder but ``actor``
+        called back first."""
+        inos = [i for i in dict.fromkeys(inos) if i]
+        for ino in inos:
+            self.busy[ino] = self.busy.get(ino, 0) + 1
+        self._stamp(inos)
+        try:
+            await self.recall(inos, actor)
+            yield
+        finally:
+            for ino in inos:
+                left = self.busy[ino] - 1
+                if left:
+                    self.busy[ino] = left
+                else:
+                    del self.busy[ino]
+            self._stamp(inos)
+
+    async def recall(self, inos: list[int], actor: str | None = None) -> None:
+        """Call back every holder of ``inos`` but ``actor`` and wait for each to answer (or
+        to be fenced and its session over)."""
+        if not self.recall_enabled:
+            return
+        targets: dict[str, list[int]] = {}
+        for ino in inos:
+            for name in self.by_ino.get(ino, ()):
+                if name != actor:
+                    targets.setdefault(name, []).append(ino)
+        if not targets:
+            return
+        self.counters["recalls"] += 1
+        async with trio.open_nursery() as nursery:
+            for name, held in targets.items():
+                h = self.holders.get(name)
+                if h is not None:
+                    nursery.start_soon(self._recall_one, h, held)
+
+    async def _recall_one(self, h: _Holder, inos: list[int]) -> None:
+        h.seq += 1
+        seq = h.seq
+        ev = trio.Event()
+        h.waiting[seq] = ev
+        answered = False
+        with trio.move_on_after(self.timeout):
+            try:
+                async with h.send_lock:
+                    await aio.send_frame(h.sock, {"op": "recall", "seq": seq, "inos": inos})
+                await ev.wait()  # set by the answer, or by the session's end
+                answered = True
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+        h.waiting.pop(seq, None)
+        if answered or h.closed.is_set():
+            self._release(h, inos)
+            self.counters["recalled"] += len(inos)
+            return
+        # Unanswered: fence it, and wait out its session (the mount stops by itself by then).
+        log.warning("leases: holder %s did not answer a recall of %d inodes; fenced",
+                    h.name, len(inos))
+        self.counters["fenced"] += 1
+        h.fenced = True
+        self.fenced.add(h.name)
+        left = h.renewed + self.term - time.monotonic()
+        if left > 0:
+            await trio.sleep(left)
+        self._drop(h)
+        if self.holders.get(h.name) is h:
+            del self.holders[h.name]
+        try:
+            h.sock.close()
+        except OSError:
+            pass
+
+    def _release(self, h: _Holder, inos: list[int]) -> None:
+        for ino in inos:
+            h.inos.discard(ino)
+            names = self.by_ino.get(ino)
+            if names is not None:
+                names.discard(h.name)
+                if not names:
+                    del self.by_ino[ino]
+
+    def status(self) -> dict:
+        return {"term": self.term, "holders": len(self.holders),
+                "leased": sum(len(h.inos) for h in self.holders.values()),
+                "recall": self.recall_enabled, **self.counters}

@@ -1,0 +1,362 @@
+"""The mount's side of the manager's leases (``daemons/mgr/leases.py``): what it may answer
+itself, and the session that keeps that true.
+
+With ``-o leases`` the mount registers a lease connection with the manager under a name of
+its own, names itself in its requests, and keeps what the replies lease it:
+
+- an inode's attributes (``getattr`` answered here);
+- a directory's entries: the names it learned there and the names it learned are *not* there;
+  a directory it made itself, or listed to the end under one lease, is *complete*: every
+  name it does not know is not there (the ``lookup`` before each ``O_CREAT`` answered here).
+
+Until the manager recalls them: a recall drops what the mount knew of those inodes, then is
+answered. The session must be renewed (every ``term / 4``); if it is not answered in ``term``
+the mount forgets everything and asks the manager again (the manager waits that long before it
+changes an inode an unanswering holder leased: the mount always gives up first).
+
+**Replies racing recalls.** A reply and a recall come over different connections. Every
+request takes a tick of a local clock when it is sent; a recall stamps the inodes it drops
+with a tick, and so does every change this mount sends. What a reply says about an inode is
+kept only if no recall (or, for whole attributes, no later own change) stamped the inode
+after the request was sent. A change this mount made is applied to what it knows of the
+directory from the change's own reply (the manager does not call back the holder that made
+the change).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from pvfs.client.aclient import AsyncClient
+from pvfs.protocol import aio, auth
+
+log = logging.getLogger("pvfs.fuse")
+
+__all__ = ["MISSING", "LeaseCache"]
+
+MISSING = object()  # lookup's answer for a name known not to be there
+_STAMPS_MAX = 1 << 16  # recall/change stamps remembered; past that all older replies refused
+_DIR_NAMES_MAX = 1 << 16  # names remembered per directory (past that: not complete)
+_ATTRS_MAX = 1 << 17  # inodes' attributes kept; past that the oldest learned go
+
+
+class _Dir:
+    """What the mount knows of a leased directory's entries."""
+
+    __slots__ = ("complete", "names")
+
+    def __init__(self, complete: bool = False) -> None:
+        self.names: dict[str, int] = {}  # name -> inode; 0: known not to be there
+        self.complete = complete
+
+
+class LeaseCache:
+    """The leased attributes and entries, the stamps, the session.
+
+    Args:
+        client: the mount's client (its requests name this holder while the session runs).
+        on_recall: called with the inodes recalled, after they were dropped and the recall
+            answered (the kernel's copies are dropped there).
+    """
+
+    def __init__(self, client: AsyncClient,
+                 on_recall: Callable[[list[int], list[tuple[int, str]]], Awaitable[None]]
+                 ) -> None:
+        self.client = client
+        self.on_recall = on_recall
+        self.name = f"{socket.gethostname()[:24]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.term = 0.0
+        self.until = 0.0  # monotonic end of the session as this mount counts it
+        self.attrs: dict[int, dict] = {}
+        self.dirs: dict[int, _Dir] = {}
+        self.clock = 0
+        self.recalled: dict[int, int] = {}  # ino -> tick of the last recall
+        self.changed: dict[int, int] = {}   # ino -> tick of this mount's last change sent
+        self.floor = 0
+        self._renew_sent = 0.0
+        client.on_fenced = self.fenced
+        self.counters = dict.fromkeys(("lease_hits", "lease_negative_hits", "lease_misses",
+                                       "recalls_received", "sessions"), 0)
+
+    # ------------------------------------------------------------------ answers
+    def valid(self) -> bool:
+        return time.monotonic() < self.until
+
+    def remaining(self) -> float:
+        return max(0.0, self.until - time.monotonic())
+
+    def getattr(self, ino: int) -> dict | None:
+        if not self.valid():
+            return None
+        a = self.attrs.get(ino)
+        self.counters["lease_hits" if a is not None else "lease_misses"] += 1
+        return a
+
+    def lookup(self, parent: int, name: str) -> dict | object | None:
+        """The attributes ``name`` names in ``parent``, :data:`MISSING`, or None (unknown)."""
+        if not self.valid():
+            return None
+        d = self.dirs.get(parent)
+        if d is None:
+            return None
+        ino = d.names.get(name)
+        if ino == 0 or (ino is None and d.complete):
+            self.counters["lease_negative_hits"] += 1
+            return MISSING
+        if ino is None:
+            return None
+        a = self.attrs.get(ino)
+        if a is not None:
+            self.counters["lease_hits"] += 1
+        return a
+
+    # ------------------------------------------------------------------ the clock
+    def tick(self) -> int:
+        """A request is about to be sent: its tick."""
+        self.clock += 1
+        return self.clock
+
+    def changing(self, *inos: int) -> int:
+        """This mount is about to send a change of ``inos``: its tick (older replies about
+        their attributes are not kept after it)."""
+        t = self.tick()
+        self._stamp(self.changed, inos, t)
+        return t
+
+    def _stamp(self, stamps: dict[int, int], inos, t: int) -> None:
+        if len(stamps) > _STAMPS_MAX:
+            self.recalled.clear()
+            self.changed.clear()
+            self.floor = t
+        for ino in inos:
+            stamps[ino] = t
+
+    def _fresh(self, ino: int, t: int) -> bool:
+        """Whether a whole answer about ``ino`` sent at tick ``t`` is still true."""
+        return t >= self.floor and self.recalled.get(ino, 0) < t and \
+            self.changed.get(ino, 0) <= t
+
+    def _delta_ok(self, ino: int, t: int) -> bool:
+        """Whether this mount's own change sent at ``t`` may be applied to what it knows."""
+        return t >= self.floor and self.recalled.get(ino, 0) < t
+
+    # ------------------------------------------------------------------ learning
+    def learn(self, reply: dict, t: int, parent: int | None = None,
+              name: str | None = None) -> None:
+        """Keep the leased parts of a reply with attributes (lookup, getattr, create, ...);
+        ``parent``/``name``: the entry it answered (a lookup's)."""
+        leased = reply.get("leased")
+        if not leased or not self.valid():
+            return
+        leased = set(leased)
+        ino = reply.get("ino", 0)
+        if ino and ino in leased and self._fresh(ino, t):
+            self._keep(ino, reply)
+        if parent is not None and parent in leased and self._fresh(parent, t):
+            d = self.dirs.get(parent)
+            if d is None:
+                d = self.dirs[parent] = _Dir()
+            self._set_name(d, name, ino)
+
+    def learn_listing(self, parent: int, entries: list, leased: list[int] | None,
+                      t: int) -> bool:
+        """Keep a readdir page's leased entries; whether its names were kept (the
+        directory's lease came with it)."""
+        if not leased or not self.valid():
+            return False
+        leased = set(leased)
+        keep_dir = parent in leased and self._fresh(parent, t)
+        d = self.dirs.get(parent) if keep_dir else None
+        if keep_dir and d is None:
+            d = self.dirs[parent] = _Dir()
+        for name, a, _cookie in entries:
+            ino = a["ino"]
+            if ino in leased and self._fresh(ino, t):
+                self._keep(ino, a)
+            if d is not None and name not in (".", ".."):
+                self._set_name(d, name, ino)
+        return keep_dir
+
+    def _keep(self, ino: int, attrs: dict) -> None:
+        attrs_ = self.attrs
+        if len(attrs_) >= _ATTRS_MAX and ino not in attrs_:
+            for old in list(itertools.islice(attrs_, _ATTRS_MAX // 8)):  # the oldest learned
+                del attrs_[old]
+        attrs_[ino] = attrs
+
+    def _set_name(self, d: _Dir, name: str | None, ino: int) -> None:
+        if name is None or name in (".", ".."):
+            return
+        if len(d.names) >= _DIR_NAMES_MAX and name not in d.names:
+            d.complete = False
+            return
+        d.names[name] = ino
+
+    # ------------------------------------------------------------------ own changes
+    def made(self, parent: int, name: str, reply: dict, t: int, is_dir: bool = False) -> None:
+        """This mount made ``name`` in ``parent`` (create, mkdir, mknod, symlink, link)."""
+        d = self.dirs.get(parent)
+        if d is not None and self._delta_ok(parent, t):
+            self._set_name(d, name, reply["ino"])
+        self.learn(reply, t)
+        if is_dir and reply["ino"] in (reply.get("leased") or ()):
+            self.dirs[reply["ino"]] = _Dir(complete=True)  # new: nothing in it
+        self.parent_now(parent, reply, t)
+
+    def removed(self, parent: int, name: str, t: int, reply: dict | None = None) -> None:
+        """This mount removed ``name`` from ``parent`` (unlink, rmdir)."""
+        d = self.dirs.get(parent)
+        if d is not None and self._delta_ok(parent, t):
+            old = d.names.get(name)
+            d.names[name] = 0
+            if old:
+                self.attrs.pop(old, None)  # its link count and ctime changed
+                self.dirs.pop(old, None)
+        self.parent_now(parent, reply or {}, t)
+
+    def renamed(self, old: tuple[int, str], new: tuple[int, str], t: int, flags: int) -> None:
+        """This mount renamed ``old`` to ``new``: both directories' entries and attributes,
+        and the inodes named, are re-learned from the manager (rename is rare)."""
+        for parent, name in (old, new):
+            d = self.dirs.get(parent)
+            if d is not None:
+                moved = d.names.pop(name, None)
+                if moved:
+                    self.attrs.pop(moved, None)
+                    self.dirs.pop(moved, None)  # a moved directory's ".." changed
+                d.complete = False
+            self.attrs.pop(parent, None)
+
+    def parent_now(self, parent: int, reply: dict, t: int) -> None:
+        """A change's reply with the directory's attributes after it ("parent"), or none."""
+        now = reply.get("parent")
+        held = parent in self.attrs or parent in self.dirs
+        if now is not None and held and self._delta_ok(parent, t):
+            self.attrs[parent] = now
+        else:
+            self.attrs.pop(parent, None)
+
+    def attrs_now(self, ino: int, reply: dict | None, t: int) -> None:
+        """A change of ``ino``'s attributes this mount made: its reply's, or forget them."""
+        if reply and ino in self.attrs and self._fresh(ino, t):
+            self.attrs[ino] = reply
+        else:
+            self.attrs.pop(ino, None)
+
+    def forget(self, ino: int) -> None:
+        self.attrs.pop(ino, None)
+
+    def listed(self, parent: int, since: int) -> None:
+        """A listing of ``parent`` begun at tick ``since`` reached its end with no recall of
+        it meanwhile: every name not known there is not there."""
+        d = self.dirs.get(parent)
+        if d is not None and self._delta_ok(parent, since) and len(d.names) < _DIR_NAMES_MAX:
+            d.complete = True
+
+    # ------------------------------------------------------------------ recalls, session
+    def _drop(self, inos: list[int]) -> list[tuple[int, str]]:
+        """Drop ``inos``; the names the mount knew in those that were directories."""
+        t = self.tick()
+        self._stamp(self.recalled, inos, t)
+        names = []
+        for ino in inos:
+            self.attrs.pop(ino, None)
+            d = self.dirs.pop(ino, None)
+            if d is not None:
+                names += [(ino, n) for n in d.names]
+        return names
+
+    def fenced(self) -> None:
+        """The manager refused a request as from a fenced holder: forget every lease and
+        name no holder until the session is registered again."""
+        log.warning("leases: fenced by the manager; forgetting every lease")
+        self.drop_all()
+        self.client.lease_name = None
+
+    def drop_all(self) -> None:
+        self.until = 0.0
+        self.attrs.clear()
+        self.dirs.clear()
+        self.floor = self.tick() + 1  # nothing sent before now is kept
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Keep a lease session with the manager, registering again with back-off; started
+        once the first session runs or failed (the mount then works without leases)."""
+        pending = [task_status]  # reported started once, by whichever comes first
+        delay = 0.2
+        while True:
+            try:
+                await self._session(pending)
+                delay = 0.2
+            except* (OSError, trio.TooSlowError, trio.BrokenResourceError,
+                     trio.ClosedResourceError, ValueError) as group:
+                log.warning("leases: session with the manager: %s", group.exceptions[0])
+            self.drop_all()
+            self.client.lease_name = None
+            if pending:
+                pending.pop().started()
+            await trio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def _session(self, pending: list) -> None:
+        cfg = self.client.config
+        m = cfg.manager
+        sock = await aio.connect(m.host, m.port, cfg.connect_timeout)
+        with sock:
+            if self.client.key is not None:
+                await auth.client_handshake(sock, self.client.key, "mount-leases", "manager",
+                                            cfg.connect_timeout)
+            sent = time.monotonic()
+            await aio.send_frame(sock, {"op": "lease_register", "client": self.name})
+            got = await aio.recv_frame(sock, cfg.request_timeout, cfg.request_timeout)
+            if got is None or got[0].get("err") or not got[0].get("term"):
+                raise OSError(errno.EPROTO, f"lease_register refused: {got and got[0]}")
+            self.term = float(got[0]["term"])
+            self.until = sent + self.term
+            self.client.lease_name = self.name
+            self.counters["sessions"] += 1
+            log.info("leases: session %s with the manager (term %.1f s)", self.name, self.term)
+            if pending:
+                pending.pop().started()
+            send_lock = trio.Lock()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._renew, sock, send_lock)
+                while True:
+                    got = await aio.recv_frame(sock, self.term)
+                    if got is None:
+                        raise ConnectionResetError(errno.ECONNRESET, "lease connection closed")
+                    header, _ = got
+                    if header.get("op") == "recall":
+                        await self._recalled(sock, send_lock, header, nursery)
+                    elif header.get("op") == "renewed":
+                        self.until = self._renew_sent + self.term
+
+    async def _renew(self, sock, send_lock: trio.Lock) -> None:
+        while True:
+            await trio.sleep(self.term / 4)
+            self._renew_sent = time.monotonic()
+            async with send_lock:
+                await aio.send_frame(sock, {"op": "renew"})
+
+    async def _recalled(self, sock, send_lock: trio.Lock, header: dict, nursery) -> None:
+        inos = [int(i) for i in header.get("inos", ())]
+        self.counters["recalls_received"] += 1
+        names = self._drop(inos)
+        async with send_lock:
+            await aio.send_frame(sock, {"seq": header.get("seq")})
+        # The kernel's copies after the answer, in their own task: invalidating an entry
+        # takes its directory's lock, which a process waiting on the manager may hold.
+        nursery.start_soon(self.on_recall, inos, names)
+
+    def status(self) -> dict:
+        return {"name": self.name, "valid": self.valid(), "remaining": round(self.remaining(), 1),
+                "attrs": len(self.attrs), "dirs": len(self.dirs), **self.counters}

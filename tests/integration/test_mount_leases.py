@@ -1,0 +1,156 @@
+"""Leases (``-o leases``, daemons/mgr/leases.py, fuse/leases.py): two mounts ("two nodes")
+whose kernels cache nothing (``attr_timeout=0,entry_timeout=0``), so every stat reaches the
+mount, which answers from its leases. A change on one node must be seen at once on the other:
+the manager recalls the other's lease before it makes the change. With recalls switched off
+(``lease_recall = false``, a test switch) the other node answers stale, which shows these
+tests can fail."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_mount_support import Mount, needs_fuse
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+from conftest import start_cluster
+
+from pvfs.cluster.launch import down
+
+pytestmark = [pytest.mark.fuse, needs_fuse]
+
+OPTS = "leases,attr_timeout=0,entry_timeout=0"
+
+
+def _two_nodes(cluster, tmp_path):
+    a = Mount(cluster.config_path, tmp_path / "a", OPTS)
+    b = Mount(cluster.config_path, tmp_path / "b", OPTS)
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def leasing_cluster(tmp_path_factory):
+    cluster = start_cluster(tmp_path_factory.mktemp("leases"))
+    try:
+        yield cluster
+    finally:
+        down(cluster.config)
+
+
+@pytest.fixture
+def nodes(leasing_cluster, tmp_path):
+    a, b = _two_nodes(leasing_cluster, tmp_path)
+    with a, b:
+        yield a, b
+
+
+def _leases(m: Mount) -> dict:
+    return m.stats()["leases"]
+
+
+def test_stats_and_missing_names_are_answered_by_the_mount(nodes):
+    a, _b = nodes
+    d = a.path / "own"
+    d.mkdir()
+    for i in range(20):
+        (d / f"f{i}").write_bytes(b"x" * i)
+    before = _leases(a)
+    for i in range(20):
+        assert (d / f"f{i}").stat().st_size == i
+        assert not (d / f"g{i}").exists()
+    after = _leases(a)
+    # a directory this mount made is complete: the missing names need no manager
+    assert after["lease_negative_hits"] - before["lease_negative_hits"] >= 20
+    assert after["lease_hits"] > before["lease_hits"]
+    assert after["valid"]
+
+
+def test_a_change_on_one_node_is_seen_at_once_on_the_other(nodes):
+    a, b = nodes
+    (a.path / "d").mkdir()
+    f_a = a.path / "d" / "f"
+    f_a.write_bytes(b"12345")
+    f_b = b.path / "d" / "f"
+    assert f_b.stat().st_size == 5
+    assert not (b.path / "d" / "new").exists()
+    f_b.stat()  # B holds the file's and the directory's leases now
+    os.chmod(f_a, 0o600)
+    assert (f_b.stat().st_mode & 0o777) == 0o600
+    (a.path / "d" / "new").write_bytes(b"")  # B had a lease on "no such name"
+    assert (b.path / "d" / "new").exists()
+    with open(f_a, "ab") as f:  # the size, changed through the I/O daemons
+        f.write(b"678")
+    assert f_b.stat().st_size == 8
+    os.unlink(f_a)
+    with pytest.raises(FileNotFoundError):
+        f_b.stat()
+    (a.path / "d" / "new").rename(a.path / "d" / "moved")
+    assert not (b.path / "d" / "new").exists()
+    assert (b.path / "d" / "moved").exists()
+    assert _leases(b)["recalls_received"] >= 4
+
+
+def test_names_listed_by_readdir_are_leased(nodes):
+    a, b = nodes
+    d = a.path / "listed"
+    d.mkdir()
+    for i in range(10):
+        (d / f"n{i}").write_bytes(b"")
+    assert sorted(os.listdir(b.path / "listed")) == [f"n{i}" for i in range(10)]
+    before = _leases(b)
+    assert not (b.path / "listed" / "absent").exists()
+    assert _leases(b)["lease_negative_hits"] > before["lease_negative_hits"]
+    (d / "absent").write_bytes(b"")  # recalls B's listing
+    assert (b.path / "listed" / "absent").exists()
+
+
+def test_without_recalls_the_other_node_answers_stale(tmp_path):
+    """The test switch: the same steps, the manager calling no one back."""
+    cluster = start_cluster(tmp_path / "fs", lease_recall=False)
+    try:
+        a, b = _two_nodes(cluster, tmp_path)
+        with a, b:
+            f_a = a.path / "f"
+            f_a.write_bytes(b"1")
+            f_b = b.path / "f"
+            assert (f_b.stat().st_mode & 0o777) != 0o600
+            os.chmod(f_a, 0o600)
+            assert (f_b.stat().st_mode & 0o777) != 0o600  # stale: nobody recalled B
+    finally:
+        down(cluster.config)
+
+
+def test_a_holder_that_stops_answering_is_fenced_and_the_change_goes_on(tmp_path):
+    """A mount frozen (SIGSTOP) holds a lease: another node's change waits at most the
+    session's term, then is made; the frozen mount, thawed, answers from the manager."""
+    import signal
+    import time
+
+    cluster = start_cluster(tmp_path / "fs", lease_term=3.0)
+    try:
+        a, b = _two_nodes(cluster, tmp_path)
+        with a, b:
+            (a.path / "f").write_bytes(b"1")
+            assert (b.path / "f").stat().st_size == 1
+            os.kill(b.proc.pid, signal.SIGSTOP)
+            try:
+                t0 = time.monotonic()
+                os.chmod(a.path / "f", 0o600)
+                waited = time.monotonic() - t0
+            finally:
+                os.kill(b.proc.pid, signal.SIGCONT)
+            assert waited < 3.0 + 2.0
+            # fenced: B forgets its leases and asks again (no error reaches the caller)
+            assert (b.path / "f").stat().st_mode & 0o777 == 0o600
+            deadline = time.monotonic() + 10
+            while not _leases(b)["valid"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert _leases(b)["valid"]  # registered again
+            os.chmod(a.path / "f", 0o640)
+            assert (b.path / "f").stat().st_mode & 0o777 == 0o640
+    finally:
+        down(cluster.config)

@@ -1,0 +1,114 @@
+"""The manager's lease table (daemons/mgr/leases.py) over socket pairs: grants, the clock
+that refuses overtaken answers, recalls answered, recalls unanswered (fenced), sessions."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+import trio
+import trio.testing
+
+from pvfs.daemons.mgr.leases import LeaseTable
+from pvfs.protocol import aio
+
+pytestmark = pytest.mark.trio
+
+
+async def _holder(nursery, table: LeaseTable, name: str, answer: bool = True):
+    """A registered holder whose side answers recalls (or not); returns the recalls seen."""
+    ours, theirs = trio.socket.socketpair()
+    seen: list[list[int]] = []
+    nursery.start_soon(table.serve_holder, name, theirs)
+    got = await aio.recv_frame(ours, 5)
+    assert got is not None and got[0]["ok"]
+
+    async def side() -> None:
+        while True:
+            got = await aio.recv_frame(ours, 60)
+            if got is None:
+                return
+            header, _ = got
+            if header.get("op") == "recall":
+                seen.append(header["inos"])
+                if answer:
+                    await aio.send_frame(ours, {"seq": header["seq"]})
+
+    nursery.start_soon(side)
+    await trio.testing.wait_all_tasks_blocked()
+    return seen
+
+
+async def test_grant_then_a_change_recalls_the_other_holders_but_not_the_actor():
+    table = LeaseTable(term=10.0)
+    async with trio.open_nursery() as nursery:
+        seen_a = await _holder(nursery, table, "a")
+        seen_b = await _holder(nursery, table, "b")
+        assert table.grant("a", [5, 6], table.now()) == [5, 6]
+        assert table.grant("b", [5], table.now()) == [5]
+        async with table.changing([5], actor="a"):
+            assert seen_b == [[5]] and seen_a == []
+            assert table.grant("b", [5], table.now()) == []  # none while it runs
+        assert table.by_ino[5] == {"a"}
+        assert table.grant("b", [5], table.now()) == [5]
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_answer_overtaken_by_a_change_is_not_leased():
+    table = LeaseTable(term=10.0)
+    async with trio.open_nursery() as nursery:
+        await _holder(nursery, table, "a")
+        seen = table.now()  # the answer is read here ...
+        async with table.changing([7]):
+            pass            # ... a change comes and goes ...
+        assert table.grant("a", [7, 8], seen) == [8]  # ... so 7's answer is stale
+        nursery.cancel_scope.cancel()
+
+
+async def test_no_grant_without_a_session_or_with_leases_off():
+    assert LeaseTable(term=10.0).grant("nobody", [1], 0) == []
+    assert LeaseTable(term=0.0).grant("a", [1], 0) == []
+
+
+async def test_an_unanswering_holder_is_fenced_after_its_session_ends():
+    table = LeaseTable(term=1.0, timeout=0.2)
+    async with trio.open_nursery() as nursery:
+        await _holder(nursery, table, "mute", answer=False)
+        table.grant("mute", [9], table.now())
+        t0 = trio.current_time()
+        async with table.changing([9], actor="other"):
+            waited = trio.current_time() - t0
+        assert 0.2 <= waited <= 1.5  # the recall timeout, then the rest of the session
+        assert "mute" not in table.holders and 9 not in table.by_ino
+        with pytest.raises(OSError) as got:
+            table.check("mute")
+        assert got.value.errno == errno.ESTALE
+        assert table.counters["fenced"] == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_closed_lease_connection_ends_the_session_at_once():
+    table = LeaseTable(term=30.0)
+    async with trio.open_nursery() as nursery:
+        ours, theirs = trio.socket.socketpair()
+        nursery.start_soon(table.serve_holder, "gone", theirs)
+        await aio.recv_frame(ours, 5)
+        table.grant("gone", [3], table.now())
+        ours.close()
+        await trio.testing.wait_all_tasks_blocked()
+        assert "gone" not in table.holders and 3 not in table.by_ino
+        with trio.fail_after(1):
+            async with table.changing([3]):
+                pass
+        nursery.cancel_scope.cancel()
+
+
+async def test_without_recalls_a_change_calls_no_one():
+    table = LeaseTable(term=10.0, recall=False)
+    async with trio.open_nursery() as nursery:
+        seen = await _holder(nursery, table, "a")
+        table.grant("a", [4], table.now())
+        async with table.changing([4], actor="b"):
+            pass
+        assert seen == []
+        nursery.cancel_scope.cancel()
