@@ -30,6 +30,7 @@ from .group import GroupCommit
 from .leases import LeaseTable
 from .precreate import PrecreatePool
 from .reaper import Reaper
+from .refetch import SizeRefetcher
 from .sizecache import SizeCache
 from .store import Cred, MetaStore
 
@@ -72,6 +73,8 @@ class MgrServer:
                      for i, e in enumerate(config.iods)]
         # Sizes the I/O daemons promised to report changes of (sizecache.py).
         self.sizes = SizeCache(config.size_cache)
+        # Files reported changed are asked again in the background (refetch.py).
+        self.refetch = SizeRefetcher(self.store.getattr, self._with_sizes)
         # Stripe files made ahead of creates, a batch per daemon per request (precreate.py).
         self.pool = PrecreatePool(self.store, config.niods, self._each, config.precreate,
                                   watched=self.sizes.watch_pool if self.sizes.enabled else None,
@@ -104,6 +107,8 @@ class MgrServer:
                 nursery.start_soon(self.reaper.run)
                 nursery.start_soon(self.checkpointer)
                 nursery.start_soon(self.pool.run)
+                if self.sizes.enabled:
+                    nursery.start_soon(self.refetch.run)
                 if self.config.manager.metrics_port:
                     from ..httpmetrics import serve_metrics
 
@@ -294,7 +299,7 @@ class MgrServer:
                 "uptime": time.time() - self.started, **self.store.admin.counts(),
                 "open_files": self.store.open_count() if hasattr(self.store, "open_count") else 0,
                 "removals_pending": self.reaper.pending, "precreated": len(self.pool),
-                "size_cache": self.sizes.status(), "group_commit": self.group.status(),
+                "size_cache": {**self.sizes.status(), "refetched": self.refetch.fetched}, "group_commit": self.group.status(),
                 "creates_pending": len(self.store.admin.making()),
                 "leases": self.leases.status(),
                 "niods": self.config.niods}
@@ -310,6 +315,8 @@ class MgrServer:
             changed = f["inos"]
         async with self.leases.changing(changed):  # holders of their attributes first
             pass
+        if self.sizes.enabled:
+            self.refetch.add(changed)
         return {}
 
     async def op_resolve(self, f, cred) -> dict:

@@ -42,6 +42,24 @@ def test_a_pooled_file_written_once_over_three_daemons_stays_cached(fs):
     fs.unlink("/sc-cp")
 
 
+def test_a_file_written_once_is_asked_again_before_anyone_stats_it(fs):
+    """Size at the manager (daemons/mgr/refetch.py): the report of the write makes the
+    manager fetch the new size in the background, so even the first stat is a hit."""
+    import time
+
+    with fs.open("/sc-refetch", "wb", stripe=Stripe(0, 4, 4096)) as f:
+        f.write(b"r" * 9000)
+    deadline = time.monotonic() + 5
+    while size_cache(fs)["refetched"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.1)
+    before = size_cache(fs)
+    assert fs.stat("/sc-refetch").st_size == 9000
+    after = size_cache(fs)
+    assert after["misses"] == before["misses"] and after["hits"] > before["hits"]
+    fs.unlink("/sc-refetch")
+
+
 def test_a_pooled_create_is_cached_at_once(fs):
     from test_precreate import pool_of
 

@@ -1,0 +1,76 @@
+"""Sizes at the manager after a write: the files the I/O daemons reported changed are asked
+again in the background, so the next ``stat`` finds their size cached (and leasable).
+
+A report (``sizes_changed``) drops a file's cached size before the write it announces
+(sizecache.py). Without more, the next ``stat`` of a file written once (``cp``, ``tar x``,
+mdtest's hard phase) asks every I/O daemon of the file while the client waits. Instead the
+manager collects the reported files for ``DELAY`` seconds -- a write usually ends within it --
+and then asks each daemon once for all of them (one batched ``sizes`` call per daemon, with a
+promise to report the next change). A file that keeps changing becomes *hot* (sizecache.py)
+and is asked without a promise, which costs its writer nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import trio
+
+log = logging.getLogger("pvfs.mgr")
+
+__all__ = ["SizeRefetcher"]
+
+DELAY = 0.05      # seconds between a report and the fetch of the reported files
+BATCH_MAX = 4096  # files per fetch (the daemons' ``sizes`` limit)
+
+
+class SizeRefetcher:
+    """Reported inodes, fetched in batches by :meth:`run`.
+
+    Args:
+        attrs_of: an inode's attributes from the store (raises OSError if it is gone).
+        fill: fills files' sizes, fetching and caching those not cached (the manager's
+            ``_with_sizes``).
+    """
+
+    def __init__(self, attrs_of: Callable[[int], dict],
+                 fill: Callable[[list[dict]], Awaitable[None]]) -> None:
+        self.attrs_of = attrs_of
+        self.fill = fill
+        self.pending: dict[int, None] = {}
+        self._wake = trio.Event()
+        self.fetched = 0
+
+    def add(self, inos: list[int]) -> None:
+        for ino in inos:
+            self.pending[ino] = None
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            await trio.sleep(DELAY)
+            while self.pending:
+                inos = list(self.pending)[:BATCH_MAX]
+                for ino in inos:
+                    del self.pending[ino]
+                await self._fetch(inos)
+
+    async def _fetch(self, inos: list[int]) -> None:
+        files = []
+        for ino in inos:
+            try:
+                a = self.attrs_of(ino)
+            except OSError:
+                continue  # removed meanwhile
+            if a.get("type") == "file" and a.get("stripe"):
+                files.append(a)
+        if not files:
+            return
+        try:
+            await self.fill(files)
+            self.fetched += len(files)
+        except OSError as exc:  # a daemon down: the next stat asks, as without this
+            log.info("refetching %d files' sizes: %s", len(files), exc)
