@@ -85,7 +85,7 @@ class LeaseCache:
         self._renew_sent = 0.0
         client.on_fenced = self.fenced
         self.counters = dict.fromkeys(("lease_hits", "lease_negative_hits", "lease_misses",
-                                       "recalls_received", "sessions"), 0)
+                                       "recalls_received", "pushed", "sessions"), 0)
 
     # ------------------------------------------------------------------ answers
     def valid(self) -> bool:
@@ -337,8 +337,21 @@ class LeaseCache:
                     header, _ = got
                     if header.get("op") == "recall":
                         await self._recalled(sock, send_lock, header, nursery)
+                    elif header.get("op") == "grant":
+                        self._pushed(header.get("attrs") or [])
                     elif header.get("op") == "renewed":
                         self.until = self._renew_sent + self.term
+
+    def _pushed(self, files: list[dict]) -> None:
+        """The manager leased these files again after a write (their new attributes): kept
+        unless this mount changed one's attributes itself (its own reply may be newer)."""
+        if not self.valid():
+            return
+        for a in files:
+            ino = a["ino"]
+            if ino not in self.changed:
+                self._keep(ino, a)
+        self.counters["pushed"] += len(files)
 
     async def _renew(self, sock, send_lock: trio.Lock) -> None:
         while True:

@@ -29,9 +29,15 @@ The rules (NFSv4's client leases and delegations, CephFS's capabilities are the 
   inodes it changes; a grant compares those stamps with the clock read before its answer
   was built (:meth:`LeaseTable.now`), so an answer that a change overtook is never leased.
 
+- **Leases given back after a write.** A size report recalls every holder of the file, its
+  writer too. When the manager has the new size (refetch.py) it leases the file again to the
+  holders that report took it from, pushing the attributes over their lease connections
+  (``grant``): the next ``stat`` on the writer's node, and the others', is answered there.
+  A push travels the same connection as any later recall, so it can never arrive after one.
+
 Lease frames (manager -> mount): ``{"op": "recall", "seq": n, "inos": [...]}``, answered
-``{"seq": n}`` after the mount dropped them; ``{"op": "renewed", "term": t}`` answering the
-mount's ``{"op": "renew"}``.
+``{"seq": n}`` after the mount dropped them; ``{"op": "grant", "attrs": [...]}``, not
+answered; ``{"op": "renewed", "term": t}`` answering the mount's ``{"op": "renew"}``.
 """
 
 from __future__ import annotations
@@ -89,7 +95,9 @@ class LeaseTable:
         self.changed: dict[int, int] = {}   # ino -> clock of its last change's start or end
         self.floor = 0                      # answers read before this clock: no grants
         self.fenced: set[str] = set()       # names refused until they register again
-        self.counters = dict.fromkeys(("granted", "recalls", "recalled", "fenced"), 0)
+        self.reported: dict[int, set[str]] = {}  # ino -> holders a size report recalled
+        self.counters = dict.fromkeys(("granted", "recalls", "recalled", "fenced", "pushed"),
+                                      0)
 
     # ------------------------------------------------------------------ sessions
     def _valid(self, h: _Holder, now: float) -> bool:
@@ -179,6 +187,35 @@ class LeaseTable:
             out.append(ino)
         self.counters["granted"] += len(out)
         return out
+
+    def note_reported(self, inos: list[int]) -> None:
+        """A size report of ``inos`` is about to recall their holders: remember them, to
+        lease the files again once the new sizes are known (:meth:`push`)."""
+        if len(self.reported) > _STAMPS_MAX:
+            self.reported.clear()
+        for ino in inos:
+            names = self.by_ino.get(ino)
+            if names:
+                self.reported.setdefault(ino, set()).update(names)
+
+    async def push(self, files: list[dict], seen: int) -> None:
+        """Lease ``files`` (attributes as the store and the daemons had them at clock
+        ``seen``) again to the holders a size report recalled, sending them the attributes."""
+        out: dict[str, list[dict]] = {}
+        for a in files:
+            for name in self.reported.pop(a["ino"], ()):
+                if self.grant(name, [a["ino"]], seen):
+                    out.setdefault(name, []).append(a)
+        for name, attrs in out.items():
+            h = self.holders.get(name)
+            if h is None:
+                continue
+            try:
+                async with h.send_lock:
+                    await aio.send_frame(h.sock, {"op": "grant", "attrs": attrs})
+                self.counters["pushed"] += len(attrs)
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                self._release(h, [a["ino"] for a in attrs])
 
     # ------------------------------------------------------------------ changes
     @asynccontextmanager

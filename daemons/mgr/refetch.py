@@ -32,12 +32,18 @@ class SizeRefetcher:
         attrs_of: an inode's attributes from the store (raises OSError if it is gone).
         fill: fills files' sizes, fetching and caching those not cached (the manager's
             ``_with_sizes``).
+        done: called with the files filled and the lease clock read before (the manager
+            leases them again to the holders the reports recalled, leases.py).
     """
 
     def __init__(self, attrs_of: Callable[[int], dict],
-                 fill: Callable[[list[dict]], Awaitable[None]]) -> None:
+                 fill: Callable[[list[dict]], Awaitable[None]],
+                 done: Callable[[list[dict], int], Awaitable[None]],
+                 clock: Callable[[], int]) -> None:
         self.attrs_of = attrs_of
         self.fill = fill
+        self.done = done
+        self.clock = clock
         self.pending: dict[int, None] = {}
         self._wake = trio.Event()
         self.fetched = 0
@@ -59,6 +65,7 @@ class SizeRefetcher:
                 await self._fetch(inos)
 
     async def _fetch(self, inos: list[int]) -> None:
+        seen = self.clock()
         files = []
         for ino in inos:
             try:
@@ -74,3 +81,5 @@ class SizeRefetcher:
             self.fetched += len(files)
         except OSError as exc:  # a daemon down: the next stat asks, as without this
             log.info("refetching %d files' sizes: %s", len(files), exc)
+            return
+        await self.done(files, seen)

@@ -74,7 +74,8 @@ class MgrServer:
         # Sizes the I/O daemons promised to report changes of (sizecache.py).
         self.sizes = SizeCache(config.size_cache)
         # Files reported changed are asked again in the background (refetch.py).
-        self.refetch = SizeRefetcher(self.store.getattr, self._with_sizes)
+        self.refetch = SizeRefetcher(self.store.getattr, self._with_sizes, self._lease_again,
+                                     lambda: self.leases.now())
         # Stripe files made ahead of creates, a batch per daemon per request (precreate.py).
         self.pool = PrecreatePool(self.store, config.niods, self._each, config.precreate,
                                   watched=self.sizes.watch_pool if self.sizes.enabled else None,
@@ -313,6 +314,7 @@ class MgrServer:
         else:
             self.sizes.forget(f["inos"])
             changed = f["inos"]
+        self.leases.note_reported(changed)
         async with self.leases.changing(changed):  # holders of their attributes first
             pass
         if self.sizes.enabled:
@@ -337,6 +339,12 @@ class MgrServer:
     async def op_getattr(self, f, cred) -> dict:
         seen = self.leases.now()
         return self._leased(await self._with_size(self.store.getattr(f["ino"])), f, seen)
+
+    async def _lease_again(self, files: list[dict], seen: int) -> None:
+        """The refetched files whose sizes are cached again go back to the holders their
+        reports recalled (leases.py)."""
+        self.store.mark_security(files)
+        await self.leases.push([a for a in files if self._grantable(a)], seen)
 
     def _grantable(self, attrs: dict) -> bool:
         """A file's attributes are leased only while its size is cached, that is while its

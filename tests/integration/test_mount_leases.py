@@ -154,3 +154,26 @@ def test_a_holder_that_stops_answering_is_fenced_and_the_change_goes_on(tmp_path
             assert (b.path / "f").stat().st_mode & 0o777 == 0o640
     finally:
         down(cluster.config)
+
+
+def test_a_written_file_is_leased_again_once_the_manager_has_its_size(nodes):
+    """The write's report recalls the writer's lease too; the manager's refetch gives it
+    back with the new attributes (daemons/mgr/refetch.py), so a later stat is answered here."""
+    import time
+
+    a, b = nodes
+    d = a.path / "written"
+    d.mkdir()
+    for i in range(5):
+        (d / f"w{i}").write_bytes(b"w" * 3901)
+    deadline = time.monotonic() + 5
+    while _leases(a)["pushed"] < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _leases(a)["pushed"] >= 5
+    before = _leases(a)
+    for i in range(5):
+        assert (d / f"w{i}").stat().st_size == 3901
+    assert _leases(a)["lease_hits"] - before["lease_hits"] >= 5
+    with open(b.path / "written" / "w0", "ab") as f:  # another node grows one
+        f.write(b"more")
+    assert (d / "w0").stat().st_size == 3905
