@@ -41,6 +41,7 @@ log = logging.getLogger("pvfs.fuse")
 __all__ = ["Operations"]
 
 _GROUPS_TTL = 1.0
+_NAME_MAX = 255  # bytes of one name (the manager refuses longer ones)
 _NAMES_MAX = 65536  # (parent, name) -> inode entries remembered for unlink
 
 
@@ -251,7 +252,7 @@ class Operations(pyfuse3.Operations):
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
         n = _name(name)
         leases = self.leases
-        if leases is not None:
+        if leases is not None and len(name) <= _NAME_MAX:  # longer: the manager's ENAMETOOLONG
             held = leases.lookup(parent_inode, n)
             if held is MISSING:
                 raise FUSEError(errno.ENOENT)

@@ -160,6 +160,9 @@ def parse_options(text: str | list[str] | None, base: MountOptions | None = None
         raise ValueError("block_size must be a power of two >= 512")
     if opts.cache_size < opts.block_size:
         raise ValueError("cache_size must hold at least one block")
+    if opts.leases and not opts.default_permissions:
+        # a lookup answered from a lease skips the manager's check of search permission
+        raise ValueError("leases need default_permissions (the kernel's permission checks)")
     if opts.timeout <= 0:
         raise ValueError("timeout must be positive")
     return opts
