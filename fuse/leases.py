@@ -47,6 +47,8 @@ MISSING = object()  # lookup's answer for a name known not to be there
 _STAMPS_MAX = 1 << 16  # recall/change stamps remembered; past that all older replies refused
 _DIR_NAMES_MAX = 1 << 16  # names remembered per directory (past that: not complete)
 _ATTRS_MAX = 1 << 17  # inodes' attributes kept; past that the oldest learned go
+_DIRS_MAX = 1 << 14   # directories' entries kept; past that the oldest learned go
+_RELEASE_MAX = 4096   # leases given back in one frame
 
 
 class _Dir:
@@ -83,6 +85,7 @@ class LeaseCache:
         self.changed: dict[int, int] = {}   # ino -> tick of this mount's last change sent
         self.floor = 0
         self._renew_sent = 0.0
+        self.released: list[int] = []  # leases forgotten here, to give back to the manager
         client.on_fenced = self.fenced
         self.counters = dict.fromkeys(("lease_hits", "lease_negative_hits", "lease_misses",
                                        "recalls_received", "pushed", "sessions"), 0)
@@ -162,10 +165,7 @@ class LeaseCache:
         if ino and ino in leased and self._fresh(ino, t):
             self._keep(ino, reply)
         if parent is not None and parent in leased and self._fresh(parent, t):
-            d = self.dirs.get(parent)
-            if d is None:
-                d = self.dirs[parent] = _Dir()
-            self._set_name(d, name, ino)
+            self._set_name(self._dir(parent), name, ino)
 
     def learn_listing(self, parent: int, entries: list, leased: list[int] | None,
                       t: int) -> bool:
@@ -175,9 +175,7 @@ class LeaseCache:
             return False
         leased = set(leased)
         keep_dir = parent in leased and self._fresh(parent, t)
-        d = self.dirs.get(parent) if keep_dir else None
-        if keep_dir and d is None:
-            d = self.dirs[parent] = _Dir()
+        d = self._dir(parent) if keep_dir else None
         for name, a, _cookie in entries:
             ino = a["ino"]
             if ino in leased and self._fresh(ino, t):
@@ -189,9 +187,24 @@ class LeaseCache:
     def _keep(self, ino: int, attrs: dict) -> None:
         attrs_ = self.attrs
         if len(attrs_) >= _ATTRS_MAX and ino not in attrs_:
-            for old in list(itertools.islice(attrs_, _ATTRS_MAX // 8)):  # the oldest learned
+            # the oldest learned go, and their leases back to the manager (with the next
+            # renewal), which then stops calling this mount back for them
+            for old in list(itertools.islice(attrs_, _ATTRS_MAX // 8)):
                 del attrs_[old]
+                if old not in self.dirs:
+                    self.released.append(old)
         attrs_[ino] = attrs
+
+    def _dir(self, ino: int) -> _Dir:
+        d = self.dirs.get(ino)
+        if d is None:
+            if len(self.dirs) >= _DIRS_MAX:
+                for old in list(itertools.islice(self.dirs, _DIRS_MAX // 8)):
+                    del self.dirs[old]
+                    self.attrs.pop(old, None)
+                    self.released.append(old)
+            d = self.dirs[ino] = _Dir()
+        return d
 
     def _set_name(self, d: _Dir, name: str | None, ino: int) -> None:
         if name is None or name in (".", ".."):
@@ -284,6 +297,7 @@ class LeaseCache:
 
     def drop_all(self) -> None:
         self.until = 0.0
+        self.released.clear()  # the session's leases are gone with it
         self.attrs.clear()
         self.dirs.clear()
         self.floor = self.tick() + 1  # nothing sent before now is kept
@@ -358,6 +372,10 @@ class LeaseCache:
             await trio.sleep(self.term / 4)
             self._renew_sent = time.monotonic()
             async with send_lock:
+                while self.released:
+                    batch = self.released[:_RELEASE_MAX]
+                    del self.released[:_RELEASE_MAX]
+                    await aio.send_frame(sock, {"op": "release", "inos": batch})
                 await aio.send_frame(sock, {"op": "renew"})
 
     async def _recalled(self, sock, send_lock: trio.Lock, header: dict, nursery) -> None:

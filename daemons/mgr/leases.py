@@ -37,7 +37,9 @@ The rules (NFSv4's client leases and delegations, CephFS's capabilities are the 
 
 Lease frames (manager -> mount): ``{"op": "recall", "seq": n, "inos": [...]}``, answered
 ``{"seq": n}`` after the mount dropped them; ``{"op": "grant", "attrs": [...]}``, not
-answered; ``{"op": "renewed", "term": t}`` answering the mount's ``{"op": "renew"}``.
+answered; ``{"op": "renewed", "term": t}`` answering the mount's ``{"op": "renew"}``. A mount
+that forgets leases to bound its memory gives them back (``{"op": "release", "inos": [...]}``,
+not answered), so the manager's table stays as small as what the mounts hold.
 """
 
 from __future__ import annotations
@@ -125,6 +127,9 @@ class LeaseTable:
                 if got is None:
                     break
                 header, _ = got
+                if header.get("op") == "release":  # leases the mount forgot
+                    self._release(h, [i for i in header.get("inos", ()) if isinstance(i, int)])
+                    continue
                 if header.get("op") == "renew":
                     if h.fenced:
                         break

@@ -112,3 +112,16 @@ async def test_without_recalls_a_change_calls_no_one():
             pass
         assert seen == []
         nursery.cancel_scope.cancel()
+
+
+async def test_leases_given_back_are_no_longer_recalled():
+    table = LeaseTable(term=10.0)
+    async with trio.open_nursery() as nursery:
+        ours, theirs = trio.socket.socketpair()
+        nursery.start_soon(table.serve_holder, "m", theirs)
+        await aio.recv_frame(ours, 5)
+        assert table.grant("m", [11, 12], table.now()) == [11, 12]
+        await aio.send_frame(ours, {"op": "release", "inos": [11]})
+        await trio.testing.wait_all_tasks_blocked()
+        assert 11 not in table.by_ino and table.by_ino[12] == {"m"}
+        nursery.cancel_scope.cancel()

@@ -78,3 +78,14 @@ def test_a_recall_of_a_directory_forgets_its_names_and_says_which():
     c.made(20, "f", {**attrs(21), "leased": [21]}, t)
     assert c._drop([20]) == [(20, "f")]
     assert c.lookup(20, "f") is None and c.lookup(20, "x") is None
+
+
+def test_forgetting_the_oldest_gives_their_leases_back(monkeypatch):
+    import pvfs.fuse.leases as leases_mod
+
+    monkeypatch.setattr(leases_mod, "_ATTRS_MAX", 16)
+    c = cache()
+    for ino in range(100, 117):
+        c.learn({**attrs(ino), "leased": [ino]}, c.tick())
+    assert len(c.attrs) <= 16 and c.released == [100, 101]
+    assert c.getattr(100) is None and c.getattr(116)["ino"] == 116
