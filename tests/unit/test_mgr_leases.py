@@ -70,7 +70,7 @@ async def test_no_grant_without_a_session_or_with_leases_off():
     assert LeaseTable(term=0.0).grant("a", [1], 0) == []
 
 
-async def test_an_unanswering_holder_is_fenced_after_its_session_ends():
+async def test_an_unanswering_holder_is_fenced_after_its_session_ends(autojump_clock):
     table = LeaseTable(term=1.0, timeout=0.2)
     async with trio.open_nursery() as nursery:
         await _holder(nursery, table, "mute", answer=False)
