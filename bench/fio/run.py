@@ -20,6 +20,10 @@ Targets (``--target NAME=SPEC`` or just ``--target SPEC``, repeatable):
 * ``pylocal`` — the Python-callable runner on a local directory (checks that runner);
 * ``pvfs`` — a pvfs FUSE mount of a private cluster (:mod:`bench.fio.pvfs_target`);
 * ``pvfs-native`` — the same cluster through ``pvfs.connect`` pread/pwrite (the Python runner);
+* ``pyfuse3-null`` — a pyfuse3 file system that does no work (:mod:`bench.fio.nullfs`): the
+  ceiling of any pyfuse3 mount, pvfs's included;
+* ``passthrough_hp:BINARY`` — libfuse's C ``example/passthrough_hp`` over a local directory:
+  the ceiling of any FUSE design on this machine;
 * ``py:MODULE:FUNC`` — ``FUNC(workdir)`` is a context manager yielding an opener; the job set
   runs through it in Python threads (:mod:`bench.fio.pyjobs`; the pvfs native API hook);
 * any other SPEC — an existing directory, e.g. a pvfs mount: ``--target pvfs=/mnt/pvfs``.
@@ -80,7 +84,7 @@ from pvfs.units import parse_size
 
 log = logging.getLogger("bench.fio")
 
-BUILTIN = ("local", "gluster", "moosefs", "pylocal", "pvfs", "pvfs-native")
+BUILTIN = ("local", "gluster", "moosefs", "pylocal", "pvfs", "pvfs-native", "pyfuse3-null")
 ALL_BASELINES = ("local", "gluster", "moosefs")
 ALL_PVFS = ("pvfs", "pvfs-native")
 PVFS_SPECS = ("pvfs", "pvfs-native")
@@ -161,6 +165,19 @@ def open_target(name: str, spec: str, workdir: Path) -> Iterator[Target]:
 
         with native_opener(str(here)) as opener:
             yield Target(name, spec, opener=opener)
+    elif spec == "pyfuse3-null":
+        from pvfs.bench.fio.nullfs import null_mount
+
+        with null_mount(str(here / "mnt")) as mnt:
+            yield Target(name, spec, directory=mnt)
+        shutil.rmtree(here, ignore_errors=True)
+    elif spec.startswith("passthrough_hp:"):
+        from pvfs.bench.fio.nullfs import passthrough_hp_mount
+
+        with passthrough_hp_mount(spec.split(":", 1)[1], str(here / "root"),
+                                  str(here / "mnt")) as mnt:
+            yield Target(name, spec, directory=mnt)
+        shutil.rmtree(here, ignore_errors=True)
     elif spec.startswith("py:"):
         here.mkdir(parents=True, exist_ok=True)
         with _load_factory(spec)(str(here)) as opener:
