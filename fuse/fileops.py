@@ -24,6 +24,7 @@ from pyfuse3 import EntryAttributes, FileInfo
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.cred import Cred
 
+from .closes import DeferredCloses
 from .handles import HandleTable
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class FileOperations:
     """The handlers of open files, without the kernel's request context.
 
     Args:
-        client: the mount's client (``open``, ``getattr``, ``fsync``, ``close_file``).
+        client: the mount's client (``open``, ``getattr``, ``fsync``).
         table: the open-file table, shared with the name space.
         cache: the node's block cache.
         opts: the mount options (``direct_io``, ``writeback_cache``,
@@ -63,6 +64,7 @@ class FileOperations:
         removed_open: files whose last name went while this mount held them open: at their
             last close the global cache's copy is written back before the manager removes
             them, then dropped.
+        closes: the closes not yet told to the manager (:class:`~.closes.DeferredCloses`).
     """
 
     def __init__(self, *, client: AsyncClient, table: HandleTable, cache: BlockCache,
@@ -76,6 +78,8 @@ class FileOperations:
         self._learn, self._entry = learn, entry
         self._stripe_of, self._kernel_invalidate = stripe_of, kernel_invalidate
         self.removed_open: set[int] = set()
+        # The manager hears of closes in batches (closes.py); a task of the mount sends them.
+        self.closes = DeferredCloses(client, opts.timeout)
 
     def global_truncation(self, ino: int, size: int) -> AbstractAsyncContextManager:
         """The global cache's side of a truncation of the servers (nothing without one):
@@ -199,7 +203,7 @@ class FileOperations:
         except OSError as exc:
             log.warning("write-back of inode %d at close: %s", h.ino, exc)
         finally:
-            await self.client.close_file(h.ino, h.cred)
+            self.closes.add(h.ino)
         if removed:
             await self.removed(h.ino)
 

@@ -118,6 +118,8 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
         nursery = await stack.enter_async_context(trio.open_nursery())
         stack.callback(nursery.cancel_scope.cancel)
         await ops.cache.start(nursery)
+        await nursery.start(ops.files.closes.run)
+        stack.push_async_callback(_tell_closes, ops.files.closes)  # after the write-back
         stack.push_async_callback(_write_back, ops.cache, ops.gbackend)
         if ops.leases is not None:
             await nursery.start(ops.leases.run)
@@ -152,6 +154,12 @@ async def _write_back(cache, gbackend=None) -> None:
             log.error("writing back dirty blocks at unmount: %s", exc)
     if scope.cancelled_caught:
         log.error("write-back at unmount did not finish in %g s", EXIT_TIMEOUT)
+
+
+async def _tell_closes(closes) -> None:
+    """The closes still queued to the manager, bounded by EXIT_TIMEOUT."""
+    with trio.move_on_after(EXIT_TIMEOUT, shield=True):
+        await closes.send()
 
 
 class _Session:

@@ -29,13 +29,18 @@ class Reaper:
     """``iods_of(attrs)`` names the daemons of a file's shares; ``each`` runs one call per
     daemon concurrently (``MgrServer._each``); ``batch`` bounds the files per round;
     ``durable()`` waits until the store's changes so far are committed (group commit,
-    ``group.py``): no stripe file goes before the unlink that freed it is durable."""
+    ``group.py``): no stripe file goes before the unlink that freed it is durable.
+    ``gather``: seconds a round waits for more removals before it starts, unless ``batch``
+    are queued -- an ``rm`` of many files (one unlink per file, one after the other) then
+    costs one request per daemon per round, not per file: 2,000 serial unlinks took 0.6 ms
+    each with a round per file, a fifth of the manager's time in the reaper's requests."""
 
     def __init__(self, store, iods_of: Callable[[dict], list[int]],
                  each: Callable[[list], Awaitable[list]], batch: int = 1024,
-                 durable: Callable[[], Awaitable[None]] | None = None) -> None:
+                 durable: Callable[[], Awaitable[None]] | None = None,
+                 gather: float = 0.02) -> None:
         self.store, self.iods_of, self.each, self.batch = store, iods_of, each, batch
-        self.durable = durable
+        self.durable, self.gather = durable, gather
         self._queue: dict[int, dict] = {}  # ino -> attrs, in order of arrival
         self._work = trio.Event()
         self._idle = trio.Event()
@@ -68,6 +73,8 @@ class Reaper:
                 self._work = trio.Event()
                 await self._work.wait()
                 continue
+            if len(self._queue) < self.batch and self.gather > 0:
+                await trio.sleep(self.gather)
             taken = list(self._queue.values())[: self.batch]
             try:
                 await self._remove(taken)

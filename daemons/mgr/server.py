@@ -482,6 +482,16 @@ class MgrServer:
         self._reap(attrs)
         return {}
 
+    async def op_closes(self, f, cred) -> dict:
+        """Many handles closed (a mount sends its closes in batches: fuse/closes.py)."""
+        for ino in f["inos"]:
+            try:
+                self._reap(self.store.close(ino))
+            except OSError as exc:
+                if exc.errno != errno.EBADF:
+                    raise
+        return {}
+
     async def _mkdir(self, f, cred) -> dict:
         parent_now: list[dict] = []
         attrs = self.store.mkdir(f["parent"], f["name"], f["mode"], cred, parent_out=parent_now)

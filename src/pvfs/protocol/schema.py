@@ -174,6 +174,7 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
                "flags": Field(integer(0, 2**31 - 1), False, 0)},
     "open": {"ino": INO, "flags": Field(integer(0, 2**31 - 1))},
     "close": {"ino": INO},
+    "closes": {"inos": Field(lambda v: _int_list(v, 4096))},  # a mount's, batched (fuse/closes.py)
     "mkdir": {"parent": INO, "name": NAME, "mode": MODE},
     "rmdir": {"parent": INO, "name": NAME},
     "unlink": {"parent": INO, "name": NAME},
