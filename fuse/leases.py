@@ -86,6 +86,9 @@ class LeaseCache:
         self.floor = 0
         self._renew_sent = 0.0
         self.released: list[int] = []  # leases forgotten here, to give back to the manager
+        # Leases forgotten here (memory bound) whose copies in the kernel must go before they
+        # are given back: ino -> the names the mount knew in it (a directory's).
+        self.lost: dict[int, list[str]] = {}
         client.on_fenced = self.fenced
         self.counters = dict.fromkeys(("lease_hits", "lease_negative_hits", "lease_misses",
                                        "recalls_received", "pushed", "sessions"), 0)
@@ -96,6 +99,23 @@ class LeaseCache:
 
     def remaining(self) -> float:
         return max(0.0, self.until - time.monotonic())
+
+    def kernel_timeout(self, ino: int, parent: int | None = None, name: str | None = None,
+                       floor: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+        """The kernel's (entry, attribute) timeouts for an answer about ``ino`` (named
+        ``name`` in ``parent``): the session's remaining time where a lease covers it --
+        a recall drops the kernel's copy with the mount's (``on_recall``), and the kernel's
+        copy ends with the session at the latest --, else ``floor`` (the mount options')."""
+        entry, attr = floor
+        left = self.remaining()
+        if left <= 0:
+            return floor
+        if ino in self.attrs:
+            attr = max(attr, left)
+        d = self.dirs.get(parent) if parent is not None else None
+        if d is not None and name is not None and d.names.get(name) == ino:
+            entry = max(entry, left)
+        return entry, attr
 
     def getattr(self, ino: int) -> dict | None:
         if not self.valid():
@@ -192,7 +212,7 @@ class LeaseCache:
             for old in list(itertools.islice(attrs_, _ATTRS_MAX // 8)):
                 del attrs_[old]
                 if old not in self.dirs:
-                    self.released.append(old)
+                    self.lost.setdefault(old, [])
         attrs_[ino] = attrs
 
     def _dir(self, ino: int) -> _Dir:
@@ -200,9 +220,9 @@ class LeaseCache:
         if d is None:
             if len(self.dirs) >= _DIRS_MAX:
                 for old in list(itertools.islice(self.dirs, _DIRS_MAX // 8)):
-                    del self.dirs[old]
+                    gone = self.dirs.pop(old)
                     self.attrs.pop(old, None)
-                    self.released.append(old)
+                    self.lost[old] = [n for n, i in gone.names.items() if i]
             d = self.dirs[ino] = _Dir()
         return d
 
@@ -286,6 +306,7 @@ class LeaseCache:
             d = self.dirs.pop(ino, None)
             if d is not None:
                 names += [(ino, n) for n in d.names]
+            names += [(ino, n) for n in self.lost.pop(ino, ())]
         return names
 
     def fenced(self) -> None:
@@ -298,6 +319,7 @@ class LeaseCache:
     def drop_all(self) -> None:
         self.until = 0.0
         self.released.clear()  # the session's leases are gone with it
+        self.lost.clear()  # (the kernel's copies end with the session: kernel_timeout)
         self.attrs.clear()
         self.dirs.clear()
         self.floor = self.tick() + 1  # nothing sent before now is kept
@@ -370,6 +392,10 @@ class LeaseCache:
     async def _renew(self, sock, send_lock: trio.Lock) -> None:
         while True:
             await trio.sleep(self.term / 4)
+            if self.lost:  # the kernel's copies first: then the manager stops recalling them
+                lost, self.lost = self.lost, {}
+                await self.on_recall(list(lost), [(i, n) for i, ns in lost.items() for n in ns])
+                self.released += lost
             self._renew_sent = time.monotonic()
             async with send_lock:
                 while self.released:

@@ -184,13 +184,20 @@ class Operations(pyfuse3.Operations):
             raise FUSEError(errno.EINVAL)
         return info.stripe
 
-    def entry(self, a: dict) -> EntryAttributes:
+    def entry(self, a: dict, parent: int | None = None, name: str | None = None
+              ) -> EntryAttributes:
+        """The kernel's entry for attributes ``a`` (of ``name`` in ``parent``, when it
+        answers a name). With leases, what a lease covers is cached by the kernel until
+        the session's end (``LeaseCache.kernel_timeout``); timeouts set to 0 stay 0."""
         self._learn(a)
         e = EntryAttributes()
         e.st_ino = a["ino"]
         e.generation = 0
         e.entry_timeout = self.opts.entry_timeout
         e.attr_timeout = self.opts.attr_timeout
+        if self.leases is not None and self.opts.entry_timeout and self.opts.attr_timeout:
+            e.entry_timeout, e.attr_timeout = self.leases.kernel_timeout(
+                a["ino"], parent, name, (e.entry_timeout, e.attr_timeout))
         e.st_mode = a["mode"]
         e.st_nlink = a["nlink"]
         e.st_uid = a["uid"]
@@ -257,7 +264,7 @@ class Operations(pyfuse3.Operations):
             if held is MISSING:
                 raise FUSEError(errno.ENOENT)
             if held is not None:
-                return self.entry(self._named(parent_inode, n, held))
+                return self.entry(self._named(parent_inode, n, held), parent_inode, n)
         gen = self.probed.gen
         t = self._tick()
         if leases is None:
@@ -268,7 +275,7 @@ class Operations(pyfuse3.Operations):
             if not a["ino"]:
                 raise FUSEError(errno.ENOENT)
         self.probed.learn(a, gen)
-        return self.entry(self._named(parent_inode, n, a))
+        return self.entry(self._named(parent_inode, n, a), parent_inode, n)
 
     @guard
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
@@ -354,7 +361,7 @@ class Operations(pyfuse3.Operations):
             self.dirattrs.learn(parent_inode, a)
         if self.leases is not None:
             self.leases.made(parent_inode, n, a, t)
-        return self.entry(a)
+        return self.entry(a, parent_inode, n)
 
     @guard
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
@@ -365,7 +372,7 @@ class Operations(pyfuse3.Operations):
         self.dirattrs.learn(parent_inode, a)
         if self.leases is not None:
             self.leases.made(parent_inode, n, a, t, is_dir=True)
-        return self.entry(a)
+        return self.entry(a, parent_inode, n)
 
     @guard
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -417,7 +424,7 @@ class Operations(pyfuse3.Operations):
         a = await self.client.symlink(parent_inode, n, os.fsdecode(target), self.cred(ctx))
         if self.leases is not None:
             self.leases.made(parent_inode, n, a, t)
-        return self.entry(a)
+        return self.entry(a, parent_inode, n)
 
     @guard
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,

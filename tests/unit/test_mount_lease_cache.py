@@ -87,5 +87,42 @@ def test_forgetting_the_oldest_gives_their_leases_back(monkeypatch):
     c = cache()
     for ino in range(100, 117):
         c.learn({**attrs(ino), "leased": [ino]}, c.tick())
-    assert len(c.attrs) <= 16 and c.released == [100, 101]
+    # forgotten here; given back with the next renewal, once the kernel forgot them too
+    assert len(c.attrs) <= 16 and list(c.lost) == [100, 101] and c.released == []
     assert c.getattr(100) is None and c.getattr(116)["ino"] == 116
+
+
+def test_the_kernel_caches_what_a_lease_covers_until_the_session_ends():
+    c = cache()
+    t = c.tick()
+    c.learn({**attrs(10), "leased": [1, 10]}, t, parent=1, name="f")
+    c.learn({**attrs(11), "leased": [1]}, c.tick(), parent=1, name="g")  # attrs not leased
+    entry, attr = c.kernel_timeout(10, 1, "f", (1.0, 1.0))
+    assert 59 < entry <= 60 and 59 < attr <= 60
+    entry, attr = c.kernel_timeout(11, 1, "g", (1.0, 1.0))
+    assert 59 < entry <= 60 and attr == 1.0  # the name is leased, its attributes are not
+    assert c.kernel_timeout(10, 1, "other", (1.0, 1.0))[0] == 1.0  # another name: no
+    c._drop([10])
+    assert c.kernel_timeout(10, 1, "f", (1.0, 1.0))[1] == 1.0
+    c.until = time.monotonic() - 1
+    assert c.kernel_timeout(11, 1, "g", (1.0, 1.0)) == (1.0, 1.0)
+
+
+def test_leases_forgotten_for_memory_drop_the_kernels_copies_before_they_are_given_back(
+        monkeypatch):
+    from pvfs.fuse import leases
+
+    monkeypatch.setattr(leases, "_ATTRS_MAX", 8)
+    monkeypatch.setattr(leases, "_DIRS_MAX", 8)
+    c = cache()
+    c.dirs[100] = leases._Dir()
+    c.dirs[100].names.update({"a": 5, "gone": 0})
+    for ino in range(1, 10):
+        c.learn({**attrs(ino), "leased": [ino]}, c.tick())
+    for ino in range(200, 208):
+        c._dir(ino)
+    assert 1 in c.lost and c.released == []  # not given back before the kernel forgot it
+    assert c.lost[100] == ["a"]  # the directory's names the kernel may hold
+    assert 1 not in c.attrs and c.kernel_timeout(1, floor=(1.0, 1.0)) == (1.0, 1.0)
+    # a recall of one of them meanwhile still drops the kernel's copies of its names
+    assert c._drop([100]) == [(100, "a")] and 100 not in c.lost
