@@ -1,5 +1,8 @@
-"""Build glue: maps the design-card folders onto one `pvfs` distribution and builds the
-single C extension `pvfs._native` from csrc/.
+"""Build glue: maps the design-card folders onto one `pvfs` distribution and builds the C
+extensions: `pvfs._native` from csrc/*.c (the daemons' engine and the client's transfer) and
+`pvfs._fusefront` from csrc/front/ (the mount's libfuse3 front end, docs/mount.md). The second
+is its own extension because it links libfuse3, which the daemons must not need; it is built
+only where `pkg-config fuse3` answers (the Makefile's `system` target installs libfuse3-dev).
 
 Environment switches for the C build:
   PVFS_BUILD=release (default)  -O2, -Wall -Wextra -Werror
@@ -9,6 +12,8 @@ Environment switches for the C build:
 """
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -55,9 +60,34 @@ native = Extension(
     extra_link_args=ldflags,
 )
 
+
+
+def pkg_config(*args: str) -> list[str] | None:
+    """``pkg-config ARGS fuse3`` split, or None where libfuse3's development files are
+    missing (the mount then offers only the pyfuse3 front end)."""
+    if shutil.which("pkg-config") is None:
+        return None
+    done = subprocess.run(["pkg-config", *args, "fuse3"], capture_output=True, text=True,
+                          check=False)
+    return done.stdout.split() if done.returncode == 0 else None
+
+
+def fusefront() -> list[Extension]:
+    cf, libs = pkg_config("--cflags"), pkg_config("--libs")
+    if cf is None or libs is None:
+        return []
+    return [Extension(
+        "pvfs._fusefront",
+        sources=sorted(str(p) for p in Path("csrc/front").glob("*.c")),
+        include_dirs=["csrc/front"],
+        extra_compile_args=cflags + cf + ["-pthread"],
+        extra_link_args=ldflags + libs + ["-pthread"],
+    )]
+
+
 setup(
     packages=find_packages(),
     package_dir=PACKAGE_ROOTS,
     package_data={"pvfs.traces": ["samples/*"], "pvfs.daemons.mgr": ["schema.sql"]},
-    ext_modules=[native],
+    ext_modules=[native, *fusefront()],
 )

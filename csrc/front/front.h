@@ -1,0 +1,158 @@
+/* front.h -- pvfs._fusefront: the mount's libfuse3 low-level front end.
+ *
+ * Units, in calling order (each calls only the ones before it):
+ *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
+ *              wakes the mount's trio loop), the forgets answered in C, the in-flight list
+ *   session.c  the libfuse3 session: the ops table run by fuse_session_loop_mt on C worker
+ *              threads (clone_fd), which copies each request into a record and queues it;
+ *              mounting, the loop thread, unmounting, the kernel notifications
+ *   module.c   the Python bindings: Session, Request, DirBuf and the reply_* functions
+ *
+ * Threads: libfuse's workers run the ops table and never touch Python; everything else runs
+ * on the Python thread holding the GIL. What both sides touch (the queue, the forgets, the
+ * loop's end, the count of notifications in progress) is in struct pvf_front under its lock.
+ * All the mutable state of one mount is that struct: no globals.
+ */
+#ifndef PVFS_FRONT_H
+#define PVFS_FRONT_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+/* The operations forwarded to Python (values are the Python module's OP_* constants). */
+enum pvf_op {
+    PVF_LOOKUP = 1,
+    PVF_GETATTR,
+    PVF_SETATTR,
+    PVF_READLINK,
+    PVF_MKNOD,
+    PVF_MKDIR,
+    PVF_UNLINK,
+    PVF_RMDIR,
+    PVF_SYMLINK,
+    PVF_RENAME,
+    PVF_LINK,
+    PVF_OPEN,
+    PVF_READ,
+    PVF_WRITE,
+    PVF_FLUSH,
+    PVF_RELEASE,
+    PVF_FSYNC,
+    PVF_OPENDIR,
+    PVF_READDIRPLUS,
+    PVF_RELEASEDIR,
+    PVF_FSYNCDIR,
+    PVF_STATFS,
+    PVF_SETXATTR,
+    PVF_GETXATTR,
+    PVF_LISTXATTR,
+    PVF_REMOVEXATTR,
+    PVF_ACCESS,
+    PVF_CREATE,
+    PVF_NOPS
+};
+
+/* setattr's fields, normalized: *_NOW folded into ATIME/MTIME with the time filled in. */
+#define PVF_SET_MODE 1u
+#define PVF_SET_UID 2u
+#define PVF_SET_GID 4u
+#define PVF_SET_SIZE 8u
+#define PVF_SET_ATIME 16u
+#define PVF_SET_MTIME 32u
+#define PVF_SET_CTIME 64u
+
+/* One request as the worker thread copied it: one allocation, names and data after it. */
+struct pvf_req {
+    struct pvf_req *next, *prev;    /* the queue (next only), then the in-flight list */
+    fuse_req_t fr;                  /* NULL once answered */
+    int op;                         /* enum pvf_op */
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    mode_t umask;
+    uint64_t ino;                   /* the inode, or the parent of a name */
+    uint64_t ino2;                  /* rename's new parent, link's new parent */
+    uint64_t fh;
+    int has_fh;                     /* getattr/setattr: fh only with a handle */
+    int64_t off;
+    uint64_t size;
+    uint32_t mode;
+    uint32_t flags;                 /* open flags, rename flags, setattr PVF_SET_*, access
+                                     * mask, xattr flags, fsync's datasync */
+    uint64_t rdev;
+    uint32_t uid_set, gid_set;      /* setattr */
+    int64_t size_set, atime_ns, mtime_ns;
+    const char *name, *name2;       /* NUL-terminated, inside the allocation */
+    const char *data;               /* write's bytes, setxattr's value */
+    size_t len;
+    char tail[];
+};
+
+/* Test hooks and counters, read by Session.stats(). */
+struct pvf_counters {
+    uint64_t queued;         /* requests handed to Python */
+    uint64_t forgets;        /* forget entries answered in C */
+    uint64_t wakeups;        /* eventfd writes */
+    uint64_t reply_failures; /* fuse_reply_* that failed (interrupted, unmounted) */
+    uint64_t unanswered;     /* requests Python dropped unanswered: answered EIO */
+    uint64_t enomem;         /* requests refused for want of memory */
+};
+
+struct pvf_front {
+    struct fuse_session *se;        /* NULL in a bridge made for tests */
+    pthread_mutex_t lock;
+    pthread_cond_t idle;            /* notifying dropped to 0 */
+    /* under lock */
+    struct pvf_req *head, *tail;    /* queued, not yet drained */
+    uint64_t *forgets;              /* (ino, nlookup) pairs answered in C, for Python */
+    size_t nforgets, capforgets;
+    int loop_done;                  /* the loop thread returned */
+    int loop_result;
+    int closing;                    /* no new notifications */
+    int notifying;                  /* notifications in progress */
+    struct pvf_counters c;
+    /* only on the Python thread (with the GIL) */
+    struct pvf_req inflight;        /* sentinel: drained, not yet answered */
+    int efd;                        /* eventfd: Python waits for it to be readable */
+    pthread_t thread;
+    int thread_started;
+    int mounted;
+    unsigned max_threads;
+    unsigned want_writeback, want_export, want_acl;
+    unsigned max_write;
+};
+
+/* bridge.c */
+int pvf_bridge_init(struct pvf_front *f);            /* -1 with errno */
+void pvf_bridge_fini(struct pvf_front *f);
+struct pvf_req *pvf_req_new(fuse_req_t fr, int op, size_t tail);
+void pvf_req_free(struct pvf_req *r);
+char *pvf_req_put(struct pvf_req *r, size_t *at, const char *src, size_t n);
+void pvf_enqueue(struct pvf_front *f, struct pvf_req *r);
+void pvf_forget(struct pvf_front *f, uint64_t ino, uint64_t nlookup);
+void pvf_loop_ended(struct pvf_front *f, int result);
+void pvf_drain_wakeup(struct pvf_front *f);
+struct pvf_req *pvf_take_all(struct pvf_front *f, uint64_t **forgets, size_t *nforgets);
+void pvf_inflight_add(struct pvf_front *f, struct pvf_req *r);
+fuse_req_t pvf_inflight_take(struct pvf_req *r);
+void pvf_counted_reply(struct pvf_front *f, int ret);
+int pvf_notify_begin(struct pvf_front *f);
+void pvf_notify_end(struct pvf_front *f);
+void pvf_close_wait_notifiers(struct pvf_front *f);
+
+/* session.c */
+int pvf_session_new(struct pvf_front *f, int argc, char **argv);   /* -1: bad options */
+int pvf_session_mount(struct pvf_front *f, const char *mountpoint); /* -1 with errno */
+int pvf_session_start(struct pvf_front *f);                         /* -1 with errno */
+void pvf_session_stop(struct pvf_front *f);                         /* unmount and join */
+void pvf_session_destroy(struct pvf_front *f);
+int pvf_notify_inval_inode(struct pvf_front *f, uint64_t ino, int attr_only);
+int pvf_notify_inval_entry(struct pvf_front *f, uint64_t parent, const char *name, size_t n);
+
+#endif
