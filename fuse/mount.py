@@ -24,12 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-import pyfuse3
 import trio
 
 from pvfs import config as cfgmod
 from pvfs.client.aclient import AsyncClient
 
+from .kernel import Front, make_front
 from .operations import Operations
 from .options import MountOptions
 
@@ -129,13 +129,15 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
                 from .gcachewire import global_callbacks
 
                 await nursery.start(global_callbacks(ops).run)
-        pyfuse3.init(ops, mountpoint, opts.fuse_options())
-        stack.callback(pyfuse3.close, unmount=True)
+        front = make_front(opts.frontend)  # pyfuse3, or the C front end (kernel.py)
+        front.init(ops, mountpoint, opts.fuse_options())
+        stack.callback(front.close)
+        ops.kernel = front.kernel
         session = _Session()
-        nursery.start_soon(_signals, session)
+        nursery.start_soon(_signals, session, front)
         nursery.start_soon(_announce, ops, mountpoint, opts, ready_fd)
         nursery.start_soon(_status_writer, ops, status, mountpoint, config, opts)
-        await pyfuse3.main(min_tasks=4, max_tasks=opts.max_tasks)
+        await front.main(opts.max_tasks)
     log.info("unmounted %s", mountpoint)
 
 
@@ -166,12 +168,12 @@ class _Session:
     terminated = False
 
 
-async def _signals(session: _Session) -> None:
+async def _signals(session: _Session, front: Front) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
         async for sig in sigs:
             log.info("signal %d: unmounting", sig)
             session.terminated = True
-            pyfuse3.terminate()
+            front.terminate()
 
 
 async def _announce(ops: Operations, mountpoint: str, opts: MountOptions,

@@ -32,6 +32,7 @@ from .fileops import FileOperations
 from .gcachewire import make_gcache_backend
 from .guard import errno_of, guard
 from .handles import HandleTable
+from .kernel import Kernel, Pyfuse3Front
 from .leases import MISSING, LeaseCache
 from .options import MountOptions
 from .xattrs import ACL_XATTRS, PROBED_XATTRS, ProbedCache, VirtualXattrs
@@ -122,6 +123,9 @@ class Operations(pyfuse3.Operations):
         # manager (a lookup there costs a manager and an I/O daemon round trip per file).
         self._names: dict[tuple[int, str], int] = {}
         self.kernel_ready = False  # invalidate_inode only once the session runs
+        # The front end's notifications and readdir replies (kernel.py); mount.py sets the
+        # C front end's when -o frontend=c.
+        self.kernel: Kernel = Pyfuse3Front.kernel
         # -o leases: what the manager leased this mount is answered here (leases.py); the
         # session runs as a task of the mount (mount.py). fh -> (tick, every page leased) of
         # a listing from its start, to learn that a directory is complete.
@@ -230,7 +234,7 @@ class Operations(pyfuse3.Operations):
             await self._kernel_invalidate(ino, attr_only=True)
         for parent, name in names:
             try:
-                await trio.to_thread.run_sync(pyfuse3.invalidate_entry, parent,
+                await trio.to_thread.run_sync(self.kernel.invalidate_entry, parent,
                                               os.fsencode(name))
             except OSError as exc:
                 if exc.errno != errno.ENOENT:
@@ -249,7 +253,7 @@ class Operations(pyfuse3.Operations):
             return
         self.counters["kernel_invalidations"] += 1
         try:
-            await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino, attr_only)
+            await trio.to_thread.run_sync(self.kernel.invalidate_inode, ino, attr_only)
         except OSError as exc:
             if exc.errno != errno.ENOENT:
                 log.info("invalidate_inode(%d): %s", ino, exc)
@@ -477,7 +481,7 @@ class Operations(pyfuse3.Operations):
         return self.table.open(inode, os.O_RDONLY | os.O_DIRECTORY, cred).fh
 
     @guard
-    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+    async def readdir(self, fh: int, start_id: int, token: Any) -> None:
         h = self.table.get(fh)
         cookie = start_id
         leases = self.leases
@@ -504,7 +508,7 @@ class Operations(pyfuse3.Operations):
             for name, a, nxt in entries:
                 self.probed.learn(a, gen)
                 e = self.entry(self._named(h.ino, name, a)) if sized else self._unsized_entry(a)
-                if not pyfuse3.readdir_reply(token, os.fsencode(name), e, nxt):
+                if not self.kernel.readdir_reply(token, os.fsencode(name), e, nxt):
                     return
                 cookie = nxt
 

@@ -5,10 +5,13 @@ See ``docs/mount.md`` for the user-facing list.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field, fields
 
 from pvfs.client.modes import COHERENCE_MODES
 from pvfs.units import parse_size
+
+FRONTENDS = ("pyfuse3", "c")  # the mount's front ends (kernel.py)
 
 __all__ = ["COHERENCE_MODES", "MountOptions", "default_cache_size", "parse_options"]
 
@@ -81,6 +84,9 @@ class MountOptions:
     default_permissions: bool = True
     fsname: str = "pvfs"
     max_tasks: int = 64
+    # The front end (fuse/kernel.py): "pyfuse3" (the reference) or "c" (libfuse3's
+    # low-level loop on C threads, pvfs._fusefront; docs/mount.md, "C front end").
+    frontend: str = "pyfuse3"
     log: str = ""
     debug: bool = False
     # TESTING ONLY: close (FUSE flush) throws the file's dirty blocks away instead of writing
@@ -165,4 +171,8 @@ def parse_options(text: str | list[str] | None, base: MountOptions | None = None
         raise ValueError("leases need default_permissions (the kernel's permission checks)")
     if opts.timeout <= 0:
         raise ValueError("timeout must be positive")
+    if opts.frontend not in FRONTENDS:
+        raise ValueError(f"frontend must be one of {', '.join(FRONTENDS)}")
+    if opts.frontend == "c" and importlib.util.find_spec("pvfs._fusefront") is None:
+        raise ValueError("frontend=c: pvfs._fusefront is not built here (needs libfuse3-dev)")
     return opts

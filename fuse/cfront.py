@@ -1,0 +1,284 @@
+"""The C front end's Python side (``-o frontend=c``): requests from ``pvfs._fusefront`` run
+on today's :class:`~.operations.Operations` handlers, replies go back through C.
+
+libfuse3's low-level loop runs on C worker threads (``csrc/front/``); a request C does not
+answer itself is queued and an eventfd wakes this trio task, which drains the queue and runs
+each request as a task of its own (at most ``max_tasks`` at once, as pyfuse3's workers),
+calling the same handler with the same arguments pyfuse3 would, and answers with
+``_fusefront.reply_*``. Forgets are answered in C; their (inode, count) pairs arrive with the
+next drain for ``Operations.forget``. The request object is also the handlers' request
+context (``uid``, ``gid``, ``pid``, ``umask``).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+from pyfuse3 import EntryAttributes, FUSEError
+
+if TYPE_CHECKING:
+    from .operations import Operations
+
+log = logging.getLogger("pvfs.fuse")
+
+__all__ = ["CFront", "SetattrFields", "available"]
+
+# The loop's worker threads: they only copy requests for Python (forgets aside), so a few
+# cover a 2-core node; more only queue behind the one Python thread.
+WORKER_THREADS = 4
+MAX_WRITE = 1 << 20   # 1 MiB requests (the kernel's max_pages follows)
+_XATTR_CREATE, _XATTR_REPLACE = os.XATTR_CREATE, os.XATTR_REPLACE
+
+
+def available() -> bool:
+    """Whether ``pvfs._fusefront`` is built here (it needs libfuse3's development files)."""
+    try:
+        import pvfs._fusefront  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class SetattrFields:
+    """Which attributes a setattr changes (pyfuse3's ``SetattrFields`` cannot be made from
+    Python; the handlers read only these names)."""
+
+    __slots__ = ("update_atime", "update_ctime", "update_gid", "update_mode", "update_mtime",
+                 "update_size", "update_uid")
+
+    def __init__(self, bits: int, ff: Any) -> None:
+        self.update_mode = bool(bits & ff.SET_MODE)
+        self.update_uid = bool(bits & ff.SET_UID)
+        self.update_gid = bool(bits & ff.SET_GID)
+        self.update_size = bool(bits & ff.SET_SIZE)
+        self.update_atime = bool(bits & ff.SET_ATIME)
+        self.update_mtime = bool(bits & ff.SET_MTIME)
+        self.update_ctime = bool(bits & ff.SET_CTIME)
+
+
+class _CKernel:
+    """The notifications and readdir replies of one C session (``kernel.Kernel``)."""
+
+    def __init__(self, session: Any, ff: Any) -> None:
+        self.invalidate_inode = session.invalidate_inode
+        self.invalidate_entry = session.invalidate_entry
+        self.readdir_reply = ff.readdir_reply
+
+
+class CFront:
+    """The libfuse3 low-level front end (``kernel.Front``)."""
+
+    def __init__(self) -> None:
+        import pvfs._fusefront as ff
+
+        self.ff = ff
+        self.ops: Operations | None = None
+        self.session: Any = None
+        self.kernel: Any = None
+        self._scope: trio.CancelScope | None = None
+        self._terminated = False
+        self._handlers: dict[int, Callable[..., Awaitable[None]]] = {}
+
+    # ------------------------------------------------------------------ life cycle
+    def init(self, ops: Operations, mountpoint: str, options: set[str]) -> None:
+        self.ops = ops
+        self.session = self.ff.Session(
+            mountpoint, sorted(options), writeback_cache=bool(ops.enable_writeback_cache),
+            export_support=bool(ops.supports_dot_lookup), posix_acl=bool(ops.enable_acl),
+            max_threads=WORKER_THREADS, max_write=MAX_WRITE)
+        self.kernel = _CKernel(self.session, self.ff)
+        self._handlers = self._table()
+        self.session.mount(mountpoint)
+
+    async def main(self, max_tasks: int) -> None:
+        session, ops = self.session, self.ops
+        assert session is not None and ops is not None, "init() first"
+        limit = trio.Semaphore(max(1, max_tasks))
+        fd = session.fileno()
+        async with trio.open_nursery() as nursery:
+            self._scope = nursery.cancel_scope
+            if self._terminated:
+                nursery.cancel_scope.cancel()
+            while True:
+                await trio.lowlevel.wait_readable(fd)
+                reqs, forgets = session.drain()
+                if forgets:
+                    ops.forget(forgets)
+                for req in reqs:
+                    await limit.acquire()
+                    nursery.start_soon(self._run, req, limit)
+                if session.ended:
+                    break   # unmounted: the tasks still running finish (their replies fail)
+
+    def terminate(self) -> None:
+        self._terminated = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+    def stats(self) -> dict:
+        return self.session.stats() if self.session is not None else {}
+
+    # ------------------------------------------------------------------ requests
+    async def _run(self, req: Any, limit: trio.Semaphore) -> None:
+        try:
+            await self._handlers[req.op](req, *req.args)
+        except FUSEError as exc:
+            self._fail(req, exc.errno)
+        except Exception:  # a reply that could not be made: EIO, logged
+            log.exception("C front end: op %d", req.op)
+            self._fail(req, errno.EIO)
+        finally:
+            limit.release()
+
+    def _fail(self, req: Any, code: int) -> None:
+        if not req.answered:
+            self.ff.reply_err(req, code)
+
+    def _table(self) -> dict[int, Callable[..., Awaitable[None]]]:
+        ff, ops = self.ff, self.ops
+        assert ops is not None
+
+        async def lookup(req: Any, parent: int, name: bytes) -> None:
+            ff.reply_entry(req, await ops.lookup(parent, name, req))
+
+        async def getattr_(req: Any, ino: int, fh: int | None) -> None:
+            ff.reply_attr(req, await ops.getattr(ino, req))
+
+        async def setattr(req: Any, ino: int, fh: int | None, bits: int, mode: int, uid: int,
+                          gid: int, size: int, atime_ns: int, mtime_ns: int) -> None:
+            attr = EntryAttributes()
+            attr.st_mode, attr.st_uid, attr.st_gid, attr.st_size = mode, uid, gid, size
+            attr.st_atime_ns, attr.st_mtime_ns = atime_ns, mtime_ns
+            ff.reply_attr(req, await ops.setattr(ino, attr, SetattrFields(bits, ff), fh, req))
+
+        async def readlink(req: Any, ino: int) -> None:
+            ff.reply_readlink(req, await ops.readlink(ino, req))
+
+        async def mknod(req: Any, parent: int, name: bytes, mode: int, rdev: int) -> None:
+            ff.reply_entry(req, await ops.mknod(parent, name, mode, rdev, req))
+
+        async def mkdir(req: Any, parent: int, name: bytes, mode: int) -> None:
+            ff.reply_entry(req, await ops.mkdir(parent, name, mode, req))
+
+        async def unlink(req: Any, parent: int, name: bytes) -> None:
+            await ops.unlink(parent, name, req)
+            ff.reply_err(req, 0)
+
+        async def rmdir(req: Any, parent: int, name: bytes) -> None:
+            await ops.rmdir(parent, name, req)
+            ff.reply_err(req, 0)
+
+        async def symlink(req: Any, parent: int, name: bytes, target: bytes) -> None:
+            ff.reply_entry(req, await ops.symlink(parent, name, target, req))
+
+        async def rename(req: Any, parent: int, name: bytes, newparent: int, newname: bytes,
+                         flags: int) -> None:
+            await ops.rename(parent, name, newparent, newname, flags, req)
+            ff.reply_err(req, 0)
+
+        async def link(req: Any, ino: int, newparent: int, newname: bytes) -> None:
+            ff.reply_entry(req, await ops.link(ino, newparent, newname, req))
+
+        async def open_(req: Any, ino: int, flags: int) -> None:
+            ff.reply_open(req, await ops.open(ino, flags, req))
+
+        async def read(req: Any, fh: int, off: int, size: int) -> None:
+            ff.reply_data(req, await ops.read(fh, off, size))
+
+        async def write(req: Any, fh: int, off: int, data: bytes) -> None:
+            ff.reply_write(req, await ops.write(fh, off, data))
+
+        async def flush(req: Any, fh: int) -> None:
+            await ops.flush(fh)
+            ff.reply_err(req, 0)
+
+        async def release(req: Any, fh: int) -> None:
+            await ops.release(fh)
+            ff.reply_err(req, 0)
+
+        async def fsync(req: Any, fh: int, datasync: bool) -> None:
+            await ops.fsync(fh, datasync)
+            ff.reply_err(req, 0)
+
+        async def opendir(req: Any, ino: int, flags: int) -> None:
+            ff.reply_open(req, await ops.opendir(ino, req))
+
+        async def readdirplus(req: Any, fh: int, off: int, token: Any) -> None:
+            await ops.readdir(fh, off, token)
+            ff.reply_dir(req, token)
+
+        async def releasedir(req: Any, fh: int) -> None:
+            await ops.releasedir(fh)
+            ff.reply_err(req, 0)
+
+        async def fsyncdir(req: Any, fh: int, datasync: bool) -> None:
+            await ops.fsyncdir(fh, datasync)
+            ff.reply_err(req, 0)
+
+        async def statfs(req: Any, ino: int) -> None:
+            ff.reply_statfs(req, await ops.statfs(req))
+
+        async def setxattr(req: Any, ino: int, name: bytes, value: bytes, flags: int) -> None:
+            # as pyfuse3: XATTR_CREATE / XATTR_REPLACE checked with a getxattr first
+            if flags & ~(_XATTR_CREATE | _XATTR_REPLACE):
+                raise FUSEError(errno.EINVAL)
+            if flags & _XATTR_CREATE:
+                try:
+                    await ops.getxattr(ino, name, req)
+                except FUSEError as exc:
+                    if exc.errno != errno.ENODATA:
+                        raise
+                else:
+                    raise FUSEError(errno.EEXIST)
+            elif flags & _XATTR_REPLACE:
+                await ops.getxattr(ino, name, req)
+            await ops.setxattr(ino, name, value, req)
+            ff.reply_err(req, 0)
+
+        def sized(req: Any, value: bytes, size: int) -> None:
+            if size == 0:
+                ff.reply_xattr(req, len(value))
+            elif len(value) <= size:
+                ff.reply_data(req, value)
+            else:
+                ff.reply_err(req, errno.ERANGE)
+
+        async def getxattr(req: Any, ino: int, name: bytes, size: int) -> None:
+            sized(req, await ops.getxattr(ino, name, req), size)
+
+        async def listxattr(req: Any, ino: int, size: int) -> None:
+            names = await ops.listxattr(ino, req)
+            sized(req, b"".join(n + b"\0" for n in names), size)
+
+        async def removexattr(req: Any, ino: int, name: bytes) -> None:
+            await ops.removexattr(ino, name, req)
+            ff.reply_err(req, 0)
+
+        async def access(req: Any, ino: int, mask: int) -> None:
+            allowed = await ops.access(ino, mask, req)
+            ff.reply_err(req, 0 if allowed else errno.EACCES)
+
+        async def create(req: Any, parent: int, name: bytes, mode: int, flags: int) -> None:
+            fi, entry = await ops.create(parent, name, mode, flags, req)
+            ff.reply_create(req, entry, fi)
+
+        return {
+            ff.OP_LOOKUP: lookup, ff.OP_GETATTR: getattr_, ff.OP_SETATTR: setattr,
+            ff.OP_READLINK: readlink, ff.OP_MKNOD: mknod, ff.OP_MKDIR: mkdir,
+            ff.OP_UNLINK: unlink, ff.OP_RMDIR: rmdir, ff.OP_SYMLINK: symlink,
+            ff.OP_RENAME: rename, ff.OP_LINK: link, ff.OP_OPEN: open_, ff.OP_READ: read,
+            ff.OP_WRITE: write, ff.OP_FLUSH: flush, ff.OP_RELEASE: release, ff.OP_FSYNC: fsync,
+            ff.OP_OPENDIR: opendir, ff.OP_READDIRPLUS: readdirplus,
+            ff.OP_RELEASEDIR: releasedir, ff.OP_FSYNCDIR: fsyncdir, ff.OP_STATFS: statfs,
+            ff.OP_SETXATTR: setxattr, ff.OP_GETXATTR: getxattr, ff.OP_LISTXATTR: listxattr,
+            ff.OP_REMOVEXATTR: removexattr, ff.OP_ACCESS: access, ff.OP_CREATE: create,
+        }
