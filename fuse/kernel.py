@@ -9,6 +9,7 @@ send to the kernel themselves goes through ``ops.kernel``, a :class:`Kernel`:
 * ``invalidate_inode(ino, attr_only)`` and ``invalidate_entry(parent, name)``: blocking
   notifications (the kernel may wait for write-back of the pages it drops), called in a
   worker thread, never on the thread that answers requests;
+* ``stats()``: the front end's name and counters, for ``user.pvfs.stats``;
 * ``readdir_reply(token, name, entry, next_id) -> bool``: add one entry to the readdir
   reply whose token the front end handed to ``Operations.readdir`` (False: full).
 
@@ -41,6 +42,9 @@ class Kernel(Protocol):
     def readdir_reply(self, token: Any, name: bytes, entry: pyfuse3.EntryAttributes,
                       next_id: int) -> bool: ...
 
+    def stats(self) -> dict:
+        """The front end's name and counters (``user.pvfs.stats``' ``frontend``)."""
+
 
 class Front(Protocol):
     """A front end's life cycle, as ``mount.py`` drives it."""
@@ -72,6 +76,10 @@ class _Pyfuse3Kernel:
         pyfuse3.invalidate_entry(parent, name)
 
     readdir_reply = staticmethod(pyfuse3.readdir_reply)
+
+    @staticmethod
+    def stats() -> dict:
+        return {"name": "pyfuse3"}
 
 
 class Pyfuse3Front:

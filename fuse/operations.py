@@ -143,6 +143,7 @@ class Operations(pyfuse3.Operations):
         out["open_handles"] = len(self.table.handles)
         out["dir_attr_hits"] = self.dirattrs.hits
         out["coherence"] = self.opts.coherence
+        out["frontend"] = self.kernel.stats()
         if self.coherence is not None:
             out.update(self.coherence.counters)
         if self.gbackend is not None:

@@ -102,6 +102,15 @@ struct pvf_counters {
     uint64_t reply_failures; /* fuse_reply_* that failed (interrupted, unmounted) */
     uint64_t unanswered;     /* requests Python dropped unanswered: answered EIO */
     uint64_t enomem;         /* requests refused for want of memory */
+    uint64_t quiet_flushes;  /* flushes of quiet handles answered in C */
+};
+
+/* The handles whose flush needs nothing (Python marks them; see session.c's op_flush):
+ * an open-addressing set of fh + 1 (0 is an empty slot), linear probing, deletion by
+ * backward shift, grown at half full. Under the front's lock. */
+struct pvf_fhset {
+    uint64_t *slots;
+    size_t cap, n;
 };
 
 struct pvf_front {
@@ -117,6 +126,7 @@ struct pvf_front {
     int closing;                    /* no new notifications */
     int notifying;                  /* notifications in progress */
     struct pvf_counters c;
+    struct pvf_fhset quiet;
     /* only on the Python thread (with the GIL) */
     struct pvf_req inflight;        /* sentinel: drained, not yet answered */
     int efd;                        /* eventfd: Python waits for it to be readable */
@@ -142,6 +152,8 @@ struct pvf_req *pvf_take_all(struct pvf_front *f, uint64_t **forgets, size_t *nf
 void pvf_inflight_add(struct pvf_front *f, struct pvf_req *r);
 fuse_req_t pvf_inflight_take(struct pvf_req *r);
 void pvf_counted_reply(struct pvf_front *f, int ret);
+int pvf_quiet_add(struct pvf_front *f, uint64_t fh);               /* -1: ENOMEM */
+int pvf_quiet_has(struct pvf_front *f, uint64_t fh, int remove);   /* 1: it was there */
 int pvf_notify_begin(struct pvf_front *f);
 void pvf_notify_end(struct pvf_front *f);
 void pvf_close_wait_notifiers(struct pvf_front *f);

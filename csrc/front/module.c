@@ -1011,9 +1011,11 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
         for (struct pvf_req *r = self->f.inflight.next; r != &self->f.inflight; r = r->next)
             inflight++;
     }
-    return Py_BuildValue("{sKsKsKsKsKsKsn}", "queued", c.queued, "forgets", c.forgets,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsnsn}", "queued", c.queued, "forgets", c.forgets,
                          "wakeups", c.wakeups, "reply_failures", c.reply_failures,
-                         "unanswered", c.unanswered, "enomem", c.enomem, "inflight", inflight);
+                         "unanswered", c.unanswered, "enomem", c.enomem,
+                         "quiet_flushes", c.quiet_flushes, "inflight", inflight,
+                         "quiet_handles", (Py_ssize_t)self->f.quiet.n);
 }
 
 static PyObject *Session_invalidate_inode(SessionObject *self, PyObject *args)
@@ -1052,6 +1054,29 @@ static PyObject *Session_invalidate_entry(SessionObject *self, PyObject *args)
     if (ret < 0)
         return raise_errno(-ret, "invalidate_entry");
     Py_RETURN_NONE;
+}
+
+static PyObject *Session_quiet(SessionObject *self, PyObject *args)
+{
+    unsigned long long fh;
+
+    if (!PyArg_ParseTuple(args, "K:quiet", &fh))
+        return NULL;
+    if (check_open(self) < 0)
+        return NULL;
+    if (pvf_quiet_add(&self->f, fh) < 0)
+        return errno == ENOMEM ? PyErr_NoMemory() : PyErr_Format(PyExc_ValueError, "bad fh");
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_is_quiet(SessionObject *self, PyObject *args)
+{
+    unsigned long long fh;
+    int remove = 0;
+
+    if (!PyArg_ParseTuple(args, "K|p:is_quiet", &fh, &remove))
+        return NULL;
+    return PyBool_FromLong(pvf_quiet_has(&self->f, fh, remove));
 }
 
 /* Answer what is left (queued, or in flight in Python) so no request outlives the session. */
@@ -1200,6 +1225,10 @@ static PyMethodDef Session_methods[] = {
       "invalidate_inode(ino, attr_only=False): drop the kernel's attributes (and pages)" },
     { "invalidate_entry", (PyCFunction)Session_invalidate_entry, METH_VARARGS,
       "invalidate_entry(parent, name): drop the kernel's entry of a name" },
+    { "quiet", (PyCFunction)Session_quiet, METH_VARARGS,
+      "quiet(fh): this handle's flush needs nothing; answered in C until its release" },
+    { "is_quiet", (PyCFunction)Session_is_quiet, METH_VARARGS,
+      "is_quiet(fh, remove=False): whether fh is marked (tests)" },
     { "close", (PyCFunction)Session_close, METH_NOARGS,
       "unmount, stop the loop, answer what is left ENODEV, free the session" },
     { "_inject", (PyCFunction)(void (*)(void))Session_inject, METH_VARARGS | METH_KEYWORDS,

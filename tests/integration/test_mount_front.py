@@ -187,3 +187,18 @@ def test_fusermount_u_while_files_are_open(pvfs_cluster, tmp_path):
         assert m.proc.wait(30) == 0
     finally:
         m.stop()
+
+
+def test_read_only_closes_are_answered_in_c(cmount):
+    p = cmount.path / "ro"
+    p.write_bytes(b"read me")
+    before = cmount.stats()["frontend"]
+    assert before["name"] == "c"
+    for _ in range(5):
+        assert p.read_bytes() == b"read me"
+    after = cmount.stats()["frontend"]
+    assert after["quiet_flushes"] - before["quiet_flushes"] >= 5
+    assert after["quiet_handles"] <= before["quiet_handles"] + 1   # dropped at release
+    with open(p, "r+b") as fh:   # a writable handle's close still writes back
+        fh.write(b"READ")
+    assert p.read_bytes() == b"READ me"

@@ -229,3 +229,43 @@ def test_eventfd_is_nonblocking_and_cloexec():
     s = ff.Session()
     fd = s.fileno()
     assert os.get_blocking(fd) is False and os.get_inheritable(fd) is False
+
+
+def test_quiet_handle_set_survives_growth_and_deletion():
+    s = ff.Session()
+    keys = list(range(1, 3000, 3)) + [0, 2**63]
+    for k in keys:
+        s.quiet(k)
+    assert s.stats()["quiet_handles"] == len(keys)
+    for k in keys[::2]:
+        assert s.is_quiet(k, True)
+    for i, k in enumerate(keys):
+        assert s.is_quiet(k) == (i % 2 == 1), k
+    assert not s.is_quiet(2)
+    with pytest.raises(ValueError):
+        s.quiet(2**64 - 1)
+    assert s.stats()["quiet_handles"] == len(keys) // 2
+
+
+class _OpenOps(_Ops):
+    class opts:  # noqa: N801 - the attribute Operations has
+        testing_lose_close_writes = False
+
+    async def open(self, ino, flags, ctx):
+        return pyfuse3.FileInfo(fh=ino * 10)
+
+
+def test_read_only_handles_are_marked_quiet_before_the_reply():
+    front = CFront()
+    front.ops = _OpenOps()
+    front.session = ff.Session()
+    front._handlers = front._table()
+    s = front.session
+    s._inject(ff.OP_OPEN, ino=3)   # flags 0: O_RDONLY
+    reqs, _ = s.drain()
+
+    async def run():
+        await front._run(reqs[0], trio.Semaphore(0))
+
+    trio.run(run)
+    assert reqs[0].reply[:2] == ("open", 30) and s.is_quiet(30)
