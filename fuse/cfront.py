@@ -2,16 +2,16 @@
 on today's :class:`~.operations.Operations` handlers, replies go back through C.
 
 libfuse3's low-level loop runs on C worker threads (``csrc/front/``); a request C does not
-answer itself is queued and an eventfd wakes this trio task, which drains the queue and runs
-each request as a task of its own (at most ``max_tasks`` at once, as pyfuse3's workers),
-calling the same handler with the same arguments pyfuse3 would, and answers with
-``_fusefront.reply_*``. Forgets are answered in C; their (inode, count) pairs arrive with the
+answer itself is queued and an eventfd wakes a pool of trio tasks (at most ``max_tasks``, as
+pyfuse3's workers; :meth:`CFront.main`), which run each request on the same handler with the
+same arguments pyfuse3 would and answer with ``_fusefront.reply_*``. Forgets are answered in C; their (inode, count) pairs arrive with the
 next drain for ``Operations.forget``. The request object is also the handlers' request
 context (``uid``, ``gid``, ``pid``, ``umask``).
 """
 
 from __future__ import annotations
 
+import collections
 import errno
 import inspect
 import logging
@@ -29,9 +29,12 @@ log = logging.getLogger("pvfs.fuse")
 
 __all__ = ["CFront", "SetattrFields", "available"]
 
-# The loop's worker threads: they only copy requests for Python (forgets aside), so a few
-# cover a 2-core node; more only queue behind the one Python thread.
-WORKER_THREADS = 4
+# The loop's worker threads. While C answers only forgets and quiet flushes, a worker only
+# copies a request for Python and reads the next, and one keeps up: measured on this 2-core
+# node with a do-nothing file system (creates and removes, paired rounds), 1 thread was
+# 0.95x pyfuse3 where 4 were 0.69-0.80x (requests handed between threads on other CPUs).
+# More pay off once C answers reads and lookups itself (issue 30's next steps).
+WORKER_THREADS = 1
 MAX_WRITE = 1 << 20   # 1 MiB requests (the kernel's max_pages follows)
 _XATTR_CREATE, _XATTR_REPLACE = os.XATTR_CREATE, os.XATTR_REPLACE
 
@@ -105,26 +108,67 @@ class CFront:
         self.session.mount(mountpoint)
 
     async def main(self, max_tasks: int) -> None:
-        session, ops = self.session, self.ops
-        assert session is not None and ops is not None, "init() first"
-        limit = trio.Semaphore(max(1, max_tasks))
-        fd = session.fileno()
+        """Serve with a pool of worker tasks, as pyfuse3 does: one of them at a time waits
+        for the eventfd and drains the queue, wakes (or starts, up to ``max_tasks``) as many
+        others as there are further requests plus one to wait next, and runs the first
+        request itself -- so a request is answered in the task that woke for it, without a
+        task started per request (which costs a turn of trio's loop on every request)."""
+        assert self.session is not None and self.ops is not None, "init() first"
+        self._max = max(1, max_tasks)
+        self._pending: collections.deque = collections.deque()
+        self._lot = trio.lowlevel.ParkingLot()
+        self._reading = False
+        self._ended = False
+        self._workers = 0
         async with trio.open_nursery() as nursery:
             self._scope = nursery.cancel_scope
+            self._nursery = nursery
             if self._terminated:
                 nursery.cancel_scope.cancel()
+            self._spawn()
+
+    def _spawn(self) -> None:
+        self._workers += 1
+        self._nursery.start_soon(self._worker)
+
+    async def _worker(self) -> None:
+        try:
             while True:
-                await trio.lowlevel.wait_readable(fd)
-                reqs, forgets = session.drain()
-                if forgets:
-                    done = ops.forget(forgets)
-                    if inspect.isawaitable(done):  # pyfuse3 lets forget be async too
-                        nursery.start_soon(_awaited, done)
-                for req in reqs:
-                    await limit.acquire()
-                    nursery.start_soon(self._run, req, limit)
-                if session.ended:
-                    break   # unmounted: the tasks still running finish (their replies fail)
+                if self._pending:
+                    await self._serve(self._pending.popleft())
+                elif self._ended:
+                    return
+                elif not self._reading:
+                    await self._read()
+                else:
+                    await self._lot.park()
+        finally:
+            self._workers -= 1
+
+    async def _read(self) -> None:
+        """Wait for the eventfd, drain the queue, hand the requests out."""
+        session, ops = self.session, self.ops
+        self._reading = True
+        try:
+            await trio.lowlevel.wait_readable(session.fileno())
+        finally:
+            self._reading = False
+        reqs, forgets = session.drain()
+        if forgets:
+            done = ops.forget(forgets)
+            if inspect.isawaitable(done):  # pyfuse3 lets forget be async too
+                self._nursery.start_soon(_awaited, done)
+        self._pending.extend(reqs)
+        if session.ended:  # unmounted: the requests in hand finish (their replies fail)
+            self._ended = True
+            self._lot.unpark_all()
+            return
+        # this task takes one request; the others and the next wait need a task each
+        want = len(self._pending)
+        want -= len(self._lot.unpark(count=want))
+        while want > 0 and self._workers < self._max:
+            self._spawn()
+            want -= 1
 
     def terminate(self) -> None:
         self._terminated = True
@@ -136,7 +180,7 @@ class CFront:
             self.session.close()
 
     # ------------------------------------------------------------------ requests
-    async def _run(self, req: Any, limit: trio.Semaphore) -> None:
+    async def _serve(self, req: Any) -> None:
         try:
             await self._handlers[req.op](req, *req.args)
         except FUSEError as exc:
@@ -144,8 +188,6 @@ class CFront:
         except Exception:  # a reply that could not be made: EIO, logged
             log.exception("C front end: op %d", req.op)
             self._fail(req, errno.EIO)
-        finally:
-            limit.release()
 
     def _mark_quiet(self, fi: Any, flags: int) -> None:
         """A handle whose flush needs nothing is answered in C at close (before the reply that

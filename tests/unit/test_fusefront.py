@@ -207,11 +207,9 @@ def test_cfront_dispatch_over_fake_requests():
     reqs, _ = s.drain()
 
     async def run():
-        limit = trio.Semaphore(len(reqs))
         async with trio.open_nursery() as n:
             for r in reqs:
-                await limit.acquire()
-                n.start_soon(front._run, r, limit)
+                n.start_soon(front._serve, r)
 
     trio.run(run)
     got = [r.reply for r in reqs]
@@ -265,7 +263,7 @@ def test_read_only_handles_are_marked_quiet_before_the_reply():
     reqs, _ = s.drain()
 
     async def run():
-        await front._run(reqs[0], trio.Semaphore(0))
+        await front._serve(reqs[0])
 
     trio.run(run)
     assert reqs[0].reply[:2] == ("open", 30) and s.is_quiet(30)
