@@ -25,6 +25,7 @@ from pvfs.layout.stripe import Stripe
 from pvfs.protocol.cred import Cred
 
 from .closes import DeferredCloses
+from .creates import CreatesAhead
 from .handles import HandleTable
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ class FileOperations:
         self.removed_open: set[int] = set()
         # The manager hears of closes in batches (closes.py); a task of the mount sends them.
         self.closes = DeferredCloses(client, opts.timeout)
+        self.ahead: CreatesAhead | None = None  # creates made ahead (set by Operations)
 
     def global_truncation(self, ino: int, size: int) -> AbstractAsyncContextManager:
         """The global cache's side of a truncation of the servers (nothing without one):
@@ -156,12 +158,16 @@ class FileOperations:
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         h = self.table.get(fh)
+        if self.ahead is not None:
+            self.ahead.check(h.ino)
         known = await self._known_size(h.ino)
         return await self.cache.read(h.ino, off, size, file_size=known)
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         self.counters["fuse_writes"] += 1  # write requests from the kernel (not write(2) calls)
         h = self.table.get(fh)
+        if self.ahead is not None:  # the file's create before its data (creates.py)
+            await self.ahead.before_io(h.ino)
         info = self.table.info(h.ino)
         sync = h.sync or info.sync
         known = max(info.size, self.cache.size_hint(h.ino))
@@ -188,6 +194,9 @@ class FileOperations:
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         h = self.table.get(fh)
+        if self.ahead is not None:  # its create, durable at the manager
+            await self.ahead.send_pending()
+            self.ahead.check(h.ino)
         await self.cache.flush(h.ino)
         if self.gbackend is not None:
             await self.gbackend.flush(h.ino)  # the global cache's write-back, then the disks

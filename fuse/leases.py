@@ -89,6 +89,12 @@ class LeaseCache:
         # Leases forgotten here (memory bound) whose copies in the kernel must go before they
         # are given back: ino -> the names the mount knew in it (a directory's).
         self.lost: dict[int, list[str]] = {}
+        # Awaited with a recall's inodes before it is answered: the kernel's cached
+        # attributes of them go (operations.py), the creates made ahead go to the manager
+        # (creates.py). Names the kernel cached go after the answer (``on_recall``).
+        self.before_answer: list[Callable[[list[int]], Awaitable[None]]] = []
+        # Called when the session ends (creates.py: the delegations went with it).
+        self.on_session_end: Callable[[], None] | None = None
         client.on_fenced = self.fenced
         self.counters = dict.fromkeys(("lease_hits", "lease_negative_hits", "lease_misses",
                                        "recalls_received", "pushed", "sessions"), 0)
@@ -100,22 +106,16 @@ class LeaseCache:
     def remaining(self) -> float:
         return max(0.0, self.until - time.monotonic())
 
-    def kernel_timeout(self, ino: int, parent: int | None = None, name: str | None = None,
-                       floor: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
-        """The kernel's (entry, attribute) timeouts for an answer about ``ino`` (named
-        ``name`` in ``parent``): the session's remaining time where a lease covers it --
-        a recall drops the kernel's copy with the mount's (``on_recall``), and the kernel's
-        copy ends with the session at the latest --, else ``floor`` (the mount options')."""
-        entry, attr = floor
+    def kernel_timeout(self, ino: int, floor: float) -> float:
+        """The kernel's attribute timeout for an answer about ``ino``: the session's
+        remaining time while a lease covers its attributes -- a recall drops the kernel's
+        copy before it is answered (``before_answer``), and the kernel's copy ends with the
+        session at the latest --, else ``floor`` (the mount option's). Names are not
+        extended: the kernel's copy of a name can only be dropped after the recall is
+        answered (dropping it takes the directory's lock, which a process waiting on the
+        manager for that very change may hold), so it is kept ``entry_timeout`` as ever."""
         left = self.remaining()
-        if left <= 0:
-            return floor
-        if ino in self.attrs:
-            attr = max(attr, left)
-        d = self.dirs.get(parent) if parent is not None else None
-        if d is not None and name is not None and d.names.get(name) == ino:
-            entry = max(entry, left)
-        return entry, attr
+        return max(floor, left) if left > 0 and ino in self.attrs else floor
 
     def getattr(self, ino: int) -> dict | None:
         if not self.valid():
@@ -317,6 +317,8 @@ class LeaseCache:
         self.client.lease_name = None
 
     def drop_all(self) -> None:
+        if self.on_session_end is not None:
+            self.on_session_end()
         self.until = 0.0
         self.released.clear()  # the session's leases are gone with it
         self.lost.clear()  # (the kernel's copies end with the session: kernel_timeout)
@@ -394,6 +396,8 @@ class LeaseCache:
             await trio.sleep(self.term / 4)
             if self.lost:  # the kernel's copies first: then the manager stops recalling them
                 lost, self.lost = self.lost, {}
+                for hook in self.before_answer:
+                    await hook(list(lost))
                 await self.on_recall(list(lost), [(i, n) for i, ns in lost.items() for n in ns])
                 self.released += lost
             self._renew_sent = time.monotonic()
@@ -408,6 +412,8 @@ class LeaseCache:
         inos = [int(i) for i in header.get("inos", ())]
         self.counters["recalls_received"] += 1
         names = self._drop(inos)
+        for hook in self.before_answer:
+            await hook(inos)
         async with send_lock:
             await aio.send_frame(sock, {"seq": header.get("seq")})
         # The kernel's copies after the answer, in their own task: invalidating an entry

@@ -120,6 +120,9 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
         await ops.cache.start(nursery)
         await nursery.start(ops.files.closes.run)
         stack.push_async_callback(_tell_closes, ops.files.closes)  # after the write-back
+        if ops.ahead is not None:
+            await nursery.start(ops.ahead.run)
+            stack.push_async_callback(_send_creates, ops.ahead)  # before the closes
         stack.push_async_callback(_write_back, ops.cache, ops.gbackend)
         if ops.leases is not None:
             await nursery.start(ops.leases.run)
@@ -156,6 +159,12 @@ async def _write_back(cache, gbackend=None) -> None:
             log.error("writing back dirty blocks at unmount: %s", exc)
     if scope.cancelled_caught:
         log.error("write-back at unmount did not finish in %g s", EXIT_TIMEOUT)
+
+
+async def _send_creates(ahead) -> None:
+    """The creates made ahead and not yet sent, bounded by EXIT_TIMEOUT."""
+    with trio.move_on_after(EXIT_TIMEOUT, shield=True):
+        await ahead.send_pending()
 
 
 async def _tell_closes(closes) -> None:

@@ -27,6 +27,7 @@ from pvfs.layout.stripe import Stripe
 from pvfs.protocol.cred import Cred
 
 from .cachewire import ClientBackend, Coherence, Controls, MountBypass
+from .creates import CreatesAhead
 from .dirattrs import DirAttrs
 from .fileops import FileOperations
 from .gcachewire import make_gcache_backend
@@ -130,6 +131,12 @@ class Operations(pyfuse3.Operations):
         # session runs as a task of the mount (mount.py). fh -> (tick, every page leased) of
         # a listing from its start, to learn that a directory is complete.
         self.leases = LeaseCache(client, self._lease_recalled) if options.leases else None
+        if self.leases is not None:
+            self.leases.before_answer.append(self._lease_attrs_recalled)
+        # Creates in a directory this mount leases alone, answered here (creates.py).
+        self.ahead = CreatesAhead(client, self.leases, options.timeout, options.ahead_delay) \
+            if self.leases is not None and options.create_ahead else None
+        self.files.ahead = self.ahead
         self._listing: dict[int, tuple[int, bool]] = {}
         # Read by pyfuse3.init: the kernel keeps written pages and writes them back itself
         # (flush/fsync/memory pressure). Handles whose writes must reach the I/O daemons at
@@ -141,6 +148,8 @@ class Operations(pyfuse3.Operations):
     def _extra_stats(self) -> dict:
         out = dict(self.counters)
         out["open_handles"] = len(self.table.handles)
+        if self.ahead is not None:
+            out["creates_ahead"] = self.ahead.status()
         out["dir_attr_hits"] = self.dirattrs.hits
         out["coherence"] = self.opts.coherence
         out["frontend"] = self.kernel.stats()
@@ -189,20 +198,18 @@ class Operations(pyfuse3.Operations):
             raise FUSEError(errno.EINVAL)
         return info.stripe
 
-    def entry(self, a: dict, parent: int | None = None, name: str | None = None
-              ) -> EntryAttributes:
-        """The kernel's entry for attributes ``a`` (of ``name`` in ``parent``, when it
-        answers a name). With leases, what a lease covers is cached by the kernel until
-        the session's end (``LeaseCache.kernel_timeout``); timeouts set to 0 stay 0."""
+    def entry(self, a: dict) -> EntryAttributes:
+        """The kernel's entry for attributes ``a``. With leases, leased attributes are
+        cached by the kernel until the session's end (``LeaseCache.kernel_timeout``);
+        ``attr_timeout=0`` stays 0."""
         self._learn(a)
         e = EntryAttributes()
         e.st_ino = a["ino"]
         e.generation = 0
         e.entry_timeout = self.opts.entry_timeout
         e.attr_timeout = self.opts.attr_timeout
-        if self.leases is not None and self.opts.entry_timeout and self.opts.attr_timeout:
-            e.entry_timeout, e.attr_timeout = self.leases.kernel_timeout(
-                a["ino"], parent, name, (e.entry_timeout, e.attr_timeout))
+        if self.leases is not None and e.attr_timeout:
+            e.attr_timeout = self.leases.kernel_timeout(a["ino"], e.attr_timeout)
         e.st_mode = a["mode"]
         e.st_nlink = a["nlink"]
         e.st_uid = a["uid"]
@@ -227,12 +234,18 @@ class Operations(pyfuse3.Operations):
             self.table.info(i).size_stale = True
             await self._kernel_invalidate(i)
 
-    async def _lease_recalled(self, inos: list[int], names: list[tuple[int, str]]) -> None:
-        """The manager recalled leases (answered already): the kernel's copies go too."""
+    async def _lease_attrs_recalled(self, inos: list[int]) -> None:
+        """The manager recalls leases: the kernel's cached attributes go before the answer
+        (no lock is taken), so no stat after the change finds them."""
         if not self.kernel_ready:
             return
         for ino in inos:
             await self._kernel_invalidate(ino, attr_only=True)
+
+    async def _lease_recalled(self, inos: list[int], names: list[tuple[int, str]]) -> None:
+        """The manager recalled leases (answered already): the kernel's names go too."""
+        if not self.kernel_ready:
+            return
         for parent, name in names:
             try:
                 await trio.to_thread.run_sync(self.kernel.invalidate_entry, parent,
@@ -269,7 +282,7 @@ class Operations(pyfuse3.Operations):
             if held is MISSING:
                 raise FUSEError(errno.ENOENT)
             if held is not None:
-                return self.entry(self._named(parent_inode, n, held), parent_inode, n)
+                return self.entry(self._named(parent_inode, n, held))
         gen = self.probed.gen
         t = self._tick()
         if leases is None:
@@ -280,7 +293,7 @@ class Operations(pyfuse3.Operations):
             if not a["ino"]:
                 raise FUSEError(errno.ENOENT)
         self.probed.learn(a, gen)
-        return self.entry(self._named(parent_inode, n, a), parent_inode, n)
+        return self.entry(self._named(parent_inode, n, a))
 
     @guard
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
@@ -366,7 +379,7 @@ class Operations(pyfuse3.Operations):
             self.dirattrs.learn(parent_inode, a)
         if self.leases is not None:
             self.leases.made(parent_inode, n, a, t)
-        return self.entry(a, parent_inode, n)
+        return self.entry(a)
 
     @guard
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
@@ -377,7 +390,7 @@ class Operations(pyfuse3.Operations):
         self.dirattrs.learn(parent_inode, a)
         if self.leases is not None:
             self.leases.made(parent_inode, n, a, t, is_dir=True)
-        return self.entry(a, parent_inode, n)
+        return self.entry(a)
 
     @guard
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -429,7 +442,7 @@ class Operations(pyfuse3.Operations):
         a = await self.client.symlink(parent_inode, n, os.fsdecode(target), self.cred(ctx))
         if self.leases is not None:
             self.leases.made(parent_inode, n, a, t)
-        return self.entry(a, parent_inode, n)
+        return self.entry(a)
 
     @guard
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
@@ -543,7 +556,8 @@ class Operations(pyfuse3.Operations):
 
     @guard
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
-        return None
+        if self.ahead is not None:  # the creates made ahead: the manager's commit is durable
+            await self.ahead.send_pending()
 
     @guard
     async def statfs(self, ctx: RequestContext) -> pyfuse3.StatvfsData:
@@ -588,6 +602,13 @@ class Operations(pyfuse3.Operations):
                      ctx: RequestContext) -> tuple[FileInfo, EntryAttributes]:
         cred = self.cred(ctx)
         n = _name(name)
+        if self.ahead is not None and len(name) <= _NAME_MAX:
+            a = await self.ahead.create(parent_inode, n, stat.S_IMODE(mode), cred)
+            if a is not None:
+                self._named(parent_inode, n, a)
+                self.probed.learn(a, self.probed.gen)
+                self.dirattrs.learn(parent_inode, a)
+                return await self.files.create(a, flags, cred)
         gen = self.probed.gen
         t = self._tick(parent_inode)
         a = self._named(parent_inode, n, await self.client.create(

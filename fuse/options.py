@@ -70,6 +70,10 @@ class MountOptions:
     # Leases from the manager (fuse/leases.py): lookup, negative lookups and getattr of what
     # the mount holds are answered here until the manager recalls them.
     leases: bool = False
+    # With leases: creates in a directory this mount holds alone are answered here and sent
+    # to the manager in batches (fuse/creates.py). create_ahead=0: every create waits for it.
+    create_ahead: bool = True
+    ahead_delay: float = 0.005  # seconds a create made ahead waits for others to share a request
     read_ahead_kb: int = 1024
     attr_timeout: float = 1.0
     entry_timeout: float = 1.0
@@ -117,8 +121,10 @@ class MountOptions:
 _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb": int,
             "attr_timeout": float, "entry_timeout": float, "timeout": float,
             "flush_interval": float, "dirty_age": float, "max_tasks": int,
+            "ahead_delay": float,
             "stream_min": parse_size, "cache_readahead": parse_size}
-_BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "leases", "allow_other",
+_BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "leases", "create_ahead",
+         "allow_other",
          "default_permissions", "debug",
          "testing_lose_close_writes"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",

@@ -10,10 +10,10 @@ import stat
 from typing import NamedTuple
 
 from pvfs.layout.stripe import Stripe
+from pvfs.protocol.inodes import DIR_BLOCK, dir_size
 
 __all__ = ["COLUMNS", "DIR_BLOCK", "ROOT_INO", "SELECT_INODE", "SPECIAL", "TYPES", "Inode"]
 
-DIR_BLOCK = 4096
 ROOT_INO = 1
 # The inode table's columns in Inode's order (alias i), and the query for one inode.
 COLUMNS = ("i.ino, i.mode, i.nlink, i.uid, i.gid, i.atime, i.mtime, i.ctime, i.nent, "
@@ -73,7 +73,7 @@ class Inode(NamedTuple):
     def attrs(self) -> dict:
         """Wire-ready attributes (ints, str, lists only)."""
         if self.is_dir:
-            size = DIR_BLOCK * (1 + (self.nent + 2) // 128)
+            size = dir_size(self.nent)
         elif self.is_link:
             size = len((self.target or "").encode())
         else:  # files: the server fills in the logical size from the I/O daemons

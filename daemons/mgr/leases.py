@@ -47,7 +47,7 @@ from __future__ import annotations
 import errno
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 
 import trio
@@ -74,6 +74,8 @@ class _Holder:
         self.inos: set[int] = set()
         self.fenced = False
         self.closed = trio.Event()
+        self.exclusive: set[int] = set()  # directories it creates in ahead of the manager
+        self.delegated: set[int] = set()  # pool numbers it may give the files it creates
 
 
 class LeaseTable:
@@ -98,6 +100,9 @@ class LeaseTable:
         self.floor = 0                      # answers read before this clock: no grants
         self.fenced: set[str] = set()       # names refused until they register again
         self.reported: dict[int, set[str]] = {}  # ino -> holders a size report recalled
+        self.exclusive: dict[int, str] = {}  # directory -> the one holder creating in it
+        # Called with a session's unused delegated numbers when it ends (back to the pool).
+        self.on_undelegated: Callable[[set[int]], None] | None = None
         self.counters = dict.fromkeys(("granted", "recalls", "recalled", "fenced", "pushed"),
                                       0)
 
@@ -149,11 +154,15 @@ class LeaseTable:
             self._drop(h)
 
     def _drop(self, h: _Holder) -> None:
-        """A session ended: its leases go (its waiting recalls are answered by that)."""
+        """A session ended: its leases go (its waiting recalls are answered by that), and
+        its delegated numbers back to the pool."""
         h.closed.set()
         for ev in h.waiting.values():
             ev.set()
         h.waiting.clear()
+        if h.delegated and self.on_undelegated is not None:
+            self.on_undelegated(h.delegated)
+        h.delegated = set()
         for ino in h.inos:
             names = self.by_ino.get(ino)
             if names is not None:
@@ -185,7 +194,8 @@ class LeaseTable:
             return []
         out = []
         for ino in inos:
-            if self.busy.get(ino) or self.changed.get(ino, 0) > seen:
+            if self.busy.get(ino) or self.changed.get(ino, 0) > seen or \
+                    self.exclusive.get(ino, name) != name:
                 continue
             h.inos.add(ino)
             self.by_ino.setdefault(ino, set()).add(name)
@@ -221,6 +231,46 @@ class LeaseTable:
                 self.counters["pushed"] += len(attrs)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
                 self._release(h, [a["ino"] for a in attrs])
+
+    # ------------------------------------------------------------------ creates ahead
+    def delegate(self, name: str | None, directory: int) -> bool:
+        """Let ``name`` create in ``directory`` ahead of the manager: only while it is the
+        directory's one holder and nothing changes it. Ends with the lease (a recall,
+        which :meth:`reading` sends before anyone else reads the directory)."""
+        h = self.holders.get(name) if name is not None else None
+        if h is None or not self._valid(h, time.monotonic()) or self.busy.get(directory):
+            return False
+        if self.by_ino.get(directory) != {h.name}:
+            return False
+        self.exclusive[directory] = h.name
+        h.exclusive.add(directory)
+        return True
+
+    def holder(self, name: str | None) -> _Holder | None:
+        return self.holders.get(name) if name is not None else None
+
+    async def reading(self, inos: Iterable[int], actor: str | None = None) -> None:
+        """Before another than the creating holder reads a directory it creates in (its
+        names, its attributes, a path through it): recall that holder's lease, whose answer
+        waits until its creates are made here (fuse/creates.py)."""
+        if not self.exclusive:
+            return
+        wanted = [i for i in inos if self.exclusive.get(i, actor) != actor]
+        if wanted:
+            await self.recall(wanted, actor)
+
+    def created_in(self, inos: Iterable[int], actor: str | None = None) -> list[int]:
+        """Those of ``inos`` another holder than ``actor`` creates in ahead of the manager:
+        an answer that shows their attributes must recall it first (:meth:`reading`)."""
+        if not self.exclusive:
+            return []
+        return [i for i in inos if self.exclusive.get(i, actor) != actor]
+
+    async def reading_all(self, actor: str | None = None) -> None:
+        """Before a read that may pass through any directory (a path walked by the
+        manager): every directory created in ahead of the manager, but ``actor``'s."""
+        if self.exclusive:
+            await self.reading(list(self.exclusive), actor)
 
     # ------------------------------------------------------------------ changes
     @asynccontextmanager
@@ -302,6 +352,9 @@ class LeaseTable:
     def _release(self, h: _Holder, inos: list[int]) -> None:
         for ino in inos:
             h.inos.discard(ino)
+            if self.exclusive.get(ino) == h.name:
+                del self.exclusive[ino]
+                h.exclusive.discard(ino)
             names = self.by_ino.get(ino)
             if names is not None:
                 names.discard(h.name)

@@ -133,21 +133,6 @@ def check_utimes(mode: int, uid: int, gid: int, only_now: bool, cred: Cred) -> N
     need(mode, uid, gid, W_OK, cred, "utimens")
 
 
-def new_owner(parent_mode: int, parent_gid: int, perm: int, is_dir: bool,
-              cred: Cred) -> tuple[int, int]:
-    """(permission bits, gid) of a new inode: a setgid directory hands down its group
-    (and, to subdirectories, the setgid bit itself)."""
-    perm &= 0o7777
-    if not parent_mode & stat.S_ISGID:
-        return perm, cred.gid
-    gid = parent_gid
-    if is_dir:
-        perm |= stat.S_ISGID
-    elif perm & stat.S_ISGID and cred.uid != 0 and not cred.in_group(gid):
-        perm &= ~stat.S_ISGID
-    return perm, gid
-
-
 def check_name(name: object, *, creating: bool = False) -> str:
     """One path component: 1..255 bytes of UTF-8, no '/' or NUL; '.'/'..' may be looked up
     but never created or removed by name."""

@@ -62,6 +62,17 @@ class PrecreatePool:
             self._wanted.set()
         return ino
 
+    def claim(self, ino: int) -> bool:
+        """Take ``ino`` out of the pool if it is there, ready (a create ahead of the manager
+        whose number was delegated to a session that ended: mgr/ahead.py)."""
+        try:
+            self._ready.remove(ino)
+        except ValueError:
+            return False
+        if len(self._ready) < self.low:
+            self._wanted.set()
+        return True
+
     def give_back(self, ino: int) -> None:
         """A number ``take`` gave out that the create did not use (another layout, an
         existing name): it is still pooled in the store, so it is ready again."""

@@ -26,6 +26,7 @@ from pvfs.protocol.rpc import Channel, call_many
 from pvfs.protocol.schema import MGR_SCHEMAS
 
 from ..common import serve_tcp
+from .ahead import CreatesAhead
 from .group import GroupCommit
 from .leases import LeaseTable
 from .precreate import PrecreatePool
@@ -86,6 +87,9 @@ class MgrServer:
         # Mounts' leases on attributes and directory entries, recalled before a change (leases.py).
         self.leases = LeaseTable(config.lease_term, config.lease_recall,
                                  timeout=min(2.0, config.request_timeout / 2))
+        self.leases.on_undelegated = lambda inos: [self.pool.give_back(i) for i in inos]
+        # Creates a leasing mount made ahead of the manager, sent in batches (ahead.py).
+        self.ahead = CreatesAhead(self)
         self.started = time.time()
         self.address: tuple[str, int] | None = None
         self.metrics = Metrics("mgr")
@@ -303,6 +307,7 @@ class MgrServer:
                 "size_cache": {**self.sizes.status(), "refetched": self.refetch.fetched}, "group_commit": self.group.status(),
                 "creates_pending": len(self.store.admin.making()),
                 "leases": self.leases.status(),
+                "creates_ahead": self.ahead.status(),
                 "niods": self.config.niods}
 
     async def op_sizes_changed(self, f, cred) -> dict:
@@ -322,12 +327,18 @@ class MgrServer:
         return {}
 
     async def op_resolve(self, f, cred) -> dict:
+        await self.leases.reading_all()  # a path may pass a directory created in ahead
         return await self._with_size(self.store.resolve(f["path"], cred, f["follow"]))
 
     async def op_lookup(self, f, cred) -> dict:
+        await self.leases.reading([f["parent"]], f["lease"])
         seen = self.leases.now()
         try:
             attrs = self.store.lookup(f["parent"], f["name"], cred)
+            if self.leases.created_in([attrs["ino"]], f["lease"]):  # its size and times
+                await self.leases.reading([attrs["ino"]], f["lease"])
+                seen = self.leases.now()
+                attrs = self.store.lookup(f["parent"], f["name"], cred)
         except OSError as exc:
             if exc.errno != errno.ENOENT or not f["missing"]:
                 raise
@@ -337,6 +348,7 @@ class MgrServer:
         return self._leased(await self._with_size(attrs), f, seen, [f["parent"]])
 
     async def op_getattr(self, f, cred) -> dict:
+        await self.leases.reading([f["ino"]], f["lease"])
         seen = self.leases.now()
         return self._leased(await self._with_size(self.store.getattr(f["ino"])), f, seen)
 
@@ -482,6 +494,12 @@ class MgrServer:
         self._reap(attrs)
         return {}
 
+    async def op_delegate(self, f, cred) -> dict:
+        return await self.ahead.delegate(f, cred)
+
+    async def op_creates(self, f, cred) -> dict:
+        return await self.ahead.creates(f, cred)
+
     async def op_closes(self, f, cred) -> dict:
         """Many handles closed (a mount sends its closes in batches: fuse/closes.py)."""
         for ino in f["inos"]:
@@ -525,8 +543,14 @@ class MgrServer:
         return await self._with_size(self.store.link(f["ino"], f["new_parent"], f["new_name"], cred))
 
     async def op_readdir(self, f, cred) -> dict:
+        await self.leases.reading([f["ino"]], f["lease"])
         seen = self.leases.now()
         rows = self.store.readdir(f["ino"], cred, f["cookie"], f["limit"])
+        busy = self.leases.created_in([a["ino"] for _n, a, _c in rows], f["lease"])
+        if busy:  # subdirectories another mount creates in: their attributes after that
+            await self.leases.reading(busy, f["lease"])
+            seen = self.leases.now()
+            rows = self.store.readdir(f["ino"], cred, f["cookie"], f["limit"])
         entries = [[name, attrs, cookie] for name, attrs, cookie in rows]
         reply: dict = {"entries": entries}
         if f["attrs"]:

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from pvfs.layout.stripe import Stripe
+from pvfs.protocol.inodes import new_owner
 
 from . import migrations, perms
 from .inode import COLUMNS, ROOT_INO, SELECT_INODE, Inode
@@ -370,7 +371,7 @@ class MetaStore:
                 ino: int | None = None, parent_out: list | None = None) -> Inode:
         """Insert a new inode and its name; the inode as written (no query back). With
         ``parent_out``, the parent directory's attributes after the change are appended."""
-        perm, gid = perms.new_owner(parent.mode, parent.gid, perm, ftype == stat.S_IFDIR, cred)
+        perm, gid = new_owner(parent.mode, parent.gid, perm, ftype == stat.S_IFDIR, cred)
         is_dir = ftype == stat.S_IFDIR
         nlink = 2 if is_dir else 1
         s = (None, None, None) if stripe is None else (stripe.base, stripe.pcount, stripe.ssize)
@@ -391,14 +392,16 @@ class MetaStore:
     def create(self, parent: int, name: str, mode: int, cred: Cred,
                stripe: Stripe | None = None, exclusive: bool = False,
                precreated: int | None = None,
-               parent_out: list | None = None) -> tuple[dict, bool]:
+               parent_out: list | None = None, now: int | None = None) -> tuple[dict, bool]:
         """A regular file; an existing non-directory is returned as is (created False) unless
         ``exclusive``. Layout: ``stripe`` > parent's default > file-system default.
 
         ``precreated`` is a number of the pool (``pool_reserve``) whose stripe files every
         I/O daemon already holds: the new file gets it if its layout spans every daemon
         (the caller sees that in the reply's ``ino``; otherwise the number stays pooled).
-        ``parent_out``: a created file's parent directory's new attributes are appended."""
+        ``parent_out``: a created file's parent directory's new attributes are appended.
+        ``now``: the new file's times (a mount's create made ahead of the manager, with the
+        times it already showed: fuse/creates.py), else the clock's."""
         parent, name, cred = check_ino(parent), check_name(name, creating=True), check_cred(cred)
         perm = perms.check_mode(mode)
         explicit = perms.check_stripe(stripe, self.niods, resolve=True)
@@ -415,9 +418,15 @@ class MetaStore:
                     "DELETE FROM precreated WHERE ino = ? AND ready = 1",
                     (precreated,)).rowcount != 1):
                 precreated = None
-            r = self._insert(d, name, stat.S_IFREG, perm, cred, time.time_ns(), stripe=layout,
+            r = self._insert(d, name, stat.S_IFREG, perm, cred,
+                             time.time_ns() if now is None else now, stripe=layout,
                              ino=precreated, parent_out=parent_out)
             return r.attrs(), True
+
+    def new_file_stripe(self, parent: int) -> Stripe:
+        """The layout a file created in directory ``parent`` without one of its own takes."""
+        d = self._get(check_ino(parent))
+        return perms.check_stripe(d.stripe or self.default_stripe, self.niods, resolve=True)
 
     def mkdir(self, parent: int, name: str, mode: int, cred: Cred,
               parent_out: list | None = None) -> dict:

@@ -92,20 +92,17 @@ def test_forgetting_the_oldest_gives_their_leases_back(monkeypatch):
     assert c.getattr(100) is None and c.getattr(116)["ino"] == 116
 
 
-def test_the_kernel_caches_what_a_lease_covers_until_the_session_ends():
+def test_the_kernel_caches_leased_attributes_until_the_session_ends():
     c = cache()
-    t = c.tick()
-    c.learn({**attrs(10), "leased": [1, 10]}, t, parent=1, name="f")
+    c.learn({**attrs(10), "leased": [1, 10]}, c.tick(), parent=1, name="f")
     c.learn({**attrs(11), "leased": [1]}, c.tick(), parent=1, name="g")  # attrs not leased
-    entry, attr = c.kernel_timeout(10, 1, "f", (1.0, 1.0))
-    assert 59 < entry <= 60 and 59 < attr <= 60
-    entry, attr = c.kernel_timeout(11, 1, "g", (1.0, 1.0))
-    assert 59 < entry <= 60 and attr == 1.0  # the name is leased, its attributes are not
-    assert c.kernel_timeout(10, 1, "other", (1.0, 1.0))[0] == 1.0  # another name: no
+    assert 59 < c.kernel_timeout(10, 1.0) <= 60
+    assert c.kernel_timeout(11, 1.0) == 1.0
     c._drop([10])
-    assert c.kernel_timeout(10, 1, "f", (1.0, 1.0))[1] == 1.0
+    assert c.kernel_timeout(10, 1.0) == 1.0
+    c.learn({**attrs(12), "leased": [12]}, c.tick())
     c.until = time.monotonic() - 1
-    assert c.kernel_timeout(11, 1, "g", (1.0, 1.0)) == (1.0, 1.0)
+    assert c.kernel_timeout(12, 1.0) == 1.0
 
 
 def test_leases_forgotten_for_memory_drop_the_kernels_copies_before_they_are_given_back(
@@ -123,6 +120,6 @@ def test_leases_forgotten_for_memory_drop_the_kernels_copies_before_they_are_giv
         c._dir(ino)
     assert 1 in c.lost and c.released == []  # not given back before the kernel forgot it
     assert c.lost[100] == ["a"]  # the directory's names the kernel may hold
-    assert 1 not in c.attrs and c.kernel_timeout(1, floor=(1.0, 1.0)) == (1.0, 1.0)
+    assert 1 not in c.attrs and c.kernel_timeout(1, 1.0) == 1.0
     # a recall of one of them meanwhile still drops the kernel's copies of its names
     assert c._drop([100]) == [(100, "a")] and 100 not in c.lost

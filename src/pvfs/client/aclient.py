@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -25,6 +25,7 @@ from pvfs.protocol.schema import LEASE_OPS
 
 ROOT_INO = 1
 _LEASE_OPS = frozenset(LEASE_OPS)
+_AHEAD_OPS = frozenset({"creates", "delegate", "ping", "lease_register"})
 
 
 
@@ -50,6 +51,9 @@ class AsyncClient:
         # The lease holder this client names itself as (fuse/leases.py), while its session runs.
         self.lease_name: str | None = None
         self.on_fenced: Callable[[], None] | None = None  # the lease owner's: forget them all
+        # Awaited before every request to the manager but the creates' own: the mount's
+        # creates made ahead of the manager go first (fuse/creates.py).
+        self.before_meta: Callable[[], Awaitable[None]] | None = None
 
     @classmethod
     async def connect(cls, config: str | os.PathLike | cfgmod.Config | None = None) -> AsyncClient:
@@ -63,6 +67,8 @@ class AsyncClient:
         self.data.close()
 
     async def meta(self, op: str, cred: Cred = ROOT, **fields) -> dict:
+        if self.before_meta is not None and op not in _AHEAD_OPS:
+            await self.before_meta()
         if self.lease_name is None or op not in _LEASE_OPS:
             return await self.mgr.call({"op": op, "cred": cred.to_wire(), **fields})
         try:
@@ -112,6 +118,14 @@ class AsyncClient:
 
     async def close_file(self, ino: int, cred: Cred = ROOT) -> None:
         await self.meta("close", cred, ino=ino)
+
+    async def delegate(self, directory: int, want: int) -> dict:
+        """Ask to create in ``directory`` ahead of the manager, with ``want`` numbers."""
+        return await self.meta("delegate", ROOT, dir=directory, want=want)
+
+    async def creates(self, items: list[dict]) -> list[dict]:
+        """Creates made ahead of the manager, in order; each result attrs or an error."""
+        return (await self.meta("creates", ROOT, items=items))["results"]
 
     async def close_files(self, inos: list[int]) -> None:
         """One handle of each of ``inos`` closed (at most 4096), in one request."""

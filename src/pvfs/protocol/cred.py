@@ -61,3 +61,4 @@ class Cred:
 
 
 ROOT = Cred(0, 0, ())
+

@@ -175,6 +175,9 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "open": {"ino": INO, "flags": Field(integer(0, 2**31 - 1))},
     "close": {"ino": INO},
     "closes": {"inos": Field(lambda v: _int_list(v, 4096))},  # a mount's, batched (fuse/closes.py)
+    # creates ahead of the manager (daemons/mgr/ahead.py, fuse/creates.py)
+    "delegate": {"dir": INO, "want": Field(integer(0, 1024), False, 0)},
+    "creates": {"items": Field(lambda v: _create_items(v))},
     "mkdir": {"parent": INO, "name": NAME, "mode": MODE},
     "rmdir": {"parent": INO, "name": NAME},
     "unlink": {"parent": INO, "name": NAME},
@@ -215,7 +218,7 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
 #: those that may grant a lease, and the changes that recall the others' (mgr/leases.py).
 LEASE_OPS = ("lookup", "getattr", "readdir", "create", "open", "setattr", "mkdir", "rmdir",
              "unlink", "rename", "symlink", "mknod", "link", "setxattr", "removexattr",
-             "setstripe")
+             "setstripe", "delegate", "creates")
 for _op in LEASE_OPS:
     MGR_SCHEMAS[_op]["lease"] = Field(optional(text(64)), False)
 
@@ -263,6 +266,24 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "metrics": {},  # Prometheus families (pvfs.metrics)
     "drop_cache": {},  # pvfs-admin cache drop: page cache of every stripe file
 }
+
+
+_CREATE_ITEM = {"parent": integer(1, 2**63 - 1), "name": name, "mode": integer(0, 0o7777),
+                "ino": integer(1, 2**63 - 1), "cred": cred, "now": integer(0, 2**63 - 1),
+                "open": boolean}
+
+
+def _create_items(v: Any) -> list[dict]:
+    """A mount's creates made ahead of the manager (``creates``): at most 1024, each with
+    every field of :data:`_CREATE_ITEM`."""
+    if not isinstance(v, list) or len(v) > 1024:
+        raise ValueError("must be a list of at most 1024 creates")
+    out = []
+    for item in v:
+        if not isinstance(item, dict) or set(item) != set(_CREATE_ITEM):
+            raise ValueError(f"each create must have exactly {', '.join(_CREATE_ITEM)}")
+        out.append({k: check(item[k]) for k, check in _CREATE_ITEM.items()})
+    return out
 
 
 def _int_list(v: Any, max_len: int) -> list[int]:

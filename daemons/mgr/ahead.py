@@ -1,0 +1,132 @@
+"""Creates made ahead of the manager: a leasing mount names new files itself, sends them later.
+
+CephFS's asynchronous creates are the anchor. A mount that holds a directory's lease alone
+asks to *create ahead* in it (``delegate``): the manager then counts it the directory's one
+creator (:meth:`LeaseTable.delegate`) and hands it numbers of the precreated pool, whose
+stripe files every I/O daemon already holds. The mount answers ``create`` at once with one
+of them, names and times the file as the manager would (``pvfs.protocol.cred.new_owner``),
+and sends its creates in batches (``creates``), in order, each made here as if it had been
+asked then, with the times the mount already showed (fuse/creates.py).
+
+What keeps it correct:
+
+- **Nobody else sees the directory before the creates are here.** Any read of it by another
+  -- a lookup or listing in it, its attributes, a path the manager walks -- first recalls the
+  creating mount's lease (:meth:`LeaseTable.reading`), and the mount sends its creates
+  before it answers the recall. A change by another recalls it anyway.
+- **The creating mount's own requests come after its creates.** It sends its pending creates
+  before any other request to the manager, and before a created file's first write reaches
+  an I/O daemon (the size cache counts a pooled file empty when it is created).
+- **Numbers are the pool's.** A number in a batch must be one delegated to that mount's
+  session, or still in the pool (a session that ended, a manager that restarted: its
+  numbers went back to the pool, where nobody took them yet); otherwise the create is
+  refused (``ESTALE``). A session's unused numbers go back to the pool when it ends; the
+  store never counted them out, so a restart finds them pooled.
+
+Each create of a batch succeeds or fails on its own; the reply lists the results in order.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+
+from pvfs.layout.stripe import Stripe
+from pvfs.protocol.cred import Cred
+
+log = logging.getLogger("pvfs.mgr")
+
+__all__ = ["CreatesAhead"]
+
+WANT_MAX = 1024  # numbers a session may hold at once
+
+
+class CreatesAhead:
+    """The ``delegate`` and ``creates`` requests (a part of the manager, ``server.ahead``)."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.counters = dict.fromkeys(("delegations", "refused", "numbers", "created",
+                                       "failed"), 0)
+
+    def _pool_layout(self, directory: int) -> Stripe | None:
+        """The layout a new file in ``directory`` takes, if the pool's numbers fit it."""
+        s = self.server
+        layout = s.store.new_file_stripe(directory)
+        return layout if layout.pcount == s.config.niods and s.pool.batch else None
+
+    async def delegate(self, f: dict, cred: Cred) -> dict:
+        s = self.server
+        name = f["lease"]
+        h = s.leases.holder(name)
+        if h is None:
+            self.counters["refused"] += 1
+            return {"exclusive": False, "inos": []}
+        d = s.store.getattr(f["dir"])
+        layout = self._pool_layout(f["dir"]) if d.get("type") == "dir" else None
+        exclusive = layout is not None and (s.leases.exclusive.get(f["dir"]) == name or
+                                            s.leases.delegate(name, f["dir"]))
+        if not exclusive:
+            self.counters["refused"] += 1
+        inos = []
+        for _ in range(min(f["want"], WANT_MAX - len(h.delegated))):
+            ino = s.pool.take()
+            if ino is None:
+                break
+            inos.append(ino)
+        h.delegated.update(inos)
+        self.counters["delegations"] += 1
+        self.counters["numbers"] += len(inos)
+        if not exclusive:
+            return {"exclusive": False, "inos": inos}
+        return {"exclusive": True, "inos": inos, "stripe": layout.to_wire()}
+
+    async def creates(self, f: dict, cred: Cred) -> dict:
+        results = []
+        for item in f["items"]:
+            try:
+                results.append(await self._one(item, f["lease"]))
+                self.counters["created"] += 1
+            except OSError as exc:
+                self.counters["failed"] += 1
+                log.warning("create ahead of %r in %d (inode %d): %s", item["name"],
+                            item["parent"], item["ino"], exc)
+                results.append({"errno": exc.errno or errno.EIO, "error": str(exc)})
+        return {"results": results}
+
+    async def _one(self, item: dict, name: str | None) -> dict:
+        s = self.server
+        ino, parent = item["ino"], item["parent"]
+        h = s.leases.holder(name)
+        if h is not None and ino in h.delegated:
+            h.delegated.discard(ino)
+        elif not s.pool.claim(ino):
+            raise OSError(errno.ESTALE, f"inode {ino} is not delegated to this mount")
+        cred = Cred(*item["cred"])
+        parent_now: list[dict] = []
+        try:
+            if self._pool_layout(parent) is None:
+                raise OSError(errno.EXDEV, "the directory's layout is not the pool's")
+            async with s.leases.changing([parent], name):
+                attrs, _ = s.store.create(parent, item["name"], item["mode"], cred,
+                                          exclusive=True, precreated=ino,
+                                          parent_out=parent_now, now=item["now"])
+        except BaseException:
+            s.pool.give_back(ino)
+            raise
+        if attrs["ino"] != ino:  # cannot happen with the pool's layout; never leave it
+            s.store.admin.remove_inode(attrs["ino"])
+            raise OSError(errno.EIO, f"create ahead of {item['name']!r} took inode "
+                                     f"{attrs['ino']}, not {ino}")
+        s.sizes.created(ino, Stripe(*attrs["stripe"]).pcount)
+        if item["open"]:
+            attrs = s.store.open(ino, os.O_RDWR, cred, created=True) | {"size": attrs["size"]}
+        attrs["secx"] = False
+        attrs["parent"] = parent_now[0]
+        if name is not None and s._grantable(attrs):
+            attrs["leased"] = s.leases.grant(name, [ino], s.leases.now())
+        return attrs
+
+    def status(self) -> dict:
+        return dict(self.counters)

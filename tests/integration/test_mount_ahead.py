@@ -1,0 +1,200 @@
+"""Creates made ahead of the manager (``-o leases``: fuse/creates.py, daemons/mgr/ahead.py).
+
+A leasing mount creating in a directory it holds alone answers ``create`` itself and sends the
+creates in batches. Nobody may see the directory without them: another mount's lookup or
+listing, a native client's path, must find every file created before it; the creating
+mount's own later requests come after them; ``fsync`` makes them durable; a mount killed
+with creates unsent leaves nothing half-made (``fsck`` clean)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_mount_support import Mount, needs_fuse
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+from conftest import start_cluster
+
+import pvfs
+from pvfs.cluster.launch import down
+
+pytestmark = [pytest.mark.fuse, needs_fuse]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("ahead"))
+    try:
+        yield c
+    finally:
+        down(c.config)
+
+
+def _leasing(m: Mount) -> Mount:
+    """``m`` once its lease session runs and the manager's pool has numbers (until then it
+    creates at the manager)."""
+    deadline = time.monotonic() + 10
+    while not m.stats()["leases"]["valid"]:
+        assert time.monotonic() < deadline, "no lease session"
+        time.sleep(0.05)
+    with pvfs.connect(m.config_path) as fs:
+        while fs.meta("status")["precreated"] < 128:
+            assert time.monotonic() < deadline, "the manager's pool stays empty"
+            time.sleep(0.05)
+    return m
+
+
+@pytest.fixture
+def nodes(cluster, tmp_path):
+    # A's creates wait up to a minute to be sent: what B sees, it sees by the recall
+    a = Mount(cluster.config_path, tmp_path / "a", "leases,ahead_delay=60")
+    b = Mount(cluster.config_path, tmp_path / "b", "leases")
+    with a, b:
+        yield _leasing(a), _leasing(b)
+
+
+def _ahead(m: Mount) -> dict:
+    return m.stats()["creates_ahead"]
+
+
+def _fsck_clean(cluster) -> None:
+    """``pvfs-admin fsck`` finds nothing (exit 0)."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "PVFS_CONFIG"}
+    out = subprocess.run([sys.executable, "-m", "pvfs.cli.main", "--config",
+                          cluster.config_path, "fsck"], capture_output=True, text=True,
+                         env=env, timeout=300, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_creates_are_answered_by_the_mount_and_seen_at_once_elsewhere(nodes, cluster):
+    a, b = nodes
+    d = a.path / "seen"
+    d.mkdir()
+    # held open: no close (which goes to the manager after the creates) sends them
+    fds = [os.open(d / f"f{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+           for i in range(50)]
+    try:
+        assert _ahead(a)["created_ahead"] == 50, json.dumps([_ahead(a), a.stats()["leases"]])
+        assert _ahead(a)["pending"] == 50
+        # another mount sees every one of them at once: its lookup recalls A's lease first
+        assert (b.path / "seen" / "f49").exists()
+        assert sorted(os.listdir(b.path / "seen")) == sorted(f"f{i}" for i in range(50))
+    finally:
+        for fd in fds:
+            os.close(fd)
+    (d / "late").touch()  # A lost the delegation to B's reads: a create at the manager
+    with pvfs.connect(cluster.config_path) as fs:  # a native client's path walk, too
+        assert fs.stat("/seen/late").st_size == 0
+        assert len(fs.listdir("/seen")) == 51
+    assert _ahead(a)["failed"] == 0
+
+
+def test_a_create_ahead_shows_what_the_manager_makes(nodes):
+    a, b = nodes
+    d = a.path / "same"
+    d.mkdir()
+    os.chmod(d, 0o2775)  # setgid: new files take the directory's group
+    os.chown(d, 0, 4242)
+    (d / "warm").touch()
+    before = _ahead(a)["created_ahead"]
+    fd = os.open(d / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o640)
+    here = os.fstat(fd)
+    parent_here = os.stat(d)
+    os.close(fd)
+    assert _ahead(a)["created_ahead"] == before + 1, (_ahead(a), a.stats()["leases"])
+    there = os.stat(b.path / "same" / "f")  # the manager's, after A sent it
+    for field in ("st_mode", "st_uid", "st_gid", "st_nlink", "st_size", "st_mtime_ns",
+                  "st_ctime_ns"):
+        assert getattr(here, field) == getattr(there, field), field
+    assert here.st_gid == 4242 and stat.S_IMODE(here.st_mode) == 0o640
+    parent_there = os.stat(b.path / "same")
+    assert (parent_here.st_mtime_ns, parent_here.st_size) == \
+        (parent_there.st_mtime_ns, parent_there.st_size)
+
+
+def test_a_file_created_ahead_can_be_written_renamed_and_removed(nodes):
+    a, b = nodes
+    d = a.path / "life"
+    d.mkdir()
+    (d / "warm").touch()
+    with open(d / "f", "wb") as f:
+        f.write(b"x" * 10000)
+    assert (d / "f").stat().st_size == 10000
+    (d / "f").rename(d / "g")
+    assert (b.path / "life" / "g").read_bytes() == b"x" * 10000
+    (d / "g").unlink()
+    assert not (b.path / "life" / "g").exists()
+    for i in range(20):
+        (d / f"n{i}").touch()
+    for i in range(20):
+        (d / f"n{i}").unlink()  # each unlink goes after the creates it follows
+    assert sorted(os.listdir(b.path / "life")) == ["warm"]
+
+
+def test_fsync_makes_creates_durable_and_a_killed_mount_leaves_nothing_half_made(
+        cluster, tmp_path):
+    a = Mount(cluster.config_path, tmp_path / "k", "leases")
+    a.start()
+    _leasing(a)
+    try:
+        d = a.path / "killed"
+        d.mkdir()
+        (d / "warm").touch()
+        for i in range(10):
+            (d / f"kept{i}").touch()
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        os.fsync(fd)  # the directory's creates so far: at the manager, durable
+        os.close(fd)
+        for i in range(200):
+            (d / f"maybe{i}").touch()  # some of these may still be queued ...
+        os.kill(a.proc.pid, signal.SIGKILL)  # ... when the mount dies
+        a.proc.wait(10)
+    finally:
+        a.stop()
+    with pvfs.connect(cluster.config_path) as fs:
+        names = set(fs.listdir("/killed"))
+    assert {f"kept{i}" for i in range(10)} <= names
+    _fsck_clean(cluster)
+
+
+def test_creates_ahead_can_be_switched_off(cluster, tmp_path):
+    m = Mount(cluster.config_path, tmp_path / "off", "leases,create_ahead=0")
+    with m:
+        d = m.path / "off"
+        d.mkdir()
+        for i in range(5):
+            (d / f"f{i}").touch()
+        assert "creates_ahead" not in m.stats()
+        assert len(os.listdir(d)) == 5
+
+
+def test_the_numbers_of_a_session_that_ended_go_back_to_the_pool(cluster, tmp_path):
+    """A mount that ends holding numbers it never used: the manager gives them back."""
+    m = Mount(cluster.config_path, tmp_path / "pool", "leases")
+    with m:
+        _leasing(m)
+        d = m.path / "pool"
+        d.mkdir()
+        (d / "one").touch()
+        (d / "two").touch()
+        assert _ahead(m)["numbers"] > 0
+    deadline = time.monotonic() + 10
+    with pvfs.connect(cluster.config_path) as fs:
+        while time.monotonic() < deadline:
+            st = fs.meta("status")
+            if not st["leases"]["holders"]:
+                break
+            time.sleep(0.1)
+        assert st["leases"]["holders"] == 0
+    _fsck_clean(cluster)
