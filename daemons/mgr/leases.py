@@ -163,6 +163,10 @@ class LeaseTable:
         if h.delegated and self.on_undelegated is not None:
             self.on_undelegated(h.delegated)
         h.delegated = set()
+        for ino in h.exclusive:
+            if self.exclusive.get(ino) == h.name:
+                del self.exclusive[ino]
+        h.exclusive.clear()
         for ino in h.inos:
             names = self.by_ino.get(ino)
             if names is not None:

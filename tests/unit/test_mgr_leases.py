@@ -125,3 +125,60 @@ async def test_leases_given_back_are_no_longer_recalled():
         await trio.testing.wait_all_tasks_blocked()
         assert 11 not in table.by_ino and table.by_ino[12] == {"m"}
         nursery.cancel_scope.cancel()
+
+
+async def test_a_directory_is_created_in_ahead_only_by_its_one_holder():
+    table = LeaseTable(term=10.0)
+    async with trio.open_nursery() as nursery:
+        await _holder(nursery, table, "a")
+        seen_b = await _holder(nursery, table, "b")
+        table.grant("a", [20, 21], table.now())
+        table.grant("b", [21], table.now())
+        assert table.delegate("a", 20) and table.exclusive == {20: "a"}
+        assert not table.delegate("a", 21)  # b holds it too
+        assert not table.delegate("nobody", 20)
+        assert table.grant("b", [20], table.now()) == []  # no one else leases it meanwhile
+        assert table.created_in([20, 21], "a") == [] and table.created_in([20, 21], "b") == [20]
+        assert seen_b == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_read_by_another_recalls_the_creator_and_ends_its_delegation():
+    table = LeaseTable(term=10.0)
+    async with trio.open_nursery() as nursery:
+        seen_a = await _holder(nursery, table, "a")
+        table.grant("a", [30], table.now())
+        assert table.delegate("a", 30)
+        await table.reading([30], "a")  # its own reads recall nothing
+        assert seen_a == []
+        await table.reading([30], None)  # a native client's lookup in it
+        assert seen_a == [[30]] and table.exclusive == {}
+        assert table.grant("b", [30], table.now()) == []  # (b has no session)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_path_walk_recalls_every_creator():
+    table = LeaseTable(term=10.0)
+    async with trio.open_nursery() as nursery:
+        seen_a = await _holder(nursery, table, "a")
+        table.grant("a", [40, 41], table.now())
+        assert table.delegate("a", 40) and table.delegate("a", 41)
+        await table.reading_all()
+        assert sorted(i for r in seen_a for i in r) == [40, 41] and table.exclusive == {}
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_numbers_of_a_session_that_ends_go_back():
+    table = LeaseTable(term=10.0)
+    back: list[int] = []
+    table.on_undelegated = lambda inos: back.extend(sorted(inos))
+    ours, theirs = trio.socket.socketpair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(table.serve_holder, "a", theirs)
+        assert (await aio.recv_frame(ours, 5))[0]["ok"]
+        table.holder("a").delegated.update({101, 102})
+        table.grant("a", [50], table.now())
+        assert table.delegate("a", 50)
+        ours.close()  # the mount ends
+        await trio.testing.wait_all_tasks_blocked()
+    assert back == [101, 102] and table.exclusive == {} and table.holder("a") is None
