@@ -62,7 +62,8 @@ class CreatesAhead:
         self.dirs: dict[int, list[int]] = {}   # directory -> new files' stripe
         self.numbers: list[int] = []
         self.pending: list[dict] = []
-        self.pending_inos: set[int] = set()
+        self.pending_inos: dict[int, dict] = {}  # ino -> its queued create
+        self._in_flight: set[int] = set()  # queued creates being sent now
         self.failed: dict[int, int] = {}       # ino -> errno of its refused create
         self._refused: dict[int, float] = {}   # directory -> until when not asked again
         # directory -> its names now (counted once, then one more per create ahead; any
@@ -72,7 +73,7 @@ class CreatesAhead:
         self._work = trio.Event()
         self._low = trio.Event()  # numbers are running out
         self.counters = dict.fromkeys(("created_ahead", "sent", "requests", "refused",
-                                       "delegations"), 0)
+                                       "delegations", "closes_saved"), 0)
         client.before_meta = self._before_meta
         leases.before_answer.append(self._before_recall_answer)
         leases.on_session_end = self._session_ended
@@ -111,9 +112,10 @@ class CreatesAhead:
              "created": True, "secx": False, "parent": parent_now}
         t = leases.changing(parent)
         leases.made(parent, name, {**a, "leased": [ino]}, t)
-        self.pending.append({"parent": parent, "name": name, "mode": mode, "ino": ino,
-                             "cred": cred.to_wire(), "now": now, "open": True})
-        self.pending_inos.add(ino)
+        item = {"parent": parent, "name": name, "mode": mode, "ino": ino,
+                "cred": cred.to_wire(), "now": now, "open": True}
+        self.pending.append(item)
+        self.pending_inos[ino] = item
         self.counters["created_ahead"] += 1
         self._work.set()
         return a
@@ -176,6 +178,7 @@ class CreatesAhead:
         async with self._lock:
             while self.pending:
                 batch = self.pending[:MOST]
+                self._in_flight.update(item["ino"] for item in batch)
                 results = await self._send(batch)
                 del self.pending[:len(batch)]
                 for item, r in zip(batch, results, strict=True):
@@ -198,7 +201,8 @@ class CreatesAhead:
 
     def _landed(self, item: dict, r: dict) -> None:
         ino = item["ino"]
-        self.pending_inos.discard(ino)
+        self.pending_inos.pop(ino, None)
+        self._in_flight.discard(ino)
         if "errno" not in r:
             self.counters["sent"] += 1
             if ino not in (r.get("leased") or ()):
@@ -214,6 +218,16 @@ class CreatesAhead:
             d.complete = False
         self.leases.forget(ino)
         self.leases.attrs.pop(item["parent"], None)
+
+    def closed(self, ino: int) -> bool:
+        """The last handle of ``ino`` closed: if its create is still queued, it goes as a
+        file nobody holds open and the close need not be told (True)."""
+        item = self.pending_inos.get(ino)
+        if item is None or ino in self._in_flight or not item["open"]:
+            return False
+        item["open"] = False
+        self.counters["closes_saved"] += 1
+        return True
 
     def check(self, ino: int) -> None:
         """Refuse I/O to a file whose create the manager refused."""

@@ -212,7 +212,10 @@ class FileOperations:
         except OSError as exc:
             log.warning("write-back of inode %d at close: %s", h.ino, exc)
         finally:
-            self.closes.add(h.ino)
+            # a file created ahead and closed before its create was sent: sent unopened
+            if not (self.ahead is not None and not self.table.is_open(h.ino)
+                    and self.ahead.closed(h.ino)):
+                self.closes.add(h.ino)
         if removed:
             await self.removed(h.ino)
 

@@ -198,3 +198,25 @@ def test_the_numbers_of_a_session_that_ended_go_back_to_the_pool(cluster, tmp_pa
             time.sleep(0.1)
         assert st["leases"]["holders"] == 0
     _fsck_clean(cluster)
+
+
+def test_a_file_closed_before_its_create_was_sent_is_sent_unopened(nodes, cluster):
+    """The manager's count of open handles: 0 for a file created and closed within the
+    batch (no close is sent for it), 1 for one still open when the batch went."""
+    a, _b = nodes
+    d = a.path / "unopened"
+    d.mkdir()
+    (d / "closed").touch()  # created and closed: both before the batch (ahead_delay=60)
+    fd = os.open(d / "open", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    try:
+        assert _ahead(a)["closes_saved"] >= 1
+        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        os.fsync(dfd)  # sends them
+        os.close(dfd)
+        with pvfs.connect(cluster.config_path) as fs:
+            closed = fs.stat("/unopened/closed").st_ino
+            still = fs.stat("/unopened/open").st_ino
+            assert fs.meta("nfile", ino=closed)["nfile"] == 0
+            assert fs.meta("nfile", ino=still)["nfile"] == 1
+    finally:
+        os.close(fd)
