@@ -25,6 +25,14 @@ Steps, as appendix B:
   choice, on ties); ``small_alg``, the one algorithm best over all small runs, stands for
   columns no small run measured. Then each column's own threshold (``zero_cols``), chosen
   the same way over the runs seen in it: classes turn "large" at different sizes.
+* Beyond appendix B (issue 31), the column's bands (``bands``, ``_size_bands``): where the fit
+  measured a column at some sizes, the selector follows what those runs measured rather than
+  one factor per column: near a fitted size (within ``BAND`` of its baseline I/O time) the
+  algorithm best there; between two fitted sizes whose best algorithms differ, where the
+  runs cannot say on which side of the gap the crossover lies, the algorithm whose larger
+  excess at the two is least (minimax regret); past the largest, the table.
+* Writes: the same steps on write runs (``fit`` on them) give the model of write requests,
+  ``Params.write`` (``with_writes``).
 """
 
 from __future__ import annotations
@@ -97,8 +105,84 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
     base = _baseline(pts, s_cache, s_nocache)
     base = _inefficiency_constants(base, pts)
     base = _end_case_factors(base, obs)
-    params = _small_request_rule(base, _small_request_marks(base, obs, nprocs, niods, columns))
+    marks = _small_request_marks(base, obs, nprocs, niods, columns)
+    params = _small_request_rule(base, marks)
+    params = replace(params, bands=_size_bands(params, marks))
     return params, residuals(params, obs, nprocs, niods)
+
+
+def with_writes(reads: rs.Params, writes: Iterable[Obs], nprocs: int, niods: int,
+                s_cache: float | None = None) -> tuple[rs.Params, list[dict]]:
+    """``reads`` with the model of write requests fitted on the ``writes`` runs (the same
+    appendix-B steps; ``B_dr``/``B_drc`` are then the write bandwidths), and those runs'
+    residuals; no write runs (or not enough to fit): ``reads`` as it is."""
+    writes = list(writes)
+    try:
+        w, res = fit(writes, nprocs, niods, s_cache=s_cache)
+    except ValueError:
+        return reads, []
+    return replace(reads, write=w), res
+
+
+#: A fitted size's band: baseline I/O times within this factor of the fit's (half an octave
+#: of size either side). The daemon estimates a run's inputs a little differently from the
+#: fit (the strided 64 KiB uncached reads of the 2026-11-28 quiet study: within 1 %, either
+#: side of a threshold 0.8 % above the fit's value, half their decisions on each side).
+BAND = math.sqrt(2.0)
+
+
+def _minimax(a: Mapping[str, float], b: Mapping[str, float]) -> str:
+    """The algorithm whose larger excess over ``a`` and ``b`` is least (ties: the smaller
+    sum, then opt1, then the list's order): whichever side of the gap between the two runs
+    the crossover lies on, it costs the least it can (minimax regret)."""
+    return min(rs.ALGORITHMS, key=lambda x: (round(max(a.get(x, 1.0), b.get(x, 1.0)), 9),
+                                            round(a.get(x, 1.0) + b.get(x, 1.0), 9),
+                                            x != "opt1", rs.ALGORITHMS.index(x)))
+
+
+def _rule_at(p: rs.Params, col: int, base: float) -> str:
+    """What the table and the ~0 rule of ``p`` pick in column ``col`` at baseline I/O time
+    ``base`` (``rs.select`` without bands or opt4's gather)."""
+    zero = p.zero_cols[col] if p.zero_cols else p.zero_s
+    if base < zero:
+        return p.small_algs[col] if p.small_algs else p.small_alg
+    return min(rs.ALGORITHMS, key=lambda a: (p.E_opt[a][col], rs.ALGORITHMS.index(a)))
+
+
+def _size_bands(p: rs.Params, marks: list) -> tuple[tuple[tuple[float, str], ...], ...]:
+    """Per column, the step function of the baseline I/O time around and between the sizes
+    the fit measured there (the runs seen mostly in that column): within ``BAND`` of a fitted
+    size, what ``p``'s rules pick *at* that size (an estimate a little off the fit's does not
+    cross a threshold that lies near it); between two fitted sizes more than ``BAND``² apart
+    whose picks differ, the minimax-regret algorithm of the two runs (``_minimax``); closer
+    ones meet halfway (geometrically). Elsewhere (below the smallest, past the largest, a gap
+    whose ends agree) ``rs.RULE``: the table and the ~0 rule. No run in a column: no bands."""
+    cols = []
+    for col in range(6):
+        pts = sorted((m[0], m[1]) for m in marks if m[0] > 0 and m[3].get(col, 0.0) >= 0.5)
+        steps: list[tuple[float, str]] = []
+        if pts:
+            steps.append((pts[0][0] / BAND, rs.RULE))
+        for i, (io, ex) in enumerate(pts):
+            pick = _rule_at(p, col, io)
+            if i + 1 < len(pts):
+                nio, nex = pts[i + 1]
+                if nio / io <= BAND * BAND:
+                    steps.append((math.sqrt(io * nio), pick))
+                    continue
+                steps.append((io * BAND, pick))
+                npick = _rule_at(p, col, nio)
+                steps.append((nio / BAND, rs.RULE if pick == npick else _minimax(ex, nex)))
+            else:
+                steps.append((io * BAND, pick))
+        merged: list[tuple[float, str]] = []
+        for bound, alg in steps:
+            if merged and merged[-1][1] == alg:
+                merged[-1] = (bound, alg)
+            else:
+                merged.append((bound, alg))
+        cols.append(tuple(merged))
+    return tuple(cols) if any(cols) else ()
 
 
 _Points = Mapping[tuple[str, bool, str], list[tuple[rs.Workload, float]]]

@@ -63,12 +63,14 @@ TABLE_5_3: dict[str, tuple[float, ...]] = {
     "opt4": (0.71, 0.94, 1.05, 0.83, 0.99, 0.92),
 }
 MB = 1e6  # the thesis' "Mbytes/sec"
+#: A band of ``Params.bands`` that leaves the pick to the table and the ~0 rule.
+RULE = "-"
 SPARSE_BELOW = 0.5       # S_req / R_req under this: a sparse workload
 CACHED_FROM = 0.5        # resident fraction from this on: the cached column
 
 
 #: Params fields that are not plain floats on the wire and in the config's table.
-_NOT_FLOAT = ("E_opt", "small_alg", "small_algs", "zero_cols")
+_NOT_FLOAT = ("E_opt", "small_alg", "small_algs", "zero_cols", "bands", "write")
 
 
 def _unit(name: str, v: float) -> None:
@@ -99,6 +101,11 @@ class Params:
     # the "~0" threshold per column too (a class may turn large at a different size than
     # another); empty: zero_s everywhere
     zero_cols: tuple[float, ...] = ()
+    # per column (table 5.3's order): (upper bound of the baseline I/O time, algorithm), in
+    # increasing bounds; past the last bound (or a column without any) the rules above
+    bands: tuple[tuple[tuple[float, str], ...], ...] = ()
+    # the model of write requests (same form, fitted on writes); None: writes not decided
+    write: Params | None = None
 
     def __post_init__(self) -> None:
         for k in ("C_cache", "C_req", "C_dist"):
@@ -116,12 +123,24 @@ class Params:
             row = self.E_opt.get(alg)
             if row is None or len(row) != 6 or min(row) <= 0:
                 raise ValueError(f"E_opt[{alg}] must be 6 positive factors")
+        if self.bands:
+            if len(self.bands) != 6:
+                raise ValueError("bands must be 6 lists (table 5.3's columns)")
+            for col in self.bands:
+                bounds = [b for b, _ in col]
+                if bounds != sorted(bounds) or any(b <= 0 for b in bounds) \
+                        or not {a for _, a in col} <= {*ALGORITHMS, RULE}:
+                    raise ValueError("a column's bands: increasing bounds > 0, algorithm names")
+        if self.write is not None and self.write.write is not None:
+            raise ValueError("a write model has no write model of its own")
 
     def to_wire(self) -> dict:
-        d = asdict(self)
+        d = {k: v for k, v in asdict(self).items() if k not in ("bands", "write")}
         d["E_opt"] = {k: list(v) for k, v in self.E_opt.items()}
         d["small_algs"] = list(self.small_algs)
         d["zero_cols"] = list(self.zero_cols)
+        d["bands"] = [[[b, a] for b, a in col] for col in self.bands]
+        d["write"] = None if self.write is None else self.write.to_wire()
         return d
 
     @classmethod
@@ -143,6 +162,10 @@ class Params:
                                                        else zs))
         if "E_opt" in kw:
             kw["E_opt"] = {str(a): tuple(float(x) for x in row) for a, row in kw["E_opt"].items()}
+        if "bands" in kw:
+            kw["bands"] = _bands_of(kw["bands"])
+        if kw.get("write") is not None:
+            kw["write"] = cls.from_wire(kw["write"])
         return cls(**kw)
 
     # The config's [model] table is flat (pvfs.config.dump): E_opt rows as strings.
@@ -155,16 +178,39 @@ class Params:
             d["zero_cols"] = " ".join(repr(float(z)) for z in self.zero_cols)
         for alg, row in self.E_opt.items():
             d[f"E_{alg}"] = " ".join(f"{x:.4g}" for x in row)
+        if self.bands:
+            # "bound:alg bound:alg | ... " per column
+            d["bands"] = " | ".join(" ".join(f"{b!r}:{a}" for b, a in col)
+                                    for col in self.bands)
+        if self.write is not None:
+            d.update({f"{WRITE_PREFIX}{k}": v for k, v in self.write.to_table().items()})
         return d
 
     @classmethod
     def from_table(cls, t: Mapping) -> Params:
-        d = {k: v for k, v in t.items() if not k.startswith("E_")}
-        rows = {k[2:]: tuple(float(x) for x in str(v).split()) for k, v in t.items()
+        own = {k: v for k, v in t.items() if not k.startswith(WRITE_PREFIX)}
+        d = {k: v for k, v in own.items() if not k.startswith("E_")}
+        rows = {k[2:]: tuple(float(x) for x in str(v).split()) for k, v in own.items()
                 if k.startswith("E_")}
         if rows:
             d["E_opt"] = {**TABLE_5_3, **rows}
+        written = {k[len(WRITE_PREFIX):]: v for k, v in t.items() if k.startswith(WRITE_PREFIX)}
+        if written:
+            d["write"] = cls.from_table(written).to_wire()
         return cls.from_wire(d)
+
+
+#: The config's flat [model] table holds the write model's keys under this prefix.
+WRITE_PREFIX = "write_"
+
+
+def _bands_of(v) -> tuple[tuple[tuple[float, str], ...], ...]:
+    """Bands from the wire (lists of [bound, alg] per column) or the table's string."""
+    if isinstance(v, str):
+        cols = [c.split() for c in v.split("|")] if v.strip() else []
+        return tuple(tuple((float(b), a) for b, _, a in (x.partition(":") for x in col))
+                     for col in cols)
+    return tuple(tuple((float(b), str(a)) for b, a in col) for col in v)
 
 
 @dataclass(frozen=True)
@@ -283,6 +329,13 @@ def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
     for a, cost in (fixed or {}).items():
         if a in preds:
             preds[a] += cost
+    # The fitted sizes' bands, where the fit measured this column (up to just past its
+    # largest size there): judged on the same baseline I/O time as the ~0 rule.
+    for bound, alg in (p.bands[col] if p.bands else ()):
+        if base < bound:
+            if alg != RULE:
+                return alg, preds
+            break
     # "~0" is judged on the baseline I/O time (E_opt = 1, opt2's): the factors of table 5.3
     # are all near 1, so when it is ~0 every algorithm's is.
     if base < (p.zero_cols[col] if p.zero_cols else p.zero_s):
