@@ -120,7 +120,7 @@ def plot_model(doc: dict, out_dir: str) -> str | None:
     cache state, every fixed algorithm's observed time per request (markers) and the
     model's prediction (lines) against bytes per task, on the *scored* runs, which the model
     was not fitted to (``doc["residuals"]``); None without them."""
-    res = doc.get("residuals") or []
+    res = [r for r in doc.get("residuals") or [] if r.get("operation", "read") == "read"]
     if not res:
         return None
     import matplotlib

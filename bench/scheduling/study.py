@@ -3,8 +3,9 @@
 14 client hosts and 2 I/O daemon hosts (network namespaces on a bridge, 100 Mbit/s links for
 ``--disk ide-2000``, unshaped for ``--disk today``; ``pvfs.cluster.netns``), emulated disks with
 the chosen preset. Held out (issue 31): the model (appendix B, ``pvfs.models.fit``) is fitted
-on one set of runs -- a fitting pass of opt1..opt4 over the reads of the fit sizes, or an
-earlier study's or a calibration's runs (``--model``) -- and handed to the daemons; then the
+on one set of runs -- a fitting pass of opt1..opt4 over the reads (and, when writes are
+scored, the writes: the model's write part) of the fit sizes, or an earlier study's or a
+calibration's runs (``--model``) -- and handed to the daemons; then the
 scored cells, fresh runs it never saw (sizes absent from the fit among them; reads and
 writes, cached and uncached), each with opt1..opt4 and rs side by side in a seeded order
 (``run_order``), and the mixed-phase workload (``runner.MIXED_PHASES``) with its per-phase
@@ -234,30 +235,53 @@ class _Study:
     def fit_ids(self) -> list[str]:
         return [r["run_id"] for row in self.fit_rows for r in row["runs"]]
 
-    def fit_pass(self, cells, clients: int, fit_reps: int = 1) -> tuple:
-        """The fitting pass: opt1..opt4 on the ``cells`` (reads), the model fitted to
-        those runs and nothing else; they are never scored."""
+    def fit_pass(self, cells, clients: int, fit_reps: int = 1,
+                 writes: bool = False) -> tuple:
+        """The fitting pass: opt1..opt4 on the ``cells`` (reads; then the same cells
+        written, with ``writes``), the model fitted to those runs and nothing else (its
+        write part, ``Params.write``, to the writes); they are never scored."""
         from pvfs.models import fit
 
         reps, self.reps = self.reps, fit_reps
         try:
-            for wl, s, c in cells:
-                self.side_by_side(wl, s, c, "read", "fit", ALGOS)
+            for op in ("read", "write") if writes else ("read",):
+                for wl, s, c in cells:
+                    self.side_by_side(wl, s, c, op, "fit", ALGOS)
         finally:
             self.reps = reps
         cache = self.r.call(0, "sched_get")["disk"]["cache_bytes"]
-        return fit.fit(observations(self.fit_rows), clients, self.iods, s_cache=cache)
+        params, res = fit.fit(observations(self.fit_rows), clients, self.iods, s_cache=cache)
+        res = [{**r, "operation": "read"} for r in res]
+        if writes:
+            params, wres = fit.with_writes(params, observations(self.fit_rows, "write"),
+                                           clients, self.iods, s_cache=cache)
+            res += [{**r, "operation": "write"} for r in wres]
+        return params, res
 
 
-def observations(rows: list[dict]) -> list:
-    """The model's observations: the fixed algorithms' reads (the model is a read model,
-    appendix A: "we will not extend our model to simultaneous read and write traffic")."""
+def observations(rows: list[dict], operation: str = "read") -> list:
+    """The model's observations: the fixed algorithms' reads, or writes for the model's
+    write part (appendix A models reads; "we will not extend our model to simultaneous
+    read and write traffic": each part is fitted on runs of one kind)."""
     from pvfs.models import fit
 
     return [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
                     x["mean_task_service_s"]) for x in rows
-            if x["algorithm"] in ALGOS and x.get("operation", "read") == "read"
+            if x["algorithm"] in ALGOS and x.get("operation", "read") == operation
             and x["workload"] in fit.PIECES]
+
+
+def residuals(params, rows: list[dict], clients: int, iods: int) -> list[dict]:
+    """The model's residuals on ``rows``' reads, and its write part's on their writes, each
+    row tagged with its ``operation``."""
+    from pvfs.models import fit
+
+    out = [{**r, "operation": "read"}
+           for r in fit.residuals(params, observations(rows), clients, iods)]
+    if params.write is not None:
+        out += [{**r, "operation": "write"} for r in
+                fit.residuals(params.write, observations(rows, "write"), clients, iods)]
+    return out
 
 
 @dataclass
@@ -271,6 +295,7 @@ class Plan:
     model: dict | None = None
     model_source: str | None = None
     fit_reps: int = 1
+    fit_writes: bool = False      # the fitting pass writes its cells too (the write model)
 
 
 def plan_cells(workloads: tuple[str, ...], sizes: tuple[int, ...],
@@ -290,14 +315,15 @@ def study_on(runner, plan: Plan, clients: int, iods: int, reps: int,
     model), then every scored cell side by side, then the mixed-phase workload and its
     oracle. The parts of the document that come from the runs. ``checkpoint``: called with
     the rows so far after every cell (a crash then loses one cell, not the study)."""
-    from pvfs.models import fit
     from pvfs.models.rs import Params
 
     st = _Study(runner, iods, reps, reps_short, reactive, log, name)
     st.checkpoint = checkpoint
     if plan.model is None:
-        params, fit_res = st.fit_pass(plan.fit_cells, clients, plan.fit_reps)
-        fit_on = {"source": "this study's fitting pass (opt1..opt4, reads; not scored)",
+        params, fit_res = st.fit_pass(plan.fit_cells, clients, plan.fit_reps,
+                                      plan.fit_writes)
+        fit_on = {"source": "this study's fitting pass (opt1..opt4, reads"
+                            f"{' and writes' if plan.fit_writes else ''}; not scored)",
                   "runs": st.fit_ids(), "cells": [list(c) for c in plan.fit_cells]}
     else:
         params, fit_res = Params.from_wire(plan.model), []
@@ -314,10 +340,9 @@ def study_on(runner, plan: Plan, clients: int, iods: int, reps: int,
             st.results.append(row)
     held_out(fit_on["runs"], st.results)
     picks = [runner.call(i, "sched_get")["rs"]["picks"] for i in range(iods)]
-    scored_obs = observations(st.results)
     return {"results": st.results, "fit_results": st.fit_rows, "model_fit_on": fit_on,
             "model": params.to_wire(), "residuals_fit": fit_res,
-            "residuals": fit.residuals(params, scored_obs, clients, iods), "rs_picks": picks}
+            "residuals": residuals(params, st.results, clients, iods), "rs_picks": picks}
 
 
 def _writer(path: str | None) -> Callable[[dict], None] | None:
@@ -358,7 +383,7 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
     chosen = workloads or (*WORKLOADS, "mixed-phase")
     plan = Plan([(wl, s, c) for wl in WORKLOADS for s in fit_sizes for c in (False, True)],
                 plan_cells(chosen, sizes, write_sizes, caches), "mixed-phase" in chosen,
-                model, model_source)
+                model, model_source, fit_writes=bool(write_sizes))
     reactive = ("rs", HINTED) if hints else ("rs",)
     name = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
     with Network([*hosts_s, *hosts_c], rate=rate) as net, \

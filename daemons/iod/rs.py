@@ -16,6 +16,10 @@ arrive in one batch of engine events (``ReactiveSelector.batch``) are all submit
 decided for once per file after the batch. Parameters come from the config's ``[model]``
 table (``pvfs-admin calibrate`` writes it) or ``model_set``; without either, the thesis'
 table 5.2.
+
+Writes (issue 31) are decided the same way, on the model's write part (``Params.write``, fitted
+on write runs) when it has one; without it a write runs under whatever the engine last ran,
+as before. A file's requests turning from reads to writes or back begin a new operation.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ class Operation:
 class _File:
     """What the selector keeps of one file: one lookup per request instead of five."""
 
-    __slots__ = ("decided", "hint", "op", "pcount", "seen", "span")
+    __slots__ = ("decided", "hint", "kind", "op", "pcount", "seen", "span")
 
     def __init__(self) -> None:
         # Its read requests, newest last: each one's statistics record, with its arrival
@@ -78,6 +82,7 @@ class _File:
         self.pcount = 0                       # the latest request's context: daemons of
         self.hint: dict | None = None         # the file and its hint (a change: new operation)
         self.decided: float | None = None     # time.monotonic() of its last decision
+        self.kind = "read"                    # its latest request's: "read" or "write"
 
 
 class ReactiveSelector:
@@ -140,7 +145,7 @@ class ReactiveSelector:
         if not self.active:
             return
         f = self.files.get(ino)
-        op = f.op if f is not None else None
+        op = f.op if f is not None and f.kind == "read" else None
         if op is None or op.pick is None or self.server.engine.algorithm == op.pick:
             return
         fs = self.server.stats.files.get(ino)
@@ -153,10 +158,19 @@ class ReactiveSelector:
             self.server.engine.algorithm = op.pick
             self.switches += 1
 
+    def on_write(self, ino: int, pieces, pcount: int, hint: dict | None,
+                 record: JobRecord | None = None, resident: int | None | object = ...) -> None:
+        """A new write request arrived: as ``on_read``, decided on the model's write part
+        (none: the request is remembered, nothing decided)."""
+        self.on_read(ino, pieces, pcount, hint, record, resident, operation="write")
+
     def on_read(self, ino: int, pieces, pcount: int, hint: dict | None,
-                record: JobRecord | None = None, resident: int | None | object = ...) -> None:
-        """A new read request arrived; its job is submitted and in the statistics as
-        ``record`` (None: the newest record of the file there). Measure what of it is cached
+                record: JobRecord | None = None, resident: int | None | object = ...,
+                operation: str = "read") -> None:
+        """A new read request arrived (``operation`` "write": a write, ``on_write``); its job
+        is submitted and in the statistics as ``record`` (None: the newest record of the file
+        there). Long because it runs on every request: its steps are inline, where a call
+        costs more than they do (below). Measure what of it is cached
         (``resident``: measured already, ``resident(ino, pieces)`` before the job was
         submitted), remember it, then decide for its file.
 
@@ -191,10 +205,12 @@ class ReactiveSelector:
         record.arrived = now
         record.resident = self.resident(ino, pieces) if resident is ... else resident
         f.seen.append(record)
-        # a changed hint (set, cleared) announces a new operation
-        changed = pcount != f.pcount or (hint is not f.hint and hint != f.hint)
-        if began:
-            op = f.op = Operation(now, kind=op.kind if op is not None else None)
+        # a changed hint (set, cleared) or request kind (another model) begins an operation
+        turned = operation != f.kind
+        changed = turned or pcount != f.pcount or (hint is not f.hint and hint != f.hint)
+        if began or turned:
+            f.kind = operation
+            op = f.op = Operation(now, kind=op.kind if op is not None and not turned else None)
         if began or changed:
             op.spacing = 1
             op.own, op.doubt = False, None       # its class from its own evidence, at once
@@ -327,6 +343,10 @@ class ReactiveSelector:
         f = self.files.get(ino)
         if f is not None:
             f.decided = time.monotonic()
+        writing = f is not None and f.kind == "write"
+        params = self.params.write if writing else self.params
+        if params is None:      # no write model: writes are not decided
+            return
         pcount, hint = (f.pcount, f.hint) if f is not None and f.pcount else (1, None)
         n_file = self._nfile(ino)
         n_here = self._reaching(ino, n_file, pcount)
@@ -360,12 +380,12 @@ class ReactiveSelector:
         op = f.op if f is not None else None
         kind = self._held(op, w, len(win), hint is not None)
         gather = self.server.engine.gather
-        pick, preds = rs.select(self.params, w, fixed={"opt4": gather} if gather else None,
+        pick, preds = rs.select(params, w, fixed={"opt4": gather} if gather else None,
                                 kind=kind)
         self.picks[pick] += 1
         self._spaced(op, pick)
-        col = "cached" if rs.is_cached(self.params, w) else "uncached"
-        self.decisions[f"{kind}/{col}->{pick}"] += 1
+        col = "cached" if rs.is_cached(params, w) else "uncached"
+        self.decisions[f"{'write:' if writing else ''}{kind}/{col}->{pick}"] += 1
         self._last = (ino, pick, w, kind, preds, hint is not None, len(win))
         engine = self.server.engine
         if engine.algorithm != pick:

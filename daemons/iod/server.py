@@ -450,6 +450,11 @@ class IodServer:
         acc = array("q")
         for _, local, n in pieces:
             acc.extend((_native.ACC_FILE, local, n))
+        # rs decides writes too when its model has a write part (issue 31): residency asked
+        # before the engine can serve the request, as for reads
+        resident = None
+        if self.selector.active and nbytes and not again:
+            resident = self.selector.resident(ino, pieces)
         self.sizewatch.changing[ino] += 1
         try:
             job = _Job(cid, ino, "write", pinned=True,
@@ -461,6 +466,9 @@ class IodServer:
             self._close_later(self.storage.unpin(ino, defer=True))
             raise
         job.record = self._begin(job_id, ino, "write", f["desc"], nbytes)
+        if nbytes and not again:
+            self.selector.on_write(ino, pieces, f["stripe"].pcount, f.get("hint"), job.record,
+                                   resident)
 
     async def _report_then_write(self, cid: int, f: dict, bulk_len: int, pieces, fd: int,
                                  check: bool, again: bool) -> None:
