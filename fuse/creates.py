@@ -23,7 +23,10 @@ The order that keeps it correct:
 
 A create the manager refuses (its numbers went back to the pool after the session ended and
 someone took one; a full disk) is logged as an error; the file's later reads and writes fail
-with ``EIO`` and the name is dropped. Creates not yet sent are lost with the mount (``kill
+with ``EIO`` and the name is dropped. So are the queued creates of a mount the manager
+fenced (a recall it did not answer in time: the manager went on without them, and another
+node may have acted on the directory as it was): they are refused (``ESTALE``), never
+applied late. Creates not yet sent are lost with the mount (``kill
 -9``), as data not yet written back is; ``fsync`` of the file or of its directory makes them
 durable.
 """
@@ -193,6 +196,8 @@ class CreatesAhead:
                     self.counters["requests"] += 1
                     return results
                 except OSError as exc:
+                    if exc.errno == errno.ESTALE:  # fenced: the manager went on without them
+                        return [{"errno": errno.ESTALE, "error": str(exc)}] * len(batch)
                     log.info("creates ahead: sending %d: %s (again in %.1f s)", len(batch),
                              exc, delay)
                 await trio.sleep(delay)
@@ -248,8 +253,8 @@ class CreatesAhead:
         lost = [i for i in inos if i in self.dirs]
         if lost or any(item["parent"] in inos for item in self.pending):
             await self.send_pending()
-        for i in lost:
-            del self.dirs[i]
+        for i in lost:  # (the session may have ended meanwhile, taking them all)
+            self.dirs.pop(i, None)
             self._entries.pop(i, None)
 
     def _session_ended(self) -> None:

@@ -243,8 +243,8 @@ def serve(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
         trio.run(_amain, config, mountpoint, opts, ready_fd)
     except KeyboardInterrupt:
         return 0
-    except Exception as exc:  # noqa: BLE001 - reported to the waiting parent, then fail
-        log.error("mount of %s failed: %s", mountpoint, exc)
+    except Exception as exc:  # reported to the waiting parent, then fail
+        log.exception("mount of %s failed", mountpoint)
         if ready_fd is not None:
             with contextlib.suppress(OSError):
                 os.write(ready_fd, f"error: {exc}\n".encode())

@@ -8,6 +8,7 @@ with creates unsent leaves nothing half-made (``fsck`` clean)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -220,3 +221,37 @@ def test_a_file_closed_before_its_create_was_sent_is_sent_unopened(nodes, cluste
             assert fs.meta("nfile", ino=still)["nfile"] == 1
     finally:
         os.close(fd)
+
+
+def test_a_fenced_mounts_queued_creates_are_refused_not_applied(tmp_path):
+    """A mount frozen with creates queued: another node's read waits out its session and
+    goes on without them; thawed, the mount's batch is refused (ESTALE), not applied, and
+    its files fail with EIO; nothing is half made."""
+    c = start_cluster(tmp_path / "fs", lease_term=3.0)
+    try:
+        a = Mount(c.config_path, tmp_path / "a", "leases,ahead_delay=60")
+        b = Mount(c.config_path, tmp_path / "b", "leases")
+        with a, b:
+            _leasing(a)
+            d = a.path / "frozen"
+            d.mkdir()
+            (d / "warm").touch()
+            dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+            os.fsync(dfd)  # "warm" is at the manager
+            os.close(dfd)
+            fd = os.open(d / "late", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            assert _ahead(a)["pending"] == 1
+            os.kill(a.proc.pid, signal.SIGSTOP)
+            try:
+                assert sorted(os.listdir(b.path / "frozen")) == ["warm"]  # went on
+            finally:
+                os.kill(a.proc.pid, signal.SIGCONT)
+            with pytest.raises(OSError) as err:
+                os.write(fd, b"x")  # its create goes first: refused
+            assert err.value.errno == errno.EIO
+            os.close(fd)
+            assert _ahead(a)["failed"] == 1
+            assert sorted(os.listdir(b.path / "frozen")) == ["warm"]
+        _fsck_clean(c)
+    finally:
+        down(c.config)

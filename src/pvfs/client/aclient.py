@@ -80,6 +80,8 @@ class AsyncClient:
             if exc.errno != errno.ESTALE or self.on_fenced is None:
                 raise
             self.on_fenced()
+            if op == "creates":  # made ahead under the leases it lost: refused, not applied
+                raise
             return await self.mgr.call({"op": op, "cred": cred.to_wire(), **fields})
 
     # ------------------------------------------------------------------ name space
