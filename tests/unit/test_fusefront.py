@@ -246,7 +246,7 @@ def test_quiet_handle_set_survives_growth_and_deletion():
 
 
 class _OpenOps(_Ops):
-    class opts:  # noqa: N801 - the attribute Operations has
+    class opts:  # the attribute Operations has
         testing_lose_close_writes = False
 
     async def open(self, ino, flags, ctx):
