@@ -170,3 +170,45 @@ def test_faults_kill_and_restart_daemons_and_lose_nothing(fresh_cluster, tmp_pat
     assert rc == 0, _verdict(out)
     assert out["faults"], out  # daemons were killed and restarted
     assert set(out["faults"]) <= {"mgr", "iod0", "iod1", "iod2", "iod3"}
+
+
+# Leases (issue 29): leasing mounts answer lookups and stats themselves and create ahead of
+# the manager in directories they hold alone; two of them and a native client changing one
+# directory must keep each coherence mode's promise -- and fail it when the manager's
+# recalls are switched off (a test switch), which shows the check can.
+
+
+@needs_fuse
+@pytest.mark.fuse
+@pytest.mark.parametrize(("two_mounts", "mode"), [("coherence=sync,leases", "sync"),
+                                                  ("leases", "none")],
+                         indirect=["two_mounts"])
+def test_leasing_mounts_and_a_native_client_pass(pvfs_cluster, two_mounts, mode):
+    a, b = two_mounts
+    rc, out = check(pvfs_cluster.config_path, "--mode", mode, "--mounts", _mounts(a, b),
+                    "--native", "1", "--examples", "25", "--seed", "8")
+    assert rc == 0, _verdict(out)
+    assert out["result"] == "pass" and out["examples_run"] >= 25
+    assert a.stats()["leases"]["lease_hits"] + b.stats()["leases"]["lease_hits"] > 0
+
+
+@needs_fuse
+@pytest.mark.fuse
+def test_leasing_mounts_without_recalls_fail_mode_sync(tmp_path):
+    sys.path.insert(0, str(Path(__file__).parent.parent))
+    from conftest import start_cluster
+
+    from pvfs.cluster.launch import down
+
+    cluster = start_cluster(tmp_path / "fs", lease_recall=False)
+    try:
+        a = Mount(cluster.config_path, tmp_path / "a", "coherence=sync,leases")
+        b = Mount(cluster.config_path, tmp_path / "b", "coherence=sync,leases")
+        with a, b:
+            rc, out = check(cluster.config_path, "--mode", "sync", "--mounts", _mounts(a, b),
+                            "--native", "1", "--examples", "100", "--seed", "8",
+                            "--shrink-seconds", "5")
+        assert rc == 1, _verdict(out)
+        assert out["result"] == "violation"
+    finally:
+        down(cluster.config)
