@@ -1,12 +1,13 @@
 """The C front end's Python side (``-o frontend=c``): requests from ``pvfs._fusefront`` run
 on today's :class:`~.operations.Operations` handlers, replies go back through C.
 
-libfuse3's low-level loop runs on C worker threads (``csrc/front/``); a request C does not
+libfuse3's low-level loop runs on a C worker thread (``csrc/front/``); a request C does not
 answer itself is queued and an eventfd wakes a pool of trio tasks (at most ``max_tasks``, as
 pyfuse3's workers; :meth:`CFront.main`), which run each request on the same handler with the
-same arguments pyfuse3 would and answer with ``_fusefront.reply_*``. Forgets are answered in C; their (inode, count) pairs arrive with the
-next drain for ``Operations.forget``. The request object is also the handlers' request
-context (``uid``, ``gid``, ``pid``, ``umask``).
+same arguments pyfuse3 would and answer with ``_fusefront.reply_*``. C answers forgets (their
+(inode, count) pairs arrive with the next drain for ``Operations.forget``) and the flushes of
+handles marked quiet here (:meth:`CFront._mark_quiet`). The request object is also the
+handlers' request context (``uid``, ``gid``, ``pid``, ``umask``).
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ log = logging.getLogger("pvfs.fuse")
 __all__ = ["CFront", "SetattrFields", "available"]
 
 # The loop's worker threads. While C answers only forgets and quiet flushes, a worker only
-# copies a request for Python and reads the next, and one keeps up: measured on this 2-core
-# node with a do-nothing file system (creates and removes, paired rounds), 1 thread was
-# 0.95x pyfuse3 where 4 were 0.69-0.80x (requests handed between threads on other CPUs).
-# More pay off once C answers reads and lookups itself (issue 30's next steps).
+# copies a request for Python and reads the next, and one keeps up; in trial runs on this
+# 2-core node with a do-nothing file system four threads, handing requests between the
+# CPUs, were slower than one (commit 1a87778; bench/results/frontend_null_ab.json has one
+# thread at 0.95x pyfuse3). More pay off once C answers reads and lookups itself.
 WORKER_THREADS = 1
 MAX_WRITE = 1 << 20   # 1 MiB requests (the kernel's max_pages follows)
 _XATTR_CREATE, _XATTR_REPLACE = os.XATTR_CREATE, os.XATTR_REPLACE
