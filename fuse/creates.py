@@ -75,8 +75,9 @@ class CreatesAhead:
         self._lock = trio.Lock()
         self._work = trio.Event()
         self._low = trio.Event()  # numbers are running out
-        self.counters = dict.fromkeys(("created_ahead", "sent", "requests", "refused",
-                                       "delegations", "closes_saved"), 0)
+        self.counters = dict.fromkeys(("created_ahead", "unlinked_ahead", "cancelled", "sent",
+                                       "requests", "refused", "delegations", "closes_saved",
+                                       "failed_unlinks"), 0)
         client.before_meta = self._before_meta
         leases.before_answer.append(self._before_recall_answer)
         leases.on_session_end = self._session_ended
@@ -115,13 +116,49 @@ class CreatesAhead:
              "created": True, "secx": False, "parent": parent_now}
         t = leases.changing(parent)
         leases.made(parent, name, {**a, "leased": [ino]}, t)
-        item = {"parent": parent, "name": name, "mode": mode, "ino": ino,
+        item = {"op": "create", "parent": parent, "name": name, "mode": mode, "ino": ino,
                 "cred": cred.to_wire(), "now": now, "open": True}
         self.pending.append(item)
         self.pending_inos[ino] = item
         self.counters["created_ahead"] += 1
         self._work.set()
         return a
+
+    def unlink(self, parent: int, name: str, cred: Cred) -> dict | None:
+        """The reply of an unlink made ahead in ``parent`` (the directory's new attributes),
+        or None: ask the manager. The name must be one this mount knows there (the kernel
+        has made sure it is no directory, and that the caller may remove it); the caller
+        makes sure no handle of this mount holds it and nothing of it waits to be written
+        back. Whether it was the file's last name is the manager's to find when the unlink
+        arrives: the data go then (its reaper), or with the last handle elsewhere."""
+        leases = self.leases
+        d = leases.dirs.get(parent)
+        above = leases.attrs.get(parent)
+        if parent not in self.dirs or d is None or not d.complete or above is None or \
+                not leases.valid():
+            return None
+        ino = d.names.get(name)
+        if not ino or ino in self.failed:
+            return None
+        now = time.time_ns()
+        entries = self._entries.get(parent)
+        if entries is None:
+            entries = sum(1 for i in d.names.values() if i)
+        entries = self._entries[parent] = entries - 1
+        parent_now = {**above, "mtime_ns": now, "ctime_ns": now, "size": dir_size(entries)}
+        item = self.pending_inos.get(ino)
+        if item is not None and ino not in self._in_flight and not item["open"]:
+            # made and removed before either was sent: neither is (the number is unused)
+            self.pending.remove(item)
+            del self.pending_inos[ino]
+            self.numbers.append(ino)
+            self.counters["cancelled"] += 1
+        else:
+            self.pending.append({"op": "unlink", "parent": parent, "name": name,
+                                 "cred": cred.to_wire(), "now": now})
+            self.counters["unlinked_ahead"] += 1
+            self._work.set()
+        return {"parent": parent_now}
 
     async def _delegated(self, parent: int) -> bool:
         """Whether this mount may create ahead in ``parent`` and holds a number for it."""
@@ -181,7 +218,7 @@ class CreatesAhead:
         async with self._lock:
             while self.pending:
                 batch = self.pending[:MOST]
-                self._in_flight.update(item["ino"] for item in batch)
+                self._in_flight.update(item["ino"] for item in batch if "ino" in item)
                 results = await self._send(batch)
                 del self.pending[:len(batch)]
                 for item, r in zip(batch, results, strict=True):
@@ -192,7 +229,7 @@ class CreatesAhead:
         with trio.move_on_after(self.timeout):
             while True:
                 try:
-                    results = await self.client.creates(batch)
+                    results = await self.client.ahead(batch)
                     self.counters["requests"] += 1
                     return results
                 except OSError as exc:
@@ -205,6 +242,13 @@ class CreatesAhead:
         return [{"errno": errno.EIO, "error": "the manager did not take them"}] * len(batch)
 
     def _landed(self, item: dict, r: dict) -> None:
+        if item["op"] == "unlink":
+            if "errno" in r:
+                self.counters["failed_unlinks"] += 1
+                log.error("unlink of %r in directory %d made ahead of the manager was "
+                          "refused: %s", item["name"], item["parent"], r.get("error"))
+                self._forget_dir(item["parent"])
+            return
         ino = item["ino"]
         self.pending_inos.pop(ino, None)
         self._in_flight.discard(ino)
@@ -217,12 +261,17 @@ class CreatesAhead:
         log.error("create of %r in directory %d (inode %d) made ahead of the manager was "
                   "refused: %s; the file is gone", item["name"], item["parent"], ino,
                   r.get("error"))
-        d = self.leases.dirs.get(item["parent"])
-        if d is not None:
-            d.names.pop(item["name"], None)
-            d.complete = False
         self.leases.forget(ino)
-        self.leases.attrs.pop(item["parent"], None)
+        self._forget_dir(item["parent"], item["name"])
+
+    def _forget_dir(self, parent: int, name: str | None = None) -> None:
+        """What this mount knew of ``parent`` no longer holds: ask the manager again."""
+        d = self.leases.dirs.get(parent)
+        if d is not None:
+            if name is not None:
+                d.names.pop(name, None)
+            d.complete = False
+        self.leases.attrs.pop(parent, None)
 
     def closed(self, ino: int) -> bool:
         """The last handle of ``ino`` closed: if its create is still queued, it goes as a

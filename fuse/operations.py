@@ -396,9 +396,29 @@ class Operations(pyfuse3.Operations):
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
         n = _name(name)
         t = self._tick(parent_inode)
-        reply = await self._unlink(parent_inode, n, self.cred(ctx))
+        cred = self.cred(ctx)
+        reply = self._unlink_ahead(parent_inode, n, cred) if self.ahead is not None else None
+        if reply is None:
+            reply = await self._unlink(parent_inode, n, cred)
         if self.leases is not None:
             self.leases.removed(parent_inode, n, t, reply)
+
+    def _unlink_ahead(self, parent_inode: int, n: str, cred: Cred) -> dict | None:
+        """An unlink answered here (creates.py), or None. Not for a file this mount holds
+        open or has unwritten data of, nor with global caches (their write-back must go
+        before the manager removes the file)."""
+        d = self.leases.dirs.get(parent_inode)
+        ino = d.names.get(n) if d is not None else None
+        if not ino or self.table.is_open(ino) or self.cache.has_dirty(ino) or \
+                self.gbackend is not None:
+            return None
+        reply = self.ahead.unlink(parent_inode, n, cred)
+        if reply is not None:
+            self._names.pop((parent_inode, n), None)
+            self.dirattrs.learn(parent_inode, reply)
+            self.cache.forget(ino)
+            self.table.inodes.pop(ino, None)
+        return reply
 
     async def _unlink(self, parent_inode: int, n: str, cred: Cred) -> dict:
         ino = self._names.pop((parent_inode, n), None)

@@ -43,12 +43,12 @@ WANT_MAX = 1024  # numbers a session may hold at once
 
 
 class CreatesAhead:
-    """The ``delegate`` and ``creates`` requests (a part of the manager, ``server.ahead``)."""
+    """The ``delegate`` and ``ahead`` requests (a part of the manager, ``server.ahead``)."""
 
     def __init__(self, server) -> None:
         self.server = server
         self.counters = dict.fromkeys(("delegations", "refused", "numbers", "created",
-                                       "failed"), 0)
+                                       "unlinked", "failed"), 0)
 
     def _pool_layout(self, directory: int) -> Stripe | None:
         """The layout a new file in ``directory`` takes, if the pool's numbers fit it."""
@@ -82,20 +82,34 @@ class CreatesAhead:
             return {"exclusive": False, "inos": inos}
         return {"exclusive": True, "inos": inos, "stripe": layout.to_wire()}
 
-    async def creates(self, f: dict, cred: Cred) -> dict:
+    async def apply(self, f: dict, cred: Cred) -> dict:
+        """A batch of creates and unlinks, in order; each succeeds or fails on its own."""
         results = []
         for item in f["items"]:
             try:
-                results.append(await self._one(item, f["lease"]))
-                self.counters["created"] += 1
+                if item["op"] == "create":
+                    results.append(await self._create(item, f["lease"]))
+                    self.counters["created"] += 1
+                else:
+                    results.append(await self._unlink(item, f["lease"]))
+                    self.counters["unlinked"] += 1
             except OSError as exc:
                 self.counters["failed"] += 1
-                log.warning("create ahead of %r in %d (inode %d): %s", item["name"],
-                            item["parent"], item["ino"], exc)
+                log.warning("%s ahead of %r in %d: %s", item["op"], item["name"],
+                            item["parent"], exc)
                 results.append({"errno": exc.errno or errno.EIO, "error": str(exc)})
         return {"results": results}
 
-    async def _one(self, item: dict, name: str | None) -> dict:
+    async def _unlink(self, item: dict, name: str | None) -> dict:
+        s = self.server
+        parent = item["parent"]
+        parent_now: list[dict] = []
+        async with s.leases.changing([parent, s.store.child_ino(parent, item["name"])], name):
+            s._reap(s.store.unlink(parent, item["name"], Cred(*item["cred"]),
+                                   parent_out=parent_now, now=item["now"]))
+        return {"parent": parent_now[0]}
+
+    async def _create(self, item: dict, name: str | None) -> dict:
         s = self.server
         ino, parent = item["ino"], item["parent"]
         h = s.leases.holder(name)

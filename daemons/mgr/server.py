@@ -497,8 +497,8 @@ class MgrServer:
     async def op_delegate(self, f, cred) -> dict:
         return await self.ahead.delegate(f, cred)
 
-    async def op_creates(self, f, cred) -> dict:
-        return await self.ahead.creates(f, cred)
+    async def op_ahead(self, f, cred) -> dict:
+        return await self.ahead.apply(f, cred)
 
     async def op_closes(self, f, cred) -> dict:
         """Many handles closed (a mount sends its closes in batches: fuse/closes.py)."""

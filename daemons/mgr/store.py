@@ -493,10 +493,11 @@ class MetaStore:
         return d, child
 
     def unlink(self, parent: int, name: str, cred: Cred,
-               parent_out: list | None = None) -> dict | None:
+               parent_out: list | None = None, now: int | None = None) -> dict | None:
         """Remove a non-directory name. Returns the inode's attrs (with "stripe") when its
         data must be removed now; the server then calls ``admin.remove_inode``.
-        ``parent_out``: the parent directory's new attributes are appended."""
+        ``parent_out``: the parent directory's new attributes are appended. ``now``: the
+        change's time (a mount's unlink made ahead of the manager), else the clock's."""
         parent, name, cred = check_ino(parent), check_name(name), check_cred(cred)
         if name in (".", ".."):
             raise fail(errno.EISDIR, name)
@@ -504,7 +505,7 @@ class MetaStore:
             d, child = self._victim(parent, name, cred)
             if child.is_dir:
                 raise fail(errno.EISDIR, name)
-            now = time.time_ns()
+            now = time.time_ns() if now is None else now
             self._db.execute("DELETE FROM dentries WHERE parent = ? AND name = ?",
                              (parent, name))
             self._touch_dir(d.ino, now, -1)

@@ -207,7 +207,8 @@ def test_leasing_mounts_without_recalls_fail_mode_sync(tmp_path):
         with a, b:
             rc, out = check(cluster.config_path, "--mode", "sync", "--mounts", _mounts(a, b),
                             "--native", "1", "--examples", "100", "--seed", "8",
-                            "--shrink-seconds", "5")
+                            "--shrink-seconds", "5", "--trace-out",
+                            str(tmp_path / "cx.trace"))
         assert rc == 1, _verdict(out)
         assert out["result"] == "violation"
     finally:

@@ -255,3 +255,29 @@ def test_a_fenced_mounts_queued_creates_are_refused_not_applied(tmp_path):
         _fsck_clean(c)
     finally:
         down(c.config)
+
+
+def test_unlinks_are_answered_by_the_mount_and_seen_at_once_elsewhere(nodes, cluster):
+    a, b = nodes
+    d = a.path / "gone"
+    d.mkdir()
+    for i in range(30):
+        (d / f"f{i}").write_bytes(b"data")  # written: their creates went with the writes
+    (d / "kept-open").touch()
+    fd = os.open(d / "kept-open", os.O_RDONLY)
+    before = _ahead(a)
+    for i in range(30):
+        (d / f"f{i}").unlink()
+    (d / "kept-open").unlink()  # open here: waits for the manager
+    (d / "brief").touch()
+    (d / "brief").unlink()  # made and removed before either was sent: neither is
+    after = _ahead(a)
+    assert after["unlinked_ahead"] - before["unlinked_ahead"] == 30
+    assert after["cancelled"] - before["cancelled"] == 1
+    assert os.listdir(d) == []
+    assert os.listdir(b.path / "gone") == []  # B's listing recalls A's lease first
+    assert os.read(fd, 10) == b""  # unlinked while open: still readable here
+    os.close(fd)
+    with pvfs.connect(cluster.config_path) as fs:
+        assert fs.listdir("/gone") == []
+    _fsck_clean(cluster)  # no stripe file left behind, none missing

@@ -25,7 +25,7 @@ from pvfs.protocol.schema import LEASE_OPS
 
 ROOT_INO = 1
 _LEASE_OPS = frozenset(LEASE_OPS)
-_AHEAD_OPS = frozenset({"creates", "delegate", "ping", "lease_register"})
+_AHEAD_OPS = frozenset({"ahead", "delegate", "ping", "lease_register"})
 
 
 
@@ -80,7 +80,7 @@ class AsyncClient:
             if exc.errno != errno.ESTALE or self.on_fenced is None:
                 raise
             self.on_fenced()
-            if op == "creates":  # made ahead under the leases it lost: refused, not applied
+            if op == "ahead":  # made ahead under the leases it lost: refused, not applied
                 raise
             return await self.mgr.call({"op": op, "cred": cred.to_wire(), **fields})
 
@@ -125,9 +125,10 @@ class AsyncClient:
         """Ask to create in ``directory`` ahead of the manager, with ``want`` numbers."""
         return await self.meta("delegate", ROOT, dir=directory, want=want)
 
-    async def creates(self, items: list[dict]) -> list[dict]:
-        """Creates made ahead of the manager, in order; each result attrs or an error."""
-        return (await self.meta("creates", ROOT, items=items))["results"]
+    async def ahead(self, items: list[dict]) -> list[dict]:
+        """Creates and unlinks made ahead of the manager, in order; each result a reply or
+        an error (``errno``)."""
+        return (await self.meta("ahead", ROOT, items=items))["results"]
 
     async def close_files(self, inos: list[int]) -> None:
         """One handle of each of ``inos`` closed (at most 4096), in one request."""

@@ -177,7 +177,7 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "closes": {"inos": Field(lambda v: _int_list(v, 4096))},  # a mount's, batched (fuse/closes.py)
     # creates ahead of the manager (daemons/mgr/ahead.py, fuse/creates.py)
     "delegate": {"dir": INO, "want": Field(integer(0, 1024), False, 0)},
-    "creates": {"items": Field(lambda v: _create_items(v))},
+    "ahead": {"items": Field(lambda v: _ahead_items(v))},
     "mkdir": {"parent": INO, "name": NAME, "mode": MODE},
     "rmdir": {"parent": INO, "name": NAME},
     "unlink": {"parent": INO, "name": NAME},
@@ -218,7 +218,7 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
 #: those that may grant a lease, and the changes that recall the others' (mgr/leases.py).
 LEASE_OPS = ("lookup", "getattr", "readdir", "create", "open", "setattr", "mkdir", "rmdir",
              "unlink", "rename", "symlink", "mknod", "link", "setxattr", "removexattr",
-             "setstripe", "delegate", "creates")
+             "setstripe", "delegate", "ahead")
 for _op in LEASE_OPS:
     MGR_SCHEMAS[_op]["lease"] = Field(optional(text(64)), False)
 
@@ -268,21 +268,27 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
 }
 
 
-_CREATE_ITEM = {"parent": integer(1, 2**63 - 1), "name": name, "mode": integer(0, 0o7777),
-                "ino": integer(1, 2**63 - 1), "cred": cred, "now": integer(0, 2**63 - 1),
-                "open": boolean}
+_AHEAD_ITEMS = {
+    "create": {"op": text(8), "parent": integer(1, 2**63 - 1), "name": name,
+               "mode": integer(0, 0o7777), "ino": integer(1, 2**63 - 1), "cred": cred,
+               "now": integer(0, 2**63 - 1), "open": boolean},
+    "unlink": {"op": text(8), "parent": integer(1, 2**63 - 1), "name": name, "cred": cred,
+               "now": integer(0, 2**63 - 1)},
+}
 
 
-def _create_items(v: Any) -> list[dict]:
-    """A mount's creates made ahead of the manager (``creates``): at most 1024, each with
-    every field of :data:`_CREATE_ITEM`."""
+def _ahead_items(v: Any) -> list[dict]:
+    """A mount's changes made ahead of the manager (``ahead``), in order: at most 1024
+    creates and unlinks, each with exactly the fields of its kind (:data:`_AHEAD_ITEMS`)."""
     if not isinstance(v, list) or len(v) > 1024:
-        raise ValueError("must be a list of at most 1024 creates")
+        raise ValueError("must be a list of at most 1024 changes")
     out = []
     for item in v:
-        if not isinstance(item, dict) or set(item) != set(_CREATE_ITEM):
-            raise ValueError(f"each create must have exactly {', '.join(_CREATE_ITEM)}")
-        out.append({k: check(item[k]) for k, check in _CREATE_ITEM.items()})
+        kind = _AHEAD_ITEMS.get(item.get("op")) if isinstance(item, dict) else None
+        if kind is None or set(item) != set(kind):
+            raise ValueError("each change must be a create or an unlink with exactly its "
+                             "fields")
+        out.append({k: check(item[k]) for k, check in kind.items()})
     return out
 
 
