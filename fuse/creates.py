@@ -75,6 +75,7 @@ class CreatesAhead:
         self._lock = trio.Lock()
         self._work = trio.Event()
         self._low = trio.Event()  # numbers are running out
+        self._last = 0  # the directory created in last (asked about when numbers run out)
         self.counters = dict.fromkeys(("created_ahead", "unlinked_ahead", "cancelled", "sent",
                                        "requests", "refused", "delegations", "closes_saved",
                                        "failed_unlinks"), 0)
@@ -162,6 +163,7 @@ class CreatesAhead:
 
     async def _delegated(self, parent: int) -> bool:
         """Whether this mount may create ahead in ``parent`` and holds a number for it."""
+        self._last = parent
         if parent in self.dirs and self.numbers:
             if len(self.numbers) < WANT // 2:
                 self._low.set()  # asked for in the background
@@ -196,13 +198,17 @@ class CreatesAhead:
         while True:
             await self._low.wait()
             self._low = trio.Event()
-            if not self.dirs or len(self.numbers) >= WANT // 2:
+            parent = self._last
+            if parent not in self.dirs or len(self.numbers) >= WANT // 2:
                 continue
             with trio.move_on_after(self.timeout):
                 try:
-                    reply = await self.client.delegate(next(iter(self.dirs)), WANT)
+                    reply = await self.client.delegate(parent, WANT)
                     self.numbers += reply.get("inos", [])
+                    if not reply.get("exclusive"):
+                        self.dirs.pop(parent, None)  # (removed, or another reads it now)
                 except OSError as exc:
+                    self.dirs.pop(parent, None)
                     log.info("creates ahead: asking for numbers: %s", exc)
             if len(self.numbers) < WANT // 2:
                 await trio.sleep(0.05)  # the pool is being refilled
