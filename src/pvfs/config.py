@@ -35,7 +35,7 @@ Example (what ``pvfs-admin init`` writes)::
 
 A ``[manager]`` or ``[[iod]]`` table may add ``metrics_port = 9400``: that daemon then
 serves Prometheus text on http://HOST:PORT/metrics (docs/operations.md); off unless set.
-``[manager]`` may set ``precreate = 256``: how many stripe files per I/O daemon the manager
+``[manager]`` may set ``precreate = 1024``: how many stripe files per I/O daemon the manager
 makes ahead of creates in one request (``daemons/mgr/precreate.py``; 0: none), and
 ``size_cache = 262144``: how many files' sizes the manager keeps, told of every change by the
 I/O daemons (``daemons/mgr/sizecache.py``; 0: ask the I/O daemons on every stat), and
@@ -93,7 +93,10 @@ class Config:
     algorithm: str = schedulers.DEFAULT
     window: int = 256 << 20
     gather: float = GATHER_S  # [scheduler] gather: opt4's wait for a collective's requests
-    precreate: int = 256  # [manager] precreate: the pool's batch (0: off)
+    # [manager] precreate: the pool's batch (0: off). 1024: a leasing mount's creates ahead
+    # of the manager take numbers faster than batches of 256 were made (1,400-2,600
+    # creates/s, a delegate request per 70; with 1024: 3,500-4,300/s, one per directory).
+    precreate: int = 1024
     size_cache: int = SIZE_CACHE  # [manager] size_cache: files whose sizes it keeps (0: off)
     lease_term: float = LEASE_TERM  # [manager] lease_term: a lease session's length (0: off)
     lease_recall: bool = True  # [manager] lease_recall: false only in tests (no recalls)
@@ -221,7 +224,7 @@ def parse(data: dict, path: str = "") -> Config:
         algorithm=algorithm,
         window=_number(sched, "window", 256 << 20, int, "[scheduler]", 1),
         gather=_gather(sched),
-        precreate=min(_number(data["manager"], "precreate", 256, int, "[manager]", 0), 4096),
+        precreate=min(_number(data["manager"], "precreate", 1024, int, "[manager]", 0), 4096),
         size_cache=_number(data["manager"], "size_cache", SIZE_CACHE, int, "[manager]", 0),
         lease_term=_number(data["manager"], "lease_term", LEASE_TERM, float, "[manager]", 0.0),
         lease_recall=_flag(data["manager"], "lease_recall", True, "[manager]"),
@@ -286,7 +289,7 @@ def dump(cfg: Config) -> str:
            f"data_dir = {_toml_value(cfg.manager.data_dir)}"]
     if cfg.manager.metrics_port:
         out.append(f"metrics_port = {cfg.manager.metrics_port}")
-    if cfg.precreate != 256:
+    if cfg.precreate != 1024:
         out.append(f"precreate = {cfg.precreate}")
     if cfg.size_cache != SIZE_CACHE:
         out.append(f"size_cache = {cfg.size_cache}")
