@@ -212,6 +212,10 @@ class CFront:
             self.ff.reply_err(req, code)
 
     def _table(self) -> dict[int, Callable[..., Awaitable[None]]]:
+        """The adapter of each FUSE operation: call the handler, reply through C.
+
+        Long because a table: one short adapter per operation (about 35), each next to the
+        reply it makes, read top-down like the ops table of a libfuse file system."""
         ff, ops = self.ff, self.ops
         assert ops is not None
 

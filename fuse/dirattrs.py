@@ -27,7 +27,7 @@ class DirAttrs:
 
     def learn(self, ino: int, reply: dict | None) -> None:
         """Take the directory's attributes from a change's reply (or forget them)."""
-        attrs = reply.get("parent") if reply else None  # (the leases read it too)
+        attrs = reply.pop("parent", None) if reply else None
         if attrs is None or self.ttl <= 0:
             self._held.pop(ino, None)
             return

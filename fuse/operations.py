@@ -376,9 +376,10 @@ class Operations(pyfuse3.Operations):
         else:
             a = await self.client.create(parent_inode, n, stat.S_IMODE(mode), self.cred(ctx),
                                          exclusive=True)
-            self.dirattrs.learn(parent_inode, a)
-        if self.leases is not None:
+        if self.leases is not None:  # (before dirattrs, which takes the parent's out)
             self.leases.made(parent_inode, n, a, t)
+        if stat.S_ISREG(mode):
+            self.dirattrs.learn(parent_inode, a)
         return self.entry(a)
 
     @guard
@@ -387,9 +388,9 @@ class Operations(pyfuse3.Operations):
         n = _name(name)
         t = self._tick(parent_inode)
         a = await self.client.mkdir(parent_inode, n, stat.S_IMODE(mode), self.cred(ctx))
-        self.dirattrs.learn(parent_inode, a)
-        if self.leases is not None:
+        if self.leases is not None:  # (before dirattrs, which takes the parent's out)
             self.leases.made(parent_inode, n, a, t, is_dir=True)
+        self.dirattrs.learn(parent_inode, a)
         return self.entry(a)
 
     @guard
@@ -400,8 +401,9 @@ class Operations(pyfuse3.Operations):
         reply = self._unlink_ahead(parent_inode, n, cred) if self.ahead is not None else None
         if reply is None:
             reply = await self._unlink(parent_inode, n, cred)
-        if self.leases is not None:
+        if self.leases is not None:  # (before dirattrs, which takes the parent's out)
             self.leases.removed(parent_inode, n, t, reply)
+        self.dirattrs.learn(parent_inode, reply)
 
     def _unlink_ahead(self, parent_inode: int, n: str, cred: Cred) -> dict | None:
         """An unlink answered here (creates.py), or None. Not for a file this mount holds
@@ -415,7 +417,6 @@ class Operations(pyfuse3.Operations):
         reply = self.ahead.unlink(parent_inode, n, cred)
         if reply is not None:
             self._names.pop((parent_inode, n), None)
-            self.dirattrs.learn(parent_inode, reply)
             self.cache.forget(ino)
             self.table.inodes.pop(ino, None)
         return reply
@@ -426,7 +427,6 @@ class Operations(pyfuse3.Operations):
             # Known inode, nothing dirty: no lookup needed. Its clean blocks may go whatever
             # its link count was (dropping clean blocks is always safe).
             reply = await self.client.unlink(parent_inode, n, cred)
-            self.dirattrs.learn(parent_inode, reply)
             if not self.table.is_open(ino):
                 self.cache.forget(ino)
                 self.table.inodes.pop(ino, None)
@@ -439,7 +439,6 @@ class Operations(pyfuse3.Operations):
         if last is not None:
             await self.files.removing(last)
         reply = await self.client.unlink(parent_inode, n, cred)
-        self.dirattrs.learn(parent_inode, reply)
         if last is not None:
             await self.files.removed(last)
         return reply

@@ -175,6 +175,20 @@ def test_mount_answers_within_its_timeout_while_a_daemon_is_dead(tmp_path, victi
         down(cluster.config)
 
 
+def _space_back(config_path: str, limit: float = 30.0) -> None:
+    """Wait until the manager has removed every deleted file's data: its handles closed (a
+    mount tells it of closes in batches) and its reaper's queue empty (removals are gathered
+    and made in the background, reaper.py) -- "shortly after the unlink"."""
+    deadline = time.monotonic() + limit
+    with pvfs.connect(config_path) as fs:
+        while True:
+            st = fs.meta("status")
+            if not st["open_files"] and not st["removals_pending"]:
+                return
+            assert time.monotonic() < deadline, f"space not back: {st}"
+            time.sleep(0.02)
+
+
 @pytest.fixture
 def small_disk():
     """A 4 MiB tmpfs to hold one I/O daemon's data directory."""
@@ -211,6 +225,7 @@ def test_full_disk_is_enospc_at_the_writer_and_nothing_else_breaks(tmp_path, sma
             with fs.open("/keep", "rb") as f:
                 assert f.read() == keep
             fs.unlink("/big")  # space comes back
+            _space_back(cfg.path)
             with fs.open("/small", "wb", stripe=on_iod0) as f:
                 f.write(b"s" * (1 << 20))
                 f.fsync()
@@ -232,6 +247,7 @@ def test_full_disk_is_enospc_through_the_mount(tmp_path, small_disk):
             r = _mount_write(m.path / "big", 8 << 20)
             assert not r["ok"] and r["errno"] == errno.ENOSPC, r
             os.unlink(m.path / "big")
+            _space_back(cfg.path)
             r = _mount_write(m.path / "fits", 1 << 20)
             assert r["ok"], r
             assert hashlib.sha256((m.path / "fits").read_bytes()).hexdigest() == r["sha"]
