@@ -90,10 +90,10 @@ class CreatesAhead:
         d = leases.dirs.get(parent)
         above = leases.attrs.get(parent)
         if d is None or not d.complete or above is None or not leases.valid() or \
-                d.names.get(name) or len(name.encode("utf-8", "surrogateescape")) > 255:
+                d.names.get(name):
             return None
         try:
-            name.encode("utf-8")
+            name.encode("utf-8")  # (its length the caller checked, on the kernel's bytes)
         except UnicodeEncodeError:
             return None  # the manager refuses it (EINVAL): let it say so
         if not await self._delegated(parent):
