@@ -53,7 +53,7 @@ class CreatesAhead:
     def _pool_layout(self, directory: int) -> Stripe | None:
         """The layout a new file in ``directory`` takes, if the pool's numbers fit it."""
         s = self.server
-        layout = s.store.new_file_stripe(directory)
+        layout = s.store.layouts.for_new_file(directory)
         return layout if layout.pcount == s.config.niods and s.pool.batch else None
 
     async def delegate(self, f: dict, cred: Cred) -> dict:

@@ -4,7 +4,7 @@ Every mutating store call used to be its own ``BEGIN IMMEDIATE`` ... ``COMMIT``:
 ``synchronous=NORMAL`` a commit is no fsync, but it appends every page the call changed to the
 WAL (a create touches 6-8 pages: about 30 KiB of ``write``s) and costs the statements
 around it. With group commit on, the store runs each call as a savepoint of one open
-transaction (``MetaStore.batch_writes``); a call that fails rolls back its savepoint alone.
+transaction (``Transactions.batch_writes``, txn.py); a call that fails rolls back its savepoint alone.
 The batch is committed by one task, :meth:`GroupCommit.run`, when the manager has nothing
 else to do -- every task blocked and no socket ready (trio's ``wait_all_tasks_blocked``: the
 queue of requests drained) --, or after ``max_wait`` seconds, or at once when ``max_ops``
@@ -78,7 +78,7 @@ class GroupCommit:
         self.commits = 0         # batches committed (metrics, tests)
         self.ops = 0             # store calls those batches held
         self._wake = trio.Event()
-        store.batch_writes(self)
+        store.txn.batch_writes(self)
 
     # -- the store's hook ---------------------------------------------------------------
 
@@ -100,7 +100,7 @@ class GroupCommit:
         if batch is None:
             return
         try:
-            n = self.store.commit()
+            n = self.store.txn.commit()
         except Exception as exc:  # noqa: BLE001 - every waiter gets it
             batch.error = self.last_error = _as_oserror(exc)
             self.failures += 1

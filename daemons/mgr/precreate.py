@@ -30,7 +30,7 @@ __all__ = ["PrecreatePool"]
 class PrecreatePool:
     """The manager's pool of ready inode numbers, refilled in the background.
 
-    ``each`` runs one call per I/O daemon concurrently (``MgrServer._each``); ``low`` is the
+    ``each`` runs one call per I/O daemon concurrently (``StripeFiles.each``); ``low`` is the
     level below which a refill of ``batch`` numbers starts (default ``batch``; ``batch`` 0:
     no pool);
     ``watched(inos)`` hears of numbers whose empty stripe files every daemon promised to

@@ -27,7 +27,7 @@ __all__ = ["Reaper"]
 
 class Reaper:
     """``iods_of(attrs)`` names the daemons of a file's shares; ``each`` runs one call per
-    daemon concurrently (``MgrServer._each``); ``batch`` bounds the files per round;
+    daemon concurrently (``StripeFiles.each``); ``batch`` bounds the files per round;
     ``durable()`` waits until the store's changes so far are committed (group commit,
     ``group.py``): no stripe file goes before the unlink that freed it is durable.
     ``gather``: seconds a round waits for more removals before it starts, unless ``batch``

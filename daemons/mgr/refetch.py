@@ -31,7 +31,7 @@ class SizeRefetcher:
     Args:
         attrs_of: an inode's attributes from the store (raises OSError if it is gone).
         fill: fills files' sizes, fetching and caching those not cached (the manager's
-            ``_with_sizes``).
+            ``StripeFiles.with_sizes``).
         done: called with the files filled and the lease clock read before (the manager
             leases them again to the holders the reports recalled, leases.py).
     """

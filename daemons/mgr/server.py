@@ -19,10 +19,9 @@ import trio
 
 from pvfs import __version__
 from pvfs.config import Config
-from pvfs.layout.stripe import Stripe, local_size, logical_size
+from pvfs.layout.stripe import Stripe
 from pvfs.metrics import Metrics, render
 from pvfs.protocol.auth import key_for
-from pvfs.protocol.rpc import Channel, call_many
 from pvfs.protocol.schema import MGR_SCHEMAS
 
 from ..common import serve_tcp
@@ -34,24 +33,12 @@ from .reaper import Reaper
 from .refetch import SizeRefetcher
 from .sizecache import SizeCache
 from .store import Cred, MetaStore
+from .stripefiles import StripeFiles
 
 log = logging.getLogger("pvfs.mgr")
 
 #: Requests whose replies show nothing of the store: they need not wait for a commit.
 _NO_STORE = frozenset({"ping", "sizes_changed", "metrics", "lease_register"})
-
-
-def _blocks(per_iod: list[int | None]) -> int | None:
-    """A file's st_blocks: the 512-byte blocks its stripe files really use, summed (None
-    if a daemon did not say: the client then falls back to the size)."""
-    return None if any(b is None for b in per_iod) else sum(per_iod)  # type: ignore[arg-type]
-
-
-def _fill(attrs: dict, stripe: Stripe, shares: list) -> None:
-    """A file's size, mtime and blocks from its stripe files' (rank order)."""
-    attrs["size"] = logical_size(stripe, [s for s, _, _ in shares])
-    attrs["mtime_ns"] = max([attrs["mtime_ns"]] + [m for _, m, _ in shares])
-    attrs["blocks"] = _blocks([b for _, _, b in shares])
 
 
 class MgrServer:
@@ -67,23 +54,20 @@ class MgrServer:
         # Group commit (group.py): the store's changes that arrive together share one
         # transaction; no reply leaves before the transaction it saw is committed.
         self.group = GroupCommit(self.store)
-        # Calls to the I/O daemons of a file are overlapped in one task (rpc.call_many).
-        self.iods = [Channel(e.host, e.port, config.connect_timeout, config.request_timeout,
-                             max_idle=32, name=f"iod{i} ({e.address})", manager=False,
-                             key=self.key, role="mgr")
-                     for i, e in enumerate(config.iods)]
         # Sizes the I/O daemons promised to report changes of (sizecache.py).
         self.sizes = SizeCache(config.size_cache)
+        # The channels to the I/O daemons and the calls for sizes, truncates (stripefiles.py).
+        self.stripes = StripeFiles(config, self.key, self.sizes, self.group)
         # Files reported changed are asked again in the background (refetch.py).
-        self.refetch = SizeRefetcher(self.store.getattr, self._with_sizes, self._lease_again,
+        self.refetch = SizeRefetcher(self.store.getattr, self.stripes.with_sizes, self._lease_again,
                                      lambda: self.leases.now())
         # Stripe files made ahead of creates, a batch per daemon per request (precreate.py).
-        self.pool = PrecreatePool(self.store, config.niods, self._each, config.precreate,
+        self.pool = PrecreatePool(self.store, config.niods, self.stripes.each, config.precreate,
                                   watched=self.sizes.watch_pool if self.sizes.enabled else None,
                                   durable=self.group.durable)
         # Stripe files of deleted files go in the background, batched (reaper.py).
-        self.reaper = Reaper(self.store, lambda a: [i for _, i in self._iods_of(a["stripe"])],
-                             self._each, durable=self.group.durable)
+        self.reaper = Reaper(self.store, lambda a: [i for _, i in self.stripes.iods_of(a["stripe"])],
+                             self.stripes.each, durable=self.group.durable)
         # Mounts' leases on attributes and directory entries, recalled before a change (leases.py).
         self.leases = LeaseTable(config.lease_term, config.lease_recall,
                                  timeout=min(2.0, config.request_timeout / 2))
@@ -121,8 +105,7 @@ class MgrServer:
                                         self.config.manager.metrics_port,
                                         lambda: render(self.metrics_families()))
         finally:
-            for ch in self.iods:
-                ch.close()
+            self.stripes.close()
             self.group.close()
             self.store.close()
 
@@ -159,71 +142,6 @@ class MgrServer:
     async def op_metrics(self, f, cred) -> dict:
         return {"families": self.metrics_families()}
 
-    # ------------------------------------------------------------------ I/O daemon helpers
-    def _iods_of(self, stripe: list[int] | Stripe) -> list[tuple[int, int]]:
-        """(rank, iod index) of every share of a file."""
-        s = stripe if isinstance(stripe, Stripe) else Stripe(*stripe)
-        return [(r, s.iod_of_rank(r, self.config.niods)) for r in range(s.pcount)]
-
-    async def _each(self, calls: list[tuple[int, dict]]) -> list[dict]:
-        """Run calls to several I/O daemons concurrently; the first failure is raised."""
-        if not calls:
-            return []
-        return await call_many([(self.iods[iod], header) for iod, header in calls],
-                               self.config.request_timeout)
-
-    async def _with_size(self, attrs: dict) -> dict:
-        """Fill a file's size and mtime from its stripe files (SPEC §1): from the size
-        cache while the I/O daemons keep it true, else asked of each of them."""
-        if attrs.get("type") != "file":
-            return attrs
-        stripe = Stripe(*attrs["stripe"])
-        ino = attrs["ino"]
-        shares = self.sizes.get(ino)
-        if shares is None:
-            token = self.sizes.begin(ino)
-            replies = await self._each([(iod, {"op": "size", "ino": ino,
-                                                     "watch": self.sizes.wants_watch(ino)})
-                                        for _, iod in self._iods_of(stripe)])
-            shares = [(r["local_size"], r["mtime_ns"], r.get("blocks")) for r in replies]
-            self.sizes.install(ino, token, shares, all(r.get("watched") for r in replies))
-        _fill(attrs, stripe, shares)
-        return attrs
-
-    async def _with_sizes(self, entries: list[dict]) -> None:
-        """Fill sizes of many files with one batched call per I/O daemon."""
-        files = [a for a in entries if a.get("type") == "file"]
-        if not files:
-            return
-        known = {a["ino"]: self.sizes.get(a["ino"]) for a in files}
-        wanted: dict[int, list[int]] = {}
-        tokens = {}
-        for a in files:
-            if known[a["ino"]] is None:
-                tokens[a["ino"]] = self.sizes.begin(a["ino"])
-                for _, iod in self._iods_of(a["stripe"]):
-                    wanted.setdefault(iod, []).append(a["ino"])
-        watch = all(self.sizes.wants_watch(ino) for ino in tokens)  # one flag per request
-        calls = [(iod, {"op": "sizes", "inos": inos, "watch": watch})
-                 for iod, inos in wanted.items()]
-        replies = await self._each(calls)
-        got: dict[tuple[int, int], tuple[int, int, int | None]] = {}
-        unwatched: set[int] = set()
-        for (iod, header), reply in zip(calls, replies):
-            watched = reply.get("watched") or [False] * len(header["inos"])
-            for ino, (size, mtime, *blocks), w in zip(header["inos"], reply["sizes"], watched):
-                got[(iod, ino)] = (size, mtime, blocks[0] if blocks else None)
-                if not w:
-                    unwatched.add(ino)
-        for a in files:
-            stripe = Stripe(*a["stripe"])
-            shares = known[a["ino"]]
-            if shares is None:
-                shares = [got[(iod, a["ino"])] for _, iod in self._iods_of(stripe)]
-                self.sizes.install(a["ino"], tokens[a["ino"]], shares,
-                                   a["ino"] not in unwatched)
-            _fill(a, stripe, shares)
-
     def _reap(self, attrs: dict | None) -> None:
         """An inode whose last name and handle are gone: its stripe files go in the
         background, its cached size at once."""
@@ -245,8 +163,8 @@ class MgrServer:
                 try:
                     # (an unlinked one is the reaper's: it removes whatever was made)
                     if attrs["type"] == "file" and attrs["stripe"] and attrs["nlink"]:
-                        await self._each([(iod, {"op": "create", "ino": ino})
-                                          for _, iod in self._iods_of(attrs["stripe"])])
+                        await self.stripes.each([(iod, {"op": "create", "ino": ino})
+                                          for _, iod in self.stripes.iods_of(attrs["stripe"])])
                     break
                 except OSError as exc:
                     log.warning("making the stripe files of inode %d: %s (retrying in %.1f s)",
@@ -260,25 +178,7 @@ class MgrServer:
         fsyncs of a checkpoint never stall the trio thread that serves requests."""
         while True:
             await trio.sleep(interval)
-            await trio.to_thread.run_sync(self.store.checkpoint)
-
-    async def _truncate(self, attrs: dict, size: int) -> None:
-        stripe = Stripe(*attrs["stripe"])
-        await self._change_stripes(attrs["ino"], [
-            (iod, {"op": "truncate", "ino": attrs["ino"],
-                   "local_size": local_size(stripe, rank, size)})
-            for rank, iod in self._iods_of(stripe)])
-
-    async def _change_stripes(self, ino: int, calls: list[tuple[int, dict]]) -> None:
-        """The manager's own change of a file's stripe files (truncate, utime): its cached
-        size goes before and after (a fetch begun in between is not kept), and the daemons
-        drop their promise without reporting back (``unwatch``; sizecache.py)."""
-        await self.group.durable()  # the store's change first (a crash keeps it or neither)
-        self.sizes.forget([ino], reported=False)
-        try:
-            await self._each([(iod, {**header, "unwatch": True}) for iod, header in calls])
-        finally:
-            self.sizes.forget([ino], reported=False)
+            await trio.to_thread.run_sync(self.store.txn.checkpoint)
 
     # ------------------------------------------------------------------ operations
     async def op_ping(self, f, cred) -> dict:
@@ -328,7 +228,7 @@ class MgrServer:
 
     async def op_resolve(self, f, cred) -> dict:
         await self.leases.reading_all()  # a path may pass a directory created in ahead
-        return await self._with_size(self.store.resolve(f["path"], cred, f["follow"]))
+        return await self.stripes.with_size(self.store.resolve(f["path"], cred, f["follow"]))
 
     async def op_lookup(self, f, cred) -> dict:
         await self.leases.reading([f["parent"]], f["lease"])
@@ -345,12 +245,12 @@ class MgrServer:
             # "no such name", leased: the mount may answer it itself until a create recalls
             return {"ino": 0, "leased": self.leases.grant(f["lease"], [f["parent"]], seen)}
         self.store.mark_security([attrs])
-        return self._leased(await self._with_size(attrs), f, seen, [f["parent"]])
+        return self._leased(await self.stripes.with_size(attrs), f, seen, [f["parent"]])
 
     async def op_getattr(self, f, cred) -> dict:
         await self.leases.reading([f["ino"]], f["lease"])
         seen = self.leases.now()
-        return self._leased(await self._with_size(self.store.getattr(f["ino"])), f, seen)
+        return self._leased(await self.stripes.with_size(self.store.getattr(f["ino"])), f, seen)
 
     async def _lease_again(self, files: list[dict], seen: int) -> None:
         """The refetched files whose sizes are cached again go back to the holders their
@@ -381,14 +281,14 @@ class MgrServer:
             if attrs["type"] != "file":
                 raise OSError(errno.EISDIR if attrs["type"] == "dir" else errno.EINVAL,
                               "only regular files can be truncated")
-            await self._truncate(attrs, size)
+            await self.stripes.truncate(attrs, size)
         if f["mtime_ns"] is not None and attrs["type"] == "file":
             # The reported mtime is the newest of the inode's and its stripe files' (data
             # written later must show), so an explicit mtime is set on the stripe files too.
-            await self._change_stripes(attrs["ino"], [
+            await self.stripes.change(attrs["ino"], [
                 (iod, {"op": "utime", "ino": attrs["ino"], "mtime_ns": attrs["mtime_ns"]})
-                for _, iod in self._iods_of(attrs["stripe"])])
-        return await self._with_size(attrs)
+                for _, iod in self.stripes.iods_of(attrs["stripe"])])
+        return await self.stripes.with_size(attrs)
 
     async def _create(self, f, cred) -> dict:
         ino = self.pool.take()
@@ -413,14 +313,14 @@ class MgrServer:
             self.store.admin.making(attrs["ino"])
             try:
                 await self.group.durable()
-                await self._each([(iod, {"op": "create", "ino": attrs["ino"]})
-                                  for _, iod in self._iods_of(attrs["stripe"])])
+                await self.stripes.each([(iod, {"op": "create", "ino": attrs["ino"]})
+                                  for _, iod in self.stripes.iods_of(attrs["stripe"])])
             except OSError:
                 # Don't leave a name whose stripe files could not be made, nor the stripe
                 # files the daemons that answered did make (fsck would find them orphaned).
                 self._undo_create(f, attrs)
                 await self.group.durable()
-                await self._unlink_where_possible(attrs)
+                await self.stripes.unlink_where_possible(attrs)
                 self.store.admin.made(attrs["ino"])
                 raise
             self.store.admin.made(attrs["ino"])
@@ -428,13 +328,13 @@ class MgrServer:
             # of them all: stamp it now, or the mtime in this reply would jump later.
             attrs = self.store.stamp(attrs["ino"], atime=True)
         elif not created:
-            attrs = await self._with_size(attrs)
+            attrs = await self.stripes.with_size(attrs)
         # (A pooled file's stripe files exist already, older than its inode: no stamp.)
         if f["flags"]:
             attrs = self.store.open(attrs["ino"], f["flags"], cred, created=created) | {
                 "size": attrs["size"]}
             if f["flags"] & os.O_TRUNC and not created and attrs["size"]:
-                await self._truncate(attrs, 0)
+                await self.stripes.truncate(attrs, 0)
                 attrs = self.store.stamp(attrs["ino"], atime=False)  # truncated: m+ctime
         attrs["created"] = created
         if created:
@@ -458,19 +358,6 @@ class MgrServer:
             pass  # removed meanwhile: the mount asks when it needs them
         return reply
 
-    async def _unlink_where_possible(self, attrs: dict) -> None:
-        """Best effort: remove an undone file's stripe files, each daemon on its own (a dead
-        one must not keep the others from answering)."""
-        async def one(iod: int) -> None:
-            try:
-                await self.iods[iod].call({"op": "unlink", "ino": attrs["ino"]})
-            except OSError as exc:
-                log.warning("undoing create of inode %d on iod%d: %s", attrs["ino"], iod, exc)
-
-        async with trio.open_nursery() as nursery:
-            for _, iod in self._iods_of(attrs["stripe"]):
-                nursery.start_soon(one, iod)
-
     def _undo_create(self, f: dict, attrs: dict) -> None:
         try:
             self.store.admin.remove_inode(attrs["ino"])
@@ -480,9 +367,9 @@ class MgrServer:
     async def _open(self, f, cred) -> dict:
         attrs = self.store.open(f["ino"], f["flags"], cred)
         if attrs["type"] == "file" and f["flags"] & os.O_TRUNC and f["flags"] & os.O_ACCMODE:
-            await self._truncate(attrs, 0)
+            await self.stripes.truncate(attrs, 0)
             self.store.setattr(f["ino"], Cred(0, 0, ()), size=0)
-        return await self._with_size(attrs)
+        return await self.stripes.with_size(attrs)
 
     async def op_close(self, f, cred) -> dict:
         try:
@@ -540,7 +427,7 @@ class MgrServer:
         return {"target": self.store.readlink(f["ino"])}
 
     async def _link(self, f, cred) -> dict:
-        return await self._with_size(self.store.link(f["ino"], f["new_parent"], f["new_name"], cred))
+        return await self.stripes.with_size(self.store.link(f["ino"], f["new_parent"], f["new_name"], cred))
 
     async def op_readdir(self, f, cred) -> dict:
         await self.leases.reading([f["ino"]], f["lease"])
@@ -554,7 +441,7 @@ class MgrServer:
         entries = [[name, attrs, cookie] for name, attrs, cookie in rows]
         reply: dict = {"entries": entries}
         if f["attrs"]:
-            await self._with_sizes([attrs for _name, attrs, _cookie in entries])
+            await self.stripes.with_sizes([attrs for _name, attrs, _cookie in entries])
             self.store.mark_security([attrs for _name, attrs, _cookie in entries])
             if f["lease"] is not None:
                 reply["leased"] = self.leases.grant(
@@ -563,7 +450,7 @@ class MgrServer:
         return reply
 
     async def op_statfs(self, f, cred) -> dict:
-        replies = await self._each([(i, {"op": "statfs"}) for i in range(self.config.niods)])
+        replies = await self.stripes.each([(i, {"op": "statfs"}) for i in range(self.config.niods)])
         bsize = 4096
         total = sum(r["blocks"] * r["bsize"] for r in replies)
         free = sum(r["bfree"] * r["bsize"] for r in replies)
@@ -592,25 +479,25 @@ class MgrServer:
         return {}
 
     async def op_getstripe(self, f, cred) -> dict:
-        stripe = self.store.get_stripe(f["ino"])
+        stripe = self.store.layouts.of(f["ino"])
         return {"stripe": stripe.to_wire() if stripe else None}
 
     async def _setstripe(self, f, cred) -> dict:
         attrs = self.store.getattr(f["ino"])
         if attrs["type"] == "dir":
-            return self.store.set_dir_stripe(f["ino"], f["stripe"], cred)
+            return self.store.layouts.set_dir(f["ino"], f["stripe"], cred)
         if attrs["type"] != "file" or f["stripe"] is None:
             raise OSError(errno.EINVAL, "a stripe is set on a directory or a new empty file")
-        attrs = await self._with_size(attrs)
+        attrs = await self.stripes.with_size(attrs)
         old = attrs["stripe"]
-        new = self.store.set_file_stripe(f["ino"], f["stripe"], cred, size_is_zero=attrs["size"] == 0)
+        new = self.store.layouts.set_file(f["ino"], f["stripe"], cred, size_is_zero=attrs["size"] == 0)
         if new["stripe"] != old:
             # Move the (empty) stripe files to the new set of daemons; the inode stays.
             await self.group.durable()
-            await self._each([(iod, {"op": "unlink", "ino": attrs["ino"]})
-                              for _, iod in self._iods_of(old)])
-            await self._each([(iod, {"op": "create", "ino": new["ino"]})
-                              for _, iod in self._iods_of(new["stripe"])])
+            await self.stripes.each([(iod, {"op": "unlink", "ino": attrs["ino"]})
+                              for _, iod in self.stripes.iods_of(old)])
+            await self.stripes.each([(iod, {"op": "create", "ino": new["ino"]})
+                              for _, iod in self.stripes.iods_of(new["stripe"])])
         return new
 
     async def op_nfile(self, f, cred) -> dict:

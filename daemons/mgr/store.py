@@ -2,9 +2,7 @@
 
 Synchronous and single-connection on purpose: the manager is one trio task loop, so every
 call runs to completion between awaits and needs no locking. Each mutating call is one
-``BEGIN IMMEDIATE`` transaction -- or, with group commit on (``batch_writes``, the server's
-``group.py``), one savepoint of a transaction shared by the calls that arrive together, which
-``commit`` ends: a call that fails rolls back its own savepoint only. WAL,
+transaction, or one savepoint of a group commit (``store.txn``, txn.py). WAL,
 ``synchronous=NORMAL``: a committed call survives ``kill -9`` and the store never corrupts
 (SPEC §10); a client's fsync syncs the WAL (server ``sync``).
 
@@ -17,21 +15,19 @@ After a restart ``admin.orphans()`` lists the removals still pending.
 from __future__ import annotations
 
 import errno
-import sqlite3
 import stat
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Protocol
 
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.inodes import new_owner
 
 from . import migrations, perms
 from .inode import COLUMNS, ROOT_INO, SELECT_INODE, Inode
+from .layouts import Layouts
 from .paths import walk
 from .perms import R_OK, W_OK, X_OK, Cred, check_cred, check_ino, check_name, fail
 from .store_admin import StoreAdministration
+from .txn import BatchHook, Transactions
 from .xattrs import XATTR_CREATE, XATTR_REPLACE, Xattrs
 
 __all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "ROOT_INO", "XATTR_CREATE", "XATTR_REPLACE",
@@ -60,13 +56,6 @@ _INSERT = ("INSERT INTO inodes (mode, nlink, uid, gid, atime, mtime, ctime, targ
 _INSERT_INO = _INSERT.replace("(mode,", "(ino, mode,").replace("VALUES (?,", "VALUES (?, ?,")
 
 
-class BatchHook(Protocol):
-    """What group commit tells its owner (the server's ``GroupCommit``)."""
-
-    def opened(self) -> None: ...
-    def joined(self, n: int) -> None: ...
-
-
 class MetaStore:
     """All metadata of one file system. See the module docstring for the removal protocol.
 
@@ -81,22 +70,11 @@ class MetaStore:
             raise fail(errno.EINVAL, "default stripe")
         self.default_stripe = perms.check_stripe(default_stripe, self.niods, resolve=False)
         self._open: dict[int, int] = {}
-        # autocommit mode: transactions are explicit in _tx()
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
-                                   cached_statements=128)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        # No checkpoint from a commit: with synchronous=NORMAL a commit only appends to the
-        # WAL, but an automatic checkpoint would fsync on the server's trio thread. The server
-        # runs checkpoint() in a worker thread instead, on a connection of its own.
-        self._db.execute("PRAGMA wal_autocheckpoint=0")
-        self._path = path
-        self._ckpt: sqlite3.Connection | None = None
-        # Group commit (batch_writes): the hook told of a batch's opening and its calls, and
-        # whether a batch transaction is open now and how many calls joined it.
-        self._hook: BatchHook | None = None
-        self._in_batch = False
-        self._batch_ops = 0
+        # The connection and its transactions, one per call or grouped (txn.py).
+        self.txn = Transactions(path)
+        self._db, self._tx = self.txn.db, self.txn.tx
+        self.layouts = Layouts(self._db, self._get, self._dir, self._tx, self.niods,
+                               self.default_stripe)
         self._xattrs = Xattrs(self._db, self._get, self._tx, self._set_ctime)
         self.admin = StoreAdministration(self._db, inode=self._get, tx=self._tx,
                                          touch_dir=self._touch_dir, delete=self._delete,
@@ -115,79 +93,8 @@ class MetaStore:
         """``close()`` closes the store; ``close(ino)`` drops one handle (``release``)."""
         if ino is not None:
             return self.release(ino)
-        if self._ckpt is not None:
-            self._ckpt.close()
-        self._db.close()
+        self.txn.close()
         return None
-
-    def checkpoint(self) -> tuple[int, int]:
-        """Copy the WAL's committed frames into the database file and fsync it (SQLite's
-        PASSIVE checkpoint: never waits for the store's own transactions). Blocking: call it
-        from a worker thread, one at a time. Returns ``(frames in the WAL, frames copied)``."""
-        if self._ckpt is None:
-            self._ckpt = sqlite3.connect(self._path, isolation_level=None,
-                                         check_same_thread=False)
-        _, log, done = self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        return log, done
-
-    # -- transactions and group commit ----------------------------------------------------
-
-    def batch_writes(self, hook: BatchHook) -> None:
-        """Turn group commit on: from now on a mutating call runs as a savepoint (``SAVEPOINT
-        op`` ... ``RELEASE``; ``ROLLBACK TO`` if it fails, leaving the others' changes) in one
-        ``BEGIN IMMEDIATE`` transaction that stays open until :meth:`commit`. ``hook.opened()``
-        is called when a call opens such a transaction, ``hook.joined(n)`` after each call
-        that completed in it (``n`` so far); either may call :meth:`commit`."""
-        if self._in_batch:
-            raise fail(errno.EBUSY, "a batch is open")
-        self._hook = hook
-
-    @property
-    def in_batch(self) -> bool:
-        """Whether a group-commit transaction is open (changes not yet committed)."""
-        return self._in_batch
-
-    def commit(self) -> int:
-        """End the open group-commit transaction: ``COMMIT``, the number of calls it held
-        (0 if none was open). If the commit fails, every change of the batch is rolled back
-        and the error raised."""
-        if not self._in_batch:
-            return 0
-        n, self._in_batch, self._batch_ops = self._batch_ops, False, 0
-        try:
-            self._db.execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
-        return n
-
-    @contextmanager
-    def _tx(self) -> Iterator[None]:
-        if self._hook is None:  # one transaction per call
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-            return
-        db = self._db
-        if not self._in_batch:
-            db.execute("BEGIN IMMEDIATE")
-            self._in_batch = True
-            self._hook.opened()
-        db.execute("SAVEPOINT op")
-        try:
-            yield
-        except BaseException:
-            db.execute("ROLLBACK TO op")
-            db.execute("RELEASE op")
-            raise
-        db.execute("RELEASE op")
-        self._batch_ops += 1
-        self._hook.joined(self._batch_ops)
 
     def _get(self, ino: int) -> Inode:
         row = self._db.execute(SELECT_INODE, (ino,)).fetchone()
@@ -422,11 +329,6 @@ class MetaStore:
                              time.time_ns() if now is None else now, stripe=layout,
                              ino=precreated, parent_out=parent_out)
             return r.attrs(), True
-
-    def new_file_stripe(self, parent: int) -> Stripe:
-        """The layout a file created in directory ``parent`` without one of its own takes."""
-        d = self._get(check_ino(parent))
-        return perms.check_stripe(d.stripe or self.default_stripe, self.niods, resolve=True)
 
     def mkdir(self, parent: int, name: str, mode: int, cred: Cred,
               parent_out: list | None = None) -> dict:
@@ -666,38 +568,3 @@ class MetaStore:
 
     def removexattr(self, ino: int, name: str, cred: Cred) -> None:
         self._xattrs.remove(ino, name, cred)
-
-    # -- layouts --------------------------------------------------------------------------
-
-    def get_stripe(self, ino: int) -> Stripe | None:
-        """A file's layout; a directory's default (None if unset); None for symlinks."""
-        return self._get(check_ino(ino)).stripe
-
-    def set_dir_stripe(self, ino: int, stripe: Stripe | None, cred: Cred) -> dict:
-        """Set (or with None clear) a directory's default layout; pcount -1 stays "all"."""
-        ino, cred = check_ino(ino), check_cred(cred)
-        s = perms.check_stripe(stripe, self.niods, resolve=False)
-        with self._tx():
-            r = self._dir(ino)
-            perms.need_owner(r.uid, cred, f"inode {ino}")
-            vals = (None, None, None) if s is None else (s.base, s.pcount, s.ssize)
-            self._db.execute("UPDATE inodes SET sbase = ?, spcount = ?, sssize = ?, ctime = ? "
-                             "WHERE ino = ?", (*vals, time.time_ns(), ino))
-            return self._get(ino).attrs()
-
-    def set_file_stripe(self, ino: int, stripe: Stripe, cred: Cred, *,
-                        size_is_zero: bool) -> dict:
-        """Change a file's layout. Only the server knows the data size, so it must say
-        whether the file is empty; data already written would be misplaced (EBUSY)."""
-        ino, cred = check_ino(ino), check_cred(cred)
-        s = perms.check_stripe(stripe, self.niods, resolve=True)
-        if s is None or type(size_is_zero) is not bool:
-            raise fail(errno.EINVAL, "stripe and size_is_zero are required")
-        with self._tx():
-            r = perms.regular(self._get(ino))
-            perms.need_owner(r.uid, cred, f"inode {ino}")
-            if not size_is_zero:
-                raise fail(errno.EBUSY, f"inode {ino} has data")
-            self._db.execute("UPDATE inodes SET sbase = ?, spcount = ?, sssize = ?, ctime = ? "
-                             "WHERE ino = ?", (s.base, s.pcount, s.ssize, time.time_ns(), ino))
-            return self._get(ino).attrs()

@@ -17,7 +17,7 @@ def test_commits_never_checkpoint_and_checkpoint_runs_in_another_thread(tmp_path
     for i in range(600):
         s.mkdir(1, f"d{i}", 0o755, root)
     out: list = []
-    t = threading.Thread(target=lambda: out.append(s.checkpoint()))
+    t = threading.Thread(target=lambda: out.append(s.txn.checkpoint()))
     t.start()
     t.join()
     log, done = out[0]

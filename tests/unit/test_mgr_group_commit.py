@@ -41,7 +41,7 @@ class CountingHook:
     def joined(self, n: int) -> None:
         self.joined_n += 1
         if self.every is not None and n >= self.every:
-            self.store.commit()
+            self.store.txn.commit()
 
 
 # ----------------------------------------------------------------------------- the store
@@ -168,7 +168,7 @@ def test_a_batch_equals_the_calls_one_by_one(tmp_path_factory, ops, every, seed)
     one, sub1 = _fresh(str(d / "one.sqlite"))
     batched, sub2 = _fresh(str(d / "batched.sqlite"))
     hook = CountingHook(batched, every)
-    batched.batch_writes(hook)
+    batched.txn.batch_writes(hook)
     rnd = random.Random(seed)
     try:
         for op in ops:
@@ -176,9 +176,9 @@ def test_a_batch_equals_the_calls_one_by_one(tmp_path_factory, ops, every, seed)
             got = _apply(batched, op, sub2)
             assert got == want, (op, got, want)
             if every is None and rnd.random() < 0.2:
-                batched.commit()  # the queue drained here
-        batched.commit()
-        assert not batched.in_batch
+                batched.txn.commit()  # the queue drained here
+        batched.txn.commit()
+        assert not batched.txn.in_batch
         assert _snapshot(batched) == _snapshot(one)
         assert batched.admin.pool() == one.admin.pool()
         assert [a["ino"] for a in batched.admin.orphans()] == \
@@ -199,7 +199,7 @@ def test_a_batch_equals_the_calls_one_by_one(tmp_path_factory, ops, every, seed)
 def test_a_failing_call_rolls_back_alone(tmp_path):
     store, _ = _fresh(str(tmp_path / "m.sqlite"))
     hook = CountingHook(store)
-    store.batch_writes(hook)
+    store.txn.batch_writes(hook)
     store.create(ROOT_INO, "a", 0o644, ROOT)
     with pytest.raises(OSError) as e:
         store.create(ROOT_INO, "a", 0o644, ROOT, exclusive=True)
@@ -208,8 +208,8 @@ def test_a_failing_call_rolls_back_alone(tmp_path):
         store.rmdir(ROOT_INO, "nothing", ROOT)
     assert e.value.errno == errno.ENOENT
     store.mkdir(ROOT_INO, "d", 0o755, ROOT)
-    assert store.in_batch and hook.opened_n == 1 and hook.joined_n == 2  # failures not counted
-    assert store.commit() == 2
+    assert store.txn.in_batch and hook.opened_n == 1 and hook.joined_n == 2  # failures not counted
+    assert store.txn.commit() == 2
     names = [n for n, _, _ in store.readdir(ROOT_INO, ROOT)]
     assert names == [".", "..", "sub", "a", "d"]
     store.close()
@@ -219,12 +219,12 @@ def test_uncommitted_changes_are_not_on_disk(tmp_path):
     """Until ``commit``, another connection (a restarted manager) sees none of the batch."""
     path = str(tmp_path / "m.sqlite")
     store, _ = _fresh(path)
-    store.batch_writes(CountingHook(store))
+    store.txn.batch_writes(CountingHook(store))
     store.create(ROOT_INO, "a", 0o644, ROOT)
     other = sqlite3.connect(path)
     count = "SELECT count(*) FROM dentries WHERE name = 'a'"
     assert other.execute(count).fetchone() == (0,)
-    store.commit()
+    store.txn.commit()
     assert other.execute(count).fetchone() == (1,)
     other.close()
     store.close()
@@ -232,11 +232,11 @@ def test_uncommitted_changes_are_not_on_disk(tmp_path):
 
 def test_batch_writes_refuses_while_a_batch_is_open(tmp_path):
     store, _ = _fresh(str(tmp_path / "m.sqlite"))
-    store.batch_writes(CountingHook(store))
+    store.txn.batch_writes(CountingHook(store))
     store.mkdir(ROOT_INO, "x", 0o755, ROOT)
     with pytest.raises(OSError):
-        store.batch_writes(CountingHook(store))
-    store.commit()
+        store.txn.batch_writes(CountingHook(store))
+    store.txn.commit()
     store.close()
 
 
@@ -252,7 +252,7 @@ def test_concurrent_requests_share_one_commit_and_wait_for_it(tmp_path):
         store.create(ROOT_INO, f"f{i}", 0o644, ROOT)
         await trio.lowlevel.checkpoint()  # the request's other awaits
         await group.settled(failures)
-        replied.append(store.in_batch)  # never answered while its batch is open
+        replied.append(store.txn.in_batch)  # never answered while its batch is open
 
     async def main() -> None:
         async with trio.open_nursery() as n:
@@ -276,7 +276,7 @@ def test_max_ops_commits_at_once(tmp_path):
         store.mkdir(ROOT_INO, f"d{i}", 0o755, ROOT)
     assert group.commits == 2 and group.ops == 10 and group.current is not None
     group.close()
-    assert group.commits == 3 and not store.in_batch
+    assert group.commits == 3 and not store.txn.in_batch
     store.close()
 
 
@@ -284,11 +284,11 @@ def test_a_failed_commit_fails_every_request_of_the_batch(tmp_path):
     path = str(tmp_path / "m.sqlite")
     store, _ = _fresh(path)
     group = GroupCommit(store, max_wait=5.0)
-    real_commit = store.commit
+    real_commit = store.txn.commit
 
     def broken() -> int:
         store._db.execute("ROLLBACK")  # what SQLite leaves after a failed COMMIT
-        store._in_batch = False
+        store.txn._in_batch = False
         raise sqlite3.OperationalError("database or disk is full")
 
     outcome: list[object] = []
@@ -306,11 +306,11 @@ def test_a_failed_commit_fails_every_request_of_the_batch(tmp_path):
     async def main() -> None:
         async with trio.open_nursery() as n:
             n.start_soon(group.run)
-            store.commit = broken  # type: ignore[method-assign]
+            store.txn.commit = broken  # type: ignore[method-assign]
             async with trio.open_nursery() as reqs:
                 for i in range(5):
                     reqs.start_soon(request, i)
-            store.commit = real_commit  # type: ignore[method-assign]
+            store.txn.commit = real_commit  # type: ignore[method-assign]
             # durable() raises the batch's error for work that depends on it
             store.mkdir(ROOT_INO, "later", 0o755, ROOT)
             await group.durable()
@@ -334,9 +334,9 @@ def test_durable_waits_for_the_open_batch(tmp_path):
             n.start_soon(group.run)
             await group.durable()  # nothing open: at once
             store.mkdir(ROOT_INO, "x", 0o755, ROOT)
-            assert store.in_batch
+            assert store.txn.in_batch
             await group.durable()
-            seen.append(store.in_batch)
+            seen.append(store.txn.in_batch)
             n.cancel_scope.cancel()
 
     trio.run(main)

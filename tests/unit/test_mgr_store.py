@@ -105,7 +105,7 @@ def test_reopen_keeps_everything(db):
     s = MetaStore(db, 4, DEFAULT)
     s.setattr(ROOT_INO, ROOT, mode=0o777)
     d = mkd(s, "d", mode=0o750, cred=ALICE)
-    s.set_dir_stripe(d, Stripe(1, 2, 4096), ALICE)
+    s.layouts.set_dir(d, Stripe(1, 2, 4096), ALICE)
     f = mkf(s, "f", d, 0o640, ALICE)
     s.link(f, ROOT_INO, "hard", ROOT)
     s.symlink(ROOT_INO, "sl", "/d/f", ROOT)
@@ -116,7 +116,7 @@ def test_reopen_keeps_everything(db):
     s = MetaStore(db, 4, DEFAULT)
     assert {n: a for n, a, _ in s.readdir(ROOT_INO, ROOT)} == before
     assert s.resolve("/sl", ROOT) == s.getattr(f) and s.getattr(f)["nlink"] == 2
-    assert s.get_stripe(d) == Stripe(1, 2, 4096) and s.getxattr(f, "user.k", ALICE) == b"v"
+    assert s.layouts.of(d) == Stripe(1, 2, 4096) and s.getxattr(f, "user.k", ALICE) == b"v"
     assert mkf(s, "new") > gone  # inode numbers are never reused
     s.close()
 

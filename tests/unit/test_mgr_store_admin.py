@@ -32,35 +32,35 @@ def s(tmp_path):
 
 def test_stripes(s):
     f = mkf(s, "f")
-    assert s.getattr(f)["stripe"] == [0, 4, 65536] and s.get_stripe(f) == Stripe(0, 4, 65536)
+    assert s.getattr(f)["stripe"] == [0, 4, 65536] and s.layouts.of(f) == Stripe(0, 4, 65536)
     d = mkd(s, "d", cred=ALICE)
-    assert s.get_stripe(d) is None
-    assert s.set_dir_stripe(d, Stripe(2, -1, 4096), ALICE)["stripe"] == [2, -1, 4096]
+    assert s.layouts.of(d) is None
+    assert s.layouts.set_dir(d, Stripe(2, -1, 4096), ALICE)["stripe"] == [2, -1, 4096]
     assert s.getattr(mkf(s, "g", d))["stripe"] == [2, 4, 4096]  # pcount -1 resolved
     h, _ = s.create(d, "h", 0o644, ALICE, stripe=Stripe(3, 1, 1 << 20))
     assert h["stripe"] == [3, 1, 1 << 20]
     sub = mkd(s, "sub", d)
     assert s.getattr(sub)["stripe"] == [2, -1, 4096]  # subdirectories inherit the default
     assert s.getattr(mkf(s, "k", sub))["stripe"] == [2, 4, 4096]
-    s.set_dir_stripe(d, None, ALICE)
+    s.layouts.set_dir(d, None, ALICE)
     assert s.getattr(mkf(s, "m", d))["stripe"] == [0, 4, 65536]
-    assert s.get_stripe(s.symlink(ROOT_INO, "sl", "f", ROOT)["ino"]) is None
+    assert s.layouts.of(s.symlink(ROOT_INO, "sl", "f", ROOT)["ino"]) is None
     f, one = mkf(s, "f2", mode=0o666, cred=ALICE), Stripe(0, 1, 8192)
-    a = s.set_file_stripe(f, Stripe(1, -1, 8192), ALICE, size_is_zero=True)
-    assert a["stripe"] == [1, 4, 8192] and s.get_stripe(f) == Stripe(1, 4, 8192)
+    a = s.layouts.set_file(f, Stripe(1, -1, 8192), ALICE, size_is_zero=True)
+    assert a["stripe"] == [1, 4, 8192] and s.layouts.of(f) == Stripe(1, 4, 8192)
     sl = s.symlink(ROOT_INO, "sl2", "f", ROOT)["ino"]
     for i, stripe, cred, empty, code in [
             (f, one, ALICE, False, errno.EBUSY), (f, one, BOB, True, errno.EPERM),
             (ROOT_INO, one, ROOT, True, errno.EISDIR), (sl, one, ROOT, True, errno.EINVAL),
             (f, None, ALICE, True, errno.EINVAL), (f, one, ALICE, 0, errno.EINVAL),
             (f, Stripe(0, 9, 8192), ALICE, True, errno.EINVAL)]:
-        err(code, s.set_file_stripe, i, stripe, cred, size_is_zero=empty)
+        err(code, s.layouts.set_file, i, stripe, cred, size_is_zero=empty)
     d = mkd(s, "d2", mode=0o777, cred=ALICE)
     for bad in (Stripe(4, 1, 4096), Stripe(0, 5, 4096), Stripe(0, 1, 100), [0, 1, 4096]):
         err(errno.EINVAL, s.create, d, "x", 0o644, ALICE, stripe=bad)
-        err(errno.EINVAL, s.set_dir_stripe, d, bad, ALICE)
-    err(errno.EPERM, s.set_dir_stripe, d, Stripe(0, 1, 4096), BOB)
-    err(errno.ENOTDIR, s.set_dir_stripe, mkf(s, "g", d), Stripe(0, 1, 4096), ALICE)
+        err(errno.EINVAL, s.layouts.set_dir, d, bad, ALICE)
+    err(errno.EPERM, s.layouts.set_dir, d, Stripe(0, 1, 4096), BOB)
+    err(errno.ENOTDIR, s.layouts.set_dir, mkf(s, "g", d), Stripe(0, 1, 4096), ALICE)
     assert names(s, d) == [".", "..", "g"]
 
 
