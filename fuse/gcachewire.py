@@ -34,6 +34,6 @@ def global_callbacks(ops) -> GlobalCallbacks:
     """Callback connections of a ``coherence=sync`` mount to every global cache."""
 
     async def invalidated(ino: int, offset: int, length: int) -> None:
-        await ops._invalidated(ino, offset, length)
+        await ops.view.invalidated(ino, offset, length)
 
     return GlobalCallbacks(ops.gbackend, invalidated)

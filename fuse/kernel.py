@@ -4,7 +4,7 @@ A front end receives the kernel's requests, runs them on the handlers of
 :class:`~.operations.Operations` and sends their replies. Two exist: pyfuse3's session (the
 reference, and the default) and the libfuse3 low-level front end in C (``-o frontend=c``,
 ``cfront.py`` over ``pvfs._fusefront``). The handlers do not know which one runs: what they
-send to the kernel themselves goes through ``ops.kernel``, a :class:`Kernel`:
+send to the kernel themselves goes through ``ops.view.kernel``, a :class:`Kernel`:
 
 * ``invalidate_inode(ino, attr_only)`` and ``invalidate_entry(parent, name)``: blocking
   notifications (the kernel may wait for write-back of the pages it drops), called in a

@@ -135,7 +135,7 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
         front = make_front(opts.frontend)  # pyfuse3, or the C front end (kernel.py)
         front.init(ops, mountpoint, opts.fuse_options())
         stack.callback(front.close)
-        ops.kernel = front.kernel
+        ops.view.kernel = front.kernel
         session = _Session()
         nursery.start_soon(_signals, session, front)
         nursery.start_soon(_announce, ops, mountpoint, opts, ready_fd)
@@ -192,7 +192,7 @@ async def _announce(ops: Operations, mountpoint: str, opts: MountOptions,
     The ``stat`` of the mount runs in a worker thread (this thread answers it); nothing
     here touches the mount on the serving thread."""
     await trio.to_thread.run_sync(os.stat, mountpoint)
-    ops.kernel_ready = True
+    ops.view.ready = True
     set_read_ahead(mountpoint, opts.read_ahead_kb)
     log.info("mounted %s (coherence=%s, cache %d x %d B%s)", mountpoint, opts.coherence,
              opts.cache_size // opts.block_size, opts.block_size,

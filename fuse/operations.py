@@ -2,10 +2,10 @@
 
 Errors: every handler is wrapped in ``guard.guard``, which turns what it raises into an errno.
 The handlers of open files (open, create, read, write, flush, fsync, release) take the
-request's credentials here and delegate to the ``files`` part (``fileops.py``).
+request's credentials here and delegate to the ``files`` part (``fileops.py``); what the
+kernel is told -- entries, invalidations -- goes through the ``view`` part (``kernelview.py``).
 
-Credentials come from the request context: uid/gid, and the caller's supplementary groups
-read from ``/proc/<pid>/status`` (cached per pid for a second).
+Credentials: the request's uid/gid and the caller's groups (``/proc/<pid>/status``, cached 1 s).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import time
 from typing import Any
 
 import pyfuse3
-import trio
 from pyfuse3 import EntryAttributes, FileInfo, FUSEError, RequestContext
 
 from pvfs.cache import BlockCache, StreamPolicy, WritebackPolicy
@@ -33,7 +32,7 @@ from .fileops import FileOperations
 from .gcachewire import make_gcache_backend
 from .guard import errno_of, guard
 from .handles import HandleTable
-from .kernel import Kernel, Pyfuse3Front
+from .kernelview import KernelView, statvfs
 from .leases import MISSING, LeaseCache
 from .options import MountOptions
 from .xattrs import ACL_XATTRS, PROBED_XATTRS, ProbedCache, VirtualXattrs
@@ -45,22 +44,6 @@ __all__ = ["Operations"]
 _GROUPS_TTL = 1.0
 _NAME_MAX = 255  # bytes of one name (the manager refuses longer ones)
 _NAMES_MAX = 65536  # (parent, name) -> inode entries remembered for unlink
-
-
-def _blocks(a: dict, size: int) -> int:
-    """st_blocks: a file's from the space its stripe files use (the manager sums the I/O
-    daemons' st_blocks), plus what this node's cache holds beyond the size they know;
-    others from the size (FIFOs, sockets, devices: none)."""
-    if a.get("type") in ("fifo", "socket", "chr", "blk"):
-        return 0
-    used = a.get("blocks")
-    if used is None:
-        return (size + 511) // 512
-    return used + (max(size - a["size"], 0) + 511) // 512
-
-
-def _name(raw: bytes) -> str:
-    return os.fsdecode(raw)
 
 
 def _last_name_of_file(a: dict | None) -> int | None:
@@ -98,18 +81,21 @@ class Operations(pyfuse3.Operations):
                                                           interval=options.flush_interval),
                                 stream=StreamPolicy(min_bytes=options.stream_min,
                                                     readahead=options.cache_readahead))
-        self.coherence: Coherence | None = None
-        if options.coherence == "sync":
-            self.coherence = Coherence(client, self.cache, self._invalidated)
-            self.backend.coherence = self.coherence
         self.counters = dict.fromkeys(("backend_errors", "internal_errors", "opens",
                                        "kernel_invalidations", "reopen_invalidations",
                                        "capability_hits", "fuse_writes"), 0)
+        # What the kernel is told: entries from attributes, invalidations, through the front
+        # end (kernelview.py; mount.py sets the C front end's kernel when -o frontend=c).
+        self.view = KernelView(options, self.cache, self.table, self.counters, self._learn)
+        self.coherence: Coherence | None = None
+        if options.coherence == "sync":
+            self.coherence = Coherence(client, self.cache, self.view.invalidated)
+            self.backend.coherence = self.coherence
         self.files = FileOperations(
             client=client, table=self.table, cache=self.cache, opts=options,
             counters=self.counters, gbackend=self.gbackend, coherence=self.coherence,
-            learn=self._learn, entry=self.entry, stripe_of=self._stripe_of,
-            kernel_invalidate=self._kernel_invalidate)
+            learn=self._learn, entry=self.view.entry, stripe_of=self._stripe_of,
+            kernel_invalidate=self.view.invalidate)
         self.controls = Controls(self.cache, self.table, vars(options), self._extra_stats)
         self._groups: dict[int, tuple[float, tuple[int, ...]]] = {}
         self.probed = ProbedCache(options.attr_timeout, self.counters)
@@ -117,22 +103,19 @@ class Operations(pyfuse3.Operations):
         # it, for the kernel's getattr that follows each of them (dirattrs.py).
         self.dirattrs = DirAttrs(options.attr_timeout)
         self.virtual = VirtualXattrs(client, self.controls, self.table, self._learn,
-                                     self._kernel_invalidate)
+                                     self.view.invalidate)
         # (parent, name) -> inode of the regular files this mount has named to the kernel
         # (lookup, create, readdirplus, link, rename): the kernel looks a name up before it
         # unlinks it, so unlink learns which inode's cache to drop without asking the
         # manager (a lookup there costs a manager and an I/O daemon round trip per file).
         self._names: dict[tuple[int, str], int] = {}
-        self.kernel_ready = False  # invalidate_inode only once the session runs
-        # The front end's notifications and readdir replies (kernel.py); mount.py sets the
-        # C front end's when -o frontend=c.
-        self.kernel: Kernel = Pyfuse3Front.kernel
         # -o leases: what the manager leased this mount is answered here (leases.py); the
         # session runs as a task of the mount (mount.py). fh -> (tick, every page leased) of
         # a listing from its start, to learn that a directory is complete.
-        self.leases = LeaseCache(client, self._lease_recalled) if options.leases else None
+        self.leases = LeaseCache(client, self.view.lease_recalled) if options.leases else None
         if self.leases is not None:
-            self.leases.before_answer.append(self._lease_attrs_recalled)
+            self.view.leases = self.leases
+            self.leases.before_answer.append(self.view.lease_attrs_recalled)
         # Creates in a directory this mount leases alone, answered here (creates.py).
         self.ahead = CreatesAhead(client, self.leases, options.timeout, options.ahead_delay) \
             if self.leases is not None and options.create_ahead else None
@@ -152,7 +135,7 @@ class Operations(pyfuse3.Operations):
             out["creates_ahead"] = self.ahead.status()
         out["dir_attr_hits"] = self.dirattrs.hits
         out["coherence"] = self.opts.coherence
-        out["frontend"] = self.kernel.stats()
+        out["frontend"] = self.view.kernel.stats()
         if self.coherence is not None:
             out.update(self.coherence.counters)
         if self.gbackend is not None:
@@ -198,91 +181,23 @@ class Operations(pyfuse3.Operations):
             raise FUSEError(errno.EINVAL)
         return info.stripe
 
-    def entry(self, a: dict) -> EntryAttributes:
-        """The kernel's entry for attributes ``a``. With leases, leased attributes are
-        cached by the kernel until the session's end (``LeaseCache.kernel_timeout``);
-        ``attr_timeout=0`` stays 0."""
-        self._learn(a)
-        e = EntryAttributes()
-        e.st_ino = a["ino"]
-        e.generation = 0
-        e.entry_timeout = self.opts.entry_timeout
-        e.attr_timeout = self.opts.attr_timeout
-        if self.leases is not None and e.attr_timeout:
-            e.attr_timeout = self.leases.kernel_timeout(a["ino"], e.attr_timeout)
-        e.st_mode = a["mode"]
-        e.st_nlink = a["nlink"]
-        e.st_uid = a["uid"]
-        e.st_gid = a["gid"]
-        e.st_rdev = a.get("rdev", 0)
-        size = a["size"]
-        if a.get("type") == "file":
-            size = max(size, self.cache.size_hint(a["ino"]))
-        e.st_size = size
-        e.st_blksize = 1 << 20  # cp and friends size their buffers from this
-        e.st_blocks = _blocks(a, size)
-        e.st_atime_ns = a["atime_ns"]
-        e.st_mtime_ns = a["mtime_ns"]
-        e.st_ctime_ns = a["ctime_ns"]
-        return e
-
-    async def _invalidated(self, ino: int, offset: int, length: int) -> None:
-        """A callback from an I/O daemon: another node's sync write (ino 0: everything)."""
-        inos = [ino] if ino else list(self.table.inodes)
-        for i in inos:
-            self.cache.invalidate(i, offset, length or None)
-            self.table.info(i).size_stale = True
-            await self._kernel_invalidate(i)
-
-    async def _lease_attrs_recalled(self, inos: list[int]) -> None:
-        """The manager recalls leases: the kernel's cached attributes go before the answer
-        (no lock is taken), so no stat after the change finds them."""
-        if not self.kernel_ready:
-            return
-        for ino in inos:
-            await self._kernel_invalidate(ino, attr_only=True)
-
-    async def _lease_recalled(self, inos: list[int], names: list[tuple[int, str]]) -> None:
-        """The manager recalled leases (answered already): the kernel's names go too."""
-        if not self.kernel_ready:
-            return
-        for parent, name in names:
-            try:
-                await trio.to_thread.run_sync(self.kernel.invalidate_entry, parent,
-                                              os.fsencode(name))
-            except OSError as exc:
-                if exc.errno != errno.ENOENT:
-                    log.info("invalidate_entry(%d, %r): %s", parent, name, exc)
-
     def _tick(self, *changed: int) -> int:
         """With leases: a request's tick (``changed``: the inodes it changes)."""
         if self.leases is None:
             return 0
         return self.leases.changing(*changed) if changed else self.leases.tick()
 
-    async def _kernel_invalidate(self, ino: int, attr_only: bool = False) -> None:
-        """Drop the kernel's cached attributes of ``ino`` and, unless ``attr_only``, its
-        pages (in a thread: with the kernel's write-back cache it may wait for writes)."""
-        if not self.kernel_ready:
-            return
-        self.counters["kernel_invalidations"] += 1
-        try:
-            await trio.to_thread.run_sync(self.kernel.invalidate_inode, ino, attr_only)
-        except OSError as exc:
-            if exc.errno != errno.ENOENT:
-                log.info("invalidate_inode(%d): %s", ino, exc)
-
     # ------------------------------------------------------------------ name space
     @guard
     async def lookup(self, parent_inode: int, name: bytes, ctx: RequestContext) -> EntryAttributes:
-        n = _name(name)
+        n = os.fsdecode(name)
         leases = self.leases
         if leases is not None and len(name) <= _NAME_MAX:  # longer: the manager's ENAMETOOLONG
             held = leases.lookup(parent_inode, n)
             if held is MISSING:
                 raise FUSEError(errno.ENOENT)
             if held is not None:
-                return self.entry(self._named(parent_inode, n, held))
+                return self.view.entry(self._named(parent_inode, n, held))
         gen = self.probed.gen
         t = self._tick()
         if leases is None:
@@ -293,7 +208,7 @@ class Operations(pyfuse3.Operations):
             if not a["ino"]:
                 raise FUSEError(errno.ENOENT)
         self.probed.learn(a, gen)
-        return self.entry(self._named(parent_inode, n, a))
+        return self.view.entry(self._named(parent_inode, n, a))
 
     @guard
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
@@ -301,17 +216,17 @@ class Operations(pyfuse3.Operations):
         if leases is not None:
             a = leases.getattr(inode)
             if a is not None:
-                return self.entry(a)
+                return self.view.entry(a)
         held = self.dirattrs.get(inode)
         if held is not None:
-            e = self.entry(held[0])
+            e = self.view.entry(held[0])
             e.attr_timeout = min(e.attr_timeout, held[1])
             return e
         t = self._tick()
         a = await self.client.getattr(inode, self.cred(ctx))
         if leases is not None:
             leases.learn(a, t)
-        return self.entry(a)
+        return self.view.entry(a)
 
     @guard
     async def setattr(self, inode: int, attr: EntryAttributes, fields: pyfuse3.SetattrFields,
@@ -320,7 +235,7 @@ class Operations(pyfuse3.Operations):
         a = await self._setattr(inode, attr, fields, fh, ctx)
         if self.leases is not None:
             self.leases.attrs_now(inode, a, t)
-        return self.entry(a)
+        return self.view.entry(a)
 
     async def _setattr(self, inode: int, attr: EntryAttributes, fields: pyfuse3.SetattrFields,
                        fh: int | None, ctx: RequestContext) -> dict:
@@ -367,7 +282,7 @@ class Operations(pyfuse3.Operations):
     @guard
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: RequestContext) -> EntryAttributes:
-        n = _name(name)
+        n = os.fsdecode(name)
         t = self._tick(parent_inode)
         if not stat.S_ISREG(mode):
             # FIFOs, sockets (bind), devices: inodes at the manager; the kernel serves them
@@ -380,22 +295,22 @@ class Operations(pyfuse3.Operations):
             self.leases.made(parent_inode, n, a, t)
         if stat.S_ISREG(mode):
             self.dirattrs.learn(parent_inode, a)
-        return self.entry(a)
+        return self.view.entry(a)
 
     @guard
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
                     ctx: RequestContext) -> EntryAttributes:
-        n = _name(name)
+        n = os.fsdecode(name)
         t = self._tick(parent_inode)
         a = await self.client.mkdir(parent_inode, n, stat.S_IMODE(mode), self.cred(ctx))
         if self.leases is not None:  # (before dirattrs, which takes the parent's out)
             self.leases.made(parent_inode, n, a, t, is_dir=True)
         self.dirattrs.learn(parent_inode, a)
-        return self.entry(a)
+        return self.view.entry(a)
 
     @guard
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
-        n = _name(name)
+        n = os.fsdecode(name)
         t = self._tick(parent_inode)
         cred = self.cred(ctx)
         reply = self._unlink_ahead(parent_inode, n, cred) if self.ahead is not None else None
@@ -445,7 +360,7 @@ class Operations(pyfuse3.Operations):
 
     @guard
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
-        n = _name(name)
+        n = os.fsdecode(name)
         self.dirattrs.forget(parent_inode)
         t = self._tick(parent_inode)
         await self.client.rmdir(parent_inode, n, self.cred(ctx))
@@ -455,18 +370,18 @@ class Operations(pyfuse3.Operations):
     @guard
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
                       ctx: RequestContext) -> EntryAttributes:
-        n = _name(name)
+        n = os.fsdecode(name)
         self.dirattrs.forget(parent_inode)
         t = self._tick(parent_inode)
         a = await self.client.symlink(parent_inode, n, os.fsdecode(target), self.cred(ctx))
         if self.leases is not None:
             self.leases.made(parent_inode, n, a, t)
-        return self.entry(a)
+        return self.view.entry(a)
 
     @guard
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
                      name_new: bytes, flags: int, ctx: RequestContext) -> None:
-        old, new = (parent_inode_old, _name(name_old)), (parent_inode_new, _name(name_new))
+        old, new = (parent_inode_old, os.fsdecode(name_old)), (parent_inode_new, os.fsdecode(name_new))
         t = self._tick(parent_inode_old, parent_inode_new)
         try:
             await self._rename(old, new, flags, ctx)
@@ -498,14 +413,14 @@ class Operations(pyfuse3.Operations):
     @guard
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
                    ctx: RequestContext) -> EntryAttributes:
-        n = _name(new_name)
+        n = os.fsdecode(new_name)
         self.dirattrs.forget(new_parent_inode)
         t = self._tick(new_parent_inode, inode)
         a = await self.client.link(inode, new_parent_inode, n, self.cred(ctx))
         if self.leases is not None:
             self.leases.made(new_parent_inode, n, a, t)
             self.leases.attrs_now(inode, a, t)
-        return self.entry(self._named(new_parent_inode, n, a))
+        return self.view.entry(self._named(new_parent_inode, n, a))
 
     @guard
     async def opendir(self, inode: int, ctx: RequestContext) -> int:
@@ -540,8 +455,8 @@ class Operations(pyfuse3.Operations):
                 return
             for name, a, nxt in entries:
                 self.probed.learn(a, gen)
-                e = self.entry(self._named(h.ino, name, a)) if sized else self._unsized_entry(a)
-                if not self.kernel.readdir_reply(token, os.fsencode(name), e, nxt):
+                e = self.view.entry(self._named(h.ino, name, a)) if sized else self.view.unsized_entry(a)
+                if not self.view.kernel.readdir_reply(token, os.fsencode(name), e, nxt):
                     return
                 cookie = nxt
 
@@ -557,17 +472,6 @@ class Operations(pyfuse3.Operations):
         elif not entries and whole and since:
             self.leases.listed(ino, since)
 
-    def _unsized_entry(self, a: dict) -> EntryAttributes:
-        """A directory entry whose size is unknown: not learned, not cached by the kernel."""
-        e = EntryAttributes()
-        e.st_ino, e.generation, e.entry_timeout, e.attr_timeout = a["ino"], 0, 0, 0
-        e.st_mode, e.st_nlink, e.st_uid, e.st_gid = a["mode"], a["nlink"], a["uid"], a["gid"]
-        e.st_rdev = a.get("rdev", 0)
-        e.st_size = self.cache.size_hint(a["ino"]) if a.get("type") == "file" else a["size"]
-        e.st_blksize = 1 << 20
-        e.st_atime_ns, e.st_mtime_ns, e.st_ctime_ns = a["atime_ns"], a["mtime_ns"], a["ctime_ns"]
-        return e
-
     @guard
     async def releasedir(self, fh: int) -> None:
         self._listing.pop(fh, None)
@@ -580,18 +484,7 @@ class Operations(pyfuse3.Operations):
 
     @guard
     async def statfs(self, ctx: RequestContext) -> pyfuse3.StatvfsData:
-        r = await self.client.statfs(self.cred(ctx))
-        s = pyfuse3.StatvfsData()
-        s.f_bsize = r["bsize"]
-        s.f_frsize = r["bsize"]
-        s.f_blocks = r["blocks"]
-        s.f_bfree = r["bfree"]
-        s.f_bavail = r["bavail"]
-        s.f_files = r["files"]
-        s.f_ffree = r["ffree"]
-        s.f_favail = r["ffree"]
-        s.f_namemax = r["namemax"]
-        return s
+        return statvfs(await self.client.statfs(self.cred(ctx)))
 
     @guard
     async def access(self, inode: int, mode: int, ctx: RequestContext) -> bool:
@@ -620,7 +513,7 @@ class Operations(pyfuse3.Operations):
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: RequestContext) -> tuple[FileInfo, EntryAttributes]:
         cred = self.cred(ctx)
-        n = _name(name)
+        n = os.fsdecode(name)
         if self.ahead is not None and len(name) <= _NAME_MAX:
             a = await self.ahead.create(parent_inode, n, stat.S_IMODE(mode), cred)
             if a is not None:
@@ -664,7 +557,7 @@ class Operations(pyfuse3.Operations):
     # ------------------------------------------------------------------ xattrs
     @guard
     async def getxattr(self, inode: int, name: bytes, ctx: RequestContext) -> bytes:
-        n = _name(name)
+        n = os.fsdecode(name)
         cred = self.cred(ctx)
         value = await self.virtual.get(inode, n, cred)
         if value is not None:
@@ -678,19 +571,10 @@ class Operations(pyfuse3.Operations):
 
     @guard
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: RequestContext) -> None:
-        n = _name(name)
+        n = os.fsdecode(name)
         cred = self.cred(ctx)
-        if await self.virtual.set(inode, n, value, cred):
-            return
-        self.dirattrs.forget(inode)
-        self.probed.changed(inode)
-        self._tick(inode)
-        try:
-            await self.client.setxattr(inode, n, value, cred)
-        finally:
-            self.probed.changed(inode)
-            if self.leases is not None:
-                self.leases.forget(inode)  # its ctime moved
+        if not await self.virtual.set(inode, n, value, cred):
+            await self._xattr_change(inode, self.client.setxattr(inode, n, value, cred))
 
     @guard
     async def listxattr(self, inode: int, ctx: RequestContext) -> list[bytes]:
@@ -698,15 +582,19 @@ class Operations(pyfuse3.Operations):
 
     @guard
     async def removexattr(self, inode: int, name: bytes, ctx: RequestContext) -> None:
-        n = _name(name)
-        if self.virtual.remove(inode, n):
-            return
+        n = os.fsdecode(name)
+        if not self.virtual.remove(inode, n):
+            await self._xattr_change(inode, self.client.removexattr(inode, n, self.cred(ctx)))
+
+    async def _xattr_change(self, inode: int, change) -> None:
+        """Run a stored attribute's change (a coroutine): the inode's cached attributes,
+        probed names and lease go before and after (its ctime moves)."""
         self.dirattrs.forget(inode)
         self.probed.changed(inode)
         self._tick(inode)
         try:
-            await self.client.removexattr(inode, n, self.cred(ctx))
+            await change
         finally:
             self.probed.changed(inode)
             if self.leases is not None:
-                self.leases.forget(inode)  # its ctime moved
+                self.leases.forget(inode)
