@@ -299,7 +299,7 @@ def cmd_bench_latency(args: argparse.Namespace) -> int:
 
 
 def _latency_plot():
-    from pvfs.bench.latency import plot
+    from pvfs.bench.latency_plot import plot
 
     return plot
 
