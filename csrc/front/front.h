@@ -6,7 +6,12 @@
  *   session.c  the libfuse3 session: the ops table run by fuse_session_loop_mt on C worker
  *              threads (clone_fd), which copies each request into a record and queues it;
  *              mounting, the loop thread, unmounting, the kernel notifications
- *   module.c   the Python bindings: Session, Request, DirBuf and the reply_* functions
+ * then the Python bindings (pyfront.h declares what they share):
+ *   convert.c    pyfuse3's attribute objects as libfuse's structs (and back, for tests)
+ *   pyrequest.c  the Request and DirBuf types; a drained record made a Request
+ *   replies.c    the reply_* functions and readdir_reply: each answers a Request once
+ *   pysession.c  the Session type: mount, drain, notifications, close, the test bridge
+ *   module.c     the module: its state, the types and functions above, the constants
  *
  * Threads: libfuse's workers run the ops table and never touch Python; everything else runs
  * on the Python thread holding the GIL. What both sides touch (the queue, the forgets, the

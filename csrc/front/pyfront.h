@@ -1,0 +1,65 @@
+/* pyfront.h -- what the Python units of pvfs._fusefront share (front.h lists the units).
+ *
+ * The objects (Session, Request, DirBuf), the module's state, and the few names one unit
+ * takes from another. Every unit including this runs on the Python thread holding the GIL;
+ * Python.h comes first, as CPython asks.
+ */
+#ifndef PVFS_PYFRONT_H
+#define PVFS_PYFRONT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "front.h"
+
+/* The module's state: its types, and attribute names interned once (convert.c reads them). */
+typedef struct {
+    PyTypeObject *session_type, *request_type, *dirbuf_type;
+    PyObject *n_ino, *n_generation, *n_entry_timeout, *n_attr_timeout, *n_mode, *n_nlink,
+        *n_uid, *n_gid, *n_rdev, *n_size, *n_blksize, *n_blocks, *n_atime, *n_mtime, *n_ctime,
+        *n_fh, *n_direct_io, *n_keep_cache, *n_nonseekable, *n_bsize, *n_frsize,
+        *n_fblocks, *n_bfree, *n_bavail, *n_files, *n_ffree, *n_favail, *n_namemax;
+} fstate;
+
+typedef struct {
+    PyObject_HEAD
+    struct pvf_front f;
+    int ready;      /* pvf_bridge_init done */
+    int closed;
+} SessionObject;
+
+typedef struct {
+    PyObject_HEAD
+    struct pvf_req *r;
+    SessionObject *session;
+    PyObject *args;
+    PyObject *reply;    /* fake requests: what the reply would have sent */
+    int fake;
+} RequestObject;
+
+typedef struct {
+    PyObject_HEAD
+    char *buf;
+    size_t size, used;
+    Py_ssize_t entries;
+} DirBufObject;
+
+/* convert.c: -1 (NULL) with an exception set */
+int pvf_py_get_u64(PyObject *obj, PyObject *name, uint64_t *out);
+int pvf_py_fill_entry(fstate *st, PyObject *obj, struct fuse_entry_param *e);
+int pvf_py_fill_file_info(fstate *st, PyObject *obj, struct fuse_file_info *fi);
+PyObject *pvf_py_entry_tuple(const struct fuse_entry_param *e);
+
+/* pyrequest.c */
+extern PyType_Spec pvf_py_request_spec, pvf_py_dirbuf_spec;
+/* A drained record as a Request on the in-flight list. NULL with an exception set; when the
+ * object was made but its args were not, its dealloc has answered the record EIO. */
+PyObject *pvf_py_request_wrap(SessionObject *session, fstate *st, struct pvf_req *r, int fake);
+
+/* replies.c: the module's functions */
+extern PyMethodDef pvf_py_reply_methods[];
+
+/* pysession.c */
+extern PyType_Spec pvf_py_session_spec;
+
+#endif

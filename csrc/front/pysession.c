@@ -1,0 +1,498 @@
+/* pysession.c -- the Session type: one mount's session as Python drives it.
+ *
+ *   Session   mount(), fileno() (an eventfd, readable when requests wait), drain() ->
+ *             ([Request], [(ino, nlookup)]), the kernel notifications, the flushes marked
+ *             quiet, stats(), close(). Session() without a mount point is a bridge alone,
+ *             for tests: _inject() queues fake requests from a C thread and their replies
+ *             are kept.
+ *
+ * The Python face of session.c (the libfuse session, the loop thread) and bridge.c (the
+ * queue): it owns struct pvf_front and hands each drained record to pyrequest.c as a
+ * Request. Runs on the Python thread, the GIL released around mounting, unmounting and every
+ * notification.
+ */
+#include "pyfront.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static fstate *state_of_type(PyTypeObject *tp)
+{
+    return PyType_GetModuleState(tp);
+}
+
+/* Set OSError(code, "what: strerror(code)"); returns NULL. */
+static PyObject *raise_errno(int code, const char *what)
+{
+    PyObject *msg = PyUnicode_FromFormat("%s: %s", what, strerror(code));
+    PyObject *exc;
+
+    if (msg == NULL)
+        return NULL;
+    exc = PyObject_CallFunction(PyExc_OSError, "iO", code, msg);
+    Py_DECREF(msg);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+static PyObject *Session_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = { "mountpoint", "options", "writeback_cache", "export_support",
+                              "posix_acl", "max_threads", "max_write", NULL };
+    PyObject *mountpoint = Py_None, *options = NULL, *seq = NULL;
+    int wb = 0, exp = 1, acl = 0;
+    unsigned max_threads = 4, max_write = 1u << 20;
+    SessionObject *self;
+    char **argv = NULL;
+    Py_ssize_t nopt = 0;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$pppII:Session", kwlist, &mountpoint,
+                                     &options, &wb, &exp, &acl, &max_threads, &max_write))
+        return NULL;
+    if (max_threads < 1 || max_threads > 256)
+        return PyErr_Format(PyExc_ValueError, "max_threads must be 1..256");
+    if (max_write < 4096 || max_write > (1u << 24))
+        return PyErr_Format(PyExc_ValueError, "max_write must be 4 KiB..16 MiB");
+    if (mountpoint != Py_None && !PyUnicode_Check(mountpoint))
+        return PyErr_Format(PyExc_TypeError, "mountpoint must be a str or None");
+    if (options != NULL) {
+        seq = PySequence_Fast(options, "options must be a sequence of str");
+        if (seq == NULL)
+            return NULL;
+        nopt = PySequence_Fast_GET_SIZE(seq);
+    }
+    self = (SessionObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        goto err;
+    if (pvf_bridge_init(&self->f) < 0) {
+        raise_errno(errno, "eventfd");
+        goto err;
+    }
+    self->ready = 1;
+    self->f.max_threads = max_threads;
+    self->f.max_write = max_write;
+    self->f.want_writeback = (unsigned)wb;
+    self->f.want_export = (unsigned)exp;
+    self->f.want_acl = (unsigned)acl;
+    if (mountpoint != Py_None) {
+        /* argv: "pvfs" ["-o", "a,b,..."] -- libfuse parses the mount options itself */
+        PyObject *joined = NULL, *comma = PyUnicode_FromString(",");
+        int rc;
+        if (comma == NULL)
+            goto err;
+        if (nopt > 0)
+            joined = PyUnicode_Join(comma, seq);
+        Py_DECREF(comma);
+        if (nopt > 0 && joined == NULL)
+            goto err;
+        argv = PyMem_Calloc(4, sizeof(char *));
+        if (argv == NULL) {
+            Py_XDECREF(joined);
+            PyErr_NoMemory();
+            goto err;
+        }
+        argv[0] = "pvfs";
+        if (joined != NULL) {
+            argv[1] = "-o";
+            argv[2] = (char *)PyUnicode_AsUTF8(joined);
+            if (argv[2] == NULL) {
+                Py_DECREF(joined);
+                goto err;
+            }
+        }
+        rc = pvf_session_new(&self->f, joined != NULL ? 3 : 1, argv);
+        Py_XDECREF(joined);
+        if (rc < 0) {
+            PyErr_SetString(PyExc_ValueError, "libfuse refused the session's options");
+            goto err;
+        }
+    }
+    PyMem_Free(argv);
+    Py_XDECREF(seq);
+    return (PyObject *)self;
+err:
+    PyMem_Free(argv);
+    Py_XDECREF(seq);
+    Py_XDECREF(self);
+    return NULL;
+}
+
+static int check_open(SessionObject *self)
+{
+    if (self->closed) {
+        PyErr_SetString(PyExc_ValueError, "the session is closed");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Session_mount(SessionObject *self, PyObject *args)
+{
+    const char *mountpoint;
+    int rc, saved = 0;
+
+    if (!PyArg_ParseTuple(args, "s:mount", &mountpoint))
+        return NULL;
+    if (check_open(self) < 0)
+        return NULL;
+    if (self->f.se == NULL)
+        return PyErr_Format(PyExc_ValueError, "a bridge without a session cannot mount");
+    if (self->f.mounted || self->f.thread_started)
+        return PyErr_Format(PyExc_ValueError, "mounted already");
+    Py_BEGIN_ALLOW_THREADS
+    rc = pvf_session_mount(&self->f, mountpoint);
+    if (rc == 0) {
+        rc = pvf_session_start(&self->f);
+        saved = errno;
+        if (rc != 0)
+            pvf_session_stop(&self->f);
+    } else {
+        saved = errno;
+    }
+    Py_END_ALLOW_THREADS
+    if (rc != 0)
+        return raise_errno(saved, "mount");
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_fileno(SessionObject *self, PyObject *ignored)
+{
+    (void)ignored;
+    if (check_open(self) < 0)
+        return NULL;
+    return PyLong_FromLong(self->f.efd);
+}
+
+static PyObject *Session_drain(SessionObject *self, PyObject *ignored)
+{
+    fstate *st = state_of_type(Py_TYPE(self));
+    PyObject *reqs = NULL, *forgets = NULL;
+    struct pvf_req *r, *next;
+    uint64_t *fl = NULL;
+    size_t nf = 0;
+
+    (void)ignored;
+    if (check_open(self) < 0)
+        return NULL;
+    pvf_drain_wakeup(&self->f);
+    r = pvf_take_all(&self->f, &fl, &nf);
+    reqs = PyList_New(0);
+    forgets = PyList_New((Py_ssize_t)nf);
+    if (reqs == NULL || forgets == NULL)
+        goto fail;
+    for (size_t i = 0; i < nf; i++) {
+        PyObject *pair = Py_BuildValue("(KK)", (unsigned long long)fl[2 * i],
+                                       (unsigned long long)fl[2 * i + 1]);
+        if (pair == NULL)
+            goto fail;
+        PyList_SET_ITEM(forgets, (Py_ssize_t)i, pair);
+    }
+    free(fl);
+    fl = NULL;
+    for (; r != NULL; r = next) {
+        PyObject *req;
+        next = r->next;
+        /* a record whose object fails is answered by the object's dealloc (EIO) */
+        req = pvf_py_request_wrap(self, st, r, r->fr == (fuse_req_t)r);
+        if (req == NULL) {
+            r = next;
+            goto fail;
+        }
+        if (PyList_Append(reqs, req) < 0) {
+            Py_DECREF(req);
+            r = next;
+            goto fail;
+        }
+        Py_DECREF(req);
+    }
+    return Py_BuildValue("(NN)", reqs, forgets);
+fail:
+    free(fl);
+    /* the rest of the batch stays in flight as objects so nothing is lost: answer EIO */
+    for (; r != NULL; r = next) {
+        next = r->next;
+        if (r->fr != NULL && r->fr != (fuse_req_t)r)
+            fuse_reply_err(r->fr, EIO);
+        pvf_req_free(r);
+    }
+    Py_XDECREF(reqs);
+    Py_XDECREF(forgets);
+    return NULL;
+}
+
+static PyObject *Session_get_ended(SessionObject *self, void *c)
+{
+    int done;
+
+    (void)c;
+    pthread_mutex_lock(&self->f.lock);
+    done = self->f.loop_done;
+    pthread_mutex_unlock(&self->f.lock);
+    return PyBool_FromLong(done || self->closed);
+}
+
+static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
+{
+    struct pvf_counters c;
+    Py_ssize_t inflight = 0;
+
+    (void)ignored;
+    pthread_mutex_lock(&self->f.lock);
+    c = self->f.c;
+    pthread_mutex_unlock(&self->f.lock);
+    if (self->ready) {
+        for (struct pvf_req *r = self->f.inflight.next; r != &self->f.inflight; r = r->next)
+            inflight++;
+    }
+    return Py_BuildValue("{sKsKsKsKsKsKsKsnsn}", "queued", c.queued, "forgets", c.forgets,
+                         "wakeups", c.wakeups, "reply_failures", c.reply_failures,
+                         "unanswered", c.unanswered, "enomem", c.enomem,
+                         "quiet_flushes", c.quiet_flushes, "inflight", inflight,
+                         "quiet_handles", (Py_ssize_t)self->f.quiet.n);
+}
+
+static PyObject *Session_invalidate_inode(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+    int attr_only = 0, ret;
+
+    if (!PyArg_ParseTuple(args, "K|p:invalidate_inode", &ino, &attr_only))
+        return NULL;
+    if (check_open(self) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ret = pvf_notify_inval_inode(&self->f, ino, attr_only);
+    Py_END_ALLOW_THREADS
+    if (ret < 0)
+        return raise_errno(-ret, "invalidate_inode");
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_invalidate_entry(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent;
+    const char *name;
+    Py_ssize_t n;
+    int ret;
+
+    if (!PyArg_ParseTuple(args, "Ky#:invalidate_entry", &parent, &name, &n))
+        return NULL;
+    if (check_open(self) < 0)
+        return NULL;
+    if (n == 0 || (size_t)n != strlen(name))
+        return PyErr_Format(PyExc_ValueError, "a name is not empty and has no NUL bytes");
+    Py_BEGIN_ALLOW_THREADS
+    ret = pvf_notify_inval_entry(&self->f, parent, name, (size_t)n);
+    Py_END_ALLOW_THREADS
+    if (ret < 0)
+        return raise_errno(-ret, "invalidate_entry");
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_quiet(SessionObject *self, PyObject *args)
+{
+    unsigned long long fh;
+
+    if (!PyArg_ParseTuple(args, "K:quiet", &fh))
+        return NULL;
+    if (check_open(self) < 0)
+        return NULL;
+    if (pvf_quiet_add(&self->f, fh) < 0)
+        return errno == ENOMEM ? PyErr_NoMemory() : PyErr_Format(PyExc_ValueError, "bad fh");
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_is_quiet(SessionObject *self, PyObject *args)
+{
+    unsigned long long fh;
+    int remove = 0;
+
+    if (!PyArg_ParseTuple(args, "K|p:is_quiet", &fh, &remove))
+        return NULL;
+    return PyBool_FromLong(pvf_quiet_has(&self->f, fh, remove));
+}
+
+/* Answer what is left (queued, or in flight in Python) so no request outlives the session. */
+static void answer_leftovers(SessionObject *self)
+{
+    uint64_t *fl = NULL;
+    size_t nf = 0;
+    struct pvf_req *r = pvf_take_all(&self->f, &fl, &nf), *next;
+
+    free(fl);
+    for (; r != NULL; r = next) {
+        next = r->next;
+        if (r->fr != NULL && r->fr != (fuse_req_t)r)
+            fuse_reply_err(r->fr, ENODEV);
+        pvf_req_free(r);
+    }
+    while (self->f.inflight.next != &self->f.inflight) {
+        r = self->f.inflight.next;
+        fuse_req_t fr = pvf_inflight_take(r);   /* its Request object frees the record */
+        if (fr != NULL && fr != (fuse_req_t)r)
+            fuse_reply_err(fr, ENODEV);
+    }
+}
+
+static PyObject *Session_close(SessionObject *self, PyObject *ignored)
+{
+    (void)ignored;
+    if (self->closed || !self->ready)
+        Py_RETURN_NONE;
+    self->closed = 1;
+    Py_BEGIN_ALLOW_THREADS
+    pvf_session_stop(&self->f);
+    pvf_close_wait_notifiers(&self->f);
+    Py_END_ALLOW_THREADS
+    answer_leftovers(self);
+    pvf_session_destroy(&self->f);
+    Py_RETURN_NONE;
+}
+
+/* Test hook: n fake requests of one op queued from a C thread, as a worker would. */
+struct inject {
+    struct pvf_front *f;
+    int op, n;
+    uint64_t ino, size;
+    int64_t off;
+    const char *name, *data;
+    size_t nlen, dlen;
+    int failed;
+};
+
+static void *inject_main(void *arg)
+{
+    struct inject *in = arg;
+
+    for (int i = 0; i < in->n; i++) {
+        size_t at = 0;
+        struct pvf_req *r = pvf_req_new(NULL, in->op, in->nlen + in->dlen + 2);
+        if (r == NULL) {
+            in->failed = 1;
+            return NULL;
+        }
+        r->ino = r->fh = in->ino;
+        r->ino2 = in->ino + 1;
+        r->has_fh = 1;
+        r->size = in->size;
+        r->off = in->off + i;
+        r->name = r->name2 = pvf_req_put(r, &at, in->name, in->nlen);
+        r->data = pvf_req_put(r, &at, in->data, in->dlen);
+        r->len = in->dlen;
+        r->fr = (fuse_req_t)r;   /* fake: a non-NULL handle libfuse never sees */
+        r->uid = 1000;
+        r->gid = 1000;
+        r->pid = 4242;
+        r->umask = 022;
+        pvf_enqueue(in->f, r);
+    }
+    return NULL;
+}
+
+static PyObject *Session_inject(SessionObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = { "op", "n", "ino", "name", "data", "off", "size", NULL };
+    struct inject in;
+    Py_buffer name = { 0 }, data = { 0 };
+    unsigned long long ino = 1, size = 0;
+    long long off = 0;
+    pthread_t t;
+    int err;
+
+    memset(&in, 0, sizeof(in));
+    in.n = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|iKy*y*LK:_inject", kwlist, &in.op, &in.n,
+                                     &ino, &name, &data, &off, &size))
+        return NULL;
+    if (in.op < 1 || in.op >= PVF_NOPS || in.n < 0 || self->f.se != NULL || self->closed) {
+        PyBuffer_Release(&name);
+        PyBuffer_Release(&data);
+        return PyErr_Format(PyExc_ValueError, "_inject: a valid op, on an open test bridge");
+    }
+    in.f = &self->f;
+    in.ino = ino;
+    in.size = size;
+    in.off = off;
+    in.name = name.buf != NULL ? name.buf : "";
+    in.nlen = (size_t)name.len;
+    in.data = data.buf != NULL ? data.buf : "";
+    in.dlen = (size_t)data.len;
+    Py_BEGIN_ALLOW_THREADS
+    err = pthread_create(&t, NULL, inject_main, &in);
+    if (err == 0)
+        pthread_join(t, NULL);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&name);
+    PyBuffer_Release(&data);
+    if (err != 0)
+        return raise_errno(err, "pthread_create");
+    if (in.failed)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static void Session_dealloc(SessionObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject *r;
+
+    if (self->ready) {
+        r = Session_close(self, NULL);
+        Py_XDECREF(r);
+        pvf_bridge_fini(&self->f);
+    }
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef Session_methods[] = {
+    { "mount", (PyCFunction)Session_mount, METH_VARARGS,
+      "mount(mountpoint): mount and start the loop's worker threads" },
+    { "fileno", (PyCFunction)Session_fileno, METH_NOARGS,
+      "the eventfd that is readable when requests wait (trio.lowlevel.wait_readable)" },
+    { "drain", (PyCFunction)Session_drain, METH_NOARGS,
+      "drain() -> ([Request], [(ino, nlookup)]): every queued request and the forgets "
+      "answered in C since the last drain" },
+    { "stats", (PyCFunction)Session_stats, METH_NOARGS, "the bridge's counters (a dict)" },
+    { "invalidate_inode", (PyCFunction)Session_invalidate_inode, METH_VARARGS,
+      "invalidate_inode(ino, attr_only=False): drop the kernel's attributes (and pages)" },
+    { "invalidate_entry", (PyCFunction)Session_invalidate_entry, METH_VARARGS,
+      "invalidate_entry(parent, name): drop the kernel's entry of a name" },
+    { "quiet", (PyCFunction)Session_quiet, METH_VARARGS,
+      "quiet(fh): this handle's flush needs nothing; answered in C until its release" },
+    { "is_quiet", (PyCFunction)Session_is_quiet, METH_VARARGS,
+      "is_quiet(fh, remove=False): whether fh is marked (tests)" },
+    { "close", (PyCFunction)Session_close, METH_NOARGS,
+      "unmount, stop the loop, answer what is left ENODEV, free the session" },
+    { "_inject", (PyCFunction)(void (*)(void))Session_inject, METH_VARARGS | METH_KEYWORDS,
+      "tests: queue n fake requests of op from a C thread (bridge without a session)" },
+    { NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef Session_getset[] = {
+    { "ended", (getter)Session_get_ended, NULL, "the loop returned (or the session closed)",
+      NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyType_Slot Session_slots[] = {
+    { Py_tp_new, Session_new },
+    { Py_tp_dealloc, Session_dealloc },
+    { Py_tp_methods, Session_methods },
+    { Py_tp_getset, Session_getset },
+    { Py_tp_doc, "Session(mountpoint=None, options=(), *, writeback_cache=False, "
+                 "export_support=True, posix_acl=False, max_threads=4, max_write=1 MiB)" },
+    { 0, NULL },
+};
+
+PyType_Spec pvf_py_session_spec = {
+    .name = "pvfs._fusefront.Session",
+    .basicsize = sizeof(SessionObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = Session_slots,
+};
