@@ -1,4 +1,4 @@
-/* pvpy.h -- the Python-facing declarations shared by module.c, pyconn.c and transfer.c. */
+/* pvpy.h -- the Python-facing declarations shared by module.c, pyconn.c, transfer.c, stripe.c. */
 #ifndef PVFS_PVPY_H
 #define PVFS_PVPY_H
 
@@ -32,8 +32,11 @@ struct pv_disk *pv_py_disk_model(PyObject *disk);   /* disk must be a Disk */
 
 /* transfer.c */
 PyObject *pv_py_transfer(PyObject *module, PyObject *args, PyObject *kwargs);
+extern const char pv_transfer_doc[];
+
+/* stripe.c */
 PyObject *pv_py_stripe_transfer(PyObject *module, PyObject *args, PyObject *kwargs);
-extern const char pv_transfer_doc[], pv_stripe_transfer_doc[];
+extern const char pv_stripe_transfer_doc[];
 
 /* pyconn.c */
 PyObject *pv_py_attach(EngineObject *self, PyObject *args, PyObject *kwargs);
