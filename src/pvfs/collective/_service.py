@@ -10,8 +10,11 @@ Two of the three coordinations use it:
 - ``servers`` (DAChe as published, §5.2): ``k`` ranks are taken from the group for the life
   of the open and do nothing but serve locks and metadata; page data moves through RMA.
 
-The loop probes with ``Iprobe`` and sleeps when idle (the paper's I/O thread also polls with
-``MPI_Iprobe``; a blocking receive would spin a core at 100 %). Requests are pickled tuples
+The loop probes with ``MPI_Improbe`` (the paper's I/O thread polls with ``MPI_Iprobe``; a
+blocking receive would spin a core at 100 %) and, when nothing is waiting, blocks in the
+kernel on its doorbell (:class:`~pvfs.collective._wait.Bells`, rung after every request
+sent to it) — or yields and sleeps where there are no doorbells or with
+``PVFS_COLLECTIVE_BLOCK=0`` (:data:`BLOCK`). Requests are pickled tuples
 on tag ``REQ``; replies go back on tag ``REPLY``. A client has at most one request waiting
 for a reply *per destination* (it may wait for several destinations at once), so a reply
 needs no request id: it is matched by its source.
@@ -66,6 +69,14 @@ SERVICE_YIELD_S = float(os.environ.get("PVFS_COLLECTIVE_SERVICE_YIELD_US", "1000
 #: rma in the same interleaved run (bench/results/collective-cpu-ab2-2026-11-28.json) —
 #: noise, no gain — so the default stays 1 ms, where a lost ring costs little.
 SERVICE_IDLE_S = float(os.environ.get("PVFS_COLLECTIVE_SERVICE_IDLE_US", "1000")) * 1e-6
+#: With doorbells (every rank on one host), a waiting caller or an idle home blocks in
+#: the kernel as soon as its poll finds nothing: no quick retries, no ``sched_yield``
+#: phase (issue 32: the yields and the polls between them were most of the message back
+#: ends' CPU, and in ``thread`` an I/O thread that yields fights its own main thread for
+#: the GIL; measured in docs/collective.md, issue 32). ``PVFS_COLLECTIVE_BLOCK=0``: yield
+#: first, as before. Without doorbells the waits yield and sleep as before (a sleep is
+#: not woken by a message).
+BLOCK = os.environ.get("PVFS_COLLECTIVE_BLOCK", "1") != "0"
 
 
 class Caller:
@@ -85,6 +96,13 @@ class Caller:
         # does not wait for that rank's I/O thread to be scheduled and get the GIL.
         self.serve = serve
         self.limit = limit  # (with serve) seconds until the served table has a deadline
+        from mpi4py import MPI
+
+        self._any_source = MPI.ANY_SOURCE
+        self._status = MPI.Status()  # (replies: one waiting thread)
+        self._early: dict[int, Any] = {}
+        #: blocks on its doorbell at once (:data:`BLOCK`)
+        self.blocks = BLOCK and self._bell is not None
 
     def send(self, dest: int, msg: Any, tag: int = REQ) -> None:
         # (read-ahead's helper thread sends its releases through the same caller)
@@ -101,24 +119,46 @@ class Caller:
         return self.replies([src], what)[src]
 
     def replies(self, srcs: list[int], what: str) -> dict[int, Any]:
-        """One reply from each of ``srcs``, taken in the order they arrive."""
-        waiting = list(srcs)
-        out: dict[int, Any] = {}
+        """One reply from each of ``srcs``, taken in the order they arrive.
+
+        One matched probe of any source per poll, not one per awaited source (issue 32:
+        the probes of a waiting rank were most of the message back ends' CPU). Only one
+        thread of a rank waits for replies (the main thread), so a reply from a source
+        not awaited now can only be one a later call awaits: it is kept for that call."""
+        early = self._early
+        out: dict[int, Any] = {src: early.pop(src) for src in srcs if src in early}
+        waiting = {src for src in srcs if src not in out}
+        if not waiting:
+            return out
         serve = self.serve
+        comm, status, any_source = self.comm, self._status, self._any_source
 
         def poll() -> bool:
-            for src in list(waiting):
-                # a matched probe: the message is matched once, not by a probe and again
-                # by the receive
-                if (msg := self.comm.improbe(source=src, tag=REPLY)) is not None:
-                    out[src] = msg.recv()
-                    waiting.remove(src)
+            while waiting:
+                msg = comm.improbe(source=any_source, tag=REPLY, status=status)
+                if msg is None:
+                    # MPICH's first probe after a quiet spell moves what arrived meanwhile
+                    # to its match queue but reports nothing (measured: after a doorbell
+                    # the first probe missed the message in 600 of 600 trials, the
+                    # second found it); a waiter that blocked after one empty probe
+                    # would sleep until its timeout with the reply there.
+                    msg = comm.improbe(source=any_source, tag=REPLY, status=status)
+                    if msg is None:
+                        break
+                src = status.Get_source()
+                value = msg.recv()
+                if src in waiting:
+                    out[src] = value
+                    waiting.discard(src)
+                else:
+                    early[src] = value
             if waiting and serve is not None:
                 while serve():
                     pass
             return not waiting
 
-        until(poll, what, bell=self._bell, limit=self.limit if serve is not None else None)
+        until(poll, what, bell=self._bell, limit=self.limit if serve is not None else None,
+              spins=0 if self.blocks else 3, yield_s=0.0 if self.blocks else None)
         return out
 
     def call(self, dest: int, msg: tuple) -> Any:
@@ -238,8 +278,10 @@ class Service:
             # (one Status, reused under _serving: a poll is most of an idle home's CPU)
             msg = self.comm.improbe(source=self._any_source, tag=REQ,
                                     status=(status := self._status))
-            if msg is None:
-                return False
+            if msg is None:  # (probe twice before reporting none: see Caller.replies)
+                msg = self.comm.improbe(source=self._any_source, tag=REQ, status=status)
+                if msg is None:
+                    return False
             req = msg.recv()
             src = status.Get_source()
             self.served += 1
@@ -272,8 +314,10 @@ class Service:
 
     def run(self) -> None:
         bell = self.bells.waiter("service") if self.bells is not None else None
-        backoff = Backoff(cap=1e-4, yield_s=self.yield_s, idle_after=0.01, bell=bell,
-                          idle_cap=SERVICE_IDLE_S if bell is not None else 1e-3)
+        blocks = BLOCK and bell is not None  # (then a request rings it awake)
+        backoff = Backoff(cap=1e-4, yield_s=0.0 if blocks else self.yield_s, idle_after=0.01,
+                          bell=bell, idle_cap=SERVICE_IDLE_S if bell is not None else 1e-3,
+                          spins=0 if blocks else 3)
         try:
             while self.stopped < self.stops:
                 if self.poll_once():

@@ -57,12 +57,15 @@ class Backoff:
     once ``idle_after`` seconds have passed without progress. Doubling sleeps overshoot the
     event by up to a sleep; a low ``cap`` keeps that small (a round trip used to cost ~2.4 ms
     of it, measured), the idle cap keeps a long wait cheap. ``reset`` after progress.
+    ``spins``: the immediate retries (0 with ``yield_s`` 0 and a ``bell``: block at once,
+    what the message back ends do with doorbells, issue 32).
     """
 
     def __init__(self, start: float = 1e-5, cap: float = 2e-4, yield_s: float | None = None,
                  idle_after: float = 0.02, idle_cap: float = 1e-3,
-                 bell: Callable[[float], Any] | None = None) -> None:
+                 bell: Callable[[float], Any] | None = None, spins: int = 3) -> None:
         self.start, self.cap = start, cap
+        self.quick = spins
         self.yield_s = YIELD_S if yield_s is None else yield_s
         self.idle_after, self.idle_cap = idle_after, max(cap, idle_cap)
         # With a doorbell (Bells) the wait after the yields blocks in the kernel until rung,
@@ -75,7 +78,7 @@ class Backoff:
         """Wait a little; ``limit``: block at most this many seconds (a deadline is due)."""
         # A few quick retries first: a reply often arrives within microseconds.
         self.spins += 1
-        if self.spins <= 3:
+        if self.spins <= self.quick:
             return
         waited = time.monotonic() - self.since
         if waited < self.yield_s:
@@ -97,15 +100,18 @@ class Backoff:
 
 def until(done: Callable[[], Any], what: str, deadline: float | None = None,
           cap: float = 2e-4, bell: Callable[[float], Any] | None = None,
-          limit: Callable[[], float | None] | None = None) -> Any:
+          limit: Callable[[], float | None] | None = None, spins: int = 3,
+          yield_s: float | None = None) -> Any:
     """Call ``done()`` until it returns something truthy; sleep between calls (or wait
     for ``bell``, see :class:`Bells`), never longer than ``limit()`` seconds if given.
+    ``spins`` and ``yield_s`` as in :class:`Backoff` (``yield_s`` None: :data:`YIELD_S`).
 
     Raises:
         CollectiveTimeout: after ``deadline`` seconds (default :data:`DEADLINE`).
     """
     give_up = time.monotonic() + (DEADLINE if deadline is None else deadline)
-    backoff = Backoff(cap=cap, idle_cap=max(cap, 1e-3), bell=bell)
+    backoff = Backoff(cap=cap, idle_cap=max(cap, 1e-3), bell=bell, spins=spins,
+                      yield_s=yield_s)
     while True:
         value = done()
         if value:
