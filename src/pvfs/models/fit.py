@@ -31,6 +31,9 @@ Steps, as appendix B:
   algorithm best there; between two fitted sizes whose best algorithms differ, where the
   runs cannot say on which side of the gap the crossover lies, the algorithm whose larger
   excess at the two is least (minimax regret); past the largest, the table.
+* Beyond appendix B (issue 31), past the largest fitted size E_opt follows the slope the
+  end case's workload showed between its two largest sizes (``Params.slopes``, ``ends``;
+  ``_end_case_factors``), up to ``rs.EXTRAPOLATE`` times the end case's baseline I/O time.
 * Writes: the same steps on write runs (``fit`` on them) give the model of write requests,
   ``Params.write`` (``with_writes``).
 """
@@ -104,7 +107,7 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
     pts = _points_by_run_kind(obs, nprocs, niods)
     base = _baseline(pts, s_cache, s_nocache)
     base = _inefficiency_constants(base, pts)
-    base = _end_case_factors(base, obs)
+    base = _end_case_factors(base, obs, nprocs, niods)
     marks = _small_request_marks(base, obs, nprocs, niods, columns)
     params = _small_request_rule(base, marks)
     params = replace(params, bands=_size_bands(params, marks))
@@ -266,13 +269,22 @@ def _dist_grid_search(targets: list[tuple[float, float]]) -> tuple[float, float]
     return c_dist, p_dist
 
 
-def _end_case_factors(base: rs.Params, obs: list[Obs]) -> rs.Params:
+def _end_case_factors(base: rs.Params, obs: list[Obs], nprocs: int = 0,
+                      niods: int = 0) -> rs.Params:
     """B.3: E_opt, the I/O time of each algorithm over opt2's, per class and cache state, at
-    the end case (the largest size measured), as the thesis matched them."""
+    the end case (the largest size measured), as the thesis matched them.
+
+    Beyond appendix B (issue 31): with ``nprocs`` and ``niods``, the slope of each factor
+    past the end case (``Params.slopes``, ``ends``): ln E_opt against ln of the baseline I/O
+    time between the end case's workload at its two largest sizes. One factor per column
+    held at the end case's value says an algorithm's advantage stops growing at the largest
+    fitted size; ide-2000's runs say it does not (single block, cached, opt4 / opt2: 1.55 at
+    64 KiB, 1.05 at 1 MiB, then 0.77 at 2 MiB)."""
     t_over = base.T_over
     table = {a: list(base.E_opt[a]) for a in rs.ALGORITHMS}
     ref = {(o.workload, o.cached, o.request_bytes): o for o in obs if o.algorithm == "opt2"}
-    end: dict[tuple, tuple[float, list[float]]] = {}
+    # (alg, col) -> workload -> per-piece size -> (ratios, baseline I/O time)
+    seen: dict[tuple, dict[str, dict[float, tuple[list[float], float]]]] = {}
     for o in obs:
         r = ref.get((o.workload, o.cached, o.request_bytes))
         if r is None or o.algorithm == "opt2" or o.algorithm not in table:
@@ -282,15 +294,34 @@ def _end_case_factors(base: rs.Params, obs: list[Obs]) -> rs.Params:
         if a <= 0 or b <= 0:
             continue
         col = rs.CLASSES.index(CLASS_OF[o.workload]) + (3 if o.cached else 0)
-        size = o.request_bytes / n
-        have = end.get((o.algorithm, col))
-        if have is None or size > have[0]:
-            end[(o.algorithm, col)] = (size, [a / b])
-        elif size == have[0]:
-            have[1].append(a / b)
-    for (alg, col), (_, vals) in end.items():
-        table[alg][col] = math.exp(sum(math.log(v) for v in vals) / len(vals))
-    return replace(base, E_opt={a: tuple(v) for a, v in table.items()})
+        io = rs.baseline(base, workload_of(o, nprocs, niods)[0]) if nprocs and niods else 0.0
+        by_size = seen.setdefault((o.algorithm, col), {}).setdefault(o.workload, {})
+        by_size.setdefault(o.request_bytes / n, ([], io))[0].append(a / b)
+    slopes = {a: [0.0] * 6 for a in rs.ALGORITHMS}
+    ends = [0.0] * 6
+    for (alg, col), by_wl in seen.items():
+        size = max(max(sizes) for sizes in by_wl.values())
+        vals = [v for sizes in by_wl.values() for v in sizes.get(size, ([], 0.0))[0]]
+        table[alg][col] = _geomean(vals)
+        ks = []
+        for sizes in by_wl.values():
+            if size not in sizes or len(sizes) < 2:
+                continue
+            prev = max(x for x in sizes if x < size)
+            (r1, io1), (r0, io0) = sizes[size], sizes[prev]
+            if io1 > io0 > 0:
+                ks.append(math.log(_geomean(r1) / _geomean(r0)) / math.log(io1 / io0))
+                ends[col] = max(ends[col], io1)
+        if ks:
+            slopes[alg][col] = sum(ks) / len(ks)
+    out = replace(base, E_opt={a: tuple(v) for a, v in table.items()})
+    if any(ends):
+        out = replace(out, slopes={a: tuple(v) for a, v in slopes.items()}, ends=tuple(ends))
+    return out
+
+
+def _geomean(vals: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
 # The selector's "~0" (§5.6): below which predicted I/O time the table's pick gives way to

@@ -47,6 +47,7 @@ when the fit found those. Ties go to the earlier algorithm in the list.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
@@ -70,7 +71,12 @@ CACHED_FROM = 0.5        # resident fraction from this on: the cached column
 
 
 #: Params fields that are not plain floats on the wire and in the config's table.
-_NOT_FLOAT = ("E_opt", "small_alg", "small_algs", "zero_cols", "bands", "write")
+_NOT_FLOAT = ("E_opt", "small_alg", "small_algs", "zero_cols", "bands", "write", "slopes",
+              "ends")
+#: How far past a column's end case (its largest fitted size, in baseline I/O time) the
+#: slopes of ``Params.slopes`` extrapolate E_opt; beyond, E_opt stays at its value there
+#: (two octaves of size: a trend measured over two sizes is not trusted further).
+EXTRAPOLATE = 4.0
 
 
 def _unit(name: str, v: float) -> None:
@@ -106,6 +112,11 @@ class Params:
     bands: tuple[tuple[tuple[float, str], ...], ...] = ()
     # the model of write requests (same form, fitted on writes); None: writes not decided
     write: Params | None = None
+    # E_opt past the end case (issue 31): per algorithm and column, the slope of ln E_opt
+    # against ln(baseline I/O time) between the column's two largest fitted sizes, and per
+    # column the end case's baseline I/O time (0: no slope there); empty: E_opt constant
+    slopes: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    ends: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         for k in ("C_cache", "C_req", "C_dist"):
@@ -131,12 +142,21 @@ class Params:
                 if bounds != sorted(bounds) or any(b <= 0 for b in bounds) \
                         or not {a for _, a in col} <= {*ALGORITHMS, RULE}:
                     raise ValueError("a column's bands: increasing bounds > 0, algorithm names")
+        if self.ends and (len(self.ends) != 6 or min(self.ends) < 0):
+            raise ValueError("ends must be 6 baseline I/O times >= 0 (table 5.3's columns)")
+        for alg, row in self.slopes.items():
+            if alg not in ALGORITHMS or len(row) != 6 or not all(map(math.isfinite, row)):
+                raise ValueError(f"slopes[{alg}] must be 6 finite numbers")
+        if self.slopes and not self.ends:
+            raise ValueError("slopes need the end cases they start from (ends)")
         if self.write is not None and self.write.write is not None:
             raise ValueError("a write model has no write model of its own")
 
     def to_wire(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("bands", "write")}
         d["E_opt"] = {k: list(v) for k, v in self.E_opt.items()}
+        d["slopes"] = {k: list(v) for k, v in self.slopes.items()}
+        d["ends"] = list(self.ends)
         d["small_algs"] = list(self.small_algs)
         d["zero_cols"] = list(self.zero_cols)
         d["bands"] = [[[b, a] for b, a in col] for col in self.bands]
@@ -162,6 +182,14 @@ class Params:
                                                        else zs))
         if "E_opt" in kw:
             kw["E_opt"] = {str(a): tuple(float(x) for x in row) for a, row in kw["E_opt"].items()}
+        if "slopes" in kw:
+            sl = kw["slopes"]
+            kw["slopes"] = {str(a): tuple(float(x) for x in (row.split() if isinstance(row, str)
+                                                             else row))
+                            for a, row in (sl.items() if isinstance(sl, Mapping) else ())}
+        if "ends" in kw:
+            es = kw["ends"]
+            kw["ends"] = tuple(float(e) for e in (es.split() if isinstance(es, str) else es))
         if "bands" in kw:
             kw["bands"] = _bands_of(kw["bands"])
         if kw.get("write") is not None:
@@ -178,6 +206,10 @@ class Params:
             d["zero_cols"] = " ".join(repr(float(z)) for z in self.zero_cols)
         for alg, row in self.E_opt.items():
             d[f"E_{alg}"] = " ".join(f"{x:.4g}" for x in row)
+        if self.ends:
+            d["ends"] = " ".join(repr(float(e)) for e in self.ends)
+            for alg, row in self.slopes.items():
+                d[f"slope_{alg}"] = " ".join(repr(float(x)) for x in row)
         if self.bands:
             # "bound:alg bound:alg | ... " per column
             d["bands"] = " | ".join(" ".join(f"{b!r}:{a}" for b, a in col)
@@ -189,9 +221,12 @@ class Params:
     @classmethod
     def from_table(cls, t: Mapping) -> Params:
         own = {k: v for k, v in t.items() if not k.startswith(WRITE_PREFIX)}
-        d = {k: v for k, v in own.items() if not k.startswith("E_")}
+        d = {k: v for k, v in own.items() if not k.startswith(("E_", "slope_"))}
         rows = {k[2:]: tuple(float(x) for x in str(v).split()) for k, v in own.items()
                 if k.startswith("E_")}
+        slopes = {k[len("slope_"):]: str(v) for k, v in own.items() if k.startswith("slope_")}
+        if slopes:
+            d["slopes"] = slopes
         if rows:
             d["E_opt"] = {**TABLE_5_3, **rows}
         written = {k[len(WRITE_PREFIX):]: v for k, v in t.items() if k.startswith(WRITE_PREFIX)}
@@ -272,15 +307,33 @@ def is_cached(p: Params, w: Workload) -> bool:
     return w.S_req < p.S_cache
 
 
+def factor(p: Params, alg: str, col: int, base: float) -> float:
+    """Table 5.3's factor of ``alg`` in column ``col`` at baseline I/O time ``base``: the end
+    case's ``E_opt``, and past the end case (``p.ends``) along the fitted slope, up to
+    ``EXTRAPOLATE`` times the end case's baseline (constant beyond)."""
+    f = p.E_opt[alg][col]
+    end = p.ends[col] if p.ends else 0.0
+    k = p.slopes.get(alg, ())
+    if end > 0 and k and k[col] and base > end:
+        f *= (min(base, end * EXTRAPOLATE) / end) ** k[col]
+    return f
+
+
+def baseline(p: Params, w: Workload) -> float:
+    """The I/O time every algorithm's prediction scales (E_opt = 1): E_req E_dist T_ioread."""
+    return e_req(p, w) * e_dist(p, w) * t_ioread(p, w.S_req, w.cached)
+
+
 def e_opt(p: Params, alg: str, w: Workload) -> float:
-    """Table 5.3: the algorithm's factor for this workload class and cache state."""
+    """Table 5.3: the algorithm's factor for this workload class and cache state (and size,
+    past the end case, where the fit found slopes)."""
     col = CLASSES.index(w.kind()) + (3 if is_cached(p, w) else 0)
-    return p.E_opt[alg][col]
+    return factor(p, alg, col, baseline(p, w))
 
 
 def io_time(p: Params, alg: str, w: Workload) -> float:
     """The I/O part of eq. 5.6: E_opt E_req E_dist T_ioread."""
-    return e_opt(p, alg, w) * e_req(p, w) * e_dist(p, w) * t_ioread(p, w.S_req, w.cached)
+    return e_opt(p, alg, w) * baseline(p, w)
 
 
 def predict(p: Params, alg: str, w: Workload) -> float:
@@ -323,9 +376,12 @@ def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
     ``daemons/iod/rs.py``)."""
     # Eq. 5.6 with the parts every algorithm shares computed once (this runs on every
     # request): T_over + E_opt[alg][column] * base.
-    base = e_req(p, w) * e_dist(p, w) * t_ioread(p, w.S_req, w.cached)
+    base = baseline(p, w)
     col = CLASSES.index(kind or w.kind()) + (3 if is_cached(p, w) else 0)
-    preds = {a: p.T_over + p.E_opt[a][col] * base for a in algorithms}
+    if p.ends:
+        preds = {a: p.T_over + factor(p, a, col, base) * base for a in algorithms}
+    else:
+        preds = {a: p.T_over + p.E_opt[a][col] * base for a in algorithms}
     for a, cost in (fixed or {}).items():
         if a in preds:
             preds[a] += cost
