@@ -253,8 +253,12 @@ PyObject *pvf_py_request_wrap(SessionObject *session, fstate *st, struct pvf_req
 {
     RequestObject *req = PyObject_New(RequestObject, st->request_type);
 
-    if (req == NULL)
+    if (req == NULL) {   /* no object to answer it when it goes: answer the kernel here */
+        if (!fake && r->fr != NULL)
+            fuse_reply_err(r->fr, ENOMEM);
+        pvf_req_free(r);
         return NULL;
+    }
     req->r = r;
     req->session = (SessionObject *)Py_NewRef(session);
     req->reply = NULL;

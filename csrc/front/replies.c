@@ -14,7 +14,8 @@
 #define PVF_BIG_REPLY (64 * 1024)   /* data replies this large leave the GIL to others */
 
 /* The request's fuse_req_t, taken off the in-flight list (NULL + ValueError if answered
- * already or not a Request). *fake says whether to keep the reply instead of sending it. */
+ * already or not a Request); *req the Request, whose ``fake`` says whether to keep the
+ * reply instead of sending it (done). */
 static fuse_req_t take(PyObject *module, PyObject *obj, RequestObject **req)
 {
     fstate *st = PyModule_GetState(module);

@@ -4,7 +4,7 @@
  * worker reads its own copy of /dev/fuse). Every op of the table below runs on a worker:
  * it answers forgets itself and copies every other request into a record for Python
  * (bridge.c), then returns -- the request stays open until Python answers it from its
- * thread through the reply_* functions (module.c), which libfuse allows from any thread.
+ * thread through the reply_* functions (replies.c), which libfuse allows from any thread.
  *
  * The ops registered are those the pyfuse3 front end serves (readdirplus only, no plain
  * readdir: the kernel then always asks for readdirplus); an op not registered gets ENOSYS
