@@ -177,6 +177,31 @@ def restart_manager(cfg) -> dict[str, float]:
     return {"ping_s": t_ping, "serving_s": time.monotonic() - t0}
 
 
+def verdicts(runs: dict[str, list[dict[str, float]]], memory: dict[str, dict[str, int]],
+             restarts: list[dict[str, float]], files: int) -> tuple[dict, dict]:
+    """Full ÷ empty per rate, and the three targets' verdicts (module docstring).
+
+    The rates are paired by round (the two probes of a round ran back to back) and summed
+    up by the median and its order-statistic interval: "within 20 %" is decided when the
+    interval's lower end is at least 0.8, missed when its upper end is below."""
+    ratio = {}
+    for k in RATES:
+        m, lo, hi, level = ratio_interval([r[k] for r in runs["full"]],
+                                          [r[k] for r in runs["empty"]])
+        ratio[k] = {"median": m, "lo": lo, "hi": hi, "level": level,
+                    "verdict": "met" if lo >= 0.8 else "missed" if hi < 0.8 else "undecided"}
+    per_file = memory["full"]["VmRSS"] * 1024 / files
+    serving = max(r["serving_s"] for r in restarts)
+    targets = {
+        "rates_within_20pct": {**ratio,
+                               "met": all(v["verdict"] == "met" for v in ratio.values())},
+        "memory_under_1KiB_per_file": {"rss_bytes_per_file": per_file,
+                                       "met": per_file < 1024},
+        "restart_serving_under_10s": {"slowest_s": serving, "met": serving < 10},
+    }
+    return ratio, targets
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -231,24 +256,9 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(["rm", "-rf", str(top)], check=False)
 
     med = {name: {k: median(run[k] for run in rs) for k in RATES} for name, rs in runs.items()}
-    # Full ÷ empty paired by round (the two probes of a round ran back to back), with the
-    # order-statistic interval of the median: "within 20 %" is decided when the interval's
-    # lower end is at least 0.8, missed when its upper end is below.
-    ratio = {}
-    for k in RATES:
-        m, lo, hi, level = ratio_interval([r[k] for r in runs["full"]],
-                                          [r[k] for r in runs["empty"]])
-        ratio[k] = {"median": m, "lo": lo, "hi": hi, "level": level,
-                    "verdict": "met" if lo >= 0.8 else "missed" if hi < 0.8 else "undecided"}
-    per_file = memory["full"]["VmRSS"] * 1024 / args.files
-    serving = max(r["serving_s"] for r in restarts)
-    targets = {
-        "rates_within_20pct": {**{k: v for k, v in ratio.items()},
-                               "met": all(v["verdict"] == "met" for v in ratio.values())},
-        "memory_under_1KiB_per_file": {"rss_bytes_per_file": per_file,
-                                       "met": per_file < 1024},
-        "restart_serving_under_10s": {"slowest_s": serving, "met": serving < 10},
-    }
+    ratio, targets = verdicts(runs, memory, restarts, args.files)
+    per_file = targets["memory_under_1KiB_per_file"]["rss_bytes_per_file"]
+    serving = targets["restart_serving_under_10s"]["slowest_s"]
     print(format_table(["", "create/s", "stat/s", "RSS MiB", "store MiB"], [
         [name, f"{med[name]['create_per_s']:.0f}", f"{med[name]['stat_per_s']:.0f}",
          f"{memory[name]['VmRSS'] / 1024:.0f}", f"{db[name] / 2**20:.0f}"]
