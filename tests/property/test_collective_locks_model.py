@@ -235,7 +235,9 @@ class LockHome(RuleBasedStateMachine):
             if wait is None or page is None or not self.m._pages[page].loading():
                 continue  # never reads around, or waits for a cached (maybe dirty) copy
             began = self.began[rank]
-            assert began is not None and self.now < began + wait - EPS, \
+            # (EPS on the side of the wait: the home compares its own float deadline, which
+            # a sum of ticks may reach a rounding error short of began + wait)
+            assert began is not None and self.now < began + wait + EPS, \
                 (f"rank {rank} still waits at page {page} being loaded, "
                  f"{self.now - (began or 0)}s after it began, bound {wait}s")
 
