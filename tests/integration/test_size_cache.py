@@ -14,11 +14,12 @@ def size_cache(fs) -> dict:
 
 
 def pool_settled(fs, limit: float = 20.0) -> None:
-    """Wait until the precreate pool holds a whole batch: no refill is running. A refill
-    keeps every I/O daemon making a batch of stripe files, which can hold one daemon's
-    report of a write back past the refetch of the others' (refetch.py's DELAY), and the
-    late report then counts as a second change: the file is hot for a second and not
-    cached. What these tests check is a file written once on a quiet file system."""
+    """Wait until the precreate pool holds a whole batch: no refill is running (a create
+    that takes a number starts one). A refill keeps every I/O daemon making a batch of
+    stripe files, which can hold one daemon's report of a write back past the refetch of
+    the others' (refetch.py's DELAY); the late report then counts as a second change, and
+    the file is hot for a second and not cached. These tests check a file written once on
+    a quiet file system."""
     import time
 
     deadline = time.monotonic() + limit
@@ -38,8 +39,8 @@ def assert_stats_are_cached(fs, path: str, size: int) -> None:
 
 
 def test_a_second_stat_is_answered_from_the_cache(fs):
-    pool_settled(fs)
     with fs.open("/sc-hit", "wb", stripe=Stripe(0, 4, 4096)) as f:
+        pool_settled(fs)  # the refill this create started
         f.write(b"a" * 10_000)
     assert_stats_are_cached(fs, "/sc-hit", 10_000)
     fs.unlink("/sc-hit")
@@ -51,8 +52,8 @@ def test_a_pooled_file_written_once_over_three_daemons_stays_cached(fs):
     from test_precreate import pool_of
 
     pool_of(fs, least=4)
-    pool_settled(fs)
     with fs.open("/sc-cp", "wb", stripe=Stripe(0, 4, 4096)) as f:
+        pool_settled(fs)  # the refill this create started
         f.write(b"c" * 10_000)
     assert_stats_are_cached(fs, "/sc-cp", 10_000)
     fs.unlink("/sc-cp")
@@ -63,9 +64,9 @@ def test_a_file_written_once_is_asked_again_before_anyone_stats_it(fs):
     manager fetch the new size in the background, so even the first stat is a hit."""
     import time
 
-    pool_settled(fs)  # a file from the pool: its daemons watch it from its create on
     fetched = size_cache(fs)["refetched"]  # (the module's earlier files count too)
     with fs.open("/sc-refetch", "wb", stripe=Stripe(0, 4, 4096)) as f:
+        pool_settled(fs)  # the refill this create started
         f.write(b"r" * 9000)
     # Every daemon's report came before its write was answered; under load they may span
     # two fetches, so wait for the first and then until no fetch follows for 0.3 s.
