@@ -73,7 +73,7 @@ def fill(cfg, files: int, progress=None) -> dict[str, Any]:
 
     t0 = time.monotonic()
     store = MetaStore(os.path.join(cfg.manager.data_dir, "meta.sqlite"), cfg.niods, cfg.stripe)
-    roots = [PosixStorage(e.data_dir).root for e in cfg.iods]
+    storages = [PosixStorage(e.data_dir) for e in cfg.iods]
     made: set[str] = set()
     root = Cred(0, 0, ())
     try:
@@ -89,12 +89,12 @@ def fill(cfg, files: int, progress=None) -> dict[str, Any]:
             attrs, _ = store.create(d, f"f{i % PER_DIR:04d}", 0o644, root,
                                     stripe=Stripe(base, 1, cfg.stripe.ssize))
             ino = attrs["ino"]
-            sub = os.path.join(roots[base], f"{ino & 0xFF:02x}")
+            path = storages[base].path(ino)  # the daemon's own place for it
+            sub = os.path.dirname(path)
             if sub not in made:
                 os.makedirs(sub, exist_ok=True)
                 made.add(sub)
-            os.close(os.open(os.path.join(sub, f"{ino:016x}"),
-                             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
         store.txn.commit()
     finally:
         store.close()
