@@ -178,3 +178,35 @@ def test_batch_zero_is_no_pool(store):
     pool = PrecreatePool(store, 2, FakeDaemons(2).each, batch=0)
     trio.run(pool.run)  # returns at once
     assert pool.take() is None and store.admin.pool() == []
+
+
+def test_a_refill_asks_in_chunks_and_each_chunk_is_ready_at_once(store, monkeypatch):
+    monkeypatch.setattr("pvfs.daemons.mgr.precreate.CHUNK", 3)
+    daemons = FakeDaemons(2)
+    sizes: list[int] = []
+    seen_ready: list[int] = []
+    pool = PrecreatePool(store, 2, daemons.each, batch=8, low=8)
+    each = daemons.each
+
+    async def recording(calls):
+        sizes.append(len(calls[0][1]["inos"]))
+        seen_ready.append(len(pool))  # what earlier chunks of this refill made ready
+        if len(sizes) == 2:
+            daemons.down = True  # the second chunk fails: only it and the rest are asked again
+        elif len(sizes) == 3:
+            daemons.down = False
+        return await each(calls)
+
+    pool.each = recording
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(pool.run)
+            await _until(lambda: len(pool) == 8)
+            n.cancel_scope.cancel()
+
+    trio.run(main)
+    assert seen_ready[:2] == [0, 3]
+    assert sizes == [3, 3, 3, 2]  # the failed chunk's 5 retried in chunks, no new numbers
+    assert store.admin.pool(ready=False) == [] and len(store.admin.pool(ready=True)) == 8
+    assert all(set(pool._ready) <= f for f in daemons.files)
