@@ -86,6 +86,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--reps-short", type=int, default=None, metavar="N",
                    help="runs of the short cells (their first runs under 1 s of application "
                         "time; they scatter most), default --reps")
+    q.add_argument("--fit-reps", type=int, default=1, metavar="N",
+                   help="runs of each fitting-pass cell and setting; the model is fitted "
+                        "on their medians (default 1)")
     q.add_argument("--model", default=None, metavar="JSON",
                    help="use the model of an earlier study or calibration (its \"model\" or "
                         "\"params\") in place of the fitting pass")
@@ -185,6 +188,8 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         raise CliError("study scheduling", "needs root (network namespaces)", status=1)
     reps = args.reps or 3
+    if args.fit_reps < 1:
+        raise CliError("study scheduling", "--fit-reps must be >= 1", status=2)
     rate = args.rate or ("100mbit" if args.disk == "ide-2000" else "none")
     model = None
     if args.model:
@@ -199,7 +204,7 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
                     reps, model, log=note, hints=args.hints, reps_short=args.reps_short,
                     workloads=workloads, caches=CACHES[args.cache], fit_sizes=fit_sizes,
                     write_sizes=write_sizes, model_source=args.model,
-                    checkpoint=args.checkpoint)
+                    checkpoint=args.checkpoint, fit_reps=args.fit_reps)
     doc["model_from"] = doc["model_fit_on"]["source"]
     doc["machine"] = machine()
     doc["command"] = " ".join([PROG, *sys.argv[1:]]) if sys.argv else PROG

@@ -213,7 +213,7 @@ class _Study:
         "fit": the fixed algorithms only, recorded as the fitting pass' rows."""
         order = settings or (*ALGOS, *self.reactive)
         rows: dict[str, list[dict]] = {a: [] for a in order}
-        reps = self.reps if part == "score" else 1
+        reps = self.reps  # the fitting pass sets it to its ``fit_reps`` (fit_pass)
         n, i = reps, 0
         while i < n:
             for alg in run_order(order, f"{wl}/{s}/{c}/{op}" if op != "read"
@@ -238,8 +238,9 @@ class _Study:
     def fit_pass(self, cells, clients: int, fit_reps: int = 1,
                  writes: bool = False) -> tuple:
         """The fitting pass: opt1..opt4 on the ``cells`` (reads; then the same cells
-        written, with ``writes``), the model fitted to those runs and nothing else (its
-        write part, ``Params.write``, to the writes); they are never scored."""
+        written, with ``writes``), ``fit_reps`` runs each side by side, the model fitted to
+        each setting's median over them (``observations``) and nothing else (its write
+        part, ``Params.write``, to the writes); they are never scored."""
         from pvfs.models import fit
 
         reps, self.reps = self.reps, fit_reps
@@ -262,11 +263,14 @@ class _Study:
 def observations(rows: list[dict], operation: str = "read") -> list:
     """The model's observations: the fixed algorithms' reads, or writes for the model's
     write part (appendix A models reads; "we will not extend our model to simultaneous
-    read and write traffic": each part is fitted on runs of one kind)."""
+    read and write traffic": each part is fitted on runs of one kind). Each setting's
+    median mean task service time over its runs (one run: that run's): a run slowed by
+    the machine's load moves a mean, not a median of three."""
     from pvfs.models import fit
 
     return [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
-                    x["mean_task_service_s"]) for x in rows
+                    x.get("median_mean_task_service_s", x["mean_task_service_s"]))
+            for x in rows
             if x["algorithm"] in ALGOS and x.get("operation", "read") == operation
             and x["workload"] in fit.PIECES]
 
@@ -364,9 +368,10 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
               workloads: tuple[str, ...] | None = None,
               caches: tuple[bool, ...] = (False, True), fit_sizes: tuple[int, ...] = (),
               write_sizes: tuple[int, ...] = (), model_source: str | None = None,
-              checkpoint: str | None = None) -> dict:
+              checkpoint: str | None = None, fit_reps: int = 1) -> dict:
     """The study, held out. Without ``model``: a fitting pass (opt1..opt4 on the reads of
-    ``fit_sizes``, both cache states, once each) fits the model; with one (an earlier
+    ``fit_sizes``, both cache states, ``fit_reps`` runs each) fits the model on their
+    medians; with one (an earlier
     study's or a calibration's), no fitting pass. Then every scored cell (reads of
     ``sizes``, writes of ``write_sizes``, the ``caches`` columns) with all five settings side
     by side, fresh runs the model never saw, and the mixed-phase workload with its oracle.
@@ -383,7 +388,7 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
     chosen = workloads or (*WORKLOADS, "mixed-phase")
     plan = Plan([(wl, s, c) for wl in WORKLOADS for s in fit_sizes for c in (False, True)],
                 plan_cells(chosen, sizes, write_sizes, caches), "mixed-phase" in chosen,
-                model, model_source, fit_writes=bool(write_sizes))
+                model, model_source, fit_reps=fit_reps, fit_writes=bool(write_sizes))
     reactive = ("rs", HINTED) if hints else ("rs",)
     name = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
     with Network([*hosts_s, *hosts_c], rate=rate) as net, \
@@ -398,7 +403,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
     results = out["results"]
     return {"study": "scheduling", "disk": disk, "rate": rate, "clients": clients,
             "iods": iods, "sizes": list(sizes), "write_sizes": list(write_sizes),
-            "fit_sizes": list(fit_sizes) if model is None else [], "reps": reps,
+            "fit_sizes": list(fit_sizes) if model is None else [],
+            "fit_reps": fit_reps if model is None else 0, "reps": reps,
             "reps_short": reps_short, "short_s": SHORT_S, **out,
             "targets": targets(results),
             **({"targets_rs_hint": targets(results, HINTED)} if hints else {}),
