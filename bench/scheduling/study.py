@@ -94,7 +94,7 @@ def machine() -> dict:
 def _mean_rows(rows: list[dict]) -> dict:
     """The runs of one cell and setting: the metrics averaged (the thesis' "average of three
     test runs") and their medians (what is scored), each run's kept under ``runs`` (its
-    name, tasks' times and phases), rs' decisions summed."""
+    name, tasks' times and phases, and rs' decisions per phase), rs' decisions summed."""
     from statistics import median
 
     out = dict(rows[0])
@@ -103,8 +103,9 @@ def _mean_rows(rows: list[dict]) -> dict:
     for k in ("app_service_s", "mean_task_service_s"):
         out[f"median_{k}"] = median(r[k] for r in rows)
     out["runs"] = [{k: r[k] for k in ("run_id", "app_service_s", "mean_task_service_s",
-                                      "task_s", "phases") if k in r} for r in rows]
-    for k in ("phases", "task_s", "run_id"):
+                                      "task_s", "phases", "rs_phases") if k in r}
+                   for r in rows]
+    for k in ("phases", "task_s", "run_id", "rs_phases"):
         out.pop(k, None)
     if "rs" in out:
         out["rs"] = _sum_deltas([r["rs"] for r in rows])
@@ -191,6 +192,8 @@ class _Study:
                else r.run(wl, s, c, alg, seed=seed, mark=mark, operation=op)).row()
         if alg in self.reactive:
             row["rs"] = _sum_deltas(deltas)
+            if wl == "mixed-phase":        # what it decided in each phase (issue 31)
+                row["rs_phases"] = deltas
         return row
 
     def record(self, rows: list[dict], into: list[dict] | None = None) -> None:

@@ -268,3 +268,31 @@ def test_fit_reps_runs_the_fitting_pass_that_often_and_fits_the_medians(monkeypa
         # the median, not the mean the slow first run pulls up
         assert o.mean_task_service_s == pytest.approx(median(runs))
         assert o.mean_task_service_s < sum(runs) / len(runs) * 0.8
+
+
+class CountingRunner(FakeRunner):
+    """Each ``sched_get`` answers one more opt3 pick than the one before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def call(self, i: int, op: str, **fields) -> dict:
+        out = super().call(i, op, **fields)
+        if op == "sched_get":
+            self.n += 1
+            out["rs"]["picks"] = {"opt3": self.n}
+        return out
+
+
+def test_rs_mixed_phase_runs_keep_their_decisions_per_phase():
+    r = CountingRunner()
+    doc = study.study_on(r, _plan(model=_model()), r.nprocs, 2, 3, None, ("rs",),
+                         lambda m: None, "T")
+    mixed = {x["algorithm"]: x for x in doc["results"] if x["workload"] == "mixed-phase"}
+    for run in mixed["rs"]["runs"]:
+        # per phase: 2 daemons asked before and after, each 2 picks further on
+        assert [p["picks"] for p in run["rs_phases"]] == [{"opt3": 4}] * len(MIXED_PHASES)
+    assert mixed["rs"]["rs"]["picks"] == {"opt3": 4 * len(MIXED_PHASES) * 3}
+    assert not any("rs_phases" in run for a in ("opt1", "opt4") for run in mixed[a]["runs"])
+    assert "rs_phases" not in mixed["rs"]
