@@ -245,8 +245,40 @@ def mixed_score(by: dict[str, dict], setting: str) -> dict:
     ci = {a: _ratio_ci(per, fixed, a) for a in per}
     rs_v = verdict(ci[setting], MIXED_RS)
     fixed_v = _combine([verdict(ci[a], MIXED_FIXED, below=False) for a in fixed])
-    return {"oracle_s": best, "schedule": schedule, "over_oracle": ratio, "ci95": ci,
-            "rs_result": rs_v, "fixed_result": fixed_v, "result": _combine([rs_v, fixed_v])}
+    out = {"oracle_s": best, "schedule": schedule, "over_oracle": ratio, "ci95": ci,
+           "rs_result": rs_v, "fixed_result": fixed_v, "result": _combine([rs_v, fixed_v])}
+    split = pick_cost(by, setting, schedule)
+    return {**out, "pick_cost": split} if split else out
+
+
+def pick_cost(by: dict[str, dict], setting: str, schedule: list[str]) -> dict | None:
+    """Where ``setting``'s distance from the oracle comes from (no verdict): per phase the
+    algorithm it picked most (its runs' ``rs_phases``), that fixed algorithm's median there
+    beside the oracle's and ``setting``'s own. ``picks_over_oracle``: the picks run as a
+    fixed schedule (the sum of those medians) over the oracle, what the choices cost;
+    ``own_over_picks``: ``setting``'s median total over that sum, what running them cost
+    (the switching, the deciding, a phase begun under the previous pick)."""
+    runs = by[setting].get("runs", [])
+    if not runs or not all(r.get("rs_phases") for r in runs):
+        return None
+    per = {a: phase_runs(by[a]) for a in (*ALGOS, setting) if a in by}
+    phases = []
+    for i, alg in enumerate(schedule):
+        picks: dict[str, int] = {}
+        for r in runs:
+            for a, n in r["rs_phases"][i]["picks"].items():
+                picks[a] = picks.get(a, 0) + n
+        pick = max(sorted(picks), key=lambda a: picks[a]) if picks else None
+        phases.append({"oracle": alg, "oracle_s": median(per[alg][i]), "pick": pick,
+                       "picks": picks, "pick_s": median(per[pick][i]) if pick in per else None,
+                       "own_s": median(per[setting][i])})
+    if any(p["pick_s"] is None for p in phases):
+        return {"phases": phases}
+    oracle_s = sum(p["oracle_s"] for p in phases)
+    picked = sum(p["pick_s"] for p in phases)
+    own = median(sum(ph[j] for ph in per[setting]) for j in range(len(per[setting][0])))
+    return {"phases": phases, "picks_s": picked, "picks_over_oracle": picked / oracle_s,
+            "own_over_picks": own / picked}
 
 
 def _ratio_ci(per: dict[str, list[list[float]]], fixed: list[str], a: str,

@@ -278,3 +278,25 @@ def test_side_by_side_order_is_shuffled_reproducibly_and_rs_follows_different_se
     # first or after each of the fixed algorithms.
     before_rs = {o[o.index("rs") - 1] if o.index("rs") else None for o in orders}
     assert before_rs == {None, *ALGOS}
+
+
+def test_the_pick_cost_splits_rs_distance_from_the_oracle_into_picks_and_running_them():
+    # Oracle: opt4 then opt1 (1.0 + 0.2). rs picks opt4 in both phases (its second pick
+    # costs 0.5 - 0.2) and runs 10 % slower than its picks in phase 1.
+    times = {"opt1": [[2.0, 0.2]] * 3, "opt2": [[2.0, 0.2]] * 3,
+             "opt3": [[2.1, 0.2]] * 3, "opt4": [[1.0, 0.5]] * 3,
+             "rs": [[1.1, 0.5]] * 3}
+    rows = _mixed(times)
+    rs = next(r for r in rows if r["algorithm"] == "rs")
+    t = targets(rows)["mixed_phase_rs_within_3pct_of_oracle_fixed_8pct_behind"]
+    assert "pick_cost" not in t                       # no per-phase decisions recorded
+    for run in rs["runs"]:
+        run["rs_phases"] = [{"picks": {"opt4": 9, "opt1": 1}}, {"picks": {"opt4": 5}}]
+    t = targets(rows)["mixed_phase_rs_within_3pct_of_oracle_fixed_8pct_behind"]
+    split = t["pick_cost"]
+    assert [p["pick"] for p in split["phases"]] == ["opt4", "opt4"]
+    assert [p["oracle"] for p in split["phases"]] == ["opt4", "opt1"]
+    assert split["picks_over_oracle"] == pytest.approx(1.5 / 1.2)
+    assert split["own_over_picks"] == pytest.approx(1.6 / 1.5)
+    assert t["over_oracle"]["rs"] == pytest.approx(
+        split["picks_over_oracle"] * split["own_over_picks"])
