@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import resource
 import threading
 import time
 from collections import OrderedDict
@@ -46,6 +47,9 @@ class Storage(Protocol):
     def close(self) -> None: ...
 
 
+# Precreated stripe files kept open for their first write (PosixStorage._spare): more than
+# the pool holds (config precreate, 1,024, plus a refill's chunk), at most 1/8 of RLIMIT_NOFILE.
+SPARE = 1536
 _SYS_CACHESTAT = 451  # x86_64, aarch64 and the other generic-table architectures (Linux 6.5)
 
 
@@ -90,6 +94,12 @@ class PosixStorage:
         # Descriptors the engine is using right now are pinned: never closed under it.
         self._pins: dict[int, int] = {}
         self._doomed: set[int] = set()
+        # Descriptors of the newest empty stripe files precreated for the manager's pool
+        # (kept apart from the cache, which is for files in use): a new file's first write
+        # finds its descriptor here from the trio thread, without a worker thread's open.
+        # The pool hands numbers out in order, so the oldest spare goes first when full.
+        self._spare: OrderedDict[int, int] = OrderedDict()
+        self.spare_max = min(SPARE, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 8)
         # The descriptor cache is shared by the daemon's trio thread and the worker threads
         # that run the slow calls (truncate, unlink, fsync, stat of many files); the lock
         # covers the cache only, never a syscall that may block on the disk.
@@ -106,6 +116,8 @@ class PosixStorage:
             return self._open(ino, create)
 
     def _open(self, ino: int, create: bool) -> int | None:
+        if ino in self._spare:
+            self._fds[ino] = self._spare.pop(ino)
         fd = self._fds.get(ino)
         if fd is not None:
             # A stripe file removed behind our back (fsck, an operator) must not live on
@@ -160,6 +172,8 @@ class PosixStorage:
                 self._doomed.add(ino)
                 return None
             fd = self._fds.pop(ino, None)
+            if fd is None:
+                fd = self._spare.pop(ino, None)
             if fd is not None and not defer:
                 os.close(fd)
                 return None
@@ -172,6 +186,9 @@ class PosixStorage:
         in a worker thread."""
         with self._lock:
             fd = self._fds.get(ino)
+            if fd is None and ino in self._spare:
+                # (the cache may run over max_open by the spares; the next open trims it)
+                fd = self._fds[ino] = self._spare.pop(ino)
             if fd is not None:
                 self._fds.move_to_end(ino)
                 self._pins[ino] = self._pins.get(ino, 0) + 1
@@ -228,12 +245,12 @@ class PosixStorage:
 
     def precreate(self, inos: list[int]) -> int:
         """Make empty stripe files for the manager's pool of inode numbers, ahead of the
-        creates that will use them; an existing file is left as it is. Not kept open (the
-        descriptor cache is for files in use). Returns how many were made."""
+        creates that will use them; an existing file is left as it is. The newest
+        ``spare_max`` stay open for their first writes. Returns how many were made."""
         made = 0
         for ino in inos:
             path = self.path(ino)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
             try:
                 fd = os.open(path, flags, 0o600)
             except FileNotFoundError:
@@ -241,7 +258,12 @@ class PosixStorage:
                 fd = os.open(path, flags, 0o600)
             except FileExistsError:
                 continue
-            os.close(fd)
+            with self._lock:
+                self._spare[ino] = fd
+                old = [self._spare.popitem(last=False)[1]
+                       for _ in range(len(self._spare) - self.spare_max)]
+            for fd in old:
+                os.close(fd)
             made += 1
         return made
 
@@ -309,9 +331,10 @@ class PosixStorage:
 
     def close(self) -> None:
         with self._lock:
-            for fd in self._fds.values():
+            for fd in [*self._fds.values(), *self._spare.values()]:
                 os.close(fd)
             self._fds.clear()
+            self._spare.clear()
 
 
 class EmulatedStorage(PosixStorage):

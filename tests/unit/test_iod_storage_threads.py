@@ -66,5 +66,22 @@ def test_precreate_makes_empty_files_and_leaves_existing_ones(tmp_path) -> None:
     st.truncate(5, 100)  # an existing stripe file with data
     assert st.precreate([4, 5, 6, 300]) == 3
     assert [st.usage(i)[0] for i in (4, 5, 6, 300)] == [0, 100, 0, 0]
-    assert st.lookup(4) is None  # not kept open: the descriptor cache is for files in use
     assert st.precreate([4]) == 0
+    st.close()
+
+
+def test_precreated_files_stay_open_apart_for_their_first_write(tmp_path) -> None:
+    st = PosixStorage(str(tmp_path))
+    st.spare_max = 3
+    assert st.precreate([10, 11, 12, 13]) == 4
+    assert len(st._fds) == 0  # the descriptor cache is for files in use
+    assert st.lookup(10) is None  # the oldest went when the fourth came
+    fd = st.lookup(11)  # from the trio thread: no open
+    assert fd is not None and os.pwrite(fd, b"abc", 0) == 3 and st.usage(11)[0] == 3
+    st.unpin(11)
+    assert 11 in st._fds and 11 not in st._spare
+    assert st.unlink(12) and 12 not in st._spare  # closed with its file
+    assert st.acquire(13, create=False) is not None  # a worker thread's open takes it too
+    st.unpin(13)
+    assert not st._spare
+    st.close()
