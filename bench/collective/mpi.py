@@ -86,6 +86,10 @@ def _iod_writes(fs: Any) -> int:
 DISK_KEYS = ("accesses", "busy_s", "miss_bytes", "hit_bytes")
 RA_KEYS = ("ra_pages", "ra_reads", "ra_skipped", "ra_waits", "ra_failed", "ra_resets",
            "ra_unclaimed", "ra_lead_lost")
+#: the phases of a locked access of the cache, in the order of ``PageCache._record``'s marks
+#: (DAChe fig. 6's breakdown): locks granted, pages loaded from the file, read around and
+#: local copies, remote bytes moved, unlocked
+PHASES = ("lock", "load", "local", "remote", "unlock")
 #: the read-ahead window of a "+ra" method (bytes)
 READAHEAD_ON = int(os.environ.get("PVFS_BENCH_READAHEAD", str(1 << 20)))
 
@@ -202,12 +206,16 @@ def _read_windows(f: Any, chunk: int, loops: int, trace_dir: str | None,
     before the close, then any the close added); with ``trace_dir`` the rank's timeline is
     written there first."""
     reads: list[tuple[float, float, int]] | None = None
+    breakdown = bool(opts.get("breakdown")) and not trace_dir and f.cache is not None
+    if breakdown:
+        f.cache.trace = []
     if trace_dir:
         reads = []
         f.io.trace = []
         if f.cache is not None:
             f.cache.trace = []
     r, n = f.comm.Get_rank(), f.comm.Get_size()
+    began_all = time.perf_counter()
     for w in range(loops):
         for j in range(n):
             c = w * n + (r + j) % n
@@ -218,11 +226,31 @@ def _read_windows(f: Any, chunk: int, loops: int, trace_dir: str | None,
                 f.read_at(c * chunk, chunk)
                 reads.append((began, time.monotonic(), c))
     counters = f.counters()
+    if breakdown:
+        counters["read_us"] = round((time.perf_counter() - began_all) * 1e6)
+        counters.update(phase_sums(f.cache.trace))
+        f.cache.trace = None
     if reads is not None:
         _dump_trace(trace_dir, opts, clients, rank, t0, reads, f)
     f.close()
     counters.update({k: v for k, v in f.counters().items() if k not in counters})
     return counters
+
+
+def phase_sums(trace: list[dict[str, Any]]) -> dict[str, int]:
+    """This rank's locked accesses (``PageCache.trace``) summed by phase (:data:`PHASES`), in
+    microseconds as ``phase_<name>_us``, with their number (``accesses``); an access that
+    raised (fewer than six marks) is left out."""
+    sums = dict.fromkeys(PHASES, 0.0)
+    n = 0
+    for rec in trace:
+        t = rec["t"]
+        if len(t) != len(PHASES) + 1:
+            continue
+        n += 1
+        for i, name in enumerate(PHASES):
+            sums[name] += t[i + 1] - t[i]
+    return {"accesses": n, **{f"phase_{k}_us": round(v * 1e6) for k, v in sums.items()}}
 
 
 def _window_result(fs: Any, opts: dict[str, Any], clients: int, servers: int,
@@ -254,6 +282,8 @@ def _window_result(fs: Any, opts: dict[str, Any], clients: int, servers: int,
             # the longest mean read-around read any rank had (what caps its wait)
             "around_read_us": max((t.get("around_read_us", 0) for t in totals if t), default=0),
             "lock_server_queued": total.get("lock_server_queued", 0),
+            **{k: total[k] for k in ("read_us", "accesses", *(f"phase_{p}_us" for p in PHASES))
+               if k in total},
             **{k: total[k] for k in RA_KEYS if k in total},
             "iod_write_requests": _iod_writes(fs) - iod_before}
 

@@ -1,0 +1,269 @@
+"""DAChe's lock-server scaling (figs. 4-6) over the netns harness: one MPI rank per host.
+
+``pvfs.cluster.netns.Network`` gives every MPI rank a host of its own (a network namespace
+with one shaped ``eth0`` link to a bridge) and the four I/O daemons four more hosts (the
+manager on the first), so every message between ranks and every file-system call crosses
+two shaped links, as between DAChe's Cplant nodes, instead of loopback or shared memory.
+``mpiexec`` runs on the first rank's host; hydra reaches the others through a launcher that
+enters their namespace (``-launcher rsh -launcher-exec``: ``ip netns exec``), and UCX is
+limited to TCP (``UCX_TLS=tcp,self``: without it UCX moves the bytes of ranks on one kernel
+through shared memory, whatever host MPICH thinks they are on).
+
+The jobs are the sliding window of :mod:`.mpi` (4 MiB cache per rank, 32 KiB pages, 64 KiB
+chunks, 40 loops) with ``independent`` reads and ``servers`` with k dedicated lock servers
+(DAChe's mtx-k; ``k=half`` is its 50:50, as many lock servers as clients), each client's
+locked accesses timed by phase (``"breakdown"``: fig. 6) and the lock phase per access
+standing for fig. 5's queue time (what a client waits for a grant: the server's queue, the
+network and the server's CPU, as DAChe's "client service time"). Every job of a rank count
+runs once per repeat, the order rotated each repeat; the load is recorded before and after
+each job.
+
+    flock /work/scratch/machine.lock .venv/bin/python -m pvfs.bench.collective.netns \\
+        --ranks 8,16,32 --servers 1,2 --repeat 3 -o bench/results/X.json --plot X.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pvfs.bench.collective.drive import WINDOW, label, paired_ratios
+from pvfs.bench.collective.mpi import PHASES
+
+#: per-direction link rate: about DAChe's Myrinet (1.28 Gbit/s) rather than the thesis'
+#: 100 Mbit/s Ethernet, since the figures are DAChe's
+RATE = "1gbit"
+#: the environment of every rank: TCP only (see the module's docstring)
+RANK_ENV = {"UCX_TLS": "tcp,self"}
+_RSH = """#!/bin/sh
+# hydra's launcher: "$0 HOST CMD..." runs CMD in the namespace of HOST (an address)
+host="$1"; shift
+ns=$(grep "^$host " {map} | cut -d' ' -f2)
+[ -n "$ns" ] || {{ echo "no namespace for $host" >&2; exit 1; }}
+exec ip netns exec "$ns" sh -c "$*"
+"""
+
+
+def plan(ranks: list[int], servers: list[str]) -> list[list[tuple[int, dict[str, Any]]]]:
+    """The jobs of each rank count, ``(processes, options)``: ``independent``, then
+    ``servers`` with each k of ``servers`` (``"half"``: as many lock servers as clients)."""
+    out = []
+    for n in ranks:
+        jobs = [(n, {"benchmark": "sliding_window", "method": "independent", **WINDOW,
+                     "breakdown": True})]
+        for k in servers:
+            kk = n if k == "half" else int(k)
+            jobs.append((n + kk, {"benchmark": "sliding_window", "method": "servers",
+                                  **WINDOW, "lock_servers": kk, "breakdown": True}))
+        out.append(jobs)
+    return out
+
+
+def rotated(jobs: list[Any], rep: int) -> list[int]:
+    """The indices of ``jobs`` in repeat ``rep``'s order: rotated by ``rep``."""
+    n = len(jobs)
+    return [(i + rep) % n for i in range(n)]
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+@contextlib.contextmanager
+def harness(processes: int, rate: str, delay: str | None) -> Iterator[tuple[Any, str, Path]]:
+    """``(network, config path, work dir)``: hosts ``iod0..3`` running pvfs and ``r0..`` for
+    the ranks, a launcher script; everything removed on exit, also on failure."""
+    from pvfs.cluster.netns import Network, cleanup_stale
+
+    cleanup_stale()
+    hosts = [f"iod{i}" for i in range(4)] + [f"r{i}" for i in range(processes)]
+    with tempfile.TemporaryDirectory(prefix="pvfs-collective-netns-") as d, \
+            Network(hosts, rate=rate, delay=delay, subnet="10.214.0.0/24") as net:
+        work = Path(d)
+        cfg = net.make_config(work / "fs", iods=hosts[:4])
+        net.start_daemons(cfg)
+        (work / "map").write_text("".join(f"{net.addrs[h]} {net.ns(h)}\n" for h in hosts))
+        rsh = work / "nsrsh"
+        rsh.write_text(_RSH.format(map=work / "map"))
+        rsh.chmod(0o755)
+        yield net, cfg.path, work
+
+
+def run_job(net: Any, config: str, work: Path, nprocs: int, opts: dict[str, Any],
+            timeout: float = 900) -> dict[str, Any]:
+    """One window job on hosts ``r0..r<nprocs-1>``, one rank each; its RESULT.
+
+    Raises:
+        RuntimeError: the job failed or printed no result.
+    """
+    from pvfs.bench.collective.drive import mpiexec
+
+    hosts = [f"r{i}" for i in range(nprocs)]
+    hostfile = work / f"hosts-{nprocs}"
+    hostfile.write_text("".join(f"{net.addrs[h]}:1\n" for h in hosts))
+    cmd = [mpiexec(), "-f", str(hostfile), "-launcher", "rsh", "-launcher-exec",
+           str(work / "nsrsh"), "-localhost", net.addrs["r0"], "-n", str(nprocs),
+           sys.executable, "-m", "pvfs.bench.collective.mpi", config, json.dumps(opts)]
+    proc = net.run("r0", cmd, env={**os.environ, **RANK_ENV}, timeout=timeout, cwd=str(work))
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise RuntimeError(f"{label(opts)} with {nprocs} processes failed (rc {proc.returncode}):"
+                       f" {proc.stderr.strip()[-800:]}")
+
+
+def derived(r: dict[str, Any]) -> dict[str, Any]:
+    """Fig. 5's and fig. 6's numbers of one result: the lock phase per access and per lock
+    round (µs), and each phase's share of the clients' read time."""
+    out: dict[str, Any] = {}
+    acc, read = r.get("accesses", 0), r.get("read_us", 0)
+    if acc:
+        out["lock_us_per_access"] = round(r["phase_lock_us"] / acc, 1)
+    if r.get("lock_rounds"):
+        out["lock_us_per_round"] = round(r.get("phase_lock_us", 0) / r["lock_rounds"], 1)
+    if read and acc:
+        shares = {p: r[f"phase_{p}_us"] / read for p in PHASES}
+        shares["other"] = max(0.0, 1 - sum(shares.values()))
+        out["shares"] = {k: round(v, 4) for k, v in shares.items()}
+    return out
+
+
+def run(ranks: list[int], servers: list[str], repeat: int, rate: str,
+        delay: str | None, progress: Any = None) -> dict[str, Any]:
+    """Every rank count's jobs, ``repeat`` times in rotating order, on one harness sized for
+    the largest job; results, medians and paired ratios."""
+    groups = plan(ranks, servers)
+    jobs = [j for g in groups for j in g]
+    runs: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(jobs))}
+    started, load_before = time.time(), _load()
+    with harness(max(p for p, _ in jobs), rate, delay) as (net, config, work):
+        base = 0
+        for g in groups:
+            for rep in range(repeat):
+                for i in rotated(g, rep):
+                    nprocs, opts = g[i]
+                    before = _load()
+                    r = run_job(net, config, work, nprocs, opts)
+                    r.update(derived(r), repeat=rep, load_before=before, load_after=_load())
+                    runs[base + i].append(r)
+                    if progress:
+                        progress(f"[{rep + 1}/{repeat}] n={r['ranks']} {label(r)}: "
+                                 f"{r['mib_s']:.1f} MiB/s")
+            base += len(g)
+    return {"results": [summary(runs[i]) for i in range(len(jobs))],
+            "runs": [r for i in range(len(jobs)) for r in runs[i]],
+            "paired": paired_ratios(jobs, runs), "ranks": ranks, "servers": servers,
+            "repeat": repeat, "rate": rate, "delay": delay, "window": WINDOW,
+            "seconds": round(time.time() - started, 1), "load_before": load_before,
+            "load_after": _load(), "host_per_rank": True, "rank_env": RANK_ENV}
+
+
+def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One job's repeats: the median and range of its throughput, lock time, CPU per byte
+    and phase shares (range = the repeats' min-max, the median's interval)."""
+    def med(key: str, get: Any = None) -> dict[str, float] | None:
+        xs = [get(r) if get else r.get(key) for r in rs]
+        xs = [x for x in xs if x is not None]
+        if not xs:
+            return None
+        return {"median": round(statistics.median(xs), 4), "lo": round(min(xs), 4),
+                "hi": round(max(xs), 4)}
+
+    first = rs[0]
+    out = {"method": label(first), "ranks": first["ranks"],
+           "lock_servers": first.get("lock_servers", 0), "n": len(rs),
+           "mib_s": med("mib_s"), "cpu_s_per_gib": med("cpu_s_per_gib"),
+           "lock_us_per_access": med("lock_us_per_access"),
+           "lock_us_per_round": med("lock_us_per_round"),
+           "fs_reads": med("fs_reads"), "pages_touched": first.get("pages_touched"),
+           "lock_server_queued": med("lock_server_queued"), "locks": med("locks")}
+    if "shares" in first:
+        out["shares"] = {p: med(p, lambda r, p=p: r.get("shares", {}).get(p))
+                         for p in (*PHASES, "other")}
+    return out
+
+
+def plot(data: dict[str, Any], path: str) -> None:
+    """Figs. 4-6 side by side: MiB/s, the lock phase per access and the phase shares
+    (medians; bars of fig. 4 and 5 span the repeats' range)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    names = sorted({r["method"] for r in data["results"]})
+    for ax, key, title in ((axes[0], "mib_s", "fig. 4: MiB/s"),
+                           (axes[1], "lock_us_per_access", "fig. 5: lock wait per access, µs")):
+        for m in names:
+            rows = sorted((r for r in data["results"] if r["method"] == m and r.get(key)),
+                          key=lambda r: r["ranks"])
+            if not rows:
+                continue
+            xs = [r["ranks"] for r in rows]
+            mid = [r[key]["median"] for r in rows]
+            err = [[r[key]["median"] - r[key]["lo"] for r in rows],
+                   [r[key]["hi"] - r[key]["median"] for r in rows]]
+            ax.errorbar(xs, mid, yerr=err, marker="o", capsize=3, label=m)
+        ax.set_xlabel("clients")
+        ax.set_title(title)
+        ax.set_xscale("log", base=2)
+        ax.legend(fontsize=7)
+    _plot_shares(axes[2], data)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def _plot_shares(ax: Any, data: dict[str, Any]) -> None:
+    rows = [r for r in data["results"] if r.get("shares")]
+    bottom = [0.0] * len(rows)
+    for p in (*PHASES, "other"):
+        vals = [r["shares"][p]["median"] if r["shares"][p] else 0 for r in rows]
+        ax.bar(range(len(rows)), vals, bottom=bottom, label=p)
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    ax.set_xticks(range(len(rows)), [f"{r['method']}\nn={r['ranks']}" for r in rows],
+                  fontsize=6, rotation=60)
+    ax.set_title("fig. 6: share of the clients' read time")
+    ax.legend(fontsize=7)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", default="8,16,32", help="client counts")
+    ap.add_argument("--servers", default="1,2", help="lock servers k (or 'half': 50:50)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rate", default=RATE)
+    ap.add_argument("--delay", default=None, help="netem one-way delay per link direction")
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--plot", default=None)
+    ap.add_argument("--note", default="")
+    args = ap.parse_args(argv)
+    old = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # tear the harness down
+    try:
+        data = run([int(x) for x in args.ranks.split(",")], args.servers.split(","),
+                   args.repeat, args.rate, args.delay,
+                   progress=lambda s: print(s, file=sys.stderr, flush=True))
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    data["command"] = "python -m pvfs.bench.collective.netns " + " ".join(
+        argv if argv is not None else sys.argv[1:])
+    data["note"] = args.note
+    Path(args.output).write_text(json.dumps(data, indent=1) + "\n")
+    if args.plot:
+        plot(data, args.plot)
+    print(json.dumps(data["paired"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""DAChe figs. 4-6 over the netns harness: the plan, the phase sums and the summaries."""
+
+from __future__ import annotations
+
+import pytest
+
+from pvfs.bench.collective.mpi import PHASES, phase_sums
+from pvfs.bench.collective.netns import derived, plan, rotated, summary
+
+
+def test_plan_puts_lock_servers_on_top_of_the_clients():
+    groups = plan([8, 16], ["1", "2", "half"])
+    assert [[n for n, _ in g] for g in groups] == [[8, 9, 10, 16], [16, 17, 18, 32]]
+    assert all(o["breakdown"] for g in groups for _, o in g)
+    assert [o.get("lock_servers") for _, o in groups[1]] == [None, 1, 2, 16]
+    assert groups[0][0][1]["method"] == "independent"
+
+
+def test_rotation_starts_each_repeat_one_later_and_runs_every_job():
+    jobs = ["a", "b", "c"]
+    assert [rotated(jobs, r) for r in range(4)] == [[0, 1, 2], [1, 2, 0], [2, 0, 1],
+                                                   [0, 1, 2]]
+
+
+def test_phase_sums_skip_an_access_that_raised():
+    trace = [{"t": [0.0, 1.0, 1.5, 1.75, 2.75, 3.0]},
+             {"t": [10.0, 12.0, 13.0]},  # raised after its locks: no record of its phases
+             {"t": [4.0, 4.5, 4.5, 4.5, 4.5, 5.0]}]
+    out = phase_sums(trace)
+    assert out["accesses"] == 2
+    assert [out[f"phase_{p}_us"] for p in PHASES] == [1_500_000, 500_000, 250_000,
+                                                      1_000_000, 750_000]
+
+
+def test_derived_shares_add_up_and_other_is_the_rest():
+    r = {"accesses": 4, "read_us": 1000, "lock_rounds": 2, "phase_lock_us": 400,
+         "phase_load_us": 100, "phase_local_us": 0, "phase_remote_us": 200,
+         "phase_unlock_us": 100}
+    d = derived(r)
+    assert d["lock_us_per_access"] == 100 and d["lock_us_per_round"] == 200
+    assert d["shares"]["other"] == pytest.approx(0.2)
+    assert sum(d["shares"].values()) == pytest.approx(1.0)
+    assert derived({"accesses": 0, "read_us": 5}) == {}  # independent: no cache, no phases
+
+
+def test_summary_is_the_median_with_the_repeats_range():
+    rs = [{"method": "servers", "lock_servers": 2, "ranks": 8, "mib_s": x,
+           "cpu_s_per_gib": 1.0, "pages_touched": 320} for x in (3.0, 1.0, 2.0)]
+    s = summary(rs)
+    assert s["method"] == "servers(k=2)" and s["n"] == 3
+    assert s["mib_s"] == {"median": 2.0, "lo": 1.0, "hi": 3.0}
+    assert s["lock_us_per_access"] is None and "shares" not in s
