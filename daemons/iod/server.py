@@ -489,7 +489,7 @@ class IodServer:
 
     async def _sizes_changed(self, inos: list[int] | None) -> None:
         await self.mgr.call({"op": "sizes_changed", "inos": inos or [], "all": inos is None,
-                             "cred": [0, 0, []]})
+                             "iod": self.index, "cred": [0, 0, []]})
 
     def _stale(self, job: _Job) -> None:
         """The engine found the job's cached descriptor unlinked behind the cache (or not

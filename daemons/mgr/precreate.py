@@ -57,6 +57,7 @@ class PrecreatePool:
         self._ready: deque[int] = deque(store.admin.pool(ready=True)) if batch else deque()
         self._wanted = trio.Event()
         self.made = 0  # numbers made ready since the start (for tests and metrics)
+        self.refilling = False  # a refill is asking the daemons (status; tests wait it out)
 
     def __len__(self) -> int:
         return len(self._ready)
@@ -98,6 +99,7 @@ class PrecreatePool:
                 await self._wanted.wait()
                 continue
             inos = pending or self.store.admin.pool_reserve(self.batch)
+            self.refilling = True
             try:
                 if self.durable is not None:
                     await self.durable()
@@ -110,6 +112,8 @@ class PrecreatePool:
                 await trio.sleep(delay)
                 delay = min(delay * 2, 30.0)
                 continue
+            finally:
+                self.refilling = False
             pending, delay = [], 0.5
 
     async def _make(self, inos: list[int]) -> None:

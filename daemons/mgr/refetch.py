@@ -7,7 +7,10 @@ mdtest's hard phase) asks every I/O daemon of the file while the client waits. I
 manager collects the reported files for ``DELAY`` seconds -- a write usually ends within it --
 and then asks each daemon once for all of them (one batched ``sizes`` call per daemon, with a
 promise to report the next change). A file that keeps changing becomes *hot* (sizecache.py)
-and is asked without a promise, which costs its writer nothing.
+and is asked without a promise, which costs its writer nothing. A daemon declines the
+promise while the reported change is still in progress there (a write slower than
+``DELAY`` on a loaded node): such a file is asked again after another ``DELAY``, up to
+``RETRIES`` times, so that a file written once still ends up cached.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ __all__ = ["SizeRefetcher"]
 
 DELAY = 0.05      # seconds between a report and the fetch of the reported files
 BATCH_MAX = 4096  # files per fetch (the daemons' ``sizes`` limit)
+RETRIES = 3       # fetches of a file whose promise a daemon declined, after its report
 
 
 class SizeRefetcher:
@@ -31,7 +35,7 @@ class SizeRefetcher:
     Args:
         attrs_of: an inode's attributes from the store (raises OSError if it is gone).
         fill: fills files' sizes, fetching and caching those not cached (the manager's
-            ``StripeFiles.with_sizes``).
+            ``StripeFiles.with_sizes``); returns the files a daemon declined to watch.
         done: called with the files filled and the lease clock read before (the manager
             leases them again to the holders the reports recalled, leases.py).
     """
@@ -45,19 +49,37 @@ class SizeRefetcher:
         self.done = done
         self.clock = clock
         self.pending: dict[int, None] = {}
+        self._tries: dict[int, int] = {}  # ino -> fetches declined since its last report
+        self._later: dict[int, None] = {}  # declined: fetched after the next DELAY
         self._wake = trio.Event()
         self.fetched = 0
 
     def add(self, inos: list[int]) -> None:
+        """These files were reported changed."""
         for ino in inos:
             self.pending[ino] = None
+            self._tries.pop(ino, None)
         self._wake.set()
+
+    def _again(self, fetched: list[dict], declined: set[int]) -> None:
+        """Ask once more, after the next ``DELAY``, for files whose promise a daemon
+        declined."""
+        for a in fetched:
+            ino = a["ino"]
+            tries = self._tries.pop(ino, 0) + 1
+            if ino in declined and tries < RETRIES:
+                self._tries[ino] = tries
+                self._later[ino] = None
+        if self._later:
+            self._wake.set()
 
     async def run(self) -> None:
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
             await trio.sleep(DELAY)
+            self.pending.update(self._later)
+            self._later.clear()
             while self.pending:
                 inos = list(self.pending)[:BATCH_MAX]
                 for ino in inos:
@@ -77,9 +99,10 @@ class SizeRefetcher:
         if not files:
             return
         try:
-            await self.fill(files)
+            declined = await self.fill(files)
             self.fetched += len(files)
         except OSError as exc:  # a daemon down: the next stat asks, as without this
             log.info("refetching %d files' sizes: %s", len(files), exc)
             return
+        self._again(files, declined or set())
         await self.done(files, seen)

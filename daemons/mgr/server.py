@@ -203,7 +203,7 @@ class MgrServer:
         return {"version": __version__, "role": "mgr", "pid": os.getpid(),
                 "uptime": time.time() - self.started, **self.store.admin.counts(),
                 "open_files": self.store.open_count() if hasattr(self.store, "open_count") else 0,
-                "removals_pending": self.reaper.pending, "precreated": len(self.pool),
+                "removals_pending": self.reaper.pending, "precreated": len(self.pool), "precreating": self.pool.refilling,
                 "size_cache": {**self.sizes.status(), "refetched": self.refetch.fetched}, "group_commit": self.group.status(),
                 "creates_pending": len(self.store.admin.making()),
                 "leases": self.leases.status(),
@@ -217,7 +217,7 @@ class MgrServer:
             self.sizes.forget_all()
             changed = list(self.leases.by_ino)
         else:
-            self.sizes.forget(f["inos"])
+            self.sizes.forget(f["inos"], iod=f["iod"])
             changed = f["inos"]
         self.leases.note_reported(changed)
         async with self.leases.changing(changed):  # holders of their attributes first

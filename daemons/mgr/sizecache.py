@@ -22,9 +22,11 @@ being written while someone stats it (``tail -f``, a progress bar, fsx) that is 
 round trip per write, and the cached answer is gone by the next stat anyway: a file whose
 daemons reported a second change within ``HOT_S`` of the one before is *hot* and not watched
 until ``HOT_S`` has passed (asked each time, as without the cache). A second change is a
-report that follows a watched fetch made after the first: one write striped over three
-daemons sends three reports, but it is one change (a file created from the pool and written
-once, ``cp``, must stay cacheable). One change does not make a file hot: a file written once
+daemon's report that follows a watched fetch made after *that daemon's* previous report: one
+write striped over three daemons sends three reports, but it is one change (a file created
+from the pool and written once, ``cp``, must stay cacheable), also when one daemon's report
+comes after a fetch that the others' started (a daemon busy making the pool's stripe files).
+A report that names no daemon counts as every daemon's. One change does not make a file hot: a file written once
 and then given its owner, mode and times (``tar x``, ``cp -p``) is watched again from its
 first ``setattr``.
 
@@ -56,8 +58,9 @@ class SizeCache:
         self._shares: OrderedDict[int, list[Share]] = OrderedDict()  # ino -> per rank, LRU
         self._pending: dict[int, object] = {}   # ino -> token of the newest fetch on its way
         self._pool: set[int] = set()            # precreated inodes every daemon watches
-        # ino -> [time of the last report, changes in a row each within HOT_S, whether a
-        # watched fetch came since that report (the next report is then a new change)]
+        # ino -> [time of the last report, changes in a row each within HOT_S, the daemons
+        # (-1: unnamed) whose last report came before a watched fetch (their next report is
+        # a new change), those whose last report came after it]
         self._changed: OrderedDict[int, list] = OrderedDict()
         self.hits = self.misses = self.invalidations = 0
 
@@ -92,7 +95,9 @@ class SizeCache:
             return
         del self._pending[ino]
         if watched and ino in self._changed:
-            self._changed[ino][2] = True
+            got = self._changed[ino]
+            got[2] |= got[3]
+            got[3] = set()
         if watched and self.enabled:
             self._put(ino, shares)
 
@@ -108,9 +113,10 @@ class SizeCache:
         self._put(ino, [(0, 0, 0)] * pcount)
         return True
 
-    def forget(self, inos, reported: bool = True) -> None:
+    def forget(self, inos, reported: bool = True, iod: int = -1) -> None:
         """Stripe files of these inodes changed (or are gone): ask the daemons next time.
-        ``reported``: a daemon's report (counts towards hot), not the manager's own change."""
+        ``reported``: a daemon's report (counts towards hot), not the manager's own change;
+        ``iod``: the reporting daemon (-1: not named)."""
         now = time.monotonic()
         for ino in inos:
             self.invalidations += 1
@@ -119,12 +125,14 @@ class SizeCache:
             self._pool.discard(ino)
             if not reported:
                 continue
-            last, streak, refetched = self._changed.pop(ino, (-HOT_S, 0, False))
+            last, streak, fetched, since = self._changed.pop(ino, (-HOT_S, 0, set(), set()))
             if now - last >= HOT_S:
-                streak = 1
-            elif refetched:          # changed again after a fetch had watched it anew
-                streak += 1
-            self._changed[ino] = [now, streak, False]
+                streak, fetched, since = 1, set(), set()
+            elif iod in fetched or (-1 in fetched) or (iod == -1 and fetched):
+                # changed again after a fetch had watched it anew
+                streak, fetched, since = streak + 1, set(), set()
+            since.add(iod)
+            self._changed[ino] = [now, streak, fetched, since]
         while len(self._changed) > HOT_MAX:
             self._changed.popitem(last=False)
 

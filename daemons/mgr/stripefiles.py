@@ -86,11 +86,12 @@ class StripeFiles:
         _fill(attrs, stripe, shares)
         return attrs
 
-    async def with_sizes(self, entries: list[dict]) -> None:
-        """Fill sizes of many files with one batched call per I/O daemon."""
+    async def with_sizes(self, entries: list[dict]) -> set[int]:
+        """Fill sizes of many files with one batched call per I/O daemon. Returns the files
+        whose promise a daemon declined (a change of it was in progress there), not cached."""
         files = [a for a in entries if a.get("type") == "file"]
         if not files:
-            return
+            return set()
         known = {a["ino"]: self.sizes.get(a["ino"]) for a in files}
         wanted: dict[int, list[int]] = {}
         tokens = {}
@@ -119,6 +120,7 @@ class StripeFiles:
                 self.sizes.install(a["ino"], tokens[a["ino"]], shares,
                                    a["ino"] not in unwatched)
             _fill(a, stripe, shares)
+        return unwatched if watch else set()
 
     async def truncate(self, attrs: dict, size: int) -> None:
         stripe = Stripe(*attrs["stripe"])

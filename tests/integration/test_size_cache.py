@@ -14,16 +14,19 @@ def size_cache(fs) -> dict:
 
 
 def pool_settled(fs, limit: float = 20.0) -> None:
-    """Wait until the precreate pool holds a whole batch: no refill is running (a create
-    that takes a number starts one). A refill keeps every I/O daemon making a batch of
-    stripe files, which can hold one daemon's report of a write back past the refetch of
-    the others' (refetch.py's DELAY); the late report then counts as a second change, and
-    the file is hot for a second and not cached. These tests check a file written once on
-    a quiet file system."""
+    """Wait until the precreate pool holds a whole batch and no refill runs (a create that
+    takes a number starts one): the next create takes a watched number. A refill keeps
+    every I/O daemon making stripe files, which on a loaded machine can hold a daemon's
+    report of a write back past the refetch of the others' reports; that is one change
+    still (sizecache.py counts reports per daemon), but a late report drops the cached size
+    again, and these tests check a file written once on a quiet file system."""
     import time
 
     deadline = time.monotonic() + limit
-    while fs.meta("status")["precreated"] < fs.config.precreate:
+    while True:
+        status = fs.meta("status")
+        if status["precreated"] >= fs.config.precreate and not status["precreating"]:
+            return
         assert time.monotonic() < deadline, "the precreate pool was not refilled"
         time.sleep(0.02)
 
@@ -64,6 +67,7 @@ def test_a_file_written_once_is_asked_again_before_anyone_stats_it(fs):
     manager fetch the new size in the background, so even the first stat is a hit."""
     import time
 
+    pool_settled(fs)  # a create from the pool: its stripe files are watched from the start
     fetched = size_cache(fs)["refetched"]  # (the module's earlier files count too)
     with fs.open("/sc-refetch", "wb", stripe=Stripe(0, 4, 4096)) as f:
         pool_settled(fs)  # the refill this create started

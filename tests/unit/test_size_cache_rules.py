@@ -6,6 +6,7 @@ any change to it, one report at a time, with no promise made while a change is i
 from __future__ import annotations
 
 import trio
+import trio.testing
 
 from pvfs.daemons.iod.sizewatch import SizeWatch
 from pvfs.daemons.mgr.sizecache import SizeCache
@@ -66,6 +67,27 @@ def test_a_file_that_just_changed_is_not_watched(monkeypatch):
     c.forget([3], reported=False)      # nor do the manager's own changes
     assert c.wants_watch(3)
     assert not SizeCache(0).wants_watch(5)
+
+
+def test_a_daemons_late_report_of_the_same_write_is_not_a_second_change(monkeypatch):
+    from pvfs.daemons.mgr import sizecache
+
+    now = [100.0]
+    monkeypatch.setattr(sizecache.time, "monotonic", lambda: now[0])
+    c = SizeCache()
+    c.forget([3], iod=0)
+    c.forget([3], iod=1)
+    c.install(3, c.begin(3), [(1, 1, 1)] * 3, watched=True)  # daemon 2 had not reported yet
+    c.forget([3], iod=2)               # ... its report of the same write comes now
+    assert c.wants_watch(3)
+    c.install(3, c.begin(3), [(1, 1, 1)] * 3, watched=True)
+    c.forget([3], iod=2)               # daemon 2 again, after a fetch watched it anew: hot
+    assert not c.wants_watch(3)
+    now[0] += sizecache.HOT_S
+    c.forget([3], iod=1)
+    c.install(3, c.begin(3), [(1, 1, 1)] * 3, watched=True)
+    c.forget([3])                      # an unnamed report counts as every daemon's
+    assert not c.wants_watch(3)
 
 
 def test_the_cache_is_bounded():
@@ -156,3 +178,37 @@ def test_a_report_that_timed_out_is_sent_again_until_acknowledged():
         assert told == [None, [8], [8], [8]]
 
     trio.run(main, clock=MockClock(autojump_threshold=0))
+
+
+def test_a_file_a_daemon_declined_to_watch_is_asked_again_a_few_times():
+    from pvfs.daemons.mgr import refetch
+
+    asked: list[list[int]] = []
+    declining = {5: 10, 6: 1}  # ino -> fetches a daemon declines (a write in progress)
+
+    async def fill(files):
+        asked.append([a["ino"] for a in files])
+        out = {a["ino"] for a in files if declining.get(a["ino"], 0) > 0}
+        for ino in out:
+            declining[ino] -= 1
+        return out
+
+    async def done(files, seen):
+        pass
+
+    r = refetch.SizeRefetcher(lambda ino: {"ino": ino, "type": "file", "stripe": [0, 4, 4096]},
+                              fill, done, lambda: 0)
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(r.run)
+            r.add([5, 6, 7])
+            await trio.sleep(refetch.DELAY * (refetch.RETRIES + 3))
+            n.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert asked[0] == [5, 6, 7]
+    assert [5 in a for a in asked].count(True) == refetch.RETRIES   # then given up
+    assert [6 in a for a in asked].count(True) == 2                 # watched the second time
+    assert [7 in a for a in asked].count(True) == 1
+    assert not r._tries and not r._later

@@ -204,7 +204,8 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "nfile": {"ino": INO},
     # an I/O daemon: these stripe files change (or, all, it restarted); see mgr/sizecache.py
     "sizes_changed": {"inos": Field(lambda v: _int_list(v, 4096), False, []),
-                      "all": Field(boolean, False, False)},
+                      "all": Field(boolean, False, False),
+                      "iod": Field(integer(-1, 65535), False, -1)},  # the reporter (-1: unnamed)
     "inodes": {"after": Field(integer(0, 2**63 - 1), False, 0),
                "limit": Field(integer(1, 65536), False, 4096)},
     "remove_inode": {"ino": INO},
