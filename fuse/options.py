@@ -68,8 +68,9 @@ class MountOptions:
     # docs/mount.md for what it changes.
     writeback_cache: bool = False
     # Leases from the manager (fuse/leases.py): lookup, negative lookups and getattr of what
-    # the mount holds are answered here until the manager recalls them.
-    leases: bool = False
+    # the mount holds are answered here until the manager recalls them. On by default, off
+    # by itself with default_permissions=0 (a leased lookup skips the manager's check).
+    leases: bool = True
     # With leases: creates in a directory this mount holds alone are answered here and sent
     # to the manager in batches (fuse/creates.py). create_ahead=0: every create waits for it.
     create_ahead: bool = True
@@ -145,6 +146,7 @@ def parse_options(text: str | list[str] | None, base: MountOptions | None = None
     for part in [text] if isinstance(text, str) else (text or []):
         items += [p.strip() for p in part.split(",") if p.strip()]
     names = {f.name for f in fields(MountOptions)}
+    given: set[str] = set()
     for item in items:
         key, eq, value = item.partition("=")
         key = _ALIASES.get(key.replace("-", "_"), key.replace("-", "_"))
@@ -155,6 +157,7 @@ def parse_options(text: str | list[str] | None, base: MountOptions | None = None
             continue
         if key not in names or key == "extra_fuse":
             raise ValueError(f"unknown mount option {item!r}")
+        given.add(key)
         try:
             if key in _BOOL:
                 setattr(opts, key, _flag(value) if eq else True)
@@ -174,7 +177,9 @@ def parse_options(text: str | list[str] | None, base: MountOptions | None = None
         raise ValueError("cache_size must hold at least one block")
     if opts.leases and not opts.default_permissions:
         # a lookup answered from a lease skips the manager's check of search permission
-        raise ValueError("leases need default_permissions (the kernel's permission checks)")
+        if "leases" in given:
+            raise ValueError("leases need default_permissions (the kernel's permission checks)")
+        opts.leases = False
     if opts.timeout <= 0:
         raise ValueError("timeout must be positive")
     if opts.frontend not in FRONTENDS:

@@ -35,8 +35,10 @@ def check(config: str | None, *argv: str, timeout: float = 600) -> tuple[int, di
 
 @pytest.fixture
 def two_mounts(request, pvfs_cluster, tmp_path):
-    """Mounts A and B ("two nodes") with the options the test's parameter names."""
-    opts = getattr(request, "param", "coherence=sync")
+    """Mounts A and B ("two nodes") with the options the test's parameter names. Without
+    leases unless it names them: a leasing run adds pause steps of ~2 s each (machine.py),
+    which 200 examples cannot afford; the leasing runs are below."""
+    opts = getattr(request, "param", "coherence=sync,leases=0")
     a = Mount(pvfs_cluster.config_path, tmp_path / "a", opts)
     b = Mount(pvfs_cluster.config_path, tmp_path / "b", opts)
     with a, b:
@@ -88,7 +90,7 @@ def test_sync_mounts_pass_200_examples(pvfs_cluster, two_mounts):
 
 @needs_fuse
 @pytest.mark.fuse
-@pytest.mark.parametrize("two_mounts", ["coherence=none"], indirect=True)
+@pytest.mark.parametrize("two_mounts", ["coherence=none,leases=0"], indirect=True)
 def test_coherence_none_fails_mode_sync_with_a_shrunk_trace(pvfs_cluster, two_mounts,
                                                             tmp_path):
     a, b = two_mounts

@@ -44,6 +44,7 @@ def attr(**kw: int) -> pyfuse3.EntryAttributes:
 
 def mount(**opts) -> tuple[Operations, FakeClient]:
     client = FakeClient()
+    opts.setdefault("leases", False)  # FakeClient is a manager that grants none
     return Operations(client, MountOptions(**opts)), client
 
 
