@@ -9,13 +9,14 @@ and then asks each daemon once for all of them (one batched ``sizes`` call per d
 promise to report the next change). A file that keeps changing becomes *hot* (sizecache.py)
 and is asked without a promise, which costs its writer nothing. A daemon declines the
 promise while the reported change is still in progress there (a write slower than
-``DELAY`` on a loaded node): such a file is asked again after another ``DELAY``, up to
-``RETRIES`` times, so that a file written once still ends up cached.
+``DELAY`` on a loaded node): such a file is asked again, ``DELAY`` × 2, × 4, ... later, up
+to ``RETRIES`` times (about 1.5 s in all), so that a file written once still ends up cached.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -26,7 +27,7 @@ __all__ = ["SizeRefetcher"]
 
 DELAY = 0.05      # seconds between a report and the fetch of the reported files
 BATCH_MAX = 4096  # files per fetch (the daemons' ``sizes`` limit)
-RETRIES = 3       # fetches of a file whose promise a daemon declined, after its report
+RETRIES = 5       # fetches of a file whose promise a daemon declined, after its report
 
 
 class SizeRefetcher:
@@ -50,7 +51,7 @@ class SizeRefetcher:
         self.clock = clock
         self.pending: dict[int, None] = {}
         self._tries: dict[int, int] = {}  # ino -> fetches declined since its last report
-        self._later: dict[int, None] = {}  # declined: fetched after the next DELAY
+        self._later: dict[int, float] = {}  # declined: ino -> when to fetch it again
         self._wake = trio.Event()
         self.fetched = 0
 
@@ -62,24 +63,31 @@ class SizeRefetcher:
         self._wake.set()
 
     def _again(self, fetched: list[dict], declined: set[int]) -> None:
-        """Ask once more, after the next ``DELAY``, for files whose promise a daemon
-        declined."""
+        """Ask once more, later and later, for files whose promise a daemon declined."""
+        now = trio.current_time()
         for a in fetched:
             ino = a["ino"]
             tries = self._tries.pop(ino, 0) + 1
             if ino in declined and tries < RETRIES:
                 self._tries[ino] = tries
-                self._later[ino] = None
-        if self._later:
-            self._wake.set()
+                self._later[ino] = now + DELAY * 2 ** (tries - 1)
+
+    def _due(self) -> float:
+        """Seconds until the next file asked again is due (inf: none waits)."""
+        if not self._later:
+            return math.inf
+        return max(0.0, min(self._later.values()) - trio.current_time())
 
     async def run(self) -> None:
         while True:
-            await self._wake.wait()
+            with trio.move_on_after(self._due()):
+                await self._wake.wait()
             self._wake = trio.Event()
             await trio.sleep(DELAY)
-            self.pending.update(self._later)
-            self._later.clear()
+            now = trio.current_time()
+            for ino in [i for i, due in self._later.items() if due <= now]:
+                del self._later[ino]
+                self.pending[ino] = None
             while self.pending:
                 inos = list(self.pending)[:BATCH_MAX]
                 for ino in inos:

@@ -203,7 +203,7 @@ def test_a_file_a_daemon_declined_to_watch_is_asked_again_a_few_times():
         async with trio.open_nursery() as n:
             n.start_soon(r.run)
             r.add([5, 6, 7])
-            await trio.sleep(refetch.DELAY * (refetch.RETRIES + 3))
+            await trio.sleep(refetch.DELAY * (2 ** refetch.RETRIES + refetch.RETRIES + 2))
             n.cancel_scope.cancel()
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
