@@ -172,13 +172,19 @@ class CreatesAhead:
             return False
         reply = await self.client.delegate(parent, WANT if len(self.numbers) < WANT else 0)
         self.counters["delegations"] += 1
-        self.numbers += reply.get("inos", [])
+        self._add_numbers(reply.get("inos", []))
         if not reply.get("exclusive"):
             self._refused[parent] = time.monotonic() + REFUSED_FOR
             self.counters["refused"] += 1
             return False
         self.dirs[parent] = reply["stripe"]
         return bool(self.numbers)
+
+    def _add_numbers(self, inos: list[int]) -> None:
+        """Numbers delegated to this mount, less those whose create it saw refused: a
+        manager that restarted (or fenced this mount) has them in its pool again, but this
+        mount's kernel may still hold the refused file under that number."""
+        self.numbers += [i for i in inos if i not in self.failed]
 
     # ------------------------------------------------------------------ sending
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -204,7 +210,7 @@ class CreatesAhead:
             with trio.move_on_after(self.timeout):
                 try:
                     reply = await self.client.delegate(parent, WANT)
-                    self.numbers += reply.get("inos", [])
+                    self._add_numbers(reply.get("inos", []))
                     if not reply.get("exclusive"):
                         self.dirs.pop(parent, None)  # (removed, or another reads it now)
                 except OSError as exc:
@@ -288,6 +294,11 @@ class CreatesAhead:
         item["open"] = False
         self.counters["closes_saved"] += 1
         return True
+
+    def alive(self, ino: int) -> None:
+        """``ino`` names a file again (the manager took a refused create's number back into
+        its pool after a restart, and gave it to a new file): its I/O is no longer refused."""
+        self.failed.pop(ino, None)
 
     def check(self, ino: int) -> None:
         """Refuse I/O to a file whose create the manager refused."""

@@ -54,11 +54,7 @@ def _last_name_of_file(a: dict | None) -> int | None:
 
 
 class Operations(pyfuse3.Operations):
-    """All handlers; one instance per mount.
-
-    Attributes:
-        files: the side of open files (:class:`~.fileops.FileOperations`).
-    """
+    """All handlers; one instance per mount (``files``: the side of open files)."""
 
     supports_dot_lookup = True
     enable_writeback_cache = False
@@ -171,6 +167,8 @@ class Operations(pyfuse3.Operations):
             if len(self._names) >= _NAMES_MAX:
                 self._names.clear()
             self._names[(parent, name)] = a["ino"]
+            if self.ahead is not None:
+                self.ahead.alive(a["ino"])
         return a
 
     async def _stripe_of(self, ino: int) -> Stripe:
