@@ -30,6 +30,7 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,12 +38,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pvfs.bench.collective.drive import WINDOW, label, paired_ratios
+from pvfs.bench.collective.drive import WINDOW, label
 from pvfs.bench.collective.mpi import PHASES
 
 #: per-direction link rate: about DAChe's Myrinet (1.28 Gbit/s) rather than the thesis'
 #: 100 Mbit/s Ethernet, since the figures are DAChe's
 RATE = "1gbit"
+#: the clients' connect timeout (the config's default is 5 s): at 32 ranks, all connecting at
+#: once on two cores, a first run lost a job to "iod1: no connection within 5 s"
+CONNECT_TIMEOUT = 30.0
 #: the environment of every rank: TCP only (see the module's docstring)
 RANK_ENV = {"UCX_TLS": "tcp,self"}
 _RSH = """#!/bin/sh
@@ -90,7 +94,7 @@ def harness(processes: int, rate: str, delay: str | None) -> Iterator[tuple[Any,
     with tempfile.TemporaryDirectory(prefix="pvfs-collective-netns-") as d, \
             Network(hosts, rate=rate, delay=delay, subnet="10.214.0.0/24") as net:
         work = Path(d)
-        cfg = net.make_config(work / "fs", iods=hosts[:4])
+        cfg = net.make_config(work / "fs", iods=hosts[:4], connect_timeout=CONNECT_TIMEOUT)
         net.start_daemons(cfg)
         (work / "map").write_text("".join(f"{net.addrs[h]} {net.ns(h)}\n" for h in hosts))
         rsh = work / "nsrsh"
@@ -139,12 +143,14 @@ def derived(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(ranks: list[int], servers: list[str], repeat: int, rate: str,
-        delay: str | None, progress: Any = None) -> dict[str, Any]:
+        delay: str | None, progress: Any = None, save: Any = None) -> dict[str, Any]:
     """Every rank count's jobs, ``repeat`` times in rotating order, on one harness sized for
-    the largest job; results, medians and paired ratios."""
+    the largest job; results, medians and paired ratios. A job that fails is recorded in
+    ``failures`` and the run goes on; ``save(data)`` is called after every job."""
     groups = plan(ranks, servers)
     jobs = [j for g in groups for j in g]
-    runs: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(jobs))}
+    runs: dict[int, dict[int, dict[str, Any]]] = {i: {} for i in range(len(jobs))}
+    failures: list[dict[str, Any]] = []
     started, load_before = time.time(), _load()
     with harness(max(p for p, _ in jobs), rate, delay) as (net, config, work):
         base = 0
@@ -153,19 +159,56 @@ def run(ranks: list[int], servers: list[str], repeat: int, rate: str,
                 for i in rotated(g, rep):
                     nprocs, opts = g[i]
                     before = _load()
-                    r = run_job(net, config, work, nprocs, opts)
-                    r.update(derived(r), repeat=rep, load_before=before, load_after=_load())
-                    runs[base + i].append(r)
+                    try:
+                        r = run_job(net, config, work, nprocs, opts)
+                    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                        failures.append({"processes": nprocs, "method": label(opts),
+                                         "repeat": rep, "error": str(exc)[-1500:]})
+                        r = None
+                    if r is not None:
+                        r.update(derived(r), repeat=rep, load_before=before,
+                                 load_after=_load())
+                        runs[base + i][rep] = r
                     if progress:
-                        progress(f"[{rep + 1}/{repeat}] n={r['ranks']} {label(r)}: "
-                                 f"{r['mib_s']:.1f} MiB/s")
+                        progress(f"[{rep + 1}/{repeat}] {nprocs} processes {label(opts)}: "
+                                 + (f"{r['mib_s']:.1f} MiB/s" if r else "FAILED"))
+                    if save:
+                        save(_data(jobs, runs, failures, started, load_before))
             base += len(g)
-    return {"results": [summary(runs[i]) for i in range(len(jobs))],
-            "runs": [r for i in range(len(jobs)) for r in runs[i]],
-            "paired": paired_ratios(jobs, runs), "ranks": ranks, "servers": servers,
-            "repeat": repeat, "rate": rate, "delay": delay, "window": WINDOW,
+    return _data(jobs, runs, failures, started, load_before) | {
+        "ranks": ranks, "servers": servers, "repeat": repeat, "rate": rate, "delay": delay}
+
+
+def _data(jobs: list[tuple[int, dict[str, Any]]], runs: dict[int, dict[int, dict[str, Any]]],
+          failures: list[dict[str, Any]], started: float, load_before: float) -> dict[str, Any]:
+    return {"results": [summary(list(runs[i].values())) for i in range(len(jobs)) if runs[i]],
+            "runs": [r for i in range(len(jobs)) for r in runs[i].values()],
+            "paired": paired(jobs, runs), "failures": failures, "window": WINDOW,
             "seconds": round(time.time() - started, 1), "load_before": load_before,
             "load_after": _load(), "host_per_rank": True, "rank_env": RANK_ENV}
+
+
+def paired(jobs: list[tuple[int, dict[str, Any]]],
+           runs: dict[int, dict[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each ``servers`` job's MiB/s over ``independent``'s at the same clients *in the same
+    repeat* (repeats where either failed are left out): per repeat, median, min, max."""
+    base = {n: i for i, (n, o) in enumerate(jobs) if o["method"] == "independent"}
+    out = []
+    for i, (nprocs, opts) in enumerate(jobs):
+        clients = nprocs - opts.get("lock_servers", 0)
+        j = base.get(clients)
+        if opts["method"] == "independent" or j is None:
+            continue
+        ratios = [runs[i][k]["mib_s"] / runs[j][k]["mib_s"] for k in sorted(runs[i])
+                  if k in runs[j] and runs[j][k]["mib_s"] > 0]
+        if ratios:
+            out.append({"benchmark": "sliding_window", "ranks": clients,
+                        "method": label(opts), "versus": "independent",
+                        "ratios": [round(x, 3) for x in ratios],
+                        "median": round(statistics.median(ratios), 3),
+                        "min": round(min(ratios), 3), "max": round(max(ratios), 3),
+                        "wins": sum(x > 1 for x in ratios)})
+    return out
 
 
 def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -248,17 +291,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", default=None)
     ap.add_argument("--note", default="")
     args = ap.parse_args(argv)
+    command = "python -m pvfs.bench.collective.netns " + " ".join(
+        argv if argv is not None else sys.argv[1:])
+
+    def save(data: dict[str, Any]) -> None:
+        data.update(command=command, note=args.note)
+        Path(args.output).write_text(json.dumps(data, indent=1) + "\n")
+
     old = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # tear the harness down
     try:
         data = run([int(x) for x in args.ranks.split(",")], args.servers.split(","),
                    args.repeat, args.rate, args.delay,
-                   progress=lambda s: print(s, file=sys.stderr, flush=True))
+                   progress=lambda s: print(s, file=sys.stderr, flush=True), save=save)
     finally:
         signal.signal(signal.SIGTERM, old)
-    data["command"] = "python -m pvfs.bench.collective.netns " + " ".join(
-        argv if argv is not None else sys.argv[1:])
-    data["note"] = args.note
-    Path(args.output).write_text(json.dumps(data, indent=1) + "\n")
+    save(data)
     if args.plot:
         plot(data, args.plot)
     print(json.dumps(data["paired"], indent=1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pvfs.bench.collective.mpi import PHASES, phase_sums
-from pvfs.bench.collective.netns import derived, plan, rotated, summary
+from pvfs.bench.collective.netns import derived, paired, plan, rotated, summary
 
 
 def test_plan_puts_lock_servers_on_top_of_the_clients():
@@ -50,3 +50,13 @@ def test_summary_is_the_median_with_the_repeats_range():
     assert s["method"] == "servers(k=2)" and s["n"] == 3
     assert s["mib_s"] == {"median": 2.0, "lo": 1.0, "hi": 3.0}
     assert s["lock_us_per_access"] is None and "shares" not in s
+
+
+def test_paired_ratios_are_within_a_repeat_and_skip_failed_repeats():
+    jobs = plan([8], ["1"])[0]
+    runs = {0: {0: {"mib_s": 10.0}, 1: {"mib_s": 20.0}, 2: {"mib_s": 40.0}},
+            1: {0: {"mib_s": 15.0}, 2: {"mib_s": 20.0}}}  # servers' repeat 1 failed
+    (p,) = paired(jobs, runs)
+    assert p["ranks"] == 8 and p["method"] == "servers(k=1)"
+    assert p["ratios"] == [1.5, 0.5] and p["wins"] == 1
+    assert p["median"] == 1.0 and (p["min"], p["max"]) == (0.5, 1.5)
