@@ -94,6 +94,7 @@ def harness(processes: int, rate: str, delay: str | None) -> Iterator[tuple[Any,
     with tempfile.TemporaryDirectory(prefix="pvfs-collective-netns-") as d, \
             Network(hosts, rate=rate, delay=delay, subnet="10.214.0.0/24") as net:
         work = Path(d)
+        static_neighbours(net, hosts)
         cfg = net.make_config(work / "fs", iods=hosts[:4], connect_timeout=CONNECT_TIMEOUT)
         net.start_daemons(cfg)
         (work / "map").write_text("".join(f"{net.addrs[h]} {net.ns(h)}\n" for h in hosts))
@@ -101,6 +102,32 @@ def harness(processes: int, rate: str, delay: str | None) -> Iterator[tuple[Any,
         rsh.write_text(_RSH.format(map=work / "map"))
         rsh.chmod(0o755)
         yield net, cfg.path, work
+
+
+def static_neighbours(net: Any, hosts: list[str]) -> None:
+    """Every host learns every other host's hardware address for good (``nud permanent``):
+    with 32+ ranks busy, neighbour (ARP) probes queued behind data in a saturated ``tbf``
+    went unanswered three times and connects failed with "No route to host", while the same
+    34 hosts connected at once without error when idle."""
+    macs = {h: net.run(h, ["cat", "/sys/class/net/eth0/address"]).stdout.strip()
+            for h in hosts}
+    for h in hosts:
+        batch = "".join(f"neigh replace {net.addrs[o]} lladdr {macs[o]} dev eth0 nud permanent\n"
+                        for o in hosts if o != h)
+        p = net.run(h, ["ip", "-batch", "-"], input=batch)
+        if p.returncode != 0:
+            raise RuntimeError(f"static neighbours on {h}: {p.stderr.strip()}")
+
+
+def _kill_ranks(net: Any, nprocs: int) -> None:
+    """After a failed job: kill what still runs on the ranks' hosts (orphaned ranks would
+    spin on the cores the next job needs); the I/O daemons' hosts are left alone."""
+    for i in range(nprocs):
+        pids = subprocess.run(["ip", "netns", "pids", net.ns(f"r{i}")], capture_output=True,
+                              text=True, check=False).stdout.split()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 def run_job(net: Any, config: str, work: Path, nprocs: int, opts: dict[str, Any],
@@ -143,7 +170,8 @@ def derived(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(ranks: list[int], servers: list[str], repeat: int, rate: str,
-        delay: str | None, progress: Any = None, save: Any = None) -> dict[str, Any]:
+        delay: str | None, progress: Any = None, save: Any = None,
+        job_timeout: float = 900) -> dict[str, Any]:
     """Every rank count's jobs, ``repeat`` times in rotating order, on one harness sized for
     the largest job; results, medians and paired ratios. A job that fails is recorded in
     ``failures`` and the run goes on; ``save(data)`` is called after every job."""
@@ -160,11 +188,12 @@ def run(ranks: list[int], servers: list[str], repeat: int, rate: str,
                     nprocs, opts = g[i]
                     before = _load()
                     try:
-                        r = run_job(net, config, work, nprocs, opts)
+                        r = run_job(net, config, work, nprocs, opts, timeout=job_timeout)
                     except (RuntimeError, subprocess.TimeoutExpired) as exc:
                         failures.append({"processes": nprocs, "method": label(opts),
                                          "repeat": rep, "error": str(exc)[-1500:]})
                         r = None
+                        _kill_ranks(net, nprocs)
                     if r is not None:
                         r.update(derived(r), repeat=rep, load_before=before,
                                  load_after=_load())
@@ -290,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--plot", default=None)
     ap.add_argument("--note", default="")
+    ap.add_argument("--job-timeout", type=float, default=900, help="seconds per mpiexec job")
     args = ap.parse_args(argv)
     command = "python -m pvfs.bench.collective.netns " + " ".join(
         argv if argv is not None else sys.argv[1:])
@@ -302,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         data = run([int(x) for x in args.ranks.split(",")], args.servers.split(","),
                    args.repeat, args.rate, args.delay,
-                   progress=lambda s: print(s, file=sys.stderr, flush=True), save=save)
+                   progress=lambda s: print(s, file=sys.stderr, flush=True), save=save,
+                   job_timeout=args.job_timeout)
     finally:
         signal.signal(signal.SIGTERM, old)
     save(data)
