@@ -15,27 +15,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from test_mount_ahead import _leasing
 from test_mount_support import Mount, needs_fuse
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from conftest import start_cluster
 
-import pvfs
 from pvfs.cluster.launch import down, up
 
 pytestmark = [pytest.mark.fuse, needs_fuse]
-
-
-def _leasing(m: Mount) -> None:
-    """Until ``m`` holds a lease session and the manager's pool has numbers to delegate."""
-    deadline = time.monotonic() + 20
-    while not m.stats()["leases"]["valid"]:
-        assert time.monotonic() < deadline, "no lease session"
-        time.sleep(0.05)
-    with pvfs.connect(m.config_path) as fs:
-        while fs.meta("status")["precreated"] < 128:
-            assert time.monotonic() < deadline, "the manager's pool stays empty"
-            time.sleep(0.05)
 
 
 def _fsync_dir(d: Path) -> None:
