@@ -89,6 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--fit-reps", type=int, default=1, metavar="N",
                    help="runs of each fitting-pass cell and setting; the model is fitted "
                         "on their medians (default 1)")
+    q.add_argument("--fit-spread", action="store_true",
+                   help="the fit's small-request rule weighs how much the fitting runs "
+                        "agree: each algorithm's expected excess over bootstrap resamples "
+                        "of the runs, in place of its medians' excess")
     q.add_argument("--model", default=None, metavar="JSON",
                    help="use the model of an earlier study or calibration (its \"model\" or "
                         "\"params\") in place of the fitting pass")
@@ -204,7 +208,8 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
                     reps, model, log=note, hints=args.hints, reps_short=args.reps_short,
                     workloads=workloads, caches=CACHES[args.cache], fit_sizes=fit_sizes,
                     write_sizes=write_sizes, model_source=args.model,
-                    checkpoint=args.checkpoint, fit_reps=args.fit_reps)
+                    checkpoint=args.checkpoint, fit_reps=args.fit_reps,
+                    fit_spread=args.fit_spread)
     doc["model_from"] = doc["model_fit_on"]["source"]
     doc["machine"] = machine()
     doc["command"] = " ".join([PROG, *sys.argv[1:]]) if sys.argv else PROG

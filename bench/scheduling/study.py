@@ -239,13 +239,12 @@ class _Study:
         return [r["run_id"] for row in self.fit_rows for r in row["runs"]]
 
     def fit_pass(self, cells, clients: int, fit_reps: int = 1,
-                 writes: bool = False) -> tuple:
+                 writes: bool = False, spread: bool = False) -> tuple:
         """The fitting pass: opt1..opt4 on the ``cells`` (reads; then the same cells
         written, with ``writes``), ``fit_reps`` runs each side by side, the model fitted to
         each setting's median over them (``observations``) and nothing else (its write
-        part, ``Params.write``, to the writes); they are never scored."""
-        from pvfs.models import fit
-
+        part, ``Params.write``, to the writes); they are never scored. ``spread``: the
+        small-request rule weighs how much the runs agree (``fit_model``)."""
         reps, self.reps = self.reps, fit_reps
         try:
             for op in ("read", "write") if writes else ("read",):
@@ -254,13 +253,24 @@ class _Study:
         finally:
             self.reps = reps
         cache = self.r.call(0, "sched_get")["disk"]["cache_bytes"]
-        params, res = fit.fit(observations(self.fit_rows), clients, self.iods, s_cache=cache)
-        res = [{**r, "operation": "read"} for r in res]
-        if writes:
-            params, wres = fit.with_writes(params, observations(self.fit_rows, "write"),
-                                           clients, self.iods, s_cache=cache)
-            res += [{**r, "operation": "write"} for r in wres]
-        return params, res
+        return fit_model(self.fit_rows, clients, self.iods, cache, writes, spread)
+
+
+def fit_model(rows: list[dict], clients: int, iods: int, cache: float | None,
+              writes: bool = True, spread: bool = False) -> tuple:
+    """The model fitted on the fitting pass' ``rows`` (reads; and its write part on their
+    writes, with ``writes``), and the residuals of those runs. ``spread``: the small-request
+    rule takes each fitting cell's expected excess over its kept runs (``fit.fit``'s
+    ``spread``), weighing how much they agree, in place of its medians' excess."""
+    from pvfs.models import fit
+
+    params, res = fit.fit(observations(rows), clients, iods, s_cache=cache, spread=spread)
+    res = [{**r, "operation": "read"} for r in res]
+    if writes:
+        params, wres = fit.with_writes(params, observations(rows, "write"), clients, iods,
+                                       s_cache=cache, spread=spread)
+        res += [{**r, "operation": "write"} for r in wres]
+    return params, res
 
 
 def observations(rows: list[dict], operation: str = "read") -> list:
@@ -268,11 +278,13 @@ def observations(rows: list[dict], operation: str = "read") -> list:
     write part (appendix A models reads; "we will not extend our model to simultaneous
     read and write traffic": each part is fitted on runs of one kind). Each setting's
     median mean task service time over its runs (one run: that run's): a run slowed by
-    the machine's load moves a mean, not a median of three."""
+    the machine's load moves a mean, not a median of three. Each keeps its runs' values
+    (``Obs.runs``) for the spread fit."""
     from pvfs.models import fit
 
     return [fit.Obs(x["workload"], x["request_bytes"], x["cached"], x["algorithm"],
-                    x.get("median_mean_task_service_s", x["mean_task_service_s"]))
+                    x.get("median_mean_task_service_s", x["mean_task_service_s"]),
+                    tuple(r["mean_task_service_s"] for r in x.get("runs") or ()))
             for x in rows
             if x["algorithm"] in ALGOS and x.get("operation", "read") == operation
             and x["workload"] in fit.PIECES]
@@ -303,6 +315,7 @@ class Plan:
     model_source: str | None = None
     fit_reps: int = 1
     fit_writes: bool = False      # the fitting pass writes its cells too (the write model)
+    fit_spread: bool = False      # the small-request rule weighs the fitting runs' agreement
 
 
 def plan_cells(workloads: tuple[str, ...], sizes: tuple[int, ...],
@@ -328,7 +341,7 @@ def study_on(runner, plan: Plan, clients: int, iods: int, reps: int,
     st.checkpoint = checkpoint
     if plan.model is None:
         params, fit_res = st.fit_pass(plan.fit_cells, clients, plan.fit_reps,
-                                      plan.fit_writes)
+                                      plan.fit_writes, plan.fit_spread)
         fit_on = {"source": "this study's fitting pass (opt1..opt4, reads"
                             f"{' and writes' if plan.fit_writes else ''}; not scored)",
                   "runs": st.fit_ids(), "cells": [list(c) for c in plan.fit_cells]}
@@ -371,7 +384,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
               workloads: tuple[str, ...] | None = None,
               caches: tuple[bool, ...] = (False, True), fit_sizes: tuple[int, ...] = (),
               write_sizes: tuple[int, ...] = (), model_source: str | None = None,
-              checkpoint: str | None = None, fit_reps: int = 1) -> dict:
+              checkpoint: str | None = None, fit_reps: int = 1,
+              fit_spread: bool = False) -> dict:
     """The study, held out. Without ``model``: a fitting pass (opt1..opt4 on the reads of
     ``fit_sizes``, both cache states, ``fit_reps`` runs each) fits the model on their
     medians; with one (an earlier
@@ -380,7 +394,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
     by side, fresh runs the model never saw, and the mixed-phase workload with its oracle.
     ``reps_short``: runs of the short cells (``reps_for``), default ``reps``. ``workloads``:
     only these (default all, mixed-phase included). ``checkpoint``: a file the rows so far
-    are written to after every cell."""
+    are written to after every cell. ``fit_spread``: the fit weighs how much the fitting
+    runs agree (``fit_model``)."""
     from pvfs.bench.scheduling.runner import HINTED, WORKLOADS, Runner
     from pvfs.cluster.netns import Network
 
@@ -391,7 +406,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
     chosen = workloads or (*WORKLOADS, "mixed-phase")
     plan = Plan([(wl, s, c) for wl in WORKLOADS for s in fit_sizes for c in (False, True)],
                 plan_cells(chosen, sizes, write_sizes, caches), "mixed-phase" in chosen,
-                model, model_source, fit_reps=fit_reps, fit_writes=bool(write_sizes))
+                model, model_source, fit_reps=fit_reps, fit_writes=bool(write_sizes),
+                fit_spread=fit_spread)
     reactive = ("rs", HINTED) if hints else ("rs",)
     name = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
     with Network([*hosts_s, *hosts_c], rate=rate) as net, \
@@ -407,7 +423,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
     return {"study": "scheduling", "disk": disk, "rate": rate, "clients": clients,
             "iods": iods, "sizes": list(sizes), "write_sizes": list(write_sizes),
             "fit_sizes": list(fit_sizes) if model is None else [],
-            "fit_reps": fit_reps if model is None else 0, "reps": reps,
+            "fit_reps": fit_reps if model is None else 0,
+            "fit_spread": fit_spread and model is None, "reps": reps,
             "reps_short": reps_short, "short_s": SHORT_S, **out,
             "targets": targets(results),
             **({"targets_rs_hint": targets(results, HINTED)} if hints else {}),

@@ -226,3 +226,50 @@ def test_calibrate_finds_a_known_disks_rates_and_cache_size():
     assert abs(p["S_cache"] / true.S_cache - 1) <= 0.05, p["S_cache"]
     assert p["S_cache"] < doc["S_nocache"] <= true.S_cache * 1.1  # the edge, bracketed
     assert {wl for wl, *_ in disk.runs} == set(fit.PIECES)
+
+
+def test_expected_excess_is_the_medians_excess_where_the_runs_agree():
+    runs = {"opt1": (1.0, 1.0, 1.0), "opt2": (1.2, 1.2, 1.2)}
+    ex = fit.expected_excess(runs, "s")
+    assert ex["opt1"] == 0.0 and math.isclose(ex["opt2"], 0.2)
+
+
+def test_expected_excess_weighs_how_much_the_runs_agree():
+    """opt4 ahead on the medians by 3 %, its runs scattered over the others': not best
+    expected; opt2's tight runs are."""
+    runs = {"opt2": (1.02, 1.03, 1.04), "opt4": (0.90, 1.00, 1.60)}
+    ex = fit.expected_excess(runs, "s")
+    assert ex["opt2"] < ex["opt4"]
+    assert fit.expected_excess(runs, "s") == ex  # seeded
+
+
+def _spread_obs(opt4_runs):
+    """Small single uncached blocks where opt4 leads on the medians by 3 % with runs that
+    scatter, opt2 close behind with runs that agree; large ones where opt2 wins clearly."""
+    obs = []
+    for size, times in ((64 << 10, {"opt1": (0.060, 0.061, 0.062), "opt2": (0.0515, 0.052,
+                                                                              0.0525),
+                                    "opt3": (0.060, 0.061, 0.062), "opt4": opt4_runs}),
+                        (1 << 20, {"opt1": (1.3,) * 3, "opt2": (1.0,) * 3, "opt3": (1.2,) * 3,
+                                   "opt4": (1.4,) * 3})):
+        for alg, runs in times.items():
+            med = sorted(runs)[1]
+            obs.append(fit.Obs("single-block", size, False, alg, med, runs))
+    return obs
+
+
+def test_the_spread_fit_does_not_take_a_lead_smaller_than_the_runs_scatter():
+    obs = _spread_obs((0.030, 0.0505, 0.110))
+    small = fit.workload_of(obs[0], NPROCS, NIODS)[0]
+    p, _ = fit.fit(obs, NPROCS, NIODS)
+    assert rs.select(p, small)[0] == "opt4"          # the medians' pick
+    ps, _ = fit.fit(obs, NPROCS, NIODS, spread=True)
+    assert rs.select(ps, small)[0] == "opt2"         # the runs do not agree on opt4
+    # runs that agree: the spread fit picks as the medians do
+    tight = _spread_obs((0.0500, 0.0505, 0.0510))
+    pt, _ = fit.fit(tight, NPROCS, NIODS, spread=True)
+    assert rs.select(pt, small)[0] == "opt4"
+    # and without kept runs it is today's fit
+    bare = [fit.Obs(o.workload, o.request_bytes, o.cached, o.algorithm,
+                    o.mean_task_service_s) for o in obs]
+    assert fit.fit(bare, NPROCS, NIODS, spread=True)[0] == p

@@ -296,3 +296,46 @@ def test_rs_mixed_phase_runs_keep_their_decisions_per_phase():
     assert mixed["rs"]["rs"]["picks"] == {"opt3": 4 * len(MIXED_PHASES) * 3}
     assert not any("rs_phases" in run for a in ("opt1", "opt4") for run in mixed[a]["runs"])
     assert "rs_phases" not in mixed["rs"]
+
+
+def test_fit_spread_fits_on_the_kept_runs_of_the_fitting_pass(monkeypatch):
+    from pvfs.models import fit
+
+    seen = []
+    real = fit.fit
+
+    def spy(obs, *a, **k):
+        obs = list(obs)
+        seen.append((obs, k.get("spread")))
+        return real(obs, *a, **k)
+
+    monkeypatch.setattr(fit, "fit", spy)
+    plan = _plan()
+    plan.fit_reps = 3
+    plan.fit_spread = True
+    r = SlowFirstRunner()
+    study.study_on(r, plan, r.nprocs, 2, 3, None, ("rs",), lambda m: None, "T")
+    (obs, spread), = seen
+    assert spread is True
+    assert all(len(o.runs) == 3 for o in obs)
+
+
+def test_picks_scores_a_pick_on_the_scored_runs_with_the_best_chosen_again():
+    from pvfs.bench.scheduling import picks
+
+    by = {a: {"runs": [{"mean_task_service_s": v} for v in vs]}
+          for a, vs in {"opt1": (1.0, 1.01, 0.99), "opt2": (1.5, 1.5, 1.5),
+                        "opt3": (1.2, 1.2, 1.2), "opt4": (2.0, 2.0, 2.0)}.items()}
+    good = picks.score_pick(by, "opt1", "t")
+    assert good["best"] == "opt1" and good["rs_over_best"] == 0.0
+    assert good["within_5pct"] == "met"
+    bad = picks.score_pick(by, "opt2", "t")
+    assert bad["rs_over_best"] == pytest.approx(0.5)
+    assert bad["within_5pct"] == "missed" and bad["over_10pct"] == "met"
+    rows = [{"today": {"within_5pct": "missed", "over_10pct": "met", "pick": "opt2"},
+             "spread": {"within_5pct": "met", "over_10pct": "missed", "pick": "opt1"},
+             "operation": "read", "workload": "strided", "request_bytes": 1, "cached": 0}]
+    assert picks.decide(rows)["improvement"] is True
+    rows[0]["today"], rows[0]["spread"] = rows[0]["spread"], rows[0]["today"]
+    d = picks.decide(rows)
+    assert d["improvement"] is False and len(d["new_over_10pct"]) == 1

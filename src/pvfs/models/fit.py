@@ -36,15 +36,22 @@ Steps, as appendix B:
   ``_end_case_factors``), up to ``rs.EXTRAPOLATE`` times the end case's baseline I/O time.
 * Writes: the same steps on write runs (``fit`` on them) give the model of write requests,
   ``Params.write`` (``with_writes``).
+* Beyond appendix B (issue 31), the spread fit (``fit(spread=True)``, `study scheduling
+  --fit-spread`): the small-request rule weighs how much each cell's fitting runs agree,
+  taking every algorithm's expected excess over bootstrap resamples of the runs
+  (``expected_excess``) in place of its medians' excess: a lead smaller than the runs'
+  scatter is not taken for best.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
+from statistics import median
 
 from . import rs
 
@@ -60,6 +67,9 @@ class Obs:
     cached: bool
     algorithm: str
     mean_task_service_s: float
+    #: the fitting runs behind ``mean_task_service_s`` (their median), when kept: the
+    #: spread fit (``fit(spread=True)``) weighs how much they agree
+    runs: tuple[float, ...] = ()
 
 
 def workload_of(o: Obs, nprocs: int, niods: int) -> tuple[rs.Workload, float]:
@@ -94,7 +104,7 @@ def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
 def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = None,
         s_nocache: float | None = None,
         columns: Mapping[tuple[str, int, bool], Mapping[int, float]] | None = None,
-        ) -> tuple[rs.Params, list[dict]]:
+        spread: bool = False) -> tuple[rs.Params, list[dict]]:
     """Parameters from the runs, and each run's residual (observed vs predicted).
 
     ``columns``: for a cell (workload, bytes per task, cached), the table 5.3 columns the I/O
@@ -102,26 +112,31 @@ def fit(obs: Iterable[Obs], nprocs: int, niods: int, s_cache: float | None = Non
     earlier runs). The daemons measure residency, and read-ahead puts much of an "uncached"
     random-block cell into the cached column; the small-request rule is fitted by where
     the daemons will look, not by how the study prepared the cell. Cells not given: the
-    column of their label."""
+    column of their label.
+
+    ``spread``: the small-request rule weighs how much each cell's fitting runs agree (its
+    marks take every algorithm's *expected* excess over the cell's best, ``expected_excess``,
+    in place of its medians' excess); cells without kept runs: their medians' excess."""
     obs = list(obs)
     pts = _points_by_run_kind(obs, nprocs, niods)
     base = _baseline(pts, s_cache, s_nocache)
     base = _inefficiency_constants(base, pts)
     base = _end_case_factors(base, obs, nprocs, niods)
-    marks = _small_request_marks(base, obs, nprocs, niods, columns)
+    marks = _small_request_marks(base, obs, nprocs, niods, columns, spread)
     params = _small_request_rule(base, marks)
     params = replace(params, bands=_size_bands(params, marks))
     return params, residuals(params, obs, nprocs, niods)
 
 
 def with_writes(reads: rs.Params, writes: Iterable[Obs], nprocs: int, niods: int,
-                s_cache: float | None = None) -> tuple[rs.Params, list[dict]]:
+                s_cache: float | None = None, spread: bool = False,
+                ) -> tuple[rs.Params, list[dict]]:
     """``reads`` with the model of write requests fitted on the ``writes`` runs (the same
     appendix-B steps; ``B_dr``/``B_drc`` are then the write bandwidths), and those runs'
     residuals; no write runs (or not enough to fit): ``reads`` as it is."""
     writes = list(writes)
     try:
-        w, res = fit(writes, nprocs, niods, s_cache=s_cache)
+        w, res = fit(writes, nprocs, niods, s_cache=s_cache, spread=spread)
     except ValueError:
         return reads, []
     return replace(reads, write=w), res
@@ -331,12 +346,37 @@ def _geomean(vals: list[float]) -> float:
 # threshold). E_opt is one factor per class and cache state, so it cannot express opt4
 # losing on small uncached blocks and winning on large ones; this rule can.
 
+#: Bootstrap resamples of a fitting cell's runs for its expected excess (``spread``).
+SPREAD_BOOT = 2000
+
+
+def expected_excess(runs: Mapping[str, Sequence[float]], seed: str,
+                    n: int = SPREAD_BOOT) -> dict[str, float]:
+    """Every algorithm's expected excess over the cell's best: the mean, over ``n``
+    bootstrap resamples (each algorithm's runs resampled on their own, seeded by ``seed``),
+    of its resampled median over the least resampled median, less 1. Where the runs agree
+    it is the medians' excess; where they overlap, an algorithm often behind carries that,
+    and one ahead on the medians by less than the runs' scatter is not taken as best."""
+    rng = random.Random(seed)
+    algs = sorted(runs)
+    tot = dict.fromkeys(algs, 0.0)
+    for _ in range(n):
+        med = {a: median(rng.choices(runs[a], k=len(runs[a]))) for a in algs}
+        best = min(med.values())
+        for a in algs:
+            tot[a] += med[a] / best - 1 if best > 0 else 0.0
+    return {a: v / n for a, v in tot.items()}
+
+
 def _small_request_marks(base: rs.Params, obs: list[Obs], nprocs: int, niods: int,
                          columns: Mapping[tuple[str, int, bool], Mapping[int, float]] | None,
+                         spread: bool = False,
                          ) -> list[tuple[float, dict[str, float], float, Mapping[int, float]]]:
     """One mark per cell (workload, cached, bytes per task) run under opt2 and another
     algorithm: opt2's predicted I/O time, each algorithm's excess over the cell's best, the
-    excess of the table's pick, and the columns the daemons saw the cell's requests in."""
+    excess of the table's pick, and the columns the daemons saw the cell's requests in.
+    ``spread``: the excess is ``expected_excess`` of the cell's kept runs (every algorithm
+    of the cell with at least one run kept; else the medians')."""
     cells: dict[tuple, dict[str, Obs]] = defaultdict(dict)
     for o in obs:
         cells[(o.workload, o.cached, o.request_bytes)][o.algorithm] = o
@@ -348,6 +388,10 @@ def _small_request_marks(base: rs.Params, obs: list[Obs], nprocs: int, niods: in
             w, _ = workload_of(by["opt2"], nprocs, niods)
             excess = {a: x.mean_task_service_s / best - 1 for a, x in by.items()} if best > 0 \
                 else {a: 0.0 for a in by}
+            if spread and all(x.runs for x in by.values()):
+                o2 = by["opt2"]
+                excess = expected_excess({a: x.runs for a, x in by.items()},
+                                         f"{o2.workload}/{o2.request_bytes}/{o2.cached}")
             table_pick = rs.select(table_only, w)[0]
             o2 = by["opt2"]
             seen = (columns or {}).get((o2.workload, o2.request_bytes, o2.cached))
