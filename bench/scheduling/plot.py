@@ -6,7 +6,10 @@ service time, mean task service time, variance; medians over the runs) against b
 one line per algorithm. ``<disk>-rs.png``: rs against opt1 and the best fixed algorithm in
 mean task service time (fig. 6.1), and the mixed-phase workload's mean task service time
 beside its per-phase oracle. ``<disk>-model.png``: the model's predictions against the
-held-out runs' times (cf. figs. 5.1-5.6).
+held-out runs' times (cf. figs. 5.1-5.6). ``<disk>-fig5-baseline-<op>.png`` and
+``<disk>-fig5-model-<op>.png``: figs. 5.1-5.4 (opt2 against the baseline model) and 5.5-5.6
+(the fixed algorithms against the complete model), fitted-on and held-out runs apart
+(``plot_chapter5``).
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ def plot_study(doc: dict, out_dir: str) -> list[str]:
     paths.append(_summary(plt, doc, [r for r in rows if r.get("operation", "read") == "read"],
                           out))
     model = plot_model(doc, out_dir)
-    return paths + ([model] if model else [])
+    ch5 = plot_chapter5(doc, out_dir) if doc.get("model") else []
+    return paths + ([model] if model else []) + ch5
 
 
 def _grid(plt, doc: dict, rows: list[dict], op: str, cached: bool, out: Path) -> str:
@@ -158,3 +162,130 @@ def plot_model(doc: dict, out_dir: str) -> str | None:
     fig.savefig(p, dpi=80)
     plt.close(fig)
     return str(p)
+
+
+def _med_ci(vals: list[float], seed: str) -> tuple[float, float, float]:
+    """The median of ``vals`` and its 95 % bootstrap interval (the study's resampling)."""
+    from statistics import median
+
+    from pvfs.bench.scheduling import score
+
+    ci = score.bootstrap({"x": vals}, lambda m: m["x"], seed) or [median(vals)] * 2
+    return median(vals), ci[0], ci[1]
+
+
+def chapter5_curves(doc: dict, params=None) -> list[dict]:
+    """The data of figs. 5.1-5.6 from one study document: per operation, workload, cache
+    state and fixed algorithm, each measured size's median mean task service time with its
+    95 % interval, from the fitting pass (``"fit"``: what the model saw) and the scored runs
+    (``"scored"``: held out), and the model's prediction there (``params``: the document's
+    model unless given), with the baseline's (E_opt = 1, figs. 5.1-5.4)."""
+    from pvfs.bench.scheduling import score
+    from pvfs.models import fit, rs
+
+    p = params or rs.Params.from_wire(doc["model"])
+    out = []
+    for part, rows in (("fit", doc.get("fit_results") or []), ("scored", doc["results"])):
+        for r in rows:
+            if r["algorithm"] not in schedulers.FIXED or r["workload"] not in fit.PIECES:
+                continue
+            op = r.get("operation", "read")
+            m = p.write if op == "write" and p.write is not None else p
+            if op == "write" and p.write is None:
+                continue
+            o = fit.Obs(r["workload"], r["request_bytes"], r["cached"], r["algorithm"], 0.0)
+            w, _ = fit.workload_of(o, doc["clients"], doc["iods"])
+            n = fit.PIECES[r["workload"]] if r["workload"].startswith("random") else 1
+            med, lo, hi = _med_ci(score.run_values(r), "/".join(
+                map(str, (part, op, r["workload"], r["request_bytes"], r["cached"],
+                          r["algorithm"]))))
+            out.append({"part": part, "operation": op, "workload": r["workload"],
+                        "request_bytes": r["request_bytes"], "cached": r["cached"],
+                        "algorithm": r["algorithm"], "median_s": med, "ci95": [lo, hi],
+                        "runs": len(score.run_values(r)),
+                        "model_s": rs.predict(m, r["algorithm"], w) * n,
+                        "baseline_s": (m.T_over + rs.baseline(m, w)) * n})
+    return out
+
+
+def _model_line(doc: dict, m, wl: str, cached: bool, alg: str | None) -> tuple[list, list]:
+    """The model's mean task service time over a range of bytes per task (``alg`` None: the
+    baseline, E_opt = 1)."""
+    from pvfs.models import fit, rs
+
+    sizes = [int(32768 * 2 ** (k / 4)) for k in range(4 * 8 + 1)]   # 32 KiB .. 8 MiB
+    n = fit.PIECES[wl] if wl.startswith("random") else 1
+    ys = []
+    for s in sizes:
+        w, _ = fit.workload_of(fit.Obs(wl, s, cached, "opt2", 0.0), doc["clients"],
+                               doc["iods"])
+        ys.append(((m.T_over + rs.baseline(m, w)) if alg is None else rs.predict(m, alg, w))
+                  * n)
+    return [s / 1024 for s in sizes], ys
+
+
+def plot_chapter5(doc: dict, out_dir: str, params=None) -> list[str]:
+    """Figs. 5.1-5.6 of the thesis from one study: ``<disk>-fig5-baseline-<op>.png`` (opt2
+    against the baseline model, E_opt = 1; uncached above as figs. 5.1-5.2, cached below as
+    figs. 5.3-5.4) and ``<disk>-fig5-model-<op>.png`` (every fixed algorithm against the
+    complete model, figs. 5.5-5.6; uncached above, cached below). Points: medians with 95 %
+    intervals, hollow where the model was fitted on them (the fitting pass), filled where
+    it was not (the scored runs); lines: the model over bytes per task."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pvfs.models import rs
+
+    p = params or rs.Params.from_wire(doc["model"])
+    pts = chapter5_curves(doc, p)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for op in ("read", "write"):
+        mine = [x for x in pts if x["operation"] == op]
+        if not mine:
+            continue
+        m = p.write if op == "write" else p
+        for kind, algs in (("baseline", ("opt2",)), ("model", schedulers.FIXED)):
+            fig, axes = plt.subplots(2, len(WORKLOADS), figsize=(16, 7), squeeze=False)
+            for i, cached in enumerate((False, True)):
+                for j, wl in enumerate(WORKLOADS):
+                    ax = axes[i][j]
+                    for alg in algs:
+                        k = schedulers.FIXED.index(alg)
+                        xs, ys = _model_line(doc, m, wl, cached,
+                                             None if kind == "baseline" else alg)
+                        ax.plot(xs, ys, "-", color=f"C{k}", lw=1,
+                                label=f"{'baseline model' if kind == 'baseline' else alg}")
+                        for part, face in (("fit", "none"), ("scored", f"C{k}")):
+                            q = sorted((x["request_bytes"], x["median_s"], *x["ci95"])
+                                       for x in mine if x["workload"] == wl
+                                       and x["cached"] == cached and x["algorithm"] == alg
+                                       and x["part"] == part)
+                            if q:
+                                ax.errorbar([a[0] / 1024 for a in q], [a[1] for a in q],
+                                            yerr=[[a[1] - a[2] for a in q],
+                                                  [a[3] - a[1] for a in q]],
+                                            fmt="o", color=f"C{k}", mfc=face, ms=5,
+                                            capsize=2, lw=0.8,
+                                            label=f"{alg} {'fitted on' if part == 'fit' else 'held out'}")
+                    ax.set_xscale("log")
+                    ax.set_yscale("log")
+                    ax.set_xlabel("KiB per task")
+                    ax.set_ylabel("mean task service time (s)")
+                    ax.set_title(f"{wl}, {'cached' if cached else 'uncached'} {op}s",
+                                 fontsize=9)
+                    ax.grid(alpha=0.3)
+            axes[0][0].legend(fontsize=6, ncol=2)
+            what = ("opt2 vs the baseline model (cf. figs. 5.1-5.4)" if kind == "baseline"
+                    else "the fixed algorithms vs the complete model (cf. figs. 5.5-5.6)")
+            fig.suptitle(f"{what}; {op}s, disk {doc['disk']}; points: medians, 95 % "
+                         "intervals; hollow: fitted on, filled: held out", fontsize=10)
+            fig.tight_layout()
+            path = out / f"{doc['disk']}-fig5-{kind}-{op}.png"
+            fig.savefig(path, dpi=80)
+            plt.close(fig)
+            paths.append(str(path))
+    return paths

@@ -339,3 +339,24 @@ def test_picks_scores_a_pick_on_the_scored_runs_with_the_best_chosen_again():
     rows[0]["today"], rows[0]["spread"] = rows[0]["spread"], rows[0]["today"]
     d = picks.decide(rows)
     assert d["improvement"] is False and len(d["new_over_10pct"]) == 1
+
+
+def test_chapter5_figures_keep_the_fitted_on_and_held_out_runs_apart(tmp_path):
+    pytest.importorskip("matplotlib")
+    from pvfs.bench.scheduling.plot import chapter5_curves, plot_chapter5
+
+    plan = _plan()
+    plan.fit_writes = True
+    doc, r = _run(plan)
+    doc.update(disk="ide-2000", clients=r.nprocs, iods=2)
+    pts = chapter5_curves(doc)
+    assert {x["part"] for x in pts} == {"fit", "scored"}
+    fit_ids = set(doc["model_fit_on"]["runs"])
+    assert fit_ids and all(x["runs"] == (1 if x["part"] == "fit" else 3) and x["model_s"] > 0
+                           and x["baseline_s"] > 0
+                           and x["ci95"][0] <= x["median_s"] <= x["ci95"][1] for x in pts)
+    assert {x["operation"] for x in pts if x["part"] == "scored"} == {"read", "write"}
+    paths = plot_chapter5(doc, str(tmp_path))
+    assert sorted(p.rsplit("/", 1)[1] for p in paths) == [
+        "ide-2000-fig5-baseline-read.png", "ide-2000-fig5-baseline-write.png",
+        "ide-2000-fig5-model-read.png", "ide-2000-fig5-model-write.png"]
