@@ -50,6 +50,58 @@ def pick_of(params: rs.Params, key: tuple, clients: int, iods: int) -> str:
     return rs.select(p, w, fixed={"opt4": GATHER_S})[0]
 
 
+#: The cache size the selector is told (thesis §5.6, figs. 5.7-5.11): the resident fraction
+#: the daemon measures (ours: cachestat(2) or the emulated disk's cache; the cell's state),
+#: no measurement and the cache size reported right (the thesis' rule S_req < S_cache), or
+#: no measurement and 0 reported (every request uncached).
+REPORTS = ("measured", "right", "zero")
+
+
+def report_pick(params: rs.Params, key: tuple, clients: int, iods: int, report: str) -> str:
+    """The model's pick for the cell's nominal workload with the cache ``report``ed so."""
+    from dataclasses import replace
+
+    wl, size, cached, op = key
+    w, _ = fit.workload_of(fit.Obs(wl, size, cached, "opt2", 0.0), clients, iods)
+    p = params.write if op == "write" and params.write is not None else params
+    if report != "measured":
+        w = replace(w, cached=None)
+        p = p if report == "right" else replace(p, S_cache=0.0)
+    return rs.select(p, w, fixed={"opt4": GATHER_S})[0]
+
+
+def cache_reports(doc: dict, label: str) -> dict:
+    """Figs. 5.7-5.11 in picks: the study's model (fitted on its fitting pass) picking with
+    the cache reported three ways (``REPORTS``), each pick scored on the cell's scored fixed
+    runs (``score_pick``). Picks, not runs of rs: the daemon has no switch to ignore what it
+    measures (no verdict)."""
+    clients, iods = doc["clients"], doc["iods"]
+    p = rs.Params.from_wire(doc["model"])
+    rows = []
+    for key, by in sorted(_cells(doc["results"]).items(), key=lambda kv: str(kv[0])):
+        row = {"workload": key[0], "request_bytes": key[1], "cached": key[2],
+               "operation": key[3]}
+        for rep in REPORTS:
+            pick = report_pick(p, key, clients, iods, rep)
+            sc = score_pick(by, pick, f"{label}/{'/'.join(map(str, key))}/pick")
+            row[rep] = {"pick": pick, "best": sc["best"], "over_best": sc["rs_over_best"],
+                        "ci95": sc["ci95"], "within_5pct": sc["within_5pct"],
+                        "over_10pct": sc["over_10pct"]}
+        rows.append(row)
+    summ = {}
+    for rep in REPORTS:
+        for cached in (False, True):
+            mine = [r[rep] for r in rows if r["cached"] == cached]
+            summ[f"{rep}/{'cached' if cached else 'uncached'}"] = {
+                "cells": len(mine),
+                "within_5pct": sum(x["within_5pct"] == "met" for x in mine),
+                "over_5pct": sum(x["within_5pct"] == "missed" for x in mine),
+                "over_10pct": sum(x["over_10pct"] == "met" for x in mine),
+                "median_over_best": sorted(x["over_best"] for x in mine)[len(mine) // 2]
+                if mine else None}
+    return {"study": label, "cells": rows, "summary": summ}
+
+
 def score_pick(by: dict[str, dict], pick: str, name: str) -> dict:
     """``pick``'s median over the least fixed median, on the cell's fixed runs, and its 95 %
     interval by the study's bootstrap (every algorithm's runs resampled on their own, the
@@ -121,11 +173,20 @@ def main(argv: list[str] | None = None) -> int:
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("studies", nargs="+", help="study JSON documents (with a fitting pass)")
     ap.add_argument("--out", default=None, help="write the JSON here too")
+    ap.add_argument("--cache-reports", action="store_true",
+                    help="instead: the study's model picking with the cache measured, "
+                         "reported right and reported as 0 (figs. 5.7-5.11, in picks)")
     a = ap.parse_args(argv)
-    per = [evaluate(json.loads(Path(p).read_text()), Path(p).name) for p in a.studies]
-    doc = {"what": "the model's picks on held-out runs: today's fit vs the spread fit "
-                   "(docs/scheduling.md, decided before the runs)",
-           "studies": per, "decision": decide([r for s in per for r in s["cells"]])}
+    docs = [(json.loads(Path(p).read_text()), Path(p).name) for p in a.studies]
+    if a.cache_reports:
+        doc = {"what": "the study's model picking with the cache measured / reported "
+                       "right / reported as 0, scored on the held-out fixed runs (picks)",
+               "studies": [cache_reports(d, n) for d, n in docs]}
+    else:
+        per = [evaluate(d, n) for d, n in docs]
+        doc = {"what": "the model's picks on held-out runs: today's fit vs the spread fit "
+                       "(docs/scheduling.md, decided before the runs)",
+               "studies": per, "decision": decide([r for s in per for r in s["cells"]])}
     text = json.dumps(doc, indent=1)
     if a.out:
         Path(a.out).write_text(text + "\n")

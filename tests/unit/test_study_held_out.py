@@ -360,3 +360,20 @@ def test_chapter5_figures_keep_the_fitted_on_and_held_out_runs_apart(tmp_path):
     assert sorted(p.rsplit("/", 1)[1] for p in paths) == [
         "ide-2000-fig5-baseline-read.png", "ide-2000-fig5-baseline-write.png",
         "ide-2000-fig5-model-read.png", "ide-2000-fig5-model-write.png"]
+
+
+def test_cache_reports_pick_from_the_column_the_report_implies():
+    from pvfs.bench.scheduling import picks
+    from pvfs.models import rs
+
+    # opt4 best on uncached single blocks, opt3 on cached ones, no ~0 rule
+    e = dict(rs.TABLE_5_3)
+    e["opt3"] = (0.90, 0.95, 0.99, 0.70, 0.97, 1.02)
+    p = rs.thesis_params(zero_s=0.0, E_opt=e)
+    cached = ("single-block", 1 << 20, True, "read")
+    uncached = ("single-block", 1 << 20, False, "read")
+    assert picks.report_pick(p, cached, 14, 2, "measured") == "opt3"
+    assert picks.report_pick(p, cached, 14, 2, "zero") == "opt4"
+    assert picks.report_pick(p, uncached, 14, 2, "measured") == "opt4"
+    # reported right, S_req under the 56 MB: the cached column, whatever the cache holds
+    assert picks.report_pick(p, uncached, 14, 2, "right") == "opt3"
