@@ -278,10 +278,9 @@ class CreatesAhead:
 
     def _forget_dir(self, parent: int, name: str | None = None) -> None:
         """What this mount knew of ``parent`` no longer holds: ask the manager again."""
-        d = self.leases.dirs.get(parent)
-        if d is not None:
-            if name is not None:
-                d.names.pop(name, None)
+        if name is not None:
+            self.leases.unknown(parent, name)
+        elif (d := self.leases.dirs.get(parent)) is not None:
             d.complete = False
         self.leases.attrs.pop(parent, None)
 

@@ -100,6 +100,26 @@ class KernelView:
         e.st_ctime_ns = a["ctime_ns"]
         return e
 
+    def named(self, e: EntryAttributes, parent: int, name: str) -> EntryAttributes:
+        """``e`` as the answer for ``name`` in ``parent``: with leases the kernel caches a
+        name of a leased directory this mount knows until the session's end
+        (``LeaseCache.name_timeout``)."""
+        if self.leases is not None:
+            e.entry_timeout = self.leases.name_timeout(parent, name, e.st_ino, e.entry_timeout)
+        return e
+
+    def missing(self, parent: int, name: str) -> EntryAttributes:
+        """"No such name" for the kernel to cache while a lease covers it (a negative entry),
+        or ``FUSEError(ENOENT)`` raised when nothing does."""
+        left = 0.0
+        if self.leases is not None:
+            left = self.leases.name_timeout(parent, name, 0, self.opts.entry_timeout)
+        if not left or left <= self.opts.entry_timeout:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        e = EntryAttributes()
+        e.st_ino, e.generation, e.entry_timeout, e.attr_timeout = 0, 0, left, 0
+        return e
+
     async def invalidated(self, ino: int, offset: int, length: int) -> None:
         """A callback from an I/O daemon: another node's sync write (ino 0: everything)."""
         inos = [ino] if ino else list(self.table.inodes)
@@ -117,13 +137,15 @@ class KernelView:
             await self.invalidate(ino, attr_only=True)
 
     async def lease_recalled(self, inos: list[int], names: list[tuple[int, str]]) -> None:
-        """The manager recalled leases (answered already): the kernel's names go too."""
-        if not self.ready:
-            return
+        """The manager recalls leases: the kernel's names of them go (in a thread: each
+        takes its directory's lock; ``LeaseCache`` answers after at most ``_NAMES_WAIT``)."""
+        if self.ready and names:
+            await trio.to_thread.run_sync(self._drop_names, names)
+
+    def _drop_names(self, names: list[tuple[int, str]]) -> None:
         for parent, name in names:
             try:
-                await trio.to_thread.run_sync(self.kernel.invalidate_entry, parent,
-                                              os.fsencode(name))
+                self.kernel.invalidate_entry(parent, os.fsencode(name))
             except OSError as exc:
                 if exc.errno != errno.ENOENT:
                     log.info("invalidate_entry(%d, %r): %s", parent, name, exc)

@@ -9,8 +9,10 @@ its own, names itself in its requests, and keeps what the replies lease it:
   a directory it made itself, or listed to the end under one lease, is *complete*: every
   name it does not know is not there (the ``lookup`` before each ``O_CREAT`` answered here).
 
-Until the manager recalls them: a recall drops what the mount knew of those inodes, then is
-answered. The session must be renewed (every ``term / 4``); if it is not answered in ``term``
+Until the manager recalls them: a recall drops what the mount knew of those inodes and the
+kernel's copies, then is answered. The kernel caches what the mount answers from a lease
+until the session's end (``kernel_timeout``, ``name_timeout``): the names the mount knows in
+a directory, missing ones included, are exactly those a recall of it drops from the kernel. The session must be renewed (every ``term / 4``); if it is not answered in ``term``
 the mount forgets everything and asks the manager again (the manager waits that long before it
 changes an inode an unanswering holder leased: the mount always gives up first).
 
@@ -49,16 +51,24 @@ _DIR_NAMES_MAX = 1 << 16  # names remembered per directory (past that: not compl
 _ATTRS_MAX = 1 << 17  # inodes' attributes kept; past that the oldest learned go
 _DIRS_MAX = 1 << 14   # directories' entries kept; past that the oldest learned go
 _RELEASE_MAX = 4096   # leases given back in one frame
+_NAMES_WAIT = 0.2     # s a recall's answer waits for the kernel to drop the names (2 s: fenced)
 
 
 class _Dir:
     """What the mount knows of a leased directory's entries."""
 
-    __slots__ = ("complete", "names")
+    __slots__ = ("complete", "names", "stale")
 
     def __init__(self, complete: bool = False) -> None:
         self.names: dict[str, int] = {}  # name -> inode; 0: known not to be there
         self.complete = complete
+        # Names the kernel may still cache for the session's term that this mount no longer
+        # knows (renamed, a create refused): dropped from the kernel with the others.
+        self.stale: set[str] = set()
+
+    def kernel_names(self) -> list[str]:
+        """Every name the kernel may cache in this directory beyond ``entry_timeout``."""
+        return [*self.names, *self.stale]
 
 
 class LeaseCache:
@@ -66,8 +76,9 @@ class LeaseCache:
 
     Args:
         client: the mount's client (its requests name this holder while the session runs).
-        on_recall: called with the inodes recalled, after they were dropped and the recall
-            answered (the kernel's copies are dropped there).
+        on_recall: called with the inodes recalled and the names the kernel may cache in
+            them, after they were dropped here (the kernel's names are dropped there; the
+            recall is answered when it returns, or after ``_NAMES_WAIT``).
     """
 
     def __init__(self, client: AsyncClient,
@@ -110,12 +121,24 @@ class LeaseCache:
         """The kernel's attribute timeout for an answer about ``ino``: the session's
         remaining time while a lease covers its attributes -- a recall drops the kernel's
         copy before it is answered (``before_answer``), and the kernel's copy ends with the
-        session at the latest --, else ``floor`` (the mount option's). Names are not
-        extended: the kernel's copy of a name can only be dropped after the recall is
-        answered (dropping it takes the directory's lock, which a process waiting on the
-        manager for that very change may hold), so it is kept ``entry_timeout`` as ever."""
+        session at the latest --, else ``floor`` (the mount option's)."""
         left = self.remaining()
         return max(floor, left) if left > 0 and ino in self.attrs else floor
+
+    def name_timeout(self, parent: int, name: str, ino: int, floor: float) -> float:
+        """The kernel's entry timeout for ``name`` in ``parent`` naming ``ino`` (0: no such
+        name): the session's remaining time while the directory's lease covers it and this
+        mount knows the name -- then a recall names it among those the kernel drops
+        (``on_recall``; the drop takes the directory's lock, so it cannot overtake a lookup
+        whose reply was written before it) --, else ``floor``.
+        ``entry_timeout=0`` stays 0."""
+        if not floor:
+            return floor
+        left = self.remaining()
+        d = self.dirs.get(parent)
+        if left <= 0 or d is None or d.names.get(name) != ino:
+            return floor
+        return max(floor, left)
 
     def getattr(self, ino: int) -> dict | None:
         if not self.valid():
@@ -134,6 +157,8 @@ class LeaseCache:
         ino = d.names.get(name)
         if ino == 0 or (ino is None and d.complete):
             self.counters["lease_negative_hits"] += 1
+            if ino is None and len(d.names) < _DIR_NAMES_MAX:
+                d.names[name] = 0  # so the kernel may cache the answer (name_timeout)
             return MISSING
         if ino is None:
             return None
@@ -222,7 +247,7 @@ class LeaseCache:
                 for old in list(itertools.islice(self.dirs, _DIRS_MAX // 8)):
                     gone = self.dirs.pop(old)
                     self.attrs.pop(old, None)
-                    self.lost[old] = [n for n, i in gone.names.items() if i]
+                    self.lost[old] = gone.kernel_names()
             d = self.dirs[ino] = _Dir()
         return d
 
@@ -266,8 +291,18 @@ class LeaseCache:
                 if moved:
                     self.attrs.pop(moved, None)
                     self.dirs.pop(moved, None)  # a moved directory's ".." changed
+                d.stale.add(name)
                 d.complete = False
             self.attrs.pop(parent, None)
+
+    def unknown(self, parent: int, name: str) -> None:
+        """What this mount knew of ``name`` in ``parent`` (and of every other name there not
+        known) no longer holds: ask the manager again."""
+        d = self.dirs.get(parent)
+        if d is not None:
+            if d.names.pop(name, None) is not None:
+                d.stale.add(name)
+            d.complete = False
 
     def parent_now(self, parent: int, reply: dict, t: int) -> None:
         """A change's reply with the directory's attributes after it ("parent"), or none."""
@@ -305,7 +340,7 @@ class LeaseCache:
             self.attrs.pop(ino, None)
             d = self.dirs.pop(ino, None)
             if d is not None:
-                names += [(ino, n) for n in d.names]
+                names += [(ino, n) for n in d.kernel_names()]
             names += [(ino, n) for n in self.lost.pop(ino, ())]
         return names
 
@@ -414,11 +449,24 @@ class LeaseCache:
         names = self._drop(inos)
         for hook in self.before_answer:
             await hook(inos)
+        # The kernel's names go before the answer too, so a change that returns on another
+        # node is seen here at once -- unless dropping them waits: it takes each directory's
+        # lock, which a process of this node may hold while its own request waits on the
+        # manager, perhaps behind the very change recalled. Then the answer goes after
+        # _NAMES_WAIT and the names when the lock is free.
+        dropped = trio.Event()
+
+        async def drop_names() -> None:
+            try:
+                await self.on_recall(inos, names)
+            finally:
+                dropped.set()
+
+        nursery.start_soon(drop_names)
+        with trio.move_on_after(_NAMES_WAIT):
+            await dropped.wait()
         async with send_lock:
             await aio.send_frame(sock, {"seq": header.get("seq")})
-        # The kernel's copies after the answer, in their own task: invalidating an entry
-        # takes its directory's lock, which a process waiting on the manager may hold.
-        nursery.start_soon(self.on_recall, inos, names)
 
     def status(self) -> dict:
         return {"name": self.name, "valid": self.valid(), "remaining": round(self.remaining(), 1),

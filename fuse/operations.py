@@ -162,6 +162,10 @@ class Operations(pyfuse3.Operations):
             info.size_stale = False
         return a
 
+    def _entry_named(self, parent: int, name: str, a: dict) -> EntryAttributes:
+        """The kernel's entry for ``name`` in ``parent`` (its timeouts: kernelview.py)."""
+        return self.view.named(self.view.entry(self._named(parent, name, a)), parent, name)
+
     def _named(self, parent: int, name: str, a: dict) -> dict:
         if a.get("type") == "file":
             if len(self._names) >= _NAMES_MAX:
@@ -193,9 +197,9 @@ class Operations(pyfuse3.Operations):
         if leases is not None and len(name) <= _NAME_MAX:  # longer: the manager's ENAMETOOLONG
             held = leases.lookup(parent_inode, n)
             if held is MISSING:
-                raise FUSEError(errno.ENOENT)
+                return self.view.missing(parent_inode, n)
             if held is not None:
-                return self.view.entry(self._named(parent_inode, n, held))
+                return self._entry_named(parent_inode, n, held)
         gen = self.probed.gen
         t = self._tick()
         if leases is None:
@@ -204,9 +208,9 @@ class Operations(pyfuse3.Operations):
             a = await self.client.lookup(parent_inode, n, self.cred(ctx), missing=True)
             leases.learn(a, t, parent_inode, n)
             if not a["ino"]:
-                raise FUSEError(errno.ENOENT)
+                return self.view.missing(parent_inode, n)
         self.probed.learn(a, gen)
-        return self.view.entry(self._named(parent_inode, n, a))
+        return self._entry_named(parent_inode, n, a)
 
     @guard
     async def getattr(self, inode: int, ctx: RequestContext) -> EntryAttributes:
@@ -293,7 +297,7 @@ class Operations(pyfuse3.Operations):
             self.leases.made(parent_inode, n, a, t)
         if stat.S_ISREG(mode):
             self.dirattrs.learn(parent_inode, a)
-        return self.view.entry(a)
+        return self.view.named(self.view.entry(a), parent_inode, n)
 
     @guard
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
@@ -304,7 +308,7 @@ class Operations(pyfuse3.Operations):
         if self.leases is not None:  # (before dirattrs, which takes the parent's out)
             self.leases.made(parent_inode, n, a, t, is_dir=True)
         self.dirattrs.learn(parent_inode, a)
-        return self.view.entry(a)
+        return self.view.named(self.view.entry(a), parent_inode, n)
 
     @guard
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -374,7 +378,7 @@ class Operations(pyfuse3.Operations):
         a = await self.client.symlink(parent_inode, n, os.fsdecode(target), self.cred(ctx))
         if self.leases is not None:
             self.leases.made(parent_inode, n, a, t)
-        return self.view.entry(a)
+        return self.view.named(self.view.entry(a), parent_inode, n)
 
     @guard
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
@@ -418,7 +422,7 @@ class Operations(pyfuse3.Operations):
         if self.leases is not None:
             self.leases.made(new_parent_inode, n, a, t)
             self.leases.attrs_now(inode, a, t)
-        return self.view.entry(self._named(new_parent_inode, n, a))
+        return self._entry_named(new_parent_inode, n, a)
 
     @guard
     async def opendir(self, inode: int, ctx: RequestContext) -> int:
@@ -453,7 +457,7 @@ class Operations(pyfuse3.Operations):
                 return
             for name, a, nxt in entries:
                 self.probed.learn(a, gen)
-                e = self.view.entry(self._named(h.ino, name, a)) if sized else self.view.unsized_entry(a)
+                e = self._entry_named(h.ino, name, a) if sized else self.view.unsized_entry(a)
                 if not self.view.kernel.readdir_reply(token, os.fsencode(name), e, nxt):
                     return
                 cookie = nxt
@@ -518,7 +522,7 @@ class Operations(pyfuse3.Operations):
                 self._named(parent_inode, n, a)
                 self.probed.learn(a, self.probed.gen)
                 self.dirattrs.learn(parent_inode, a)
-                return await self.files.create(a, flags, cred)
+                return await self._opened_named(parent_inode, n, a, flags, cred)
         gen = self.probed.gen
         t = self._tick(parent_inode)
         a = self._named(parent_inode, n, await self.client.create(
@@ -530,7 +534,12 @@ class Operations(pyfuse3.Operations):
                 self.leases.forget(a["ino"])  # opened, maybe truncated: asked again
         self.probed.learn(a, gen)
         self.dirattrs.learn(parent_inode, a)
-        return await self.files.create(a, flags, cred)
+        return await self._opened_named(parent_inode, n, a, flags, cred)
+
+    async def _opened_named(self, parent: int, name: str, a: dict, flags: int,
+                            cred: Cred) -> tuple[FileInfo, EntryAttributes]:
+        fi, e = await self.files.create(a, flags, cred)
+        return fi, self.view.named(e, parent, name)
 
     @guard
     async def read(self, fh: int, off: int, size: int) -> bytes:

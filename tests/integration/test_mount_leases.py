@@ -4,8 +4,9 @@ mount, which answers from its leases. A change on one node must be seen at once 
 the manager recalls the other's lease before it makes the change. With recalls switched off
 (``lease_recall = false``, a test switch) the other node answers stale, which shows these
 tests can fail. The change test runs again with the kernel's default timeouts, under which
-the kernel keeps leased attributes until the session's end: the recall must drop the
-kernel's copies before it is answered."""
+the kernel keeps leased attributes until the session's end, and with the default ones, under
+which it keeps leased names (and missing names) too: the recall must drop the kernel's copies
+before it is answered."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ pytestmark = [pytest.mark.fuse, needs_fuse]
 
 OPTS = "leases,attr_timeout=0,entry_timeout=0"
 KERNEL_CACHING = "leases,entry_timeout=0"  # the kernel keeps leased attributes (kernel_timeout)
+DEFAULTS = "leases"  # ... and leased names, missing ones too (name_timeout)
 
 
 def _two_nodes(cluster, tmp_path, opts=OPTS):
@@ -52,7 +54,7 @@ def nodes(leasing_cluster, tmp_path):
         yield a, b
 
 
-@pytest.fixture(params=[OPTS, KERNEL_CACHING])
+@pytest.fixture(params=[OPTS, KERNEL_CACHING, DEFAULTS])
 def any_nodes(leasing_cluster, tmp_path, request):
     a, b = _two_nodes(leasing_cluster, tmp_path, request.param)
     with a, b:

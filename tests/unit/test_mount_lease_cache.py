@@ -119,7 +119,84 @@ def test_leases_forgotten_for_memory_drop_the_kernels_copies_before_they_are_giv
     for ino in range(200, 208):
         c._dir(ino)
     assert 1 in c.lost and c.released == []  # not given back before the kernel forgot it
-    assert c.lost[100] == ["a"]  # the directory's names the kernel may hold
+    assert c.lost[100] == ["a", "gone"]  # the names the kernel may hold, missing ones too
     assert 1 not in c.attrs and c.kernel_timeout(1, 1.0) == 1.0
     # a recall of one of them meanwhile still drops the kernel's copies of its names
-    assert c._drop([100]) == [(100, "a")] and 100 not in c.lost
+    assert c._drop([100]) == [(100, "a"), (100, "gone")] and 100 not in c.lost
+
+
+def test_the_kernel_caches_names_the_mount_knows_in_a_leased_directory_until_the_session_ends():
+    c = cache()
+    c.learn({**attrs(10), "leased": [1, 10]}, c.tick(), parent=1, name="f")
+    assert 59 < c.name_timeout(1, "f", 10, 1.0) <= 60
+    assert c.name_timeout(1, "f", 11, 1.0) == 1.0  # not what the mount knows the name as
+    assert c.name_timeout(1, "other", 12, 1.0) == 1.0  # a name it does not know
+    assert c.name_timeout(2, "f", 10, 1.0) == 1.0  # a directory not leased
+    assert c.name_timeout(1, "f", 10, 0.0) == 0.0  # entry_timeout=0 stays 0
+    c.until = time.monotonic() - 1
+    assert c.name_timeout(1, "f", 10, 1.0) == 1.0
+
+
+def test_a_missing_name_answered_from_a_complete_directory_is_remembered_for_its_recall():
+    c = cache()
+    t = c.changing(1)
+    c.made(1, "d", {"ino": 20, "type": "dir", "leased": [20]}, t, is_dir=True)
+    assert c.lookup(20, "absent") is MISSING
+    assert c.name_timeout(20, "absent", 0, 1.0) > 59  # the kernel may cache "no such name"
+    assert (20, "absent") in c._drop([20])  # ... and the recall drops it from the kernel
+
+
+def test_names_the_mount_stops_knowing_are_still_dropped_from_the_kernel_by_a_recall():
+    c = cache()
+    t = c.changing(1)
+    c.made(1, "d", {"ino": 20, "type": "dir", "leased": [20]}, t, is_dir=True)
+    for name, ino in (("a", 21), ("b", 22), ("c", 23)):
+        c.made(20, name, {**attrs(ino), "leased": [ino]}, c.changing(20))
+    c.renamed((20, "a"), (20, "z"), c.changing(20), 0)  # the kernel moved its dentry to "z"
+    c.unknown(20, "b")  # (a create refused after the kernel had its entry)
+    assert c.name_timeout(20, "z", 21, 1.0) == 1.0  # unknown here: not extended
+    assert sorted(n for _p, n in c._drop([20])) == ["a", "b", "c", "z"]
+
+
+def _recall_order(monkeypatch, drop_takes: float) -> list[str]:
+    """What a recall does, in order, when the kernel's names take ``drop_takes`` s to go."""
+    import trio
+
+    from pvfs.fuse import leases
+
+    events: list[str] = []
+
+    async def send_frame(_sock, header, *_a, **_kw):
+        events.append(f"answer {header['seq']}")
+
+    async def on_recall(inos, names):
+        await trio.sleep(drop_takes)  # (a directory's lock held by a waiting process)
+        events.append(f"names dropped {names}")
+
+    monkeypatch.setattr(leases.aio, "send_frame", send_frame)
+    c = cache()
+    c.on_recall = on_recall
+    c.dirs[20] = leases._Dir()
+    c.dirs[20].names["f"] = 21
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await c._recalled(None, trio.Lock(), {"op": "recall", "seq": 7, "inos": [20]},
+                              nursery)
+            events.append("recall returned")
+
+    trio.run(main)
+    return events
+
+
+def test_a_recall_is_answered_after_the_kernel_dropped_the_names(monkeypatch):
+    assert _recall_order(monkeypatch, 0.01) == [
+        "names dropped [(20, 'f')]", "answer 7", "recall returned"]
+
+
+def test_a_recall_whose_names_cannot_go_yet_is_answered_anyway(monkeypatch):
+    from pvfs.fuse import leases
+
+    monkeypatch.setattr(leases, "_NAMES_WAIT", 0.05)
+    assert _recall_order(monkeypatch, 0.3) == [
+        "answer 7", "recall returned", "names dropped [(20, 'f')]"]
