@@ -79,6 +79,7 @@ from pvfs.bench.ior_tools import (
     PEERS,
     PHASES,
     QUICK,
+    STEPS,
     SUBJECT,
     Sizes,
     build_report,
@@ -202,12 +203,12 @@ def _run_step(runner: Runner, targets: _Targets, t: str, where: str, step: str,
 
 
 def measure(runner: Runner, dirs: dict[str, str], ranks: list[int], repeats: int,
-            record: dict[str, Any]) -> None:
+            record: dict[str, Any], steps: tuple[str, ...] | list[str] = STEPS) -> None:
     """Every step of :func:`schedule` in its order; fills ``record`` as it goes."""
     runs, errors, load = record["runs"], record["errors"], record["load"]["at_each_step"]
     targets = _Targets(dirs)
     tag = f"ior-{os.getpid()}"
-    for rep, n, step, order in schedule(list(dirs), ranks, repeats):
+    for rep, n, step, order in schedule(list(dirs), ranks, repeats, steps):
         record["order"].append([rep, n, step, order])
         for t in order:
             load.append(round(os.getloadavg()[0], 2))
@@ -276,7 +277,8 @@ def plot(report: dict[str, Any], targets: list[str], path: str) -> bool:
 def show(doc: dict[str, Any], png: str | None) -> None:
     """Print a run's tables (the report rebuilt from its raw numbers) and plot it."""
     targets = list(doc["runs"])
-    report = build_report(doc["runs"], doc["params"]["ranks"])
+    report = build_report(doc["runs"], doc["params"]["ranks"],
+                          steps=doc["params"].get("steps", STEPS))
     print(format_report(report, targets))
     print()
     print(markdown_table(report))
@@ -301,6 +303,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--targets", nargs="+", default=[SUBJECT, *PEERS],
                     choices=[SUBJECT, *PEERS], help="file systems besides the ceiling")
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--steps", nargs="+", default=list(STEPS), choices=STEPS,
+                    help="the steps to run (default: all)")
     ap.add_argument("--repeats", type=int, default=None, help="3 (2 with --quick)")
     ap.add_argument("--quick", action="store_true", help="small sizes: a few minutes")
     for f in ("easy_files", "hard_files", "easy_mib", "hard_segments", "creates"):
@@ -364,13 +368,14 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     try:
         with open_targets(list(args.targets), workdir, ceiling) as dirs:
-            measure(runner, dirs, args.ranks, repeats, record)
+            measure(runner, dirs, args.ranks, repeats, record, args.steps)
     finally:
         if own:
             shutil.rmtree(workdir, ignore_errors=True)
     record["load"]["after"] = list(os.getloadavg())
-    report = build_report(record["runs"], args.ranks)
-    doc = {"params": {"ranks": args.ranks, "repeats": repeats, "quick": args.quick,
+    report = build_report(record["runs"], args.ranks, steps=args.steps)
+    doc = {"params": {"ranks": args.ranks, "steps": args.steps, "repeats": repeats,
+                      "quick": args.quick,
                       "sizes": sizes.as_dict(), "cold": args.cold, "pvfs_iods": 4,
                       "pvfs_mount_options": "", "gluster_bricks": 4,
                       "moosefs_chunkservers": 1, "moosefs_goal": 1,

@@ -195,13 +195,14 @@ def rotation(targets: Sequence[str], k: int) -> list[str]:
     return list(targets[k:]) + list(targets[:k])
 
 
-def steps_at(ranks: int) -> list[str]:
-    """The steps run at a rank count: every step, ``creates-1p`` (one process) at 1 only."""
-    return [s for s in STEPS if s != "creates-1p" or ranks == 1]
+def steps_at(ranks: int, steps: Sequence[str] = STEPS) -> list[str]:
+    """The steps run at a rank count (of ``steps``, in :data:`STEPS` order): every one,
+    ``creates-1p`` (one process) at 1 only."""
+    return [s for s in STEPS if s in steps and (s != "creates-1p" or ranks == 1)]
 
 
-def schedule(targets: Sequence[str], ranks: Sequence[int],
-             repeats: int) -> list[tuple[int, int, str, list[str]]]:
+def schedule(targets: Sequence[str], ranks: Sequence[int], repeats: int,
+             steps: Sequence[str] = STEPS) -> list[tuple[int, int, str, list[str]]]:
     """Every ``(repetition, ranks, step, targets in order)`` of a run, in running order.
 
     Per repetition the rank counts and steps run in the same order; each step runs on every
@@ -211,7 +212,7 @@ def schedule(targets: Sequence[str], ranks: Sequence[int],
     out = []
     for rep in range(repeats):
         for n in ranks:
-            for step in steps_at(n):
+            for step in steps_at(n, steps):
                 out.append((rep, n, step, rotation(targets, rep)))
     return out
 
@@ -256,9 +257,9 @@ def geomean(values: Sequence[float | None]) -> float | None:
 
 
 # ----------------------------------------------------------------------------- the report
-def figure_names(ranks: Sequence[int]) -> list[tuple[str, int]]:
-    """Every ``(STEP-PHASE, ranks)`` figure a run reports, in table order."""
-    return [(f"{step}-{phase}", n) for n in ranks for step in steps_at(n)
+def figure_names(ranks: Sequence[int], steps: Sequence[str] = STEPS) -> list[tuple[str, int]]:
+    """Every ``(STEP-PHASE, ranks)`` figure a run of ``steps`` reports, in table order."""
+    return [(f"{step}-{phase}", n) for n in ranks for step in steps_at(n, steps)
             for phase in PHASES[step]]
 
 
@@ -318,10 +319,10 @@ def report_figure(runs: dict[str, list[float | None]], subject: str = SUBJECT,
 
 
 def build_report(runs: dict[str, dict[str, list[float | None]]], ranks: Sequence[int],
-                 subject: str = SUBJECT) -> dict[str, Any]:
+                 subject: str = SUBJECT, steps: Sequence[str] = STEPS) -> dict[str, Any]:
     """:func:`report_figure` for every figure; ``runs[target][key] = [value per rep]``."""
     report = {}
-    for fig, n in figure_names(ranks):
+    for fig, n in figure_names(ranks, steps):
         k = key(fig, n)
         per_target = {t: r.get(k, []) for t, r in runs.items()}
         report[k] = {"figure": fig, "ranks": n, "unit": UNITS[_step_of(fig)],

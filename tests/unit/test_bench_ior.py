@@ -422,3 +422,14 @@ def test_a_target_whose_file_system_went_away_is_left_out_not_measured(tmp_path)
     assert [c for c in runner.calls if c[0] == "b"] == [("b", "mdtest-easy", 1)]
     assert record["runs"]["a"]["ior-hard-read@1"] == [1.0]
     assert any("went away" in e["error"] for e in record["errors"])
+
+
+def test_a_run_of_some_steps_schedules_and_reports_only_those() -> None:
+    steps = ["creates-1p", "mdtest-easy"]  # (in any order: they run in STEPS order)
+    sched = schedule(["a"], [1, 2], repeats=1, steps=steps)
+    assert [(n, s) for _rep, n, s, _ in sched] == [
+        (1, "mdtest-easy"), (1, "creates-1p"), (2, "mdtest-easy")]
+    figs = figure_names([1, 2], steps)
+    assert all(f.startswith(("mdtest-easy-", "creates-1p-")) for f, _n in figs)
+    rep = build_report({"a": {}}, [1, 2], steps=steps)
+    assert list(rep) == [f"{f}@{n}" for f, n in figs]
