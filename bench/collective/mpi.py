@@ -85,7 +85,12 @@ def _iod_writes(fs: Any) -> int:
 
 DISK_KEYS = ("accesses", "busy_s", "miss_bytes", "hit_bytes")
 RA_KEYS = ("ra_pages", "ra_reads", "ra_skipped", "ra_waits", "ra_failed", "ra_resets",
-           "ra_unclaimed", "ra_lead_lost")
+           "ra_unclaimed", "ra_lead_lost", "ra_room_refused", "ra_evictions")
+#: the cache's placement counters a window row carries (issue 32: a page read twice was
+#: evicted in between, or read around)
+CACHE_KEYS = ("misses", "evictions", "evict_pinned", "hits", "remote_hits")
+PER_RANK_KEYS = ("fs_bytes_read", "misses", "evictions", "ra_evictions", "ra_pages",
+                 "ra_lead_lost", "ra_room_refused")
 #: the phases of a locked access of the cache, in the order of ``PageCache._record``'s marks
 #: (DAChe fig. 6's breakdown): locks granted, pages loaded from the file, read around and
 #: local copies, remote bytes moved, unlocked
@@ -187,6 +192,9 @@ def _open_window(comm: Any, fs: Any, path: str, method: str, opts: dict[str, Any
     if variant.endswith("-adaptive"):  # (A/B of issue 32: s13-s17's wait for loads)
         variant = variant[:-len("-adaptive")]
         os.environ["PVFS_COLLECTIVE_LOAD_WAIT"] = "adaptive"
+    if variant.endswith("-evict"):  # (A/B of issue 32: read-ahead evicts whenever full)
+        variant = variant[:-len("-evict")]
+        os.environ["PVFS_COLLECTIVE_READAHEAD_BALANCE"] = "0"
     if variant.endswith("-claimall"):  # (A/B: read-ahead claims to every home at once)
         variant = variant[:-len("-claimall")]
         os.environ["PVFS_COLLECTIVE_CLAIM_LEAD_FIRST"] = "0"
@@ -214,6 +222,7 @@ def _read_windows(f: Any, chunk: int, loops: int, trace_dir: str | None,
         f.io.trace = []
         if f.cache is not None:
             f.cache.trace = []
+            f.cache.evict_log = []
     r, n = f.comm.Get_rank(), f.comm.Get_size()
     began_all = time.perf_counter()
     for w in range(loops):
@@ -285,6 +294,10 @@ def _window_result(fs: Any, opts: dict[str, Any], clients: int, servers: int,
             **{k: total[k] for k in ("read_us", "accesses", *(f"phase_{p}_us" for p in PHASES))
                if k in total},
             **{k: total[k] for k in RA_KEYS if k in total},
+            **{k: total[k] for k in CACHE_KEYS if k in total},
+            # per client rank (issue 32: which ranks read pages again and why)
+            "per_rank": {k: [t.get(k, 0) for t in totals if t and "fs_reads" in t]
+                         for k in PER_RANK_KEYS},
             "iod_write_requests": _iod_writes(fs) - iod_before}
 
 
@@ -301,7 +314,8 @@ def _dump_trace(where: str, opts: dict[str, Any], clients: int, rank: int, t0: f
         json.dump({"rank": rank, "method": opts["method"], "ranks": clients,
                    "open_perf": t0, "now_mono": time.monotonic(), "now_perf": time.perf_counter(),
                    "reads": reads, "fs": f.io.trace,
-                   "cache": cache.trace if cache is not None else None}, out)
+                   "cache": cache.trace if cache is not None else None,
+                   "evictions": cache.evict_log if cache is not None else None}, out)
 
 
 def _max() -> Any:

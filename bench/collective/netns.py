@@ -58,17 +58,23 @@ exec ip netns exec "$ns" sh -c "$*"
 """
 
 
-def plan(ranks: list[int], servers: list[str]) -> list[list[tuple[int, dict[str, Any]]]]:
+def plan(ranks: list[int], servers: list[str],
+         variants: tuple[str, ...] = ()) -> list[list[tuple[int, dict[str, Any]]]]:
     """The jobs of each rank count, ``(processes, options)``: ``independent``, then
-    ``servers`` with each k of ``servers`` (``"half"``: as many lock servers as clients)."""
+    ``servers`` with each k of ``servers`` (``"half"``: as many lock servers as clients),
+    then each of ``variants`` (a method such as ``servers+ra-evict``, issue 32's A/B) with
+    the first k."""
     out = []
     for n in ranks:
         jobs = [(n, {"benchmark": "sliding_window", "method": "independent", **WINDOW,
                      "breakdown": True})]
-        for k in servers:
-            kk = n if k == "half" else int(k)
+        ks = [n if k == "half" else int(k) for k in servers]
+        for kk in ks:
             jobs.append((n + kk, {"benchmark": "sliding_window", "method": "servers",
                                   **WINDOW, "lock_servers": kk, "breakdown": True}))
+        for method in variants:
+            jobs.append((n + ks[0], {"benchmark": "sliding_window", "method": method,
+                                     **WINDOW, "lock_servers": ks[0], "breakdown": True}))
         out.append(jobs)
     return out
 
@@ -171,11 +177,11 @@ def derived(r: dict[str, Any]) -> dict[str, Any]:
 
 def run(ranks: list[int], servers: list[str], repeat: int, rate: str,
         delay: str | None, progress: Any = None, save: Any = None,
-        job_timeout: float = 900) -> dict[str, Any]:
+        job_timeout: float = 900, variants: tuple[str, ...] = ()) -> dict[str, Any]:
     """Every rank count's jobs, ``repeat`` times in rotating order, on one harness sized for
     the largest job; results, medians and paired ratios. A job that fails is recorded in
     ``failures`` and the run goes on; ``save(data)`` is called after every job."""
-    groups = plan(ranks, servers)
+    groups = plan(ranks, servers, variants)
     jobs = [j for g in groups for j in g]
     runs: dict[int, dict[int, dict[str, Any]]] = {i: {} for i in range(len(jobs))}
     failures: list[dict[str, Any]] = []
@@ -258,6 +264,13 @@ def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
            "lock_us_per_access": med("lock_us_per_access"),
            "lock_us_per_round": med("lock_us_per_round"),
            "fs_reads": med("fs_reads"), "pages_touched": first.get("pages_touched"),
+           # issue 32: pages' worth read from the file (one read per page: pages_touched),
+           # the repeats within 1.1 x, and what placed them
+           "fs_read_pages": med("fs_read_pages"),
+           "read_once": sum(r.get("fs_read_pages", 0) <= 1.1 * r.get("pages_touched", 0)
+                            for r in rs),
+           "evictions": med("evictions"), "ra_evictions": med("ra_evictions"),
+           "ra_room_refused": med("ra_room_refused"),
            "lock_server_queued": med("lock_server_queued"), "locks": med("locks")}
     if "shares" in first:
         out["shares"] = {p: med(p, lambda r, p=p: r.get("shares", {}).get(p))
@@ -320,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", default=None)
     ap.add_argument("--note", default="")
     ap.add_argument("--job-timeout", type=float, default=900, help="seconds per mpiexec job")
+    ap.add_argument("--variants", default="",
+                    help="more methods with the first k, e.g. servers+ra-evict (issue 32's A/B)")
     args = ap.parse_args(argv)
     command = "python -m pvfs.bench.collective.netns " + " ".join(
         argv if argv is not None else sys.argv[1:])
@@ -333,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         data = run([int(x) for x in args.ranks.split(",")], args.servers.split(","),
                    args.repeat, args.rate, args.delay,
                    progress=lambda s: print(s, file=sys.stderr, flush=True), save=save,
-                   job_timeout=args.job_timeout)
+                   job_timeout=args.job_timeout,
+                   variants=tuple(v for v in args.variants.split(",") if v))
     finally:
         signal.signal(signal.SIGTERM, old)
     save(data)

@@ -124,7 +124,7 @@ class _Table:
         self.claims.append(page)
         return e[1].flushed
 
-    def claim_pages(self, pages, owner, lead=False):
+    def claim_pages(self, pages, owner, lead=False, room=None):
         out = []
         for page in pages:
             out.append(self.claim(page, owner))

@@ -105,6 +105,7 @@ class PageCache:
         self.ps = page_size
         self.size_at_open = size_at_open
         self.atomic = atomic
+        self.nslots = nslots
         self.free = list(range(nslots - 1, -1, -1))
         self.lru = Lru()
         self.held: dict[int, _Held] = {}
@@ -119,6 +120,8 @@ class PageCache:
         self.remote_carried = 0  # remote pages read from bytes that came with the lock
         #: one record per locked access when a list (tracing, see :meth:`_record`)
         self.trace: list[dict[str, Any]] | None = None
+        #: ``(time, page)`` of every eviction when a list (tracing)
+        self.evict_log: list[tuple[float, int]] | None = None
         #: read-ahead (``readahead``: the largest window in bytes; at most a quarter of the
         #: slots, so reading ahead never flushes the whole cache); None when off
         pages = min(readahead // page_size, nslots // 4)
@@ -359,6 +362,8 @@ class PageCache:
             flushed = self._flush_slot(victim, slot) or meta.flushed
             self.locks.unlock(victim, True, Meta(-1, -1, flushed))
             self.evictions += 1
+            if self.evict_log is not None:
+                self.evict_log.append((time.monotonic(), victim))
             return slot
         return None
 

@@ -37,7 +37,8 @@ class CountingFile:
         self.straddling = 0  # contiguous regions written that straddle a stripe unit
         self.bytes_written = self.bytes_read = 0
         self._lock = threading.Lock()
-        #: ``(start, end, offset, length, "r"|"w")`` of every call when a list (tracing)
+        #: ``(start, end, offset, length, "r"|"ra"|"w")`` of every call when a list (tracing;
+        #: "ra": read by the read-ahead helper thread)
         self.trace: list[tuple[float, float, int, int, str]] | None = None
 
     def pwrite(self, data: memoryview | bytes, offset: int) -> None:
@@ -73,7 +74,9 @@ class CountingFile:
             return self.file.preadinto(buf, offset)
         began = time.monotonic()
         got = self.file.preadinto(buf, offset)
-        self.trace.append((began, time.monotonic(), offset, len(buf), "r"))
+        # "ra": the read-ahead helper thread's read (tracing which reads read a page again)
+        kind = "ra" if threading.current_thread().name == "pvfs-readahead" else "r"
+        self.trace.append((began, time.monotonic(), offset, len(buf), kind))
         return got
 
     def pread(self, length: int, offset: int) -> bytes:

@@ -256,6 +256,12 @@ class LockManager:
         self._timed_seq = 0
         self.load_waits = 0  # batches that waited for a load ...
         self.load_timeouts = 0  # ... and of those, the ones that read around after all
+        #: pages this home knows cached somewhere (or claimed for a read-ahead): with the
+        #: number of homes, the group's cached pages estimated (issue 32, see claim_batch)
+        self.cached = 0
+        self.room_refusals = 0  # read-ahead claims refused: they would evict, others have room
+        #: rank -> ``requests`` at its last lock request (who reads the file, see has_room)
+        self._last_lock: dict[int, int] = {}
 
     def _get(self, page: int) -> _PageLock:
         entry = self._pages.get(page)
@@ -284,6 +290,7 @@ class LockManager:
         the page is loaded (locked, cached nowhere) is refused instead of queued.
         """
         self.requests += 1
+        self._last_lock[src] = self.requests
         entry = self._get(page)
         # FIFO fairness: a new shared request does not overtake a queued exclusive one.
         if not entry.queue and self._free_for(entry, excl):
@@ -303,6 +310,7 @@ class LockManager:
         it could not have, and the release that grants that page goes on with the rest
         (:meth:`release` returns ``(src, results)`` when the batch is complete)."""
         batch = Batch(src, list(items), around)
+        self._last_lock[src] = self.requests + 1
         return batch.results if self._advance(batch) else None
 
     def _advance(self, batch: Batch) -> bool:
@@ -373,6 +381,7 @@ class LockManager:
         metadata, None for a page read around (``around``, locked and cached nowhere), and
         :data:`BUSY` for the first page that is neither (the list ends there)."""
         out: list[Meta | None | bool] = []
+        self._last_lock[src] = self.requests + 1
         for page, mode in items:
             self.requests += 1
             entry = self._get(page)
@@ -387,14 +396,45 @@ class LockManager:
                 break
         return out
 
+    def has_room(self, room: tuple[int, int, int] | None, pages: int,
+                 src: int | None = None) -> bool:
+        """Whether other ranks should read ``pages`` ahead instead of ``src``, whose slots
+        are all taken: ``room`` is ``(homes, slots, own)`` — how many homes share the pages
+        (round robin, so each sees about its share of the cached ones), the slots of the
+        whole group and the claimer's. Yes when the group's estimated cached pages plus
+        these fit its slots (the free ones are other ranks') *and* another rank asked this
+        home for a lock within its last ``own`` requests (others read the file and may
+        take the range; a rank reading alone keeps its read-ahead, evicting). None:
+        unknown (never)."""
+        if room is None:
+            return False
+        homes, slots, own = room
+        if self.cached * homes + pages > slots:
+            return False
+        return any(r != src and self.requests - seen <= own
+                   for r, seen in self._last_lock.items())
+
     def claim_batch(self, src: int, owner: int, pages: list[int],
-                    lead: bool = False) -> list[bool | None]:
+                    lead: bool = False,
+                    room: tuple[int, int, int] | None = None) -> list[bool | None] | None:
         """Read-ahead claims, never queued: each page that is unlocked, has no waiter and
         is cached nowhere is locked exclusively by ``src`` and published as cached by
         ``owner`` (its slot comes with the release), so readers queue for it instead of
         reading around it; per page its flushed bit, or None when it is locked or cached
         somewhere (one copy in the group). ``lead``: when the first page cannot be
-        claimed none is (the range belongs to the stream that took it)."""
+        claimed none is (the range belongs to the stream that took it).
+
+        ``room`` (issue 32): the claimer has no free slot, so reading these pages ahead
+        would evict pages it caches — pages other ranks may not have read yet (at 16-32
+        ranks over shaped links the fastest rank led nearly every range, read 800 pages
+        ahead into its 128 slots and evicted what slower ranks then read from the file
+        again, while their slots stood empty). While the rest of the group has room for
+        them (:meth:`has_room`) nothing is claimed and None is returned: the range is left
+        to a stream whose rank has free slots. When the group is full, evicting is what
+        any cache must do, and the claim goes on as without ``room``."""
+        if self.has_room(room, len(pages), src):
+            self.room_refusals += 1
+            return None
         out: list[bool | None] = []
         for page in pages:
             self.requests += 1
@@ -409,6 +449,7 @@ class LockManager:
             entry.claimed = True
             out.append(entry.meta.flushed)
             entry.meta = Meta(owner, 0, entry.meta.flushed)
+            self.cached += 1
         return out
 
     @staticmethod
@@ -436,6 +477,7 @@ class LockManager:
         else:
             raise RuntimeError(f"rank {src} released page {page} it does not hold")
         if meta is not None:
+            self.cached += (meta.owner >= 0) - (entry.meta.owner >= 0)
             entry.meta = meta
         return self._grant_waiters(page, entry)
 

@@ -42,6 +42,8 @@ class MsgLocks:
         #: read-ahead: ask the first page's home (where the lead rule is decided) first
         self.lead_first = os.environ.get(LEAD_FIRST_ENV, "1") != "0"
         self.lead_refusals = 0  # ranges another stream led, refused by the first home
+        #: read-ahead ranges refused because they would evict while others have room
+        self.room_refusals = 0
 
     def home(self, page: int) -> int:
         return self.homes[page % len(self.homes)]
@@ -223,8 +225,8 @@ class MsgLocks:
         self._release(back)
 
     # -------------------------------------------------------------- read-ahead claims
-    def claim_pages(self, pages: list[int], owner: int,
-                    lead: bool = False) -> list[bool | None]:
+    def claim_pages(self, pages: list[int], owner: int, lead: bool = False,
+                    room: tuple[int, int] | None = None) -> list[bool | None]:
         """Read-ahead claims (:meth:`LockManager.claim_batch`): one message per home (this
         rank's own home directly); per page its flushed bit, or None when it is locked or
         cached somewhere.
@@ -235,39 +237,51 @@ class MsgLocks:
         given back per run with ``thread`` at 4 ranks). Without ``lead`` (or with
         ``PVFS_COLLECTIVE_CLAIM_LEAD_FIRST=0``, the A/B) every home is asked at once; then
         the caller must release (:meth:`release_claims`) what other homes claimed when
-        the first page was not claimed."""
+        the first page was not claimed.
+
+        ``room``: the claimer has no free slot; the group's slots and its own. A home
+        that estimates other ranks have room for the pages claims none (the range is left
+        to a stream with free slots; :meth:`LockManager.claim_batch`). Asked where the
+        lead is decided (every home without a lead)."""
         asks: dict[int, list[int]] = {}
+        spare = None if room is None else (len(self.homes), *room)
         for page in pages:
             asks.setdefault(self.home(page), []).append(page)
         first = self.home(pages[0])
         self.lock_calls += len(pages)
         if lead and len(asks) > 1 and self.lead_first:
-            got = self._claim({first: asks[first]}, owner, first)
+            got = self._claim({first: asks[first]}, owner, first, spare)
+            if got[first] is None:
+                self.room_refusals += 1
+                return [None] * len(pages)
             if got[first][0] is None:
                 self.lead_refusals += 1
                 return [None] * len(pages)
             got.update(self._claim({h: p for h, p in asks.items() if h != first}, owner,
-                                   None))
+                                   None, None))
         else:
-            got = self._claim(asks, owner, first if lead else None)
+            got = self._claim(asks, owner, first if lead else None, spare)
+            if any(g is None for g in got.values()):
+                self.room_refusals += 1
         flushed = {p: f for home, mine in asks.items()
-                   for p, f in zip(mine, got[home], strict=True)}
+                   for p, f in zip(mine, got[home] or [None] * len(mine), strict=True)}
         return [flushed[p] for p in pages]
 
-    def _claim(self, asks: dict[int, list[int]], owner: int,
-               lead_home: int | None) -> dict[int, list[bool | None]]:
+    def _claim(self, asks: dict[int, list[int]], owner: int, lead_home: int | None,
+               room: tuple[int, int, int] | None) -> dict[int, list[bool | None] | None]:
         """One ``claim`` batch to each home of ``asks``, all sent before any reply is
-        awaited (the own home's in its table); ``lead`` goes to ``lead_home`` only."""
-        got: dict[int, list[bool | None]] = {}
+        awaited (the own home's in its table); ``lead`` goes to ``lead_home`` only; a
+        home's None: it refused them all for ``room``."""
+        got: dict[int, list[bool | None] | None] = {}
         waiting = []
         for home, mine in asks.items():
             if self.local is not None and home == self.me:
                 self.direct += 1
                 with self.local.mutex:
                     got[home] = self.local.locks.claim_batch(self.me, owner, mine,
-                                                             home == lead_home)
+                                                             home == lead_home, room)
             else:
-                self.caller.send(home, ("claim", mine, owner, home == lead_home))
+                self.caller.send(home, ("claim", mine, owner, home == lead_home, room))
                 waiting.append(home)
         if waiting:
             self.lock_rounds += 1

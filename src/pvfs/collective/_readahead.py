@@ -35,6 +35,15 @@ Two parts:
   list (evictable from then on) at the start of its next access, and waits for the
   prefetches a request needs before locking (no lock held: deadlock-free).
 
+  *Where the pages go* (issue 32): a rank reads ahead into its free slots; with none
+  left it asks the homes with ``room``, and a home that estimates the rest of the group
+  has room for the range while other ranks read the file claims nothing — the range is
+  left to a stream whose rank has free slots (message back ends; the ``rma`` words keep
+  no count, so there it evicts as before). Without it the fastest rank led nearly every
+  range over the netns harness, read ahead 800 pages into its 128 slots and evicted
+  pages slower ranks then read from the file again (pages read 1.6-3.6x touched at
+  16-32 clients).
+
 Every coordination's lock table offers the two calls (``claim_pages``, ``release_claims``):
 ``rma`` claims with one compare-and-swap a page and releases with one ``Fetch_and_op``
 (:mod:`._rma`); the message back ends send one ``claim`` batch per home (the first page's
@@ -57,6 +66,9 @@ from pvfs.collective._pages import Meta
 #: ``PVFS_COLLECTIVE_READAHEAD``: the largest read-ahead window in bytes (0: off), unless
 #: ``open(readahead=...)`` says otherwise.
 READAHEAD_ENV = "PVFS_COLLECTIVE_READAHEAD"
+#: ``PVFS_COLLECTIVE_READAHEAD_BALANCE=0``: read-ahead evicts for its pages whenever it has
+#: no free slot (before issue 32's fix; the A/B)
+BALANCE_ENV = "PVFS_COLLECTIVE_READAHEAD_BALANCE"
 #: ``PVFS_COLLECTIVE_READAHEAD_ALIGN=0``: reads ahead not aligned to stripe rows (A/B).
 ALIGN_ENV = "PVFS_COLLECTIVE_READAHEAD_ALIGN"
 #: The default largest window (bytes): Linux's default is 128 KiB of 4 KiB pages (32
@@ -166,8 +178,12 @@ class Prefetcher:
         self._thread: threading.Thread | None = None
         self.pages = self.reads = self.skipped = self.waits = self.failed = 0
         self.unclaimed = 0  # pages claimed, then given back unread (lead rule, no slot)
+        self.evictions = 0  # pages this rank evicted to read ahead (of the cache's evictions)
         self.lead_lost = 0  # ranges left to another stream (their first page was taken)
         self.error: BaseException | None = None
+        #: issue 32: read ahead only into free slots while the rest of the group has room
+        #: (``PVFS_COLLECTIVE_READAHEAD_BALANCE=0``: evict for it whenever, as before)
+        self.balance = os.environ.get(BALANCE_ENV, "1") != "0"
         #: a release that failed: its pages stay locked, so the main thread raises it
         self.fatal: BaseException | None = None
 
@@ -189,10 +205,24 @@ class Prefetcher:
                 pages.append(page)
         if not pages:
             return
+        room = None
+        if self.balance and len(c.free) < len(pages):
+            if c.free:
+                pages = pages[:len(c.free)]  # what fits without evicting
+            else:
+                # Reading ahead would evict (issue 32): the homes that can tell leave the
+                # range to a rank with free slots while the group has room for it.
+                room = (c.n * c.nslots, c.nslots)  # (the group's slots, this rank's)
         # Claim first (one CAS a page, or one message per home; slots filled in at the
         # release): a page locked or cached somewhere is skipped before a slot is freed.
         lead = pages[0] == start
-        claims = c.locks.claim_pages(pages, c.rank, lead)
+        if room is None:
+            claims = c.locks.claim_pages(pages, c.rank, lead)
+        else:
+            refused = getattr(c.locks, "room_refusals", 0)
+            claims = c.locks.claim_pages(pages, c.rank, lead, room)
+            if getattr(c.locks, "room_refusals", 0) > refused:
+                return
         if lead and claims[0] is None:
             # Another stream got here first and leads: leave the range to it. Streams
             # that shared ranges split them into small reads that reached a daemon out of
@@ -208,7 +238,9 @@ class Prefetcher:
             if flushed is None:  # locked or cached somewhere: one copy in the group
                 self.skipped += 1
                 continue
+            evicted = c.evictions
             slot = c._alloc_slot()
+            self.evictions += c.evictions - evicted
             if slot is None:  # every slot pinned: no room to read ahead
                 self._unclaim(pages[i:], claims[i:])
                 break
@@ -284,7 +316,9 @@ class Prefetcher:
         return {"ra_pages": self.pages, "ra_reads": self.reads, "ra_skipped": self.skipped,
                 "ra_waits": self.waits, "ra_failed": self.failed,
                 "ra_unclaimed": self.unclaimed, "ra_lead_lost": self.lead_lost,
-                "ra_resets": self.window.resets}
+                "ra_resets": self.window.resets,
+                "ra_room_refused": getattr(self.cache.locks, "room_refusals", 0),
+                "ra_evictions": self.evictions}
 
     # ------------------------------------------------------------------ helper thread
     def _run(self) -> None:

@@ -291,10 +291,11 @@ class RmaLocks:
                 return None
         return None
 
-    def claim_pages(self, pages: list[int], owner: int,
-                    lead: bool = False) -> list[bool | None]:
+    def claim_pages(self, pages: list[int], owner: int, lead: bool = False,
+                    room: tuple[int, int] | None = None) -> list[bool | None]:
         """:meth:`claim` of each page in order (one CAS each); with ``lead`` none after a
-        first page that cannot be claimed."""
+        first page that cannot be claimed. ``room`` is ignored: no RMA home counts the
+        group's cached pages (the message homes do, :meth:`LockManager.claim_batch`)."""
         out: list[bool | None] = []
         for page in pages:
             out.append(self.claim(page, owner))

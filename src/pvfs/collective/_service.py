@@ -350,9 +350,9 @@ class Service:
             if result is not None:
                 self._send(src, reply)
         elif op == "claim":  # read-ahead: never queued, answered at once
-            _, pages, owner, lead = msg
+            _, pages, owner, lead, room = msg
             with self.mutex:
-                claimed = self.locks.claim_batch(src, owner, pages, lead)
+                claimed = self.locks.claim_batch(src, owner, pages, lead, room)
             self._send(src, claimed)
         elif op == "unlock":
             with self.mutex:
