@@ -215,3 +215,26 @@ def test_a_rank_streaming_alone_keeps_its_read_ahead():
     assert max(f.page_reads.values()) == 1
     for c in caches:
         c.close()
+
+
+def test_rereads_finds_pages_read_again_after_an_eviction(tmp_path):
+    """``bench/collective/rereads.py`` on two ranks' traces: rank 0 read pages 0-1 ahead
+    and evicted page 0; rank 1 read page 0 again (after the eviction) and page 1 was read
+    twice with no eviction between (a read around, say)."""
+    import json
+
+    from pvfs.bench.collective.rereads import analyse
+
+    r0 = {"rank": 0, "fs": [[1.0, 1.1, 0, 2 * PS, "ra"]], "evictions": [[2.0, 0]]}
+    r1 = {"rank": 1, "fs": [[3.0, 3.1, 0, PS, "ra"], [1.5, 1.6, PS, PS, "r"],
+                            [4.0, 4.1, 0, 10, "w"]], "evictions": []}
+    paths = []
+    for i, d in enumerate((r0, r1)):
+        (tmp_path / f"servers-k1-n2-r{i}.json").write_text(json.dumps(d))
+        paths.append(str(tmp_path / f"servers-k1-n2-r{i}.json"))
+    got = analyse(paths, PS)
+    assert (got["pages"], got["page_reads"], got["extra_reads"]) == (2, 4, 2)
+    assert got["extra_after_eviction"] == 1
+    assert got["extra_by_kind"] == {"ra->ra": 1, "ra->r": 1}
+    assert got["ranks"] == [{"rank": 0, "pages_read": 2, "evictions": 1},
+                            {"rank": 1, "pages_read": 2, "evictions": 0}]
