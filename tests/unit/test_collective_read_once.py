@@ -12,6 +12,9 @@ data plane; their reads are interleaved by hand, so each run is deterministic.
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -238,3 +241,83 @@ def test_rereads_finds_pages_read_again_after_an_eviction(tmp_path):
     assert got["extra_by_kind"] == {"ra->ra": 1, "ra->r": 1}
     assert got["ranks"] == [{"rank": 0, "pages_read": 2, "evictions": 1},
                             {"rank": 1, "pages_read": 2, "evictions": 0}]
+
+
+class _TwoRanks:
+    """Rank 0 of two whose other rank reports ``other`` as its host key."""
+
+    def __init__(self, other: str) -> None:
+        self.other = other
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 2
+
+    def bcast(self, obj, root=0):
+        return obj
+
+    def allgather(self, obj):
+        return [obj, self.other]
+
+    def allreduce(self, obj, op=None):
+        return obj
+
+
+def test_bells_only_within_one_network_namespace():
+    """Issue 32: over the netns harness every rank has the machine's host name, but an
+    abstract UNIX socket is reachable only from its own network namespace, so every ring
+    to another "host" was refused and lost and each wait ran to its timeout. The host key
+    carries the namespace: ranks in two namespaces poll instead."""
+    import socket
+
+    from pvfs.collective._wait import Bells, host_key
+
+    mine = host_key()
+    assert mine.startswith(socket.gethostname() + ":")
+    other_ns = socket.gethostname() + ":1"
+    assert not Bells(_TwoRanks(other_ns)).enabled
+    same = Bells(_TwoRanks(mine))
+    try:
+        assert same.enabled
+    finally:
+        same.close()
+
+
+_CHILD = """
+import socket, sys
+from pvfs.collective._wait import host_key
+print(host_key())
+o = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+try:
+    o.sendto(b"!", b"\\0" + sys.argv[1].encode())
+    print("sent")
+except OSError:
+    print("refused")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                    reason="a network namespace needs root and unshare(1)")
+def test_host_key_differs_in_another_network_namespace():
+    """A process in a new network namespace on this machine (as a netns host) gets
+    another key, so a group across namespaces does without doorbells; and a ring from
+    there to this namespace's abstract socket is refused (the premise)."""
+    import socket
+    import subprocess
+    import sys
+
+    from pvfs.collective._wait import Bells, host_key
+
+    name = f"pvfs-issue32-{os.getpid()}"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(b"\0" + name.encode())
+    try:
+        out = subprocess.run(["unshare", "-n", sys.executable, "-c", _CHILD, name],
+                             capture_output=True, text=True, check=True,
+                             timeout=60).stdout.split()
+    finally:
+        sock.close()
+    assert out[0] != host_key() and out[1] == "refused"
+    assert not Bells(_TwoRanks(out[0])).enabled

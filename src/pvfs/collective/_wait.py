@@ -121,6 +121,20 @@ def until(done: Callable[[], Any], what: str, deadline: float | None = None,
         backoff.pause(None if limit is None else limit())
 
 
+def host_key() -> str:
+    """Where this process can ring another's doorbell: the host name and the network
+    namespace (an abstract UNIX socket bound in one namespace cannot be reached from
+    another: over the netns harness every rank shares the host name, and before issue 32
+    every ring to another host was refused and lost — each wait ran to its timeout)."""
+    import socket
+
+    try:
+        ns = os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        ns = 0
+    return f"{socket.gethostname()}:{ns}"
+
+
 class Bells:
     """Doorbells beside MPI messages, so a waiting thread sleeps in the kernel and wakes
     when rung instead of polling with sleeps (collective over ``comm``).
@@ -133,7 +147,8 @@ class Bells:
     ``caller`` (rung after a reply). A ring is one byte and only a hint — the message
     travels through MPI, and a waiter that finds nothing waits again, at most ``idle_cap``
     at a time, so a lost ring costs at most that. Only when every rank of ``comm`` is on one
-    host (abstract sockets are local); else ``enabled`` is False and waits poll as before.
+    host *and in one network namespace* (:func:`host_key`: abstract sockets are scoped to
+    the network namespace); else ``enabled`` is False and waits poll as before.
     ``PVFS_COLLECTIVE_BELLS=0`` turns them off.
     """
 
@@ -142,7 +157,7 @@ class Bells:
 
         self.rank = comm.Get_rank()
         token = comm.bcast(os.urandom(8).hex() if self.rank == 0 else None, root=0)
-        hosts = comm.allgather(socket.gethostname())
+        hosts = comm.allgather(host_key())
         wanted = os.environ.get("PVFS_COLLECTIVE_BELLS", "1") != "0"
         usable = wanted and sys.platform.startswith("linux") and len(set(hosts)) == 1
         # decided together: every rank must take the same path through the collectives
