@@ -321,3 +321,14 @@ def test_host_key_differs_in_another_network_namespace():
         sock.close()
     assert out[0] != host_key() and out[1] == "refused"
     assert not Bells(_TwoRanks(out[0])).enabled
+
+
+def test_the_placement_model_reads_each_page_once_at_equal_speeds():
+    """``bench/collective/model.py`` (the sliding window in one process): at equal speeds
+    the rule reads each page once where the old one read pages again."""
+    from pvfs.bench.collective.model import window
+
+    old = window(4, 16, 6, balance=False, spread=0.0)
+    new = window(4, 16, 6, balance=True, spread=0.0)
+    assert new["fs_read_pages"] == new["pages_touched"] == 48 and new["ra_evictions"] == 0
+    assert old["fs_read_pages"] > 48 and old["ra_evictions"] > 0
