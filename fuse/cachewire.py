@@ -73,6 +73,9 @@ class ClientBackend:
         self.table = table
         self.stripe_of = stripe_of
         self.coherence: Coherence | None = None
+        # Awaited before a file's data leave for the I/O daemons (with leases: the mount
+        # gives up its lease of the file's attributes itself, LeaseCache.writing).
+        self.before_write: Callable[[int], Awaitable[None]] | None = None
 
     def stripe_size(self, ino: int) -> int | None:
         info = self.table.inodes.get(ino)
@@ -92,6 +95,8 @@ class ClientBackend:
             # The written blocks stay cached as clean copies: hold them like fetched ones, so
             # a later sync write of another node calls us back (docs/check.md, finding 1).
             await self.coherence.hold(ino, stripe, offset, len(data))
+        if self.before_write is not None:
+            await self.before_write(ino)
         await self.client.write(ino, stripe, offset, data)
 
 
@@ -114,6 +119,8 @@ class ClientBackend:
         if self.coherence is not None:  # as in write(): one registration covering them all
             lo = regions[0][0]
             await self.coherence.hold(ino, stripe, lo, max(o + n for o, n in regions) - lo)
+        if self.before_write is not None:
+            await self.before_write(ino)
         pos = 0
         with memoryview(data) as mv:  # released on every path (pvfs/client/buffers.py)
             for i in range(0, len(regions), MAX_LIST_REGIONS):

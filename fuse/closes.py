@@ -1,4 +1,4 @@
-"""The manager's handle counts, told of this mount's closes in batches.
+"""The manager's handle counts, told of this mount's closes (and read-only opens) in batches.
 
 The manager counts the handles open on each file so that a file whose last name goes while
 it is open keeps its data until its last close (``store.release``). Nothing else waits for a
@@ -13,11 +13,28 @@ A batch that cannot be sent (the manager is down) is tried again until the mount
 ``timeout`` has passed since it was first tried, then dropped with a warning: its files keep
 their data until the manager restarts (its counts start afresh), as a close lost in flight
 always did. At unmount what is queued is sent first.
+
+**Read-only opens answered here** (``open_ahead``, with leases). A read-only open of a file
+whose attributes the mount leases needs nothing of the manager but the count: the kernel
+checked the permission bits against attributes the lease keeps current, and the size and
+times are the lease's. So it is answered at once and its count queued (:meth:`opened`); a
+close of the file while its open is still queued cancels both, and nothing reaches the
+manager (``cat``, ``grep``, an import, mdtest's read phase: open, read, close). What the
+count guards -- a file whose last name goes while it is open keeps its data -- needs it at
+the manager before anything can remove the file: before this mount's own ``unlink`` or
+``rename`` (``before_meta``), before a recall of the file's lease is answered (another node
+about to unlink it: ``send_opens`` from ``LeaseCache.before_answer``), and before any close
+is sent; else after :data:`OPEN_DELAY`. An open queued when the lease session ended is sent
+at once. The window left: another node unlinking a file within :data:`OPEN_DELAY` of its
+open here while the manager cannot call this mount back (then the file's data may go while
+it is open here, as if this node had been partitioned off at its open).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from collections.abc import Iterable
 
 import trio
 
@@ -29,6 +46,7 @@ __all__ = ["DeferredCloses"]
 
 DELAY = 0.005  # seconds a close waits for others to share its request
 MOST = 4096  # handles per request (the schema's bound)
+OPEN_DELAY = 0.5  # seconds a read-only open answered here waits for its close
 
 
 class DeferredCloses:
@@ -40,30 +58,115 @@ class DeferredCloses:
         self._work = trio.Event()
         self.sent = 0  # handles told to the manager (status)
         self.dropped = 0  # handles given up on after ``timeout``
+        self._opens: Counter[int] = Counter()  # read-only opens answered here, not yet told
+        self._open_work = trio.Event()
+        self._now = trio.Event()
+        self._opens_lock = trio.Lock()
+        self._opens_sender: trio.lowlevel.Task | None = None
+        self.counters = dict.fromkeys(("opens_ahead", "opens_cancelled", "opens_sent",
+                                       "opens_refused"), 0)
 
     @property
     def pending(self) -> int:
         return len(self._queue)
 
+    def opened(self, ino: int) -> None:
+        """A read-only open of ``ino`` answered here (its caller made sure it may be)."""
+        self._opens[ino] += 1
+        self.counters["opens_ahead"] += 1
+        self._open_work.set()
+
     def add(self, ino: int) -> None:
-        """One handle of ``ino`` closed here."""
+        """One handle of ``ino`` closed here (cancelling an open of it not yet told)."""
+        if self._opens[ino] > 0:
+            self._opens[ino] -= 1
+            if not self._opens[ino]:
+                del self._opens[ino]
+            self.counters["opens_cancelled"] += 1
+            return
         self._queue.append(ino)
         self._work.set()
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._run_opens)
+            task_status.started()
+            while True:
+                await self._work.wait()
+                self._work = trio.Event()
+                if len(self._queue) < MOST:
+                    await trio.sleep(DELAY)
+                await self.send()
+
+    async def _run_opens(self) -> None:
         while True:
-            await self._work.wait()
-            self._work = trio.Event()
-            if len(self._queue) < MOST:
-                await trio.sleep(DELAY)
-            await self.send()
+            await self._open_work.wait()
+            self._open_work = trio.Event()
+            with trio.move_on_after(OPEN_DELAY):
+                await self._now.wait()  # (the lease session ended: at once)
+            self._now = trio.Event()
+            await self.send_opens()
+
+    def session_ended(self) -> None:
+        """The lease session ended: nobody calls this mount back now; tell the opens now."""
+        if self._opens:
+            self._now.set()
+            self._open_work.set()
 
     async def send(self) -> None:
-        """Send everything queued now (also at unmount), in requests of at most MOST."""
+        """Send everything queued now (also at unmount), in requests of at most MOST: the
+        opens not yet told first, so no close overtakes its open."""
+        await self.send_opens()
         while self._queue:
             batch, self._queue = self._queue[:MOST], self._queue[MOST:]
             await self._send(batch)
+
+    async def send_opens(self, only: Iterable[int] | None = None) -> None:
+        """Tell the manager of the opens answered here (``only``: of these files), and wait
+        for any such telling under way: nothing the count guards may overtake it."""
+        if not self._opens or trio.lowlevel.current_task() is self._opens_sender:
+            return  # (the request below passes through the client's before_meta)
+        async with self._opens_lock:
+            self._opens_sender = trio.lowlevel.current_task()
+            try:
+                if only is None:
+                    batch, self._opens = self._opens, Counter()
+                else:
+                    batch = Counter({i: self._opens.pop(i) for i in only if i in self._opens})
+                inos = list(batch.elements())
+                for i in range(0, len(inos), MOST):
+                    await self._send_opens(inos[i:i + MOST])
+            finally:
+                self._opens_sender = None
+
+    async def _send_opens(self, inos: list[int]) -> None:
+        delay = 0.1
+        with trio.move_on_after(self.timeout):
+            while True:
+                try:
+                    refused = await self.client.open_files(inos)
+                    self.counters["opens_sent"] += len(inos)
+                    if refused:
+                        self.counters["opens_refused"] += len(refused)
+                        log.warning("opens answered here refused by the manager (%s): those "
+                                    "files may lose their data while open here", refused[:8])
+                    return
+                except OSError as exc:
+                    log.info("telling the manager of %d opens: %s (again in %.1f s)",
+                             len(inos), exc, delay)
+                await trio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        self.counters["opens_refused"] += len(inos)
+        log.warning("%d opens not told to the manager within %g s", len(inos), self.timeout)
+
+    async def before_meta(self, op: str) -> None:
+        """Before this mount's own request that may remove a file's last name."""
+        if op in ("unlink", "rename"):
+            await self.send_opens()
+
+    def status(self) -> dict:
+        return {**self.counters, "opens_pending": sum(self._opens.values()),
+                "closes_pending": len(self._queue), "closes_sent": self.sent}
 
     async def _send(self, inos: list[int]) -> None:
         delay = 0.1

@@ -79,9 +79,9 @@ class CreatesAhead:
         self.counters = dict.fromkeys(("created_ahead", "unlinked_ahead", "cancelled", "sent",
                                        "requests", "refused", "delegations", "closes_saved",
                                        "failed_unlinks"), 0)
-        client.before_meta = self._before_meta
+        client.before_meta.insert(0, self._before_meta)  # (first: a later request may name them)
         leases.before_answer.append(self._before_recall_answer)
-        leases.on_session_end = self._session_ended
+        leases.on_session_end.append(self._session_ended)
 
     # ------------------------------------------------------------------ creating
     async def create(self, parent: int, name: str, mode: int, cred: Cred) -> dict | None:
@@ -219,7 +219,7 @@ class CreatesAhead:
             if len(self.numbers) < WANT // 2:
                 await trio.sleep(0.05)  # the pool is being refilled
 
-    async def _before_meta(self) -> None:
+    async def _before_meta(self, _op: str) -> None:
         self._entries.clear()
         await self.send_pending()
 

@@ -27,6 +27,7 @@ from pvfs.protocol.cred import Cred
 from .closes import DeferredCloses
 from .creates import CreatesAhead
 from .handles import HandleTable
+from .leases import LeaseCache
 
 if TYPE_CHECKING:
     from pvfs.cache import BlockCache
@@ -82,6 +83,7 @@ class FileOperations:
         # The manager hears of closes in batches (closes.py); a task of the mount sends them.
         self.closes = DeferredCloses(client, opts.timeout)
         self.ahead: CreatesAhead | None = None  # creates made ahead (set by Operations)
+        self.leases: LeaseCache | None = None  # with open_ahead (set by Operations)
 
     def global_truncation(self, ino: int, size: int) -> AbstractAsyncContextManager:
         """The global cache's side of a truncation of the servers (nothing without one):
@@ -128,6 +130,19 @@ class FileOperations:
             self.table.get(fh).sync or info.sync))
         return FileInfo(fh=fh, direct_io=direct, keep_cache=keep and not direct)
 
+    def _open_here(self, inode: int, flags: int) -> dict | None:
+        """A read-only open answered here, its count told later (closes.py), or None: ask
+        the manager. Only under a lease of the file's attributes (the kernel checked the
+        permission bits against them), and not with global caches."""
+        if self.leases is None or flags & os.O_ACCMODE != os.O_RDONLY or \
+                self.gbackend is not None:
+            return None
+        a = self.leases.getattr(inode)
+        if a is None or a.get("type") != "file" or not a.get("stripe"):
+            return None
+        self.closes.opened(inode)
+        return self._learn(a)
+
     async def open(self, inode: int, flags: int, cred: Cred) -> FileInfo:
         if flags & os.O_TRUNC and flags & os.O_ACCMODE:
             # the manager truncates the servers inside open; a refused open cuts nothing
@@ -135,7 +150,9 @@ class FileOperations:
                 a = self._learn(await self.client.open(inode, flags, cred))
             self.table.info(inode).wrote = True
         else:
-            a = self._learn(await self.client.open(inode, flags, cred))
+            a = self._open_here(inode, flags)
+            if a is None:
+                a = self._learn(await self.client.open(inode, flags, cred))
         h = self.table.open(inode, flags, cred)
         self.counters["opens"] += 1
         return await self._file_info(h.fh, inode, a)

@@ -96,6 +96,8 @@ class LeaseCache:
         self.changed: dict[int, int] = {}   # ino -> tick of this mount's last change sent
         self.floor = 0
         self._renew_sent = 0.0
+        self._sock = None  # the lease connection while a session runs (writing)
+        self._send_lock = trio.Lock()
         self.released: list[int] = []  # leases forgotten here, to give back to the manager
         # Leases forgotten here (memory bound) whose copies in the kernel must go before they
         # are given back: ino -> the names the mount knew in it (a directory's).
@@ -105,10 +107,11 @@ class LeaseCache:
         # (creates.py). Names the kernel cached go after the answer (``on_recall``).
         self.before_answer: list[Callable[[list[int]], Awaitable[None]]] = []
         # Called when the session ends (creates.py: the delegations went with it).
-        self.on_session_end: Callable[[], None] | None = None
+        self.on_session_end: list[Callable[[], None]] = []
         client.on_fenced = self.fenced
         self.counters = dict.fromkeys(("lease_hits", "lease_negative_hits", "lease_misses",
-                                       "recalls_received", "pushed", "sessions"), 0)
+                                       "recalls_received", "pushed", "sessions", "writing"),
+                                      0)
 
     # ------------------------------------------------------------------ answers
     def valid(self) -> bool:
@@ -323,6 +326,27 @@ class LeaseCache:
     def forget(self, ino: int) -> None:
         self.attrs.pop(ino, None)
 
+    async def writing(self, ino: int) -> None:
+        """This mount is about to write ``ino``'s data to the I/O daemons, whose size report
+        would recall its lease of the attributes: it gives the lease up itself -- dropped
+        here and from the kernel (``before_answer``), then said to the manager, which then
+        calls back the other holders only and leases the file back to all of them once it
+        has the new size (``_pushed``). If the report overtakes the word, the recall is
+        answered as any (nothing is left to drop)."""
+        if ino not in self.attrs or self._sock is None or not self.valid():
+            return
+        self._stamp(self.recalled, [ino], self.tick())  # an older reply is not kept
+        self.attrs.pop(ino, None)
+        for hook in self.before_answer:
+            await hook([ino])
+        sock, lock = self._sock, self._send_lock
+        try:
+            async with lock:
+                await aio.send_frame(sock, {"op": "writing", "inos": [ino]})
+            self.counters["writing"] += 1
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the session ends: the report's recall finds it gone, or is answered
+
     def listed(self, parent: int, since: int) -> None:
         """A listing of ``parent`` begun at tick ``since`` reached its end with no recall of
         it meanwhile: every name not known there is not there."""
@@ -352,9 +376,10 @@ class LeaseCache:
         self.client.lease_name = None
 
     def drop_all(self) -> None:
-        if self.on_session_end is not None:
-            self.on_session_end()
+        for hook in self.on_session_end:
+            hook()
         self.until = 0.0
+        self._sock = None
         self.released.clear()  # the session's leases are gone with it
         self.lost.clear()  # (the kernel's copies end with the session: kernel_timeout)
         self.attrs.clear()
@@ -401,6 +426,7 @@ class LeaseCache:
             if pending:
                 pending.pop().started()
             send_lock = trio.Lock()
+            self._sock, self._send_lock = sock, send_lock
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._renew, sock, send_lock)
                 while True:

@@ -112,10 +112,17 @@ class Operations(pyfuse3.Operations):
         if self.leases is not None:
             self.view.leases = self.leases
             self.leases.before_answer.append(self.view.lease_attrs_recalled)
+            self.backend.before_write = self.leases.writing
         # Creates in a directory this mount leases alone, answered here (creates.py).
         self.ahead = CreatesAhead(client, self.leases, options.timeout, options.ahead_delay) \
             if self.leases is not None and options.create_ahead else None
         self.files.ahead = self.ahead
+        if self.leases is not None and options.open_ahead:  # read-only opens (closes.py)
+            closes = self.files.closes
+            self.files.leases = self.leases
+            client.before_meta.append(closes.before_meta)
+            self.leases.before_answer.append(closes.send_opens)
+            self.leases.on_session_end.append(closes.session_ended)
         self._listing: dict[int, tuple[int, bool]] = {}
         # Read by pyfuse3.init: the kernel keeps written pages and writes them back itself
         # (flush/fsync/memory pressure). Handles whose writes must reach the I/O daemons at
@@ -129,6 +136,7 @@ class Operations(pyfuse3.Operations):
         out["open_handles"] = len(self.table.handles)
         if self.ahead is not None:
             out["creates_ahead"] = self.ahead.status()
+        out["handle_counts"] = self.files.closes.status()
         out["dir_attr_hits"] = self.dirattrs.hits
         out["coherence"] = self.opts.coherence
         out["frontend"] = self.view.kernel.stats()

@@ -75,6 +75,9 @@ class MountOptions:
     # to the manager in batches (fuse/creates.py). create_ahead=0: every create waits for it.
     create_ahead: bool = True
     ahead_delay: float = 0.005  # seconds a create made ahead waits for others to share a request
+    # With leases: read-only opens of leased files answered here, counted at the manager
+    # later or never (a close first cancels both; fuse/closes.py). open_ahead=0: they wait.
+    open_ahead: bool = True
     read_ahead_kb: int = 1024
     attr_timeout: float = 1.0
     entry_timeout: float = 1.0
@@ -125,7 +128,7 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "ahead_delay": float,
             "stream_min": parse_size, "cache_readahead": parse_size}
 _BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "leases", "create_ahead",
-         "allow_other",
+         "open_ahead", "allow_other",
          "default_permissions", "debug",
          "testing_lose_close_writes"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",

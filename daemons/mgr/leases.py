@@ -18,8 +18,8 @@ The rules (NFSv4's client leases and delegations, CephFS's capabilities are the 
   while it runs, and every other holder is called back (``recall``) and must answer before
   the change is made. The holder that makes the change keeps its lease: it applies its own
   change to what it knows (the kernel already orders a mount's changes in one directory).
-  The I/O daemons' reports of size changes (``sizes_changed``) recall too, the writer
-  included, before the write they announce is acknowledged.
+  The I/O daemons' reports of size changes (``sizes_changed``) recall too, before the
+  write they announce is acknowledged (the writer has given its lease up: ``writing``).
 - **A holder that does not answer** within the recall timeout is *fenced*: the change waits
   until its session has expired (by then the mount has stopped answering from its leases on
   its own), then goes on. A fenced holder's later requests are refused (``ESTALE``) until it
@@ -29,17 +29,23 @@ The rules (NFSv4's client leases and delegations, CephFS's capabilities are the 
   inodes it changes; a grant compares those stamps with the clock read before its answer
   was built (:meth:`LeaseTable.now`), so an answer that a change overtook is never leased.
 
-- **Leases given back after a write.** A size report recalls every holder of the file, its
-  writer too. When the manager has the new size (refetch.py) it leases the file again to the
-  holders that report took it from, pushing the attributes over their lease connections
-  (``grant``): the next ``stat`` on the writer's node, and the others', is answered there.
+- **Leases given back after a write.** A size report recalls every holder of the file (the
+  writer gave its lease up before it wrote). When the manager has the new size
+  (refetch.py) it leases the file again to the holders that report took it from, the writer
+  too, pushing the attributes over their lease connections (``grant``): the next ``stat`` on the writer's node, and the others', is answered there.
   A push travels the same connection as any later recall, so it can never arrive after one.
+
+- **The writer gives its lease up itself.** A mount about to write a file's data drops its
+  lease of the file's attributes and says so (``writing``) before the write leaves: the size
+  report then recalls the other holders only, and the writer gets the lease back with them
+  (the issue-29 profile: the writer's own recall was half of a small file's close).
 
 Lease frames (manager -> mount): ``{"op": "recall", "seq": n, "inos": [...]}``, answered
 ``{"seq": n}`` after the mount dropped them; ``{"op": "grant", "attrs": [...]}``, not
 answered; ``{"op": "renewed", "term": t}`` answering the mount's ``{"op": "renew"}``. A mount
 that forgets leases to bound its memory gives them back (``{"op": "release", "inos": [...]}``,
-not answered), so the manager's table stays as small as what the mounts hold.
+not answered), so the manager's table stays as small as what the mounts hold; one about to
+write files gives theirs up (``{"op": "writing", "inos": [...]}``, not answered).
 """
 
 from __future__ import annotations
@@ -103,8 +109,8 @@ class LeaseTable:
         self.exclusive: dict[int, str] = {}  # directory -> the one holder creating in it
         # Called with a session's unused delegated numbers when it ends (back to the pool).
         self.on_undelegated: Callable[[set[int]], None] | None = None
-        self.counters = dict.fromkeys(("granted", "recalls", "recalled", "fenced", "pushed"),
-                                      0)
+        self.counters = dict.fromkeys(("granted", "recalls", "recalled", "fenced", "pushed",
+                                       "writing"), 0)
 
     # ------------------------------------------------------------------ sessions
     def _valid(self, h: _Holder, now: float) -> bool:
@@ -134,6 +140,9 @@ class LeaseTable:
                 header, _ = got
                 if header.get("op") == "release":  # leases the mount forgot
                     self._release(h, [i for i in header.get("inos", ()) if isinstance(i, int)])
+                    continue
+                if header.get("op") == "writing":  # files the mount is about to write
+                    self._writing(h, [i for i in header.get("inos", ()) if isinstance(i, int)])
                     continue
                 if header.get("op") == "renew":
                     if h.fenced:
@@ -206,6 +215,26 @@ class LeaseTable:
             out.append(ino)
         self.counters["granted"] += len(out)
         return out
+
+    def _writing(self, h: _Holder, inos: list[int]) -> None:
+        """``h`` is about to write these files' data: it dropped its leases of them itself,
+        so the I/O daemons' size reports need not call it back; it gets them back with the
+        others the reports recalled, once the new sizes are known (:meth:`push`). Not
+        directories it creates in (those are given up by a recall only)."""
+        files = [i for i in inos if i in h.inos and i not in h.exclusive]
+        if len(self.reported) > _STAMPS_MAX:
+            self.reported.clear()
+        for ino in files:
+            self.reported.setdefault(ino, set()).add(h.name)
+        self._release(h, files)
+        self.counters["writing"] += len(files)
+
+    async def settle(self) -> None:
+        """Let the lease connections' tasks read the frames that arrived by now (two
+        scheduling rounds: one to poll the sockets, one to run their readers)."""
+        if self.holders:
+            await trio.lowlevel.checkpoint()
+            await trio.lowlevel.checkpoint()
 
     def note_reported(self, inos: list[int]) -> None:
         """A size report of ``inos`` is about to recall their holders: remember them, to

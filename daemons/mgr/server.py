@@ -219,6 +219,10 @@ class MgrServer:
         else:
             self.sizes.forget(f["inos"], iod=f["iod"])
             changed = f["inos"]
+        # A writer says it gave its lease up (``writing``) before its write left, so its
+        # word is mostly here before this report; let the lease connections read what came
+        # in with it, and the writer is not called back (either order is correct).
+        await self.leases.settle()
         self.leases.note_reported(changed)
         async with self.leases.changing(changed):  # holders of their attributes first
             pass
@@ -386,6 +390,17 @@ class MgrServer:
 
     async def op_ahead(self, f, cred) -> dict:
         return await self.ahead.apply(f, cred)
+
+    async def op_opens(self, f, cred) -> dict:
+        """Read-only handles a mount opened ahead of the manager, under a lease of each file
+        (fuse/closes.py): counted; refused (gone meanwhile) listed."""
+        refused = []
+        for ino in f["inos"]:
+            try:
+                self.store.open(ino, os.O_RDONLY, Cred(0, 0, ()), created=True)
+            except OSError:
+                refused.append(ino)
+        return {"refused": refused}
 
     async def op_closes(self, f, cred) -> dict:
         """Many handles closed (a mount sends its closes in batches: fuse/closes.py)."""

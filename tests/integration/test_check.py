@@ -50,8 +50,10 @@ def _mounts(a: Mount, b: Mount) -> str:
 
 
 def _verdict(out: dict) -> str:
-    return f"{out.get('message') or out.get('error')}\n" + "\n".join(
-        f"  {s['client']} {s['op']} {s['args']} -> {s['result']}" for s in out.get("steps", []))
+    steps = out.get("steps")
+    return f"{out.get('result')}: {out.get('message') or out.get('error')}\n" + "\n".join(
+        f"  {s['client']} {s['op']} {s['args']} -> {s['result']}"
+        for s in (steps if isinstance(steps, list) else []))  # (an int: the run's setting)
 
 
 def test_native_clients_pass(pvfs_cluster):

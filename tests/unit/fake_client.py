@@ -57,6 +57,7 @@ class FakeClient:
         self._fail: dict[str, BaseException] = {}
         self._next = ROOT_INO + 1
         self.marks_security = False   # attrs say whether security.* names exist (secx)
+        self.before_meta: list = []   # as AsyncClient's (the mount adds its hooks)
 
     # ------------------------------------------------------------------ test controls
     def fail_next(self, name: str, exc: BaseException) -> None:

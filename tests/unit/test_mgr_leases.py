@@ -182,3 +182,26 @@ async def test_the_numbers_of_a_session_that_ends_go_back():
         ours.close()  # the mount ends
         await trio.testing.wait_all_tasks_blocked()
     assert back == [101, 102] and table.exclusive == {} and table.holder("a") is None
+
+
+async def test_a_writer_that_gave_its_lease_up_is_not_called_back_but_gets_it_pushed():
+    table = LeaseTable(term=10.0)
+    async with trio.open_nursery() as nursery:
+        ours, theirs = trio.socket.socketpair()
+        nursery.start_soon(table.serve_holder, "w", theirs)
+        await aio.recv_frame(ours, 5)
+        seen_r = await _holder(nursery, table, "r")
+        assert table.grant("w", [21, 22], table.now()) == [21, 22]
+        assert table.grant("r", [21], table.now()) == [21]
+        await aio.send_frame(ours, {"op": "writing", "inos": [21]})
+        await table.settle()  # (what the size report does first)
+        table.note_reported([21])
+        async with table.changing([21]):  # the report: the reader only is called back
+            pass
+        assert seen_r == [[21]] and 21 not in table.by_ino
+        assert table.by_ino[22] == {"w"} and table.counters["writing"] == 1
+        await table.push([{"ino": 21, "size": 3901}], table.now())  # the new size, to both
+        got = await aio.recv_frame(ours, 5)
+        assert got[0] == {"op": "grant", "attrs": [{"ino": 21, "size": 3901}]}
+        assert table.by_ino[21] == {"w", "r"}
+        nursery.cancel_scope.cancel()

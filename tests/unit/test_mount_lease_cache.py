@@ -200,3 +200,35 @@ def test_a_recall_whose_names_cannot_go_yet_is_answered_anyway(monkeypatch):
     monkeypatch.setattr(leases, "_NAMES_WAIT", 0.05)
     assert _recall_order(monkeypatch, 0.3) == [
         "answer 7", "recall returned", "names dropped [(20, 'f')]"]
+
+
+def test_a_file_about_to_be_written_gives_its_lease_up_here_and_at_the_manager(monkeypatch):
+    import trio
+
+    from pvfs.fuse import leases
+
+    sent, hooked = [], []
+
+    async def send_frame(_sock, header, *_a, **_kw):
+        sent.append(header)
+
+    async def hook(inos):
+        hooked.append(inos)  # (the kernel's copy of the attributes goes there)
+
+    monkeypatch.setattr(leases.aio, "send_frame", send_frame)
+    c = cache()
+    c.before_answer.append(hook)
+    c._sock = object()  # a session runs
+    c.learn({**attrs(10), "leased": [10]}, c.tick())
+    old = c.tick()  # a getattr sent before the write ...
+
+    async def main():
+        await c.writing(10)
+        await c.writing(10)  # given up already: nothing more to say
+        await c.writing(11)  # never leased
+
+    trio.run(main)
+    assert sent == [{"op": "writing", "inos": [10]}] and hooked == [[10]]
+    assert c.getattr(10) is None
+    c.learn({**attrs(10), "leased": [10]}, old)  # ... whose answer comes after: not kept
+    assert c.getattr(10) is None

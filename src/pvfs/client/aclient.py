@@ -51,9 +51,11 @@ class AsyncClient:
         # The lease holder this client names itself as (fuse/leases.py), while its session runs.
         self.lease_name: str | None = None
         self.on_fenced: Callable[[], None] | None = None  # the lease owner's: forget them all
-        # Awaited before every request to the manager but the creates' own: the mount's
-        # creates made ahead of the manager go first (fuse/creates.py).
-        self.before_meta: Callable[[], Awaitable[None]] | None = None
+        # Awaited, with the request's op, before every request to the manager but the
+        # creates' own: the mount's creates made ahead of the manager go first
+        # (fuse/creates.py), its read-only opens answered ahead before an unlink or rename
+        # (fuse/closes.py).
+        self.before_meta: list[Callable[[str], Awaitable[None]]] = []
 
     @classmethod
     async def connect(cls, config: str | os.PathLike | cfgmod.Config | None = None) -> AsyncClient:
@@ -67,8 +69,9 @@ class AsyncClient:
         self.data.close()
 
     async def meta(self, op: str, cred: Cred = ROOT, **fields) -> dict:
-        if self.before_meta is not None and op not in _AHEAD_OPS:
-            await self.before_meta()
+        if self.before_meta and op not in _AHEAD_OPS:
+            for hook in self.before_meta:
+                await hook(op)
         if self.lease_name is None or op not in _LEASE_OPS:
             return await self.mgr.call({"op": op, "cred": cred.to_wire(), **fields})
         try:
@@ -129,6 +132,11 @@ class AsyncClient:
         """Creates and unlinks made ahead of the manager, in order; each result a reply or
         an error (``errno``)."""
         return (await self.meta("ahead", ROOT, items=items))["results"]
+
+    async def open_files(self, inos: list[int]) -> list[int]:
+        """One read-only handle of each of ``inos`` opened (at most 4096; a mount's opens
+        answered ahead, fuse/closes.py), in one request; those refused."""
+        return (await self.meta("opens", ROOT, inos=inos)).get("refused", [])
 
     async def close_files(self, inos: list[int]) -> None:
         """One handle of each of ``inos`` closed (at most 4096), in one request."""

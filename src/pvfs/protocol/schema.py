@@ -175,6 +175,7 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "open": {"ino": INO, "flags": Field(integer(0, 2**31 - 1))},
     "close": {"ino": INO},
     "closes": {"inos": Field(lambda v: _int_list(v, 4096))},  # a mount's, batched (fuse/closes.py)
+    "opens": {"inos": Field(lambda v: _int_list(v, 4096))},  # read-only, answered ahead (same)
     # creates ahead of the manager (daemons/mgr/ahead.py, fuse/creates.py)
     "delegate": {"dir": INO, "want": Field(integer(0, 1024), False, 0)},
     "ahead": {"items": Field(lambda v: _ahead_items(v))},
