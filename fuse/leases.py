@@ -51,6 +51,7 @@ _DIR_NAMES_MAX = 1 << 16  # names remembered per directory (past that: not compl
 _ATTRS_MAX = 1 << 17  # inodes' attributes kept; past that the oldest learned go
 _DIRS_MAX = 1 << 14   # directories' entries kept; past that the oldest learned go
 _RELEASE_MAX = 4096   # leases given back in one frame
+_RENAME_EXCHANGE = 2  # renameat2's flag
 _NAMES_WAIT = 0.2     # s a recall's answer waits for the kernel to drop the names (2 s: fenced)
 
 
@@ -284,16 +285,39 @@ class LeaseCache:
                 self.dirs.pop(old, None)
         self.parent_now(parent, reply or {}, t)
 
-    def renamed(self, old: tuple[int, str], new: tuple[int, str], t: int, flags: int) -> None:
-        """This mount renamed ``old`` to ``new``: both directories' entries and attributes,
-        and the inodes named, are re-learned from the manager (rename is rare)."""
+    def renamed(self, old: tuple[int, str], new: tuple[int, str], t: int, flags: int,
+                done: bool = False) -> None:
+        """This mount renamed ``old`` to ``new`` (``done``: the manager said it did). A plain
+        rename between directories it leases, of a name it knows, is applied here: ``old``
+        is missing now and ``new`` names the moved inode (``git`` and editors write a
+        temporary file and rename it: the directory stays complete, its creates stay
+        ahead). Otherwise -- an exchange, a name not known, an outcome not known -- both
+        directories' entries and attributes are re-learned from the manager. Names inside a
+        moved directory stay what they were (only its ``..`` changed, which the kernel
+        keeps)."""
+        d_old, d_new = self.dirs.get(old[0]), self.dirs.get(new[0])
+        moved = d_old.names.get(old[1]) if d_old is not None else None
+        if done and not flags & _RENAME_EXCHANGE and moved and d_new is not None and \
+                self._delta_ok(old[0], t) and self._delta_ok(new[0], t):
+            replaced = d_new.names.get(new[1])
+            if replaced == moved:  # two links of one file: POSIX's rename does nothing
+                return
+            d_old.names[old[1]] = 0
+            self._set_name(d_new, new[1], moved)
+            for ino in (moved, replaced):  # their ctime (and a replaced one's link count)
+                if ino:
+                    self.attrs.pop(ino, None)
+            if replaced:
+                self.dirs.pop(replaced, None)  # (an empty directory renamed over: gone)
+            self.attrs.pop(old[0], None)
+            self.attrs.pop(new[0], None)
+            return
         for parent, name in (old, new):
             d = self.dirs.get(parent)
             if d is not None:
-                moved = d.names.pop(name, None)
-                if moved:
-                    self.attrs.pop(moved, None)
-                    self.dirs.pop(moved, None)  # a moved directory's ".." changed
+                ino = d.names.pop(name, None)
+                if ino:
+                    self.attrs.pop(ino, None)
                 d.stale.add(name)
                 d.complete = False
             self.attrs.pop(parent, None)

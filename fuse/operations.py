@@ -395,9 +395,12 @@ class Operations(pyfuse3.Operations):
         t = self._tick(parent_inode_old, parent_inode_new)
         try:
             await self._rename(old, new, flags, ctx)
-        finally:
+        except BaseException:
             if self.leases is not None:
                 self.leases.renamed(old, new, t, flags)
+            raise
+        if self.leases is not None:
+            self.leases.renamed(old, new, t, flags, done=True)
 
     async def _rename(self, old: tuple[int, str], new: tuple[int, str], flags: int,
                       ctx: RequestContext) -> None:

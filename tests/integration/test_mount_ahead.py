@@ -143,6 +143,24 @@ def test_a_file_created_ahead_can_be_written_renamed_and_removed(nodes):
     assert sorted(os.listdir(b.path / "life")) == ["warm"]
 
 
+def test_creates_stay_ahead_after_renames_in_the_directory(nodes):
+    """Write a temporary file, rename it over the final name (git, editors, package
+    managers): the rename this mount made is applied to what it knows of the directory, so
+    the directory stays complete and the next creates are still answered here."""
+    a, b = nodes
+    d = a.path / "renames"
+    d.mkdir()
+    (d / "warm").touch()
+    for i in range(10):
+        (d / f"tmp{i}").write_bytes(b"v1")
+        (d / f"tmp{i}").rename(d / "final")  # over the last one, from the second on
+        (d / f"new{i}").touch()
+    assert _ahead(a)["created_ahead"] >= 21, (_ahead(a), a.stats()["leases"])
+    assert not (d / "tmp9").exists() and (d / "final").read_bytes() == b"v1"
+    assert sorted(os.listdir(b.path / "renames")) == sorted(
+        ["warm", "final"] + [f"new{i}" for i in range(10)])
+
+
 def test_fsync_makes_creates_durable_and_a_killed_mount_leaves_nothing_half_made(
         cluster, tmp_path):
     a = Mount(cluster.config_path, tmp_path / "k", "leases")

@@ -232,3 +232,57 @@ def test_a_file_about_to_be_written_gives_its_lease_up_here_and_at_the_manager(m
     assert c.getattr(10) is None
     c.learn({**attrs(10), "leased": [10]}, old)  # ... whose answer comes after: not kept
     assert c.getattr(10) is None
+
+
+def _complete_dir(c: LeaseCache, ino: int = 20) -> None:
+    c.made(1, f"d{ino}", {"ino": ino, "type": "dir", "leased": [ino]}, c.changing(1),
+           is_dir=True)
+
+
+def test_a_rename_this_mount_made_keeps_its_directories_complete():
+    c = cache()
+    _complete_dir(c, 20)
+    _complete_dir(c, 30)
+    for name, ino in (("tmp", 21), ("old", 22)):
+        c.made(20, name, {**attrs(ino), "leased": [ino]}, c.changing(20))
+    c.renamed((20, "tmp"), (20, "old"), c.changing(20), 0, done=True)  # over "old"
+    assert c.lookup(20, "tmp") is MISSING and c.lookup(20, "old") is None  # (ctime: asked)
+    assert c.dirs[20].complete and c.dirs[20].names["old"] == 21
+    c.renamed((20, "old"), (30, "new"), c.changing(20, 30), 0, done=True)  # across
+    assert c.lookup(20, "old") is MISSING and c.dirs[30].names["new"] == 21
+    assert c.dirs[20].complete and c.dirs[30].complete
+
+
+def test_a_rename_not_known_to_have_happened_or_an_exchange_forgets_the_names():
+    c = cache()
+    _complete_dir(c, 20)
+    for name, ino in (("a", 21), ("b", 22), ("c", 23)):
+        c.made(20, name, {**attrs(ino), "leased": [ino]}, c.changing(20))
+    c.renamed((20, "a"), (20, "z"), c.changing(20), 0)  # it failed, or timed out
+    assert not c.dirs[20].complete and c.lookup(20, "z") is None
+    _complete_dir(c, 40)
+    for name, ino in (("a", 41), ("b", 42)):
+        c.made(40, name, {**attrs(ino), "leased": [ino]}, c.changing(40))
+    c.renamed((40, "a"), (40, "b"), c.changing(40), 2, done=True)  # RENAME_EXCHANGE
+    assert not c.dirs[40].complete and c.lookup(40, "a") is None
+
+
+def test_a_rename_of_a_link_onto_another_link_of_the_same_file_changes_nothing():
+    c = cache()
+    _complete_dir(c, 20)
+    t = c.changing(20)
+    c.made(20, "a", {**attrs(21), "leased": [21]}, t)
+    c.made(20, "b", {**attrs(21), "leased": [21]}, c.changing(20))
+    c.renamed((20, "a"), (20, "b"), c.changing(20), 0, done=True)
+    assert c.dirs[20].names == {"a": 21, "b": 21}
+
+
+def test_a_recall_overtaking_a_rename_is_not_undone_by_it():
+    c = cache()
+    _complete_dir(c, 20)
+    c.made(20, "a", {**attrs(21), "leased": [21]}, c.changing(20))
+    t = c.changing(20)  # the rename is sent ...
+    c._drop([20])  # ... a recall of the directory comes first ...
+    c.learn({"ino": 0, "leased": [20]}, c.tick(), parent=20, name="x")  # (leased again)
+    c.renamed((20, "a"), (20, "b"), t, 0, done=True)  # ... then its reply
+    assert "b" not in c.dirs[20].names and not c.dirs[20].complete
