@@ -69,9 +69,6 @@ class CreatesAhead:
         self._in_flight: set[int] = set()  # queued creates being sent now
         self.failed: dict[int, int] = {}       # ino -> errno of its refused create
         self._refused: dict[int, float] = {}   # directory -> until when not asked again
-        # directory -> its names now (counted once, then one more per create ahead; any
-        # other request to the manager may change it, so it is counted again after one)
-        self._entries: dict[int, int] = {}
         self._lock = trio.Lock()
         self._work = trio.Event()
         self._low = trio.Event()  # numbers are running out
@@ -106,11 +103,8 @@ class CreatesAhead:
         ino = self.numbers.pop()
         now = time.time_ns()
         perm, gid = new_owner(above["mode"], above["gid"], mode, False, cred)
-        entries = self._entries.get(parent)
-        if entries is None:
-            entries = sum(1 for i in d.names.values() if i)
-        entries = self._entries[parent] = entries + 1
-        parent_now = {**above, "mtime_ns": now, "ctime_ns": now, "size": dir_size(entries)}
+        parent_now = {**above, "mtime_ns": now, "ctime_ns": now,
+                      "size": dir_size(d.entries + 1)}  # (the name is not in it yet)
         a = {"ino": ino, "type": "file", "mode": stat.S_IFREG | perm, "nlink": 1,
              "uid": cred.uid, "gid": gid, "size": 0, "atime_ns": now, "mtime_ns": now,
              "ctime_ns": now, "stripe": self.dirs[parent], "rdev": 0, "blocks": 0,
@@ -142,11 +136,8 @@ class CreatesAhead:
         if not ino or ino in self.failed:
             return None
         now = time.time_ns()
-        entries = self._entries.get(parent)
-        if entries is None:
-            entries = sum(1 for i in d.names.values() if i)
-        entries = self._entries[parent] = entries - 1
-        parent_now = {**above, "mtime_ns": now, "ctime_ns": now, "size": dir_size(entries)}
+        parent_now = {**above, "mtime_ns": now, "ctime_ns": now,
+                      "size": dir_size(d.entries - 1)}  # (the name goes after: removed)
         item = self.pending_inos.get(ino)
         if item is not None and ino not in self._in_flight and not item["open"]:
             # made and removed before either was sent: neither is (the number is unused)
@@ -220,7 +211,6 @@ class CreatesAhead:
                 await trio.sleep(0.05)  # the pool is being refilled
 
     async def _before_meta(self, _op: str) -> None:
-        self._entries.clear()
         await self.send_pending()
 
     async def send_pending(self) -> None:
@@ -320,14 +310,12 @@ class CreatesAhead:
             await self.send_pending()
         for i in lost:  # (the session may have ended meanwhile, taking them all)
             self.dirs.pop(i, None)
-            self._entries.pop(i, None)
 
     def _session_ended(self) -> None:
         """The lease session is gone: so are the delegations (the manager took the numbers
         back). Queued creates are still sent: their numbers are then taken from the pool."""
         self.dirs.clear()
         self.numbers.clear()
-        self._entries.clear()
 
     def status(self) -> dict:
         return {**self.counters, "pending": len(self.pending), "numbers": len(self.numbers),

@@ -58,14 +58,27 @@ _NAMES_WAIT = 0.2     # s a recall's answer waits for the kernel to drop the nam
 class _Dir:
     """What the mount knows of a leased directory's entries."""
 
-    __slots__ = ("complete", "names", "stale")
+    __slots__ = ("complete", "entries", "names", "stale")
 
     def __init__(self, complete: bool = False) -> None:
         self.names: dict[str, int] = {}  # name -> inode; 0: known not to be there
+        self.entries = 0  # names known to be there (the directory's size, when complete)
         self.complete = complete
         # Names the kernel may still cache for the session's term that this mount no longer
         # knows (renamed, a create refused): dropped from the kernel with the others.
         self.stale: set[str] = set()
+
+    def put(self, name: str, ino: int) -> None:
+        """``name`` names ``ino`` (0: known not to be there)."""
+        old = self.names.get(name)
+        self.names[name] = ino
+        self.entries += bool(ino) - bool(old)
+
+    def pop(self, name: str) -> int | None:
+        """Forget what ``name`` names; what it named."""
+        old = self.names.pop(name, None)
+        self.entries -= bool(old)
+        return old
 
     def kernel_names(self) -> list[str]:
         """Every name the kernel may cache in this directory beyond ``entry_timeout``."""
@@ -162,7 +175,7 @@ class LeaseCache:
         if ino == 0 or (ino is None and d.complete):
             self.counters["lease_negative_hits"] += 1
             if ino is None and len(d.names) < _DIR_NAMES_MAX:
-                d.names[name] = 0  # so the kernel may cache the answer (name_timeout)
+                d.put(name, 0)  # so the kernel may cache the answer (name_timeout)
             return MISSING
         if ino is None:
             return None
@@ -261,7 +274,7 @@ class LeaseCache:
         if len(d.names) >= _DIR_NAMES_MAX and name not in d.names:
             d.complete = False
             return
-        d.names[name] = ino
+        d.put(name, ino)
 
     # ------------------------------------------------------------------ own changes
     def made(self, parent: int, name: str, reply: dict, t: int, is_dir: bool = False) -> None:
@@ -279,7 +292,7 @@ class LeaseCache:
         d = self.dirs.get(parent)
         if d is not None and self._delta_ok(parent, t):
             old = d.names.get(name)
-            d.names[name] = 0
+            d.put(name, 0)
             if old:
                 self.attrs.pop(old, None)  # its link count and ctime changed
                 self.dirs.pop(old, None)
@@ -302,7 +315,7 @@ class LeaseCache:
             replaced = d_new.names.get(new[1])
             if replaced == moved:  # two links of one file: POSIX's rename does nothing
                 return
-            d_old.names[old[1]] = 0
+            d_old.put(old[1], 0)
             self._set_name(d_new, new[1], moved)
             for ino in (moved, replaced):  # their ctime (and a replaced one's link count)
                 if ino:
@@ -315,7 +328,7 @@ class LeaseCache:
         for parent, name in (old, new):
             d = self.dirs.get(parent)
             if d is not None:
-                ino = d.names.pop(name, None)
+                ino = d.pop(name)
                 if ino:
                     self.attrs.pop(ino, None)
                 d.stale.add(name)
@@ -327,7 +340,7 @@ class LeaseCache:
         known) no longer holds: ask the manager again."""
         d = self.dirs.get(parent)
         if d is not None:
-            if d.names.pop(name, None) is not None:
+            if d.pop(name) is not None:
                 d.stale.add(name)
             d.complete = False
 

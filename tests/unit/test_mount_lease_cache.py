@@ -286,3 +286,17 @@ def test_a_recall_overtaking_a_rename_is_not_undone_by_it():
     c.learn({"ino": 0, "leased": [20]}, c.tick(), parent=20, name="x")  # (leased again)
     c.renamed((20, "a"), (20, "b"), t, 0, done=True)  # ... then its reply
     assert "b" not in c.dirs[20].names and not c.dirs[20].complete
+
+
+def test_a_directory_counts_the_names_known_to_be_there_as_they_change():
+    c = cache()
+    _complete_dir(c, 20)
+    for name, ino in (("a", 21), ("b", 22), ("c", 23)):
+        c.made(20, name, {**attrs(ino), "leased": [ino]}, c.changing(20))
+    assert c.lookup(20, "missing") is MISSING  # remembered as 0: not counted
+    c.removed(20, "b", c.changing(20), {})
+    c.renamed((20, "a"), (20, "c"), c.changing(20), 0, done=True)  # over "c"
+    d = c.dirs[20]
+    assert d.entries == sum(1 for i in d.names.values() if i) == 1
+    c.unknown(20, "c")
+    assert d.entries == 0
