@@ -21,8 +21,9 @@ The order that keeps it correct:
   -- is answered only after the queued creates are sent (``LeaseCache.before_answer``), so
   nobody ever sees the directory without them; creating ahead there ends with the lease.
 
-A create the manager refuses (its numbers went back to the pool after the session ended and
-someone took one; a full disk) is logged as an error; the file's later reads and writes fail
+A create the manager refuses (its number held past its time after the session ended --
+the manager holds such numbers a while and never gives them out again, daemons/mgr/
+precreate.py --; a full disk) is logged as an error; the file's later reads and writes fail
 with ``EIO`` and the name is dropped. So are the queued creates of a mount the manager
 fenced (a recall it did not answer in time: the manager went on without them, and another
 node may have acted on the directory as it was): they are refused (``ESTALE``), never
@@ -172,9 +173,9 @@ class CreatesAhead:
         return bool(self.numbers)
 
     def _add_numbers(self, inos: list[int]) -> None:
-        """Numbers delegated to this mount, less those whose create it saw refused: a
-        manager that restarted (or fenced this mount) has them in its pool again, but this
-        mount's kernel may still hold the refused file under that number."""
+        """Numbers delegated to this mount, less those whose create it saw refused (the
+        manager never delegates such a number again; this is the mount's own guard: its
+        kernel may still hold the refused file under that number)."""
         self.numbers += [i for i in inos if i not in self.failed]
 
     # ------------------------------------------------------------------ sending
@@ -312,8 +313,8 @@ class CreatesAhead:
             self.dirs.pop(i, None)
 
     def _session_ended(self) -> None:
-        """The lease session is gone: so are the delegations (the manager took the numbers
-        back). Queued creates are still sent: their numbers are then taken from the pool."""
+        """The lease session is gone: so are the delegations (the manager holds the unused
+        numbers). Queued creates are still sent: the manager claims their held numbers."""
         self.dirs.clear()
         self.numbers.clear()
 

@@ -17,11 +17,11 @@ What keeps it correct:
 - **The creating mount's own requests come after its creates.** It sends its pending creates
   before any other request to the manager, and before a created file's first write reaches
   an I/O daemon (the size cache counts a pooled file empty when it is created).
-- **Numbers are the pool's.** A number in a batch must be one delegated to that mount's
-  session, or still in the pool (a session that ended, a manager that restarted: its
-  numbers went back to the pool, where nobody took them yet); otherwise the create is
-  refused (``ESTALE``). A session's unused numbers go back to the pool when it ends; the
-  store never counted them out, so a restart finds them pooled.
+- **Numbers are the pool's, and given out once.** A number in a batch must be one
+  delegated to that mount's session, or one the pool holds (a session that ended, a
+  manager that restarted, a create of it refused: precreate.py holds such numbers for a
+  while, claimable by a create ahead but never delegated again, then discards them);
+  otherwise the create is refused (``ESTALE``).
 
 Each create of a batch succeeds or fails on its own; the reply lists the results in order.
 """
@@ -127,7 +127,7 @@ class CreatesAhead:
                                           exclusive=True, precreated=ino,
                                           parent_out=parent_now, now=item["now"])
         except BaseException:
-            s.pool.give_back(ino)
+            s.pool.hold([ino])  # the mount's kernel may hold a file under it: never reused
             raise
         if attrs["ino"] != ino:  # cannot happen with the pool's layout; never leave it
             s.store.admin.remove_inode(attrs["ino"])

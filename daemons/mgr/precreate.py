@@ -12,6 +12,16 @@ The numbers are reserved in the store before the daemons are asked
 (``pool_ready``): a crash in between leaves unready numbers, whose stripe files are asked for
 again at the next start (``precreate`` leaves existing files alone). ``pvfs-admin fsck`` asks
 for the pool and does not count its stripe files as orphans.
+
+**Numbers a mount may still hold are never given out again.** A number handed to a mount
+that creates ahead of the manager (ahead.py) may name a file in that mount's kernel before
+its create arrives. When the mount's lease session ends with numbers unused, and at a start
+(the numbers delegated before a restart are not known), those numbers are *held*: a create
+ahead may still claim one (the mount's queued creates land), but no other file gets it --
+were its create refused, the first mount's kernel could alias the other's file under it.
+After ``hold_for`` seconds a held number is discarded: marked (``pool_discard``), its stripe
+files removed from every daemon, then forgotten (a crash in between finishes it at the next
+start).
 """
 
 from __future__ import annotations
@@ -47,16 +57,23 @@ class PrecreatePool:
     def __init__(self, store, niods: int, each: Callable[[list], Awaitable[list]],
                  batch: int = 256, low: int | None = None,
                  watched: Callable[[list[int]], None] | None = None,
-                 durable: Callable[[], Awaitable[None]] | None = None) -> None:
+                 durable: Callable[[], Awaitable[None]] | None = None,
+                 hold_for: float = 120.0) -> None:
         self.store, self.niods, self.each = store, niods, each
         self.watched, self.durable = watched, durable
         # A refill starts while a whole batch is left (``low`` = ``batch``): one client's
         # serial creates (1,300/s) emptied a pool refilled at 64 left before the daemons
         # made the next batch, and 6 % of its creates made their own stripe files (10 ms).
         self.batch, self.low = batch, batch if low is None else min(low, batch)
-        self._ready: deque[int] = deque(store.admin.pool(ready=True)) if batch else deque()
+        self._ready: deque[int] = deque()
+        # ino -> when it is discarded (None: from the start's time); the ready numbers a
+        # restart found may have been delegated before it
+        self.hold_for = hold_for
+        self._held: dict[int, float | None] = dict.fromkeys(store.admin.pool(ready=True)) \
+            if batch else {}
         self._wanted = trio.Event()
         self.made = 0  # numbers made ready since the start (for tests and metrics)
+        self.discarded = 0  # held numbers discarded since the start
         self.refilling = False  # a refill is asking the daemons (status; tests wait it out)
 
     def __len__(self) -> int:
@@ -69,9 +86,26 @@ class PrecreatePool:
             self._wanted.set()
         return ino
 
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    def held_numbers(self) -> list[int]:
+        return sorted(self._held)
+
+    def hold(self, inos: set[int] | list[int]) -> None:
+        """Numbers delegated to a lease session that ended unused: claimable by a create
+        ahead for ``hold_for`` seconds, never given out again, then discarded."""
+        until = trio.current_time() + self.hold_for
+        for ino in inos:
+            self._held[ino] = until
+
     def claim(self, ino: int) -> bool:
-        """Take ``ino`` out of the pool if it is there, ready (a create ahead of the manager
-        whose number was delegated to a session that ended: mgr/ahead.py)."""
+        """Take ``ino`` out of the pool if it is there, ready or held (a create ahead of the
+        manager whose number was delegated to a session that ended: mgr/ahead.py)."""
+        if ino in self._held:
+            del self._held[ino]
+            return True
         try:
             self._ready.remove(ino)
         except ValueError:
@@ -91,6 +125,11 @@ class PrecreatePool:
         (creates meanwhile make their own stripe files, as without a pool)."""
         if not self.batch:
             return
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._discard_held)
+            await self._refill()
+
+    async def _refill(self) -> None:
         pending = self.store.admin.pool(ready=False)
         delay = 0.5
         while True:
@@ -115,6 +154,39 @@ class PrecreatePool:
             finally:
                 self.refilling = False
             pending, delay = [], 0.5
+
+    async def _discard_held(self) -> None:
+        """Discard held numbers past their time (and what a crash left half discarded)."""
+        start = trio.current_time() + self.hold_for
+        for ino, until in self._held.items():
+            if until is None:
+                self._held[ino] = start
+        delay = 0.5
+        while True:
+            now = trio.current_time()
+            due = [i for i, until in self._held.items() if until <= now]
+            if due:
+                self.store.admin.pool_discard(due)
+                for ino in due:
+                    del self._held[ino]
+            gone = self.store.admin.pool_discarding()
+            if gone:
+                try:
+                    if self.durable is not None:
+                        await self.durable()
+                    await self.each([(iod, {"op": "unlinks", "inos": gone})
+                                     for iod in range(self.niods)])
+                except OSError as exc:
+                    log.warning("removing the stripe files of %d discarded pool numbers: %s "
+                                "(retrying in %.1f s)", len(gone), exc, delay)
+                    await trio.sleep(delay)
+                    delay = min(delay * 2, 30.0)
+                    continue
+                self.store.admin.pool_forget(gone)
+                self.discarded += len(gone)
+                delay = 0.5
+            nxt = min(self._held.values(), default=None)
+            await trio.sleep(max(0.05, (nxt if nxt is not None else now + self.hold_for) - now))
 
     async def _make(self, inos: list[int]) -> None:
         """Have every daemon make the stripe files of ``inos``; then they are ready."""

@@ -71,7 +71,7 @@ class MgrServer:
         # Mounts' leases on attributes and directory entries, recalled before a change (leases.py).
         self.leases = LeaseTable(config.lease_term, config.lease_recall,
                                  timeout=min(2.0, config.request_timeout / 2))
-        self.leases.on_undelegated = lambda inos: [self.pool.give_back(i) for i in inos]
+        self.leases.on_undelegated = self.pool.hold  # never given out again (precreate.py)
         # Creates a leasing mount made ahead of the manager, sent in batches (ahead.py).
         self.ahead = CreatesAhead(self)
         self.started = time.time()
@@ -204,6 +204,7 @@ class MgrServer:
                 "uptime": time.time() - self.started, **self.store.admin.counts(),
                 "open_files": self.store.open_count() if hasattr(self.store, "open_count") else 0,
                 "removals_pending": self.reaper.pending, "precreated": len(self.pool), "precreating": self.pool.refilling,
+                "precreated_held": self.pool.held,
                 "size_cache": {**self.sizes.status(), "refetched": self.refetch.fetched}, "group_commit": self.group.status(),
                 "creates_pending": len(self.store.admin.making()),
                 "leases": self.leases.status(),
@@ -532,7 +533,8 @@ class MgrServer:
     async def op_precreated(self, f, cred) -> dict:
         if cred.uid != 0:
             raise PermissionError(errno.EPERM, "listing the precreated inodes needs root")
-        return {"inos": self.store.admin.pool(), "ready": self.store.admin.pool(ready=True)}
+        return {"inos": self.store.admin.pool(), "ready": self.store.admin.pool(ready=True),
+                "held": self.pool.held_numbers()}
 
     async def op_remove_inode(self, f, cred) -> dict:
         if cred.uid != 0:

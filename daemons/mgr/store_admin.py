@@ -126,9 +126,29 @@ class StoreAdministration:
                                  [(check_ino(i),) for i in inos])
 
     def pool(self, ready: bool | None = None) -> list[int]:
-        """The pooled numbers (all, or only the ready or the unready ones), in order."""
-        where = " WHERE ready < 2" if ready is None else f" WHERE ready = {int(ready)}"
+        """The pooled numbers (all -- those being discarded too: their stripe files are the
+        pool's until they are gone --, or only the ready or the unready ones), in order."""
+        where = " WHERE ready != 2" if ready is None else f" WHERE ready = {int(ready)}"
         return [i for (i,) in self._db.execute(f"SELECT ino FROM precreated{where} ORDER BY ino")]
+
+    def pool_discard(self, inos: list[int]) -> None:
+        """Ready numbers that will never be given to a file (precreate.py's held numbers,
+        past their time): marked (``ready`` 3), so a crash before their stripe files are
+        gone has them removed at the next start (``pool_discarding``)."""
+        with self._tx():
+            self._db.executemany("UPDATE precreated SET ready = 3 WHERE ino = ? AND ready = 1",
+                                 [(check_ino(i),) for i in inos])
+
+    def pool_discarding(self) -> list[int]:
+        """The numbers being discarded, whose stripe files may still be there."""
+        return [i for (i,) in self._db.execute(
+            "SELECT ino FROM precreated WHERE ready = 3 ORDER BY ino")]
+
+    def pool_forget(self, inos: list[int]) -> None:
+        """Discarded numbers whose stripe files every daemon removed: gone from the pool."""
+        with self._tx():
+            self._db.executemany("DELETE FROM precreated WHERE ino = ? AND ready = 3",
+                                 [(check_ino(i),) for i in inos])
 
     # -- creates whose stripe files are being made (not from the pool) ----------------------
 

@@ -198,8 +198,10 @@ def test_creates_ahead_can_be_switched_off(cluster, tmp_path):
         assert len(os.listdir(d)) == 5
 
 
-def test_the_numbers_of_a_session_that_ended_go_back_to_the_pool(cluster, tmp_path):
-    """A mount that ends holding numbers it never used: the manager gives them back."""
+def test_the_numbers_of_a_session_that_ended_are_held_never_given_out_again(cluster,
+                                                                            tmp_path):
+    """A mount that ends holding numbers it never used: the manager holds them (a create
+    ahead may still claim one) and never delegates them again (daemons/mgr/precreate.py)."""
     m = Mount(cluster.config_path, tmp_path / "pool", "leases")
     with m:
         _leasing(m)
@@ -207,7 +209,8 @@ def test_the_numbers_of_a_session_that_ended_go_back_to_the_pool(cluster, tmp_pa
         d.mkdir()
         (d / "one").touch()
         (d / "two").touch()
-        assert _ahead(m)["numbers"] > 0
+        unused = _ahead(m)["numbers"]
+        assert unused > 0
     deadline = time.monotonic() + 10
     with pvfs.connect(cluster.config_path) as fs:
         while time.monotonic() < deadline:
@@ -216,6 +219,17 @@ def test_the_numbers_of_a_session_that_ended_go_back_to_the_pool(cluster, tmp_pa
                 break
             time.sleep(0.1)
         assert st["leases"]["holders"] == 0
+        held = set(fs.meta("precreated")["held"])
+        assert len(held) >= unused
+    m2 = Mount(cluster.config_path, tmp_path / "pool2", "leases")
+    with m2:
+        _leasing(m2)
+        (m2.path / "pool2").mkdir()
+        for i in range(20):
+            (m2.path / "pool2" / f"f{i}").touch()
+        assert _ahead(m2)["created_ahead"] >= 19
+        made = {os.stat(m2.path / "pool2" / f"f{i}").st_ino for i in range(20)}
+    assert made.isdisjoint(held)
     _fsck_clean(cluster)
 
 

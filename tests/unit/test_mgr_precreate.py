@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 
 from pvfs.daemons.mgr.migrations import SCHEMA_VERSION
 from pvfs.daemons.mgr.precreate import PrecreatePool
@@ -111,8 +112,11 @@ class FakeDaemons:
         if self.down:
             raise ConnectionRefusedError(errno.ECONNREFUSED, "iod down")
         for iod, header in calls:
-            assert header["op"] == "precreate"
-            self.files[iod].update(header["inos"])
+            assert header["op"] in ("precreate", "unlinks")
+            if header["op"] == "precreate":
+                self.files[iod].update(header["inos"])
+            else:
+                self.files[iod].difference_update(header["inos"])
         return [{"made": len(h["inos"])} for _, h in calls]
 
 
@@ -210,3 +214,67 @@ def test_a_refill_asks_in_chunks_and_each_chunk_is_ready_at_once(store, monkeypa
     assert sizes == [3, 3, 3, 2]  # the failed chunk's 5 retried in chunks, no new numbers
     assert store.admin.pool(ready=False) == [] and len(store.admin.pool(ready=True)) == 8
     assert all(set(pool._ready) <= f for f in daemons.files)
+
+
+def test_numbers_of_an_ended_session_are_held_claimable_never_given_out_then_discarded(store):
+    daemons = FakeDaemons(2)
+    pool = PrecreatePool(store, 2, daemons.each, batch=4, low=1, hold_for=10.0)
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(pool.run)
+            await _until(lambda: len(pool) == 4)
+            delegated = [pool.take(), pool.take()]
+            pool.hold(delegated)  # the session ended with them unused
+            assert pool.held == 2
+            rest = [pool.take() for _ in range(6)]
+            assert not set(delegated) & set(rest)  # never given out again
+            assert pool.claim(delegated[0])  # a create ahead may still land with it
+            await trio.sleep(11)  # the other is discarded: stripe files gone, number gone
+            assert pool.held == 0 and pool.discarded == 1
+            assert delegated[1] not in store.admin.pool()
+            assert all(delegated[1] not in f for f in daemons.files)
+            assert not pool.claim(delegated[1])
+            n.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_a_restart_holds_every_ready_number_it_finds(store):
+    before = store.admin.pool_reserve(3)
+    store.admin.pool_ready(before)  # (some may have been delegated before the restart)
+    daemons = FakeDaemons(2)
+    pool = PrecreatePool(store, 2, daemons.each, batch=3, low=1, hold_for=5.0)
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(pool.run)
+            await _until(lambda: len(pool) == 3)  # fresh numbers
+            assert not set(pool._ready) & set(before) and pool.held == 3
+            await trio.sleep(6)
+            assert pool.held == 0 and pool.discarded == 3
+            n.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert not set(store.admin.pool()) & set(before)
+
+
+def test_a_crash_while_discarding_finishes_the_discard_at_the_next_start(store):
+    left = store.admin.pool_reserve(2)
+    store.admin.pool_ready(left)
+    store.admin.pool_discard(left)  # marked, then the manager died before the daemons answered
+    assert store.admin.pool() == left  # (still the pool's for fsck)
+    daemons = FakeDaemons(2)
+    for f in daemons.files:
+        f.update(left)
+    pool = PrecreatePool(store, 2, daemons.each, batch=2, low=1)
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(pool.run)
+            await _until(lambda: pool.discarded == 2)
+            n.cancel_scope.cancel()
+
+    trio.run(main)
+    assert not set(store.admin.pool()) & set(left)
+    assert all(not f & set(left) for f in daemons.files)
