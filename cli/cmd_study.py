@@ -89,10 +89,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--fit-reps", type=int, default=1, metavar="N",
                    help="runs of each fitting-pass cell and setting; the model is fitted "
                         "on their medians (default 1)")
-    q.add_argument("--fit-spread", action="store_true",
+    q.add_argument("--fit-spread", dest="fit_spread", action="store_true", default=True,
                    help="the fit's small-request rule weighs how much the fitting runs "
                         "agree: each algorithm's expected excess over bootstrap resamples "
-                        "of the runs, in place of its medians' excess")
+                        "of the runs, in place of its medians' excess (the default, "
+                        "docs/scheduling.md)")
+    q.add_argument("--fit-medians", dest="fit_spread", action="store_false",
+                   help="the earlier fit: the small-request rule on the medians' excess")
     q.add_argument("--model", default=None, metavar="JSON",
                    help="use the model of an earlier study or calibration (its \"model\" or "
                         "\"params\") in place of the fitting pass")

@@ -315,7 +315,7 @@ class Plan:
     model_source: str | None = None
     fit_reps: int = 1
     fit_writes: bool = False      # the fitting pass writes its cells too (the write model)
-    fit_spread: bool = False      # the small-request rule weighs the fitting runs' agreement
+    fit_spread: bool = True       # the small-request rule weighs the fitting runs' agreement
 
 
 def plan_cells(workloads: tuple[str, ...], sizes: tuple[int, ...],
@@ -385,7 +385,7 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
               caches: tuple[bool, ...] = (False, True), fit_sizes: tuple[int, ...] = (),
               write_sizes: tuple[int, ...] = (), model_source: str | None = None,
               checkpoint: str | None = None, fit_reps: int = 1,
-              fit_spread: bool = False) -> dict:
+              fit_spread: bool = True) -> dict:
     """The study, held out. Without ``model``: a fitting pass (opt1..opt4 on the reads of
     ``fit_sizes``, both cache states, ``fit_reps`` runs each) fits the model on their
     medians; with one (an earlier

@@ -300,3 +300,23 @@ def test_the_pick_cost_splits_rs_distance_from_the_oracle_into_picks_and_running
     assert split["own_over_picks"] == pytest.approx(1.6 / 1.5)
     assert t["over_oracle"]["rs"] == pytest.approx(
         split["picks_over_oracle"] * split["own_over_picks"])
+
+
+def test_study_fits_on_the_runs_spread_by_default_and_on_medians_when_asked(monkeypatch):
+    """The spread fit became the default by the rule decided before the 2026-11-29 runs
+    (docs/scheduling.md); ``--fit-medians`` is the earlier fit."""
+    from pvfs.cli import cmd_study
+    from pvfs.cli.main import main
+
+    seen = []
+
+    def fake(*args, **kw):
+        seen.append(kw["fit_spread"])
+        return {"results": [], "model": {}, "targets": {}, "model_fit_on": {"source": "x"}}
+
+    monkeypatch.setattr(cmd_study, "run_study", fake)
+    monkeypatch.setattr(cmd_study.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(cmd_study, "emit", lambda *a, **k: None)
+    for flag, want in (([], True), (["--fit-spread"], True), (["--fit-medians"], False)):
+        assert main(["study", "scheduling", "--quick", *flag]) == 0
+        assert seen[-1] is want
