@@ -89,6 +89,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--fit-reps", type=int, default=1, metavar="N",
                    help="runs of each fitting-pass cell and setting; the model is fitted "
                         "on their medians (default 1)")
+    q.add_argument("--fit-reps-short", type=int, default=None, metavar="N",
+                   help="runs of the fitting pass' short cells (first runs under 1 s of "
+                        "application time), default --fit-reps")
     q.add_argument("--fit-spread", dest="fit_spread", action="store_true", default=True,
                    help="the fit's small-request rule weighs how much the fitting runs "
                         "agree: each algorithm's expected excess over bootstrap resamples "
@@ -197,6 +200,8 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
     reps = args.reps or 3
     if args.fit_reps < 1:
         raise CliError("study scheduling", "--fit-reps must be >= 1", status=2)
+    if args.fit_reps_short is not None and args.fit_reps_short < 1:
+        raise CliError("study scheduling", "--fit-reps-short must be >= 1", status=2)
     rate = args.rate or ("100mbit" if args.disk == "ide-2000" else "none")
     model = None
     if args.model:
@@ -212,7 +217,7 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
                     workloads=workloads, caches=CACHES[args.cache], fit_sizes=fit_sizes,
                     write_sizes=write_sizes, model_source=args.model,
                     checkpoint=args.checkpoint, fit_reps=args.fit_reps,
-                    fit_spread=args.fit_spread)
+                    fit_spread=args.fit_spread, fit_reps_short=args.fit_reps_short)
     doc["model_from"] = doc["model_fit_on"]["source"]
     doc["machine"] = machine()
     doc["command"] = " ".join([PROG, *sys.argv[1:]]) if sys.argv else PROG

@@ -168,6 +168,7 @@ class _Study:
         self.reactive, self.log, self.name = reactive, log, name
         self.results: list[dict] = []        # the scored rows
         self.fit_rows: list[dict] = []       # the fitting pass' rows (never scored)
+        self.fit_reps_short: int | None = None   # the fitting pass' runs of short cells
         self.checkpoint: Callable[[dict], None] | None = None
 
     def one(self, wl, s, c, alg, seed, op: str = "read") -> dict:
@@ -213,7 +214,8 @@ class _Study:
                      settings: tuple[str, ...] | None = None) -> None:
         """Every setting on one cell, run i of each before run i+1 of any, in
         ``run_order``'s order (rs among the fixed algorithms, never after them). ``part``
-        "fit": the fixed algorithms only, recorded as the fitting pass' rows."""
+        "fit": the fixed algorithms only, recorded as the fitting pass' rows (short cells:
+        ``fit_reps_short`` runs, as the scored short cells get ``reps_short``)."""
         order = settings or (*ALGOS, *self.reactive)
         rows: dict[str, list[dict]] = {a: [] for a in order}
         reps = self.reps  # the fitting pass sets it to its ``fit_reps`` (fit_pass)
@@ -224,9 +226,9 @@ class _Study:
                 row = self.one(wl, s, c, alg, i, op)
                 row["run_id"] = run_id(self.name, part, wl, s, c, op, alg, i)
                 rows[alg].append(row)
-            if i == 0 and part == "score":
+            if i == 0:
                 n = reps_for([rows[a][0]["app_service_s"] for a in order], reps,
-                             self.reps_short)
+                             self.reps_short if part == "score" else self.fit_reps_short)
             i += 1
         for alg in order:
             self.record(rows[alg], None if part == "score" else self.fit_rows)
@@ -316,6 +318,7 @@ class Plan:
     fit_reps: int = 1
     fit_writes: bool = False      # the fitting pass writes its cells too (the write model)
     fit_spread: bool = True       # the small-request rule weighs the fitting runs' agreement
+    fit_reps_short: int | None = None   # the fitting pass' runs of its short cells
 
 
 def plan_cells(workloads: tuple[str, ...], sizes: tuple[int, ...],
@@ -339,6 +342,7 @@ def study_on(runner, plan: Plan, clients: int, iods: int, reps: int,
 
     st = _Study(runner, iods, reps, reps_short, reactive, log, name)
     st.checkpoint = checkpoint
+    st.fit_reps_short = plan.fit_reps_short
     if plan.model is None:
         params, fit_res = st.fit_pass(plan.fit_cells, clients, plan.fit_reps,
                                       plan.fit_writes, plan.fit_spread)
@@ -385,7 +389,7 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
               caches: tuple[bool, ...] = (False, True), fit_sizes: tuple[int, ...] = (),
               write_sizes: tuple[int, ...] = (), model_source: str | None = None,
               checkpoint: str | None = None, fit_reps: int = 1,
-              fit_spread: bool = True) -> dict:
+              fit_spread: bool = True, fit_reps_short: int | None = None) -> dict:
     """The study, held out. Without ``model``: a fitting pass (opt1..opt4 on the reads of
     ``fit_sizes``, both cache states, ``fit_reps`` runs each) fits the model on their
     medians; with one (an earlier
@@ -395,7 +399,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
     ``reps_short``: runs of the short cells (``reps_for``), default ``reps``. ``workloads``:
     only these (default all, mixed-phase included). ``checkpoint``: a file the rows so far
     are written to after every cell. ``fit_spread``: the fit weighs how much the fitting
-    runs agree (``fit_model``)."""
+    runs agree (``fit_model``). ``fit_reps_short``: the fitting pass' runs of the cells
+    whose first runs are short (``reps_for``), default ``fit_reps``."""
     from pvfs.bench.scheduling.runner import HINTED, WORKLOADS, Runner
     from pvfs.cluster.netns import Network
 
@@ -407,7 +412,7 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
     plan = Plan([(wl, s, c) for wl in WORKLOADS for s in fit_sizes for c in (False, True)],
                 plan_cells(chosen, sizes, write_sizes, caches), "mixed-phase" in chosen,
                 model, model_source, fit_reps=fit_reps, fit_writes=bool(write_sizes),
-                fit_spread=fit_spread)
+                fit_spread=fit_spread, fit_reps_short=fit_reps_short)
     reactive = ("rs", HINTED) if hints else ("rs",)
     name = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
     with Network([*hosts_s, *hosts_c], rate=rate) as net, \
@@ -424,7 +429,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
             "iods": iods, "sizes": list(sizes), "write_sizes": list(write_sizes),
             "fit_sizes": list(fit_sizes) if model is None else [],
             "fit_reps": fit_reps if model is None else 0,
-            "fit_spread": fit_spread and model is None, "reps": reps,
+            "fit_spread": fit_spread and model is None,
+            "fit_reps_short": fit_reps_short if model is None else None, "reps": reps,
             "reps_short": reps_short, "short_s": SHORT_S, **out,
             "targets": targets(results),
             **({"targets_rs_hint": targets(results, HINTED)} if hints else {}),

@@ -377,3 +377,27 @@ def test_cache_reports_pick_from_the_column_the_report_implies():
     assert picks.report_pick(p, uncached, 14, 2, "measured") == "opt4"
     # reported right, S_req under the 56 MB: the cached column, whatever the cache holds
     assert picks.report_pick(p, uncached, 14, 2, "right") == "opt3"
+
+
+class SlowLargeRunner(FakeRunner):
+    """Cells of 1 MiB per task take over a second (not short); 64 KiB ones do not."""
+
+    def run(self, wl, size, cached, alg, seed=0, mark=None, operation="read") -> Run:
+        run = super().run(wl, size, cached, alg, seed, mark, operation)
+        if size >= 1 << 20:
+            run.times = [t + 2.0 for t in run.times]
+        return run
+
+
+def test_fit_reps_short_runs_the_fitting_pass_short_cells_more_often():
+    plan = _plan()
+    plan.fit_reps, plan.fit_reps_short = 3, 8
+    r = SlowLargeRunner()
+    doc = study.study_on(r, plan, r.nprocs, 2, 3, None, ("rs",), lambda m: None, "T")
+    runs = {(x["request_bytes"], len(x["runs"])) for x in doc["fit_results"]}
+    assert runs == {(64 << 10, 8), (1 << 20, 3)}
+    # without it, every fitting cell runs fit_reps times
+    plan.fit_reps_short = None
+    doc = study.study_on(SlowLargeRunner(), plan, r.nprocs, 2, 3, None, ("rs",),
+                         lambda m: None, "T")
+    assert {len(x["runs"]) for x in doc["fit_results"]} == {3}

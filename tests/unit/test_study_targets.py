@@ -312,11 +312,17 @@ def test_study_fits_on_the_runs_spread_by_default_and_on_medians_when_asked(monk
 
     def fake(*args, **kw):
         seen.append(kw["fit_spread"])
+        shorts.append(kw["fit_reps_short"])
         return {"results": [], "model": {}, "targets": {}, "model_fit_on": {"source": "x"}}
 
     monkeypatch.setattr(cmd_study, "run_study", fake)
     monkeypatch.setattr(cmd_study.os, "geteuid", lambda: 0)
     monkeypatch.setattr(cmd_study, "emit", lambda *a, **k: None)
+    shorts = []
     for flag, want in (([], True), (["--fit-spread"], True), (["--fit-medians"], False)):
         assert main(["study", "scheduling", "--quick", *flag]) == 0
         assert seen[-1] is want
+    assert shorts[-1] is None
+    assert main(["study", "scheduling", "--quick", "--fit-reps-short", "8"]) == 0
+    assert shorts[-1] == 8
+    assert main(["study", "scheduling", "--quick", "--fit-reps-short", "0"]) == 2
