@@ -76,7 +76,7 @@ class CreatesAhead:
         self._last = 0  # the directory created in last (asked about when numbers run out)
         self.counters = dict.fromkeys(("created_ahead", "unlinked_ahead", "cancelled", "sent",
                                        "requests", "refused", "delegations", "closes_saved",
-                                       "failed_unlinks"), 0)
+                                       "failed_unlinks", "not_leased"), 0)
         client.before_meta.insert(0, self._before_meta)  # (first: a later request may name them)
         leases.before_answer.append(self._before_recall_answer)
         leases.on_session_end.append(self._session_ended)
@@ -224,8 +224,10 @@ class CreatesAhead:
                 self._in_flight.update(item["ino"] for item in batch if "ino" in item)
                 results = await self._send(batch)
                 del self.pending[:len(batch)]
-                for item, r in zip(batch, results, strict=True):
-                    self._landed(item, r)
+                unleased = [item["ino"] for item, r in zip(batch, results, strict=True)
+                            if self._landed(item, r)]
+                if unleased:  # the kernel was told they were leased: its copies go too
+                    await self.leases.not_leased(unleased)
 
     async def _send(self, batch: list[dict]) -> list[dict]:
         delay = 0.1
@@ -244,28 +246,32 @@ class CreatesAhead:
                 delay = min(delay * 2, 2.0)
         return [{"errno": errno.EIO, "error": "the manager did not take them"}] * len(batch)
 
-    def _landed(self, item: dict, r: dict) -> None:
+    def _landed(self, item: dict, r: dict) -> bool:
+        """A queued change's result; whether it was a create the manager did not lease (its
+        size is not watched: sizecache.py), whose attributes must be asked again."""
         if item["op"] == "unlink":
             if "errno" in r:
                 self.counters["failed_unlinks"] += 1
                 log.error("unlink of %r in directory %d made ahead of the manager was "
                           "refused: %s", item["name"], item["parent"], r.get("error"))
                 self._forget_dir(item["parent"])
-            return
+            return False
         ino = item["ino"]
         self.pending_inos.pop(ino, None)
         self._in_flight.discard(ino)
         if "errno" not in r:
             self.counters["sent"] += 1
             if ino not in (r.get("leased") or ()):
-                self.leases.forget(ino)  # not leased after all: asked again
-            return
+                self.counters["not_leased"] += 1
+                return True
+            return False
         self.failed[ino] = r["errno"]
         log.error("create of %r in directory %d (inode %d) made ahead of the manager was "
                   "refused: %s; the file is gone", item["name"], item["parent"], ino,
                   r.get("error"))
         self.leases.forget(ino)
         self._forget_dir(item["parent"], item["name"])
+        return False
 
     def _forget_dir(self, parent: int, name: str | None = None) -> None:
         """What this mount knew of ``parent`` no longer holds: ask the manager again."""

@@ -120,6 +120,8 @@ class LeaseCache:
         # attributes of them go (operations.py), the creates made ahead go to the manager
         # (creates.py). Names the kernel cached go after the answer (``on_recall``).
         self.before_answer: list[Callable[[list[int]], Awaitable[None]]] = []
+        # Drops the kernel's cached attributes of inodes (operations.py: kernelview.py).
+        self.kernel_attrs_gone: Callable[[list[int]], Awaitable[None]] | None = None
         # Called when the session ends (creates.py: the delegations went with it).
         self.on_session_end: list[Callable[[], None]] = []
         client.on_fenced = self.fenced
@@ -362,6 +364,16 @@ class LeaseCache:
 
     def forget(self, ino: int) -> None:
         self.attrs.pop(ino, None)
+
+    async def not_leased(self, inos: list[int]) -> None:
+        """Attributes this mount kept as leased (and the kernel cached as such: creates
+        ahead) that the manager did not lease after all: dropped here and from the kernel
+        (``kernel_attrs_gone``)."""
+        self._stamp(self.recalled, inos, self.tick())
+        for ino in inos:
+            self.attrs.pop(ino, None)
+        if self.kernel_attrs_gone is not None:
+            await self.kernel_attrs_gone(inos)
 
     async def writing(self, ino: int) -> None:
         """This mount is about to write ``ino``'s data to the I/O daemons, whose size report

@@ -112,6 +112,7 @@ class Operations(pyfuse3.Operations):
         if self.leases is not None:
             self.view.leases = self.leases
             self.leases.before_answer.append(self.view.lease_attrs_recalled)
+            self.leases.kernel_attrs_gone = self.view.lease_attrs_recalled
             self.backend.before_write = self.leases.writing
         # Creates in a directory this mount leases alone, answered here (creates.py).
         self.ahead = CreatesAhead(client, self.leases, options.timeout, options.ahead_delay) \
