@@ -140,24 +140,17 @@ class DeferredCloses:
                 self._opens_sender = None
 
     async def _send_opens(self, inos: list[int]) -> None:
-        delay = 0.1
-        with trio.move_on_after(self.timeout):
-            while True:
-                try:
-                    refused = await self.client.open_files(inos)
-                    self.counters["opens_sent"] += len(inos)
-                    if refused:
-                        self.counters["opens_refused"] += len(refused)
-                        log.warning("opens answered here refused by the manager (%s): those "
-                                    "files may lose their data while open here", refused[:8])
-                    return
-                except OSError as exc:
-                    log.info("telling the manager of %d opens: %s (again in %.1f s)",
-                             len(inos), exc, delay)
-                await trio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-        self.counters["opens_refused"] += len(inos)
-        log.warning("%d opens not told to the manager within %g s", len(inos), self.timeout)
+        refused = await self._tell(self.client.open_files, inos, "opens")
+        if refused is None:
+            self.counters["opens_refused"] += len(inos)
+            log.warning("%d opens not told to the manager within %g s", len(inos),
+                        self.timeout)
+            return
+        self.counters["opens_sent"] += len(inos)
+        if refused:
+            self.counters["opens_refused"] += len(refused)
+            log.warning("opens answered here refused by the manager (%s): those files may "
+                        "lose their data while open here", refused[:8])
 
     async def before_meta(self, op: str) -> None:
         """Before this mount's own request that may remove a file's last name."""
@@ -169,19 +162,24 @@ class DeferredCloses:
                 "closes_pending": len(self._queue), "closes_sent": self.sent}
 
     async def _send(self, inos: list[int]) -> None:
-        delay = 0.1
-        with trio.move_on_after(self.timeout) as scope:
-            while True:
-                try:
-                    await self.client.close_files(inos)
-                    self.sent += len(inos)
-                    return
-                except OSError as exc:
-                    log.info("telling the manager of %d closes: %s (again in %.1f s)",
-                             len(inos), exc, delay)
-                await trio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-        if scope.cancelled_caught:
+        if await self._tell(self.client.close_files, inos, "closes") is None:
             self.dropped += len(inos)
             log.warning("%d closes not told to the manager within %g s: their files keep "
                         "their data until it restarts", len(inos), self.timeout)
+            return
+        self.sent += len(inos)
+
+    async def _tell(self, call, inos: list[int], what: str):
+        """``await call(inos)``, tried again with backoff while the manager cannot be
+        reached, for at most ``timeout``; its answer (``[]`` for none), or None."""
+        delay = 0.1
+        with trio.move_on_after(self.timeout):
+            while True:
+                try:
+                    return await call(inos) or []
+                except OSError as exc:
+                    log.info("telling the manager of %d %s: %s (again in %.1f s)",
+                             len(inos), what, exc, delay)
+                await trio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        return None
