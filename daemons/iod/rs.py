@@ -9,8 +9,9 @@ plus the newest of the same operation (``_begins_operation`` says when one begin
 service within ``RECENT_S``, up to ``N_file`` of them (``ReactiveSelector.window`` says why)
 -- or takes a client's hint of the collective operation (``pvfs.AccessHint``), measures the
 resident fraction of those requests (``cachestat(2)`` or the emulated disk's cache, on
-arrival, no higher than the operation found it: ``_as_found``), holds the operation's
-workload class until the estimates clearly leave it (``_held``), asks
+arrival, no higher than the operation found it: ``_as_found``; with the model's
+``cache_measured`` off, the cache size it is told instead, as the thesis'), holds the
+operation's workload class until the estimates clearly leave it (``_held``), asks
 ``pvfs.models.rs.select`` and switches the engine when the answer differs. Requests that
 arrive in one batch of engine events (``ReactiveSelector.batch``) are all submitted first and
 decided for once per file after the batch. Parameters come from the config's ``[model]``
@@ -369,6 +370,8 @@ class ReactiveSelector:
             if i == 0 or r.hi > hi:
                 hi = r.hi
         cached = self._as_found(ino, got / total if total else None)
+        if not params.cache_measured:   # told the cache size instead (figs. 5.7-5.11)
+            cached = None
         if hint is not None:
             # The hint speaks of the whole operation; this daemon holds 1/pcount of it.
             share = {k: (v if k == "requests" else v / pcount) for k, v in hint.items()}

@@ -72,7 +72,7 @@ CACHED_FROM = 0.5        # resident fraction from this on: the cached column
 
 #: Params fields that are not plain floats on the wire and in the config's table.
 _NOT_FLOAT = ("E_opt", "small_alg", "small_algs", "zero_cols", "bands", "write", "slopes",
-              "ends")
+              "ends", "cache_measured")
 #: How far past a column's end case (its largest fitted size, in baseline I/O time) the
 #: slopes of ``Params.slopes`` extrapolate E_opt; beyond, E_opt stays at its value there
 #: (two octaves of size: a trend measured over two sizes is not trusted further).
@@ -117,6 +117,11 @@ class Params:
     # column the end case's baseline I/O time (0: no slope there); empty: E_opt constant
     slopes: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     ends: tuple[float, ...] = ()
+    # The cache state the I/O daemon's selector goes by (thesis §5.6, figs. 5.7-5.11): True,
+    # the resident fraction it measures (cachestat(2), the emulated disk's cache); False, it
+    # is told the cache size ``S_cache`` instead and ignores what it measures, as the
+    # thesis' selector was (``told``)
+    cache_measured: bool = True
 
     def __post_init__(self) -> None:
         for k in ("C_cache", "C_req", "C_dist"):
@@ -151,6 +156,8 @@ class Params:
             raise ValueError("slopes need the end cases they start from (ends)")
         if self.write is not None and self.write.write is not None:
             raise ValueError("a write model has no write model of its own")
+        if not isinstance(self.cache_measured, bool):
+            raise ValueError("cache_measured must be true or false")
 
     def to_wire(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("bands", "write")}
@@ -194,12 +201,19 @@ class Params:
             kw["bands"] = _bands_of(kw["bands"])
         if kw.get("write") is not None:
             kw["write"] = cls.from_wire(kw["write"])
+        if "cache_measured" in kw:
+            v = kw["cache_measured"]
+            if not isinstance(v, bool) and v not in (0, 1, "true", "false"):
+                raise ValueError("cache_measured must be true or false")
+            kw["cache_measured"] = v if isinstance(v, bool) else v in (1, "true")
         return cls(**kw)
 
     # The config's [model] table is flat (pvfs.config.dump): E_opt rows as strings.
     def to_table(self) -> dict:
         d: dict = {k: float(v) for k, v in asdict(self).items() if k not in _NOT_FLOAT}
         d["small_alg"] = self.small_alg
+        if not self.cache_measured:
+            d["cache_measured"] = False
         if self.small_algs:
             d["small_algs"] = " ".join(self.small_algs)
         if self.zero_cols:
@@ -398,6 +412,29 @@ def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
         return (p.small_algs[col] if p.small_algs else p.small_alg), preds
     best = min(algorithms, key=lambda a: (preds[a], algorithms.index(a)))
     return best, preds
+
+
+#: ``told``'s reports of the cache (figs. 5.7-5.11): what the daemon measures, the cache
+#: size reported right (the I/O daemon's cache), or reported as 0.
+REPORTS = ("measured", "right", "zero")
+
+
+def told(p: Params, report: str, cache_bytes: float | None = None) -> Params:
+    """``p`` (and its write part) with the selector told the cache as ``report`` says:
+    "measured", as it is (the resident fraction the daemon measures); "right", the cache
+    size ``cache_bytes`` (default ``p.S_cache``) and nothing measured, so "cached" is the
+    thesis' S_req < S_cache; "zero", a cache of 0 bytes: every request uncached."""
+    if report not in REPORTS:
+        raise ValueError(f"report must be one of {', '.join(REPORTS)}")
+    if report == "measured":
+        return p
+
+    def one(q: Params) -> Params:
+        size = 0.0 if report == "zero" else float(q.S_cache if cache_bytes is None
+                                                  else cache_bytes)
+        return replace(q, S_cache=size, cache_measured=False)
+
+    return replace(one(p), write=None if p.write is None else one(p.write))
 
 
 def thesis_params(**overrides) -> Params:
