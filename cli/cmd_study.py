@@ -102,6 +102,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--model", default=None, metavar="JSON",
                    help="use the model of an earlier study or calibration (its \"model\" or "
                         "\"params\") in place of the fitting pass")
+    q.add_argument("--cache-reports", default=None, metavar="LIST",
+                   help="also run rs told the cache size, side by side: 'right' (the I/O "
+                        "daemon's cache, as S_req < S_cache decides), 'zero' (no cache), "
+                        "comma separated, as the settings rs@right and rs@zero; plain rs "
+                        "goes by the resident fraction it measures (figs. 5.7-5.11)")
     q.add_argument("--hints", action="store_true",
                    help="also run rs with every task sending an access hint of the collective "
                         "operation (pvfs.AccessHint), as the setting \"rs+hint\"")
@@ -202,6 +207,10 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
         raise CliError("study scheduling", "--fit-reps must be >= 1", status=2)
     if args.fit_reps_short is not None and args.fit_reps_short < 1:
         raise CliError("study scheduling", "--fit-reps-short must be >= 1", status=2)
+    reports = tuple(r.strip() for r in args.cache_reports.split(",")) \
+        if args.cache_reports else ()
+    if set(reports) - {"right", "zero"} or len(set(reports)) != len(reports):
+        raise CliError("study scheduling", "--cache-reports: right and/or zero", status=2)
     rate = args.rate or ("100mbit" if args.disk == "ide-2000" else "none")
     model = None
     if args.model:
@@ -217,7 +226,8 @@ def cmd_scheduling(args: argparse.Namespace) -> int:
                     workloads=workloads, caches=CACHES[args.cache], fit_sizes=fit_sizes,
                     write_sizes=write_sizes, model_source=args.model,
                     checkpoint=args.checkpoint, fit_reps=args.fit_reps,
-                    fit_spread=args.fit_spread, fit_reps_short=args.fit_reps_short)
+                    fit_spread=args.fit_spread, fit_reps_short=args.fit_reps_short,
+                    cache_reports=reports)
     doc["model_from"] = doc["model_fit_on"]["source"]
     doc["machine"] = machine()
     doc["command"] = " ".join([PROG, *sys.argv[1:]]) if sys.argv else PROG

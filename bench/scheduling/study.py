@@ -34,6 +34,9 @@ from pvfs.bench.scheduling.score import targets
 __all__ = ["held_out", "reps_for", "run_order", "run_study", "study_on", "targets"]
 
 ALGOS = schedulers.FIXED  # the fixed settings of every cell; rs runs beside them
+#: rs told the cache size (thesis §5.6, figs. 5.7-5.11; ``--cache-reports``): the setting's
+#: name and the report (``pvfs.models.rs.told``); plain rs goes by what the daemon measures.
+TOLD = {"rs@right": "right", "rs@zero": "zero"}
 #: The fitting pass' sizes (reads; both cache states; opt1..opt4 once each) ...
 QUICK_FIT_SIZES = (64 << 10, 1 << 20)
 FULL_FIT_SIZES = (64 << 10, 256 << 10, 1 << 20, 4 << 20)
@@ -170,6 +173,10 @@ class _Study:
         self.fit_rows: list[dict] = []       # the fitting pass' rows (never scored)
         self.fit_reps_short: int | None = None   # the fitting pass' runs of short cells
         self.checkpoint: Callable[[dict], None] | None = None
+        # the model per cache report, when rs told the cache runs too (``TOLD``); the one
+        # the daemons hold now
+        self.models: dict = {}
+        self.told_now = "measured"
 
     def one(self, wl, s, c, alg, seed, op: str = "read") -> dict:
         """One run; for rs with what it decided during the measured passes (a cached run's
@@ -177,6 +184,12 @@ class _Study:
         from pvfs.bench.scheduling.runner import run_mixed
 
         r, deltas, snap = self.r, [], []
+        report = TOLD.get(alg)
+        if self.models and (report or "measured") != self.told_now:
+            # before the run and its marks: the daemons get the model told this way
+            self.told_now = report or "measured"
+            self.set_model(self.models[self.told_now])
+        run_alg = "rs" if report else alg
 
         def mark(what: str) -> None:
             now = [r.call(i, "sched_get")["rs"] for i in range(self.iods)]
@@ -189,8 +202,9 @@ class _Study:
         # to each daemon just before the measured pass, a step that only rs' runs had (rs
         # ran 8 % ahead of fixed opt1 while running opt1, strided 64 KiB cached, 2026-11-26:
         # the settings must differ in the algorithm only).
-        row = (run_mixed(r, alg, seed=seed, mark=mark) if wl == "mixed-phase"
-               else r.run(wl, s, c, alg, seed=seed, mark=mark, operation=op)).row()
+        row = (run_mixed(r, run_alg, seed=seed, mark=mark) if wl == "mixed-phase"
+               else r.run(wl, s, c, run_alg, seed=seed, mark=mark, operation=op)).row()
+        row["algorithm"] = alg
         if alg in self.reactive:
             row["rs"] = _sum_deltas(deltas)
             if wl == "mixed-phase":        # what it decided in each phase (issue 31)
@@ -338,6 +352,7 @@ def study_on(runner, plan: Plan, clients: int, iods: int, reps: int,
     model), then every scored cell side by side, then the mixed-phase workload and its
     oracle. The parts of the document that come from the runs. ``checkpoint``: called with
     the rows so far after every cell (a crash then loses one cell, not the study)."""
+    from pvfs.models import rs as rs_model
     from pvfs.models.rs import Params
 
     st = _Study(runner, iods, reps, reps_short, reactive, log, name)
@@ -354,6 +369,11 @@ def study_on(runner, plan: Plan, clients: int, iods: int, reps: int,
         fit_on = {"source": plan.model_source or "--model", "runs": [],
                   "note": "fitted to that document's runs; none of them is run here"}
     st.set_model(params)
+    told = [TOLD[a] for a in reactive if a in TOLD]
+    if told:
+        disk = runner.call(0, "sched_get")["disk"]
+        size = disk["cache_bytes"] if disk else None    # posix: the model's S_cache
+        st.models = {"measured": params, **{t: rs_model.told(params, t, size) for t in told}}
     for cell in plan.cells:
         st.side_by_side(*cell)
     if plan.mixed:
@@ -366,6 +386,8 @@ def study_on(runner, plan: Plan, clients: int, iods: int, reps: int,
     picks = [runner.call(i, "sched_get")["rs"]["picks"] for i in range(iods)]
     return {"results": st.results, "fit_results": st.fit_rows, "model_fit_on": fit_on,
             "model": params.to_wire(), "residuals_fit": fit_res,
+            **({"models_told": {t: m.to_wire() for t, m in st.models.items()
+                                if t != "measured"}} if st.models else {}),
             "residuals": residuals(params, st.results, clients, iods), "rs_picks": picks}
 
 
@@ -389,7 +411,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
               caches: tuple[bool, ...] = (False, True), fit_sizes: tuple[int, ...] = (),
               write_sizes: tuple[int, ...] = (), model_source: str | None = None,
               checkpoint: str | None = None, fit_reps: int = 1,
-              fit_spread: bool = True, fit_reps_short: int | None = None) -> dict:
+              fit_spread: bool = True, fit_reps_short: int | None = None,
+              cache_reports: tuple[str, ...] = ()) -> dict:
     """The study, held out. Without ``model``: a fitting pass (opt1..opt4 on the reads of
     ``fit_sizes``, both cache states, ``fit_reps`` runs each) fits the model on their
     medians; with one (an earlier
@@ -400,7 +423,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
     only these (default all, mixed-phase included). ``checkpoint``: a file the rows so far
     are written to after every cell. ``fit_spread``: the fit weighs how much the fitting
     runs agree (``fit_model``). ``fit_reps_short``: the fitting pass' runs of the cells
-    whose first runs are short (``reps_for``), default ``fit_reps``."""
+    whose first runs are short (``reps_for``), default ``fit_reps``. ``cache_reports``
+    ("right", "zero"): rs also runs told the cache that way (``TOLD``), side by side."""
     from pvfs.bench.scheduling.runner import HINTED, WORKLOADS, Runner
     from pvfs.cluster.netns import Network
 
@@ -414,6 +438,8 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
                 model, model_source, fit_reps=fit_reps, fit_writes=bool(write_sizes),
                 fit_spread=fit_spread, fit_reps_short=fit_reps_short)
     reactive = ("rs", HINTED) if hints else ("rs",)
+    told = {v: k for k, v in TOLD.items()}
+    reactive += tuple(told[t] for t in cache_reports)
     name = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
     with Network([*hosts_s, *hosts_c], rate=rate) as net, \
             tempfile.TemporaryDirectory(prefix="pvfs-study-") as tmp:
@@ -434,6 +460,9 @@ def run_study(disk: str, clients: int, iods: int, rate: str | None, sizes: tuple
             "reps_short": reps_short, "short_s": SHORT_S, **out,
             "targets": targets(results),
             **({"targets_rs_hint": targets(results, HINTED)} if hints else {}),
+            **({"cache_reports": list(cache_reports),
+                "targets_told": {told[t]: targets(results, told[t]) for t in cache_reports}}
+               if cache_reports else {}),
             "load_before": load_before, "load_after": list(os.getloadavg()),
             "elapsed_s": time.time() - started}
 

@@ -93,3 +93,75 @@ def test_the_switch_survives_the_wire_and_the_config_table(model):
     assert rs.Params.from_wire(old).cache_measured is True
     with pytest.raises(ValueError):
         rs.Params.from_wire({**old, "cache_measured": "maybe"})
+
+
+# ------------------------------------------------------------------ the study's told settings
+
+class ToldRunner:
+    """The study's daemon calls answered; every run records the model the daemons hold."""
+
+    nprocs = 3
+
+    def __init__(self) -> None:
+        self.held: dict | None = None
+        self.made: list[tuple[str, dict | None]] = []
+
+    def call(self, i: int, op: str, **fields) -> dict:
+        if op == "model_set":
+            self.held = fields["params"]
+        return {"rs": {"picks": {}, "decisions": {}, "switches": 0, "deciding_s": 0.0},
+                "disk": {"cache_bytes": CACHE}}
+
+    def run(self, wl, size, cached, alg, seed=0, mark=None, operation="read"):
+        from pvfs.bench.scheduling.runner import Run
+
+        self.made.append((alg, self.held))
+        if mark:
+            mark("start")
+            mark("end")
+        t = 0.1 * (1 + 0.01 * seed)
+        return Run(wl, size, cached, alg, [t] * self.nprocs, operation=operation)
+
+
+def test_rs_told_the_cache_runs_beside_rs_with_its_own_model():
+    from pvfs.bench.scheduling import study
+
+    model = rs.Params(S_cache=1 << 30, write=rs.Params()).to_wire()
+    plan = study.Plan([], [("single-block", 64 << 10, False, "read"),
+                           ("strided", 64 << 10, True, "read")], False, model, "m.json")
+    r = ToldRunner()
+    doc = study.study_on(r, plan, r.nprocs, 2, 3, None, ("rs", "rs@right", "rs@zero"),
+                         lambda m: None, "T")
+    # the daemons are only ever asked for the algorithms they know
+    assert {a for a, _ in r.made} == {"opt1", "opt2", "opt3", "opt4", "rs"}
+    settings = {x["algorithm"] for x in doc["results"]}
+    assert {"rs", "rs@right", "rs@zero"} <= settings
+    # every run of a setting under the model told its way, the daemon's cache reported right
+    ran = _in_run_order(doc)
+    assert len(ran) == len(r.made)
+    held = {}
+    for (alg, m), setting in zip(r.made, ran):
+        assert alg == ("rs" if setting.startswith("rs") else setting)
+        held.setdefault(setting, set()).add((m["cache_measured"], m["S_cache"],
+                                         m["write"]["cache_measured"]))
+    assert held["rs"] == {(True, 1 << 30, True)}
+    assert held["rs@right"] == {(False, CACHE, False)}
+    assert held["rs@zero"] == {(False, 0, False)}
+    assert set(doc["models_told"]) == {"right", "zero"}
+    assert doc["model"]["cache_measured"] is True
+
+
+def _in_run_order(doc) -> list[str]:
+    """The settings in the order they ran: run i of a cell before run i+1, in the order of
+    ``run_order`` (as ``side_by_side`` runs them)."""
+    from pvfs.bench.scheduling import study
+
+    out = []
+    cells: dict = {}
+    for x in doc["results"]:
+        cells.setdefault((x["workload"], x["request_bytes"], x["cached"]), {})[
+            x["algorithm"]] = x
+    for (wl, s, c), by in cells.items():
+        for i in range(len(next(iter(by.values()))["runs"])):
+            out += study.run_order(tuple(by), f"{wl}/{s}/{c}", i)
+    return out
