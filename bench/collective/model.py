@@ -10,9 +10,10 @@ next; an access costs 1 per page found locally, ``remote`` per page at another r
 ``load`` per page read from the file, divided by the rank's speed and jittered ±20 %
 (seeded); read-ahead is charged nothing (its helper thread overlaps). What it gives: the
 pages read from the file against the pages touched, the evictions and how many were read
-ahead's, with and without issue 32's placement rule (``balance``), and the process CPU the
-protocol's Python takes per page read (no pickling, no MPI: a lower bound of the message
-back ends' CPU per page).
+ahead's, with and without issue 32's placement rule (``balance``) and its victim cache at
+the homes (``victims``: evicted pages kept at their home for the next reader), and the
+process CPU the protocol's Python takes per page read (no pickling, no MPI: a lower bound
+of the message back ends' CPU per page).
 
     python -m pvfs.bench.collective.model [-n 8,16,32] [--loops 40] [--slots 128] [-o OUT]
 """
@@ -143,7 +144,8 @@ class _File:
 
 
 def window(n: int, nslots: int, loops: int, balance: bool, spread: float,
-           remote: float = 4.0, load: float = 4.0, seed: int = 0) -> dict[str, Any]:
+           remote: float = 4.0, load: float = 4.0, seed: int = 0,
+           victims: bool = False) -> dict[str, Any]:
     """One sliding-window run of ``n`` ranks; rank r's speed ``1 + spread (1 - r/(n-1))``."""
     from pvfs.collective._cache import PageCache
 
@@ -159,6 +161,7 @@ def window(n: int, nslots: int, loops: int, balance: bool, spread: float,
                       align=4)
         assert c.ra is not None
         c.ra.balance = balance
+        c.victims = victims  # (issue 32's victim cache at the homes)
         caches.append(c)
     speeds = [1.0 + spread * (1 - r / max(1, n - 1)) for r in range(n)]
     rnd = random.Random(seed)
@@ -186,6 +189,7 @@ def window(n: int, nslots: int, loops: int, balance: bool, spread: float,
             "evictions": sum(c.evictions for c in caches),
             "ra_evictions": sum(c.ra.evictions for c in caches),
             "ra_room_refused": sum(c.locks.room_refusals for c in caches),
+            "victims": victims, "victim_hits": sum(c.victim_hits for c in caches),
             "cpu_us_per_page_read": round(cpu / (n * n * loops * chunk) * 1e6, 1)}
 
 
@@ -202,8 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     for n in (int(x) for x in args.ranks.split(",")):
         for spread in (float(x) for x in args.spreads.split(",")):
             for seed in range(args.seeds):
-                for balance in (False, True):
-                    row = window(n, args.slots, args.loops, balance, spread, seed=seed)
+                # (the old read-ahead rule, the rule, the rule with the victim cache)
+                for balance, victims in ((False, False), (True, False), (True, True)):
+                    row = window(n, args.slots, args.loops, balance, spread, seed=seed,
+                                 victims=victims)
                     row["seed"] = seed
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)

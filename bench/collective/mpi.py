@@ -10,7 +10,9 @@
   ``COORD+ra`` / ``COORD+nora`` (``rma+ra``, ``servers+ra``, ``thread+nora``, ...) force
   the cache's read-ahead on / off; a ``-adaptive`` suffix (``rma+ra-adaptive``) reads
   around a load after the adaptive wait of sessions s13-s17 instead of waiting for the
-  copy up to the bound (issue 32's A/B).
+  copy up to the bound (issue 32's A/B); ``-evict`` lets read-ahead evict whenever its
+  slots are full (before the placement rule) and ``-novictim`` keeps no copy of an evicted
+  page at its home (before the victim cache; ``servers+ra-novictim``).
 - ``btio``, ``flash``, ``s3d``: the checkpoint traces of :mod:`pvfs.traces.generators`
   replayed by the ranks; each rank writes a phase (the records between two barriers) with
   one call carrying all its regions, as an MPI program writes a subarray through a file
@@ -88,9 +90,11 @@ RA_KEYS = ("ra_pages", "ra_reads", "ra_skipped", "ra_waits", "ra_failed", "ra_re
            "ra_unclaimed", "ra_lead_lost", "ra_room_refused", "ra_evictions")
 #: the cache's placement counters a window row carries (issue 32: a page read twice was
 #: evicted in between, or read around)
-CACHE_KEYS = ("misses", "evictions", "evict_pinned", "hits", "remote_hits")
+CACHE_KEYS = ("misses", "evictions", "evict_pinned", "hits", "remote_hits", "victims_sent",
+              "victim_hits", "victims_kept", "victims_handed", "victims_dropped",
+              "victims_refused")
 PER_RANK_KEYS = ("fs_bytes_read", "misses", "evictions", "ra_evictions", "ra_pages",
-                 "ra_lead_lost", "ra_room_refused")
+                 "ra_lead_lost", "ra_room_refused", "victim_hits")
 #: the phases of a locked access of the cache, in the order of ``PageCache._record``'s marks
 #: (DAChe fig. 6's breakdown): locks granted, pages loaded from the file, read around and
 #: local copies, remote bytes moved, unlocked
@@ -142,8 +146,10 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     if not f.is_lock_server:
         counters = _read_windows(f, chunk, loops, trace_dir, opts, clients, comm.Get_rank(), t0)
     else:
-        counters = {"lock_server_requests": f.counters()["lock_requests"],
-                    "lock_server_queued": f.counters()["lock_queued"]}
+        got = f.counters()
+        counters = {"lock_server_requests": got["lock_requests"],
+                    "lock_server_queued": got["lock_queued"],
+                    **{k: v for k, v in got.items() if k.startswith("victims_")}}
     elapsed = time.perf_counter() - t0
     cpu = comm.allreduce(_cpu() - c0)
     elapsed = comm.allreduce(elapsed, op=_max())
@@ -195,6 +201,9 @@ def _open_window(comm: Any, fs: Any, path: str, method: str, opts: dict[str, Any
     if variant.endswith("-evict"):  # (A/B of issue 32: read-ahead evicts whenever full)
         variant = variant[:-len("-evict")]
         os.environ["PVFS_COLLECTIVE_READAHEAD_BALANCE"] = "0"
+    if variant.endswith("-novictim"):  # (A/B of issue 32: evictions keep no copy at home)
+        variant = variant[:-len("-novictim")]
+        os.environ["PVFS_COLLECTIVE_VICTIMS"] = "0"
     if variant.endswith("-claimall"):  # (A/B: read-ahead claims to every home at once)
         variant = variant[:-len("-claimall")]
         os.environ["PVFS_COLLECTIVE_CLAIM_LEAD_FIRST"] = "0"

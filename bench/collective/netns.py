@@ -271,6 +271,9 @@ def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
                             for r in rs),
            "evictions": med("evictions"), "ra_evictions": med("ra_evictions"),
            "ra_room_refused": med("ra_room_refused"),
+           # issue 32's victim cache: pages cached from a copy an eviction left at the
+           # home, and copies the homes dropped for room
+           "victim_hits": med("victim_hits"), "victims_dropped": med("victims_dropped"),
            "lock_server_queued": med("lock_server_queued"), "locks": med("locks")}
     if "shares" in first:
         out["shares"] = {p: med(p, lambda r, p=p: r.get("shares", {}).get(p))

@@ -473,7 +473,7 @@ def test_a_remote_reader_of_a_page_being_read_ahead_waits_and_gets_the_copy():
     assert not net.boxes.get((0, 1))  # queued behind the claim, not read around
     f.gate.set()
     cache.ra.drain()
-    (results, _), = net.boxes[(0, 1)]
+    (results, *_), = net.boxes[(0, 1)]
     assert results[0].owner == 0 and results[0].slot >= 0  # the filled copy, shared
     assert net.services[0].locks.holders(4) == (None, {1})
     net.services[0].locks.release(4, 1, None)

@@ -13,7 +13,11 @@ to it — local copy or remote ``get``/``put`` — is coherent. An access:
    before asking for the next page, so the order stays increasing) and caches it itself:
    takes a free slot or evicts its least recently used page, reading the page from the file
    unless a write covers it whole or the page lies past the size at open and was never
-   flushed;
+   flushed — or unless the page's home kept a copy when some rank evicted it (message back
+   ends, issue 32's victim cache: the eviction's release carries the page's bytes, the
+   home keeps them in the room the group's slots leave free and hands them over with the
+   next exclusive grant; see ``LockManager.keep_victim``; ``PVFS_COLLECTIVE_VICTIMS=0``:
+   off);
    (consecutive pages the request loads come from the file in one read);
 3. copies the bytes locally, or remotely at the owner; the lock it holds is the pin that
    keeps the owner from evicting the page meanwhile (eviction only ``try``-locks, and skips a
@@ -40,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pvfs.collective._fsio import CountingFile
-from pvfs.collective._locks import LoadTimes
+from pvfs.collective._locks import LoadTimes, victims_on
 from pvfs.collective._pages import Dirty, Lru, Meta, Piece, by_page, merge_runs, split
 from pvfs.collective._readahead import Prefetcher
 
@@ -118,6 +122,14 @@ class PageCache:
         self.hits = self.remote_hits = self.misses = self.direct = 0
         self.evictions = self.evict_pinned = 0
         self.remote_carried = 0  # remote pages read from bytes that came with the lock
+        #: issue 32's victim cache (message back ends: ``release_victim`` on the lock
+        #: table): an eviction sends the page's bytes to its home, which hands them to the
+        #: next rank granted the page exclusively, in place of a file read
+        self.victims = victims_on() and hasattr(locks, "release_victim")
+        self.victims_sent = 0  # evictions that sent their page to the home
+        self.victim_hits = 0  # pages cached from a victim copy instead of the file
+        self._handed: dict[int, bytes] = {}  # this access' victims (take_victims)
+        self._unused: dict[int, bytes] = {}  # ... not cached here (no slot): given back
         #: one record per locked access when a list (tracing, see :meth:`_record`)
         self.trace: list[dict[str, Any]] | None = None
         #: ``(time, page)`` of every eviction when a list (tracing)
@@ -220,7 +232,16 @@ class PageCache:
             self.around.clear()
             held = sorted(self.held.items(), reverse=True)
             self.held.clear()
-            self.locks.unlock_set([(page, h.excl, h.new) for page, h in held])
+            # A victim handed over that this read did not cache (no slot: read from it;
+            # or an error before) goes back unused; a write's is stale, dropped.
+            back = {} if write else \
+                {page: (data, None) for page, data in {**self._handed, **self._unused}.items()
+                 if any(page == p for p, _ in held)}
+            self._handed, self._unused = {}, {}
+            if back:
+                self.locks.unlock_set([(page, h.excl, h.new) for page, h in held], back)
+            else:
+                self.locks.unlock_set([(page, h.excl, h.new) for page, h in held])
             if marks is not None and self.trace:
                 self.trace[-1]["t"].append(time.monotonic())
 
@@ -255,6 +276,8 @@ class PageCache:
             got = self.locks.lock_set(pages, write, around,
                                       {page: [(p.off, p.length) for p in mine]
                                        for page, mine in groups})
+        if self.victims:
+            self._handed = self.locks.take_victims()  # type: ignore[attr-defined]
         for page, (meta, excl) in zip(pages, got, strict=True):
             if meta is None:
                 self.around.add(page)
@@ -278,12 +301,18 @@ class PageCache:
                 continue  # read around, or cached already
             self.misses += 1
             slot = self._alloc_slot()
+            kept = self._handed.pop(page, None)  # the page's victim copy, if its home had one
             if slot is None:
                 self.direct += 1
+                if kept is not None and not write:
+                    self._unused[page] = kept  # read from it (_move), then given back
                 continue  # no room: this page goes straight to the file, under its lock
             view = self.data.view(slot)
             if write and _covers(pieces, self.ps):
                 pass
+            elif kept is not None:
+                view[:] = kept  # the copy an eviction left at the home: no file read
+                self.victim_hits += 1
             elif held.meta.flushed or page * self.ps < self.size_at_open:
                 load.append((page, slot))
             else:
@@ -334,7 +363,11 @@ class PageCache:
                     buf[p.buf:p.buf + p.length] = view[p.off:p.off + p.length]
             self.lru.touch(page)
         elif meta.owner < 0:
+            kept = None if write else self._unused.get(page)
             for p in pieces:
+                if kept is not None:
+                    buf[p.buf:p.buf + p.length] = kept[p.off:p.off + p.length]
+                    continue
                 if write:
                     self.fs.pwrite(buf[p.buf:p.buf + p.length], base + p.off)
                 else:
@@ -360,7 +393,14 @@ class PageCache:
                 continue
             slot = self.lru.remove(victim)
             flushed = self._flush_slot(victim, slot) or meta.flushed
-            self.locks.unlock(victim, True, Meta(-1, -1, flushed))
+            if self.victims:
+                # the page's bytes (clean now) to its home's victim cache, with the release
+                self.locks.release_victim(  # type: ignore[attr-defined]
+                    victim, Meta(-1, -1, flushed), bytes(self.data.view(slot)),
+                    self.n * self.nslots)
+                self.victims_sent += 1
+            else:
+                self.locks.unlock(victim, True, Meta(-1, -1, flushed))
             self.evictions += 1
             if self.evict_log is not None:
                 self.evict_log.append((time.monotonic(), victim))
@@ -405,6 +445,7 @@ class PageCache:
                 "direct": self.direct, "evictions": self.evictions,
                 "evict_pinned": self.evict_pinned, "read_around": self.read_around,
                 "load_stalls": self.load_stalls,
+                "victims_sent": self.victims_sent, "victim_hits": self.victim_hits,
                 "remote_gets": self.data.remote_gets, "remote_carried": self.remote_carried,
                 "remote_puts": self.data.remote_puts,
                 "around_wait_us": round(self.load_times.wait() * 1e6),

@@ -373,12 +373,14 @@ class LockServerFile:
     is_lock_server = True
     closed = True
 
-    def __init__(self, served: int, requests: int, queued: int) -> None:
+    def __init__(self, served: int, requests: int, queued: int,
+                 victims: dict[str, int] | None = None) -> None:
         self.served, self.requests, self.queued = served, requests, queued
+        self.victims = victims or {}  # the victim cache's counters (issue 32)
 
     def counters(self) -> dict[str, int]:
         return {"served": self.served, "lock_requests": self.requests,
-                "lock_queued": self.queued}
+                "lock_queued": self.queued, **self.victims}
 
     def close(self) -> None:
         pass
@@ -480,8 +482,12 @@ def _split_off_lock_servers(comm: Any, lock_servers: int,
         service = Service(scomm, None, stops=first_server, bells=bells)  # a stop per client
         service.run()
         bells.close()
-        return LockServerFile(service.served, service.locks.requests,
-                              service.locks.queued)
+        m = service.locks
+        return LockServerFile(service.served, m.requests, m.queued,
+                              {"victims_kept": m.victims_kept,
+                               "victims_handed": m.victims_handed,
+                               "victims_dropped": m.victims_dropped,
+                               "victims_refused": m.victims_refused})
     return clients, (scomm, homes, bells)
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import heapq
 import os
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -78,6 +78,14 @@ LOAD_WAIT_ENV = "PVFS_COLLECTIVE_LOAD_WAIT"
 #: 30-70 ms on the emulated ide-2000 disk, queued) and far below the 600 s that raises
 #: CollectiveTimeout. Chosen before measuring it (issue 32).
 LOAD_BOUND = float(os.environ.get("PVFS_COLLECTIVE_LOAD_BOUND_S", "1.0"))
+#: ``PVFS_COLLECTIVE_VICTIMS=0``: an evicting rank sends no copy of the page to its home
+#: (before issue 32's victim cache; the A/B). See :meth:`LockManager.keep_victim`.
+VICTIMS_ENV = "PVFS_COLLECTIVE_VICTIMS"
+
+
+def victims_on() -> bool:
+    """Whether evictions send the page's bytes to its home (the default)."""
+    return os.environ.get(VICTIMS_ENV, "1") != "0"
 
 
 class LoadTimes:
@@ -262,6 +270,19 @@ class LockManager:
         self.room_refusals = 0  # read-ahead claims refused: they would evict, others have room
         #: rank -> ``requests`` at its last lock request (who reads the file, see has_room)
         self._last_lock: dict[int, int] = {}
+        #: the victim cache (issue 32): page -> its bytes, of pages evicted by some rank and
+        #: cached nowhere since, oldest first (see keep_victim); one copy in the group still
+        #: (a page is in here only while no rank caches it)
+        self.victims: OrderedDict[int, bytes] = OrderedDict()
+        #: rank -> {page: bytes} of victims handed over with exclusive grants, to go with
+        #: the next answer to that rank (the grant's reply)
+        self.handed: dict[int, dict[int, bytes]] = {}
+        self.victims_kept = 0  # victims stored
+        self.victims_handed = 0  # ... handed to a rank with a grant (a file read saved)
+        self.victims_dropped = 0  # ... dropped, oldest first, for a newer one
+        self.victims_refused = 0  # ... not stored: the group had no room left
+        #: ``(homes, slots)`` of the last eviction (the group's room: see keep_victim)
+        self.victim_room: tuple[int, int] | None = None
 
     def _get(self, page: int) -> _PageLock:
         entry = self._pages.get(page)
@@ -294,7 +315,7 @@ class LockManager:
         entry = self._get(page)
         # FIFO fairness: a new shared request does not overtake a queued exclusive one.
         if not entry.queue and self._free_for(entry, excl):
-            self._grant(entry, src, excl)
+            self._grant(page, entry, src, excl)
             return "granted", entry.meta
         if try_only or (around_wait(around, self.grace) is not None
                         and entry.loading()):
@@ -319,7 +340,7 @@ class LockManager:
             self.requests += 1
             entry = self._get(page)
             if not entry.queue and self._free_for(entry, mode):
-                self._grant(entry, batch.src, mode)
+                self._grant(page, entry, batch.src, mode)
                 batch.results.append(entry.meta)
             elif (wait := self._wait_left(batch)) is not None \
                     and entry.loading() and wait <= 0:
@@ -386,7 +407,7 @@ class LockManager:
             self.requests += 1
             entry = self._get(page)
             if not entry.queue and self._free_for(entry, mode):
-                self._grant(entry, src, mode)
+                self._grant(page, entry, src, mode)
                 out.append(entry.meta)
             elif entry.loading() and \
                     (wait := around_wait(around, self.grace)) is not None and wait <= 0:
@@ -440,7 +461,7 @@ class LockManager:
             self.requests += 1
             entry = self._get(page)
             if entry.queue or entry.writer is not None or entry.readers \
-                    or entry.meta.owner >= 0:
+                    or entry.meta.owner >= 0 or page in self.victims:
                 if lead and not out:
                     return [None] * len(pages)
                 out.append(None)
@@ -450,17 +471,65 @@ class LockManager:
             out.append(entry.meta.flushed)
             entry.meta = Meta(owner, 0, entry.meta.flushed)
             self.cached += 1
+        self._trim()
         return out
 
-    @staticmethod
-    def _grant(entry: _PageLock, src: int, mode: Mode) -> None:
+    def _grant(self, page: int, entry: _PageLock, src: int, mode: Mode) -> None:
         if entry.exclusive(mode):
             entry.writer = src
+            if self.victims and page in self.victims:
+                # The page's only copy goes to the rank that now holds it exclusively (it
+                # caches the page, or writes it): with the grant, in place of a file read.
+                self.handed.setdefault(src, {})[page] = self.victims.pop(page)
+                self.victims_handed += 1
         else:
             entry.readers.add(src)
 
-    def release(self, page: int, src: int,
-                meta: Meta | None) -> list[tuple[int, Meta | list[Meta | None]]]:
+    def keep_victim(self, page: int, data: bytes,
+                    room: tuple[int, int] | None) -> None:
+        """Keep the bytes of ``page``, just evicted and now cached nowhere (issue 32's
+        victim cache). A rank that runs ahead of the others fills its slots with pages
+        they have not read yet and evicts them while their slots stand empty (over the
+        netns harness at 32 clients, with the read-ahead placement rule, read-ahead
+        evicted nothing and pages were read 2.8-3.3x touched). The home sees every eviction (the evictor holds the page's
+        lock and releases it here), so the bytes ride on that release and on the next
+        exclusive grant of the page (:meth:`_grant`), in place of a second file read.
+
+        ``room`` is ``(homes, slots)``: how many homes share the pages and the group's
+        slots. The home keeps at most ``slots // homes - cached`` victims — its share of
+        the slots the group leaves free — dropping its oldest ones for newer (LRU, as
+        a victim cache), so the group's cached pages and victims together stay within
+        its slots: no more memory than the caches were given, the part other ranks do
+        not use. None (bytes given back unused by a rank that held the page): kept as
+        before the grant."""
+        if room is not None:
+            self.victim_room = room
+            if self._victim_cap() <= 0:
+                self.victims_refused += 1
+                self._trim()
+                return
+            self.victims_kept += 1
+        self.victims[page] = data
+        self.victims.move_to_end(page)
+        self._trim()
+
+    def _victim_cap(self) -> int:
+        if self.victim_room is None:
+            return len(self.victims)
+        homes, slots = self.victim_room
+        return max(0, slots // max(1, homes) - self.cached)
+
+    def _trim(self) -> None:
+        """Drop the oldest victims past the room left (pages cached here since count)."""
+        if self.victims:
+            cap = self._victim_cap()
+            while len(self.victims) > cap:
+                self.victims.popitem(last=False)
+                self.victims_dropped += 1
+
+    def release(self, page: int, src: int, meta: Meta | None,
+                victim: tuple[bytes, tuple[int, int] | None] | None = None,
+                ) -> list[tuple[int, Meta | list[Meta | None]]]:
         """Drop ``src``'s lock (recording ``meta`` if given); the waiters to answer now:
         ``(rank, metadata)`` for a single request, ``(rank, results)`` for a batch whose
         last page was granted (a batch that must wait again for a later page is not listed).
@@ -479,6 +548,11 @@ class LockManager:
         if meta is not None:
             self.cached += (meta.owner >= 0) - (entry.meta.owner >= 0)
             entry.meta = meta
+        if victim is not None and entry.meta.owner < 0 and entry.writer is None:
+            # (before the waiters are granted: a reader queued behind the eviction gets it)
+            self.keep_victim(page, *victim)
+        elif self.victims and meta is not None and meta.owner >= 0:
+            self._trim()  # (one more page cached here: less room for victims)
         return self._grant_waiters(page, entry)
 
     def _grant_waiters(self, page: int,
@@ -487,7 +561,7 @@ class LockManager:
         while entry.queue and self._free_for(entry, entry.queue[0][1]):
             who, mode, batch = entry.queue.popleft()
             excl = entry.exclusive(mode)
-            self._grant(entry, who, mode)
+            self._grant(page, entry, who, mode)
             if batch is None:
                 granted.append((who, entry.meta))
             else:

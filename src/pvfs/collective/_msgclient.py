@@ -44,6 +44,9 @@ class MsgLocks:
         self.lead_refusals = 0  # ranges another stream led, refused by the first home
         #: read-ahead ranges refused because they would evict while others have room
         self.room_refusals = 0
+        #: issue 32's victim cache: page -> bytes a home handed over with an exclusive grant
+        #: (the page's copy kept when some rank evicted it); taken by :meth:`take_victims`
+        self.victims: dict[int, bytes] = {}
 
     def home(self, page: int) -> int:
         return self.homes[page % len(self.homes)]
@@ -57,10 +60,13 @@ class MsgLocks:
             self.direct += 1
             with self.local.mutex:
                 if try_only:
-                    return self.local.locks.try_batch(self.me, items, around)
-                got = self.local.locks.request_batch(self.me, items, around)
-                if got is None:
-                    self.local._wants[self.me] = (items, None, None)
+                    got = self.local.locks.try_batch(self.me, items, around)
+                else:
+                    got = self.local.locks.request_batch(self.me, items, around)
+                    if got is None:
+                        self.local._wants[self.me] = (items, None, None)
+                        return got  # (handed victims come with the I/O thread's answer)
+                self.victims.update(self.local.locks.handed.pop(self.me, {}))
                 return got
             # (queued at our own home: the I/O thread answers when a release grants it)
         if self.local is None:
@@ -90,12 +96,14 @@ class MsgLocks:
                 out[home] = got
         if waiting:
             self.lock_rounds += 1
-            for home, (results, data) in self.caller.replies(waiting, "lock grants").items():
-                out[home] = results
-                self.carried.update(data)
+            for home, reply in self.caller.replies(waiting, "lock grants").items():
+                out[home] = reply[0]
+                self.carried.update(reply[1])
+                if len(reply) > 2:
+                    self.victims.update(reply[2])
         return out
 
-    def _release(self, back: dict[int, list[tuple[int, tuple | None]]]) -> None:
+    def _release(self, back: dict[int, list[tuple[Any, ...]]]) -> None:
         for home, pairs in back.items():
             if self.local is not None and home == self.me:
                 self.direct += 1
@@ -164,7 +172,10 @@ class MsgLocks:
         back: dict[int, list[tuple[int, tuple | None]]] = {}
         for i in range(start + 1, len(pages)):
             if results[i] is not BUSY and results[i] is not None:
-                back.setdefault(homes[i], []).append((pages[i], None))
+                # (a victim handed with this grant goes back with the release, unused)
+                victim = self.victims.pop(pages[i], None)
+                back.setdefault(homes[i], []).append(
+                    (pages[i], None) if victim is None else (pages[i], None, (victim, None)))
             results[i] = BUSY
             self.carried.pop(pages[i], None)
         self._release(back)
@@ -216,13 +227,30 @@ class MsgLocks:
                 out.append((p, r[1], wants[p]))
         return out or None
 
-    def unlock_set(self, held: list[tuple[int, bool, Meta | None]]) -> None:
-        """Release pages; one message per home (none for this rank's own home)."""
-        back: dict[int, list[tuple[int, tuple | None]]] = {}
+    def unlock_set(self, held: list[tuple[int, bool, Meta | None]],
+                   victims: dict[int, tuple[bytes, tuple[int, int] | None]] | None = None,
+                   ) -> None:
+        """Release pages; one message per home (none for this rank's own home).
+        ``victims``: page -> ``(bytes, room)`` for the home's victim cache (an eviction's
+        copy with ``room``, or a handed victim given back unused with None)."""
+        back: dict[int, list[tuple[Any, ...]]] = {}
         for page, _, meta in held:
-            back.setdefault(self.home(page), []).append(
-                (page, None if meta is None else tuple(meta)))
+            pair: tuple[Any, ...] = (page, None if meta is None else tuple(meta))
+            if victims and page in victims:
+                pair = (*pair, victims[page])
+            back.setdefault(self.home(page), []).append(pair)
         self._release(back)
+
+    def take_victims(self) -> dict[int, bytes]:
+        """The victims handed over with this rank's grants since the last call."""
+        out, self.victims = self.victims, {}
+        return out
+
+    def release_victim(self, page: int, meta: Meta, data: bytes, slots: int) -> None:
+        """An eviction's release of ``page`` (held exclusively, now cached nowhere) with
+        the page's bytes for its home's victim cache; ``slots``: the group's slots (the
+        home keeps victims only in the room the group leaves free)."""
+        self.unlock_set([(page, True, meta)], {page: (data, (len(self.homes), slots))})
 
     # -------------------------------------------------------------- read-ahead claims
     def claim_pages(self, pages: list[int], owner: int, lead: bool = False,

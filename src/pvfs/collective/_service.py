@@ -239,11 +239,14 @@ class Service:
         return data
 
     def grant_payload(self, who: int, results: Any) -> Any:
-        """What a release's grant of a queued batch sends (call under ``mutex``)."""
+        """What a release's grant of a queued batch sends (call under ``mutex``): the
+        results, the bytes carried (``thread``) and the victims handed over with the
+        grants (issue 32's victim cache, :meth:`LockManager.keep_victim`)."""
         items, wants, held = self._wants.pop(who, (None, None, None))
+        handed = self.locks.handed.pop(who, {})
         if items is None:
-            return (results, {})
-        return (results, self.carry(who, items, results, wants, held))
+            return (results, {}, handed)
+        return (results, self.carry(who, items, results, wants, held), handed)
 
     def _send(self, dest: int, obj: Any) -> None:
         req = self.comm.isend(obj, dest=dest, tag=REPLY)
@@ -346,7 +349,8 @@ class Service:
                 if result is None:
                     self._wants[src] = (items, wants, held)
                 else:
-                    reply = (result, self.carry(src, items, result, wants, held))
+                    reply = (result, self.carry(src, items, result, wants, held),
+                             self.locks.handed.pop(src, {}))
             if result is not None:
                 self._send(src, reply)
         elif op == "claim":  # read-ahead: never queued, answered at once
@@ -380,11 +384,14 @@ class Service:
 
 
 def release_all(locks: LockManager, src: int,
-                pairs: list[tuple[int, tuple | None]]) -> list[tuple[int, Any]]:
-    """Release ``src``'s pages (recording their new metadata); the waiters to answer."""
+                pairs: list[tuple[Any, ...]]) -> list[tuple[int, Any]]:
+    """Release ``src``'s pages (recording their new metadata); the waiters to answer. A
+    pair is ``(page, meta or None)``, or ``(page, meta or None, (bytes, room))`` with the
+    page's bytes for the victim cache (an eviction, or a victim given back unused)."""
     grants: list[tuple[int, Any]] = []
-    for page, meta in pairs:
-        grants.extend(locks.release(page, src, None if meta is None else Meta(*meta)))
+    for page, meta, *victim in pairs:
+        grants.extend(locks.release(page, src, None if meta is None else Meta(*meta),
+                                    victim[0] if victim else None))
     return grants
 
 
