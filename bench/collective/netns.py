@@ -58,16 +58,17 @@ exec ip netns exec "$ns" sh -c "$*"
 """
 
 
-def plan(ranks: list[int], servers: list[str],
-         variants: tuple[str, ...] = ()) -> list[list[tuple[int, dict[str, Any]]]]:
-    """The jobs of each rank count, ``(processes, options)``: ``independent``, then
-    ``servers`` with each k of ``servers`` (``"half"``: as many lock servers as clients),
-    then each of ``variants`` (a method such as ``servers+ra-evict``, issue 32's A/B) with
-    the first k."""
+def plan(ranks: list[int], servers: list[str], variants: tuple[str, ...] = (),
+         independent: set[int] | None = None) -> list[list[tuple[int, dict[str, Any]]]]:
+    """The jobs of each rank count, ``(processes, options)``: ``independent`` (at the
+    counts in ``independent``; None: at every count), then ``servers`` with each k of
+    ``servers`` (``"half"``: as many lock servers as clients), then each of ``variants``
+    (a method such as ``servers+ra-evict``, issue 32's A/B) with the first k."""
     out = []
     for n in ranks:
-        jobs = [(n, {"benchmark": "sliding_window", "method": "independent", **WINDOW,
-                     "breakdown": True})]
+        jobs = [] if independent is not None and n not in independent else \
+            [(n, {"benchmark": "sliding_window", "method": "independent", **WINDOW,
+                  "breakdown": True})]
         ks = [n if k == "half" else int(k) for k in servers]
         for kk in ks:
             jobs.append((n + kk, {"benchmark": "sliding_window", "method": "servers",
@@ -177,11 +178,12 @@ def derived(r: dict[str, Any]) -> dict[str, Any]:
 
 def run(ranks: list[int], servers: list[str], repeat: int, rate: str,
         delay: str | None, progress: Any = None, save: Any = None,
-        job_timeout: float = 900, variants: tuple[str, ...] = ()) -> dict[str, Any]:
+        job_timeout: float = 900, variants: tuple[str, ...] = (),
+        independent: set[int] | None = None) -> dict[str, Any]:
     """Every rank count's jobs, ``repeat`` times in rotating order, on one harness sized for
     the largest job; results, medians and paired ratios. A job that fails is recorded in
     ``failures`` and the run goes on; ``save(data)`` is called after every job."""
-    groups = plan(ranks, servers, variants)
+    groups = plan(ranks, servers, variants, independent)
     jobs = [j for g in groups for j in g]
     runs: dict[int, dict[int, dict[str, Any]]] = {i: {} for i in range(len(jobs))}
     failures: list[dict[str, Any]] = []
@@ -218,7 +220,8 @@ def _data(jobs: list[tuple[int, dict[str, Any]]], runs: dict[int, dict[int, dict
           failures: list[dict[str, Any]], started: float, load_before: float) -> dict[str, Any]:
     return {"results": [summary(list(runs[i].values())) for i in range(len(jobs)) if runs[i]],
             "runs": [r for i in range(len(jobs)) for r in runs[i].values()],
-            "paired": paired(jobs, runs), "failures": failures, "window": WINDOW,
+            "paired": paired(jobs, runs), "variant_pairs": variant_pairs(jobs, runs),
+            "failures": failures, "window": WINDOW,
             "seconds": round(time.time() - started, 1), "load_before": load_before,
             "load_after": _load(), "host_per_rank": True, "rank_env": RANK_ENV}
 
@@ -243,6 +246,36 @@ def paired(jobs: list[tuple[int, dict[str, Any]]],
                         "median": round(statistics.median(ratios), 3),
                         "min": round(min(ratios), 3), "max": round(max(ratios), 3),
                         "wins": sum(x > 1 for x in ratios)})
+    return out
+
+
+def variant_pairs(jobs: list[tuple[int, dict[str, Any]]],
+                  runs: dict[int, dict[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each variant (``--variants``, e.g. the code before a change) against the ``servers``
+    job with the same clients and k *in the same repeat*: per repeat the ``servers`` job's
+    value over the variant's (``ratio_of``: ``versus / method``; with the variant the old
+    code, new over old) of MiB/s, pages read from the file and CPU per GiB; median, min,
+    max."""
+    base = {(n, o.get("lock_servers")): i for i, (n, o) in enumerate(jobs)
+            if o["method"] == "servers"}
+    out = []
+    for i, (nprocs, opts) in enumerate(jobs):
+        if opts["method"] in ("servers", "independent"):
+            continue
+        j = base.get((nprocs, opts.get("lock_servers")))
+        if j is None:
+            continue
+        reps = [k for k in sorted(runs[i]) if k in runs[j]]
+        row: dict[str, Any] = {"ranks": nprocs - opts.get("lock_servers", 0),
+                               "method": label(opts), "versus": label(jobs[j][1]),
+                               "ratio_of": "versus / method", "repeats": reps}
+        for key in ("mib_s", "fs_read_pages", "cpu_s_per_gib"):
+            xs = [runs[j][k][key] / runs[i][k][key] for k in reps if runs[i][k].get(key)]
+            if xs:
+                row[key] = {"ratios": [round(x, 3) for x in xs],
+                            "median": round(statistics.median(xs), 3),
+                            "min": round(min(xs), 3), "max": round(max(xs), 3)}
+        out.append(row)
     return out
 
 
@@ -338,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--job-timeout", type=float, default=900, help="seconds per mpiexec job")
     ap.add_argument("--variants", default="",
                     help="more methods with the first k, e.g. servers+ra-evict (issue 32's A/B)")
+    ap.add_argument("--independent", default=None,
+                    help="client counts that run the independent job (default: all)")
     args = ap.parse_args(argv)
     command = "python -m pvfs.bench.collective.netns " + " ".join(
         argv if argv is not None else sys.argv[1:])
@@ -352,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
                    args.repeat, args.rate, args.delay,
                    progress=lambda s: print(s, file=sys.stderr, flush=True), save=save,
                    job_timeout=args.job_timeout,
-                   variants=tuple(v for v in args.variants.split(",") if v))
+                   variants=tuple(v for v in args.variants.split(",") if v),
+                   independent=None if args.independent is None else
+                   {int(x) for x in args.independent.split(",") if x})
     finally:
         signal.signal(signal.SIGTERM, old)
     save(data)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from pvfs.bench.collective.mpi import PHASES, phase_sums
-from pvfs.bench.collective.netns import derived, paired, plan, rotated, summary
+from pvfs.bench.collective.netns import (
+    derived,
+    paired,
+    plan,
+    rotated,
+    summary,
+    variant_pairs,
+)
 
 
 def test_plan_puts_lock_servers_on_top_of_the_clients():
@@ -60,3 +67,24 @@ def test_paired_ratios_are_within_a_repeat_and_skip_failed_repeats():
     assert p["ranks"] == 8 and p["method"] == "servers(k=1)"
     assert p["ratios"] == [1.5, 0.5] and p["wins"] == 1
     assert p["median"] == 1.0 and (p["min"], p["max"]) == (0.5, 1.5)
+
+
+def test_plan_without_independent_at_some_counts_and_variants_paired_with_servers():
+    """Issue 32's A/B (the victim cache): ``--independent 16`` leaves 32 clients without
+    the independent job; a variant is paired with ``servers`` of the same k and repeat,
+    the servers job's value over the variant's."""
+    groups = plan([16, 32], ["1"], ("servers+ra-novictim",), independent={16})
+    assert [[o["method"] for _, o in g] for g in groups] == [
+        ["independent", "servers", "servers+ra-novictim"],
+        ["servers", "servers+ra-novictim"]]
+    jobs = groups[1]
+    runs = {0: {0: {"mib_s": 10.0, "fs_read_pages": 2600, "cpu_s_per_gib": 50.0},
+                1: {"mib_s": 12.0, "fs_read_pages": 2560, "cpu_s_per_gib": 40.0},
+                2: {"mib_s": 9.0, "fs_read_pages": 2600, "cpu_s_per_gib": 45.0}},
+            1: {0: {"mib_s": 10.0, "fs_read_pages": 7800, "cpu_s_per_gib": 50.0},
+                1: {"mib_s": 10.0, "fs_read_pages": 5120, "cpu_s_per_gib": 50.0}}}
+    (v,) = variant_pairs(jobs, runs)
+    assert v["ranks"] == 32 and v["versus"] == "servers(k=1)" and v["repeats"] == [0, 1]
+    assert v["mib_s"]["ratios"] == [1.0, 1.2] and v["mib_s"]["median"] == 1.1
+    assert v["fs_read_pages"]["ratios"] == [0.333, 0.5]
+    assert v["cpu_s_per_gib"]["min"] == 0.8
