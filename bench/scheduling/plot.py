@@ -9,7 +9,8 @@ beside its per-phase oracle. ``<disk>-model.png``: the model's predictions again
 held-out runs' times (cf. figs. 5.1-5.6). ``<disk>-fig5-baseline-<op>.png`` and
 ``<disk>-fig5-model-<op>.png``: figs. 5.1-5.4 (opt2 against the baseline model) and 5.5-5.6
 (the fixed algorithms against the complete model), fitted-on and held-out runs apart
-(``plot_chapter5``).
+(``plot_chapter5``). ``<disk>-fig5-told-<cache>.png``: figs. 5.7-5.11, rs told the cache size
+(``plot_told``, with ``--cache-reports``).
 """
 
 from __future__ import annotations
@@ -52,7 +53,68 @@ def plot_study(doc: dict, out_dir: str) -> list[str]:
                           out))
     model = plot_model(doc, out_dir)
     ch5 = plot_chapter5(doc, out_dir) if doc.get("model") else []
-    return paths + ([model] if model else []) + ch5
+    told = plot_told(doc, out_dir) if doc.get("cache_reports") else []
+    return paths + ([model] if model else []) + ch5 + told
+
+
+def plot_told(doc: dict, out_dir: str) -> list[str]:
+    """Figs. 5.7-5.11 of the thesis from a study run with ``--cache-reports``:
+    ``<disk>-fig5-told-<cached|uncached>.png``, per cell (workload, bytes per task) of reads,
+    rs told the cache right, rs told 0 and rs as measured, each as its median mean task
+    service time over the best fixed algorithm's (1 = as good as the best), with the 95 %
+    intervals of ``score.score_cell``. Cached: figs. 5.7-5.8 (right) and 5.10-5.11 (0);
+    uncached: fig. 5.9 (0)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pvfs.bench.scheduling import score
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = ["rs", *(f"rs@{r}" for r in doc["cache_reports"])]
+    cells: dict = {}
+    for r in doc["results"]:
+        if r["workload"] != "mixed-phase" and r.get("operation", "read") == "read":
+            cells.setdefault((r["cached"], r["workload"], r["request_bytes"]), {})[
+                r["algorithm"]] = r
+    paths = []
+    for cached in (False, True):
+        keys = sorted((k for k in cells if k[0] == cached),
+                      key=lambda k: (k[2], WORKLOADS.index(k[1])))
+        if not keys:
+            continue
+        fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(keys)), 4))
+        width = 0.8 / len(settings)
+        for j, st in enumerate(settings):
+            xs, ys, lo, hi = [], [], [], []
+            for i, k in enumerate(keys):
+                by = cells[k]
+                if st not in by:
+                    continue
+                sc = score.score_cell(by, st, f"{k[1]}/{k[2]}/{k[0]}/read/{st}")
+                xs.append(i + (j - (len(settings) - 1) / 2) * width)
+                ys.append(1 + sc["rs_over_best"])
+                lo.append(sc["rs_over_best"] - sc["ci95"][0])
+                hi.append(sc["ci95"][1] - sc["rs_over_best"])
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2,
+                   label={"rs": "rs (cache measured)", "rs@right": "rs, cache reported right",
+                          "rs@zero": "rs, cache reported 0"}.get(st, st))
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.axhline(1.05, color="k", lw=0.5, ls=":")
+        ax.set_xticks(range(len(keys)), [f"{k[1]} {k[2] >> 10}K" for k in keys], fontsize=7,
+                      rotation=30, ha="right")
+        ax.set_ylabel("mean task service time / best fixed")
+        ax.set_title(f"{'cached' if cached else 'uncached'} reads: rs told the cache "
+                     f"(cf. figs. {'5.7-5.8, 5.10-5.11' if cached else '5.9'})", fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        p = out / f"{doc['disk']}-fig5-told-{'cached' if cached else 'uncached'}.png"
+        fig.savefig(p, dpi=80)
+        plt.close(fig)
+        paths.append(str(p))
+    return paths
 
 
 def _grid(plt, doc: dict, rows: list[dict], op: str, cached: bool, out: Path) -> str:

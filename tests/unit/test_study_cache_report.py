@@ -165,3 +165,24 @@ def _in_run_order(doc) -> list[str]:
         for i in range(len(next(iter(by.values()))["runs"])):
             out += study.run_order(tuple(by), f"{wl}/{s}/{c}", i)
     return out
+
+
+def test_the_told_figures_are_drawn_per_cache_column(tmp_path):
+    from pvfs.bench.scheduling import plot
+
+    rows = []
+    for cached in (False, True):
+        for wl in ("single-block", "random16"):
+            for k, alg in enumerate(("opt1", "opt2", "opt3", "opt4", "rs", "rs@right",
+                                     "rs@zero")):
+                v = [0.1 + 0.01 * k + 0.001 * i for i in range(3)]
+                rows.append({"workload": wl, "request_bytes": 64 << 10, "cached": cached,
+                             "operation": "read", "algorithm": alg,
+                             "mean_task_service_s": sum(v) / 3,
+                             "median_mean_task_service_s": v[1],
+                             "runs": [{"mean_task_service_s": x} for x in v]})
+    doc = {"disk": "ide-2000", "results": rows, "cache_reports": ["right", "zero"]}
+    paths = plot.plot_told(doc, str(tmp_path))
+    assert [p.rsplit("/", 1)[1] for p in paths] == ["ide-2000-fig5-told-uncached.png",
+                                                    "ide-2000-fig5-told-cached.png"]
+    assert all((tmp_path / p.rsplit("/", 1)[1]).stat().st_size > 0 for p in paths)
