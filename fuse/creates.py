@@ -38,6 +38,7 @@ import errno
 import logging
 import stat
 import time
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -46,6 +47,9 @@ from pvfs.protocol.cred import Cred
 from pvfs.protocol.inodes import dir_size, new_owner
 
 from .leases import LeaseCache
+
+if TYPE_CHECKING:
+    from .delegations import WriteDelegations
 
 log = logging.getLogger("pvfs.fuse")
 
@@ -74,6 +78,7 @@ class CreatesAhead:
         self._work = trio.Event()
         self._low = trio.Event()  # numbers are running out
         self._last = 0  # the directory created in last (asked about when numbers run out)
+        self.delegations: WriteDelegations | None = None  # its writes too (set by Operations)
         self.counters = dict.fromkeys(("created_ahead", "unlinked_ahead", "cancelled", "sent",
                                        "requests", "refused", "delegations", "closes_saved",
                                        "failed_unlinks", "not_leased"), 0)
@@ -113,7 +118,10 @@ class CreatesAhead:
         t = leases.changing(parent)
         leases.made(parent, name, {**a, "leased": [ino]}, t)
         item = {"op": "create", "parent": parent, "name": name, "mode": mode, "ino": ino,
-                "cred": cred.to_wire(), "now": now, "open": True}
+                "cred": cred.to_wire(), "now": now, "open": True,
+                "deleg": self.delegations is not None}
+        if self.delegations is not None:
+            self.delegations.start(ino)
         self.pending.append(item)
         self.pending_inos[ino] = item
         self.counters["created_ahead"] += 1
@@ -261,11 +269,15 @@ class CreatesAhead:
         self._in_flight.discard(ino)
         if "errno" not in r:
             self.counters["sent"] += 1
+            if self.delegations is not None:
+                self.delegations.landed(ino, bool(r.get("deleg")))
             if ino not in (r.get("leased") or ()):
                 self.counters["not_leased"] += 1
                 return True
             return False
         self.failed[ino] = r["errno"]
+        if self.delegations is not None:
+            self.delegations.forget(ino)
         log.error("create of %r in directory %d (inode %d) made ahead of the manager was "
                   "refused: %s; the file is gone", item["name"], item["parent"], ino,
                   r.get("error"))

@@ -26,6 +26,7 @@ from pvfs.protocol.cred import Cred
 
 from .closes import DeferredCloses
 from .creates import CreatesAhead
+from .delegations import WriteDelegations
 from .handles import HandleTable
 from .leases import LeaseCache
 
@@ -84,6 +85,7 @@ class FileOperations:
         self.closes = DeferredCloses(client, opts.timeout)
         self.ahead: CreatesAhead | None = None  # creates made ahead (set by Operations)
         self.leases: LeaseCache | None = None  # with open_ahead (set by Operations)
+        self.delegations: WriteDelegations | None = None  # files written alone (delegations.py)
 
     def global_truncation(self, ino: int, size: int) -> AbstractAsyncContextManager:
         """The global cache's side of a truncation of the servers (nothing without one):
@@ -145,6 +147,8 @@ class FileOperations:
 
     async def open(self, inode: int, flags: int, cred: Cred) -> FileInfo:
         if flags & os.O_TRUNC and flags & os.O_ACCMODE:
+            if self.delegations is not None:  # the manager's truncation reports the size
+                await self.delegations.end(inode)
             # the manager truncates the servers inside open; a refused open cuts nothing
             async with self.cache.truncation(inode, 0), self.global_truncation(inode, 0):
                 a = self._learn(await self.client.open(inode, flags, cred))
@@ -183,8 +187,12 @@ class FileOperations:
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         self.counters["fuse_writes"] += 1  # write requests from the kernel (not write(2) calls)
         h = self.table.get(fh)
-        if self.ahead is not None:  # the file's create before its data (creates.py)
-            await self.ahead.before_io(h.ino)
+        dels = self.delegations
+        if self.ahead is not None:
+            if dels is not None and dels.holds(h.ino):
+                self.ahead.check(h.ino)  # its create goes before its data leave (_before_write)
+            else:  # the file's create before its data (creates.py)
+                await self.ahead.before_io(h.ino)
         info = self.table.info(h.ino)
         sync = h.sync or info.sync
         known = max(info.size, self.cache.size_hint(h.ino))
@@ -193,6 +201,8 @@ class FileOperations:
             stripe = await self._stripe_of(h.ino)
             await self.coherence.hold(h.ino, stripe, off, len(buf))
         n = await self.cache.write(h.ino, off, buf, sync=sync, file_size=known)
+        if dels is not None:
+            dels.wrote(h.ino)
         if h.sync:
             if self.gbackend is not None:
                 await self.gbackend.flush(h.ino)
@@ -207,6 +217,8 @@ class FileOperations:
         if self.opts.testing_lose_close_writes:  # a broken client, on purpose (options.py)
             self.cache.forget(ino)
             return
+        if self.delegations is not None and self.delegations.keeps(ino, count=False):
+            return  # written back later: nobody else sees the file before (delegations.py)
         await self.cache.flush(ino)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
@@ -222,8 +234,15 @@ class FileOperations:
     async def release(self, fh: int) -> None:
         h = self.table.close(fh)
         removed = h.ino in self.removed_open and not self.table.is_open(h.ino)
+        dels = self.delegations
         try:
-            await self.cache.flush(h.ino)
+            if removed and dels is not None and dels.holds(h.ino):
+                # written alone, its last name gone: its data go unwritten (nothing of it
+                # may land after the manager removes it at this close)
+                await self.cache.truncate(h.ino, 0)
+                dels.dropped(h.ino)
+            elif dels is None or not dels.keeps(h.ino):
+                await self.cache.flush(h.ino)
             if removed:  # the manager removes it at this close: write back first
                 await self.removing(h.ino)
         except OSError as exc:
@@ -249,7 +268,8 @@ class FileOperations:
         """The last name of file ``ino`` is gone: drop what the caches hold of it, or, while
         it is open here, do so at its last close (``release``)."""
         if self.table.is_open(ino):
-            if self.gbackend is not None:
+            if self.gbackend is not None or (self.delegations is not None and
+                                             self.delegations.holds(ino)):
                 self.removed_open.add(ino)
             return
         self.removed_open.discard(ino)

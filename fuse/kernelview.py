@@ -69,6 +69,8 @@ class KernelView:
         self.opts, self.cache, self.table, self.counters = opts, cache, table, counters
         self._learn = learn
         self.leases: LeaseCache | None = None  # -o leases: set by Operations
+        # When this mount last wrote a file it writes alone (delegations.py), or 0.
+        self.written_at: Callable[[int], int] | None = None
         self.kernel: Kernel = Pyfuse3Front.kernel
         self.ready = False  # invalidate_inode only once the session runs
 
@@ -98,6 +100,10 @@ class KernelView:
         e.st_atime_ns = a["atime_ns"]
         e.st_mtime_ns = a["mtime_ns"]
         e.st_ctime_ns = a["ctime_ns"]
+        if self.written_at is not None and (t := self.written_at(a["ino"])):
+            # written here, not yet written back (delegations.py): the times of that write
+            e.st_mtime_ns = max(e.st_mtime_ns, t)
+            e.st_ctime_ns = max(e.st_ctime_ns, t)
         return e
 
     def named(self, e: EntryAttributes, parent: int, name: str) -> EntryAttributes:

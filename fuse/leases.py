@@ -375,26 +375,35 @@ class LeaseCache:
         if self.kernel_attrs_gone is not None:
             await self.kernel_attrs_gone(inos)
 
-    async def writing(self, ino: int) -> None:
+    async def writing(self, ino: int, force: bool = False) -> None:
         """This mount is about to write ``ino``'s data to the I/O daemons, whose size report
         would recall its lease of the attributes: it gives the lease up itself -- dropped
         here and from the kernel (``before_answer``), then said to the manager, which then
         calls back the other holders only and leases the file back to all of them once it
         has the new size (``_pushed``). If the report overtakes the word, the recall is
-        answered as any (nothing is left to drop)."""
-        if ino not in self.attrs or self._sock is None or not self.valid():
+        answered as any (nothing is left to drop). ``force``: said even if nothing is
+        leased here any more (a delegated file: delegations.py)."""
+        if (ino not in self.attrs and not force) or self._sock is None or not self.valid():
             return
         self._stamp(self.recalled, [ino], self.tick())  # an older reply is not kept
-        self.attrs.pop(ino, None)
-        for hook in self.before_answer:
-            await hook([ino])
+        if self.attrs.pop(ino, None) is not None:
+            for hook in self.before_answer:
+                await hook([ino])
+        if await self.tell("writing", [ino]):
+            self.counters["writing"] += 1
+
+    async def tell(self, op: str, inos: list[int]) -> bool:
+        """Send ``{"op": op, "inos": inos}`` over the lease connection (not answered);
+        whether it went (nothing goes without a session: it took all with it)."""
         sock, lock = self._sock, self._send_lock
+        if sock is None:
+            return False
         try:
             async with lock:
-                await aio.send_frame(sock, {"op": "writing", "inos": [ino]})
-            self.counters["writing"] += 1
+                await aio.send_frame(sock, {"op": op, "inos": inos})
+            return True
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
-            pass  # the session ends: the report's recall finds it gone, or is answered
+            return False  # the session ends: the report's recall finds it gone, or is answered
 
     def listed(self, parent: int, since: int) -> None:
         """A listing of ``parent`` begun at tick ``since`` reached its end with no recall of

@@ -123,6 +123,8 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
         if ops.ahead is not None:
             await nursery.start(ops.ahead.run)
             stack.push_async_callback(_send_creates, ops.ahead)  # before the closes
+        if ops.delegations is not None:
+            await nursery.start(ops.delegations.run)
         stack.push_async_callback(_write_back, ops.cache, ops.gbackend)
         if ops.leases is not None:
             await nursery.start(ops.leases.run)

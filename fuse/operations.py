@@ -27,6 +27,7 @@ from pvfs.protocol.cred import Cred
 
 from .cachewire import ClientBackend, Coherence, Controls, MountBypass
 from .creates import CreatesAhead
+from .delegations import WriteDelegations
 from .dirattrs import DirAttrs
 from .fileops import FileOperations
 from .gcachewire import make_gcache_backend
@@ -113,11 +114,20 @@ class Operations(pyfuse3.Operations):
             self.view.leases = self.leases
             self.leases.before_answer.append(self.view.lease_attrs_recalled)
             self.leases.kernel_attrs_gone = self.view.lease_attrs_recalled
-            self.backend.before_write = self.leases.writing
+            self.backend.before_write = self._before_write
         # Creates in a directory this mount leases alone, answered here (creates.py).
         self.ahead = CreatesAhead(client, self.leases, options.timeout, options.ahead_delay) \
             if self.leases is not None and options.create_ahead else None
         self.files.ahead = self.ahead
+        # Files created ahead here whose data stay past close until written back
+        # (delegations.py): not through the global caches, nor without a cache.
+        self.delegations = WriteDelegations(self.cache, self.leases) \
+            if self.ahead is not None and options.write_delegations and options.cache and \
+            self.gbackend is None else None
+        if self.delegations is not None:
+            self.ahead.delegations = self.delegations
+            self.files.delegations = self.delegations
+            self.view.written_at = self.delegations.written_at
         if self.leases is not None and options.open_ahead:  # read-only opens (closes.py)
             closes = self.files.closes
             self.files.leases = self.leases
@@ -132,11 +142,22 @@ class Operations(pyfuse3.Operations):
         self.enable_writeback_cache = options.writeback_cache
 
     # ------------------------------------------------------------------ helpers
+    async def _before_write(self, ino: int) -> None:
+        """Before a file's data leave for the I/O daemons (with leases): its create made
+        ahead goes first (the manager counts a pooled file empty when it makes it), a
+        delegation of it ends, and the lease of its attributes is given up."""
+        if self.ahead is not None:
+            await self.ahead.before_io(ino)
+        told = self.delegations is not None and self.delegations.before_write(ino)
+        await self.leases.writing(ino, force=told)
+
     def _extra_stats(self) -> dict:
         out = dict(self.counters)
         out["open_handles"] = len(self.table.handles)
         if self.ahead is not None:
             out["creates_ahead"] = self.ahead.status()
+        if self.delegations is not None:
+            out["write_delegations"] = self.delegations.status()
         out["handle_counts"] = self.files.closes.status()
         out["dir_attr_hits"] = self.dirattrs.hits
         out["coherence"] = self.opts.coherence
@@ -280,6 +301,8 @@ class Operations(pyfuse3.Operations):
             # ftruncate through a handle opened for writing: access was checked at open
             kw["handle"] = fh is not None and self.table.get(fh).writable
             info.wrote = True
+            if self.delegations is not None:  # the manager's truncation reports the size
+                await self.delegations.end(inode)
             # the cache is cut only once the servers are: see BlockCache.truncation
             async with self.cache.truncation(inode, attr.st_size), \
                     self.files.global_truncation(inode, attr.st_size):
@@ -333,19 +356,31 @@ class Operations(pyfuse3.Operations):
 
     def _unlink_ahead(self, parent_inode: int, n: str, cred: Cred) -> dict | None:
         """An unlink answered here (creates.py), or None. Not for a file this mount holds
-        open or has unwritten data of, nor with global caches (their write-back must go
-        before the manager removes the file)."""
+        open or has unwritten data of -- unless it writes the file alone and this is its
+        last name: then the data go unwritten (delegations.py) --, nor with global caches
+        (their write-back must go before the manager removes the file)."""
         d = self.leases.dirs.get(parent_inode)
         ino = d.names.get(n) if d is not None else None
-        if not ino or self.table.is_open(ino) or self.cache.has_dirty(ino) or \
-                self.gbackend is not None:
+        if not ino or self.table.is_open(ino) or self.gbackend is not None:
+            return None
+        if self.cache.has_dirty(ino) and not self._drops_unwritten(ino):
             return None
         reply = self.ahead.unlink(parent_inode, n, cred)
         if reply is not None:
             self._names.pop((parent_inode, n), None)
-            self.cache.forget(ino)
+            self.cache.forget(ino)  # (no write-back of it is under way: _drops_unwritten)
+            if self.delegations is not None:
+                self.delegations.dropped(ino)
             self.table.inodes.pop(ino, None)
         return reply
+
+    def _drops_unwritten(self, ino: int) -> bool:
+        """Whether an unlink of ``ino`` here may drop its unwritten data: a file this mount
+        writes alone (nobody else has seen it), this its only name, no write-back of it
+        under way (one could land after the manager removed the file)."""
+        a = self.leases.attrs.get(ino)
+        return self.delegations is not None and self.delegations.holds(ino) and \
+            a is not None and a.get("nlink") == 1 and not self.cache.writing_back(ino)
 
     async def _unlink(self, parent_inode: int, n: str, cred: Cred) -> dict:
         ino = self._names.pop((parent_inode, n), None)
@@ -364,7 +399,15 @@ class Operations(pyfuse3.Operations):
         last = _last_name_of_file(a)
         if last is not None:
             await self.files.removing(last)
-        reply = await self.client.unlink(parent_inode, n, cred)
+        if last is not None and not self.table.is_open(last) and self.cache.has_dirty(last):
+            # Its unwritten data go with it: none is written back while the manager removes
+            # it (the write-back would make its stripe files again), none after.
+            async with self.cache.truncation(last, 0):
+                reply = await self.client.unlink(parent_inode, n, cred)
+            if self.delegations is not None:
+                self.delegations.dropped(last)
+        else:
+            reply = await self.client.unlink(parent_inode, n, cred)
         if last is not None:
             await self.files.removed(last)
         return reply
@@ -407,6 +450,13 @@ class Operations(pyfuse3.Operations):
                       ctx: RequestContext) -> None:
         moved, replaced = self._names.pop(old, None), self._names.pop(new, None)
         self.dirattrs.forget_all()  # a moved directory's ctime and ".." change too
+        if self.delegations is not None and not flags & 3:
+            # A file it replaces that this mount writes alone: written back first (the
+            # manager removes it at once; a write-back after would make it again).
+            d = self.leases.dirs.get(new[0])
+            target = replaced or (d.names.get(new[1]) if d is not None else None)
+            if target:
+                await self.delegations.end(target)
         last = None
         if self.gbackend is not None and not flags & 3:  # a file it replaces goes (unlink)
             try:

@@ -78,6 +78,9 @@ class MountOptions:
     # With leases: read-only opens of leased files answered here, counted at the manager
     # later or never (a close first cancels both; fuse/closes.py). open_ahead=0: they wait.
     open_ahead: bool = True
+    # with create_ahead: a file created ahead is written by this mount alone until it writes
+    # it back; its close need not wait (fuse/delegations.py). write_delegations=0: it waits.
+    write_delegations: bool = True
     read_ahead_kb: int = 1024
     attr_timeout: float = 1.0
     entry_timeout: float = 1.0
@@ -128,7 +131,7 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "ahead_delay": float,
             "stream_min": parse_size, "cache_readahead": parse_size}
 _BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "leases", "create_ahead",
-         "open_ahead", "allow_other",
+         "open_ahead", "write_delegations", "allow_other",
          "default_permissions", "debug",
          "testing_lose_close_writes"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",

@@ -140,6 +140,9 @@ class CreatesAhead:
         attrs["parent"] = parent_now[0]
         if name is not None and s._grantable(attrs):
             attrs["leased"] = s.leases.grant(name, [ino], s.leases.now())
+            # its data may stay with the mount past close (fuse/delegations.py)
+            attrs["deleg"] = bool(item["deleg"] and attrs["leased"] and
+                                  s.leases.write_delegate(name, ino))
         return attrs
 
     def status(self) -> dict:

@@ -40,12 +40,24 @@ The rules (NFSv4's client leases and delegations, CephFS's capabilities are the 
   report then recalls the other holders only, and the writer gets the lease back with them
   (the issue-29 profile: the writer's own recall was half of a small file's close).
 
+- **Write delegations** (NFSv4's write delegations, CephFS's buffered-write capability). A
+  file a mount creates ahead is *written* by it alone (:meth:`LeaseTable.write_delegate`):
+  its data and size are the mount's until it writes them back, so it may close the file
+  without writing back. Before another than the writer sees the file (its attributes in a
+  lookup, getattr or listing, an open, a path that ends at it) or changes it, the writer is
+  recalled (:meth:`LeaseTable.reading`, :meth:`LeaseTable.changing`) and answers once the
+  data are on the I/O daemons. A writer that writes back on its own says ``writing`` first:
+  the file is then *flushing* -- others' reads and changes of it wait for its ``written``
+  (or its session's end), the I/O daemons' size reports do not (they come from that very
+  write-back).
+
 Lease frames (manager -> mount): ``{"op": "recall", "seq": n, "inos": [...]}``, answered
 ``{"seq": n}`` after the mount dropped them; ``{"op": "grant", "attrs": [...]}``, not
 answered; ``{"op": "renewed", "term": t}`` answering the mount's ``{"op": "renew"}``. A mount
 that forgets leases to bound its memory gives them back (``{"op": "release", "inos": [...]}``,
 not answered), so the manager's table stays as small as what the mounts hold; one about to
-write files gives theirs up (``{"op": "writing", "inos": [...]}``, not answered).
+write files gives theirs up (``{"op": "writing", "inos": [...]}``, not answered), and says
+when the write-back of files it was delegated is done (``{"op": "written", "inos": [...]}``).
 """
 
 from __future__ import annotations
@@ -65,6 +77,7 @@ log = logging.getLogger("pvfs.mgr")
 __all__ = ["LeaseTable"]
 
 _STAMPS_MAX = 1 << 17  # changed inodes remembered; past that the clock's floor moves up
+_WRITER_SLACK = 3  # a recall of delegated files waits this many times the recall timeout
 
 
 class _Holder:
@@ -109,8 +122,13 @@ class LeaseTable:
         self.exclusive: dict[int, str] = {}  # directory -> the one holder creating in it
         # Called with a session's unused delegated numbers when it ends (back to the pool).
         self.on_undelegated: Callable[[set[int]], None] | None = None
+        # Write delegations: file -> the one holder whose data and size it is (not written
+        # back yet); file -> (holder, set when its write-back is done) while it writes back.
+        self.writers: dict[int, str] = {}
+        self.flushing: dict[int, tuple[str, trio.Event]] = {}
         self.counters = dict.fromkeys(("granted", "recalls", "recalled", "fenced", "pushed",
-                                       "writing"), 0)
+                                       "writing", "write_delegations", "written",
+                                       "flush_waits"), 0)
 
     # ------------------------------------------------------------------ sessions
     def _valid(self, h: _Holder, now: float) -> bool:
@@ -144,6 +162,9 @@ class LeaseTable:
                 if header.get("op") == "writing":  # files the mount is about to write
                     self._writing(h, [i for i in header.get("inos", ()) if isinstance(i, int)])
                     continue
+                if header.get("op") == "written":  # delegated files now on the daemons
+                    self._written(h, [i for i in header.get("inos", ()) if isinstance(i, int)])
+                    continue
                 if header.get("op") == "renew":
                     if h.fenced:
                         break
@@ -175,7 +196,10 @@ class LeaseTable:
         for ino in h.exclusive:
             if self.exclusive.get(ino) == h.name:
                 del self.exclusive[ino]
+            if self.writers.get(ino) == h.name:
+                del self.writers[ino]
         h.exclusive.clear()
+        self._written(h, [i for i, (name, _) in list(self.flushing.items()) if name == h.name])
         for ino in h.inos:
             names = self.by_ino.get(ino)
             if names is not None:
@@ -208,7 +232,8 @@ class LeaseTable:
         out = []
         for ino in inos:
             if self.busy.get(ino) or self.changed.get(ino, 0) > seen or \
-                    self.exclusive.get(ino, name) != name:
+                    self.exclusive.get(ino, name) != name or \
+                    self.writers.get(ino, name) != name or ino in self.flushing:
                 continue
             h.inos.add(ino)
             self.by_ino.setdefault(ino, set()).add(name)
@@ -221,13 +246,45 @@ class LeaseTable:
         so the I/O daemons' size reports need not call it back; it gets them back with the
         others the reports recalled, once the new sizes are known (:meth:`push`). Not
         directories it creates in (those are given up by a recall only)."""
-        files = [i for i in inos if i in h.inos and i not in h.exclusive]
+        files = [i for i in inos if i in h.inos and
+                 (i not in h.exclusive or self.writers.get(i) == h.name)]
         if len(self.reported) > _STAMPS_MAX:
             self.reported.clear()
         for ino in files:
             self.reported.setdefault(ino, set()).add(h.name)
+            if self.writers.get(ino) == h.name:  # its delegated data leave: others wait
+                self.flushing[ino] = (h.name, trio.Event())
         self._release(h, files)
         self.counters["writing"] += len(files)
+
+    def _written(self, h: _Holder, inos: list[int]) -> None:
+        """``h``'s write-back of these delegated files is done: what waited goes on."""
+        for ino in inos:
+            got = self.flushing.get(ino)
+            if got is not None and got[0] == h.name:
+                del self.flushing[ino]
+                got[1].set()
+                self.counters["written"] += 1
+
+    def write_delegate(self, name: str | None, ino: int) -> bool:
+        """Make ``name`` the one writer of file ``ino``, which it just created and leases
+        alone: its data and size are the holder's until it writes them back or is recalled.
+        """
+        h = self.holders.get(name) if name is not None else None
+        if h is None or not self._valid(h, time.monotonic()) or self.busy.get(ino) or \
+                self.by_ino.get(ino) != {h.name}:
+            return False
+        self.writers[ino] = h.name
+        h.exclusive.add(ino)
+        self.counters["write_delegations"] += 1
+        return True
+
+    def gone(self, ino: int) -> None:
+        """Inode ``ino`` was removed: no one writes it any more."""
+        name = self.writers.pop(ino, None)
+        h = self.holders.get(name) if name is not None else None
+        if h is not None:
+            h.exclusive.discard(ino)
 
     async def settle(self) -> None:
         """Let the lease connections' tasks read the frames that arrived by now (two
@@ -284,39 +341,63 @@ class LeaseTable:
 
     async def reading(self, inos: Iterable[int], actor: str | None = None) -> None:
         """Before another than the creating holder reads a directory it creates in (its
-        names, its attributes, a path through it): recall that holder's lease, whose answer
-        waits until its creates are made here (fuse/creates.py)."""
-        if not self.exclusive:
+        names, its attributes, a path through it), or than the writer a file it was
+        delegated: recall that holder's lease, whose answer waits until its creates are
+        made here (fuse/creates.py) or its data are on the I/O daemons
+        (fuse/delegations.py); a file being written back is waited for."""
+        if not (self.exclusive or self.writers or self.flushing):
             return
-        wanted = [i for i in inos if self.exclusive.get(i, actor) != actor]
+        inos = list(inos)
+        wanted = [i for i in inos if self.exclusive.get(i, actor) != actor or
+                  self.writers.get(i, actor) != actor]
         if wanted:
             await self.recall(wanted, actor)
+        await self.flushed(inos, actor)
+
+    async def flushed(self, inos: Iterable[int], actor: str | None = None) -> None:
+        """Wait until no holder but ``actor`` is writing back a delegated file of ``inos``
+        (its ``written``, or its session's end; at most ``term``)."""
+        if not self.flushing:
+            return
+        with trio.move_on_after(self.term or self.timeout):
+            for ino in inos:
+                got = self.flushing.get(ino)
+                if got is not None and got[0] != actor:
+                    self.counters["flush_waits"] += 1
+                    await got[1].wait()
 
     def created_in(self, inos: Iterable[int], actor: str | None = None) -> list[int]:
-        """Those of ``inos`` another holder than ``actor`` creates in ahead of the manager:
-        an answer that shows their attributes must recall it first (:meth:`reading`)."""
-        if not self.exclusive:
+        """Those of ``inos`` another holder than ``actor`` creates in ahead of the manager,
+        or writes alone: an answer that shows their attributes must recall it first
+        (:meth:`reading`)."""
+        if not (self.exclusive or self.writers or self.flushing):
             return []
-        return [i for i in inos if self.exclusive.get(i, actor) != actor]
+        return [i for i in inos if self.exclusive.get(i, actor) != actor or
+                self.writers.get(i, actor) != actor or
+                self.flushing.get(i, (actor,))[0] != actor]
 
     async def reading_all(self, actor: str | None = None) -> None:
         """Before a read that may pass through any directory (a path walked by the
-        manager): every directory created in ahead of the manager, but ``actor``'s."""
+        manager): every directory created in ahead of the manager, but ``actor``'s (files
+        delegated are recalled only when an answer shows them: :meth:`created_in`)."""
         if self.exclusive:
             await self.reading(list(self.exclusive), actor)
 
     # ------------------------------------------------------------------ changes
     @asynccontextmanager
-    async def changing(self, inos: Iterable[int], actor: str | None = None
-                       ) -> AsyncIterator[None]:
+    async def changing(self, inos: Iterable[int], actor: str | None = None,
+                       report: bool = False) -> AsyncIterator[None]:
         """Around a change of ``inos``: no grants on them, every holder but ``actor``
-        called back first."""
+        called back first, delegated files' write-backs waited for -- not by an I/O
+        daemon's size ``report``, which such a write-back itself sends."""
         inos = [i for i in dict.fromkeys(inos) if i]
         for ino in inos:
             self.busy[ino] = self.busy.get(ino, 0) + 1
         self._stamp(inos)
         try:
-            await self.recall(inos, actor)
+            await self.recall(inos, actor, report)
+            if not report:
+                await self.flushed(inos, actor)
             yield
         finally:
             for ino in inos:
@@ -327,15 +408,17 @@ class LeaseTable:
                     del self.busy[ino]
             self._stamp(inos)
 
-    async def recall(self, inos: list[int], actor: str | None = None) -> None:
+    async def recall(self, inos: list[int], actor: str | None = None,
+                     report: bool = False) -> None:
         """Call back every holder of ``inos`` but ``actor`` and wait for each to answer (or
-        to be fenced and its session over)."""
+        to be fenced and its session over). A size ``report`` does not call back a file's
+        delegated writer: only its own write-back can have sent it."""
         if not self.recall_enabled:
             return
         targets: dict[str, list[int]] = {}
         for ino in inos:
             for name in self.by_ino.get(ino, ()):
-                if name != actor:
+                if name != actor and not (report and self.writers.get(ino) == name):
                     targets.setdefault(name, []).append(ino)
         if not targets:
             return
@@ -352,7 +435,11 @@ class LeaseTable:
         ev = trio.Event()
         h.waiting[seq] = ev
         answered = False
-        with trio.move_on_after(self.timeout):
+        # A writer's answer waits for its write-back (small files: the mount keeps few).
+        limit = self.timeout
+        if any(self.writers.get(i) == h.name for i in inos):
+            limit = min(self.term or limit, limit * _WRITER_SLACK)
+        with trio.move_on_after(limit):
             try:
                 async with h.send_lock:
                     await aio.send_frame(h.sock, {"op": "recall", "seq": seq, "inos": inos})
@@ -388,6 +475,9 @@ class LeaseTable:
             if self.exclusive.get(ino) == h.name:
                 del self.exclusive[ino]
                 h.exclusive.discard(ino)
+            if self.writers.get(ino) == h.name:
+                del self.writers[ino]
+                h.exclusive.discard(ino)
             names = self.by_ino.get(ino)
             if names is not None:
                 names.discard(h.name)
@@ -397,4 +487,5 @@ class LeaseTable:
     def status(self) -> dict:
         return {"term": self.term, "holders": len(self.holders),
                 "leased": sum(len(h.inos) for h in self.holders.values()),
+                "writers": len(self.writers), "flushing": len(self.flushing),
                 "recall": self.recall_enabled, **self.counters}

@@ -147,6 +147,7 @@ class MgrServer:
         background, its cached size at once."""
         if attrs is not None:
             self.sizes.forget([attrs["ino"]])
+            self.leases.gone(attrs["ino"])
         self.reaper.add(attrs)
 
     async def finish_creates(self) -> None:
@@ -225,7 +226,8 @@ class MgrServer:
         # in with it, and the writer is not called back (either order is correct).
         await self.leases.settle()
         self.leases.note_reported(changed)
-        async with self.leases.changing(changed):  # holders of their attributes first
+        # (report: a delegated file's write-back sends this; it waits for no write-back)
+        async with self.leases.changing(changed, report=True):  # their holders first
             pass
         if self.sizes.enabled:
             self.refetch.add(changed)
@@ -233,7 +235,11 @@ class MgrServer:
 
     async def op_resolve(self, f, cred) -> dict:
         await self.leases.reading_all()  # a path may pass a directory created in ahead
-        return await self.stripes.with_size(self.store.resolve(f["path"], cred, f["follow"]))
+        attrs = self.store.resolve(f["path"], cred, f["follow"])
+        if self.leases.created_in([attrs["ino"]]):  # a file another writes alone: its size
+            await self.leases.reading([attrs["ino"]])
+            attrs = self.store.resolve(f["path"], cred, f["follow"])
+        return await self.stripes.with_size(attrs)
 
     async def op_lookup(self, f, cred) -> dict:
         await self.leases.reading([f["parent"]], f["lease"])
@@ -567,6 +573,7 @@ class MgrServer:
 
     async def op_open(self, f, cred) -> dict:
         if not f["flags"] & os.O_TRUNC:
+            await self.leases.reading([f["ino"]], f.get("lease"))  # a writer's data first
             return await self._open(f, cred)
         async with self._changing(f, f["ino"]):
             return await self._open(f, cred)

@@ -184,7 +184,10 @@ def test_a_written_file_is_leased_again_once_the_manager_has_its_size(nodes):
     d.mkdir()
     start = _leases(a)
     for i in range(5):
-        (d / f"w{i}").write_bytes(b"w" * 3901)
+        with open(d / f"w{i}", "wb") as f:
+            f.write(b"w" * 3901)
+            f.flush()
+            os.fsync(f.fileno())  # (a close alone keeps a new file's data here)
     deadline = time.monotonic() + 5
     while _leases(a)["pushed"] - start["pushed"] < 5 and time.monotonic() < deadline:
         time.sleep(0.05)

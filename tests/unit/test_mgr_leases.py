@@ -205,3 +205,80 @@ async def test_a_writer_that_gave_its_lease_up_is_not_called_back_but_gets_it_pu
         assert got[0] == {"op": "grant", "attrs": [{"ino": 21, "size": 3901}]}
         assert table.by_ino[21] == {"w", "r"}
         nursery.cancel_scope.cancel()
+
+
+async def test_a_delegated_writer_is_recalled_before_anyone_else_sees_the_file():
+    table = LeaseTable(term=10.0)
+    async with trio.open_nursery() as nursery:
+        seen_w = await _holder(nursery, table, "w")
+        assert table.write_delegate("w", 60) is False  # only a file it leases alone
+        table.grant("w", [60], table.now())
+        assert table.write_delegate("w", 60)
+        assert table.grant("r", [60], table.now()) == []  # no one else leases it meanwhile
+        assert table.created_in([60], "w") == [] and table.created_in([60], None) == [60]
+        await table.reading([60], "w")  # the writer's own reads recall nothing
+        assert seen_w == []
+        async with table.changing([60], report=True):  # its own write-back's size report
+            pass
+        assert seen_w == [] and table.writers == {60: "w"}
+        await table.reading([60], None)  # a native client's getattr
+        assert seen_w == [[60]] and table.writers == {} and 60 not in table.by_ino
+        nursery.cancel_scope.cancel()
+
+
+async def test_others_wait_for_a_delegated_write_back_until_the_writer_says_written():
+    table = LeaseTable(term=10.0)
+    async with trio.open_nursery() as nursery:
+        ours, theirs = trio.socket.socketpair()
+        nursery.start_soon(table.serve_holder, "w", theirs)
+        await aio.recv_frame(ours, 5)
+        table.grant("w", [61], table.now())
+        assert table.write_delegate("w", 61)
+        await aio.send_frame(ours, {"op": "writing", "inos": [61]})  # the flusher starts
+        await trio.testing.wait_all_tasks_blocked()
+        assert 61 in table.flushing and table.writers == {}
+        done = trio.Event()
+
+        async def read() -> None:
+            await table.reading([61], None)
+            done.set()
+
+        nursery.start_soon(read)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not done.is_set()  # its data are on their way: the reader waits
+        async with table.changing([61], report=True):  # the daemons' report does not
+            pass
+        await aio.send_frame(ours, {"op": "written", "inos": [61]})
+        with trio.fail_after(5):
+            await done.wait()
+        assert table.flushing == {} and table.counters["flush_waits"] == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_writer_whose_session_ends_holds_no_one_up():
+    table = LeaseTable(term=10.0)
+    ours, theirs = trio.socket.socketpair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(table.serve_holder, "w", theirs)
+        await aio.recv_frame(ours, 5)
+        table.grant("w", [62, 63], table.now())
+        assert table.write_delegate("w", 62) and table.write_delegate("w", 63)
+        await aio.send_frame(ours, {"op": "writing", "inos": [62]})
+        await trio.testing.wait_all_tasks_blocked()
+        ours.close()  # the mount ends mid write-back
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(5):
+            await table.reading([62, 63], None)
+        assert table.writers == {} and table.flushing == {}
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_removed_file_has_no_writer():
+    table = LeaseTable(term=10.0)
+    async with trio.open_nursery() as nursery:
+        await _holder(nursery, table, "w")
+        table.grant("w", [64], table.now())
+        assert table.write_delegate("w", 64)
+        table.gone(64)
+        assert table.writers == {} and 64 not in table.holder("w").exclusive
+        nursery.cancel_scope.cancel()

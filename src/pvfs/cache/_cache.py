@@ -482,6 +482,11 @@ class BlockCache:
         fs = self.store.files.get(ino)
         return fs.local_end if fs is not None else 0
 
+    def writing_back(self, ino: int) -> bool:
+        """Whether a write-back (or truncation) of ``ino`` is under way."""
+        fs = self.store.files.get(ino)
+        return fs is not None and fs.io_lock.locked()
+
     def has_dirty(self, ino: int) -> bool:
         fs = self.store.files.get(ino)
         return bool(fs is not None and (fs.dirty or (fs.stream is not None

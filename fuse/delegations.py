@@ -1,0 +1,207 @@
+"""Write delegations (``-o write_delegations``, with leases and creates ahead): a close that
+does not wait for the write-back.
+
+A small file's close used to wait for its data to reach the I/O daemons, and they for the
+manager to hear of the new size (the issue-29 profile: three serial round trips per
+``mdtest -w 3901`` file). NFSv4's write delegations and CephFS's buffered-write capability
+are the anchors. A file this mount creates ahead (fuse/creates.py) is *written by it alone*:
+the manager makes the mount its one writer when the create arrives
+(``LeaseTable.write_delegate``), and until the mount writes the data back its size and data
+are the mount's. Its ``close`` then writes nothing back: the flusher does within
+``dirty_age``, ``fsync`` at once, and an unlink before that drops the data unwritten.
+
+What keeps it correct:
+
+- **Nobody else sees the file before its data are on the I/O daemons.** Another's lookup,
+  getattr, listing, open or change of the file recalls the mount's lease of it first
+  (daemons/mgr/leases.py), and the recall is answered only once the data are written back
+  (:meth:`WriteDelegations._before_recall_answer`).
+- **A write-back the mount starts itself** says ``writing`` over the lease connection
+  before the data leave (the manager then lets others' reads wait, and the I/O daemons'
+  size reports need not call the mount back) and ``written`` once they are all there.
+- **This mount's own truncate, rename over the file, and open with ``O_TRUNC``** write it
+  back first (:meth:`WriteDelegations.end`): the manager's truncation of the daemons would
+  otherwise report sizes while the mount holds the data.
+- **A lease session that ends** ends every delegation: the data are written back at once
+  (others may see the file meanwhile: the one window, as in NFSv4 after a lost lease).
+
+Data not yet written back are lost with the mount (``kill -9``), as any not yet written
+back; ``fsync`` makes them durable. Kept small: a file over :data:`FILE_BYTES_MAX` is
+written back at its close, and past :data:`FILES_MAX` kept files the oldest go in the
+background (a recall must be answered within a few seconds).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import trio
+
+from .leases import LeaseCache
+
+if TYPE_CHECKING:
+    from pvfs.cache import BlockCache
+
+log = logging.getLogger("pvfs.fuse")
+
+__all__ = ["WriteDelegations"]
+
+FILE_BYTES_MAX = 1 << 20  # a file larger than this is written back at its close
+FILES_MAX = 1024          # files kept past their close; past that the oldest go
+_PARALLEL = 32            # write-backs at once (a recall of many files, the background)
+
+
+class WriteDelegations:
+    """The files this mount writes alone, and the write-backs that end delegations.
+
+    Args:
+        cache: the node's block cache (the data kept, written back through it).
+        leases: the lease session (its connection carries ``writing``/``written``; a
+            recall's answer waits here; the session's end ends every delegation).
+    """
+
+    def __init__(self, cache: BlockCache, leases: LeaseCache) -> None:
+        self.cache, self.leases = cache, leases
+        self.held: dict[int, int] = {}   # ino -> ns of its last write here (0: none yet)
+        self.flushing: set[int] = set()  # written back now; ``written`` told when done
+        self._untold: set[int] = set()   # of those, ``writing`` not yet told the manager
+        self._queue_in, self._queue = trio.open_memory_channel[int](float("inf"))
+        self._limit = trio.CapacityLimiter(_PARALLEL)
+        self.counters = dict.fromkeys(("delegated", "refused", "kept_closes",
+                                       "closes_written", "written_back", "dropped",
+                                       "recalled", "lost"), 0)
+        leases.before_answer.append(self._before_recall_answer)
+        leases.on_session_end.append(self._session_ended)
+
+    # ------------------------------------------------------------------ the mount's side
+    def start(self, ino: int) -> None:
+        """``ino`` was just created ahead here: nobody else can see it until its create is
+        at the manager, which then makes this mount its writer (or not: :meth:`landed`)."""
+        self.held[ino] = 0
+
+    def landed(self, ino: int, delegated: bool) -> None:
+        """The manager made the create of ``ino``; it did or did not delegate the writes."""
+        if delegated:
+            self.counters["delegated"] += 1
+        elif self.held.pop(ino, None) is not None:
+            self.counters["refused"] += 1
+            self._queue_in.send_nowait(ino)  # others may see it now: its data go at once
+
+    def forget(self, ino: int) -> None:
+        """The create of ``ino`` was refused: there is nothing to write back."""
+        self.held.pop(ino, None)
+
+    def holds(self, ino: int) -> bool:
+        return ino in self.held
+
+    def wrote(self, ino: int) -> None:
+        if ino in self.held:
+            self.held[ino] = time.time_ns()
+
+    def written_at(self, ino: int) -> int:
+        """When this mount last wrote a file it holds (its mtime as shown here), or 0."""
+        return self.held.get(ino, 0)
+
+    def keeps(self, ino: int, count: bool = True) -> bool:
+        """Whether a close of ``ino`` may leave its data unwritten (``count``: a release,
+        counted; not the ``flush`` of each close(2) before it)."""
+        if ino not in self.held or not self.leases.valid() or \
+                self.cache.size_hint(ino) > FILE_BYTES_MAX or \
+                len(self.held) + len(self.flushing) >= 2 * FILES_MAX:
+            if count:
+                self.counters["closes_written"] += ino in self.held
+            return False
+        if len(self.held) > FILES_MAX:  # the oldest go in the background
+            oldest = next(iter(self.held))
+            if oldest != ino:
+                self._begin(oldest)
+                self._queue_in.send_nowait(oldest)
+        self.counters["kept_closes"] += count
+        return True
+
+    def dropped(self, ino: int) -> None:
+        """The last name of ``ino`` went here before its data were written back: the caller
+        dropped them (nothing is written for a removed file)."""
+        if self.held.pop(ino, None) is not None:
+            self.counters["dropped"] += 1
+
+    async def end(self, ino: int) -> None:
+        """Write ``ino`` back and end its delegation now (before this mount truncates it,
+        renames over it, or opens it with ``O_TRUNC``)."""
+        if ino in self.held or ino in self.flushing:
+            await self._write_back(ino)
+
+    # ------------------------------------------------------------------ write-backs
+    def before_write(self, ino: int) -> bool:
+        """A file's data are about to leave for the I/O daemons (the cache's write-back, a
+        write-through). Whether the manager must be told ``writing`` first, even if a
+        recall dropped the lease meanwhile: the delegation ends (``written`` follows once
+        the write-back is done), and others who would see the file wait for that."""
+        if ino in self.held:
+            self._begin(ino)
+            self._queue_in.send_nowait(ino)  # (its ``written``: once this write-back is done)
+        self._untold.discard(ino)
+        return ino in self.flushing
+
+    def _begin(self, ino: int) -> None:
+        self.held.pop(ino, None)
+        self.flushing.add(ino)
+        self._untold.add(ino)  # ``writing`` not said yet
+
+    async def _write_back(self, ino: int) -> None:
+        """Write ``ino`` back (after a write-back in progress), then say ``written``."""
+        if ino in self.held:
+            self._begin(ino)
+        if ino in self._untold:
+            self._untold.discard(ino)
+            await self.leases.tell("writing", [ino])
+        async with self._limit:
+            try:
+                await self.cache.flush(ino)
+            except OSError as exc:  # (parked: its next fsync or close reports it too)
+                log.warning("write-back of delegated inode %d: %s", ino, exc)
+            finally:
+                if ino in self.flushing:
+                    self.flushing.discard(ino)
+                    self.counters["written_back"] += 1
+                    await self.leases.tell("written", [ino])
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Finish the write-backs begun elsewhere (the flusher's, ``keeps``' oldest)."""
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            async for ino in self._queue:
+                nursery.start_soon(self._write_back, ino)
+
+    # ------------------------------------------------------------------ leases
+    async def _before_recall_answer(self, inos: list[int]) -> None:
+        """Another is about to see or change these files. Those kept here are written back
+        before the answer; for those being written back now, ``writing`` goes before the
+        answer (the manager then holds the other until ``written``): waiting here for that
+        write-back could wait for the answer itself."""
+        kept = [i for i in inos if i in self.held]
+        going = [i for i in inos if i in self.flushing]
+        if going:
+            self._untold.difference_update(going)
+            await self.leases.tell("writing", going)
+        if not kept:
+            return
+        self.counters["recalled"] += len(kept)
+        async with trio.open_nursery() as nursery:
+            for ino in kept:
+                nursery.start_soon(self._write_back, ino)
+
+    def _session_ended(self) -> None:
+        """The delegations went with the session: every kept file is written back now."""
+        lost = [*self.held, *self.flushing]
+        self.counters["lost"] += len(self.held)
+        self.held.clear()
+        self.flushing.clear()
+        self._untold.clear()
+        for ino in lost:
+            self._queue_in.send_nowait(ino)
+
+    def status(self) -> dict:
+        return {**self.counters, "held": len(self.held), "flushing": len(self.flushing)}

@@ -1,0 +1,171 @@
+"""Write delegations (``-o write_delegations``: fuse/delegations.py, daemons/mgr/leases.py).
+
+A file a leasing mount creates ahead is written by it alone until it writes the data back:
+its close writes nothing back. Nobody else may see the file without its data: another
+mount's read or stat, a native client's stat or open, must find every byte written before
+the close; an unlink before the write-back writes nothing and leaves nothing behind
+(``fsck`` clean); ``fsync`` and the flusher end the delegation; this mount's own truncate
+and rename over the file write it back first."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_mount_ahead import _fsck_clean, _leasing
+from test_mount_support import Mount, needs_fuse
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+from conftest import start_cluster
+
+import pvfs
+from pvfs.cluster.launch import down
+
+pytestmark = [pytest.mark.fuse, needs_fuse]
+
+DATA = bytes(range(256)) * 15 + b"tail"  # 3,844 bytes, like mdtest's hard files
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("deleg"))
+    try:
+        yield c
+    finally:
+        down(c.config)
+
+
+@pytest.fixture
+def nodes(cluster, tmp_path):
+    # A's flusher waits a minute: what others see, they see by the recall
+    a = Mount(cluster.config_path, tmp_path / "a", "leases,dirty_age=60")
+    b = Mount(cluster.config_path, tmp_path / "b", "leases")
+    with a, b:
+        yield _leasing(a), _leasing(b)
+
+
+def _deleg(m: Mount) -> dict:
+    return m.stats()["write_delegations"]
+
+
+def _fresh_dir(m: Mount, name: str) -> Path:
+    d = m.path / name
+    d.mkdir()
+    (d / "warm").touch()  # the first create asks for the delegation of the directory
+    return d
+
+
+def _kept(m: Mount, d: Path, names: list[str]) -> None:
+    for n in names:
+        (d / n).write_bytes(DATA)
+    st = _deleg(m)
+    assert st["kept_closes"] >= len(names) and st["held"] >= len(names), st
+
+
+def test_a_close_keeps_the_data_and_another_node_sees_them_at_once(nodes):
+    a, b = nodes
+    d = _fresh_dir(a, "seen")
+    before = a.stats()["flushed_bytes"]
+    _kept(a, d, ["f", "g"])
+    assert a.stats()["flushed_bytes"] == before  # the closes wrote nothing back
+    assert (d / "f").stat().st_size == len(DATA)  # this node's stat: its own data
+    assert (b.path / "seen" / "f").read_bytes() == DATA  # the other's read recalls A
+    assert os.stat(b.path / "seen" / "g").st_size == len(DATA)
+    st = _deleg(a)
+    assert st["recalled"] >= 2 and st["written_back"] >= 2, st
+
+
+def test_a_native_client_sees_the_data_by_path_stat_and_open(nodes, cluster):
+    a, _b = nodes
+    d = _fresh_dir(a, "native")
+    _kept(a, d, ["f", "g"])
+    with pvfs.connect(cluster.config_path) as fs:
+        assert fs.stat("/native/f").st_size == len(DATA)
+        with fs.open("/native/g", "rb") as f:
+            assert f.read() == DATA
+
+
+def test_files_removed_before_their_write_back_write_nothing(nodes, cluster):
+    a, b = nodes
+    d = _fresh_dir(a, "gone")
+    before = a.stats()["flushed_bytes"]
+    names = [f"f{i}" for i in range(20)]
+    _kept(a, d, names)
+    for n in names:
+        (d / n).unlink()
+    fd = os.open(d / "open", os.O_CREAT | os.O_WRONLY, 0o644)  # removed while open
+    os.write(fd, DATA)
+    (d / "open").unlink()
+    os.close(fd)
+    assert a.stats()["flushed_bytes"] == before
+    assert _deleg(a)["dropped"] >= 21, _deleg(a)
+    assert sorted(os.listdir(b.path / "gone")) == ["warm"]
+    _fsck_clean(cluster)  # no stripe file left behind
+
+
+def test_fsync_writes_back_and_survives_a_killed_mount(cluster, tmp_path):
+    a = Mount(cluster.config_path, tmp_path / "k", "leases,dirty_age=60")
+    a.start()
+    _leasing(a)
+    try:
+        d = _fresh_dir(a, "synced")
+        with open(d / "f", "wb") as f:
+            f.write(DATA)
+            f.flush()
+            os.fsync(f.fileno())
+        assert _deleg(a)["written_back"] == 1 and _deleg(a)["held"] == 1  # ("warm")
+        os.kill(a.proc.pid, signal.SIGKILL)
+        a.proc.wait(10)
+    finally:
+        a.stop()
+    with pvfs.connect(cluster.config_path) as fs:
+        with fs.open("/synced/f", "rb") as f:
+            assert f.read() == DATA
+    _fsck_clean(cluster)
+
+
+def test_the_flusher_writes_delegated_files_back_within_dirty_age(cluster, tmp_path):
+    a = Mount(cluster.config_path, tmp_path / "age", "leases,dirty_age=0.5")
+    with a:
+        _leasing(a)
+        d = _fresh_dir(a, "aged")
+        _kept(a, d, ["f"])
+        deadline = time.monotonic() + 10
+        while _deleg(a)["held"] > 1 or _deleg(a)["flushing"]:  # ("warm" has no data)
+            assert time.monotonic() < deadline, _deleg(a)
+            time.sleep(0.1)
+        assert _deleg(a)["recalled"] == 0 and _deleg(a)["written_back"] == 1
+        with pvfs.connect(cluster.config_path) as fs:
+            assert fs.meta("status")["leases"]["writers"] == 1  # ("warm")
+            with fs.open("/aged/f", "rb") as f:
+                assert f.read() == DATA
+        assert _deleg(a)["recalled"] == 0  # nothing was left to recall
+
+
+def test_truncate_and_rename_over_a_delegated_file_write_it_back_first(nodes, cluster):
+    a, b = nodes
+    d = _fresh_dir(a, "changed")
+    _kept(a, d, ["cut", "old", "new"])
+    os.truncate(d / "cut", 100)
+    assert (b.path / "changed" / "cut").read_bytes() == DATA[:100]
+    (d / "new").write_bytes(b"second")
+    (d / "new").rename(d / "old")  # git's lock files, editors
+    assert (b.path / "changed" / "old").read_bytes() == b"second"
+    assert sorted(os.listdir(b.path / "changed")) == ["cut", "old", "warm"]
+    _fsck_clean(cluster)
+
+
+def test_write_delegations_can_be_switched_off(cluster, tmp_path):
+    m = Mount(cluster.config_path, tmp_path / "off", "leases,write_delegations=0")
+    with m:
+        _leasing(m)
+        d = _fresh_dir(m, "off")
+        (d / "f").write_bytes(DATA)
+        assert "write_delegations" not in m.stats()
+        assert m.stats()["flushed_bytes"] >= len(DATA)  # written back at close
