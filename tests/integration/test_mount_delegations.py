@@ -124,9 +124,8 @@ def test_fsync_writes_back_and_survives_a_killed_mount(cluster, tmp_path):
         a.proc.wait(10)
     finally:
         a.stop()
-    with pvfs.connect(cluster.config_path) as fs:
-        with fs.open("/synced/f", "rb") as f:
-            assert f.read() == DATA
+    with pvfs.connect(cluster.config_path) as fs, fs.open("/synced/f", "rb") as f:
+        assert f.read() == DATA
     _fsck_clean(cluster)
 
 
