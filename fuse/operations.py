@@ -128,6 +128,7 @@ class Operations(pyfuse3.Operations):
             self.ahead.delegations = self.delegations
             self.files.delegations = self.delegations
             self.view.written_at = self.delegations.written_at
+            self.virtual.before_setstripe = self.delegations.end
         if self.leases is not None and options.open_ahead:  # read-only opens (closes.py)
             closes = self.files.closes
             self.files.leases = self.leases

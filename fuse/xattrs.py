@@ -149,6 +149,9 @@ class VirtualXattrs:
         self.table = table
         self.learn = learn
         self.kernel_invalidate = kernel_invalidate
+        # Awaited before a new layout is asked for: a file whose data this mount holds
+        # alone writes them back first, or the manager would find it empty (delegations.py).
+        self.before_setstripe: Callable[[int], Awaitable[None]] | None = None
 
     async def get(self, inode: int, name: str, cred: Cred) -> bytes | None:
         """The value of a virtual ``name``; None if ``name`` is not one of them."""
@@ -184,6 +187,8 @@ class VirtualXattrs:
         if name == cachewire.STRIPE_XATTR:
             default = await self.client.getstripe(inode, cred) or self.client.config.stripe
             stripe = cachewire.parse_stripe(value.decode("ascii"), default)
+            if self.before_setstripe is not None:
+                await self.before_setstripe(inode)
             a = await self.client.setstripe(inode, stripe, cred)
             if a.get("type") == "file":
                 self.learn(a)
