@@ -274,6 +274,10 @@ class Operations(pyfuse3.Operations):
                        fh: int | None, ctx: RequestContext) -> dict:
         cred = self.cred(ctx)
         self.dirattrs.forget(inode)
+        if self.delegations is not None and (fields.update_size or fields.update_mtime):
+            # A file whose data this mount holds alone goes first: the manager's truncation
+            # reports its size, and a write-back after an explicit mtime would move it on.
+            await self.delegations.end(inode)
         kw: dict[str, Any] = {}
         if fields.update_mode:
             kw["mode"] = stat.S_IMODE(attr.st_mode)
@@ -302,8 +306,6 @@ class Operations(pyfuse3.Operations):
             # ftruncate through a handle opened for writing: access was checked at open
             kw["handle"] = fh is not None and self.table.get(fh).writable
             info.wrote = True
-            if self.delegations is not None:  # the manager's truncation reports the size
-                await self.delegations.end(inode)
             # the cache is cut only once the servers are: see BlockCache.truncation
             async with self.cache.truncation(inode, attr.st_size), \
                     self.files.global_truncation(inode, attr.st_size):

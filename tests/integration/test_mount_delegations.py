@@ -168,3 +168,16 @@ def test_write_delegations_can_be_switched_off(cluster, tmp_path):
         (d / "f").write_bytes(DATA)
         assert "write_delegations" not in m.stats()
         assert m.stats()["flushed_bytes"] >= len(DATA)  # written back at close
+
+
+def test_an_explicit_mtime_outlives_the_write_back(nodes):
+    """``tar x``, ``cp -p``, ``rsync -t`` set a file's times after writing it: the data must
+    be written back first, or their arrival would move the mtime on."""
+    a, b = nodes
+    d = _fresh_dir(a, "times")
+    _kept(a, d, ["f"])
+    os.utime(d / "f", ns=(1_000_000_000_000_000_000, 1_500_000_000_000_000_000))
+    time.sleep(0.2)
+    for node in (a, b):
+        st = os.stat(node.path / "times" / "f")
+        assert (st.st_mtime_ns, st.st_size) == (1_500_000_000_000_000_000, len(DATA))
