@@ -22,6 +22,10 @@ What keeps it correct:
 - **This mount's own truncate, rename over the file, and open with ``O_TRUNC``** write it
   back first (:meth:`WriteDelegations.end`): the manager's truncation of the daemons would
   otherwise report sizes while the mount holds the data.
+- **Times set explicitly** (``tar x``, ``cp -p``, ``touch``) on a file kept here go to the
+  manager at once, with no write-back of the file under way meanwhile; its data arriving
+  later would move the mtime on, so the times are set again once the write-back that
+  follows is done (as root, before ``written``), and shown here until then.
 - **A lease session that ends** ends every delegation: the data are written back at once
   (others may see the file meanwhile: the one window, as in NFSv4 after a lost lease).
 
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -62,8 +67,13 @@ class WriteDelegations:
             recall's answer waits here; the session's end ends every delegation).
     """
 
-    def __init__(self, cache: BlockCache, leases: LeaseCache) -> None:
+    def __init__(self, cache: BlockCache, leases: LeaseCache,
+                 set_times: Callable[[int, int, int], Awaitable[object]] | None = None
+                 ) -> None:
         self.cache, self.leases = cache, leases
+        self._set_times = set_times  # (ino, atime, mtime) at the manager, as root
+        self.times: dict[int, tuple[int, int]] = {}  # ino -> (atime, mtime) set explicitly
+        self._reapply: set[int] = set()  # of those, data written back since: set them again
         self.held: dict[int, int] = {}   # ino -> ns of its last write here (0: none yet)
         self.flushing: set[int] = set()  # written back now; ``written`` told when done
         self._untold: set[int] = set()   # of those, ``writing`` not yet told the manager
@@ -99,10 +109,23 @@ class WriteDelegations:
     def wrote(self, ino: int) -> None:
         if ino in self.held:
             self.held[ino] = time.time_ns()
+            self.times.pop(ino, None)  # a write after them: its time is the mtime
 
-    def written_at(self, ino: int) -> int:
-        """When this mount last wrote a file it holds (its mtime as shown here), or 0."""
-        return self.held.get(ino, 0)
+    def set_times(self, ino: int, a: dict) -> None:
+        """The manager set ``ino``'s times as ``a`` shows, while this mount held its data
+        (and no write-back of it could start: ``BlockCache.holding``)."""
+        if ino in self.held or ino in self.flushing:
+            self.times[ino] = (a["atime_ns"], a["mtime_ns"])
+            if ino in self.held:
+                self.held[ino] = 0  # (a later write here stamps it again: wrote)
+
+    def mtime(self, ino: int, mtime: int) -> int:
+        """The mtime shown here for ``ino`` whose manager's is ``mtime``: its explicit one
+        until set again after the write-back, else its last write here, if later."""
+        t = self.times.get(ino)
+        if t is not None:
+            return t[1]
+        return max(mtime, self.held.get(ino, 0))
 
     def keeps(self, ino: int, count: bool = True) -> bool:
         """Whether a close of ``ino`` may leave its data unwritten (``count``: a release,
@@ -143,6 +166,8 @@ class WriteDelegations:
             self._begin(ino)
             self._queue_in.send_nowait(ino)  # (its ``written``: once this write-back is done)
         self._untold.discard(ino)
+        if ino in self.times:
+            self._reapply.add(ino)
         return ino in self.flushing
 
     def _begin(self, ino: int) -> None:
@@ -163,10 +188,30 @@ class WriteDelegations:
             except OSError as exc:  # (parked: its next fsync or close reports it too)
                 log.warning("write-back of delegated inode %d: %s", ino, exc)
             finally:
+                await self._times_again(ino)
                 if ino in self.flushing:
                     self.flushing.discard(ino)
                     self.counters["written_back"] += 1
                     await self.leases.tell("written", [ino])
+
+    async def _times_again(self, ino: int) -> None:
+        """After a write-back of ``ino``: its explicit times again, if data went."""
+        t = self.times.get(ino)
+        if t is None or self.cache.has_dirty(ino):
+            return  # (still to write: the next write-back's turn)
+        self.times.pop(ino, None)
+        if ino in self._reapply and self._set_times is not None:
+            self._reapply.discard(ino)
+            try:
+                await self._set_times(ino, *t)
+            except OSError as exc:
+                log.warning("times of delegated inode %d after its write-back: %s", ino, exc)
+        self._reapply.discard(ino)
+
+    async def finish(self) -> None:
+        """At unmount, after the cache's write-back: the explicit times set again."""
+        for ino in list(self._reapply):
+            await self._times_again(ino)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Finish the write-backs begun elsewhere (the flusher's, ``keeps``' oldest)."""

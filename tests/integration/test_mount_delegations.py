@@ -171,13 +171,40 @@ def test_write_delegations_can_be_switched_off(cluster, tmp_path):
 
 
 def test_an_explicit_mtime_outlives_the_write_back(nodes):
-    """``tar x``, ``cp -p``, ``rsync -t`` set a file's times after writing it: the data must
-    be written back first, or their arrival would move the mtime on."""
+    """``tar x``, ``cp -p``, ``rsync -t`` set a file's times after writing it: they go to
+    the manager at once, the data stay here, and the times are set again once the data
+    arrive (their arrival would move the mtime on)."""
     a, b = nodes
     d = _fresh_dir(a, "times")
     _kept(a, d, ["f"])
+    before = _deleg(a)["written_back"]
     os.utime(d / "f", ns=(1_000_000_000_000_000_000, 1_500_000_000_000_000_000))
+    assert _deleg(a)["written_back"] == before  # still kept: nothing written back for it
+    st = os.stat(d / "f")
+    assert (st.st_mtime_ns, st.st_size) == (1_500_000_000_000_000_000, len(DATA))
+    st = os.stat(b.path / "times" / "f")  # B's stat: A writes it back, sets the times again
+    assert (st.st_mtime_ns, st.st_size) == (1_500_000_000_000_000_000, len(DATA))
+    assert _deleg(a)["written_back"] == before + 1
     time.sleep(0.2)
-    for node in (a, b):
-        st = os.stat(node.path / "times" / "f")
+    st = os.stat(d / "f")
+    assert (st.st_mtime_ns, st.st_size) == (1_500_000_000_000_000_000, len(DATA))
+
+
+@pytest.mark.parametrize("how", ["flusher", "unmount"])
+def test_explicit_times_are_set_again_after_any_write_back(cluster, tmp_path, how):
+    age = "0.5" if how == "flusher" else "60"
+    a = Mount(cluster.config_path, tmp_path / "t", f"leases,dirty_age={age}")
+    with a:
+        _leasing(a)
+        d = _fresh_dir(a, f"times-{how}")
+        _kept(a, d, ["f"])
+        os.utime(d / "f", ns=(1_000_000_000_000_000_000, 1_500_000_000_000_000_000))
+        if how == "flusher":
+            deadline = time.monotonic() + 10
+            while _deleg(a)["written_back"] < 1:
+                assert time.monotonic() < deadline, _deleg(a)
+                time.sleep(0.1)
+            time.sleep(0.3)
+    with pvfs.connect(cluster.config_path) as fs:
+        st = fs.stat(f"/times-{how}/f")
         assert (st.st_mtime_ns, st.st_size) == (1_500_000_000_000_000_000, len(DATA))
