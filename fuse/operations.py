@@ -36,6 +36,7 @@ from .handles import HandleTable
 from .kernelview import KernelView, statvfs
 from .leases import MISSING, LeaseCache
 from .options import MountOptions
+from .removals import Removals
 from .xattrs import ACL_XATTRS, PROBED_XATTRS, ProbedCache, VirtualXattrs
 
 log = logging.getLogger("pvfs.fuse")
@@ -44,14 +45,6 @@ __all__ = ["Operations"]
 
 _GROUPS_TTL = 1.0
 _NAME_MAX = 255  # bytes of one name (the manager refuses longer ones)
-_NAMES_MAX = 65536  # (parent, name) -> inode entries remembered for unlink
-
-
-def _last_name_of_file(a: dict | None) -> int | None:
-    """The inode of a regular file whose attributes ``a`` show its only name, else None."""
-    if a is not None and a.get("type") == "file" and a.get("nlink", 0) <= 1:
-        return a["ino"]
-    return None
 
 
 class Operations(pyfuse3.Operations):
@@ -101,11 +94,6 @@ class Operations(pyfuse3.Operations):
         self.dirattrs = DirAttrs(options.attr_timeout)
         self.virtual = VirtualXattrs(client, self.controls, self.table, self._learn,
                                      self.view.invalidate)
-        # (parent, name) -> inode of the regular files this mount has named to the kernel
-        # (lookup, create, readdirplus, link, rename): the kernel looks a name up before it
-        # unlinks it, so unlink learns which inode's cache to drop without asking the
-        # manager (a lookup there costs a manager and an I/O daemon round trip per file).
-        self._names: dict[tuple[int, str], int] = {}
         # -o leases: what the manager leased this mount is answered here (leases.py); the
         # session runs as a task of the mount (mount.py). fh -> (tick, every page leased) of
         # a listing from its start, to learn that a directory is complete.
@@ -129,6 +117,10 @@ class Operations(pyfuse3.Operations):
             self.files.delegations = self.delegations
             self.view.local_mtime = self.delegations.mtime
             self.virtual.before_setstripe = self.delegations.end
+        # Unlinks and renames over files: the caches' side of a last name going (removals.py).
+        self.removals = Removals(client=client, table=self.table, cache=self.cache,
+                                 files=self.files, gbackend=self.gbackend, leases=self.leases,
+                                 ahead=self.ahead, delegations=self.delegations)
         if self.leases is not None and options.open_ahead:  # read-only opens (closes.py)
             closes = self.files.closes
             self.files.leases = self.leases
@@ -202,9 +194,7 @@ class Operations(pyfuse3.Operations):
 
     def _named(self, parent: int, name: str, a: dict) -> dict:
         if a.get("type") == "file":
-            if len(self._names) >= _NAMES_MAX:
-                self._names.clear()
-            self._names[(parent, name)] = a["ino"]
+            self.removals.named(parent, name, a["ino"])
             if self.ahead is not None:
                 self.ahead.alive(a["ino"])
         return a
@@ -361,71 +351,10 @@ class Operations(pyfuse3.Operations):
     async def unlink(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
         n = os.fsdecode(name)
         t = self._tick(parent_inode)
-        cred = self.cred(ctx)
-        reply = self._unlink_ahead(parent_inode, n, cred) if self.ahead is not None else None
-        if reply is None:
-            reply = await self._unlink(parent_inode, n, cred)
+        reply = await self.removals.unlink(parent_inode, n, self.cred(ctx))
         if self.leases is not None:  # (before dirattrs, which takes the parent's out)
             self.leases.removed(parent_inode, n, t, reply)
         self.dirattrs.learn(parent_inode, reply)
-
-    def _unlink_ahead(self, parent_inode: int, n: str, cred: Cred) -> dict | None:
-        """An unlink answered here (creates.py), or None. Not for a file this mount holds
-        open or has unwritten data of -- unless it writes the file alone and this is its
-        last name: then the data go unwritten (delegations.py) --, nor with global caches
-        (their write-back must go before the manager removes the file)."""
-        d = self.leases.dirs.get(parent_inode)
-        ino = d.names.get(n) if d is not None else None
-        if not ino or self.table.is_open(ino) or self.gbackend is not None:
-            return None
-        if self.cache.has_dirty(ino) and not self._drops_unwritten(ino):
-            return None
-        reply = self.ahead.unlink(parent_inode, n, cred)
-        if reply is not None:
-            self._names.pop((parent_inode, n), None)
-            self.cache.forget(ino)  # (no write-back of it is under way: _drops_unwritten)
-            if self.delegations is not None:
-                self.delegations.dropped(ino)
-            self.table.inodes.pop(ino, None)
-        return reply
-
-    def _drops_unwritten(self, ino: int) -> bool:
-        """Whether an unlink of ``ino`` here may drop its unwritten data: a file this mount
-        writes alone (nobody else has seen it), this its only name, no write-back of it
-        under way (one could land after the manager removed the file)."""
-        a = self.leases.attrs.get(ino)
-        return self.delegations is not None and self.delegations.holds(ino) and \
-            a is not None and a.get("nlink") == 1 and not self.cache.writing_back(ino)
-
-    async def _unlink(self, parent_inode: int, n: str, cred: Cred) -> dict:
-        ino = self._names.pop((parent_inode, n), None)
-        if ino is not None and self.gbackend is None and not self.cache.has_dirty(ino):
-            # Known inode, nothing dirty: no lookup needed. Its clean blocks may go whatever
-            # its link count was (dropping clean blocks is always safe).
-            reply = await self.client.unlink(parent_inode, n, cred)
-            if not self.table.is_open(ino):
-                self.cache.forget(ino)
-                self.table.inodes.pop(ino, None)
-            return reply
-        try:
-            a = await self.client.lookup(parent_inode, n, cred)
-        except OSError:
-            a = None
-        last = _last_name_of_file(a)
-        if last is not None:
-            await self.files.removing(last)
-        if last is not None and not self.table.is_open(last) and self.cache.has_dirty(last):
-            # Its unwritten data go with it: none is written back while the manager removes
-            # it (the write-back would make its stripe files again), none after.
-            async with self.cache.truncation(last, 0):
-                reply = await self.client.unlink(parent_inode, n, cred)
-            if self.delegations is not None:
-                self.delegations.dropped(last)
-        else:
-            reply = await self.client.unlink(parent_inode, n, cred)
-        if last is not None:
-            await self.files.removed(last)
-        return reply
 
     @guard
     async def rmdir(self, parent_inode: int, name: bytes, ctx: RequestContext) -> None:
@@ -452,42 +381,15 @@ class Operations(pyfuse3.Operations):
                      name_new: bytes, flags: int, ctx: RequestContext) -> None:
         old, new = (parent_inode_old, os.fsdecode(name_old)), (parent_inode_new, os.fsdecode(name_new))
         t = self._tick(parent_inode_old, parent_inode_new)
+        self.dirattrs.forget_all()  # a moved directory's ctime and ".." change too
         try:
-            await self._rename(old, new, flags, ctx)
+            await self.removals.rename(old, new, flags, self.cred(ctx))
         except BaseException:
             if self.leases is not None:
                 self.leases.renamed(old, new, t, flags)
             raise
         if self.leases is not None:
             self.leases.renamed(old, new, t, flags, done=True)
-
-    async def _rename(self, old: tuple[int, str], new: tuple[int, str], flags: int,
-                      ctx: RequestContext) -> None:
-        moved, replaced = self._names.pop(old, None), self._names.pop(new, None)
-        self.dirattrs.forget_all()  # a moved directory's ctime and ".." change too
-        if self.delegations is not None and not flags & 3:
-            # A file it replaces that this mount writes alone: written back first (the
-            # manager removes it at once; a write-back after would make it again).
-            d = self.leases.dirs.get(new[0])
-            target = replaced or (d.names.get(new[1]) if d is not None else None)
-            if target:
-                await self.delegations.end(target)
-        last = None
-        if self.gbackend is not None and not flags & 3:  # a file it replaces goes (unlink)
-            try:
-                last = _last_name_of_file(await self.client.lookup(new[0], new[1],
-                                                                   self.cred(ctx)))
-            except OSError:
-                last = None
-            if last is not None:
-                await self.files.removing(last)
-        await self.client.rename(old[0], old[1], new[0], new[1], self.cred(ctx), flags)
-        if last is not None and last != moved:
-            await self.files.removed(last)
-        if moved is not None:
-            self._names[new] = moved
-        if replaced is not None and flags & 2:  # RENAME_EXCHANGE
-            self._names[old] = replaced
 
     @guard
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,

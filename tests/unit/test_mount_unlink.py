@@ -87,7 +87,7 @@ async def test_rename_moves_and_exchanges_the_remembered_names() -> None:
         await ops.release(fh)
     await ops.rename(ROOT_INO, b"a", ROOT_INO, b"c", 0, ctx())
     await ops.rename(ROOT_INO, b"b", ROOT_INO, b"c", 2, ctx())  # exchange: c<->b
-    assert ops._names == {(ROOT_INO, "c"): b, (ROOT_INO, "b"): a}
+    assert ops.removals.names == {(ROOT_INO, "c"): b, (ROOT_INO, "b"): a}
     await ops.unlink(ROOT_INO, b"b", ctx())
     await ops.unlink(ROOT_INO, b"c", ctx())
     assert client.calls["lookup"] == 0 and client.names == {}
