@@ -114,7 +114,11 @@ class ControlRequests:
             self.sizewatch.drop(f["ino"])
         async with self.sizewatch.change(f["ino"]):
             await trio.to_thread.run_sync(self.storage.utime, f["ino"], f["mtime_ns"])
-        return {}
+        if not f["watch"]:
+            return {}
+        # The manager's utime wants the result (its size cache): answered as op_size does,
+        # the promise made (after the change) before measuring.
+        return await self.op_size({"ino": f["ino"], "watch": True})
 
     async def op_unlink(self, f: dict) -> dict:
         self.stats.forget(f["ino"])

@@ -296,9 +296,7 @@ class MgrServer:
         if f["mtime_ns"] is not None and attrs["type"] == "file":
             # The reported mtime is the newest of the inode's and its stripe files' (data
             # written later must show), so an explicit mtime is set on the stripe files too.
-            await self.stripes.change(attrs["ino"], [
-                (iod, {"op": "utime", "ino": attrs["ino"], "mtime_ns": attrs["mtime_ns"]})
-                for _, iod in self.stripes.iods_of(attrs["stripe"])])
+            await self.stripes.set_mtime(attrs)
         return await self.stripes.with_size(attrs)
 
     async def _create(self, f, cred) -> dict:

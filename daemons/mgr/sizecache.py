@@ -88,6 +88,11 @@ class SizeCache:
         token = self._pending[ino] = object()
         return token
 
+    def current(self, ino: int, token: object) -> bool:
+        """Whether ``token`` is still the newest fetch of ``ino`` (no change reported since,
+        no other fetch begun)."""
+        return self._pending.get(ino) is token
+
     def install(self, ino: int, token: object, shares: list[Share], watched: bool) -> None:
         """Keep the fetched shares if every daemon watches them and nothing changed since
         ``begin`` (a change reported meanwhile took the token back)."""

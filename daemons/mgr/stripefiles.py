@@ -140,6 +140,33 @@ class StripeFiles:
         finally:
             self.sizes.forget([ino], reported=False)
 
+    async def set_mtime(self, attrs: dict) -> None:
+        """The manager's utime of a file's stripe files (an explicit mtime must outlast
+        their older ones): as :meth:`change`, but the daemons promise again and answer the
+        shares they now have, kept in the size cache (so the reply's size and the next stat
+        need no second round trip to them)."""
+        ino = attrs["ino"]
+        await self.group.durable()  # the store's change first (a crash keeps it or neither)
+        self.sizes.forget([ino], reported=False)
+        token = self.sizes.begin(ino)  # (a report from now on takes it back)
+        watch = self.sizes.wants_watch(ino)
+        try:
+            replies = await self.each([
+                (iod, {"op": "utime", "ino": ino, "mtime_ns": attrs["mtime_ns"],
+                       "unwatch": True, "watch": watch})
+                for _, iod in self.iods_of(attrs["stripe"])])
+        except BaseException:
+            self.sizes.forget([ino], reported=False)
+            raise
+        if not self.sizes.current(ino, token):
+            # Another fetch began meanwhile: it may have measured before the utime reached a
+            # daemon (whose promise the utime then dropped unreported): none is kept.
+            self.sizes.forget([ino], reported=False)
+            return
+        self.sizes.install(ino, token, [(r["local_size"], r["mtime_ns"], r.get("blocks"))
+                                        for r in replies],
+                           watch and all(r.get("watched") for r in replies))
+
     async def unlink_where_possible(self, attrs: dict) -> None:
         """Best effort: remove an undone file's stripe files, each daemon on its own (a dead
         one must not keep the others from answering)."""

@@ -159,6 +159,24 @@ def test_a_file_given_its_owner_mode_and_times_after_writing_stays_cached(fs):
     fs.unlink("/sc-tar")
 
 
+def test_a_utime_leaves_the_size_cached_and_the_next_write_reported(fs):
+    """The manager's utime of the stripe files brings their shares back, watched again: the
+    utime's reply and the next stat ask no daemon, and a later write still shows."""
+    with fs.open("/sc-utime", "wb", stripe=Stripe(0, 4, 4096)) as f:
+        f.write(b"t" * 9000)
+    fs.stat("/sc-utime")
+    fs.utime("/sc-utime", ns=(1_000_000_000, 3_000_000_000))
+    before = size_cache(fs)
+    st = fs.stat("/sc-utime")
+    assert (st.st_size, st.st_mtime_ns) == (9000, 3_000_000_000)
+    assert size_cache(fs)["misses"] == before["misses"], (before, size_cache(fs))
+    with fs.open("/sc-utime", "r+b") as f:
+        f.pwrite(b"u", 20000)
+    st = fs.stat("/sc-utime")
+    assert st.st_size == 20001 and st.st_mtime_ns > 3_000_000_000
+    fs.unlink("/sc-utime")
+
+
 def test_a_restarted_iod_makes_the_manager_forget(fresh_cluster):
     """A restarted daemon has forgotten what it promised to report: its first act is to
     have the manager forget every cached size (else the stat after its write is stale)."""

@@ -236,8 +236,9 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     # unwatch: the manager's own change; drop its size promise without reporting back
     "truncate": {"ino": INO, "local_size": Field(OFFSET),
                  "unwatch": Field(boolean, False, False)},
+    # watch: promise again once it is done, and answer the share as ``size`` does
     "utime": {"ino": INO, "mtime_ns": Field(integer(0, 2**63 - 1)),
-              "unwatch": Field(boolean, False, False)},
+              "unwatch": Field(boolean, False, False), "watch": Field(boolean, False, False)},
     "create": {"ino": INO},
     "precreate": {"inos": Field(lambda v: _int_list(v, 4096)),  # the manager's pool
                   "watch": Field(boolean, False, False)},
