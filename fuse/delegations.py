@@ -31,8 +31,10 @@ What keeps it correct:
 
 Data not yet written back are lost with the mount (``kill -9``), as any not yet written
 back; ``fsync`` makes them durable. Kept small: a file over :data:`FILE_BYTES_MAX` is
-written back at its close, and past :data:`FILES_MAX` kept files the oldest go in the
-background (a recall must be answered within a few seconds).
+written back at its close, and past :data:`FILES_MAX` kept files written here the oldest
+go in the background (a recall must be answered within a few seconds). Files never written
+here cost a recall nothing; they are as many as the leases the mount keeps (leases.py:
+a lease it forgets to bound its memory is written back and given up first).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ log = logging.getLogger("pvfs.fuse")
 __all__ = ["WriteDelegations"]
 
 FILE_BYTES_MAX = 1 << 20  # a file larger than this is written back at its close
-FILES_MAX = 1024          # files kept past their close; past that the oldest go
+FILES_MAX = 1024          # files written here kept past their close; past that the oldest go
 _PARALLEL = 32            # write-backs at once (a recall of many files, the background)
 
 
@@ -75,6 +77,9 @@ class WriteDelegations:
         self.times: dict[int, tuple[int, int]] = {}  # ino -> (atime, mtime) set explicitly
         self._reapply: set[int] = set()  # of those, data written back since: set them again
         self.held: dict[int, int] = {}   # ino -> ns of its last write here (0: none yet)
+        # Of those, the ones written here, oldest first: what a recall may have to write
+        # back (bounded by FILES_MAX; the others are bounded with the leases, leases.py).
+        self.written: dict[int, None] = {}
         self.flushing: set[int] = set()  # written back now; ``written`` told when done
         self._untold: set[int] = set()   # of those, ``writing`` not yet told the manager
         self._queue_in, self._queue = trio.open_memory_channel[int](float("inf"))
@@ -95,13 +100,13 @@ class WriteDelegations:
         """The manager made the create of ``ino``; it did or did not delegate the writes."""
         if delegated:
             self.counters["delegated"] += 1
-        elif self.held.pop(ino, None) is not None:
+        elif self._pop(ino):
             self.counters["refused"] += 1
             self._queue_in.send_nowait(ino)  # others may see it now: its data go at once
 
     def forget(self, ino: int) -> None:
         """The create of ``ino`` was refused: there is nothing to write back."""
-        self.held.pop(ino, None)
+        self._pop(ino)
 
     def holds(self, ino: int) -> bool:
         return ino in self.held
@@ -109,6 +114,7 @@ class WriteDelegations:
     def wrote(self, ino: int) -> None:
         if ino in self.held:
             self.held[ino] = time.time_ns()
+            self.written[ino] = None
             self.times.pop(ino, None)  # a write after them: its time is the mtime
 
     def set_times(self, ino: int, a: dict) -> None:
@@ -132,12 +138,12 @@ class WriteDelegations:
         counted; not the ``flush`` of each close(2) before it)."""
         if ino not in self.held or not self.leases.valid() or \
                 self.cache.size_hint(ino) > FILE_BYTES_MAX or \
-                len(self.held) + len(self.flushing) >= 2 * FILES_MAX:
+                len(self.written) + len(self.flushing) >= 2 * FILES_MAX:
             if count:
                 self.counters["closes_written"] += ino in self.held
             return False
-        if len(self.held) > FILES_MAX:  # the oldest go in the background
-            oldest = next(iter(self.held))
+        if len(self.written) > FILES_MAX:  # the oldest go in the background
+            oldest = next(iter(self.written))
             if oldest != ino:
                 self._begin(oldest)
                 self._queue_in.send_nowait(oldest)
@@ -147,7 +153,7 @@ class WriteDelegations:
     def dropped(self, ino: int) -> None:
         """The last name of ``ino`` went here before its data were written back: the caller
         dropped them (nothing is written for a removed file)."""
-        if self.held.pop(ino, None) is not None:
+        if self._pop(ino):
             self.counters["dropped"] += 1
 
     async def end(self, ino: int) -> None:
@@ -170,8 +176,12 @@ class WriteDelegations:
             self._reapply.add(ino)
         return ino in self.flushing
 
+    def _pop(self, ino: int) -> bool:
+        self.written.pop(ino, None)
+        return self.held.pop(ino, None) is not None
+
     def _begin(self, ino: int) -> None:
-        self.held.pop(ino, None)
+        self._pop(ino)
         self.flushing.add(ino)
         self._untold.add(ino)  # ``writing`` not said yet
 
@@ -243,10 +253,12 @@ class WriteDelegations:
         lost = [*self.held, *self.flushing]
         self.counters["lost"] += len(self.held)
         self.held.clear()
+        self.written.clear()
         self.flushing.clear()
         self._untold.clear()
         for ino in lost:
             self._queue_in.send_nowait(ino)
 
     def status(self) -> dict:
-        return {**self.counters, "held": len(self.held), "flushing": len(self.flushing)}
+        return {**self.counters, "held": len(self.held), "written": len(self.written),
+                "flushing": len(self.flushing)}
