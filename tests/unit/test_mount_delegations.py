@@ -1,0 +1,171 @@
+"""The mount's write delegations (fuse/delegations.py) over a fake cache and lease session:
+which closes may keep their data, the order of ``writing``/``written`` around a write-back,
+what a recall waits for, explicit times set again, a session's end."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from pvfs.fuse import delegations as dmod
+from pvfs.fuse.delegations import FILE_BYTES_MAX, WriteDelegations
+
+pytestmark = pytest.mark.trio
+
+
+class FakeCache:
+    def __init__(self) -> None:
+        self.sizes: dict[int, int] = {}
+        self.dirty: set[int] = set()
+        self.flushed: list[int] = []
+        self.log: list = []  # frames and flushes, in order
+        self.gate = trio.Event()
+        self.gate.set()
+
+    def size_hint(self, ino: int) -> int:
+        return self.sizes.get(ino, 0)
+
+    def has_dirty(self, ino: int) -> bool:
+        return ino in self.dirty
+
+    async def flush(self, ino: int) -> None:
+        await self.gate.wait()
+        if ino in self.dirty:
+            self.before_write(ino)
+            self.dirty.discard(ino)
+            self.log.append(("data", ino))
+        self.flushed.append(ino)
+
+
+class FakeLeases:
+    def __init__(self, log: list) -> None:
+        self.before_answer: list = []
+        self.on_session_end: list = []
+        self.log = log
+        self.up = True
+
+    def valid(self) -> bool:
+        return self.up
+
+    async def tell(self, op: str, inos: list[int]) -> bool:
+        self.log.append((op, tuple(inos)))
+        return True
+
+
+def _made(n: int = 1, times=None):
+    cache = FakeCache()
+    leases = FakeLeases(cache.log)
+    d = WriteDelegations(cache, leases, times)
+    cache.before_write = d.before_write  # the backend's hook (operations.py)
+    return d, cache, leases
+
+
+def _write(d: WriteDelegations, cache: FakeCache, ino: int, size: int = 3901) -> None:
+    d.start(ino)
+    d.landed(ino, True)
+    cache.sizes[ino] = size
+    cache.dirty.add(ino)
+    d.wrote(ino)
+
+
+async def test_a_small_file_written_alone_is_kept_past_its_close():
+    d, cache, _ = _made()
+    _write(d, cache, 5)
+    assert d.keeps(5)
+    _write(d, cache, 6, FILE_BYTES_MAX + 1)
+    assert not d.keeps(6)  # a large one is written back at its close
+    assert not d.keeps(7)  # one not created here
+    assert d.status()["kept_closes"] == 1 and d.status()["closes_written"] == 1
+
+
+async def test_a_file_not_delegated_after_all_is_written_back_at_once():
+    d, cache, _ = _made()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(d.run)
+        d.start(8)
+        cache.dirty.add(8)
+        d.landed(8, False)  # the manager did not make this mount its writer
+        await trio.testing.wait_all_tasks_blocked()
+        assert cache.flushed == [8] and not d.holds(8)
+        nursery.cancel_scope.cancel()
+
+
+async def test_past_files_max_the_oldest_written_go_in_the_background(monkeypatch):
+    monkeypatch.setattr(dmod, "FILES_MAX", 3)
+    d, cache, _ = _made()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(d.run)
+        for ino in range(10, 15):
+            d.start(100 + ino)  # never written: they do not count
+            _write(d, cache, ino)
+            assert d.keeps(ino)
+        await trio.testing.wait_all_tasks_blocked()
+        assert sorted(cache.flushed) == [10, 11] and d.status()["written"] == 3
+        # the manager hears writing before the data leave, written after
+        for ino in (10, 11):
+            assert cache.log.index(("writing", (ino,))) < cache.log.index(("data", ino)) \
+                < cache.log.index(("written", (ino,)))
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_recall_writes_kept_files_back_before_its_answer():
+    d, cache, leases = _made()
+    _write(d, cache, 20)
+    await leases.before_answer[0]([20, 21])
+    assert cache.log == [("writing", (20,)), ("data", 20), ("written", (20,))]
+    assert not d.holds(20) and d.status()["recalled"] == 1
+
+
+async def test_a_recall_of_a_file_being_written_back_tells_writing_and_does_not_wait():
+    """Waiting for a write-back under way could wait for the recall's own answer (the
+    daemons' size report); the manager holds the other until ``written`` instead."""
+    d, cache, leases = _made()
+    _write(d, cache, 30)
+    cache.gate = trio.Event()  # the write-back is stuck on its way
+    async with trio.open_nursery() as nursery:
+        await nursery.start(d.run)
+        assert d.before_write(30)  # the flusher starts it
+        with trio.fail_after(1):
+            await leases.before_answer[0]([30])  # answered without it
+        assert ("writing", (30,)) in cache.log and ("written", (30,)) not in cache.log
+        cache.gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert cache.log[-1] == ("written", (30,))
+        nursery.cancel_scope.cancel()
+
+
+async def test_explicit_times_are_set_again_after_the_write_back():
+    again: list = []
+
+    async def set_times(ino: int, atime: int, mtime: int) -> None:
+        again.append((ino, atime, mtime))
+        cache.log.append(("times", ino))
+
+    d, cache, leases = _made(times=set_times)
+    _write(d, cache, 40)
+    d.set_times(40, {"atime_ns": 1, "mtime_ns": 2})
+    assert d.mtime(40, 99) == 2  # shown here until then
+    await leases.before_answer[0]([40])
+    assert again == [(40, 1, 2)]
+    assert cache.log.index(("times", 40)) < cache.log.index(("written", (40,)))
+    _write(d, cache, 41)
+    d.set_times(41, {"atime_ns": 1, "mtime_ns": 2})
+    d.wrote(41)  # a write after them: its time is the mtime
+    await leases.before_answer[0]([41])
+    assert again == [(40, 1, 2)]
+
+
+async def test_a_session_that_ends_takes_the_delegations_and_writes_everything_back():
+    d, cache, leases = _made()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(d.run)
+        _write(d, cache, 50)
+        d.start(51)
+        leases.up = False
+        for hook in leases.on_session_end:
+            hook()
+        assert not d.keeps(50)
+        await trio.testing.wait_all_tasks_blocked()
+        assert sorted(cache.flushed) == [50, 51] and d.status()["lost"] == 2
+        nursery.cancel_scope.cancel()
