@@ -19,9 +19,10 @@ What keeps it correct:
 - **A write-back the mount starts itself** says ``writing`` over the lease connection
   before the data leave (the manager then lets others' reads wait, and the I/O daemons'
   size reports need not call the mount back) and ``written`` once they are all there.
-- **This mount's own truncate, rename over the file, and open with ``O_TRUNC``** write it
-  back first (:meth:`WriteDelegations.end`): the manager's truncation of the daemons would
-  otherwise report sizes while the mount holds the data.
+- **This mount's own truncate, open with ``O_TRUNC`` and new layout** write it back first
+  (:meth:`WriteDelegations.end`): the manager's truncation of the daemons would otherwise
+  report sizes while the mount holds the data. A rename over it, or an unlink of its last
+  name, drops its data unwritten (removals.py).
 - **Times set explicitly** (``tar x``, ``cp -p``, ``touch``) on a file kept here go to the
   manager at once, with no write-back of the file under way meanwhile; its data arriving
   later would move the mtime on, so the times are set again once the write-back that

@@ -14,8 +14,9 @@ it here must go with it. Who decides what, by case:
   them with it (no write-back meanwhile, none after); with global caches their write-back
   goes first (``FileOperations.removing``); a file open here keeps its data until its last
   close (``FileOperations.removed``).
-- **A rename over a file** this mount writes alone writes it back first; with global caches
-  the replaced file's write-back goes first, as for an unlink.
+- **A rename over a file** this mount writes alone drops its unwritten data with it when
+  that was its only name (else writes it back first); with global caches the replaced
+  file's write-back goes first, as for an unlink.
 
 ``Removals`` is a part of :class:`~.operations.Operations` (``ops.removals``).
 """
@@ -153,11 +154,22 @@ class Removals:
         moved, replaced = self.names.pop(old, None), self.names.pop(new, None)
         replacing = not flags & _RENAME_NOREPLACE_OR_EXCHANGE
         if self.delegations is not None and replacing:
-            # A file it replaces that this mount writes alone: written back first (the
-            # manager removes it at once; a write-back after would make it again).
             d = self.leases.dirs.get(new[0])
             target = replaced or (d.names.get(new[1]) if d is not None else None)
-            if target:
+            if target and target != moved and not self.table.is_open(target) and \
+                    self.delegations.holds(target) and self._drops_unwritten(target):
+                # A file this mount writes alone, replaced (git's index.lock over index):
+                # its unwritten data go with it, none written back while the manager
+                # removes it; a refused rename cuts nothing.
+                async with self.cache.truncation(target, 0):
+                    await self.client.rename(old[0], old[1], new[0], new[1], cred, flags)
+                self.delegations.dropped(target)
+                self.cache.forget(target)
+                self.table.inodes.pop(target, None)
+                if moved is not None:
+                    self.names[new] = moved
+                return
+            if target:  # written back first: a write-back after the removal would make it again
                 await self.delegations.end(target)
         last = None
         if self.gbackend is not None and replacing:  # a file it replaces goes (unlink)

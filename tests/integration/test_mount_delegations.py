@@ -147,14 +147,17 @@ def test_the_flusher_writes_delegated_files_back_within_dirty_age(cluster, tmp_p
         assert _deleg(a)["recalled"] == 0  # nothing was left to recall
 
 
-def test_truncate_and_rename_over_a_delegated_file_write_it_back_first(nodes, cluster):
+def test_a_truncate_writes_a_delegated_file_back_and_a_rename_over_one_drops_it(nodes,
+                                                                                  cluster):
     a, b = nodes
     d = _fresh_dir(a, "changed")
     _kept(a, d, ["cut", "old", "new"])
     os.truncate(d / "cut", 100)
     assert (b.path / "changed" / "cut").read_bytes() == DATA[:100]
     (d / "new").write_bytes(b"second")
-    (d / "new").rename(d / "old")  # git's lock files, editors
+    dropped, flushed = _deleg(a)["dropped"], a.stats()["flushed_bytes"]
+    (d / "new").rename(d / "old")  # git's lock files, editors: the old data never leave
+    assert _deleg(a)["dropped"] == dropped + 1 and a.stats()["flushed_bytes"] == flushed
     assert (b.path / "changed" / "old").read_bytes() == b"second"
     assert sorted(os.listdir(b.path / "changed")) == ["cut", "old", "warm"]
     _fsck_clean(cluster)
