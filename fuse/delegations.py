@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,7 @@ __all__ = ["WriteDelegations"]
 FILE_BYTES_MAX = 1 << 20  # a file larger than this is written back at its close
 FILES_MAX = 1024          # files written here kept past their close; past that the oldest go
 _PARALLEL = 32            # write-backs at once (a recall of many files, the background)
+_LAST_WRITES = 1 << 16    # files whose last write time here is remembered
 
 
 class WriteDelegations:
@@ -76,6 +78,10 @@ class WriteDelegations:
         self.cache, self.leases = cache, leases
         self._set_times = set_times  # (ino, atime, mtime) at the manager, as root
         self.times: dict[int, tuple[int, int]] = {}  # ino -> (atime, mtime) set explicitly
+        # ino -> ns of its last write here, also after its delegation ended (its lease and
+        # the kernel's copy of its attributes stay: the mtime shown must not go back until
+        # the manager pushes the file's attributes); dropped when a recall takes the lease.
+        self.last_write: OrderedDict[int, int] = OrderedDict()
         self._reapply: set[int] = set()  # of those, data written back since: set them again
         self.held: dict[int, int] = {}   # ino -> ns of its last write here (0: none yet)
         # Of those, the ones written here, oldest first: what a recall may have to write
@@ -114,15 +120,20 @@ class WriteDelegations:
 
     def wrote(self, ino: int) -> None:
         if ino in self.held:
-            self.held[ino] = time.time_ns()
+            self.held[ino] = now = time.time_ns()
             self.written[ino] = None
             self.times.pop(ino, None)  # a write after them: its time is the mtime
+            self.last_write[ino] = now
+            self.last_write.move_to_end(ino)
+            if len(self.last_write) > _LAST_WRITES:
+                self.last_write.popitem(last=False)
 
     def set_times(self, ino: int, a: dict) -> None:
         """The manager set ``ino``'s times as ``a`` shows, while this mount held its data
         (and no write-back of it could start: ``BlockCache.holding``)."""
         if ino in self.held or ino in self.flushing:
             self.times[ino] = (a["atime_ns"], a["mtime_ns"])
+            self.last_write.pop(ino, None)
             if ino in self.held:
                 self.held[ino] = 0  # (a later write here stamps it again: wrote)
 
@@ -132,7 +143,7 @@ class WriteDelegations:
         t = self.times.get(ino)
         if t is not None:
             return t[1]
-        return max(mtime, self.held.get(ino, 0))
+        return max(mtime, self.last_write.get(ino, 0))
 
     def keeps(self, ino: int, count: bool = True) -> bool:
         """Whether a close of ``ino`` may leave its data unwritten (``count``: a release,
@@ -200,7 +211,9 @@ class WriteDelegations:
                 log.warning("write-back of delegated inode %d: %s", ino, exc)
             finally:
                 await self._times_again(ino)
-                if ino in self.flushing:
+                if ino in self.flushing:  # (its lease stays: what it shows is what it wrote)
+                    self.leases.written_here(ino, self.cache.size_hint(ino),
+                                             self.last_write.get(ino, 0))
                     self.flushing.discard(ino)
                     self.counters["written_back"] += 1
                     await self.leases.tell("written", [ino])
@@ -237,6 +250,8 @@ class WriteDelegations:
         before the answer; for those being written back now, ``writing`` goes before the
         answer (the manager then holds the other until ``written``): waiting here for that
         write-back could wait for the answer itself."""
+        for ino in inos:  # (the lease goes: what the manager answers next is the file's)
+            self.last_write.pop(ino, None)
         kept = [i for i in inos if i in self.held]
         going = [i for i in inos if i in self.flushing]
         if going:
@@ -257,6 +272,7 @@ class WriteDelegations:
         self.written.clear()
         self.flushing.clear()
         self._untold.clear()
+        self.last_write.clear()  # (the leases and the kernel's copies went with the session)
         for ino in lost:
             self._queue_in.send_nowait(ino)
 

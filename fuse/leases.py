@@ -365,6 +365,15 @@ class LeaseCache:
     def forget(self, ino: int) -> None:
         self.attrs.pop(ino, None)
 
+    def written_here(self, ino: int, size: int, mtime_ns: int) -> None:
+        """This mount wrote a file it held alone back (delegations.py) and keeps its lease:
+        what it leases of it becomes what it wrote (the size its writes reached, their
+        time; the blocks unknown until the manager pushes the file's attributes)."""
+        a = self.attrs.get(ino)
+        if a is not None:
+            self.attrs[ino] = {**a, "size": max(a["size"], size),
+                               "mtime_ns": max(a["mtime_ns"], mtime_ns), "blocks": None}
+
     async def not_leased(self, inos: list[int]) -> None:
         """Attributes this mount kept as leased (and the kernel cached as such: creates
         ahead) that the manager did not lease after all: dropped here and from the kernel
@@ -375,15 +384,20 @@ class LeaseCache:
         if self.kernel_attrs_gone is not None:
             await self.kernel_attrs_gone(inos)
 
-    async def writing(self, ino: int, force: bool = False) -> None:
+    async def writing(self, ino: int, keep: bool = False) -> None:
         """This mount is about to write ``ino``'s data to the I/O daemons, whose size report
         would recall its lease of the attributes: it gives the lease up itself -- dropped
         here and from the kernel (``before_answer``), then said to the manager, which then
         calls back the other holders only and leases the file back to all of them once it
         has the new size (``_pushed``). If the report overtakes the word, the recall is
-        answered as any (nothing is left to drop). ``force``: said even if nothing is
-        leased here any more (a delegated file: delegations.py)."""
-        if (ino not in self.attrs and not force) or self._sock is None or not self.valid():
+        answered as any (nothing is left to drop). ``keep``: only said, the lease kept (a
+        file this mount wrote alone: the manager holds others until ``written``,
+        delegations.py)."""
+        if keep:  # a file it wrote alone: the lease stays (delegations.py)
+            if await self.tell("writing", [ino]):
+                self.counters["writing"] += 1
+            return
+        if ino not in self.attrs or self._sock is None or not self.valid():
             return
         self._stamp(self.recalled, [ino], self.tick())  # an older reply is not kept
         if self.attrs.pop(ino, None) is not None:

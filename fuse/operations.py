@@ -141,8 +141,10 @@ class Operations(pyfuse3.Operations):
         delegation of it ends, and the lease of its attributes is given up."""
         if self.ahead is not None:
             await self.ahead.before_io(ino)
-        told = self.delegations is not None and self.delegations.before_write(ino)
-        await self.leases.writing(ino, force=told)
+        # A file written alone until now keeps its lease: what this mount shows of it is
+        # its own writes; the manager holds others until ``written`` (delegations.py).
+        keep = self.delegations is not None and self.delegations.before_write(ino)
+        await self.leases.writing(ino, keep=keep)
 
     async def _times_again(self, ino: int, atime_ns: int, mtime_ns: int) -> None:
         await self.client.setattr(ino, atime_ns=atime_ns, mtime_ns=mtime_ns)

@@ -122,6 +122,8 @@ class LeaseTable:
         self.exclusive: dict[int, str] = {}  # directory -> the one holder creating in it
         # Called with a session's unused delegated numbers when it ends (back to the pool).
         self.on_undelegated: Callable[[set[int]], None] | None = None
+        # Called with delegated files written back (their sizes fetched again, pushed).
+        self.on_written: Callable[[list[int]], None] | None = None
         # Write delegations: file -> the one holder whose data and size it is (not written
         # back yet); file -> (holder, set when its write-back is done) while it writes back.
         self.writers: dict[int, str] = {}
@@ -250,21 +252,36 @@ class LeaseTable:
                  (i not in h.exclusive or self.writers.get(i) == h.name)]
         if len(self.reported) > _STAMPS_MAX:
             self.reported.clear()
+        given_up = []
         for ino in files:
             self.reported.setdefault(ino, set()).add(h.name)
-            if self.writers.get(ino) == h.name:  # its delegated data leave: others wait
+            if self.writers.get(ino) == h.name:
+                # Its delegated data leave: others wait for ``written``; it keeps its lease
+                # (what it shows of the file is its own writes), not called back by the
+                # reports of this write-back.
+                del self.writers[ino]
+                h.exclusive.discard(ino)
                 self.flushing[ino] = (h.name, trio.Event())
-        self._release(h, files)
+            else:
+                given_up.append(ino)
+        self._release(h, given_up)
         self.counters["writing"] += len(files)
 
     def _written(self, h: _Holder, inos: list[int]) -> None:
-        """``h``'s write-back of these delegated files is done: what waited goes on."""
+        """``h``'s write-back of these delegated files is done: what waited goes on, and
+        their sizes are fetched again to push them to ``h`` (it kept its lease)."""
+        done = []
         for ino in inos:
             got = self.flushing.get(ino)
             if got is not None and got[0] == h.name:
                 del self.flushing[ino]
                 got[1].set()
                 self.counters["written"] += 1
+                if ino in h.inos:
+                    self.reported.setdefault(ino, set()).add(h.name)
+                    done.append(ino)
+        if done and self.on_written is not None:
+            self.on_written(done)
 
     def write_delegate(self, name: str | None, ino: int) -> bool:
         """Make ``name`` the one writer of file ``ino``, which it just created and leases
@@ -418,7 +435,9 @@ class LeaseTable:
         targets: dict[str, list[int]] = {}
         for ino in inos:
             for name in self.by_ino.get(ino, ()):
-                if name != actor and not (report and self.writers.get(ino) == name):
+                if name != actor and not (report and (
+                        self.writers.get(ino) == name or
+                        self.flushing.get(ino, (None,))[0] == name)):
                     targets.setdefault(name, []).append(ino)
         if not targets:
             return

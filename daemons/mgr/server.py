@@ -72,6 +72,8 @@ class MgrServer:
         self.leases = LeaseTable(config.lease_term, config.lease_recall,
                                  timeout=min(2.0, config.request_timeout / 2))
         self.leases.on_undelegated = self.pool.hold  # never given out again (precreate.py)
+        if self.sizes.enabled:  # a delegated write-back done: its writer gets the new size
+            self.leases.on_written = self.refetch.add
         # Creates a leasing mount made ahead of the manager, sent in batches (ahead.py).
         self.ahead = CreatesAhead(self)
         self.started = time.time()

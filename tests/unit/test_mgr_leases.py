@@ -237,6 +237,7 @@ async def test_others_wait_for_a_delegated_write_back_until_the_writer_says_writ
         await aio.send_frame(ours, {"op": "writing", "inos": [61]})  # the flusher starts
         await trio.testing.wait_all_tasks_blocked()
         assert 61 in table.flushing and table.writers == {}
+        assert table.by_ino[61] == {"w"}  # it keeps its lease: what it shows is its own
         done = trio.Event()
 
         async def read() -> None:
@@ -246,8 +247,8 @@ async def test_others_wait_for_a_delegated_write_back_until_the_writer_says_writ
         nursery.start_soon(read)
         await trio.testing.wait_all_tasks_blocked()
         assert not done.is_set()  # its data are on their way: the reader waits
-        async with table.changing([61], report=True):  # the daemons' report does not
-            pass
+        async with table.changing([61], report=True):  # the daemons' report does not,
+            pass                                        # nor does it call the writer back
         await aio.send_frame(ours, {"op": "written", "inos": [61]})
         with trio.fail_after(5):
             await done.wait()
