@@ -23,10 +23,9 @@ What keeps it correct:
   (:meth:`WriteDelegations.end`): the manager's truncation of the daemons would otherwise
   report sizes while the mount holds the data. A rename over it, or an unlink of its last
   name, drops its data unwritten (removals.py).
-- **Times set explicitly** (``tar x``, ``cp -p``, ``touch``) on a file kept here go to the
-  manager at once, with no write-back of the file under way meanwhile; its data arriving
-  later would move the mtime on, so the times are set again once the write-back that
-  follows is done (as root, before ``written``), and shown here until then.
+- **Times set explicitly** (``tar x``, ``cp -p``, ``touch``) write the file back first: its
+  data arriving later would move the mtime on. (Setting them at once and again after the
+  write-back doubled the stripe files' utimes, the costliest request of ``tar x``.)
 - **A lease session that ends** ends every delegation: the data are written back at once
   (others may see the file meanwhile: the one window, as in NFSv4 after a lost lease).
 
@@ -43,7 +42,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -72,17 +70,12 @@ class WriteDelegations:
             recall's answer waits here; the session's end ends every delegation).
     """
 
-    def __init__(self, cache: BlockCache, leases: LeaseCache,
-                 set_times: Callable[[int, int, int], Awaitable[object]] | None = None
-                 ) -> None:
+    def __init__(self, cache: BlockCache, leases: LeaseCache) -> None:
         self.cache, self.leases = cache, leases
-        self._set_times = set_times  # (ino, atime, mtime) at the manager, as root
-        self.times: dict[int, tuple[int, int]] = {}  # ino -> (atime, mtime) set explicitly
         # ino -> ns of its last write here, also after its delegation ended (its lease and
         # the kernel's copy of its attributes stay: the mtime shown must not go back until
         # the manager pushes the file's attributes); dropped when a recall takes the lease.
         self.last_write: OrderedDict[int, int] = OrderedDict()
-        self._reapply: set[int] = set()  # of those, data written back since: set them again
         self.held: dict[int, int] = {}   # ino -> ns of its last write here (0: none yet)
         # Of those, the ones written here, oldest first: what a recall may have to write
         # back (bounded by FILES_MAX; the others are bounded with the leases, leases.py).
@@ -122,27 +115,15 @@ class WriteDelegations:
         if ino in self.held:
             self.held[ino] = now = time.time_ns()
             self.written[ino] = None
-            self.times.pop(ino, None)  # a write after them: its time is the mtime
             self.last_write[ino] = now
             self.last_write.move_to_end(ino)
             if len(self.last_write) > _LAST_WRITES:
                 self.last_write.popitem(last=False)
 
-    def set_times(self, ino: int, a: dict) -> None:
-        """The manager set ``ino``'s times as ``a`` shows, while this mount held its data
-        (and no write-back of it could start: ``BlockCache.holding``)."""
-        if ino in self.held or ino in self.flushing:
-            self.times[ino] = (a["atime_ns"], a["mtime_ns"])
-            self.last_write.pop(ino, None)
-            if ino in self.held:
-                self.held[ino] = 0  # (a later write here stamps it again: wrote)
-
     def mtime(self, ino: int, mtime: int) -> int:
-        """The mtime shown here for ``ino`` whose manager's is ``mtime``: its explicit one
-        until set again after the write-back, else its last write here, if later."""
-        t = self.times.get(ino)
-        if t is not None:
-            return t[1]
+        """The mtime shown here for ``ino`` whose manager's is ``mtime``: its last write here,
+        if later (until the write-back, and until the manager pushes the file's attributes
+        after it)."""
         return max(mtime, self.last_write.get(ino, 0))
 
     def keeps(self, ino: int, count: bool = True) -> bool:
@@ -173,6 +154,7 @@ class WriteDelegations:
         renames over it, or opens it with ``O_TRUNC``)."""
         if ino in self.held or ino in self.flushing:
             await self._write_back(ino)
+        self.last_write.pop(ino, None)  # (the change that follows sets what is shown)
 
     # ------------------------------------------------------------------ write-backs
     def before_write(self, ino: int) -> bool:
@@ -184,8 +166,6 @@ class WriteDelegations:
             self._begin(ino)
             self._queue_in.send_nowait(ino)  # (its ``written``: once this write-back is done)
         self._untold.discard(ino)
-        if ino in self.times:
-            self._reapply.add(ino)
         return ino in self.flushing
 
     def _pop(self, ino: int) -> bool:
@@ -210,32 +190,12 @@ class WriteDelegations:
             except OSError as exc:  # (parked: its next fsync or close reports it too)
                 log.warning("write-back of delegated inode %d: %s", ino, exc)
             finally:
-                await self._times_again(ino)
                 if ino in self.flushing:  # (its lease stays: what it shows is what it wrote)
                     self.leases.written_here(ino, self.cache.size_hint(ino),
                                              self.last_write.get(ino, 0))
                     self.flushing.discard(ino)
                     self.counters["written_back"] += 1
                     await self.leases.tell("written", [ino])
-
-    async def _times_again(self, ino: int) -> None:
-        """After a write-back of ``ino``: its explicit times again, if data went."""
-        t = self.times.get(ino)
-        if t is None or self.cache.has_dirty(ino):
-            return  # (still to write: the next write-back's turn)
-        self.times.pop(ino, None)
-        if ino in self._reapply and self._set_times is not None:
-            self._reapply.discard(ino)
-            try:
-                await self._set_times(ino, *t)
-            except OSError as exc:
-                log.warning("times of delegated inode %d after its write-back: %s", ino, exc)
-        self._reapply.discard(ino)
-
-    async def finish(self) -> None:
-        """At unmount, after the cache's write-back: the explicit times set again."""
-        for ino in list(self._reapply):
-            await self._times_again(ino)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Finish the write-backs begun elsewhere (the flusher's, ``keeps``' oldest)."""

@@ -125,7 +125,6 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
             stack.push_async_callback(_send_creates, ops.ahead)  # before the closes
         if ops.delegations is not None:
             await nursery.start(ops.delegations.run)
-            stack.push_async_callback(_finish_delegations, ops.delegations)  # after write-back
         stack.push_async_callback(_write_back, ops.cache, ops.gbackend)
         if ops.leases is not None:
             await nursery.start(ops.leases.run)
@@ -168,13 +167,6 @@ async def _send_creates(ahead) -> None:
     """The creates made ahead and not yet sent, bounded by EXIT_TIMEOUT."""
     with trio.move_on_after(EXIT_TIMEOUT, shield=True):
         await ahead.send_pending()
-
-
-async def _finish_delegations(delegations) -> None:
-    """The times set on kept files, set again after their write-back, bounded by
-    EXIT_TIMEOUT."""
-    with trio.move_on_after(EXIT_TIMEOUT, shield=True):
-        await delegations.finish()
 
 
 async def _tell_closes(closes) -> None:

@@ -109,7 +109,7 @@ class Operations(pyfuse3.Operations):
         self.files.ahead = self.ahead
         # Files created ahead here whose data stay past close until written back
         # (delegations.py): not through the global caches, nor without a cache.
-        self.delegations = WriteDelegations(self.cache, self.leases, self._times_again) \
+        self.delegations = WriteDelegations(self.cache, self.leases) \
             if self.ahead is not None and options.write_delegations and options.cache and \
             self.gbackend is None else None
         if self.delegations is not None:
@@ -145,9 +145,6 @@ class Operations(pyfuse3.Operations):
         # its own writes; the manager holds others until ``written`` (delegations.py).
         keep = self.delegations is not None and self.delegations.before_write(ino)
         await self.leases.writing(ino, keep=keep)
-
-    async def _times_again(self, ino: int, atime_ns: int, mtime_ns: int) -> None:
-        await self.client.setattr(ino, atime_ns=atime_ns, mtime_ns=mtime_ns)
 
     def _extra_stats(self) -> dict:
         out = dict(self.counters)
@@ -269,12 +266,14 @@ class Operations(pyfuse3.Operations):
                        fh: int | None, ctx: RequestContext) -> dict:
         cred = self.cred(ctx)
         self.dirattrs.forget(inode)
-        dels = self.delegations
-        if dels is not None and (fields.update_size or (
-                (fields.update_mtime or fields.update_atime) and not dels.holds(inode))):
+        if self.delegations is not None and (fields.update_size or fields.update_mtime):
             # A file whose data this mount holds alone goes first: the manager's truncation
-            # reports its size, and a write-back under way would move a new mtime on.
-            await dels.end(inode)
+            # reports its size, and a write-back after a new mtime would move it on.
+            await self.delegations.end(inode)
+        if fields.update_mtime and self.cache.has_dirty(inode):
+            # Unwritten data of any file go before an explicit mtime, or their arrival would
+            # move it on (tar x sets a large file's times through its handle, before close).
+            await self.cache.flush(inode)
         kw: dict[str, Any] = {}
         if fields.update_mode:
             kw["mode"] = stat.S_IMODE(attr.st_mode)
@@ -307,13 +306,6 @@ class Operations(pyfuse3.Operations):
             async with self.cache.truncation(inode, attr.st_size), \
                     self.files.global_truncation(inode, attr.st_size):
                 return await self.client.setattr(inode, cred, **kw)
-        if dels is not None and dels.holds(inode) and (fields.update_mtime or
-                                                        fields.update_atime):
-            # kept here: set now, no write-back meanwhile, set again after it (delegations.py)
-            async with self.cache.holding(inode):
-                a = await self.client.setattr(inode, cred, **kw)
-                dels.set_times(inode, a)
-            return a
         return await self.client.setattr(inode, cred, **kw)
 
     @guard

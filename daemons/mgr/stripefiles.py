@@ -158,9 +158,10 @@ class StripeFiles:
         except BaseException:
             self.sizes.forget([ino], reported=False)
             raise
-        if not self.sizes.current(ino, token):
-            # Another fetch began meanwhile: it may have measured before the utime reached a
-            # daemon (whose promise the utime then dropped unreported): none is kept.
+        if not watch or not self.sizes.current(ino, token):
+            # Not watched (a hot file: the daemons answered no shares), or another fetch
+            # began meanwhile: it may have measured before the utime reached a daemon (whose
+            # promise the utime then dropped unreported): none is kept.
             self.sizes.forget([ino], reported=False)
             return
         self.sizes.install(ino, token, [(r["local_size"], r["mtime_ns"], r.get("blocks"))

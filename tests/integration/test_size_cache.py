@@ -177,6 +177,19 @@ def test_a_utime_leaves_the_size_cached_and_the_next_write_reported(fs):
     fs.unlink("/sc-utime")
 
 
+def test_a_utime_of_a_hot_file_is_answered(fs):
+    """A file written while statted is hot (not watched): its daemons answer the manager's
+    utime with no shares, and the utime still succeeds."""
+    with fs.open("/sc-hot", "wb", stripe=Stripe(0, 4, 1024)) as f:
+        for i in range(4):
+            f.pwrite(b"h" * 5000, i * 5000)
+            fs.stat("/sc-hot")
+    fs.utime("/sc-hot", ns=(1_000_000_000, 4_000_000_000))
+    st = fs.stat("/sc-hot")
+    assert (st.st_size, st.st_mtime_ns) == (20000, 4_000_000_000)
+    fs.unlink("/sc-hot")
+
+
 def test_a_restarted_iod_makes_the_manager_forget(fresh_cluster):
     """A restarted daemon has forgotten what it promised to report: its first act is to
     have the manager forget every cached size (else the stat after its write is stale)."""

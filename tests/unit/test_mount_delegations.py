@@ -1,6 +1,6 @@
 """The mount's write delegations (fuse/delegations.py) over a fake cache and lease session:
 which closes may keep their data, the order of ``writing``/``written`` around a write-back,
-what a recall waits for, explicit times set again, a session's end."""
+what a recall waits for, a session's end."""
 
 from __future__ import annotations
 
@@ -56,10 +56,10 @@ class FakeLeases:
         self.here = (ino, size, mtime_ns)
 
 
-def _made(n: int = 1, times=None):
+def _made():
     cache = FakeCache()
     leases = FakeLeases(cache.log)
-    d = WriteDelegations(cache, leases, times)
+    d = WriteDelegations(cache, leases)
     cache.before_write = d.before_write  # the backend's hook (operations.py)
     return d, cache, leases
 
@@ -137,27 +137,6 @@ async def test_a_recall_of_a_file_being_written_back_tells_writing_and_does_not_
         await trio.testing.wait_all_tasks_blocked()
         assert cache.log[-1] == ("written", (30,))
         nursery.cancel_scope.cancel()
-
-
-async def test_explicit_times_are_set_again_after_the_write_back():
-    again: list = []
-
-    async def set_times(ino: int, atime: int, mtime: int) -> None:
-        again.append((ino, atime, mtime))
-        cache.log.append(("times", ino))
-
-    d, cache, leases = _made(times=set_times)
-    _write(d, cache, 40)
-    d.set_times(40, {"atime_ns": 1, "mtime_ns": 2})
-    assert d.mtime(40, 99) == 2  # shown here until then
-    await leases.before_answer[0]([40])
-    assert again == [(40, 1, 2)]
-    assert cache.log.index(("times", 40)) < cache.log.index(("written", (40,)))
-    _write(d, cache, 41)
-    d.set_times(41, {"atime_ns": 1, "mtime_ns": 2})
-    d.wrote(41)  # a write after them: its time is the mtime
-    await leases.before_answer[0]([41])
-    assert again == [(40, 1, 2)]
 
 
 async def test_a_session_that_ends_takes_the_delegations_and_writes_everything_back():

@@ -482,14 +482,6 @@ class BlockCache:
         fs = self.store.files.get(ino)
         return fs.local_end if fs is not None else 0
 
-    @asynccontextmanager
-    async def holding(self, ino: int) -> AsyncIterator[None]:
-        """No write-back of ``ino`` starts inside the block (one under way is waited for):
-        for a change at the servers that a write-back must not overtake."""
-        fs = self.store.file(ino)
-        async with fs.io_lock:
-            yield
-
     def writing_back(self, ino: int) -> bool:
         """Whether a write-back (or truncation) of ``ino`` is under way."""
         fs = self.store.files.get(ino)
