@@ -213,9 +213,15 @@ class FileOperations:
         return n
 
     async def flush(self, fh: int) -> None:
-        ino = self.table.get(fh).ino
+        h = self.table.get(fh)
+        ino = h.ino
         if self.opts.testing_lose_close_writes:  # a broken client, on purpose (options.py)
             self.cache.forget(ino)
+            return
+        if not h.writable:
+            # Nothing was written through it: what other handles left unwritten goes at
+            # their close or fsync, or with the flusher -- a reader's close must not wait
+            # for a write-back under way (as the C front end answers it: docs/mount.md).
             return
         if self.delegations is not None and self.delegations.keeps(ino, count=False):
             return  # written back later: nobody else sees the file before (delegations.py)
@@ -241,7 +247,7 @@ class FileOperations:
                 # may land after the manager removes it at this close)
                 await self.cache.truncate(h.ino, 0)
                 dels.dropped(h.ino)
-            elif dels is None or not dels.keeps(h.ino):
+            elif h.writable and (dels is None or not dels.keeps(h.ino)):
                 await self.cache.flush(h.ino)
             if removed:  # the manager removes it at this close: write back first
                 await self.removing(h.ino)
