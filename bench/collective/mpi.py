@@ -11,8 +11,8 @@
   the cache's read-ahead on / off; a ``-adaptive`` suffix (``rma+ra-adaptive``) reads
   around a load after the adaptive wait of sessions s13-s17 instead of waiting for the
   copy up to the bound (issue 32's A/B); ``-evict`` lets read-ahead evict whenever its
-  slots are full (before the placement rule) and ``-novictim`` keeps no copy of an evicted
-  page at its home (before the victim cache; ``servers+ra-novictim``).
+  slots are full (before the placement rule); ``-victim`` turns the victim cache at the
+  homes on (``servers+ra-victim``; off by default) and ``-novictim`` off.
 - ``btio``, ``flash``, ``s3d``: the checkpoint traces of :mod:`pvfs.traces.generators`
   replayed by the ranks; each rank writes a phase (the records between two barriers) with
   one call carrying all its regions, as an MPI program writes a subarray through a file
@@ -204,6 +204,9 @@ def _open_window(comm: Any, fs: Any, path: str, method: str, opts: dict[str, Any
     if variant.endswith("-novictim"):  # (A/B of issue 32: evictions keep no copy at home)
         variant = variant[:-len("-novictim")]
         os.environ["PVFS_COLLECTIVE_VICTIMS"] = "0"
+    if variant.endswith("-victim"):  # (issue 32's victim cache on: off by default)
+        variant = variant[:-len("-victim")]
+        os.environ["PVFS_COLLECTIVE_VICTIMS"] = "1"
     if variant.endswith("-claimall"):  # (A/B: read-ahead claims to every home at once)
         variant = variant[:-len("-claimall")]
         os.environ["PVFS_COLLECTIVE_CLAIM_LEAD_FIRST"] = "0"

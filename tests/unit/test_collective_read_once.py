@@ -72,7 +72,7 @@ def _group(n: int, nslots: int, pages: int, balance: bool, victims: bool = True,
         c = PageCache(r, n, f, net.locks(r), datas[r], nslots, PS,  # type: ignore[arg-type]
                       size_at_open=len(f.data), atomic=False,
                       readahead=nslots // 4 * PS if readahead else 0)
-        assert (c.ra is not None) == readahead and c.victims  # (on by default)
+        assert (c.ra is not None) == readahead and not c.victims  # (off by default)
         if c.ra is not None:
             c.ra.balance = balance
         c.victims = victims

@@ -99,7 +99,7 @@ def _group(n: int, nslots: int, pages: int, victims: bool = True, readahead: boo
         c = PageCache(r, n, f, net.locks(r, local=local), datas[r],  # type: ignore[arg-type]
                       nslots, PS, size_at_open=len(f.data), atomic=False,
                       readahead=nslots // 4 * PS if readahead else 0)
-        assert c.victims  # on by default for the message back ends
+        assert not c.victims  # off by default (the default set by the run, s26)
         c.victims = victims
         caches.append(c)
     return net, f, caches
@@ -146,10 +146,14 @@ def test_before_the_victim_cache_a_rank_behind_read_the_evicted_pages_again():
     assert {p for p, k in f.page_reads.items() if k == 2} == set(range(12))
 
 
-def test_victims_off_from_the_environment(monkeypatch):
-    monkeypatch.setenv("PVFS_COLLECTIVE_VICTIMS", "0")
+def test_victims_on_from_the_environment(monkeypatch):
     from pvfs.collective._cache import PageCache
 
+    monkeypatch.setenv("PVFS_COLLECTIVE_VICTIMS", "1")
+    c = PageCache(0, 1, _File(4), _Net(1).locks(0), _Data(4, {}), 4, PS,  # type: ignore
+                  size_at_open=4 * PS, atomic=False)
+    assert c.victims
+    monkeypatch.setenv("PVFS_COLLECTIVE_VICTIMS", "0")
     c = PageCache(0, 1, _File(4), _Net(1).locks(0), _Data(4, {}), 4, PS,  # type: ignore
                   size_at_open=4 * PS, atomic=False)
     assert not c.victims

@@ -16,8 +16,8 @@ to it — local copy or remote ``get``/``put`` — is coherent. An access:
    flushed — or unless the page's home kept a copy when some rank evicted it (message back
    ends, issue 32's victim cache: the eviction's release carries the page's bytes, the
    home keeps them in the room the group's slots leave free and hands them over with the
-   next exclusive grant; see ``LockManager.keep_victim``; ``PVFS_COLLECTIVE_VICTIMS=0``:
-   off);
+   next exclusive grant; see ``LockManager.keep_victim``; on with
+   ``PVFS_COLLECTIVE_VICTIMS=1``);
    (consecutive pages the request loads come from the file in one read);
 3. copies the bytes locally, or remotely at the owner; the lock it holds is the pin that
    keeps the owner from evicting the page meanwhile (eviction only ``try``-locks, and skips a
