@@ -190,9 +190,8 @@ class WriteDelegations:
             except OSError as exc:  # (parked: its next fsync or close reports it too)
                 log.warning("write-back of delegated inode %d: %s", ino, exc)
             finally:
-                if ino in self.flushing:  # (its lease stays: what it shows is what it wrote)
-                    self.leases.written_here(ino, self.cache.size_hint(ino),
-                                             self.last_write.get(ino, 0))
+                if ino in self.flushing:  # (its lease stays; the manager knows the blocks)
+                    self.leases.written_here(ino)
                     self.flushing.discard(ino)
                     self.counters["written_back"] += 1
                     await self.leases.tell("written", [ino])

@@ -365,14 +365,12 @@ class LeaseCache:
     def forget(self, ino: int) -> None:
         self.attrs.pop(ino, None)
 
-    def written_here(self, ino: int, size: int, mtime_ns: int) -> None:
+    def written_here(self, ino: int) -> None:
         """This mount wrote a file it held alone back (delegations.py) and keeps its lease:
-        what it leases of it becomes what it wrote (the size its writes reached, their
-        time; the blocks unknown until the manager pushes the file's attributes)."""
-        a = self.attrs.get(ino)
-        if a is not None:
-            self.attrs[ino] = {**a, "size": max(a["size"], size),
-                               "mtime_ns": max(a["mtime_ns"], mtime_ns), "blocks": None}
+        its attributes here (the create's) go -- the next getattr asks the manager, which
+        now has the file's size and blocks (``st_blocks`` of a sparse file is not its size),
+        until the manager pushes them."""
+        self.attrs.pop(ino, None)
 
     async def not_leased(self, inos: list[int]) -> None:
         """Attributes this mount kept as leased (and the kernel cached as such: creates
