@@ -59,24 +59,34 @@ exec ip netns exec "$ns" sh -c "$*"
 
 
 def plan(ranks: list[int], servers: list[str], variants: tuple[str, ...] = (),
-         independent: set[int] | None = None) -> list[list[tuple[int, dict[str, Any]]]]:
+         independent: set[int] | None = None,
+         cold: bool = False) -> list[list[tuple[int, dict[str, Any]]]]:
     """The jobs of each rank count, ``(processes, options)``: ``independent`` (at the
     counts in ``independent``; None: at every count), then ``servers`` with each k of
     ``servers`` (``"half"``: as many lock servers as clients), then each of ``variants``
-    (a method such as ``servers+ra-evict``, issue 32's A/B) with the first k."""
+    (a method such as ``servers+ra-evict``, issue 32's A/B) with the first k; ``cold``:
+    every job empties the I/O daemons' caches after writing its file (``"cold"``)."""
+    out = [_plan_one(n, servers, variants, independent) for n in ranks]
+    if cold:
+        for g in out:
+            for _, opts in g:
+                opts["cold"] = True
+    return out
+
+
+def _plan_one(n: int, servers: list[str], variants: tuple[str, ...],
+              independent: set[int] | None) -> list[tuple[int, dict[str, Any]]]:
     out = []
-    for n in ranks:
-        jobs = [] if independent is not None and n not in independent else \
-            [(n, {"benchmark": "sliding_window", "method": "independent", **WINDOW,
-                  "breakdown": True})]
-        ks = [n if k == "half" else int(k) for k in servers]
-        for kk in ks:
-            jobs.append((n + kk, {"benchmark": "sliding_window", "method": "servers",
-                                  **WINDOW, "lock_servers": kk, "breakdown": True}))
-        for method in variants:
-            jobs.append((n + ks[0], {"benchmark": "sliding_window", "method": method,
-                                     **WINDOW, "lock_servers": ks[0], "breakdown": True}))
-        out.append(jobs)
+    if independent is None or n in independent:
+        out.append((n, {"benchmark": "sliding_window", "method": "independent", **WINDOW,
+                        "breakdown": True}))
+    ks = [n if k == "half" else int(k) for k in servers]
+    for kk in ks:
+        out.append((n + kk, {"benchmark": "sliding_window", "method": "servers",
+                             **WINDOW, "lock_servers": kk, "breakdown": True}))
+    for method in variants:
+        out.append((n + ks[0], {"benchmark": "sliding_window", "method": method,
+                                **WINDOW, "lock_servers": ks[0], "breakdown": True}))
     return out
 
 
@@ -91,9 +101,12 @@ def _load() -> float:
 
 
 @contextlib.contextmanager
-def harness(processes: int, rate: str, delay: str | None) -> Iterator[tuple[Any, str, Path]]:
+def harness(processes: int, rate: str, delay: str | None,
+            storage: dict[str, Any] | None = None) -> Iterator[tuple[Any, str, Path]]:
     """``(network, config path, work dir)``: hosts ``iod0..3`` running pvfs and ``r0..`` for
-    the ranks, a launcher script; everything removed on exit, also on failure."""
+    the ranks, a launcher script; everything removed on exit, also on failure.
+    ``storage``: the I/O daemons' ``[storage]`` table (``drive.storage_table``; None:
+    posix)."""
     from pvfs.cluster.netns import Network, cleanup_stale
 
     cleanup_stale()
@@ -102,7 +115,9 @@ def harness(processes: int, rate: str, delay: str | None) -> Iterator[tuple[Any,
             Network(hosts, rate=rate, delay=delay, subnet="10.214.0.0/24") as net:
         work = Path(d)
         static_neighbours(net, hosts)
-        cfg = net.make_config(work / "fs", iods=hosts[:4], connect_timeout=CONNECT_TIMEOUT)
+        extra = {"storage": storage} if storage else {}
+        cfg = net.make_config(work / "fs", iods=hosts[:4], connect_timeout=CONNECT_TIMEOUT,
+                              extra=extra)
         net.start_daemons(cfg)
         (work / "map").write_text("".join(f"{net.addrs[h]} {net.ns(h)}\n" for h in hosts))
         rsh = work / "nsrsh"
@@ -179,16 +194,20 @@ def derived(r: dict[str, Any]) -> dict[str, Any]:
 def run(ranks: list[int], servers: list[str], repeat: int, rate: str,
         delay: str | None, progress: Any = None, save: Any = None,
         job_timeout: float = 900, variants: tuple[str, ...] = (),
-        independent: set[int] | None = None) -> dict[str, Any]:
+        independent: set[int] | None = None, storage: dict[str, Any] | None = None,
+        cold: bool = False) -> dict[str, Any]:
     """Every rank count's jobs, ``repeat`` times in rotating order, on one harness sized for
     the largest job; results, medians and paired ratios. A job that fails is recorded in
-    ``failures`` and the run goes on; ``save(data)`` is called after every job."""
-    groups = plan(ranks, servers, variants, independent)
+    ``failures`` and the run goes on; ``save(data)`` is called after every job.
+    ``storage``/``cold``: emulated disks for the I/O daemons and caches emptied before
+    each window (as ``pvfs-admin bench collective --storage/--disk-cache/--cold``)."""
+    groups = plan(ranks, servers, variants, independent, cold)
     jobs = [j for g in groups for j in g]
     runs: dict[int, dict[int, dict[str, Any]]] = {i: {} for i in range(len(jobs))}
     failures: list[dict[str, Any]] = []
     started, load_before = time.time(), _load()
-    with harness(max(p for p, _ in jobs), rate, delay) as (net, config, work):
+    extra = {"storage": storage or {"default": "posix"}, "cold": cold}
+    with harness(max(p for p, _ in jobs), rate, delay, storage) as (net, config, work):
         base = 0
         for g in groups:
             for rep in range(repeat):
@@ -210,9 +229,9 @@ def run(ranks: list[int], servers: list[str], repeat: int, rate: str,
                         progress(f"[{rep + 1}/{repeat}] {nprocs} processes {label(opts)}: "
                                  + (f"{r['mib_s']:.1f} MiB/s" if r else "FAILED"))
                     if save:
-                        save(_data(jobs, runs, failures, started, load_before))
+                        save(_data(jobs, runs, failures, started, load_before) | extra)
             base += len(g)
-    return _data(jobs, runs, failures, started, load_before) | {
+    return _data(jobs, runs, failures, started, load_before) | extra | {
         "ranks": ranks, "servers": servers, "repeat": repeat, "rate": rate, "delay": delay}
 
 
@@ -307,7 +326,11 @@ def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
            # issue 32's victim cache: pages cached from a copy an eviction left at the
            # home, and copies the homes dropped for room
            "victim_hits": med("victim_hits"), "victims_dropped": med("victims_dropped"),
-           "lock_server_queued": med("lock_server_queued"), "locks": med("locks")}
+           "lock_server_queued": med("lock_server_queued"), "locks": med("locks"),
+           # on emulated storage: the disks' accesses and modelled busy seconds (summed
+           # over the I/O daemons) in the timed part
+           "disk_accesses": med("", lambda r: (r.get("disk") or {}).get("accesses")),
+           "disk_busy_s": med("", lambda r: (r.get("disk") or {}).get("busy_s"))}
     if "shares" in first:
         out["shares"] = {p: med(p, lambda r, p=p: r.get("shares", {}).get(p))
                          for p in (*PHASES, "other")}
@@ -373,7 +396,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="more methods with the first k, e.g. servers+ra-evict (issue 32's A/B)")
     ap.add_argument("--independent", default=None,
                     help="client counts that run the independent job (default: all)")
+    ap.add_argument("--storage", default=None,
+                    help="the I/O daemons' storage, e.g. emulated:ide-2000 (default posix)")
+    ap.add_argument("--disk-cache", type=int, default=None,
+                    help="bytes of the emulated disk's cache (0: none)")
+    ap.add_argument("--cold", action="store_true",
+                    help="empty the I/O daemons' caches before each window")
     args = ap.parse_args(argv)
+    from pvfs.bench.collective.drive import storage_table
+
+    table = storage_table(args.storage, args.disk_cache)
     command = "python -m pvfs.bench.collective.netns " + " ".join(
         argv if argv is not None else sys.argv[1:])
 
@@ -389,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
                    job_timeout=args.job_timeout,
                    variants=tuple(v for v in args.variants.split(",") if v),
                    independent=None if args.independent is None else
-                   {int(x) for x in args.independent.split(",") if x})
+                   {int(x) for x in args.independent.split(",") if x},
+                   storage=table, cold=args.cold)
     finally:
         signal.signal(signal.SIGTERM, old)
     save(data)

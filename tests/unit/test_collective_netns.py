@@ -88,3 +88,38 @@ def test_plan_without_independent_at_some_counts_and_variants_paired_with_server
     assert v["mib_s"]["ratios"] == [1.0, 1.2] and v["mib_s"]["median"] == 1.1
     assert v["fs_read_pages"]["ratios"] == [0.333, 0.5]
     assert v["cpu_s_per_gib"]["min"] == 0.8
+
+
+def test_plan_cold_marks_every_job_and_summary_carries_the_disks():
+    """Issue 32 (s27): the victim cache's A/B on emulated disks, caches emptied first."""
+    groups = plan([16, 32], ["1"], ("servers+ra-victim",), independent={16}, cold=True)
+    assert all(o["cold"] for g in groups for _, o in g)
+    assert not any("cold" in o for g in plan([8], ["1"]) for _, o in g)
+    rs = [{"method": "servers", "lock_servers": 1, "ranks": 32, "mib_s": 1.0,
+           "disk": {"accesses": a, "busy_s": a / 10}} for a in (30, 10, 20)]
+    s = summary(rs)
+    assert s["disk_accesses"] == {"median": 20, "lo": 10, "hi": 30}
+    assert s["disk_busy_s"]["median"] == 2.0
+    assert summary([{"method": "independent", "ranks": 8, "mib_s": 1.0,
+                     "disk": None}])["disk_accesses"] is None
+
+
+def test_storage_reaches_the_harness_config(monkeypatch):
+    """``--storage``/``--disk-cache`` become the daemons' ``[storage]`` table."""
+    from pvfs.bench.collective import netns
+
+    seen = {}
+
+    def fake_run(*a, **kw):
+        seen.update(kw)
+        return {"results": [], "runs": [], "paired": [], "variant_pairs": []}
+
+    monkeypatch.setattr(netns, "run", fake_run)
+    monkeypatch.setattr(netns, "plot", lambda *a: None)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        netns.main(["--ranks", "8", "--storage", "emulated:ide-2000", "--disk-cache", "0",
+                    "--cold", "-o", f"{d}/x.json"])
+    assert seen["storage"] == {"default": "emulated:ide-2000", "cache_bytes": 0}
+    assert seen["cold"] is True
