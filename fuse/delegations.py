@@ -23,14 +23,9 @@ What keeps it correct:
   (:meth:`WriteDelegations.end`): the manager's truncation of the daemons would otherwise
   report sizes while the mount holds the data. A rename over it, or an unlink of its last
   name, drops its data unwritten (removals.py).
-- **Times set on a kept file** (``tar x``, ``cp -p``, ``touch``) by its owner or root are
-  kept here with its data (:meth:`WriteDelegations.set_times`; CephFS's exclusive file
-  capability buffers them the same way): shown at once, sent to the manager after the data
-  of its write-back and before ``written`` (data arriving later would move the mtime on),
-  so nobody sees the file without them; ``fsync`` waits for them. A write after them moves
-  the mtime on again. (Sending them at once cost a manager round trip that sets the times
-  of every stripe file: ``tar x``'s costliest request.) Other attribute changes go to the
-  manager as before: mode and owner decide its permission checks.
+- **Times set explicitly** (``tar x``, ``cp -p``, ``touch``) write the file back first: its
+  data arriving later would move the mtime on. (Setting them at once and again after the
+  write-back doubled the stripe files' utimes, the costliest request of ``tar x``.)
 - **A lease session that ends** ends every delegation: the data are written back at once
   (others may see the file meanwhile: the one window, as in NFSv4 after a lost lease).
 
@@ -47,7 +42,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -74,15 +68,10 @@ class WriteDelegations:
         cache: the node's block cache (the data kept, written back through it).
         leases: the lease session (its connection carries ``writing``/``written``; a
             recall's answer waits here; the session's end ends every delegation).
-        send_times: sets a file's (atime, mtime) at the manager, either None for
-            "unchanged" (the times kept here, sent at the write-back); None: times are
-            never kept here.
     """
 
-    def __init__(self, cache: BlockCache, leases: LeaseCache,
-                 send_times: Callable[[int, int | None, int | None], Awaitable[object]]
-                 | None = None) -> None:
-        self.cache, self.leases, self.send_times = cache, leases, send_times
+    def __init__(self, cache: BlockCache, leases: LeaseCache) -> None:
+        self.cache, self.leases = cache, leases
         # ino -> ns of its last write here, also after its delegation ended (its lease and
         # the kernel's copy of its attributes stay: the mtime shown must not go back until
         # the manager pushes the file's attributes); dropped when a recall takes the lease.
@@ -93,16 +82,11 @@ class WriteDelegations:
         self.written: dict[int, None] = {}
         self.flushing: set[int] = set()  # written back now; ``written`` told when done
         self._untold: set[int] = set()   # of those, ``writing`` not yet told the manager
-        # ino -> [atime, mtime, ctime] set here on a kept file, not yet at the manager
-        # (None: unchanged); kept until sent after its data, also past the session's end.
-        self.times: dict[int, list[int | None]] = {}
-        self._times_sent: dict[int, trio.Event] = {}  # sent now: done when set
         self._queue_in, self._queue = trio.open_memory_channel[int](float("inf"))
         self._limit = trio.CapacityLimiter(_PARALLEL)
         self.counters = dict.fromkeys(("delegated", "refused", "kept_closes",
                                        "closes_written", "written_back", "dropped",
-                                       "recalled", "lost", "times_kept", "times_sent",
-                                       "times_failed"), 0)
+                                       "recalled", "lost"), 0)
         leases.before_answer.append(self._before_recall_answer)
         leases.on_session_end.append(self._session_ended)
 
@@ -123,7 +107,6 @@ class WriteDelegations:
     def forget(self, ino: int) -> None:
         """The create of ``ino`` was refused: there is nothing to write back."""
         self._pop(ino)
-        self.times.pop(ino, None)
 
     def holds(self, ino: int) -> bool:
         return ino in self.held
@@ -136,46 +119,12 @@ class WriteDelegations:
             self.last_write.move_to_end(ino)
             if len(self.last_write) > _LAST_WRITES:
                 self.last_write.popitem(last=False)
-            kept = self.times.get(ino)
-            if kept is not None and kept[1] is not None:
-                kept[1] = None  # the write moves the mtime on (its atime stays)
-                kept[2] = now
 
-    def shown_times(self, ino: int, atime: int, mtime: int, ctime: int) -> tuple[int, int, int]:
-        """(atime, mtime, ctime) shown here for ``ino`` whose manager's are these: the times
-        set here and not yet sent, and its last write here if later (until the write-back,
-        and until the manager pushes the file's attributes after it)."""
-        kept = self.times.get(ino)
-        if kept is not None:
-            atime = atime if kept[0] is None else kept[0]
-            mtime = mtime if kept[1] is None else kept[1]
-            ctime = max(ctime, kept[2] or 0)
-        last = self.last_write.get(ino, 0)
-        if last > mtime:
-            mtime, ctime = last, max(ctime, last)
-        return atime, mtime, ctime
-
-    def set_times(self, ino: int, attrs: dict, atime: int | None,
-                  mtime: int | None) -> dict | None:
-        """Keep times set on ``ino`` (attributes ``attrs`` as this mount has them) with its
-        data, if this mount holds it alone and times may be kept; the attributes shown
-        now, or None (the caller asks the manager). The caller checked the permission: the
-        manager sets them as root."""
-        if self.send_times is None or ino not in self.held or not self.leases.valid():
-            return None
-        now = time.time_ns()
-        kept = self.times.setdefault(ino, [None, None, None])
-        if atime is not None:
-            kept[0] = atime
-        if mtime is not None:
-            kept[1] = mtime
-            self.last_write.pop(ino, None)  # (the times set now are what is shown)
-        kept[2] = now
-        self.counters["times_kept"] += 1
-        shown = dict(attrs)
-        shown["atime_ns"], shown["mtime_ns"], shown["ctime_ns"] = self.shown_times(
-            ino, attrs["atime_ns"], attrs["mtime_ns"], attrs["ctime_ns"])
-        return shown
+    def mtime(self, ino: int, mtime: int) -> int:
+        """The mtime shown here for ``ino`` whose manager's is ``mtime``: its last write here,
+        if later (until the write-back, and until the manager pushes the file's attributes
+        after it)."""
+        return max(mtime, self.last_write.get(ino, 0))
 
     def keeps(self, ino: int, count: bool = True) -> bool:
         """Whether a close of ``ino`` may leave its data unwritten (``count``: a release,
@@ -197,16 +146,14 @@ class WriteDelegations:
     def dropped(self, ino: int) -> None:
         """The last name of ``ino`` went here before its data were written back: the caller
         dropped them (nothing is written for a removed file)."""
-        self.times.pop(ino, None)
         if self._pop(ino):
             self.counters["dropped"] += 1
 
     async def end(self, ino: int) -> None:
         """Write ``ino`` back and end its delegation now (before this mount truncates it,
-        renames over it, or opens it with ``O_TRUNC``; ``fsync``, for its times)."""
-        if ino in self.held or ino in self.flushing or ino in self.times:
+        renames over it, or opens it with ``O_TRUNC``)."""
+        if ino in self.held or ino in self.flushing:
             await self._write_back(ino)
-        await self._times_at_manager(ino)
         self.last_write.pop(ino, None)  # (the change that follows sets what is shown)
 
     # ------------------------------------------------------------------ write-backs
@@ -240,7 +187,6 @@ class WriteDelegations:
         async with self._limit:
             try:
                 await self.cache.flush(ino)
-                await self._times_at_manager(ino)  # after the data, before ``written``
             except OSError as exc:  # (parked: its next fsync or close reports it too)
                 log.warning("write-back of delegated inode %d: %s", ino, exc)
             finally:
@@ -249,41 +195,6 @@ class WriteDelegations:
                     self.flushing.discard(ino)
                     self.counters["written_back"] += 1
                     await self.leases.tell("written", [ino])
-
-    async def synced(self, ino: int) -> None:
-        """``fsync`` wrote the data of ``ino`` back: the times kept here go too."""
-        await self._times_at_manager(ino)
-
-    async def send_all_times(self) -> None:
-        """Every file's times kept here to the manager (at unmount, after the cache's
-        write-back: nothing is left to write before them)."""
-        async with trio.open_nursery() as nursery:
-            for ino in [*self.times, *self._times_sent]:
-                nursery.start_soon(self._limited_times, ino)
-
-    async def _limited_times(self, ino: int) -> None:
-        async with self._limit:
-            await self._times_at_manager(ino)
-
-    async def _times_at_manager(self, ino: int) -> None:
-        """Send the times kept for ``ino`` (its data are written back); return once they
-        are at the manager, also when another task sends them."""
-        sending = self._times_sent.get(ino)
-        if sending is not None:
-            await sending.wait()
-        kept = self.times.pop(ino, None)
-        if kept is None or self.send_times is None:
-            return
-        self._times_sent[ino] = done = trio.Event()
-        try:
-            await self.send_times(ino, kept[0], kept[1])
-            self.counters["times_sent"] += 1
-        except OSError as exc:  # (the file went meanwhile: nothing is left to set)
-            self.counters["times_failed"] += 1
-            log.warning("times of delegated inode %d: %s", ino, exc)
-        finally:
-            del self._times_sent[ino]
-            done.set()
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Finish the write-backs begun elsewhere (the flusher's, ``keeps``' oldest)."""
@@ -326,4 +237,4 @@ class WriteDelegations:
 
     def status(self) -> dict:
         return {**self.counters, "held": len(self.held), "written": len(self.written),
-                "flushing": len(self.flushing), "times": len(self.times)}
+                "flushing": len(self.flushing)}

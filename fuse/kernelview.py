@@ -69,9 +69,9 @@ class KernelView:
         self.opts, self.cache, self.table, self.counters = opts, cache, table, counters
         self._learn = learn
         self.leases: LeaseCache | None = None  # -o leases: set by Operations
-        # A file's (atime, mtime, ctime) as shown here, from the manager's: its last write
-        # here or the times set on it while this mount holds its data alone (delegations.py).
-        self.local_times: Callable[[int, int, int, int], tuple[int, int, int]] | None = None
+        # A file's mtime as shown here, from the manager's: its last write here or the
+        # times set on it while this mount holds its data alone (delegations.py).
+        self.local_mtime: Callable[[int, int], int] | None = None
         self.kernel: Kernel = Pyfuse3Front.kernel
         self.ready = False  # invalidate_inode only once the session runs
 
@@ -101,10 +101,11 @@ class KernelView:
         e.st_atime_ns = a["atime_ns"]
         e.st_mtime_ns = a["mtime_ns"]
         e.st_ctime_ns = a["ctime_ns"]
-        if self.local_times is not None and a.get("type") == "file":
-            # written here or times set here, not yet at the manager (delegations.py)
-            e.st_atime_ns, e.st_mtime_ns, e.st_ctime_ns = self.local_times(
-                a["ino"], e.st_atime_ns, e.st_mtime_ns, e.st_ctime_ns)
+        if self.local_mtime is not None and a.get("type") == "file":
+            m = self.local_mtime(a["ino"], e.st_mtime_ns)
+            if m != e.st_mtime_ns:  # written here, not yet written back (delegations.py)
+                e.st_mtime_ns = m
+                e.st_ctime_ns = max(e.st_ctime_ns, m)
         return e
 
     def named(self, e: EntryAttributes, parent: int, name: str) -> EntryAttributes:

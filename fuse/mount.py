@@ -125,7 +125,6 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
             stack.push_async_callback(_send_creates, ops.ahead)  # before the closes
         if ops.delegations is not None:
             await nursery.start(ops.delegations.run)
-            stack.push_async_callback(_send_times, ops.delegations)  # after the write-back
         stack.push_async_callback(_write_back, ops.cache, ops.gbackend)
         if ops.leases is not None:
             await nursery.start(ops.leases.run)
@@ -162,13 +161,6 @@ async def _write_back(cache, gbackend=None) -> None:
             log.error("writing back dirty blocks at unmount: %s", exc)
     if scope.cancelled_caught:
         log.error("write-back at unmount did not finish in %g s", EXIT_TIMEOUT)
-
-
-async def _send_times(delegations) -> None:
-    """The times kept with files written alone (their data are written back now), bounded
-    by EXIT_TIMEOUT."""
-    with trio.move_on_after(EXIT_TIMEOUT, shield=True):
-        await delegations.send_all_times()
 
 
 async def _send_creates(ahead) -> None:

@@ -23,7 +23,7 @@ from pyfuse3 import EntryAttributes, FileInfo, FUSEError, RequestContext
 from pvfs.cache import BlockCache, StreamPolicy, WritebackPolicy
 from pvfs.client.aclient import AsyncClient
 from pvfs.layout.stripe import Stripe
-from pvfs.protocol.cred import ROOT, Cred
+from pvfs.protocol.cred import Cred
 
 from .cachewire import ClientBackend, Coherence, Controls, MountBypass
 from .creates import CreatesAhead
@@ -109,13 +109,13 @@ class Operations(pyfuse3.Operations):
         self.files.ahead = self.ahead
         # Files created ahead here whose data stay past close until written back
         # (delegations.py): not through the global caches, nor without a cache.
-        self.delegations = WriteDelegations(self.cache, self.leases, self._send_times) \
+        self.delegations = WriteDelegations(self.cache, self.leases) \
             if self.ahead is not None and options.write_delegations and options.cache and \
             self.gbackend is None else None
         if self.delegations is not None:
             self.ahead.delegations = self.delegations
             self.files.delegations = self.delegations
-            self.view.local_times = self.delegations.shown_times
+            self.view.local_mtime = self.delegations.mtime
             self.virtual.before_setstripe = self.delegations.end
         # Unlinks and renames over files: the caches' side of a last name going (removals.py).
         self.removals = Removals(client=client, table=self.table, cache=self.cache,
@@ -145,11 +145,6 @@ class Operations(pyfuse3.Operations):
         # its own writes; the manager holds others until ``written`` (delegations.py).
         keep = self.delegations is not None and self.delegations.before_write(ino)
         await self.leases.writing(ino, keep=keep)
-
-    async def _send_times(self, ino: int, atime: int | None, mtime: int | None) -> None:
-        """Times set here on a file written alone, sent after its data (delegations.py):
-        as root, since this mount checked the permission when they were set."""
-        await self.client.setattr(ino, ROOT, atime_ns=atime, mtime_ns=mtime)
 
     def _extra_stats(self) -> dict:
         out = dict(self.counters)
@@ -271,12 +266,6 @@ class Operations(pyfuse3.Operations):
                        fh: int | None, ctx: RequestContext) -> dict:
         cred = self.cred(ctx)
         self.dirattrs.forget(inode)
-        if self.delegations is not None and (fields.update_atime or fields.update_mtime) \
-                and not (fields.update_size or fields.update_mode or fields.update_uid or
-                         fields.update_gid):
-            kept = self._times_kept(inode, attr, fields, cred)
-            if kept is not None:
-                return kept
         if self.delegations is not None and (fields.update_size or fields.update_mtime):
             # A file whose data this mount holds alone goes first: the manager's truncation
             # reports its size, and a write-back after a new mtime would move it on.
@@ -318,18 +307,6 @@ class Operations(pyfuse3.Operations):
                     self.files.global_truncation(inode, attr.st_size):
                 return await self.client.setattr(inode, cred, **kw)
         return await self.client.setattr(inode, cred, **kw)
-
-    def _times_kept(self, inode: int, attr: EntryAttributes, fields: pyfuse3.SetattrFields,
-                    cred: Cred) -> dict | None:
-        """Times set by its owner (or root) on a file this mount writes alone are kept with
-        its data until its write-back (delegations.py); the attributes shown, or None."""
-        assert self.delegations is not None
-        a = self.leases.getattr(inode) if self.leases is not None else None
-        if a is None or (cred.uid != 0 and cred.uid != a["uid"]):
-            return None  # (anyone else: the manager decides, by its rules)
-        return self.delegations.set_times(
-            inode, a, attr.st_atime_ns if fields.update_atime else None,
-            attr.st_mtime_ns if fields.update_mtime else None)
 
     @guard
     async def readlink(self, inode: int, ctx: RequestContext) -> bytes:

@@ -22,8 +22,6 @@ class FakeCache:
         self.log: list = []  # frames and flushes, in order
         self.gate = trio.Event()
         self.gate.set()
-        self.times_gate = trio.Event()  # the manager's answer to a file's times
-        self.times_gate.set()
 
     def size_hint(self, ino: int) -> int:
         return self.sizes.get(ino, 0)
@@ -61,17 +59,9 @@ class FakeLeases:
 def _made():
     cache = FakeCache()
     leases = FakeLeases(cache.log)
-
-    async def send_times(ino: int, atime: int | None, mtime: int | None) -> None:
-        await cache.times_gate.wait()
-        cache.log.append(("times", ino, atime, mtime))
-
-    d = WriteDelegations(cache, leases, send_times)
+    d = WriteDelegations(cache, leases)
     cache.before_write = d.before_write  # the backend's hook (operations.py)
     return d, cache, leases
-
-
-ATTRS = {"ino": 0, "atime_ns": 5_000, "mtime_ns": 6_000, "ctime_ns": 7_000}
 
 
 def _write(d: WriteDelegations, cache: FakeCache, ino: int, size: int = 3901) -> None:
@@ -161,97 +151,4 @@ async def test_a_session_that_ends_takes_the_delegations_and_writes_everything_b
         assert not d.keeps(50)
         await trio.testing.wait_all_tasks_blocked()
         assert sorted(cache.flushed) == [50, 51] and d.status()["lost"] == 2
-        nursery.cancel_scope.cancel()
-
-
-async def test_times_set_on_a_kept_file_are_shown_here_and_sent_after_its_data():
-    """tar x sets each file's times before its close: kept with the data, they reach the
-    manager after the data (which would move the mtime on) and before ``written``."""
-    d, cache, leases = _made()
-    _write(d, cache, 60)
-    shown = d.set_times(60, {**ATTRS, "ino": 60}, 1_000, 2_000)
-    assert (shown["atime_ns"], shown["mtime_ns"]) == (1_000, 2_000)
-    assert shown["ctime_ns"] > 7_000  # (the change is now)
-    assert d.shown_times(60, 5_000, 6_000, 7_000)[:2] == (1_000, 2_000)
-    assert d.keeps(60) and cache.log == []  # nothing sent at the change
-    await leases.before_answer[0]([60])
-    assert cache.log == [("writing", (60,)), ("data", 60), ("times", 60, 1_000, 2_000),
-                         ("written", (60,))]
-    assert d.shown_times(60, 5_000, 6_000, 7_000) == (5_000, 6_000, 7_000)
-    assert d.status()["times_sent"] == 1 and d.status()["times"] == 0
-
-
-async def test_a_write_after_the_times_moves_the_mtime_on():
-    d, cache, leases = _made()
-    _write(d, cache, 61)
-    d.set_times(61, {**ATTRS, "ino": 61}, 1_000, 2_000)
-    d.wrote(61)
-    atime, mtime, _ = d.shown_times(61, 5_000, 6_000, 7_000)
-    assert atime == 1_000 and mtime > 2_000  # the atime set stays, the mtime is the write's
-    await leases.before_answer[0]([61])
-    assert ("times", 61, 1_000, None) in cache.log
-
-
-async def test_times_are_kept_only_for_a_file_this_mount_holds():
-    d, cache, _ = _made()
-    assert d.set_times(62, {**ATTRS, "ino": 62}, 1, 2) is None  # not created here
-    _write(d, cache, 63)
-    d.before_write(63)  # its write-back began: the delegation ends
-    assert d.set_times(63, {**ATTRS, "ino": 63}, 1, 2) is None
-
-
-async def test_fsync_returns_once_the_times_are_at_the_manager_sent_once():
-    d, cache, _ = _made()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(d.run)
-        _write(d, cache, 64)
-        d.set_times(64, {**ATTRS, "ino": 64}, None, 2_000)
-        cache.gate, cache.times_gate = trio.Event(), trio.Event()
-        done = trio.Event()
-
-        async def fsync() -> None:
-            await cache.flush(64)  # (starts the background write-back too)
-            await d.synced(64)
-            done.set()
-
-        nursery.start_soon(fsync)
-        await trio.testing.wait_all_tasks_blocked()
-        assert not done.is_set()  # the data are on their way
-        cache.gate.set()
-        await trio.testing.wait_all_tasks_blocked()
-        assert ("data", 64) in cache.log and not done.is_set()  # the times are on their way
-        cache.times_gate.set()
-        await trio.testing.wait_all_tasks_blocked()
-        assert done.is_set()
-        assert [e for e in cache.log if e[0] == "times"] == [("times", 64, None, 2_000)]
-        assert cache.log.index(("data", 64)) < cache.log.index(("times", 64, None, 2_000)) \
-            < cache.log.index(("written", (64,)))
-        nursery.cancel_scope.cancel()
-
-
-async def test_times_of_a_file_removed_before_its_write_back_are_never_sent():
-    d, cache, _ = _made()
-    _write(d, cache, 65)
-    d.set_times(65, {**ATTRS, "ino": 65}, 1, 2)
-    d.dropped(65)
-    await d.send_all_times()
-    assert cache.log == []
-
-
-async def test_times_outlive_a_session_end_and_go_with_the_write_back_or_at_unmount():
-    d, cache, leases = _made()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(d.run)
-        _write(d, cache, 66)
-        d.set_times(66, {**ATTRS, "ino": 66}, 1, 2)
-        d.start(67)  # empty, never written: its times go at unmount
-        d.landed(67, True)
-        d.set_times(67, {**ATTRS, "ino": 67}, 3, 4)
-        leases.up = False
-        for hook in leases.on_session_end:
-            hook()
-        await trio.testing.wait_all_tasks_blocked()
-        assert ("times", 66, 1, 2) in cache.log
-        await d.send_all_times()
-        assert ("times", 67, 3, 4) in cache.log and d.status()["times"] == 0
         nursery.cancel_scope.cancel()
