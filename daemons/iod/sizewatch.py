@@ -13,6 +13,9 @@ no client can be told of the change while the manager still answers the old size
   its change in ``changing`` without yielding, so no ``watch`` slips in between.
 - At start nothing is known of what an earlier process promised: until the manager
   acknowledged ``forget all`` every change waits, and nothing is promised.
+- Reports go as a group commit: the files whose changes arrive while one report is on its
+  way go together in the next (a write-back of many small files -- ``tar x``, mdtest, a
+  mount's delegated files -- costs the manager one report per round trip, not per file).
 
 A manager that cannot be reached (refused: it is not running, and a manager that starts has
 nothing cached) or does not answer within the request timeout does not block the change
@@ -37,6 +40,7 @@ __all__ = ["SizeWatch"]
 
 WATCH_MAX = 1 << 20   # promises kept; beyond it the manager is told to forget them all
 RETRY_S = 1.0         # how often a report that timed out is sent again
+REPORT_MAX = 4096     # files per report (a request's limit, protocol/schema.py)
 
 
 class SizeWatch:
@@ -48,22 +52,49 @@ class SizeWatch:
         self._unwatching: dict[int, trio.Event] = {}
         self._ready = trio.Event()                   # the start's "forget all" acknowledged
         self._unreported: set[int] | None = set()   # reports that timed out (None: all)
+        self._next: dict[int, None] = {}             # files for the next report
+        self._next_done = trio.Event()               # set once that report is acknowledged
+        self._wake = trio.Event()
         self.notices = 0
 
     async def run(self) -> None:
         """Tell the manager to forget what an earlier process of this daemon promised, then
-        send again, every ``RETRY_S``, the reports that timed out."""
-        await self._tell(None)
-        self._ready.set()
+        send the reports as changes come, and again, every ``RETRY_S``, those that timed
+        out."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._reporter)
+            await self._tell(None)
+            self._ready.set()
+            while True:
+                await trio.sleep(RETRY_S)
+                again, self._unreported = self._unreported, set()
+                if again is None:
+                    await self._tell(None)
+                    continue
+                batch = sorted(again)
+                for i in range(0, len(batch), REPORT_MAX):
+                    await self._tell(batch[i:i + REPORT_MAX])
+
+    async def _report(self, ino: int) -> None:
+        """Have ``ino`` in the next report; return once the manager acknowledged it."""
+        self._next[ino] = None
+        done = self._next_done
+        self._wake.set()
+        await done.wait()
+
+    async def _reporter(self) -> None:
+        """Send the files gathered while the last report was on its way, together."""
         while True:
-            await trio.sleep(RETRY_S)
-            again, self._unreported = self._unreported, set()
-            if again is None:
-                await self._tell(None)
-                continue
-            batch = sorted(again)
-            for i in range(0, len(batch), 4096):   # a request's limit (protocol/schema.py)
-                await self._tell(batch[i:i + 4096])
+            await self._wake.wait()
+            self._wake = trio.Event()
+            while self._next:
+                inos, done = list(self._next), self._next_done
+                self._next, self._next_done = {}, trio.Event()
+                try:
+                    for i in range(0, len(inos), REPORT_MAX):
+                        await self._tell(inos[i:i + REPORT_MAX])
+                finally:
+                    done.set()
 
     def watch(self, ino: int) -> bool:
         """Promise to report the next change of ``ino`` (False: cannot now, don't cache)."""
@@ -87,7 +118,7 @@ class SizeWatch:
                 self.watched.discard(ino)
                 done = self._unwatching[ino] = trio.Event()
                 try:
-                    await self._tell([ino])
+                    await self._report(ino)
                 finally:
                     del self._unwatching[ino]
                     done.set()

@@ -1,7 +1,7 @@
 """The size cache's rules without daemons: the manager keeps only answers nothing changed
 since (daemons/mgr/sizecache.py), and an I/O daemon reports a watched stripe file before
-any change to it, one report at a time, with no promise made while a change is in progress
-(daemons/iod/sizewatch.py)."""
+any change to it, the changes that arrive while a report is on its way together in the next,
+with no promise made while a change is in progress (daemons/iod/sizewatch.py)."""
 
 from __future__ import annotations
 
@@ -135,6 +135,38 @@ def test_a_change_of_a_watched_file_waits_for_the_managers_acknowledgement():
         async with w.change(4):                 # not watched: no report
             pass
         assert told == [None, [3]]
+
+    trio.run(main)
+
+
+def test_changes_of_many_files_share_reports_each_waiting_for_its_own():
+    """A group commit: the files whose changes arrive while a report is on its way go in
+    the next one, and no change starts before the report naming its file is acknowledged."""
+    told: list = []
+    acked: set[int] = set()
+
+    async def notify(inos):
+        told.append(inos)
+        await trio.sleep(0.02)
+        acked.update(inos or ())
+
+    async def main():
+        w = SizeWatch(notify)
+        await _started(w)
+        for ino in range(1, 21):
+            assert w.watch(ino)
+
+        async def change(ino):
+            async with w.change(ino):
+                assert ino in acked  # its report was acknowledged first
+
+        async with trio.open_nursery() as n:
+            for ino in range(1, 21):
+                n.start_soon(change, ino)
+                await trio.sleep(0.001)
+        reports = told[1:]
+        assert sorted(i for r in reports for i in r) == list(range(1, 21))
+        assert len(reports) <= 3, reports  # not one per file
 
     trio.run(main)
 
