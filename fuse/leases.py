@@ -50,6 +50,8 @@ _STAMPS_MAX = 1 << 16  # recall/change stamps remembered; past that all older re
 _DIR_NAMES_MAX = 1 << 16  # names remembered per directory (past that: not complete)
 _ATTRS_MAX = 1 << 17  # inodes' attributes kept; past that the oldest learned go
 _DIRS_MAX = 1 << 14   # directories' entries kept; past that the oldest learned go
+_PARENTS_MAX = 1 << 16  # leased directories' parents kept (a listing's ``..``)
+_ROOT = 1
 _RELEASE_MAX = 4096   # leases given back in one frame
 _RENAME_EXCHANGE = 2  # renameat2's flag
 _NAMES_WAIT = 0.2     # s a recall's answer waits for the kernel to drop the names (2 s: fenced)
@@ -105,6 +107,9 @@ class LeaseCache:
         self.until = 0.0  # monotonic end of the session as this mount counts it
         self.attrs: dict[int, dict] = {}
         self.dirs: dict[int, _Dir] = {}
+        # A leased directory's parent, as this mount learned it (a listing's ``..``): a
+        # rename of the directory elsewhere recalls its lease, and the entry with it.
+        self.parents: dict[int, int] = {}
         self.clock = 0
         self.recalled: dict[int, int] = {}  # ino -> tick of the last recall
         self.changed: dict[int, int] = {}   # ino -> tick of this mount's last change sent
@@ -126,8 +131,8 @@ class LeaseCache:
         self.on_session_end: list[Callable[[], None]] = []
         client.on_fenced = self.fenced
         self.counters = dict.fromkeys(("lease_hits", "lease_negative_hits", "lease_misses",
-                                       "recalls_received", "pushed", "sessions", "writing"),
-                                      0)
+                                       "recalls_received", "pushed", "sessions", "writing",
+                                       "listings_here"), 0)
 
     # ------------------------------------------------------------------ answers
     def valid(self) -> bool:
@@ -187,6 +192,48 @@ class LeaseCache:
         return a
 
     # ------------------------------------------------------------------ the clock
+    def listing(self, ino: int) -> list[tuple[str, int]] | None:
+        """The names of directory ``ino`` with their inodes (``.`` and ``..`` first), if
+        this mount leases it complete with every entry's attributes; else None."""
+        if not self.valid():
+            return None
+        d = self.dirs.get(ino)
+        parent = _ROOT if ino == _ROOT else self.parents.get(ino)
+        if d is None or not d.complete or parent is None or ino not in self.attrs or \
+                parent not in self.attrs:
+            return None
+        out = [(".", ino), ("..", parent)]
+        for name, child in d.names.items():
+            if child:
+                if child not in self.attrs:
+                    return None
+                out.append((name, child))
+        self.counters["listings_here"] += 1
+        return out
+
+    def current(self, parent: int, name: str, ino: int) -> dict | object | None:
+        """Whether ``name`` in ``parent`` still names ``ino`` (a listing served here goes
+        on): its attributes, :data:`MISSING` (gone), or None (not known here now)."""
+        if not self.valid():
+            return None
+        if name in (".", ".."):
+            return self.attrs.get(ino)
+        d = self.dirs.get(parent)
+        if d is None:
+            return None
+        now = d.names.get(name)
+        if now == 0 or (now is None and d.complete):
+            return MISSING
+        if now is None:
+            return None
+        return self.attrs.get(now)  # (another inode may have taken the name meanwhile)
+
+    def _parent_is(self, ino: int, parent: int, reply: dict) -> None:
+        if reply.get("type") == "dir" and ino:
+            if len(self.parents) >= _PARENTS_MAX:
+                self.parents.clear()
+            self.parents[ino] = parent
+
     def tick(self) -> int:
         """A request is about to be sent: its tick."""
         self.clock += 1
@@ -228,6 +275,8 @@ class LeaseCache:
         ino = reply.get("ino", 0)
         if ino and ino in leased and self._fresh(ino, t):
             self._keep(ino, reply)
+            if parent is not None and name not in (None, ".", ".."):
+                self._parent_is(ino, parent, reply)
         if parent is not None and parent in leased and self._fresh(parent, t):
             self._set_name(self._dir(parent), name, ino)
 
@@ -244,6 +293,8 @@ class LeaseCache:
             ino = a["ino"]
             if ino in leased and self._fresh(ino, t):
                 self._keep(ino, a)
+                if name not in (".", ".."):
+                    self._parent_is(ino, parent, a)
             if d is not None and name not in (".", ".."):
                 self._set_name(d, name, ino)
         return keep_dir
@@ -287,6 +338,7 @@ class LeaseCache:
         self.learn(reply, t)
         if is_dir and reply["ino"] in (reply.get("leased") or ()):
             self.dirs[reply["ino"]] = _Dir(complete=True)  # new: nothing in it
+            self._parent_is(reply["ino"], parent, {"type": "dir"})
         self.parent_now(parent, reply, t)
 
     def removed(self, parent: int, name: str, t: int, reply: dict | None = None) -> None:
@@ -298,6 +350,7 @@ class LeaseCache:
             if old:
                 self.attrs.pop(old, None)  # its link count and ctime changed
                 self.dirs.pop(old, None)
+                self.parents.pop(old, None)
         self.parent_now(parent, reply or {}, t)
 
     def renamed(self, old: tuple[int, str], new: tuple[int, str], t: int, flags: int,
@@ -324,9 +377,13 @@ class LeaseCache:
                     self.attrs.pop(ino, None)
             if replaced:
                 self.dirs.pop(replaced, None)  # (an empty directory renamed over: gone)
+                self.parents.pop(replaced, None)
+            if moved in self.parents:
+                self.parents[moved] = new[0]
             self.attrs.pop(old[0], None)
             self.attrs.pop(new[0], None)
             return
+        self.parents.clear()  # (what moved where is not known here)
         for parent, name in (old, new):
             d = self.dirs.get(parent)
             if d is not None:
@@ -432,6 +489,7 @@ class LeaseCache:
         names = []
         for ino in inos:
             self.attrs.pop(ino, None)
+            self.parents.pop(ino, None)
             d = self.dirs.pop(ino, None)
             if d is not None:
                 names += [(ino, n) for n in d.kernel_names()]
@@ -454,6 +512,7 @@ class LeaseCache:
         self.lost.clear()  # (the kernel's copies end with the session: kernel_timeout)
         self.attrs.clear()
         self.dirs.clear()
+        self.parents.clear()
         self.floor = self.tick() + 1  # nothing sent before now is kept
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

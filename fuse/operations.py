@@ -128,6 +128,8 @@ class Operations(pyfuse3.Operations):
             self.leases.before_answer.append(closes.send_opens)
             self.leases.on_session_end.append(closes.session_ended)
         self._listing: dict[int, tuple[int, bool]] = {}
+        # fh -> the names of a listing served from the leases (its cookies: positions)
+        self._listed_here: dict[int, list[tuple[str, int]]] = {}
         # Read by pyfuse3.init: the kernel keeps written pages and writes them back itself
         # (flush/fsync/memory pressure). Handles whose writes must reach the I/O daemons at
         # once (O_SYNC/O_DSYNC, user.pvfs.sync=1) are opened direct_io instead
@@ -413,6 +415,11 @@ class Operations(pyfuse3.Operations):
         leases = self.leases
         if leases is not None and start_id == 0:
             self._listing[fh] = (leases.tick(), True)
+            here = leases.listing(h.ino)
+            if here is not None:
+                self._listed_here[fh] = here
+        if fh in self._listed_here:
+            return await self._readdir_here(fh, h.ino, h.cred, start_id, token)
         while True:
             gen = self.probed.gen
             t = self._tick()
@@ -438,6 +445,31 @@ class Operations(pyfuse3.Operations):
                     return
                 cookie = nxt
 
+    async def _readdir_here(self, fh: int, ino: int, cred: Cred, start: int, token: Any) -> None:
+        """A listing of a directory this mount leases complete (``leases.listing``), its
+        cookies positions in the names as they were at its start. A name removed since is
+        left out (POSIX leaves it open), and one the lease no longer covers (a recall) is
+        asked of the manager, so the kernel never links a name that is gone."""
+        names = self._listed_here[fh]
+        gen = self.probed.gen
+        for pos in range(start, len(names)):
+            name, child = names[pos]
+            a = self.leases.current(ino, name, child)
+            if a is MISSING:
+                continue
+            if a is None:
+                try:
+                    if name in (".", ".."):
+                        a = await self.client.getattr(child, cred)
+                    else:
+                        a = await self.client.lookup(ino, name, cred)
+                except FileNotFoundError:
+                    continue
+            self.probed.learn(a, gen)
+            if not self.view.kernel.readdir_reply(token, os.fsencode(name),
+                                                  self._entry_named(ino, name, a), pos + 1):
+                return
+
     def _learn_listing(self, fh: int, ino: int, entries: list, t: int, sized: bool) -> None:
         """With leases: keep a readdir page's leased names and attributes; a listing from
         the start whose every page came leased, ending with no recall, makes the directory
@@ -453,6 +485,7 @@ class Operations(pyfuse3.Operations):
     @guard
     async def releasedir(self, fh: int) -> None:
         self._listing.pop(fh, None)
+        self._listed_here.pop(fh, None)
         self.table.close(fh)
 
     @guard

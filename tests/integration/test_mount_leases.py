@@ -232,3 +232,31 @@ def test_read_only_opens_are_answered_here_and_kept_when_another_node_unlinks(no
         assert not f.exists()
         assert held.read() == data  # the recall told it first: the data stayed
     assert a.stats()["handle_counts"]["opens_sent"] - before["opens_sent"] == 1
+
+
+def test_a_directory_leased_complete_is_listed_by_the_mount(nodes):
+    """``rm -r``, ``find``, ``ls`` of a tree this node made: the listing is answered from the
+    lease (``.`` and ``..`` with their inodes), and a change on the other node (a recall)
+    shows in the next listing."""
+    import subprocess
+
+    a, b = nodes
+    d = a.path / "listed-here"
+    d.mkdir()
+    (d / "sub").mkdir()
+    names = {f"file-with-a-longer-name-{i:04d}" for i in range(300)}  # several pages
+    for n in names:
+        (d / n).write_bytes(b"")
+    before = _leases(a)["listings_here"]
+    assert set(os.listdir(d)) == names | {"sub"}
+    assert _leases(a)["listings_here"] > before
+    dots = {}
+    for line in subprocess.run(["ls", "-a1i", str(d / "sub")], check=True, capture_output=True,
+                               text=True).stdout.split("\n"):
+        if line.strip():
+            ino, name = line.split()
+            dots[name] = int(ino)
+    assert dots == {".": os.stat(d / "sub").st_ino, "..": os.stat(d).st_ino}
+    (b.path / "listed-here" / "from-b").write_bytes(b"")  # recalls A's lease of the directory
+    (b.path / "listed-here" / min(names)).unlink()
+    assert set(os.listdir(d)) == (names - {min(names)}) | {"sub", "from-b"}

@@ -300,3 +300,56 @@ def test_a_directory_counts_the_names_known_to_be_there_as_they_change():
     assert d.entries == sum(1 for i in d.names.values() if i) == 1
     c.unknown(20, "c")
     assert d.entries == 0
+
+
+def _listed_dir(c: LeaseCache) -> None:
+    """Directory 20 made here in the root (both leased), with a file and a subdirectory."""
+    c.learn({"ino": 1, "type": "dir", "mode": 0o40755, "leased": [1]}, c.tick())
+    t = c.changing(1)
+    c.made(1, "d", {"ino": 20, "type": "dir", "mode": 0o40755, "leased": [20],
+                    "parent": {"ino": 1, "type": "dir", "mode": 0o40755}}, t, is_dir=True)
+    t = c.changing(20)
+    c.made(20, "f", {**attrs(21), "leased": [21]}, t)
+    t = c.changing(20)
+    c.made(20, "sub", {"ino": 22, "type": "dir", "mode": 0o40755, "leased": [22]}, t,
+           is_dir=True)
+    c.attrs[20] = {"ino": 20, "type": "dir", "mode": 0o40755}  # (its attributes now)
+
+
+def test_a_complete_leased_directory_is_listed_here_with_its_parent():
+    c = cache()
+    _listed_dir(c)
+    assert c.listing(20) == [(".", 20), ("..", 1), ("f", 21), ("sub", 22)]
+    assert c.listing(22) == [(".", 22), ("..", 20)]  # made here: empty
+    assert c.counters["listings_here"] == 2
+
+
+def test_a_directory_is_not_listed_here_without_its_lease_parent_or_an_entrys_attributes():
+    c = cache()
+    _listed_dir(c)
+    c.attrs.pop(21)  # an entry's attributes not known: the manager lists it
+    assert c.listing(20) is None
+    c = cache()
+    _listed_dir(c)
+    c._drop([20])  # recalled
+    assert c.listing(20) is None
+    c = cache()
+    c.learn({**attrs(30, type="dir"), "leased": [30]}, c.tick())
+    assert c.listing(30) is None  # its names are not known, nor its parent
+    c = cache()
+    _listed_dir(c)
+    c.renamed((20, "sub"), (20, "sub2"), c.changing(20), 2)  # an exchange: not applied
+    assert c.listing(22) is None  # where it went is not known here
+
+
+def test_a_listing_served_here_leaves_out_names_removed_since_and_asks_for_the_unknown():
+    c = cache()
+    _listed_dir(c)
+    names = c.listing(20)
+    c.removed(20, "f", c.changing(20), {})
+    assert c.current(20, "f", 21) is MISSING  # not linked again by the listing
+    assert c.current(20, "sub", 22)["ino"] == 22
+    c.renamed((20, "sub"), (20, "moved"), c.changing(20), 0, done=True)
+    assert c.parents[22] == 20  # (a rename applied here keeps its parent known)
+    c._drop([20])  # a recall in the middle of the listing: the rest is asked
+    assert c.current(20, "sub", 22) is None and names[3] == ("sub", 22)
