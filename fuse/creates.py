@@ -81,7 +81,7 @@ class CreatesAhead:
         self.delegations: WriteDelegations | None = None  # its writes too (set by Operations)
         self.counters = dict.fromkeys(("created_ahead", "unlinked_ahead", "cancelled", "sent",
                                        "requests", "refused", "delegations", "closes_saved",
-                                       "failed_unlinks", "not_leased"), 0)
+                                       "failed_unlinks", "not_leased", "rmdirs_ahead"), 0)
         client.before_meta.insert(0, self._before_meta)  # (first: a later request may name them)
         leases.before_answer.append(self._before_recall_answer)
         leases.on_session_end.append(self._session_ended)
@@ -160,6 +160,33 @@ class CreatesAhead:
             self.counters["unlinked_ahead"] += 1
             self._work.set()
         return {"parent": parent_now}
+
+    def rmdir(self, parent: int, name: str, cred: Cred) -> dict | None:
+        """The reply of an rmdir made ahead in ``parent`` (the directory's new attributes),
+        or None: ask the manager. The directory removed must be one this mount knows empty
+        under its lease (complete, no name there): nobody else can have made a name in it
+        without recalling that lease, and this mount's own creates and unlinks in it go
+        before, in order. The kernel has checked the caller may remove it."""
+        leases = self.leases
+        d = leases.dirs.get(parent)
+        above = leases.attrs.get(parent)
+        if parent not in self.dirs or d is None or not d.complete or above is None or \
+                not leases.valid():
+            return None
+        ino = d.names.get(name)
+        gone = leases.dirs.get(ino) if ino else None
+        a = leases.attrs.get(ino) if ino else None
+        if gone is None or not gone.complete or gone.entries or a is None or \
+                a.get("type") != "dir":
+            return None
+        now = time.time_ns()
+        self.pending.append({"op": "rmdir", "parent": parent, "name": name,
+                             "cred": cred.to_wire(), "now": now})
+        self.dirs.pop(ino, None)
+        self.counters["rmdirs_ahead"] += 1
+        self._work.set()
+        return {"parent": {**above, "mtime_ns": now, "ctime_ns": now,
+                           "nlink": above["nlink"] - 1, "size": dir_size(d.entries - 1)}}
 
     async def _delegated(self, parent: int) -> bool:
         """Whether this mount may create ahead in ``parent`` and holds a number for it."""
@@ -257,11 +284,12 @@ class CreatesAhead:
     def _landed(self, item: dict, r: dict) -> bool:
         """A queued change's result; whether it was a create the manager did not lease (its
         size is not watched: sizecache.py), whose attributes must be asked again."""
-        if item["op"] == "unlink":
+        if item["op"] in ("unlink", "rmdir"):
             if "errno" in r:
                 self.counters["failed_unlinks"] += 1
-                log.error("unlink of %r in directory %d made ahead of the manager was "
-                          "refused: %s", item["name"], item["parent"], r.get("error"))
+                log.error("%s of %r in directory %d made ahead of the manager was "
+                          "refused: %s", item["op"], item["name"], item["parent"],
+                          r.get("error"))
                 self._forget_dir(item["parent"])
             return False
         ino = item["ino"]

@@ -357,9 +357,12 @@ class Operations(pyfuse3.Operations):
         n = os.fsdecode(name)
         self.dirattrs.forget(parent_inode)
         t = self._tick(parent_inode)
-        await self.client.rmdir(parent_inode, n, self.cred(ctx))
+        cred = self.cred(ctx)
+        reply = self.ahead.rmdir(parent_inode, n, cred) if self.ahead is not None else None
+        if reply is None:
+            await self.client.rmdir(parent_inode, n, cred)
         if self.leases is not None:
-            self.leases.removed(parent_inode, n, t)
+            self.leases.removed(parent_inode, n, t, reply)
 
     @guard
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,

@@ -23,7 +23,9 @@ What keeps it correct:
   while, claimable by a create ahead but never delegated again, then discards them);
   otherwise the create is refused (``ESTALE``).
 
-Each create of a batch succeeds or fails on its own; the reply lists the results in order.
+Unlinks and rmdirs the mount answered itself in such a directory ride in the same batches,
+in order (an rmdir only of a directory it knew empty under its lease). Each item of a batch
+succeeds or fails on its own; the reply lists the results in order.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class CreatesAhead:
     def __init__(self, server) -> None:
         self.server = server
         self.counters = dict.fromkeys(("delegations", "refused", "numbers", "created",
-                                       "unlinked", "failed"), 0)
+                                       "unlinked", "removed_dirs", "failed"), 0)
 
     def _pool_layout(self, directory: int) -> Stripe | None:
         """The layout a new file in ``directory`` takes, if the pool's numbers fit it."""
@@ -83,16 +85,20 @@ class CreatesAhead:
         return {"exclusive": True, "inos": inos, "stripe": layout.to_wire()}
 
     async def apply(self, f: dict, cred: Cred) -> dict:
-        """A batch of creates and unlinks, in order; each succeeds or fails on its own."""
+        """A batch of creates, unlinks and rmdirs, in order; each succeeds or fails on its
+        own."""
         results = []
         for item in f["items"]:
             try:
                 if item["op"] == "create":
                     results.append(await self._create(item, f["lease"]))
                     self.counters["created"] += 1
-                else:
+                elif item["op"] == "unlink":
                     results.append(await self._unlink(item, f["lease"]))
                     self.counters["unlinked"] += 1
+                else:
+                    results.append(await self._rmdir(item, f["lease"]))
+                    self.counters["removed_dirs"] += 1
             except OSError as exc:
                 self.counters["failed"] += 1
                 log.warning("%s ahead of %r in %d: %s", item["op"], item["name"],
@@ -107,6 +113,15 @@ class CreatesAhead:
         async with s.leases.changing([parent, s.store.child_ino(parent, item["name"])], name):
             s._reap(s.store.unlink(parent, item["name"], Cred(*item["cred"]),
                                    parent_out=parent_now, now=item["now"]))
+        return {"parent": parent_now[0]}
+
+    async def _rmdir(self, item: dict, name: str | None) -> dict:
+        s = self.server
+        parent = item["parent"]
+        parent_now: list[dict] = []
+        async with s.leases.changing([parent, s.store.child_ino(parent, item["name"])], name):
+            s.store.rmdir(parent, item["name"], Cred(*item["cred"]), parent_out=parent_now,
+                          now=item["now"])
         return {"parent": parent_now[0]}
 
     async def _create(self, item: dict, name: str | None) -> dict:

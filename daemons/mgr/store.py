@@ -415,7 +415,9 @@ class MetaStore:
                 parent_out.append(d._replace(mtime=now, ctime=now, nent=d.nent - 1).attrs())
             return self._drop_link(child, now)
 
-    def rmdir(self, parent: int, name: str, cred: Cred) -> None:
+    def rmdir(self, parent: int, name: str, cred: Cred, parent_out: list | None = None,
+              now: int | None = None) -> None:
+        """Remove an empty directory. ``parent_out``/``now``: as :meth:`unlink`'s."""
         parent, name, cred = check_ino(parent), check_name(name), check_cred(cred)
         perms.rmdir_name_rule(name, parent == ROOT_INO)
         with self._tx():
@@ -424,11 +426,14 @@ class MetaStore:
                 raise fail(errno.ENOTDIR, name)
             if child.nent:
                 raise fail(errno.ENOTEMPTY, name)
-            now = time.time_ns()
+            now = time.time_ns() if now is None else now
             self._db.execute("DELETE FROM dentries WHERE parent = ? AND name = ?",
                              (parent, name))
             self._touch_dir(d.ino, now, -1, -1)
             self._delete(child.ino)
+            if parent_out is not None:
+                parent_out.append(d._replace(mtime=now, ctime=now, nent=d.nent - 1,
+                                             nlink=d.nlink - 1).attrs())
 
     def rename(self, parent: int, name: str, new_parent: int, new_name: str, cred: Cred,
                flags: int = 0) -> dict | None:

@@ -316,3 +316,34 @@ def test_unlinks_are_answered_by_the_mount_and_seen_at_once_elsewhere(nodes, clu
     with pvfs.connect(cluster.config_path) as fs:
         assert fs.listdir("/gone") == []
     _fsck_clean(cluster)  # no stripe file left behind, none missing
+
+
+def test_rmdirs_of_empty_directories_known_here_are_answered_by_the_mount(nodes, cluster):
+    """``rm -r`` of a tree this node made: each directory it knows empty under its lease
+    goes without waiting, in order behind the creates and unlinks in it."""
+    import shutil
+
+    a, b = nodes
+    top = a.path / "tree"
+    top.mkdir()
+    (top / "warm").touch()  # (the first create asks for the delegation)
+    for i in range(5):
+        sub = top / f"d{i}"
+        sub.mkdir()
+        (sub / "inner").mkdir()
+        for j in range(3):
+            (sub / f"f{j}").write_bytes(b"data")
+    os.listdir(top)  # (a listing here makes nothing incomplete)
+    before = _ahead(a)
+    shutil.rmtree(top / "d0")  # its files, "inner" and "d0" itself: all queued here
+    assert _ahead(a)["rmdirs_ahead"] - before["rmdirs_ahead"] == 2
+    (b.path / "tree" / "d1" / "from-b").touch()  # recalls A's lease of d1 (not empty now)
+    with pytest.raises(OSError) as exc:
+        os.rmdir(top / "d1")
+    assert exc.value.errno == errno.ENOTEMPTY
+    shutil.rmtree(top)
+    assert not (b.path / "tree").exists()  # B's lookup recalls A's lease: all sent first
+    with pvfs.connect(cluster.config_path) as fs:
+        assert "tree" not in fs.listdir("/")
+    assert _ahead(a)["failed_unlinks"] == before["failed_unlinks"]
+    _fsck_clean(cluster)

@@ -371,4 +371,7 @@ def test_attributes_built_without_a_query_equal_the_stored_rows(tmp_path):
     b, _ = store.create(sub, "g", 0o644, ROOT)
     reaped = store.unlink(sub, "g", ROOT, parent_out=out)
     assert reaped == store.getattr(b["ino"]) and out[-1] == store.getattr(sub)
+    store.rmdir(sub, "d", ROOT, parent_out=out, now=12345)  # (an rmdir made ahead)
+    assert out[-1] == store.getattr(sub) and out[-1]["nlink"] == 2
+    assert out[-1]["mtime_ns"] == out[-1]["ctime_ns"] == 12345
     store.close()

@@ -277,20 +277,23 @@ _AHEAD_ITEMS = {
                "now": integer(0, 2**63 - 1), "open": boolean, "deleg": boolean},
     "unlink": {"op": text(8), "parent": integer(1, 2**63 - 1), "name": name, "cred": cred,
                "now": integer(0, 2**63 - 1)},
+    "rmdir": {"op": text(8), "parent": integer(1, 2**63 - 1), "name": name, "cred": cred,
+              "now": integer(0, 2**63 - 1)},
 }
 
 
 def _ahead_items(v: Any) -> list[dict]:
     """A mount's changes made ahead of the manager (``ahead``), in order: at most 1024
-    creates and unlinks, each with exactly the fields of its kind (:data:`_AHEAD_ITEMS`)."""
+    creates, unlinks and rmdirs, each with exactly the fields of its kind
+    (:data:`_AHEAD_ITEMS`)."""
     if not isinstance(v, list) or len(v) > 1024:
         raise ValueError("must be a list of at most 1024 changes")
     out = []
     for item in v:
         kind = _AHEAD_ITEMS.get(item.get("op")) if isinstance(item, dict) else None
         if kind is None or set(item) != set(kind):
-            raise ValueError("each change must be a create or an unlink with exactly its "
-                             "fields")
+            raise ValueError("each change must be a create, an unlink or an rmdir with "
+                             "exactly its fields")
         out.append({k: check(item[k]) for k, check in kind.items()})
     return out
 
