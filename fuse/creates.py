@@ -161,24 +161,24 @@ class CreatesAhead:
             self._work.set()
         return {"parent": parent_now}
 
-    def rmdir(self, parent: int, name: str, cred: Cred) -> dict | None:
+    async def rmdir(self, parent: int, name: str, cred: Cred) -> dict | None:
         """The reply of an rmdir made ahead in ``parent`` (the directory's new attributes),
         or None: ask the manager. The directory removed must be one this mount knows empty
         under its lease (complete, no name there): nobody else can have made a name in it
         without recalling that lease, and this mount's own creates and unlinks in it go
-        before, in order. The kernel has checked the caller may remove it."""
+        before, in order. The kernel has checked the caller may remove it. A parent this
+        mount does not create in yet is asked for once (``rm -r`` of directories that
+        hold only directories)."""
+        if not self._empty_dir_known(parent, name):
+            return None
+        if parent not in self.dirs:
+            await self._delegated(parent)
+            if parent not in self.dirs or not self._empty_dir_known(parent, name):
+                return None
         leases = self.leases
-        d = leases.dirs.get(parent)
-        above = leases.attrs.get(parent)
-        if parent not in self.dirs or d is None or not d.complete or above is None or \
-                not leases.valid():
-            return None
-        ino = d.names.get(name)
-        gone = leases.dirs.get(ino) if ino else None
-        a = leases.attrs.get(ino) if ino else None
-        if gone is None or not gone.complete or gone.entries or a is None or \
-                a.get("type") != "dir":
-            return None
+        d = leases.dirs[parent]
+        above = leases.attrs[parent]
+        ino = d.names[name]
         now = time.time_ns()
         self.pending.append({"op": "rmdir", "parent": parent, "name": name,
                              "cred": cred.to_wire(), "now": now})
@@ -187,6 +187,19 @@ class CreatesAhead:
         self._work.set()
         return {"parent": {**above, "mtime_ns": now, "ctime_ns": now,
                            "nlink": above["nlink"] - 1, "size": dir_size(d.entries - 1)}}
+
+    def _empty_dir_known(self, parent: int, name: str) -> bool:
+        """Whether ``name`` in ``parent`` is a directory this mount knows empty, both
+        leased complete."""
+        leases = self.leases
+        d = leases.dirs.get(parent)
+        if d is None or not d.complete or parent not in leases.attrs or not leases.valid():
+            return False
+        ino = d.names.get(name)
+        gone = leases.dirs.get(ino) if ino else None
+        a = leases.attrs.get(ino) if ino else None
+        return gone is not None and gone.complete and not gone.entries and a is not None \
+            and a.get("type") == "dir"
 
     async def _delegated(self, parent: int) -> bool:
         """Whether this mount may create ahead in ``parent`` and holds a number for it."""

@@ -358,7 +358,8 @@ class Operations(pyfuse3.Operations):
         self.dirattrs.forget(parent_inode)
         t = self._tick(parent_inode)
         cred = self.cred(ctx)
-        reply = self.ahead.rmdir(parent_inode, n, cred) if self.ahead is not None else None
+        reply = await self.ahead.rmdir(parent_inode, n, cred) if self.ahead is not None \
+            else None
         if reply is None:
             await self.client.rmdir(parent_inode, n, cred)
         if self.leases is not None:

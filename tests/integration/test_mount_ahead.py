@@ -337,6 +337,9 @@ def test_rmdirs_of_empty_directories_known_here_are_answered_by_the_mount(nodes,
     before = _ahead(a)
     shutil.rmtree(top / "d0")  # its files, "inner" and "d0" itself: all queued here
     assert _ahead(a)["rmdirs_ahead"] - before["rmdirs_ahead"] == 2
+    (top / "only-dirs" / "x" / "y").mkdir(parents=True)  # no file made in them
+    shutil.rmtree(top / "only-dirs")  # (their parents are asked for once each)
+    assert _ahead(a)["rmdirs_ahead"] - before["rmdirs_ahead"] == 5
     (b.path / "tree" / "d1" / "from-b").touch()  # recalls A's lease of d1 (not empty now)
     with pytest.raises(OSError) as exc:
         os.rmdir(top / "d1")
