@@ -157,7 +157,7 @@ class Params:
         if self.write is not None and self.write.write is not None:
             raise ValueError("a write model has no write model of its own")
         if not isinstance(self.cache_measured, bool):
-            raise ValueError("cache_measured must be true or false")
+            raise ValueError("cache_measured must be true or false")  # noqa: TRY004 (a bad model: ValueError)
 
     def to_wire(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("bands", "write")}
