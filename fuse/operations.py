@@ -128,8 +128,7 @@ class Operations(pyfuse3.Operations):
             self.leases.before_answer.append(closes.send_opens)
             self.leases.on_session_end.append(closes.session_ended)
         self._listing: dict[int, tuple[int, bool]] = {}
-        # fh -> the names of a listing served from the leases (its cookies: positions)
-        self._listed_here: dict[int, list[tuple[str, int]]] = {}
+        self._listed_here: dict[int, list[tuple[str, int]]] = {}  # fh -> a listing's names here
         # Read by pyfuse3.init: the kernel keeps written pages and writes them back itself
         # (flush/fsync/memory pressure). Handles whose writes must reach the I/O daemons at
         # once (O_SYNC/O_DSYNC, user.pvfs.sync=1) are opened direct_io instead
