@@ -418,8 +418,10 @@ class Operations(pyfuse3.Operations):
         leases = self.leases
         if leases is not None and start_id == 0:
             self._listing[fh] = (leases.tick(), True)
-            here = leases.listing(h.ino)
-            if here is not None:
+            here = leases.listing(h.ino)  # (a rewind lists afresh, here or at the manager)
+            if here is None:
+                self._listed_here.pop(fh, None)
+            else:
                 self._listed_here[fh] = here
         if fh in self._listed_here:
             return await self._readdir_here(fh, h.ino, h.cred, start_id, token)

@@ -257,6 +257,12 @@ def test_a_directory_leased_complete_is_listed_by_the_mount(nodes):
             ino, name = line.split()
             dots[name] = int(ino)
     assert dots == {".": os.stat(d / "sub").st_ino, "..": os.stat(d).st_ino}
-    (b.path / "listed-here" / "from-b").write_bytes(b"")  # recalls A's lease of the directory
-    (b.path / "listed-here" / min(names)).unlink()
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)  # one handle, listed twice (a rewind)
+    try:
+        assert set(os.listdir(fd)) == names | {"sub"}
+        (b.path / "listed-here" / "from-b").write_bytes(b"")  # recalls A's lease of it
+        (b.path / "listed-here" / min(names)).unlink()
+        assert set(os.listdir(fd)) == (names - {min(names)}) | {"sub", "from-b"}
+    finally:
+        os.close(fd)
     assert set(os.listdir(d)) == (names - {min(names)}) | {"sub", "from-b"}
