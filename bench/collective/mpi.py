@@ -12,7 +12,9 @@
   around a load after the adaptive wait of sessions s13-s17 instead of waiting for the
   copy up to the bound (issue 32's A/B); ``-evict`` lets read-ahead evict whenever its
   slots are full (before the placement rule); ``-victim`` turns the victim cache at the
-  homes on (``servers+ra-victim``; off by default) and ``-novictim`` off.
+  homes on (``servers+ra-victim``; off by default) and ``-novictim`` off; ``-udpbells``
+  rings the message back ends' doorbells over UDP between hosts (``servers+ra-udpbells``;
+  off by default).
 - ``btio``, ``flash``, ``s3d``: the checkpoint traces of :mod:`pvfs.traces.generators`
   replayed by the ranks; each rank writes a phase (the records between two barriers) with
   one call carrying all its regions, as an MPI program writes a subarray through a file
@@ -92,7 +94,7 @@ RA_KEYS = ("ra_pages", "ra_reads", "ra_skipped", "ra_waits", "ra_failed", "ra_re
 #: evicted in between, or read around)
 CACHE_KEYS = ("misses", "evictions", "evict_pinned", "hits", "remote_hits", "victims_sent",
               "victim_hits", "victims_kept", "victims_handed", "victims_dropped",
-              "victims_refused")
+              "victims_refused", "bells_on", "bells_udp", "bell_rings")
 PER_RANK_KEYS = ("fs_bytes_read", "misses", "evictions", "ra_evictions", "ra_pages",
                  "ra_lead_lost", "ra_room_refused", "victim_hits")
 #: the phases of a locked access of the cache, in the order of ``PageCache._record``'s marks
@@ -207,6 +209,9 @@ def _open_window(comm: Any, fs: Any, path: str, method: str, opts: dict[str, Any
     if variant.endswith("-victim"):  # (issue 32's victim cache on: off by default)
         variant = variant[:-len("-victim")]
         os.environ["PVFS_COLLECTIVE_VICTIMS"] = "1"
+    if variant.endswith("-udpbells"):  # (issue 32: doorbells over UDP across hosts)
+        variant = variant[:-len("-udpbells")]
+        os.environ["PVFS_COLLECTIVE_BELLS_UDP"] = "1"
     if variant.endswith("-claimall"):  # (A/B: read-ahead claims to every home at once)
         variant = variant[:-len("-claimall")]
         os.environ["PVFS_COLLECTIVE_CLAIM_LEAD_FIRST"] = "0"

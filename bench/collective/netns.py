@@ -326,6 +326,9 @@ def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
            # issue 32's victim cache: pages cached from a copy an eviction left at the
            # home, and copies the homes dropped for room
            "victim_hits": med("victim_hits"), "victims_dropped": med("victims_dropped"),
+           # the client ranks whose doorbells were on (over UDP: issue 32) and their rings
+           "bells_on": med("bells_on"), "bells_udp": med("bells_udp"),
+           "bell_rings": med("bell_rings"),
            "lock_server_queued": med("lock_server_queued"), "locks": med("locks"),
            # on emulated storage: the disks' accesses and modelled busy seconds (summed
            # over the I/O daemons) in the timed part

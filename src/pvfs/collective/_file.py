@@ -342,6 +342,9 @@ class CollectiveFile:
             out.update(self._final_counters)
         if self.wb is not None:
             out.update(self.wb.counters())
+        if self._bells is not None:  # the doorbells (issue 32: on over UDP across hosts?)
+            out.update({"bells_on": int(self._bells.enabled),
+                        "bells_udp": int(self._bells.udp), "bell_rings": self._bells.rings})
         return out
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ deadlock becomes an error, not a hang.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -148,7 +149,10 @@ class Bells:
     travels through MPI, and a waiter that finds nothing waits again, at most ``idle_cap``
     at a time, so a lost ring costs at most that. Only when every rank of ``comm`` is on one
     host *and in one network namespace* (:func:`host_key`: abstract sockets are scoped to
-    the network namespace); else ``enabled`` is False and waits poll as before.
+    the network namespace). Across hosts (or namespaces), with ``PVFS_COLLECTIVE_BELLS_UDP=1``
+    (:func:`udp_wanted`, issue 32), the same two sockets are UDP sockets bound to an address of the
+    rank's own host (:func:`bell_address`), checked at set-up by one ring round the group
+    (``udp``); else ``enabled`` is False and waits poll as before.
     ``PVFS_COLLECTIVE_BELLS=0`` turns them off.
     """
 
@@ -163,9 +167,12 @@ class Bells:
         # decided together: every rank must take the same path through the collectives
         self.enabled = bool(comm.allreduce(int(usable), op=_min_op()))
         self.rings = 0
+        self.udp = False
         self._socks: dict[str, Any] = {}
-        self._names: dict[str, list[bytes]] = {}
+        self._names: dict[str, list[Any]] = {}
         if not self.enabled:
+            if wanted and udp_wanted() and len(set(hosts)) > 1:
+                self._udp(comm)
             return
         ok = True
         for kind in ("service", "caller"):
@@ -183,6 +190,48 @@ class Bells:
         self._out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._out.setblocking(False)
         self._out_lock = threading.Lock()
+
+    def _udp(self, comm: Any) -> None:
+        """UDP doorbells (collective): two sockets on this host's address, the group's
+        addresses gathered, then one ring to the next rank checked by every rank within
+        :data:`UDP_CHECK_S`; ``enabled`` only if every rank bound and heard its ring."""
+        import select
+        import socket
+
+        addr = bell_address()
+        socks: dict[str, Any] = {}
+        for kind in ("service", "caller"):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setblocking(False)
+            socks[kind] = sock
+            if addr is not None:
+                try:
+                    sock.bind((addr, 0))
+                except OSError:
+                    addr = None
+        mine = None if addr is None else {k: s.getsockname() for k, s in socks.items()}
+        every = comm.allgather(mine)
+        self._socks = socks
+        if any(e is None for e in every):
+            self.close()
+            return
+        self._names = {k: [tuple(e[k]) for e in every] for k in ("service", "caller")}
+        self._out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._out.setblocking(False)
+        self._out_lock = threading.Lock()
+        self.enabled = True  # (for ring)
+        n = comm.Get_size()
+        self.ring("service", (self.rank + 1) % n)
+        heard = bool(select.select([socks["service"]], [], [], UDP_CHECK_S)[0])
+        if heard:
+            with contextlib.suppress(OSError):
+                while socks["service"].recv(64):
+                    pass
+        self.rings = 0
+        self.enabled = bool(comm.allreduce(int(heard), op=_min_op()))
+        self.udp = self.enabled
+        if not self.enabled:
+            self.close()
 
     def ring(self, kind: str, dest: int) -> None:
         """Wake ``dest``'s ``kind`` waiter (after the MPI message to it was sent)."""
@@ -219,8 +268,49 @@ class Bells:
         for sock in self._socks.values():
             sock.close()
         self._socks.clear()
-        if self.enabled:
-            self._out.close()
+        out = getattr(self, "_out", None)
+        if out is not None:
+            out.close()
+            self._out = None
+
+
+def udp_wanted() -> bool:
+    """Doorbells over UDP between ranks on different hosts or network namespaces (issue
+    32: over the netns harness the message back ends polled instead): off unless
+    ``PVFS_COLLECTIVE_BELLS_UDP=1`` (read at each open)."""
+    return os.environ.get("PVFS_COLLECTIVE_BELLS_UDP", "0") == "1"
+
+#: Seconds every rank waits for the set-up's test ring before UDP bells are given up.
+UDP_CHECK_S = 2.0
+
+
+def bell_address() -> str | None:
+    """The IPv4 address a rank's UDP doorbells bind: ``PVFS_COLLECTIVE_BELL_ADDR``, else the
+    first address of an interface of this host that is not loopback (``SIOCGIFADDR``), else
+    None (no UDP doorbells)."""
+    given = os.environ.get("PVFS_COLLECTIVE_BELL_ADDR")
+    if given:
+        return given
+    import fcntl
+    import socket
+    import struct
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for _, name in socket.if_nameindex():
+            if name == "lo":
+                continue
+            try:
+                raw = fcntl.ioctl(probe.fileno(), 0x8915,  # SIOCGIFADDR
+                                  struct.pack("256s", name[:15].encode()))
+            except OSError:
+                continue  # no IPv4 address on it
+            addr = socket.inet_ntoa(raw[20:24])
+            if not addr.startswith("127."):
+                return addr
+    finally:
+        probe.close()
+    return None
 
 
 def _min_op() -> Any:
