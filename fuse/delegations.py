@@ -23,9 +23,14 @@ What keeps it correct:
   (:meth:`WriteDelegations.end`): the manager's truncation of the daemons would otherwise
   report sizes while the mount holds the data. A rename over it, or an unlink of its last
   name, drops its data unwritten (removals.py).
-- **Times set explicitly** (``tar x``, ``cp -p``, ``touch``) write the file back first: its
-  data arriving later would move the mtime on. (Setting them at once and again after the
-  write-back doubled the stripe files' utimes, the costliest request of ``tar x``.)
+- **Times set explicitly** (``tar x``, ``cp -p``) on a file none of whose data have left
+  go with its data: the manager keeps the times (its stripe files, all empty, do not
+  count, daemons/mgr/stripefiles.py), and the write-back sets the mtime of the stripe files
+  it filled before it says ``written`` (:meth:`WriteDelegations.times_later`); a later
+  write here moves the mtime on as usual. Once some data have left, explicit times write
+  the file back first, then the manager sets them on the stripe files. (Setting them at
+  once and again after the write-back doubled the stripe files' utimes, the costliest
+  request of ``tar x``.) ``fsync`` sets them too before it returns.
 - **A lease session that ends** ends every delegation: the data are written back at once
   (others may see the file meanwhile: the one window, as in NFSv4 after a lost lease).
 
@@ -42,6 +47,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -68,10 +74,13 @@ class WriteDelegations:
         cache: the node's block cache (the data kept, written back through it).
         leases: the lease session (its connection carries ``writing``/``written``; a
             recall's answer waits here; the session's end ends every delegation).
+        data_mtime: ``(ino, size, mtime_ns)`` sets the mtime of the stripe files holding a
+            file's ``size`` bytes (explicit times carried by the write-back).
     """
 
-    def __init__(self, cache: BlockCache, leases: LeaseCache) -> None:
-        self.cache, self.leases = cache, leases
+    def __init__(self, cache: BlockCache, leases: LeaseCache,
+                 data_mtime: Callable[[int, int, int], Awaitable[None]]) -> None:
+        self.cache, self.leases, self.data_mtime = cache, leases, data_mtime
         # ino -> ns of its last write here, also after its delegation ended (its lease and
         # the kernel's copy of its attributes stay: the mtime shown must not go back until
         # the manager pushes the file's attributes); dropped when a recall takes the lease.
@@ -82,11 +91,17 @@ class WriteDelegations:
         self.written: dict[int, None] = {}
         self.flushing: set[int] = set()  # written back now; ``written`` told when done
         self._untold: set[int] = set()   # of those, ``writing`` not yet told the manager
+        # Explicit times that go with the data: ino -> (mtime, size) to set on the stripe
+        # files the write-back fills; and the mtime shown here until the lease goes (the
+        # manager's pushes during the write-back may show its data's mtime before it is set).
+        self.times: dict[int, tuple[int, int]] = {}
+        self.shown: OrderedDict[int, int] = OrderedDict()
+        self._setting: dict[int, trio.Event] = {}  # times being set now
         self._queue_in, self._queue = trio.open_memory_channel[int](float("inf"))
         self._limit = trio.CapacityLimiter(_PARALLEL)
         self.counters = dict.fromkeys(("delegated", "refused", "kept_closes",
                                        "closes_written", "written_back", "dropped",
-                                       "recalled", "lost"), 0)
+                                       "recalled", "lost", "times_later"), 0)
         leases.before_answer.append(self._before_recall_answer)
         leases.on_session_end.append(self._session_ended)
 
@@ -106,12 +121,15 @@ class WriteDelegations:
 
     def forget(self, ino: int) -> None:
         """The create of ``ino`` was refused: there is nothing to write back."""
+        self.times.pop(ino, None)
         self._pop(ino)
 
     def holds(self, ino: int) -> bool:
         return ino in self.held
 
     def wrote(self, ino: int) -> None:
+        self.times.pop(ino, None)  # (a write after explicit times moves the mtime on)
+        self.shown.pop(ino, None)
         if ino in self.held:
             self.held[ino] = now = time.time_ns()
             self.written[ino] = None
@@ -123,8 +141,51 @@ class WriteDelegations:
     def mtime(self, ino: int, mtime: int) -> int:
         """The mtime shown here for ``ino`` whose manager's is ``mtime``: its last write here,
         if later (until the write-back, and until the manager pushes the file's attributes
-        after it)."""
-        return max(mtime, self.last_write.get(ino, 0))
+        after it); or its explicit mtime set here."""
+        shown = self.shown.get(ino)
+        return shown if shown is not None else max(mtime, self.last_write.get(ino, 0))
+
+    def times_later(self, ino: int, before: int | None, mtime: int, size: int) -> bool:
+        """The manager took an explicit ``mtime`` of ``ino`` (``data_sets_mtime``) while it
+        was held here with its last write at ``before``. If it still is -- no data left and
+        nothing written meanwhile -- its write-back sets the mtime of the stripe files it
+        fills; else (False) the caller writes it back and sets the times as for any file."""
+        if before is None or self.held.get(ino) != before:
+            return False
+        self.times[ino] = (mtime, size)
+        self.last_write.pop(ino, None)
+        self.shown[ino] = mtime
+        self.shown.move_to_end(ino)
+        if len(self.shown) > _LAST_WRITES:
+            self.shown.popitem(last=False)
+        self.counters["times_later"] += 1
+        return True
+
+    async def settle(self, ino: int) -> None:
+        """``fsync``: explicit times carried by ``ino``'s written-back data are set now."""
+        event = self._setting.get(ino)
+        if event is not None:
+            await event.wait()
+        elif ino in self.times and ino not in self.held:
+            await self._set_times(ino)
+
+    async def settle_all(self) -> None:
+        """Unmount, after the cache's last write-back: every explicit times still to set."""
+        for ino in [i for i in self.times if i not in self.held]:
+            await self.settle(ino)
+
+    async def _set_times(self, ino: int) -> None:
+        got = self.times.pop(ino, None)
+        if got is None:
+            return
+        self._setting[ino] = event = trio.Event()
+        try:
+            await self.data_mtime(ino, got[1], got[0])
+        except OSError as exc:  # (the data are there; only their mtime is not)
+            log.warning("explicit mtime of delegated inode %d: %s", ino, exc)
+        finally:
+            del self._setting[ino]
+            event.set()
 
     def keeps(self, ino: int, count: bool = True) -> bool:
         """Whether a close of ``ino`` may leave its data unwritten (``count``: a release,
@@ -146,6 +207,7 @@ class WriteDelegations:
     def dropped(self, ino: int) -> None:
         """The last name of ``ino`` went here before its data were written back: the caller
         dropped them (nothing is written for a removed file)."""
+        self.times.pop(ino, None)
         if self._pop(ino):
             self.counters["dropped"] += 1
 
@@ -154,7 +216,9 @@ class WriteDelegations:
         renames over it, or opens it with ``O_TRUNC``)."""
         if ino in self.held or ino in self.flushing:
             await self._write_back(ino)
+        await self.settle(ino)
         self.last_write.pop(ino, None)  # (the change that follows sets what is shown)
+        self.shown.pop(ino, None)
 
     # ------------------------------------------------------------------ write-backs
     def before_write(self, ino: int) -> bool:
@@ -187,6 +251,7 @@ class WriteDelegations:
         async with self._limit:
             try:
                 await self.cache.flush(ino)
+                await self._set_times(ino)  # (before ``written``: others wait for it)
             except OSError as exc:  # (parked: its next fsync or close reports it too)
                 log.warning("write-back of delegated inode %d: %s", ino, exc)
             finally:
@@ -211,6 +276,7 @@ class WriteDelegations:
         write-back could wait for the answer itself."""
         for ino in inos:  # (the lease goes: what the manager answers next is the file's)
             self.last_write.pop(ino, None)
+            self.shown.pop(ino, None)
         kept = [i for i in inos if i in self.held]
         going = [i for i in inos if i in self.flushing]
         if going:
@@ -232,9 +298,10 @@ class WriteDelegations:
         self.flushing.clear()
         self._untold.clear()
         self.last_write.clear()  # (the leases and the kernel's copies went with the session)
+        self.shown.clear()  # (the times still to set go with the write-backs queued here)
         for ino in lost:
             self._queue_in.send_nowait(ino)
 
     def status(self) -> dict:
         return {**self.counters, "held": len(self.held), "written": len(self.written),
-                "flushing": len(self.flushing)}
+                "flushing": len(self.flushing), "times_pending": len(self.times)}

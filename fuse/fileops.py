@@ -233,6 +233,8 @@ class FileOperations:
             await self.ahead.send_pending()
             self.ahead.check(h.ino)
         await self.cache.flush(h.ino)
+        if self.delegations is not None:  # explicit times its data carry, set on them
+            await self.delegations.settle(h.ino)
         if self.gbackend is not None:
             await self.gbackend.flush(h.ino)  # the global cache's write-back, then the disks
         await self.client.fsync(h.ino, await self._stripe_of(h.ino), data_only=datasync)

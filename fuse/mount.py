@@ -125,7 +125,7 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
             stack.push_async_callback(_send_creates, ops.ahead)  # before the closes
         if ops.delegations is not None:
             await nursery.start(ops.delegations.run)
-        stack.push_async_callback(_write_back, ops.cache, ops.gbackend)
+        stack.push_async_callback(_write_back, ops.cache, ops.gbackend, ops.delegations)
         if ops.leases is not None:
             await nursery.start(ops.leases.run)
         if ops.coherence is not None:
@@ -146,14 +146,16 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
     log.info("unmounted %s", mountpoint)
 
 
-async def _write_back(cache, gbackend=None) -> None:
+async def _write_back(cache, gbackend=None, delegations=None) -> None:
     """The cache's dirty blocks to the I/O daemons before exit, bounded by EXIT_TIMEOUT: with
     global caches, through them and then their write-back of what this mount wrote (what an
     unmounted file system holds must be on the I/O daemons, whatever becomes of the global
-    caches next)."""
+    caches next); the explicit times delegated files' data carry, after them."""
     with trio.move_on_after(EXIT_TIMEOUT, shield=True) as scope:
         try:
             await cache.aclose()
+            if delegations is not None:
+                await delegations.settle_all()
             if gbackend is not None:
                 for ino in list(gbackend.journal):
                     await gbackend.flush(ino)

@@ -109,7 +109,7 @@ class Operations(pyfuse3.Operations):
         self.files.ahead = self.ahead
         # Files created ahead here whose data stay past close until written back
         # (delegations.py): not through the global caches, nor without a cache.
-        self.delegations = WriteDelegations(self.cache, self.leases) \
+        self.delegations = WriteDelegations(self.cache, self.leases, self._data_mtime) \
             if self.ahead is not None and options.write_delegations and options.cache and \
             self.gbackend is None else None
         if self.delegations is not None:
@@ -199,6 +199,9 @@ class Operations(pyfuse3.Operations):
                 self.ahead.alive(a["ino"])
         return a
 
+    async def _data_mtime(self, ino: int, size: int, mtime_ns: int) -> None:
+        await self.client.data_mtime(ino, await self._stripe_of(ino), size, mtime_ns)
+
     async def _stripe_of(self, ino: int) -> Stripe:
         info = self.table.info(ino)
         if info.stripe is None:
@@ -267,6 +270,15 @@ class Operations(pyfuse3.Operations):
                        fh: int | None, ctx: RequestContext) -> dict:
         cred = self.cred(ctx)
         self.dirattrs.forget(inode)
+        kw = self._setattr_fields(attr, fields)
+        if "mtime_ns" in kw and not fields.update_size and self.delegations is not None and \
+                self.delegations.holds(inode):
+            # None of its data left yet: they carry the times (delegations.py).
+            before = self.delegations.held.get(inode)
+            a = await self.client.setattr(inode, cred, **kw, data_sets_mtime=True)
+            size = max(self.table.info(inode).size, self.cache.size_hint(inode))
+            if self.delegations.times_later(inode, before, kw["mtime_ns"], size):
+                return a
         if self.delegations is not None and (fields.update_size or fields.update_mtime):
             # A file whose data this mount holds alone goes first: the manager's truncation
             # reports its size, and a write-back after a new mtime would move it on.
@@ -275,6 +287,25 @@ class Operations(pyfuse3.Operations):
             # Unwritten data of any file go before an explicit mtime, or their arrival would
             # move it on (tar x sets a large file's times through its handle, before close).
             await self.cache.flush(inode)
+        if fields.update_size:
+            info = self.table.info(inode)
+            if info.stripe is None:
+                self._learn(await self.client.getattr(inode, cred))
+            await self.client.access(inode, os.W_OK, cred) if fh is None else None
+            kw["size"] = attr.st_size
+            # ftruncate through a handle opened for writing: access was checked at open
+            kw["handle"] = fh is not None and self.table.get(fh).writable
+            info.wrote = True
+            # the cache is cut only once the servers are: see BlockCache.truncation
+            async with self.cache.truncation(inode, attr.st_size), \
+                    self.files.global_truncation(inode, attr.st_size):
+                return await self.client.setattr(inode, cred, **kw)
+        return await self.client.setattr(inode, cred, **kw)
+
+    @staticmethod
+    def _setattr_fields(attr: EntryAttributes, fields: pyfuse3.SetattrFields) -> dict:
+        """The manager's setattr arguments for mode, owner and times (``now``: both times
+        set to the current time, utimensat(NULL), whose permission rule differs)."""
         kw: dict[str, Any] = {}
         if fields.update_mode:
             kw["mode"] = stat.S_IMODE(attr.st_mode)
@@ -294,20 +325,7 @@ class Operations(pyfuse3.Operations):
                     kw["atime_ns"] = attr.st_atime_ns
                 if fields.update_mtime:
                     kw["mtime_ns"] = attr.st_mtime_ns
-        if fields.update_size:
-            info = self.table.info(inode)
-            if info.stripe is None:
-                self._learn(await self.client.getattr(inode, cred))
-            await self.client.access(inode, os.W_OK, cred) if fh is None else None
-            kw["size"] = attr.st_size
-            # ftruncate through a handle opened for writing: access was checked at open
-            kw["handle"] = fh is not None and self.table.get(fh).writable
-            info.wrote = True
-            # the cache is cut only once the servers are: see BlockCache.truncation
-            async with self.cache.truncation(inode, attr.st_size), \
-                    self.files.global_truncation(inode, attr.st_size):
-                return await self.client.setattr(inode, cred, **kw)
-        return await self.client.setattr(inode, cred, **kw)
+        return kw
 
     @guard
     async def readlink(self, inode: int, ctx: RequestContext) -> bytes:

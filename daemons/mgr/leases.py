@@ -296,6 +296,11 @@ class LeaseTable:
         self.counters["write_delegations"] += 1
         return True
 
+    def writes_alone(self, name: str | None, ino: int) -> bool:
+        """Whether holder ``name`` is file ``ino``'s delegated writer (none of its data on
+        the I/O daemons yet: the delegation ends when they leave, ``writing``)."""
+        return name is not None and self.writers.get(ino) == name
+
     def gone(self, ino: int) -> None:
         """Inode ``ino`` was removed: no one writes it any more."""
         name = self.writers.pop(ino, None)

@@ -295,9 +295,11 @@ class MgrServer:
                 raise OSError(errno.EISDIR if attrs["type"] == "dir" else errno.EINVAL,
                               "only regular files can be truncated")
             await self.stripes.truncate(attrs, size)
-        if f["mtime_ns"] is not None and attrs["type"] == "file":
+        if f["mtime_ns"] is not None and attrs["type"] == "file" and not (
+                f["data_sets_mtime"] and self.leases.writes_alone(f.get("lease"), f["ino"])):
             # The reported mtime is the newest of the inode's and its stripe files' (data
-            # written later must show), so an explicit mtime is set on the stripe files too.
+            # written later must show), so an explicit mtime is set on the stripe files too
+            # -- unless none holds data yet and their one writer sets it after its data.
             await self.stripes.set_mtime(attrs)
         return await self.stripes.with_size(attrs)
 

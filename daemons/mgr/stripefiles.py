@@ -32,9 +32,11 @@ def _blocks(per_iod: list[int | None]) -> int | None:
 
 
 def _fill(attrs: dict, stripe: Stripe, shares: list) -> None:
-    """A file's size, mtime and blocks from its stripe files' (rank order)."""
+    """A file's size, mtime and blocks from its stripe files' (rank order). An empty stripe
+    file's mtime does not count: it holds no data written later than the inode's mtime (a
+    truncation sets that too), and a file's explicit mtime then need not be set on it."""
     attrs["size"] = logical_size(stripe, [s for s, _, _ in shares])
-    attrs["mtime_ns"] = max([attrs["mtime_ns"]] + [m for _, m, _ in shares])
+    attrs["mtime_ns"] = max([attrs["mtime_ns"]] + [m for s, m, _ in shares if s])
     attrs["blocks"] = _blocks([b for _, _, b in shares])
 
 

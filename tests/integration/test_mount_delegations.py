@@ -173,21 +173,34 @@ def test_write_delegations_can_be_switched_off(cluster, tmp_path):
         assert m.stats()["flushed_bytes"] >= len(DATA)  # written back at close
 
 
-def test_an_explicit_mtime_outlives_the_write_back(nodes):
-    """``tar x``, ``cp -p``, ``rsync -t`` set a file's times after writing it: the data go
-    first (their arrival after the times would move the mtime on)."""
+def test_an_explicit_mtime_outlives_the_write_back(nodes, cluster):
+    """``tar x``, ``cp -p``, ``rsync -t`` set a file's times after writing it. None of its
+    data left yet: the times answer at once and go with the data, whose stripe files get
+    the mtime after them (else their arrival would move it on)."""
     a, b = nodes
     d = _fresh_dir(a, "times")
-    _kept(a, d, ["f"])
-    before = _deleg(a)["written_back"]
-    os.utime(d / "f", ns=(1_000_000_000_000_000_000, 1_500_000_000_000_000_000))
-    assert _deleg(a)["written_back"] == before + 1
-    for node in (a, b):
-        st = os.stat(node.path / "times" / "f")
+    _kept(a, d, ["f", "g"])
+    (d / "empty").touch()  # created here, never written: its stripe files all empty
+    before = _deleg(a)
+    for n in ("f", "g", "empty"):
+        os.utime(d / n, ns=(1_000_000_000_000_000_000, 1_500_000_000_000_000_000))
+    st = _deleg(a)
+    assert st["written_back"] == before["written_back"], st  # nothing written back yet
+    assert st["times_later"] == before["times_later"] + 3, st
+    assert os.stat(d / "f").st_mtime_ns == 1_500_000_000_000_000_000
+    for n, size in (("f", len(DATA)), ("empty", 0)):  # the other recalls: data, then mtime
+        st = os.stat(b.path / "times" / n)
+        assert (st.st_mtime_ns, st.st_size) == (1_500_000_000_000_000_000, size)
+    with pvfs.connect(cluster.config_path) as fs:
+        st = fs.stat("/times/g")
         assert (st.st_mtime_ns, st.st_size) == (1_500_000_000_000_000_000, len(DATA))
+    assert os.stat(d / "f").st_mtime_ns == 1_500_000_000_000_000_000
+    with open(d / "g", "ab") as f:  # a later write moves it on, as anywhere
+        f.write(b"more")
+    assert os.stat(b.path / "times" / "g").st_mtime_ns > 1_500_000_000_000_000_000
 
 
-@pytest.mark.parametrize("how", ["flusher", "unmount"])
+@pytest.mark.parametrize("how", ["flusher", "unmount", "fsync-kill"])
 def test_explicit_times_outlast_the_flusher_and_the_unmount(cluster, tmp_path, how):
     age = "0.5" if how == "flusher" else "60"
     a = Mount(cluster.config_path, tmp_path / "t", f"leases,dirty_age={age}")
@@ -196,12 +209,21 @@ def test_explicit_times_outlast_the_flusher_and_the_unmount(cluster, tmp_path, h
         d = _fresh_dir(a, f"times-{how}")
         _kept(a, d, ["f"])
         os.utime(d / "f", ns=(1_000_000_000_000_000_000, 1_500_000_000_000_000_000))
+        assert _deleg(a)["times_later"] == 1
         if how == "flusher":
             deadline = time.monotonic() + 10
             while _deleg(a)["written_back"] < 1:
                 assert time.monotonic() < deadline, _deleg(a)
                 time.sleep(0.1)
             time.sleep(0.3)
+        if how == "fsync-kill":  # fsync returns once the data and their mtime are set
+            fd = os.open(d / "f", os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.kill(a.proc.pid, signal.SIGKILL)
+            a.proc.wait(10)
     with pvfs.connect(cluster.config_path) as fs:
         st = fs.stat(f"/times-{how}/f")
         assert (st.st_mtime_ns, st.st_size) == (1_500_000_000_000_000_000, len(DATA))

@@ -59,7 +59,10 @@ class FakeLeases:
 def _made():
     cache = FakeCache()
     leases = FakeLeases(cache.log)
-    d = WriteDelegations(cache, leases)
+    async def data_mtime(ino: int, size: int, mtime: int) -> None:
+        cache.log.append(("mtime", ino, size, mtime))
+
+    d = WriteDelegations(cache, leases, data_mtime)
     cache.before_write = d.before_write  # the backend's hook (operations.py)
     return d, cache, leases
 
@@ -152,3 +155,42 @@ async def test_a_session_that_ends_takes_the_delegations_and_writes_everything_b
         await trio.testing.wait_all_tasks_blocked()
         assert sorted(cache.flushed) == [50, 51] and d.status()["lost"] == 2
         nursery.cancel_scope.cancel()
+
+
+async def test_explicit_times_of_a_file_held_here_go_with_its_data():
+    d, cache, leases = _made()
+    _write(d, cache, 30)
+    before = d.held[30]
+    assert d.times_later(30, before, 10**18, 3901)
+    assert d.mtime(30, 5 * 10**18) == 10**18  # shown here, whatever the manager pushes
+    await leases.before_answer[0]([30])  # a recall: data, then their mtime, then written
+    assert cache.log == [("writing", (30,)), ("data", 30), ("mtime", 30, 3901, 10**18),
+                         ("written", (30,))]
+    assert d.mtime(30, 7) == 7  # the lease went: the manager's from now on
+    assert d.status()["times_later"] == 1 and d.status()["times_pending"] == 0
+
+
+async def test_explicit_times_are_not_carried_once_data_left_or_a_write_came():
+    d, cache, _ = _made()
+    _write(d, cache, 31)
+    before = d.held[31]
+    d.wrote(31)  # written meanwhile (while the manager took the times)
+    assert not d.times_later(31, before, 10**18, 3901)
+    _write(d, cache, 32)
+    before = d.held[32]
+    await d.end(32)  # its data left (a write-back began meanwhile)
+    assert not d.times_later(32, before, 10**18, 3901)
+    assert ("mtime", 31, 3901, 10**18) not in cache.log and not d.times
+
+
+async def test_a_write_after_explicit_times_moves_the_mtime_on_and_fsync_sets_them():
+    d, cache, _ = _made()
+    _write(d, cache, 33)
+    assert d.times_later(33, d.held[33], 10**18, 3901)
+    d.wrote(33)  # a later write: the data's own mtime counts again
+    assert d.mtime(33, 10**18) > 10**18 and not d.times
+    _write(d, cache, 34)
+    assert d.times_later(34, d.held[34], 10**18, 100)
+    await cache.flush(34)  # fsync: the write-back, then the times before it returns
+    await d.settle(34)
+    assert ("mtime", 34, 100, 10**18) in cache.log and not d.times

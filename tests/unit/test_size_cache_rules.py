@@ -244,3 +244,16 @@ def test_a_file_a_daemon_declined_to_watch_is_asked_again_a_few_times():
     assert [6 in a for a in asked].count(True) == 2                 # watched the second time
     assert [7 in a for a in asked].count(True) == 1
     assert not r._tries and not r._later
+
+
+def test_an_empty_stripe_files_mtime_does_not_count():
+    """An explicit mtime need not be set on stripe files holding no data (a write
+    delegation's times go with its data, fuse/delegations.py): theirs is ignored."""
+    from pvfs.daemons.mgr.stripefiles import _fill
+    from pvfs.layout.stripe import Stripe
+
+    attrs = {"mtime_ns": 100}
+    _fill(attrs, Stripe(0, 4, 65536), [(3901, 100, 8), (0, 900, 0), (0, 900, 0), (0, 900, 0)])
+    assert (attrs["size"], attrs["mtime_ns"]) == (3901, 100)
+    _fill(attrs, Stripe(0, 4, 65536), [(65536, 100, 8), (1, 700, 8), (0, 900, 0), (0, 900, 0)])
+    assert (attrs["size"], attrs["mtime_ns"]) == (65537, 700)  # data written later count

@@ -104,10 +104,14 @@ class AsyncClient:
     async def setattr(self, ino: int, cred: Cred = ROOT, *, mode: int | None = None,
                       uid: int | None = None, gid: int | None = None, size: int | None = None,
                       atime_ns: int | None = None, mtime_ns: int | None = None,
-                      now: bool = False, handle: bool = False) -> dict:
-        """``handle``: a size change through a handle opened for writing (ftruncate)."""
+                      now: bool = False, handle: bool = False, data_sets_mtime: bool = False,
+                      ) -> dict:
+        """``handle``: a size change through a handle opened for writing (ftruncate).
+        ``data_sets_mtime``: the caller, the file's one writer with none of its data on the
+        I/O daemons yet, sets their mtime after them (:meth:`data_mtime`)."""
         return await self.meta("setattr", cred, ino=ino, mode=mode, uid=uid, gid=gid, size=size,
-                               atime_ns=atime_ns, mtime_ns=mtime_ns, now=now, handle=handle)
+                               atime_ns=atime_ns, mtime_ns=mtime_ns, now=now, handle=handle,
+                               data_sets_mtime=data_sets_mtime)
 
     async def create(self, parent: int, name: str, mode: int, cred: Cred = ROOT, *,
                      stripe: Stripe | None = None, exclusive: bool = False,
@@ -272,6 +276,12 @@ class AsyncClient:
                                       limiter=self.limiter)
         if not data_only:
             await self.meta("sync")
+
+    async def data_mtime(self, ino: int, stripe: Stripe, size: int, mtime_ns: int) -> None:
+        """Set the mtime of the stripe files that hold a file's first ``size`` bytes (the
+        explicit mtime of a file written alone, after its data: fuse/delegations.py)."""
+        await trio.to_thread.run_sync(self.data.data_mtime, ino, stripe, size, mtime_ns,
+                                      limiter=self.limiter)
 
     async def iod_call(self, index: int, op: str, **fields) -> dict:
         return await trio.to_thread.run_sync(self.data.call, index, {"op": op, **fields},

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pvfs import _native
 from pvfs.config import Config
 from pvfs.layout.describe import Description
-from pvfs.layout.stripe import Stripe, logical_size
+from pvfs.layout.stripe import Stripe, local_size, logical_size
 from pvfs.protocol import auth
 from pvfs.protocol.errors import ProtocolError, raise_for
 from pvfs.protocol.framing import MAX_HEADER, FrameError, decode_header, encode_header, frame
@@ -314,6 +314,13 @@ class DataPath:
         self.run([(stripe.iod_of_rank(r, self.config.niods),
                    {"op": "fsync", "ino": ino, "data_only": data_only}, None, b"", 0)
                   for r in range(stripe.pcount)])
+
+    def data_mtime(self, ino: int, stripe: Stripe, size: int, mtime_ns: int) -> None:
+        """Set the mtime of the stripe files holding a file's ``size`` bytes (the others'
+        does not count: daemons/mgr/stripefiles.py)."""
+        self.run([(stripe.iod_of_rank(r, self.config.niods),
+                   {"op": "utime", "ino": ino, "mtime_ns": mtime_ns}, None, b"", 0)
+                  for r in range(stripe.pcount) if local_size(stripe, r, size)])
 
 
 def touched_ranks(regions: list[tuple[int, int]], stripe: Stripe) -> list[int]:

@@ -168,6 +168,8 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
         "now": Field(boolean, False, False),
         # through a handle the caller opened for writing (ftruncate): see perms.setattr_rules
         "handle": Field(boolean, False, False),
+        # the caller, a file's delegated writer, sets its stripe files' mtime with its data
+        "data_sets_mtime": Field(boolean, False, False),
     },
     "create": {"parent": INO, "name": NAME, "mode": MODE,
                "stripe": Field(optional(stripe), False), "exclusive": Field(boolean, False, False),
