@@ -13,6 +13,7 @@ import os
 import stat
 
 from pvfs.layout.stripe import Stripe
+from pvfs.protocol.attrrules import fail, need, need_owner, setattr_values
 from pvfs.protocol.cred import MAX_ID, Cred
 
 from .inode import SPECIAL, Inode
@@ -27,11 +28,6 @@ XATTR_NAMESPACES = ("user.", "trusted.", "security.", "system.")
 MAX_RDEV = (1 << 32) - 1  # FUSE carries a 32-bit (new_encode_dev) device number
 
 
-def fail(code: int, what: object = None) -> OSError:
-    """The OSError for ``code``; ``what`` names the object (it becomes ``filename``)."""
-    if what is None:
-        return OSError(code, os.strerror(code))
-    return OSError(code, os.strerror(code), str(what))
 
 
 def check_cred(cred: object) -> Cred:
@@ -40,29 +36,10 @@ def check_cred(cred: object) -> Cred:
     return cred
 
 
-def permitted(mode: int, uid: int, gid: int, mask: int, cred: Cred) -> bool:
-    """Would ``cred`` get ``mask`` (R_OK|W_OK|X_OK) on an object with these bits?"""
-    if cred.uid == 0:
-        # root bypasses r/w; x only if someone may execute (or it is a directory)
-        return not (mask & X_OK) or stat.S_ISDIR(mode) or bool(mode & 0o111)
-    if cred.uid == uid:
-        bits = (mode >> 6) & 7
-    elif cred.in_group(gid):
-        bits = (mode >> 3) & 7
-    else:
-        bits = mode & 7
-    return bits & mask == mask
 
 
-def need(mode: int, uid: int, gid: int, mask: int, cred: Cred, what: object = None) -> None:
-    if not permitted(mode, uid, gid, mask, cred):
-        raise fail(errno.EACCES, what)
 
 
-def need_owner(uid: int, cred: Cred, what: object = None) -> None:
-    """Operations reserved to the owner (chmod, explicit utimens, layout): EPERM otherwise."""
-    if cred.uid != 0 and cred.uid != uid:
-        raise fail(errno.EPERM, what)
 
 
 def sticky_allows(dir_mode: int, dir_uid: int, victim_uid: int, cred: Cred) -> bool:
@@ -78,59 +55,14 @@ def check_sticky(d: Inode, victim: Inode, cred: Cred) -> None:
         raise fail(errno.EPERM, f"sticky directory {d.ino}")
 
 
-def chmod_bits(new_perm: int, file_gid: int, cred: Cred) -> int:
-    """Permission bits after chmod: a non-root caller outside the file's group loses
-    setgid, so nobody can make a setgid binary for a group they are not in."""
-    perm = new_perm & 0o7777
-    if cred.uid != 0 and not cred.in_group(file_gid):
-        perm &= ~stat.S_ISGID
-    return perm
 
 
-def check_chown(cur_uid: int, cur_gid: int, uid: int | None, gid: int | None,
-                cred: Cred) -> None:
-    """Root may give anything away; an owner may only move the file to one of its groups."""
-    if cred.uid == 0:
-        return
-    if uid is not None and uid != cur_uid:
-        raise fail(errno.EPERM, "chown")
-    if gid is not None and gid != cur_gid:
-        if cred.uid != cur_uid or not cred.in_group(gid):
-            raise fail(errno.EPERM, "chgrp")
-    elif uid is not None and cred.uid != cur_uid:
-        # chown to the same owner is still only allowed to that owner
-        raise fail(errno.EPERM, "chown")
 
 
-def kill_suid(mode: int) -> int:
-    """Mode after a change of owner or contents: setuid goes; setgid goes when it means
-    "run as group" (group-exec set), not when it marks mandatory locking."""
-    if stat.S_ISDIR(mode):
-        return mode
-    mode &= ~stat.S_ISUID
-    if mode & stat.S_IXGRP:
-        mode &= ~stat.S_ISGID
-    return mode
 
 
-def only_kills_suid(old_mode: int, new_perm: int) -> bool:
-    """Is ``new_perm`` the old permission bits minus some of S_ISUID/S_ISGID (at least one
-    actually set)? That is the mode change the kernel sends for a non-owner's write or
-    truncate of a setuid/setgid file (FUSE without handle_killpriv: ``file_remove_privs``
-    becomes a SETATTR of the mode in the writer's name)."""
-    old = old_mode & 0o7777
-    killed = old & ~new_perm
-    return (new_perm & ~old) == 0 and killed != 0 and killed & ~(stat.S_ISUID | stat.S_ISGID) == 0
 
 
-def check_utimes(mode: int, uid: int, gid: int, only_now: bool, cred: Cred) -> None:
-    """utimensat: explicit times need ownership (EPERM); "now" also works with write
-    permission (EACCES), which is what ``touch`` on a shared file relies on."""
-    if cred.uid == 0 or cred.uid == uid:
-        return
-    if not only_now:
-        raise fail(errno.EPERM, "utimens")
-    need(mode, uid, gid, W_OK, cred, "utimens")
 
 
 def check_name(name: object, *, creating: bool = False) -> str:
@@ -217,15 +149,9 @@ def setattr_rules(r: Inode, cred: Cred, stamp: int, *, mode: int | None, uid: in
                   gid: int | None, atime_ns: int | None, mtime_ns: int | None,
                   size: int | None, now: bool,
                   handle: bool = False) -> tuple[int, int, int, int, int]:
-    """Validate a setattr and apply the POSIX rules: the new (mode, uid, gid, atime, mtime).
-    ``uid``/``gid`` of -1 mean "unchanged", as in chown(2).
-
-    ``handle`` says the size change comes through a handle the caller opened for writing
-    (ftruncate): access was checked at open, so W_OK is not asked again -- a file created
-    ``O_CREAT|O_RDWR`` with mode 0 can be ftruncated (POSIX). It is honoured for ``size``
-    and the kill-suid that comes with it only. A non-owner may change the mode only to
-    clear S_ISUID/S_ISGID, and only with write permission (or a writable handle): that is
-    the kernel's kill-suid on write."""
+    """Validate a setattr and apply the POSIX rules (``pvfs.protocol.attrrules``, which a
+    leasing mount applies too): the new (mode, uid, gid, atime, mtime). ``uid``/``gid`` of
+    -1 mean "unchanged", as in chown(2)."""
     perm = None if mode is None else check_mode(mode)
     uid = None if uid is None or uid == -1 else check_int(uid, 0, MAX_ID, "uid")
     gid = None if gid is None or gid == -1 else check_int(gid, 0, MAX_ID, "gid")
@@ -234,34 +160,12 @@ def setattr_rules(r: Inode, cred: Cred, stamp: int, *, mode: int | None, uid: in
             check_int(t, -(1 << 63), (1 << 63) - 1, "time")
     if size is not None:
         check_int(size, 0, MAX_SIZE, "size")
+        regular(r)
     if type(now) is not bool or type(handle) is not bool:
         raise fail(errno.EINVAL, "now/handle")
-    fmode, fuid, fgid, atime, mtime = r.mode, r.uid, r.gid, r.atime, r.mtime
-    if uid is not None or gid is not None:
-        check_chown(r.uid, r.gid, uid, gid, cred)
-        fuid = r.uid if uid is None else uid
-        fgid = r.gid if gid is None else gid
-        fmode = kill_suid(fmode)
-    if perm is not None:
-        if cred.is_root or cred.uid == r.uid or not only_kills_suid(fmode, perm):
-            need_owner(r.uid, cred, r.what)
-            fmode = stat.S_IFMT(fmode) | chmod_bits(perm, fgid, cred)
-        else:
-            if not handle:  # the kill-suid that comes with an ftruncate
-                need_inode(r, W_OK, cred)
-            fmode = stat.S_IFMT(fmode) | perm
-    if size is not None:
-        regular(r)
-        if not handle:
-            need_inode(r, W_OK, cred)
-        mtime = stamp
-        if not cred.is_root:
-            fmode = kill_suid(fmode)
-    if now or atime_ns is not None or mtime_ns is not None:
-        check_utimes(r.mode, r.uid, r.gid, atime_ns is None and mtime_ns is None, cred)
-        atime = atime_ns if atime_ns is not None else (stamp if now else atime)
-        mtime = mtime_ns if mtime_ns is not None else (stamp if now else mtime)
-    return fmode, fuid, fgid, atime, mtime
+    return setattr_values((r.mode, r.uid, r.gid, r.atime, r.mtime), cred, stamp, perm=perm,
+                          uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns, size=size,
+                          now=now, handle=handle, what=r.what)
 
 
 def open_mask(r: Inode, flags: object) -> int:

@@ -10,9 +10,9 @@ import stat
 
 import pytest
 
-from pvfs.daemons.mgr import perms
 from pvfs.daemons.mgr.store import ROOT_INO, Cred, MetaStore
 from pvfs.layout.stripe import Stripe
+from pvfs.protocol import attrrules
 
 ROOT = Cred(0, 0)
 ALICE = Cred(1000, 1000)
@@ -53,7 +53,7 @@ def perm(s: MetaStore, ino: int) -> int:
 def test_non_owner_write_clears_suid_as_the_kernel_asks(s, before, after):
     """A write by a non-owner: the kernel sends mode & ~S_ISUID (& ~S_ISGID if g+x)."""
     f = mkf(s, "f", before)
-    killed = perms.kill_suid(stat.S_IFREG | before) & 0o7777
+    killed = attrrules.kill_suid(stat.S_IFREG | before) & 0o7777
     assert killed == after
     if killed != before:
         assert perm(s, f) == before
@@ -208,7 +208,7 @@ def test_remove_matrix_in_sticky_and_plain_directories(s, dmode, who):
     s.setattr(d, CAROL, mode=dmode)
     cred = {"owner": ALICE, "dirowner": CAROL, "other": BOB, "root": ROOT}[who]
     dattr = s.getattr(d)
-    if not perms.permitted(dmode, dattr["uid"], dattr["gid"], 0o3, cred):
+    if not attrrules.permitted(dmode, dattr["uid"], dattr["gid"], 0o3, cred):
         expect = errno.EACCES  # write and search on the directory are needed
     elif dmode & stat.S_ISVTX and cred not in (ALICE, CAROL, ROOT):
         expect = errno.EPERM  # sticky: only the entry's or directory's owner, or root
