@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from pvfs.client.aclient import AsyncClient
+from pvfs.protocol.attrrules import setattr_values
 from pvfs.protocol.cred import Cred
 from pvfs.protocol.inodes import dir_size, new_owner
 
@@ -81,7 +82,8 @@ class CreatesAhead:
         self.delegations: WriteDelegations | None = None  # its writes too (set by Operations)
         self.counters = dict.fromkeys(("created_ahead", "unlinked_ahead", "cancelled", "sent",
                                        "requests", "refused", "delegations", "closes_saved",
-                                       "failed_unlinks", "not_leased", "rmdirs_ahead"), 0)
+                                       "failed_unlinks", "not_leased", "rmdirs_ahead",
+                                       "set_ahead", "failed_sets"), 0)
         client.before_meta.insert(0, self._before_meta)  # (first: a later request may name them)
         leases.before_answer.append(self._before_recall_answer)
         leases.on_session_end.append(self._session_ended)
@@ -187,6 +189,38 @@ class CreatesAhead:
         self._work.set()
         return {"parent": {**above, "mtime_ns": now, "ctime_ns": now,
                            "nlink": above["nlink"] - 1, "size": dir_size(d.entries - 1)}}
+
+    def setattr(self, ino: int, kw: dict, cred: Cred) -> dict | None:
+        """The attributes after a change of mode, owner or times made ahead (``kw``: the
+        manager's setattr arguments, no size), or None: ask the manager. Only of a file
+        created ahead here and written alone, none of its data on the I/O daemons yet
+        (delegations.py): nobody else can have seen or changed it, so its attributes here
+        are the manager's; the same rules decide (``pvfs.protocol.attrrules``), and the
+        change goes in the next batch, after the file's create. ``tar x`` sets three per
+        file."""
+        dels = self.delegations
+        a = self.leases.attrs.get(ino)
+        if dels is None or not dels.holds(ino) or a is None or not self.leases.valid() or \
+                ino in self.failed or a.get("type") != "file":
+            return None
+        now = time.time_ns()
+        uid, gid = kw.get("uid"), kw.get("gid")
+        mode, uid, gid, atime, mtime = setattr_values(
+            (a["mode"], a["uid"], a["gid"], a["atime_ns"], a["mtime_ns"]), cred, now,
+            perm=kw.get("mode"), uid=None if uid == -1 else uid,
+            gid=None if gid == -1 else gid, atime_ns=kw.get("atime_ns"),
+            mtime_ns=kw.get("mtime_ns"), size=None, now=kw.get("now", False), what=ino)
+        self.pending.append({"op": "setattr", "ino": ino, "cred": cred.to_wire(), "now": now,
+                             "mode": kw.get("mode"), "uid": kw.get("uid"),
+                             "gid": kw.get("gid"), "atime_ns": kw.get("atime_ns"),
+                             "mtime_ns": kw.get("mtime_ns"),
+                             "times_now": kw.get("now", False)})
+        if "mtime_ns" in kw or kw.get("now"):  # the write-back sets it on the data
+            dels.times_here(ino, mtime)
+        self.counters["set_ahead"] += 1
+        self._work.set()
+        return {**a, "mode": mode, "uid": uid, "gid": gid, "atime_ns": atime,
+                "mtime_ns": mtime, "ctime_ns": now}
 
     def _empty_dir_known(self, parent: int, name: str) -> bool:
         """Whether ``name`` in ``parent`` is a directory this mount knows empty, both
@@ -297,6 +331,15 @@ class CreatesAhead:
     def _landed(self, item: dict, r: dict) -> bool:
         """A queued change's result; whether it was a create the manager did not lease (its
         size is not watched: sizecache.py), whose attributes must be asked again."""
+        if item["op"] == "setattr":
+            if "errno" in r:  # (shown here, refused there: what this mount knew is wrong)
+                self.counters["failed_sets"] += 1
+                log.error("setattr of inode %d made ahead of the manager was refused: %s",
+                          item["ino"], r.get("error"))
+                self.leases.forget(item["ino"])
+                if self.delegations is not None:
+                    self.delegations.times.pop(item["ino"], None)
+            return False
         if item["op"] in ("unlink", "rmdir"):
             if "errno" in r:
                 self.counters["failed_unlinks"] += 1
@@ -366,7 +409,8 @@ class CreatesAhead:
     async def _before_recall_answer(self, inos: list[int]) -> None:
         """A recall of a directory this mount creates in: the creates go first."""
         lost = [i for i in inos if i in self.dirs]
-        if lost or any(item["parent"] in inos for item in self.pending):
+        if lost or any(item.get("parent") in inos or item.get("ino") in inos
+                       for item in self.pending):
             await self.send_pending()
         for i in lost:  # (the session may have ended meanwhile, taking them all)
             self.dirs.pop(i, None)

@@ -161,6 +161,11 @@ class WriteDelegations:
         self.counters["times_later"] += 1
         return True
 
+    def times_here(self, ino: int, mtime: int) -> None:
+        """An explicit mtime of ``ino``, held here, set ahead of the manager (creates.py):
+        its write-back sets it on the stripe files it fills."""
+        self.times_later(ino, self.held[ino], mtime, self.cache.size_hint(ino))
+
     async def settle(self, ino: int) -> None:
         """``fsync``: explicit times carried by ``ino``'s written-back data are set now."""
         event = self._setting.get(ino)

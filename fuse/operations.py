@@ -271,6 +271,9 @@ class Operations(pyfuse3.Operations):
         cred = self.cred(ctx)
         self.dirattrs.forget(inode)
         kw = self._setattr_fields(attr, fields)
+        if not fields.update_size and self.ahead is not None and \
+                (a := self.ahead.setattr(inode, kw, cred)) is not None:
+            return a  # (a file created ahead, none of its data left: creates.py)
         if "mtime_ns" in kw and not fields.update_size and self.delegations is not None and \
                 self.delegations.holds(inode):
             # None of its data left yet: they carry the times (delegations.py).

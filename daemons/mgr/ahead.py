@@ -24,8 +24,12 @@ What keeps it correct:
   otherwise the create is refused (``ESTALE``).
 
 Unlinks and rmdirs the mount answered itself in such a directory ride in the same batches,
-in order (an rmdir only of a directory it knew empty under its lease). Each item of a batch
-succeeds or fails on its own; the reply lists the results in order.
+in order (an rmdir only of a directory it knew empty under its lease), and so do the mode,
+owner and times it set on a file it created ahead and still writes alone (``tar x``: each
+file's ``fchown``, ``fchmod``, ``futimens``), with the time it showed; an explicit mtime of
+such a file is not set on its stripe files here (none holds data yet: the mount sets it on
+those its write-back fills, fuse/delegations.py). Each item of a batch succeeds or fails on
+its own; the reply lists the results in order.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ class CreatesAhead:
     def __init__(self, server) -> None:
         self.server = server
         self.counters = dict.fromkeys(("delegations", "refused", "numbers", "created",
-                                       "unlinked", "removed_dirs", "failed"), 0)
+                                       "unlinked", "removed_dirs", "set", "failed"), 0)
 
     def _pool_layout(self, directory: int) -> Stripe | None:
         """The layout a new file in ``directory`` takes, if the pool's numbers fit it."""
@@ -96,13 +100,16 @@ class CreatesAhead:
                 elif item["op"] == "unlink":
                     results.append(await self._unlink(item, f["lease"]))
                     self.counters["unlinked"] += 1
+                elif item["op"] == "setattr":
+                    results.append(await self._setattr(item, f["lease"]))
+                    self.counters["set"] += 1
                 else:
                     results.append(await self._rmdir(item, f["lease"]))
                     self.counters["removed_dirs"] += 1
             except OSError as exc:
                 self.counters["failed"] += 1
-                log.warning("%s ahead of %r in %d: %s", item["op"], item["name"],
-                            item["parent"], exc)
+                log.warning("%s ahead of %r in %d: %s", item["op"], item.get("name"),
+                            item.get("parent", item.get("ino")), exc)
                 results.append({"errno": exc.errno or errno.EIO, "error": str(exc)})
         return {"results": results}
 
@@ -123,6 +130,19 @@ class CreatesAhead:
             s.store.rmdir(parent, item["name"], Cred(*item["cred"]), parent_out=parent_now,
                           now=item["now"])
         return {"parent": parent_now[0]}
+
+    async def _setattr(self, item: dict, name: str | None) -> dict:
+        s = self.server
+        ino = item["ino"]
+        async with s.leases.changing([ino], name):
+            attrs = s.store.setattr(ino, Cred(*item["cred"]), mode=item["mode"],
+                                    uid=item["uid"], gid=item["gid"],
+                                    atime_ns=item["atime_ns"], mtime_ns=item["mtime_ns"],
+                                    now=item["times_now"], stamp=item["now"])
+        if item["mtime_ns"] is not None and attrs["type"] == "file" and \
+                not s.leases.writes_alone(name, ino):  # (then as any explicit mtime)
+            await s.stripes.set_mtime(attrs)
+        return {}
 
     async def _create(self, item: dict, name: str | None) -> dict:
         s = self.server

@@ -230,13 +230,14 @@ class MetaStore:
     def setattr(self, ino: int, cred: Cred, *, mode: int | None = None, uid: int | None = None,
                 gid: int | None = None, atime_ns: int | None = None,
                 mtime_ns: int | None = None, size: int | None = None,
-                now: bool = False, handle: bool = False) -> dict:
+                now: bool = False, handle: bool = False, stamp: int | None = None) -> dict:
         """chmod / chown / utimens / truncate bookkeeping in one atomic step. ``now`` sets
-        every time not given explicitly to the current time. ``size`` only updates
+        every time not given explicitly to the current time (``stamp``: the time a mount
+        showed for a change made ahead, fuse/creates.py). ``size`` only updates
         mtime/ctime (and drops setuid): the server truncates the stripe files. ``handle``:
         the change comes through a handle opened for writing (see ``perms.setattr_rules``)."""
         ino, cred = check_ino(ino), check_cred(cred)
-        stamp = time.time_ns()
+        stamp = time.time_ns() if stamp is None else stamp
         with self._tx():
             vals = perms.setattr_rules(self._get(ino), cred, stamp, mode=mode, uid=uid, gid=gid,
                                        atime_ns=atime_ns, mtime_ns=mtime_ns, size=size, now=now,

@@ -247,3 +247,42 @@ def test_times_set_through_a_handle_with_unwritten_data_stay(nodes, cluster):
             for st in (os.stat(d / f"f{size}"), os.stat(b.path / "handle-times" / f"f{size}"),
                        fs.stat(f"/handle-times/f{size}")):
                 assert (st.st_size, st.st_mtime_ns) == (size, 1_500_000_000_000_000_000)
+
+
+def test_mode_owner_and_times_of_a_new_file_are_set_ahead_as_the_manager_sets_them(nodes,
+                                                                                   cluster):
+    """``tar x`` sets each new file's owner, mode and times through its handle: answered by
+    the mount (its create and data are its alone), sent after the create. What the mount
+    showed is what the manager made: another node and a native client see the same."""
+    a, b = nodes
+    d = _fresh_dir(a, "set-ahead")
+    before = a.stats()["creates_ahead"]["set_ahead"]
+    cases = {"tar": (0o644, 0, 0), "suid": (0o4755, 65534, 65534), "sgid": (0o2775, 0, 100)}
+    shown = {}
+    for n, (mode, uid, gid) in cases.items():
+        fd = os.open(d / n, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, DATA)
+            os.utime(fd, ns=(1_000_000_000_000_000_000, 1_500_000_000_000_000_000))
+            os.fchmod(fd, mode)
+            os.fchown(fd, uid, gid)  # (after the mode: a chown drops setuid)
+        finally:
+            os.close(fd)
+        st = os.stat(d / n)
+        shown[n] = (st.st_mode, st.st_uid, st.st_gid, st.st_atime_ns, st.st_mtime_ns,
+                    st.st_size)
+    assert a.stats()["creates_ahead"]["set_ahead"] == before + 3 * len(cases)
+    assert shown["suid"][0] & 0o7777 == 0o755  # kill-suid on chown, as the manager does
+    assert shown["tar"][3:] == (1_000_000_000_000_000_000, 1_500_000_000_000_000_000,
+                                len(DATA))
+    for n in cases:  # the other's stat recalls a: creates, changes, data, then the mtime
+        st = os.stat(b.path / "set-ahead" / n)
+        assert (st.st_mode, st.st_uid, st.st_gid, st.st_atime_ns, st.st_mtime_ns,
+                st.st_size) == shown[n], n
+        assert (b.path / "set-ahead" / n).read_bytes() == DATA
+    with pvfs.connect(cluster.config_path) as fs:
+        st = fs.stat("/set-ahead/sgid")
+        assert (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns) == shown["sgid"][:3] + (
+            1_500_000_000_000_000_000,)
+    assert a.stats()["creates_ahead"]["failed_sets"] == 0
+    _fsck_clean(cluster)

@@ -281,12 +281,18 @@ _AHEAD_ITEMS = {
                "now": integer(0, 2**63 - 1)},
     "rmdir": {"op": text(8), "parent": integer(1, 2**63 - 1), "name": name, "cred": cred,
               "now": integer(0, 2**63 - 1)},
+    # a file created ahead and held alone: mode, owner, times (``times_now``: utimensat(NULL))
+    "setattr": {"op": text(8), "ino": integer(1, 2**63 - 1), "cred": cred,
+                "now": integer(0, 2**63 - 1), "mode": optional(integer(0, 0o7777)),
+                "uid": optional(integer(0, 2**32 - 1)), "gid": optional(integer(0, 2**32 - 1)),
+                "atime_ns": optional(integer(0, 2**63 - 1)),
+                "mtime_ns": optional(integer(0, 2**63 - 1)), "times_now": boolean},
 }
 
 
 def _ahead_items(v: Any) -> list[dict]:
     """A mount's changes made ahead of the manager (``ahead``), in order: at most 1024
-    creates, unlinks and rmdirs, each with exactly the fields of its kind
+    creates, unlinks, rmdirs and setattrs, each with exactly the fields of its kind
     (:data:`_AHEAD_ITEMS`)."""
     if not isinstance(v, list) or len(v) > 1024:
         raise ValueError("must be a list of at most 1024 changes")
