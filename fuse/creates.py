@@ -194,14 +194,19 @@ class CreatesAhead:
         """The attributes after a change of mode, owner or times made ahead (``kw``: the
         manager's setattr arguments, no size), or None: ask the manager. Only of a file
         created ahead here and written alone, none of its data on the I/O daemons yet
-        (delegations.py): nobody else can have seen or changed it, so its attributes here
-        are the manager's; the same rules decide (``pvfs.protocol.attrrules``), and the
-        change goes in the next batch, after the file's create. ``tar x`` sets three per
-        file."""
+        (delegations.py), or of a directory this mount creates in (its lease is this
+        mount's alone): nobody else can see or change it before this mount sends its
+        changes, so its attributes here are the manager's; the same rules decide
+        (``pvfs.protocol.attrrules``), and the change goes in the next batch, after the
+        creates before it. ``tar x`` sets three per file and per directory."""
         dels = self.delegations
         a = self.leases.attrs.get(ino)
-        if dels is None or not dels.holds(ino) or a is None or not self.leases.valid() or \
-                ino in self.failed or a.get("type") != "file":
+        if a is None or not self.leases.valid() or ino in self.failed:
+            return None
+        if a.get("type") == "file":
+            if dels is None or not dels.holds(ino):
+                return None
+        elif a.get("type") != "dir" or ino not in self.dirs:
             return None
         now = time.time_ns()
         uid, gid = kw.get("uid"), kw.get("gid")
@@ -215,8 +220,8 @@ class CreatesAhead:
                              "gid": kw.get("gid"), "atime_ns": kw.get("atime_ns"),
                              "mtime_ns": kw.get("mtime_ns"),
                              "times_now": kw.get("now", False)})
-        if "mtime_ns" in kw or kw.get("now"):  # the write-back sets it on the data
-            dels.times_here(ino, mtime)
+        if a["type"] == "file" and ("mtime_ns" in kw or kw.get("now")):
+            dels.times_here(ino, mtime)  # (its write-back sets it on the data)
         self.counters["set_ahead"] += 1
         self._work.set()
         return {**a, "mode": mode, "uid": uid, "gid": gid, "atime_ns": atime,

@@ -286,3 +286,22 @@ def test_mode_owner_and_times_of_a_new_file_are_set_ahead_as_the_manager_sets_th
             1_500_000_000_000_000_000,)
     assert a.stats()["creates_ahead"]["failed_sets"] == 0
     _fsck_clean(cluster)
+
+
+def test_a_directory_created_in_ahead_has_its_mode_owner_and_times_set_ahead(nodes):
+    """``tar x`` sets each directory's times, owner and mode once its files are out: the
+    mount creates in it alone, so these are answered by it and sent after the creates."""
+    a, b = nodes
+    d = _fresh_dir(a, "dir-ahead")
+    (d / "f").write_bytes(DATA)  # (d is a directory this mount creates in now)
+    before = a.stats()["creates_ahead"]["set_ahead"]
+    os.utime(d, ns=(1_000_000_000_000_000_000, 1_200_000_000_000_000_000))
+    os.chown(d, 65534, 65534)
+    os.chmod(d, 0o2750)
+    assert a.stats()["creates_ahead"]["set_ahead"] == before + 3
+    st = os.stat(d)
+    shown = (st.st_mode, st.st_uid, st.st_gid, st.st_atime_ns, st.st_mtime_ns)
+    assert shown[1:] == (65534, 65534, 1_000_000_000_000_000_000, 1_200_000_000_000_000_000)
+    st = os.stat(b.path / "dir-ahead")  # recalls a: its creates and changes go first
+    assert (st.st_mode, st.st_uid, st.st_gid, st.st_atime_ns, st.st_mtime_ns) == shown
+    assert sorted(os.listdir(b.path / "dir-ahead")) == ["f", "warm"]
