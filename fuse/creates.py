@@ -151,8 +151,10 @@ class CreatesAhead:
                       "size": dir_size(d.entries - 1)}  # (the name goes after: removed)
         item = self.pending_inos.get(ino)
         if item is not None and ino not in self._in_flight and not item["open"]:
-            # made and removed before either was sent: neither is (the number is unused)
-            self.pending.remove(item)
+            # made and removed before either was sent: neither is (the number is unused),
+            # nor the changes made ahead to it (the number may name another file next)
+            self.pending = [i for i in self.pending
+                            if i is not item and not (i["op"] == "setattr" and i["ino"] == ino)]
             del self.pending_inos[ino]
             self.numbers.append(ino)
             self.counters["cancelled"] += 1
@@ -308,7 +310,7 @@ class CreatesAhead:
         async with self._lock:
             while self.pending:
                 batch = self.pending[:MOST]
-                self._in_flight.update(item["ino"] for item in batch if "ino" in item)
+                self._in_flight.update(item["ino"] for item in batch if item["op"] == "create")
                 results = await self._send(batch)
                 del self.pending[:len(batch)]
                 unleased = [item["ino"] for item, r in zip(batch, results, strict=True)

@@ -305,3 +305,27 @@ def test_a_directory_created_in_ahead_has_its_mode_owner_and_times_set_ahead(nod
     st = os.stat(b.path / "dir-ahead")  # recalls a: its creates and changes go first
     assert (st.st_mode, st.st_uid, st.st_gid, st.st_atime_ns, st.st_mtime_ns) == shown
     assert sorted(os.listdir(b.path / "dir-ahead")) == ["f", "warm"]
+
+
+def test_changes_made_ahead_to_a_file_removed_before_its_create_was_sent_go_with_it(
+        cluster, tmp_path):
+    """A file made, changed and removed before its create left: none of it is sent, and
+    its number, given to the next file, carries nothing of the first (pjdfstest found the
+    changes sent alone)."""
+    a = Mount(cluster.config_path, tmp_path / "q", "leases,ahead_delay=0.5")
+    with a:
+        _leasing(a)
+        d = _fresh_dir(a, "cancelled")
+        time.sleep(0.6)  # ("warm" sent)
+        for n in ("f", "g"):
+            fd = os.open(d / n, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+            os.fchmod(fd, 0o640 if n == "f" else 0o604)
+            os.close(fd)
+            if n == "f":
+                (d / n).unlink()
+        ahead = a.stats()["creates_ahead"]
+        assert ahead["cancelled"] == 1 and ahead["set_ahead"] == 2, ahead
+        with pvfs.connect(cluster.config_path) as fs:
+            assert fs.stat("/cancelled/g").st_mode & 0o7777 == 0o604
+            assert sorted(fs.listdir("/cancelled")) == ["g", "warm"]
+        assert a.stats()["creates_ahead"]["failed_sets"] == 0
