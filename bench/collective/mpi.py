@@ -14,7 +14,8 @@
   slots are full (before the placement rule); ``-victim`` turns the victim cache at the
   homes on (``servers+ra-victim``; off by default) and ``-novictim`` off; ``-udpbells``
   rings the message back ends' doorbells over UDP between hosts (``servers+ra-udpbells``;
-  off by default).
+  off by default); ``-rmaring`` also rings a page's owner before flushing an RMA get or
+  put to it (``servers+ra-udpbells-rmaring``; off by default).
 - ``btio``, ``flash``, ``s3d``: the checkpoint traces of :mod:`pvfs.traces.generators`
   replayed by the ranks; each rank writes a phase (the records between two barriers) with
   one call carrying all its regions, as an MPI program writes a subarray through a file
@@ -209,6 +210,9 @@ def _open_window(comm: Any, fs: Any, path: str, method: str, opts: dict[str, Any
     if variant.endswith("-victim"):  # (issue 32's victim cache on: off by default)
         variant = variant[:-len("-victim")]
         os.environ["PVFS_COLLECTIVE_VICTIMS"] = "1"
+    if variant.endswith("-rmaring"):  # (issue 32: ring an owner before an RMA flush)
+        variant = variant[:-len("-rmaring")]
+        os.environ["PVFS_COLLECTIVE_RMA_RING"] = "1"
     if variant.endswith("-udpbells"):  # (issue 32: doorbells over UDP across hosts)
         variant = variant[:-len("-udpbells")]
         os.environ["PVFS_COLLECTIVE_BELLS_UDP"] = "1"

@@ -123,3 +123,63 @@ def test_bell_address(monkeypatch):
     monkeypatch.delenv("PVFS_COLLECTIVE_BELL_ADDR")
     addr = bell_address()
     assert addr is None or (addr.count(".") == 3 and not addr.startswith("127."))
+
+
+def test_rma_ring_wakes_the_owner_before_each_flush(monkeypatch):
+    """``servers`` moves pages by RMA; over TCP a get completes only when the owner's MPI
+    progresses, which an owner asleep on its doorbell does not. With
+    ``PVFS_COLLECTIVE_RMA_RING=1`` the reader rings the owner after issuing its gets and
+    before the flush that waits for them (never itself); off by default."""
+    pytest.importorskip("mpi4py")
+    import numpy as np
+
+    from pvfs.collective import _file
+    from pvfs.collective._rma import RmaData
+
+    events: list = []
+
+    class Win:
+        def Get(self, buf, owner, target):
+            events.append(("get", owner))
+
+        def Put(self, buf, owner, target):
+            events.append(("put", owner))
+
+        def Accumulate(self, *a, **k):
+            pass
+
+        def Flush_local(self, owner):
+            pass
+
+        def Flush(self, owner):
+            events.append(("flush", owner))
+
+    class Space:
+        data_base, dirty_base = 0, 1 << 20
+
+    class On:
+        enabled = True
+
+        def ring(self, kind, dest):
+            events.append(("ring", kind, dest))
+
+    monkeypatch.delenv("PVFS_COLLECTIVE_RMA_RING", raising=False)
+    assert _file._rma_wake(On()) is None  # off by default
+    monkeypatch.setenv("PVFS_COLLECTIVE_RMA_RING", "1")
+    assert _file._rma_wake(None) is None
+    wake = _file._rma_wake(On())
+    data = RmaData.__new__(RmaData)
+    from mpi4py import MPI
+
+    data.MPI, data.rank, data.page_size, data.space = MPI, 0, 64, Space()
+    data.win, data._v, data.remote_gets, data.remote_puts = Win(), np.zeros(1, np.int64), 0, 0
+    data.wake = wake
+    out = bytearray(8)
+    data.get_many(2, 0, [(0, memoryview(out)), (8, memoryview(bytearray(8)))])
+    assert events == [("get", 2), ("get", 2), ("ring", "caller", 2), ("flush", 2)]
+    events.clear()
+    data.put_many(0, 1, [(0, b"x" * 8)])  # its own slot: no ring
+    assert ("flush", 0) in events and not any(e[0] == "ring" for e in events)
+    events.clear()
+    data.transfer(False, {3: [(0, [(0, memoryview(bytearray(8)))])]})
+    assert events == [("get", 3), ("ring", "caller", 3), ("flush", 3)]

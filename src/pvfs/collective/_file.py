@@ -150,7 +150,7 @@ class CollectiveFile:
             locks = MsgLocks(Caller(scomm, bells=bells), homes)
             self._bells = bells
             space = RmaSpace(self.comm, 0, nslots, self.page_size)
-            data = RmaData(self.comm, space, self.page_size)
+            data = RmaData(self.comm, space, self.page_size, wake=_rma_wake(bells))
             extra = [space]
         else:
             from pvfs.collective._msgclient import MsgData, MsgLocks
@@ -457,6 +457,17 @@ def open(comm: Any, fs: Any, path: str, amode: str | int = "r", *,
                        coordination, atomic, method, max_bytes, sub_bytes, group, services,
                        size_at_open, sub_buffers, early_bytes, readahead)
     return f
+
+
+def _rma_wake(bells: Any) -> Any:
+    """With ``PVFS_COLLECTIVE_RMA_RING=1`` and doorbells on (``servers``; issue 32): ring
+    a page's owner (a client: its ``caller`` bell) before flushing gets and puts to it, so
+    an owner asleep on its bell wakes and makes the MPI progress a get over TCP needs. The
+    clients' ranks are the same in the clients' and the service communicator."""
+    if os.environ.get("PVFS_COLLECTIVE_RMA_RING", "0") != "1" or bells is None \
+            or not bells.enabled:
+        return None
+    return lambda owner: bells.ring("caller", owner)
 
 
 def _split_off_lock_servers(comm: Any, lock_servers: int,

@@ -27,6 +27,7 @@ is busy elsewhere; across nodes MPICH needs ``MPIR_CVAR_ASYNC_PROGRESS=1`` for t
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -327,7 +328,8 @@ class RmaLocks:
 class RmaData:
     """Cache slots and their dirty marks in the window (``rma`` and ``servers``)."""
 
-    def __init__(self, comm: Any, space: RmaSpace, page_size: int) -> None:
+    def __init__(self, comm: Any, space: RmaSpace, page_size: int,
+                 wake: Callable[[int], None] | None = None) -> None:
         MPI = _mpi()
         self.MPI = MPI
         self.rank = comm.Get_rank()
@@ -338,6 +340,15 @@ class RmaData:
         self.dmem = space.dirty
         self._v = np.zeros(1, np.int64)
         self.remote_gets = self.remote_puts = 0
+        #: rings the owner's doorbell after its operations are issued, before the flush
+        #: (issue 32, ``servers`` over TCP: an owner asleep on its bell makes no MPI
+        #: progress, and without it a get waits for the owner's next wake)
+        self.wake = wake
+
+    def _flush(self, owner: int) -> None:
+        if self.wake is not None and owner != self.rank:
+            self.wake(owner)
+        self.win.Flush(owner)
 
     def view(self, slot: int) -> memoryview:
         self.win.Sync()
@@ -351,7 +362,7 @@ class RmaData:
             self.remote_gets += 1
             buf = np.frombuffer(out, dtype=np.uint8)
             self.win.Get(buf, owner, target=(base + off, len(buf), self.MPI.BYTE))
-        self.win.Flush(owner)
+        self._flush(owner)
 
     def transfer(self, write: bool,
                  by_owner: dict[int, list[tuple[int, list[tuple[int, memoryview]]]]]) -> None:
@@ -382,7 +393,7 @@ class RmaData:
                                         target=(mark + 8, 1, MPI.INT64_T), op=MPI.MAX)
             # Bytes and marks complete before the caller's unlock: whoever locks the page
             # next sees both.
-            self.win.Flush(owner)
+            self._flush(owner)
 
     def put_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
         """Write pieces of a remote slot and raise its dirty marks (one ``Flush``)."""
@@ -404,7 +415,7 @@ class RmaData:
         self._v[0] = hi
         self.win.Accumulate([self._v, 1, MPI.INT64_T], owner,
                             target=(mark + 8, 1, MPI.INT64_T), op=MPI.MAX)
-        self.win.Flush(owner)
+        self._flush(owner)
 
     def dirty(self, slot: int) -> Dirty:
         self.win.Sync()
