@@ -447,7 +447,9 @@ int pv_conn_bind(struct pv_engine *e, struct pv_job *j, struct pv_err *err)
 /* The job on c ended and its "done" is posted. Success: read the next header right away --
  * with a pipelined client it is already here -- and only then give the epoll entry back to
  * the connection, armed if the header is not complete. A storage failure with the stream in
- * step: wait for Python's next job (the error reply). Anything else broke the connection. */
+ * step, or a job that holds the connection (Python replies once it has done more, e.g.
+ * set the file's mtime): wait for Python's next job (the reply). Anything else broke the
+ * connection. */
 void pv_conn_job_end(struct pv_engine *e, struct pv_job *j)
 {
     struct pv_conn *c = j->conn;
@@ -460,7 +462,7 @@ void pv_conn_job_end(struct pv_engine *e, struct pv_job *j)
         conn_close(e, c, j->err);
         return;
     }
-    if (j->err != 0) {
+    if (j->err != 0 || j->hold) {
         c->state = PV_CONN_WAIT;
         r = READ_FRAME;               /* as after a frame: disarmed */
     } else {

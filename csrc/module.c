@@ -127,13 +127,14 @@ static PyObject *Engine_fileno(EngineObject *self, PyObject *Py_UNUSED(ignored))
 
 PyDoc_STRVAR(Engine_submit_doc,
 "submit(job_id, sock_fd, file_fd, op, accesses, prefix=b'', inode=0, suffix=b'',\n"
-"       size_at=-1, check=False) -> None\n\n"
+"       size_at=-1, check=False, hold=False) -> None\n\n"
 "Hand a job to the engine. accesses: packed little-endian int64 triples\n"
 "(kind, file_offset, length) in stream order. OP_READ sends prefix, then each access\n"
 "(ACC_FILE bytes of the file, ACC_ZERO zeros); OP_WRITE receives each access (ACC_FILE\n"
 "stored at its offset, ACC_DISCARD dropped) and takes no prefix. suffix is sent after the\n"
-"bulk if the job succeeded (a write's reply). On an attached connection the job must\n"
-"follow a frame. The engine never closes either fd; the job's result arrives through\n"
+"bulk if the job succeeded (a write's reply); hold=True leaves the connection waiting for\n"
+"the next job instead (Python's reply, once it did more). On an attached connection the\n"
+"job must follow a frame. The engine never closes either fd; the job's result arrives through\n"
 "events() as (\"done\", ...) or completions().\n\n"
 "On the job's first turn, on the engine's thread: check=True ends the job with err\n"
 "ERR_STALE, nothing moved and the connection in step, if file_fd was unlinked (or fstat\n"
@@ -145,9 +146,9 @@ PyDoc_STRVAR(Engine_submit_doc,
 static PyObject *Engine_submit(EngineObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = { "job_id", "sock_fd", "file_fd", "op", "accesses", "prefix",
-                              "inode", "suffix", "size_at", "check", NULL };
+                              "inode", "suffix", "size_at", "check", "hold", NULL };
     long long id, size_at = -1;
-    int check = 0;
+    int check = 0, hold = 0;
     int sock, file, op;
     Py_buffer acc = { 0 }, prefix = { 0 }, suffix = { 0 };
     PyObject *inode_obj = NULL;
@@ -156,9 +157,9 @@ static PyObject *Engine_submit(EngineObject *self, PyObject *args, PyObject *kwa
     struct pv_job *j;
     PyObject *ret = NULL;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Liiiy*|y*Oy*Lp:submit", kwlist, &id,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Liiiy*|y*Oy*Lpp:submit", kwlist, &id,
                                      &sock, &file, &op, &acc, &prefix, &inode_obj, &suffix,
-                                     &size_at, &check))
+                                     &size_at, &check, &hold))
         return NULL;
     if (inode_obj != NULL) {
         inode = PyLong_AsUnsignedLongLong(inode_obj);
@@ -186,6 +187,7 @@ static PyObject *Engine_submit(EngineObject *self, PyObject *args, PyObject *kwa
     }
     j->size_at = size_at < 0 ? -1 : size_at;
     j->check = check != 0;
+    j->hold = hold != 0;
     if (pv_engine_submit(self->e, j, &err) < 0) {
         pv_job_free(j);
         pv_raise(&err);

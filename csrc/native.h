@@ -191,6 +191,7 @@ struct pv_job {
     /* Examined on the job's first turn, on the engine's thread (the daemon's trio thread
      * makes no file system call): see job_examine() in stream.c. */
     bool check;                   /* a descriptor unlinked meanwhile ends the job PV_ERR_STALE */
+    bool hold;                    /* a write that succeeded: the connection awaits Python's reply */
     bool examined;
     bool stale;                   /* ended before moving a byte: the connection is in step */
     int64_t size_at;              /* read: the prefix's 8-byte slot for st_size, or -1 */

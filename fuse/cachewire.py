@@ -76,6 +76,8 @@ class ClientBackend:
         # Awaited before a file's data leave for the I/O daemons (with leases: the mount
         # gives up its lease of the file's attributes itself, LeaseCache.writing).
         self.before_write: Callable[[int], Awaitable[None]] | None = None
+        # The explicit mtime a file's data carry to its stripe files (write delegations).
+        self.data_mtime: Callable[[int], int | None] | None = None
 
     def stripe_size(self, ino: int) -> int | None:
         info = self.table.inodes.get(ino)
@@ -97,8 +99,12 @@ class ClientBackend:
             await self.coherence.hold(ino, stripe, offset, len(data))
         if self.before_write is not None:
             await self.before_write(ino)
-        await self.client.write(ino, stripe, offset, data)
+        await self.client.write(ino, stripe, offset, data, self._mtime_with_data(ino))
 
+
+    def _mtime_with_data(self, ino: int) -> int | None:
+        """The explicit mtime a file's written data carry (delegations.py), if any."""
+        return None if self.data_mtime is None else self.data_mtime(ino)
 
     async def read_list(self, ino: int, regions: list[tuple[int, int]]) -> list[bytes]:
         """List I/O: every region in one request per I/O daemon."""
@@ -121,13 +127,14 @@ class ClientBackend:
             await self.coherence.hold(ino, stripe, lo, max(o + n for o, n in regions) - lo)
         if self.before_write is not None:
             await self.before_write(ino)
+        mtime = self._mtime_with_data(ino)
         pos = 0
         with memoryview(data) as mv:  # released on every path (pvfs/client/buffers.py)
             for i in range(0, len(regions), MAX_LIST_REGIONS):
                 part = regions[i:i + MAX_LIST_REGIONS]
                 n = sum(length for _, length in part)
                 with mv[pos:pos + n] as piece:
-                    await self.client.write_regions(ino, stripe, part, piece)
+                    await self.client.write_regions(ino, stripe, part, piece, mtime)
                 pos += n
 
 

@@ -345,7 +345,7 @@ class CreatesAhead:
                           item["ino"], r.get("error"))
                 self.leases.forget(item["ino"])
                 if self.delegations is not None:
-                    self.delegations.times.pop(item["ino"], None)
+                    self.delegations.drop_times(item["ino"])
             return False
         if item["op"] in ("unlink", "rmdir"):
             if "errno" in r:

@@ -97,6 +97,7 @@ class WriteDelegations:
         self.times: dict[int, tuple[int, int]] = {}
         self.shown: OrderedDict[int, int] = OrderedDict()
         self._setting: dict[int, trio.Event] = {}  # times being set now
+        self.carried: dict[int, int] = {}  # ino -> the mtime its written data carried
         self._queue_in, self._queue = trio.open_memory_channel[int](float("inf"))
         self._limit = trio.CapacityLimiter(_PARALLEL)
         self.counters = dict.fromkeys(("delegated", "refused", "kept_closes",
@@ -129,6 +130,7 @@ class WriteDelegations:
 
     def wrote(self, ino: int) -> None:
         self.times.pop(ino, None)  # (a write after explicit times moves the mtime on)
+        self.carried.pop(ino, None)
         self.shown.pop(ino, None)
         if ino in self.held:
             self.held[ino] = now = time.time_ns()
@@ -166,6 +168,23 @@ class WriteDelegations:
         its write-back sets it on the stripe files it fills."""
         self.times_later(ino, self.held[ino], mtime, self.cache.size_hint(ino))
 
+    def drop_times(self, ino: int) -> None:
+        """The explicit times of ``ino`` set here do not hold (refused at the manager)."""
+        self.times.pop(ino, None)
+        self.carried.pop(ino, None)
+        self.shown.pop(ino, None)
+
+    def mtime_with_data(self, ino: int) -> int | None:
+        """The backend's hook: the explicit mtime ``ino``'s data leaving now carry to the
+        stripe files they fill (set there after them, before the reply), if any. Its data
+        all leave in the write-back that ends its delegation (none had left before the
+        times were set), so no stripe file holding data misses it."""
+        got = self.times.get(ino)
+        if got is None:
+            return None
+        self.carried[ino] = got[0]
+        return got[0]
+
     async def settle(self, ino: int) -> None:
         """``fsync``: explicit times carried by ``ino``'s written-back data are set now."""
         event = self._setting.get(ino)
@@ -181,8 +200,8 @@ class WriteDelegations:
 
     async def _set_times(self, ino: int) -> None:
         got = self.times.pop(ino, None)
-        if got is None:
-            return
+        if got is None or self.carried.pop(ino, None) == got[0]:
+            return  # (none, or the data carried them)
         self._setting[ino] = event = trio.Event()
         try:
             await self.data_mtime(ino, got[1], got[0])
@@ -213,6 +232,7 @@ class WriteDelegations:
         """The last name of ``ino`` went here before its data were written back: the caller
         dropped them (nothing is written for a removed file)."""
         self.times.pop(ino, None)
+        self.carried.pop(ino, None)
         if self._pop(ino):
             self.counters["dropped"] += 1
 

@@ -113,10 +113,7 @@ class Operations(pyfuse3.Operations):
             if self.ahead is not None and options.write_delegations and options.cache and \
             self.gbackend is None else None
         if self.delegations is not None:
-            self.ahead.delegations = self.delegations
-            self.files.delegations = self.delegations
-            self.view.local_mtime = self.delegations.mtime
-            self.virtual.before_setstripe = self.delegations.end
+            self._wire_delegations(self.delegations)
         # Unlinks and renames over files: the caches' side of a last name going (removals.py).
         self.removals = Removals(client=client, table=self.table, cache=self.cache,
                                  files=self.files, gbackend=self.gbackend, leases=self.leases,
@@ -136,6 +133,13 @@ class Operations(pyfuse3.Operations):
         self.enable_writeback_cache = options.writeback_cache
 
     # ------------------------------------------------------------------ helpers
+    def _wire_delegations(self, dels: WriteDelegations) -> None:
+        """The parts that ask the write delegations (delegations.py)."""
+        self.ahead.delegations = self.files.delegations = dels
+        self.view.local_mtime = dels.mtime
+        self.virtual.before_setstripe = dels.end
+        self.backend.data_mtime = dels.mtime_with_data
+
     async def _before_write(self, ino: int) -> None:
         """Before a file's data leave for the I/O daemons (with leases): its create made
         ahead goes first (the manager counts a pooled file empty when it makes it), a

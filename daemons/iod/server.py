@@ -66,7 +66,7 @@ TASK = "task"  # may block on the disk (run in a worker thread) or wait on other
 class _Job:
     """What the server remembers of a job until the engine reports it done."""
 
-    __slots__ = ("cid", "ino", "op", "pinned", "record", "retry")
+    __slots__ = ("cid", "ino", "mtime", "op", "pinned", "record", "retry")
 
     def __init__(self, cid: int, ino: int = 0, op: str = "reply",
                  record: JobRecord | None = None, pinned: bool = False,
@@ -74,6 +74,8 @@ class _Job:
         self.cid, self.ino, self.op, self.record, self.pinned = cid, ino, op, record, pinned
         # (fields, bulk_len, pieces) of a job on a cached descriptor the engine checks.
         self.retry = retry
+        # A write's (descriptor, mtime) to set once its bytes are in, before the reply.
+        self.mtime: tuple[int, int] | None = None
 
 
 class IodServer:
@@ -268,6 +270,8 @@ class IodServer:
         job = self.jobs.pop(job_id, None)
         if job is None:
             return
+        if job.mtime is not None:
+            self._set_mtime(job, err, nbytes)
         if job.op == "write":
             self.sizewatch.changed(job.ino)
         if job.pinned:
@@ -290,6 +294,22 @@ class IodServer:
             # A storage error: the engine drained the bulk; the connection awaits our reply.
             self.reply(job.cid, error_reply(err, f"writing stripe file: {os.strerror(err)}"))
 
+    def _set_mtime(self, job: _Job, err: int, nbytes: int) -> None:
+        """A write carrying the file's explicit mtime (a mount's write delegation,
+        fuse/delegations.py): set on the stripe file after its bytes, then the reply the
+        engine did not send. (A metadata-only call on an open descriptor: not worth a worker
+        thread.)"""
+        if err or job.cid not in self.conns:
+            return  # (an error is answered below, as for any write)
+        fd, mtime = job.mtime
+        try:
+            os.utime(fd, ns=(os.fstat(fd).st_atime_ns, mtime))
+        except OSError as exc:
+            self.reply(job.cid, error_reply(exc.errno or errno.EIO,
+                                            f"setting stripe file mtime: {exc}"))
+            return
+        self.reply(job.cid, {"nbytes": nbytes})
+
     def on_closed(self, cid: int, err: int) -> None:
         sock = self.conns.pop(cid, None)
         if sock is not None:
@@ -308,8 +328,9 @@ class IodServer:
                 check: bool = False) -> int:
         job_id = next(self._ids)
         self.jobs[job_id] = job
+        # (a write setting the mtime after its bytes holds the connection for its reply)
         self.engine.submit(job_id, self.conns[cid].fileno(), file_fd, op, accesses, prefix,
-                           job.ino, suffix, size_at, check)
+                           job.ino, suffix, size_at, check, job.mtime is not None)
         return job_id
 
     def reply(self, cid: int, header: dict) -> None:
@@ -459,8 +480,11 @@ class IodServer:
         try:
             job = _Job(cid, ino, "write", pinned=True,
                        retry=(f, bulk_len, pieces) if check else None)
+            if f.get("mtime_ns") is not None:  # the reply follows the mtime (_set_mtime)
+                job.mtime = (fd, f["mtime_ns"])
             job_id = self._submit(cid, job, fd, _native.OP_WRITE, acc.tobytes(), b"",
-                                  frame({"nbytes": nbytes}), check=check)
+                                  b"" if job.mtime else frame({"nbytes": nbytes}),
+                                  check=check)
         except BaseException:
             self.sizewatch.changed(ino)
             self._close_later(self.storage.unpin(ino, defer=True))

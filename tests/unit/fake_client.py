@@ -173,14 +173,15 @@ class FakeClient:
         self._call("read")
         return bytes(self._node(ino).data[offset:offset + length])
 
-    async def write(self, ino: int, stripe: Stripe, offset: int, data) -> int:
+    async def write(self, ino: int, stripe: Stripe, offset: int, data,
+                    mtime_ns: int | None = None) -> int:
         self._call("write")
         buf = self._node(ino).data
         data = bytes(data)
         if len(buf) < offset:
             buf.extend(bytes(offset - len(buf)))
         buf[offset:offset + len(data)] = data
-        self.nodes[ino].mtime_ns = time.time_ns()
+        self.nodes[ino].mtime_ns = time.time_ns() if mtime_ns is None else mtime_ns
         return len(data)
 
     async def read_regions(self, ino: int, stripe: Stripe,
@@ -190,12 +191,12 @@ class FakeClient:
         return [bytes(data[o:o + n]) for o, n in regions]
 
     async def write_regions(self, ino: int, stripe: Stripe, regions: list[tuple[int, int]],
-                            data) -> None:
+                            data, mtime_ns: int | None = None) -> None:
         self._call("write_regions")
         mv = memoryview(bytes(data))
         pos = 0
         for o, n in regions:
-            await self.write(ino, stripe, o, mv[pos:pos + n])
+            await self.write(ino, stripe, o, mv[pos:pos + n], mtime_ns)
             pos += n
 
     async def fsync(self, ino: int, stripe: Stripe, data_only: bool = False) -> None:

@@ -196,6 +196,24 @@ def test_write_job_with_suffix(engine, pair, stripe, mode):
     assert got[:150_000] == bulk[:150_000] and got[500_000:550_000] == bulk[150_000:]
 
 
+def test_a_write_that_holds_its_connection_waits_for_pythons_reply(engine, pair, stripe):
+    """The I/O daemon sets a stripe file's mtime after a write that carries one, then
+    replies itself: the connection waits for that reply before it reads the next frame."""
+    fd, _, path = stripe
+    eng, ev = engine()
+    srv, cli = pair(tcp=True)
+    eng.attach(3, srv.fileno())
+    cli.sendall(frame(b"w", 1000) + b"m" * 1000 + frame(b"after"))
+    assert ev.one() == ("frame", 3, 1000, b"w")
+    eng.submit(1, srv.fileno(), fd, WRITE, acc((FILE, 0, 1000)), hold=True)
+    assert ev.one()[:4] == ("done", 1, 0, 1000)
+    ev.none()  # no "frame" yet: Python's reply comes first
+    eng.submit(2, srv.fileno(), fd, READ, b"", prefix=b"WROTE")
+    done, fr = ev.take(2)
+    assert done[:3] == ("done", 2, 0) and fr == ("frame", 3, 0, b"after")
+    assert recv_exact(cli, 5) == b"WROTE" and path.read_bytes()[:1000] == b"m" * 1000
+
+
 def test_suffix_waits_for_a_peer_that_does_not_read(engine, pair, stripe):
     # A suffix bigger than the socket buffers: the write job must turn to EPOLLOUT.
     fd, _, _ = stripe

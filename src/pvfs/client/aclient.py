@@ -228,18 +228,21 @@ class AsyncClient:
         end = self.data.size(ino, stripe, result.local_sizes)
         return max(0, min(len(buf), end - offset))
 
-    async def write(self, ino: int, stripe: Stripe, offset: int, data) -> int:
+    async def write(self, ino: int, stripe: Stripe, offset: int, data,
+                    mtime_ns: int | None = None) -> int:
+        """``mtime_ns``: set on each stripe file written, after the bytes."""
         n = nbytes(data)
         if n == 0:
             return 0
         return await trio.to_thread.run_sync(self.data.write, ino, stripe,
-                                             Regions(((offset, n),)), data, limiter=self.limiter)
+                                             Regions(((offset, n),)), data, mtime_ns,
+                                             limiter=self.limiter)
 
     async def write_regions(self, ino: int, stripe: Stripe, regions: list[tuple[int, int]],
-                            data) -> int:
+                            data, mtime_ns: int | None = None) -> int:
         """One request writing several regions (``data`` is their bytes concatenated)."""
         return await trio.to_thread.run_sync(self.data.write, ino, stripe, Regions(regions), data,
-                                             limiter=self.limiter)
+                                             mtime_ns, limiter=self.limiter)
 
     async def read_regions(self, ino: int, stripe: Stripe,
                            regions: list[tuple[int, int]]) -> list[bytes]:

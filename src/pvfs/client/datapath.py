@@ -262,18 +262,23 @@ class DataPath:
         short = any(sizes[rank] < reach for rank, _, reach in done)
         return ReadResult(sizes, short)
 
-    def write(self, ino: int, stripe: Stripe, desc: Description, buf) -> int:
-        """Write ``buf`` (len = desc.total()) to the description's regions; bytes written."""
+    def write(self, ino: int, stripe: Stripe, desc: Description, buf,
+              mtime_ns: int | None = None) -> int:
+        """Write ``buf`` (len = desc.total()) to the description's regions; bytes written.
+        ``mtime_ns``: each stripe file written gets this mtime after the bytes."""
         return sum(reply["nbytes"] for _, reply, _ in
-                   self._striped("write", ino, stripe, desc, buf, 1, None))
+                   self._striped("write", ino, stripe, desc, buf, 1, None, mtime_ns))
 
     def _striped(self, op: str, ino: int, stripe: Stripe, desc: Description, buf,
-                 direction: int, hint: dict[str, int] | None) -> list[tuple[int, dict, int]]:
+                 direction: int, hint: dict[str, int] | None,
+                 mtime_ns: int | None = None) -> list[tuple[int, dict, int]]:
         """One read or write through ``_native.stripe_transfer``: (rank, reply, reach) of
         every share rank it touched (reach: the end of its last byte in the stripe file)."""
         header = {"op": op, "ino": ino, "stripe": stripe.to_wire(), "desc": desc.to_wire()}
         if hint is not None:
             header["hint"] = hint
+        if mtime_ns is not None:
+            header["mtime_ns"] = mtime_ns
         body = encode_header(header)
         if len(body) > MAX_HEADER:
             raise FrameError(f"header of {len(body)} bytes exceeds {MAX_HEADER}")

@@ -230,7 +230,9 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "ping": {},
     "read": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire),
              "hint": Field(optional(collective_hint), False)},
-    "write": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire)},
+    # mtime_ns: set on the stripe file after the bytes (a mount's delegated explicit mtime)
+    "write": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire),
+              "mtime_ns": Field(optional(integer(0, 2**63 - 1)), False)},
     # watch: the manager asks, and caches the answer if watched (iod/sizewatch.py)
     "size": {"ino": INO, "watch": Field(boolean, False, False)},
     "sizes": {"inos": Field(lambda v: _int_list(v, 4096)),
