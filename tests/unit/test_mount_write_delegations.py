@@ -194,3 +194,14 @@ async def test_a_write_after_explicit_times_moves_the_mtime_on_and_fsync_sets_th
     await cache.flush(34)  # fsync: the write-back, then the times before it returns
     await d.settle(34)
     assert ("mtime", 34, 100, 10**18) in cache.log and not d.times
+
+
+async def test_explicit_times_carried_by_the_data_are_not_set_again():
+    d, cache, leases = _made()
+    _write(d, cache, 35)
+    assert d.times_later(35, d.held[35], 10**18, 3901)
+    assert d.mtime_with_data(35) == 10**18  # the backend's write carries it
+    assert d.mtime_with_data(36) is None    # (a file without explicit times)
+    await leases.before_answer[0]([35])
+    assert ("mtime", 35, 3901, 10**18) not in cache.log  # no utime round trip after
+    assert cache.log[-1] == ("written", (35,)) and not d.times and not d.carried
