@@ -31,10 +31,11 @@ from .delegations import WriteDelegations
 from .dirattrs import DirAttrs
 from .fileops import FileOperations
 from .gcachewire import make_gcache_backend
-from .guard import errno_of, guard
+from .guard import guard
 from .handles import HandleTable
 from .kernelview import KernelView, statvfs
 from .leases import MISSING, LeaseCache
+from .listings import Listings
 from .options import MountOptions
 from .removals import Removals
 from .xattrs import ACL_XATTRS, PROBED_XATTRS, ProbedCache, VirtualXattrs
@@ -124,8 +125,9 @@ class Operations(pyfuse3.Operations):
             client.before_meta.append(closes.before_meta)
             self.leases.before_answer.append(closes.send_opens)
             self.leases.on_session_end.append(closes.session_ended)
-        self._listing: dict[int, tuple[int, bool]] = {}
-        self._listed_here: dict[int, list[tuple[str, int]]] = {}  # fh -> a listing's names here
+        self.listings = Listings(client=client, table=self.table, leases=self.leases,
+                                 view=self.view, probed=self.probed, named=self._entry_named,
+                                 tick=self._tick)
         # Read by pyfuse3.init: the kernel keeps written pages and writes them back itself
         # (flush/fsync/memory pressure). Handles whose writes must reach the I/O daemons at
         # once (O_SYNC/O_DSYNC, user.pvfs.sync=1) are opened direct_io instead
@@ -438,84 +440,11 @@ class Operations(pyfuse3.Operations):
 
     @guard
     async def readdir(self, fh: int, start_id: int, token: Any) -> None:
-        h = self.table.get(fh)
-        cookie = start_id
-        leases = self.leases
-        if leases is not None and start_id == 0:
-            self._listing[fh] = (leases.tick(), True)
-            here = leases.listing(h.ino)  # (a rewind lists afresh, here or at the manager)
-            if here is None:
-                self._listed_here.pop(fh, None)
-            else:
-                self._listed_here[fh] = here
-        if fh in self._listed_here:
-            return await self._readdir_here(fh, h.ino, h.cred, start_id, token)
-        while True:
-            gen = self.probed.gen
-            t = self._tick()
-            try:
-                entries = await self.client.readdir(h.ino, h.cred, cookie=cookie, limit=256)
-                sized = True
-            except OSError as exc:
-                if errno_of(exc) not in (errno.EIO, errno.ETIMEDOUT):
-                    raise
-                # A daemon holding some file's size is unreachable: the names still list
-                # (SPEC §10: the rest keeps serving); a stat of such a file fails on its own.
-                entries = await self.client.readdir(h.ino, h.cred, cookie=cookie, limit=256,
-                                                    attrs=False)
-                sized = False
-            if leases is not None:
-                self._learn_listing(fh, h.ino, entries, t, sized)
-            if not entries:
-                return
-            for name, a, nxt in entries:
-                self.probed.learn(a, gen)
-                e = self._entry_named(h.ino, name, a) if sized else self.view.unsized_entry(a)
-                if not self.view.kernel.readdir_reply(token, os.fsencode(name), e, nxt):
-                    return
-                cookie = nxt
-
-    async def _readdir_here(self, fh: int, ino: int, cred: Cred, start: int, token: Any) -> None:
-        """A listing of a directory this mount leases complete (``leases.listing``), its
-        cookies positions in the names as they were at its start. A name removed since is
-        left out (POSIX leaves it open), and one the lease no longer covers (a recall) is
-        asked of the manager, so the kernel never links a name that is gone."""
-        names = self._listed_here[fh]
-        gen = self.probed.gen
-        for pos in range(start, len(names)):
-            name, child = names[pos]
-            a = self.leases.current(ino, name, child)
-            if a is MISSING:
-                continue
-            if a is None:
-                try:
-                    if name in (".", ".."):
-                        a = await self.client.getattr(child, cred)
-                    else:
-                        a = await self.client.lookup(ino, name, cred)
-                except FileNotFoundError:
-                    continue
-            self.probed.learn(a, gen)
-            if not self.view.kernel.readdir_reply(token, os.fsencode(name),
-                                                  self._entry_named(ino, name, a), pos + 1):
-                return
-
-    def _learn_listing(self, fh: int, ino: int, entries: list, t: int, sized: bool) -> None:
-        """With leases: keep a readdir page's leased names and attributes; a listing from
-        the start whose every page came leased, ending with no recall, makes the directory
-        complete (leases.py)."""
-        leased = getattr(entries, "leased", None) if sized else None
-        kept = self.leases.learn_listing(ino, entries, leased, t)
-        since, whole = self._listing.get(fh, (0, False))
-        if not kept:
-            self._listing[fh] = (since, False)
-        elif not entries and whole and since:
-            self.leases.listed(ino, since)
+        await self.listings.readdir(fh, start_id, token)
 
     @guard
     async def releasedir(self, fh: int) -> None:
-        self._listing.pop(fh, None)
-        self._listed_here.pop(fh, None)
+        self.listings.closed(fh)
         self.table.close(fh)
 
     @guard
