@@ -146,17 +146,24 @@ class StripeFiles:
         """The manager's utime of a file's stripe files (an explicit mtime must outlast
         their older ones): as :meth:`change`, but the daemons promise again and answer the
         shares they now have, kept in the size cache (so the reply's size and the next stat
-        need no second round trip to them)."""
-        ino = attrs["ino"]
+        need no second round trip to them). Only the stripe files that may count are
+        changed: with the shares cached, not the empty ones nor those already no newer
+        (:func:`_fill` ignores or keeps them as they are) -- one daemon for a small file."""
+        ino, mtime = attrs["ino"], attrs["mtime_ns"]
         await self.group.durable()  # the store's change first (a crash keeps it or neither)
+        known = self.sizes.get(ino)
+        ranks = self.iods_of(attrs["stripe"])
+        if known is not None:  # (their daemons watch them: a change is reported)
+            ranks = [(r, iod) for r, iod in ranks if known[r][0] and known[r][1] > mtime]
+            if not ranks:
+                return
         self.sizes.forget([ino], reported=False)
         token = self.sizes.begin(ino)  # (a report from now on takes it back)
         watch = self.sizes.wants_watch(ino)
         try:
             replies = await self.each([
-                (iod, {"op": "utime", "ino": ino, "mtime_ns": attrs["mtime_ns"],
-                       "unwatch": True, "watch": watch})
-                for _, iod in self.iods_of(attrs["stripe"])])
+                (iod, {"op": "utime", "ino": ino, "mtime_ns": mtime, "unwatch": True,
+                       "watch": watch}) for _, iod in ranks])
         except BaseException:
             self.sizes.forget([ino], reported=False)
             raise
@@ -166,9 +173,10 @@ class StripeFiles:
             # promise the utime then dropped unreported): none is kept.
             self.sizes.forget([ino], reported=False)
             return
-        self.sizes.install(ino, token, [(r["local_size"], r["mtime_ns"], r.get("blocks"))
-                                        for r in replies],
-                           watch and all(r.get("watched") for r in replies))
+        shares = list(known) if known is not None else [None] * len(ranks)
+        for (r, _), reply in zip(ranks, replies):
+            shares[r] = (reply["local_size"], reply["mtime_ns"], reply.get("blocks"))
+        self.sizes.install(ino, token, shares, all(r.get("watched") for r in replies))
 
     async def unlink_where_possible(self, attrs: dict) -> None:
         """Best effort: remove an undone file's stripe files, each daemon on its own (a dead

@@ -232,3 +232,23 @@ def test_status_shows_the_cache_and_the_watches(pvfs_cluster, fs, capsys):
     assert rows["mgr"]["size_cache"]["hits"] >= 1
     assert sum(r["size_watch"]["watched"] for n, r in rows.items() if n != "mgr") >= 1
     fs.unlink("/sc-status")
+
+
+def test_a_utime_changes_only_the_stripe_files_holding_data(fs):
+    """An empty stripe file's mtime does not count (daemons/mgr/stripefiles.py): with the
+    shares cached, the manager's utime of a 3,000-byte file over four daemons changes the
+    one stripe file that holds it, and the mtime is the one set."""
+    with fs.open("/sc-one", "wb", stripe=Stripe(0, 4, 4096)) as f:
+        f.write(b"o" * 3000)
+    fs.stat("/sc-one")  # (its shares cached)
+    before = [fs.iod_call(i, "metrics") for i in range(4)]
+    fs.utime("/sc-one", ns=(1_000_000_000, 3_000_000_000))
+    after = [fs.iod_call(i, "metrics") for i in range(4)]
+
+    def utimes(m: dict) -> float:
+        return sum(v for fam in m["families"] if fam["name"] == "pvfs_requests_total"
+                   for _, labels, v in fam["samples"] if labels.get("op") == "utime")
+    assert [utimes(a) - utimes(b) for a, b in zip(after, before)] == [1, 0, 0, 0]
+    st = fs.stat("/sc-one")
+    assert (st.st_size, st.st_mtime_ns) == (3000, 3_000_000_000)
+    fs.unlink("/sc-one")
