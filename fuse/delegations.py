@@ -25,8 +25,9 @@ What keeps it correct:
   name, drops its data unwritten (removals.py).
 - **Times set explicitly** (``tar x``, ``cp -p``) on a file none of whose data have left
   go with its data: the manager keeps the times (its stripe files, all empty, do not
-  count, daemons/mgr/stripefiles.py), and the write-back sets the mtime of the stripe files
-  it filled before it says ``written`` (:meth:`WriteDelegations.times_later`); a later
+  count, daemons/mgr/stripefiles.py), and the write-back's data requests carry the mtime,
+  which each I/O daemon sets after the bytes (:meth:`WriteDelegations.mtime_with_data`;
+  else it is set before ``written``, :meth:`WriteDelegations.times_later`); a later
   write here moves the mtime on as usual. Once some data have left, explicit times write
   the file back first, then the manager sets them on the stripe files. (Setting them at
   once and again after the write-back doubled the stripe files' utimes, the costliest
@@ -122,16 +123,14 @@ class WriteDelegations:
 
     def forget(self, ino: int) -> None:
         """The create of ``ino`` was refused: there is nothing to write back."""
-        self.times.pop(ino, None)
+        self.drop_times(ino)
         self._pop(ino)
 
     def holds(self, ino: int) -> bool:
         return ino in self.held
 
     def wrote(self, ino: int) -> None:
-        self.times.pop(ino, None)  # (a write after explicit times moves the mtime on)
-        self.carried.pop(ino, None)
-        self.shown.pop(ino, None)
+        self.drop_times(ino)  # (a write after explicit times moves the mtime on)
         if ino in self.held:
             self.held[ino] = now = time.time_ns()
             self.written[ino] = None
@@ -169,7 +168,8 @@ class WriteDelegations:
         self.times_later(ino, self.held[ino], mtime, self.cache.size_hint(ino))
 
     def drop_times(self, ino: int) -> None:
-        """The explicit times of ``ino`` set here do not hold (refused at the manager)."""
+        """The explicit times of ``ino`` set here no longer go with its data (a later write,
+        the file gone, refused at the manager)."""
         self.times.pop(ino, None)
         self.carried.pop(ino, None)
         self.shown.pop(ino, None)
@@ -231,8 +231,7 @@ class WriteDelegations:
     def dropped(self, ino: int) -> None:
         """The last name of ``ino`` went here before its data were written back: the caller
         dropped them (nothing is written for a removed file)."""
-        self.times.pop(ino, None)
-        self.carried.pop(ino, None)
+        self.drop_times(ino)
         if self._pop(ino):
             self.counters["dropped"] += 1
 
