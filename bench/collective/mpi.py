@@ -45,9 +45,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any
 
+from pvfs.collective import _prof
 from pvfs.collective._wait import barrier
 
 
@@ -144,7 +146,9 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     comm.Barrier()
     iod_before = _iod_writes(fs) if comm.Get_rank() == 0 else 0
     barrier(comm)
-    t0, c0 = time.perf_counter(), _cpu()
+    if trace_dir:
+        _prof.start()  # (issue 32: where a get's time goes, in the rank's timeline)
+    t0, c0, d0 = time.perf_counter(), _cpu(), _prof.run_delay_ns()
     f = _open_window(comm, fs, path, method, opts, servers)
     if not f.is_lock_server:
         counters = _read_windows(f, chunk, loops, trace_dir, opts, clients, comm.Get_rank(), t0)
@@ -155,6 +159,7 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
                     **{k: v for k, v in got.items() if k.startswith("victims_")}}
     elapsed = time.perf_counter() - t0
     cpu = comm.allreduce(_cpu() - c0)
+    delay = comm.allreduce(_prof.run_delay_ns() - d0) / 1e9
     elapsed = comm.allreduce(elapsed, op=_max())
     totals = comm.gather(counters, root=0)
     touched = comm.gather(window_pages(comm.Get_rank(), clients, chunk, opts["page"], loops),
@@ -170,6 +175,10 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
     result = _window_result(fs, opts, clients, servers, elapsed, cpu, totals, disk_before,
                             iod_before)
     result["pages_touched"] = pages_touched
+    # the main threads' run delay (runnable, waiting for a core) summed over every rank,
+    # and its share of the ranks' time (issue 32: how much of a job is waiting for a CPU)
+    result["run_delay_s"] = round(delay, 3)
+    result["run_delay_share"] = round(delay / (elapsed * comm.Get_size()), 4)
     return result
 
 
@@ -336,7 +345,9 @@ def _dump_trace(where: str, opts: dict[str, Any], clients: int, rank: int, t0: f
                    "open_perf": t0, "now_mono": time.monotonic(), "now_perf": time.perf_counter(),
                    "reads": reads, "fs": f.io.trace,
                    "cache": cache.trace if cache is not None else None,
-                   "evictions": cache.evict_log if cache is not None else None}, out)
+                   "evictions": cache.evict_log if cache is not None else None,
+                   # gets, puts and sleeps with their run delay (pvfs.collective._prof)
+                   "main_thread": threading.get_native_id(), "prof": _prof.stop()}, out)
 
 
 def _max() -> Any:

@@ -64,7 +64,8 @@ def plan(ranks: list[int], servers: list[str], variants: tuple[str, ...] = (),
     """The jobs of each rank count, ``(processes, options)``: ``independent`` (at the
     counts in ``independent``; None: at every count), then ``servers`` with each k of
     ``servers`` (``"half"``: as many lock servers as clients), then each of ``variants``
-    (a method such as ``servers+ra-evict``, issue 32's A/B) with the first k; ``cold``:
+    (a method such as ``servers+ra-evict``, issue 32's A/B) with the first k (``rma`` and
+    ``thread`` methods without lock-server ranks: n processes); ``cold``:
     every job empties the I/O daemons' caches after writing its file (``"cold"``)."""
     out = [_plan_one(n, servers, variants, independent) for n in ranks]
     if cold:
@@ -85,6 +86,10 @@ def _plan_one(n: int, servers: list[str], variants: tuple[str, ...],
         out.append((n + kk, {"benchmark": "sliding_window", "method": "servers",
                              **WINDOW, "lock_servers": kk, "breakdown": True}))
     for method in variants:
+        if method.partition("+")[0] != "servers":  # rma, thread: no lock-server ranks
+            out.append((n, {"benchmark": "sliding_window", "method": method, **WINDOW,
+                            "breakdown": True}))
+            continue
         out.append((n + ks[0], {"benchmark": "sliding_window", "method": method,
                                 **WINDOW, "lock_servers": ks[0], "breakdown": True}))
     return out
@@ -329,6 +334,8 @@ def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
            # the client ranks whose doorbells were on (over UDP: issue 32) and their rings
            "bells_on": med("bells_on"), "bells_udp": med("bells_udp"),
            "bell_rings": med("bell_rings"),
+           # the ranks' main threads waiting for a core: share of the ranks' time
+           "run_delay_share": med("run_delay_share"),
            "lock_server_queued": med("lock_server_queued"), "locks": med("locks"),
            # on emulated storage: the disks' accesses and modelled busy seconds (summed
            # over the I/O daemons) in the timed part

@@ -123,3 +123,18 @@ def test_storage_reaches_the_harness_config(monkeypatch):
                     "--cold", "-o", f"{d}/x.json"])
     assert seen["storage"] == {"default": "emulated:ide-2000", "cache_bytes": 0}
     assert seen["cold"] is True
+
+
+def test_plan_runs_rma_and_thread_variants_without_lock_servers():
+    """Issue 32: ``thread`` and ``rma`` over the harness have n processes, no lock-server
+    ranks, and are not paired with ``servers`` (another process count)."""
+    groups = plan([8], ["1"], ("servers+ra-udpbells", "thread", "rma"))
+    jobs = groups[0]
+    assert [(n, o["method"], o.get("lock_servers")) for n, o in jobs] == [
+        (8, "independent", None), (9, "servers", 1), (9, "servers+ra-udpbells", 1),
+        (8, "thread", None), (8, "rma", None)]
+    runs = {i: {0: {"mib_s": 10.0 + i, "fs_read_pages": 640, "cpu_s_per_gib": 50.0}}
+            for i in range(len(jobs))}
+    assert [v["method"] for v in variant_pairs(jobs, runs)] == ["servers+ra-udpbells(k=1)"]
+    assert [p["method"] for p in paired(jobs, runs)] == [
+        "servers(k=1)", "servers+ra-udpbells(k=1)", "thread", "rma"]

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from pvfs.collective import _prof
 from pvfs.collective._locks import AROUND_AFTER, around_wait
 from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout
@@ -358,11 +359,13 @@ class RmaData:
     def get_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
         """Read pieces of a remote slot: one ``Get`` each, one ``Flush`` for all."""
         base = self.space.data_base + slot * self.page_size
+        began = _prof.mark()
         for off, out in parts:
             self.remote_gets += 1
             buf = np.frombuffer(out, dtype=np.uint8)
             self.win.Get(buf, owner, target=(base + off, len(buf), self.MPI.BYTE))
         self._flush(owner)
+        _prof.record("get", began, owner, sum(len(out) for _, out in parts))
 
     def transfer(self, write: bool,
                  by_owner: dict[int, list[tuple[int, list[tuple[int, memoryview]]]]]) -> None:
@@ -371,6 +374,7 @@ class RmaData:
         MPI = self.MPI
         keep = []  # origin buffers of the accumulates, alive until their flush
         for owner, slots in by_owner.items():
+            began = _prof.mark()  # (issue 32's get profile)
             for slot, parts in slots:
                 base = self.space.data_base + slot * self.page_size
                 lo, hi = 1 << 62, 0
@@ -394,6 +398,8 @@ class RmaData:
             # Bytes and marks complete before the caller's unlock: whoever locks the page
             # next sees both.
             self._flush(owner)
+            _prof.record("put" if write else "get", began, owner,
+                         sum(len(b) for _, ps in slots for _, b in ps))
 
     def put_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
         """Write pieces of a remote slot and raise its dirty marks (one ``Flush``)."""

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pvfs.collective import _prof
+
 #: Seconds any single wait may take before it is declared a deadlock (env override for tests).
 DEADLINE = float(os.environ.get("PVFS_COLLECTIVE_DEADLINE", "600"))
 
@@ -85,11 +87,15 @@ class Backoff:
         if waited < self.yield_s:
             os.sched_yield()
             return
+        began = _prof.mark()  # (issue 32's get profile; None unless it is on)
         if self.bell is not None:
-            if self.bell(self.idle_cap if limit is None else max(0.0, min(self.idle_cap, limit))):
+            rung = self.bell(self.idle_cap if limit is None else max(0.0, min(self.idle_cap, limit)))
+            _prof.record("bell", began)
+            if rung:
                 self.since = time.monotonic()  # rung: the message is due, yield again
             return
         time.sleep(self.delay if limit is None else max(0.0, min(self.delay, limit)))
+        _prof.record("sleep", began)
         cap = self.idle_cap if waited > self.idle_after else self.cap
         self.delay = min(cap, self.delay * 2)
 

@@ -1,0 +1,55 @@
+"""Issue 32's get profile: the timeline the waits and RMA gets record, and its analysis."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pvfs.bench.collective.getprof import job, split_get
+from pvfs.collective import _prof
+from pvfs.collective._wait import Backoff
+
+
+def test_the_profile_is_off_unless_started_and_records_sleeps_with_their_thread():
+    assert _prof.events is None
+    Backoff(yield_s=0, spins=0).pause()
+    assert _prof.events is None
+    _prof.start()
+    try:
+        b = Backoff(yield_s=0, spins=0)
+        b.pause()
+        b.pause()
+    finally:
+        got = _prof.stop()
+    assert [e[0] for e in got] == ["sleep", "sleep"]
+    _, _, t0, t1, delay, peer, nbytes, cpu = got[0]
+    assert t1 >= t0 and delay >= 0 and peer == -1 and nbytes == 0 and cpu >= 0
+    assert _prof.events is None
+
+
+def test_a_get_is_split_over_the_owners_states_in_order():
+    owner = {"owner_asleep": [(0.0, 2.0)], "owner_wake_delay": [(2.0, 3.0)],
+             "owner_fs": [(2.5, 6.0)], "owner_get": [(5.0, 7.0)]}
+    got = split_get(1.0, 9.0, owner)
+    assert got == pytest.approx({"owner_asleep": 1.0, "owner_wake_delay": 1.0,
+                                 "owner_fs": 3.0, "owner_get": 1.0, "owner_other": 2.0})
+
+
+def test_a_job_sums_gets_against_the_owners_main_thread(tmp_path):
+    # rank 0 gets from rank 1 over [10, 14); rank 1's main thread sleeps [9, 11) and
+    # waits 0.5 s for a core after it, reads the file [12, 13); its helper thread's
+    # events and read-ahead reads do not count
+    r0 = {"main_thread": 100, "fs": [],
+          "prof": [["get", 100, 10.0, 14.0, 1_000_000_000, 1, 32768, 3_000_000_000]]}
+    r1 = {"main_thread": 200, "fs": [[12.0, 13.0, 0, 32768, "r"], [10, 14, 0, 1, "ra"]],
+          "prof": [["sleep", 200, 9.0, 11.5, 500_000_000, -1, 0, 0],
+                   ["sleep", 201, 10.0, 14.0, 0, -1, 0, 0]]}
+    for r, t in ((0, r0), (1, r1)):
+        (tmp_path / f"servers-k1-n2-r{r}.json").write_text(json.dumps(t))
+    got = job(sorted(tmp_path.glob("*.json")))
+    assert got["gets"] == 1 and got["get_s"] == 4.0
+    assert got["origin_run_delay_s"] == 1.0 and got["origin_cpu_s"] == 3.0
+    assert got["owner_asleep_s"] == 1.0 and got["owner_wake_delay_s"] == 0.5
+    assert got["owner_fs_s"] == 1.0 and got["owner_other_s"] == 1.5
+    assert got["shares"]["owner_asleep"] == 0.25
