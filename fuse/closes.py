@@ -76,6 +76,10 @@ class DeferredCloses:
         self.counters["opens_ahead"] += 1
         self._open_work.set()
 
+    def cancel_opens(self, ino: int) -> None:
+        """``ino``'s opens answered here are not told: its create was refused."""
+        self._opens.pop(ino, None)
+
     def add(self, ino: int) -> None:
         """One handle of ``ino`` closed here (cancelling an open of it not yet told)."""
         if self._opens[ino] > 0:

@@ -50,6 +50,7 @@ from pvfs.protocol.inodes import dir_size, new_owner
 from .leases import LeaseCache
 
 if TYPE_CHECKING:
+    from .closes import DeferredCloses
     from .delegations import WriteDelegations
 
 log = logging.getLogger("pvfs.fuse")
@@ -80,6 +81,7 @@ class CreatesAhead:
         self._low = trio.Event()  # numbers are running out
         self._last = 0  # the directory created in last (asked about when numbers run out)
         self.delegations: WriteDelegations | None = None  # its writes too (set by Operations)
+        self.opens: DeferredCloses | None = None  # creates' opens told later (set likewise)
         self.counters = dict.fromkeys(("created_ahead", "unlinked_ahead", "cancelled", "sent",
                                        "requests", "refused", "delegations", "closes_saved",
                                        "failed_unlinks", "not_leased", "rmdirs_ahead",
@@ -307,16 +309,33 @@ class CreatesAhead:
         """Send every queued create (before any other request to the manager)."""
         if not self.pending:
             return
+        told_now: list[int] = []
         async with self._lock:
             while self.pending:
                 batch = self.pending[:MOST]
                 self._in_flight.update(item["ino"] for item in batch if item["op"] == "create")
+                self._opens_told_later(batch)
                 results = await self._send(batch)
                 del self.pending[:len(batch)]
                 unleased = [item["ino"] for item, r in zip(batch, results, strict=True)
                             if self._landed(item, r)]
                 if unleased:  # the kernel was told they were leased: its copies go too
                     await self.leases.not_leased(unleased)
+                    told_now += unleased
+        if told_now and self.opens is not None:  # nobody recalls them: their opens now
+            await self.opens.send_opens(told_now)
+
+    def _opens_told_later(self, batch: list[dict]) -> None:
+        """The creates of files still open go unopened, each open as one answered here
+        (closes.py): told when a recall of the file or this mount's own unlink or rename
+        needs it, else after OPEN_DELAY, and not at all when the file is closed first --
+        so creating, writing and closing a file sends nothing but its create."""
+        if self.opens is None:
+            return
+        for item in batch:
+            if item["op"] == "create" and item["open"]:
+                item["open"] = False
+                self.opens.opened(item["ino"])
 
     async def _send(self, batch: list[dict]) -> list[dict]:
         delay = 0.1
@@ -367,6 +386,8 @@ class CreatesAhead:
                 return True
             return False
         self.failed[ino] = r["errno"]
+        if self.opens is not None:
+            self.opens.cancel_opens(ino)
         if self.delegations is not None:
             self.delegations.forget(ino)
         log.error("create of %r in directory %d (inode %d) made ahead of the manager was "

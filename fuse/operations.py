@@ -125,6 +125,8 @@ class Operations(pyfuse3.Operations):
             client.before_meta.append(closes.before_meta)
             self.leases.before_answer.append(closes.send_opens)
             self.leases.on_session_end.append(closes.session_ended)
+            if self.ahead is not None and self.gbackend is None:
+                self.ahead.opens = closes  # creates' opens too (creates.py)
         self.listings = Listings(client=client, table=self.table, leases=self.leases,
                                  view=self.view, probed=self.probed, named=self._entry_named,
                                  tick=self._tick)

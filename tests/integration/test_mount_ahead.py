@@ -255,6 +255,40 @@ def test_a_file_closed_before_its_create_was_sent_is_sent_unopened(nodes, cluste
         os.close(fd)
 
 
+def test_a_file_open_when_its_create_went_tells_its_open_only_when_needed(nodes, cluster):
+    """A create sent while its file is open goes unopened, the open kept as one answered
+    here (closes.py): closed before anyone needs the count, nothing but the create reaches
+    the manager; unlinked by another node while open, the recall tells the open first, so
+    the manager keeps the file until it is closed here."""
+    a, b = nodes
+    d = a.path / "toldlater"
+    d.mkdir()
+    before = a.stats()["handle_counts"]
+    fd = os.open(d / "brief", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(dfd)  # its create goes while it is open
+    os.close(fd)
+    time.sleep(0.1)  # (closes wait 5 ms for company)
+    after = a.stats()["handle_counts"]
+    assert after["closes_sent"] == before["closes_sent"]
+    assert after["opens_sent"] == before["opens_sent"]
+    assert after["opens_cancelled"] - before["opens_cancelled"] == 1
+
+    fd = os.open(d / "kept", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+    os.write(fd, b"kept data")
+    os.fsync(dfd)
+    os.close(dfd)
+    ino = os.fstat(fd).st_ino
+    (b.path / "toldlater" / "kept").unlink()  # recalls A's lease: the open is told first
+    try:
+        with pvfs.connect(cluster.config_path) as fs:
+            assert fs.meta("nfile", ino=ino)["nfile"] == 1
+        assert os.pread(fd, 9, 0) == b"kept data"
+    finally:
+        os.close(fd)
+    _fsck_clean(cluster)
+
+
 def test_a_fenced_mounts_queued_creates_are_refused_not_applied(tmp_path):
     """A mount frozen with creates queued: another node's read waits out its session and
     goes on without them; thawed, the mount's batch is refused (ESTALE), not applied, and
