@@ -83,6 +83,29 @@ class _CKernel:
         return {"name": "c", **self._session.stats()}
 
 
+class DirMirror:
+    """The leased directories' attributes and the session's end, kept in C for the workers
+    (``leases.AttrsMirror``): a getattr of such a directory -- the kernel asks one after
+    every create in it -- is answered there, as :meth:`Operations.getattr` would answer
+    it (the same entry, ``KernelView.entry``; the timeout the session's remaining time)."""
+
+    def __init__(self, session: Any, ops: Operations) -> None:
+        self.session, self.view = session, ops.view
+        self.floor = float(ops.opts.attr_timeout)
+
+    def keep(self, ino: int, a: dict) -> None:
+        self.session.keep_dir(ino, self.view.entry(a))
+
+    def drop(self, ino: int) -> None:
+        self.session.drop_dir(ino)
+
+    def drop_all(self) -> None:
+        self.session.drop_dirs()
+
+    def until(self, t: float) -> None:
+        self.session.lease_until(t, self.floor)
+
+
 class CFront:
     """The libfuse3 low-level front end (``kernel.Front``)."""
 
@@ -107,6 +130,8 @@ class CFront:
         self.kernel = _CKernel(self.session, self.ff)
         self._handlers = self._table()
         self.session.mount(mountpoint)
+        if getattr(ops, "leases", None) is not None:
+            ops.leases.mirror_to(DirMirror(self.session, ops))
 
     async def main(self, max_tasks: int) -> None:
         """Serve with a pool of worker tasks, as pyfuse3 does: one of them at a time waits
@@ -178,6 +203,8 @@ class CFront:
 
     def close(self) -> None:
         if self.session is not None:
+            if getattr(self.ops, "leases", None) is not None:
+                self.ops.leases.mirror_to(None)
             self.session.close()
 
     # ------------------------------------------------------------------ requests
@@ -194,18 +221,20 @@ class CFront:
         """A handle whose flush needs nothing is answered in C at close (before the reply that
         gives it to the kernel, so its first flush finds the mark; C drops it at release).
 
-        That is a read-only handle: nothing is written through it (the kernel writes dirty
-        pages back through handles open for writing only), so its close has nothing of its
-        own to write back. Under pyfuse3 such a close also writes back what other handles of
-        the file left dirty; here those go at their own close or fsync, or by the flusher
-        (``dirty_age``) -- close-to-open holds for the handles that wrote. Not with
+        A read-only handle: nothing is written through it (the kernel writes dirty pages
+        back through handles open for writing only), so its close has nothing of its own to
+        write back. Under pyfuse3 such a close also writes back what other handles of the
+        file left dirty; here those go at their own close or fsync, or by the flusher
+        (``dirty_age``) -- close-to-open holds for the handles that wrote. A writable handle
+        while no write or truncation of its inode has passed the C workers since the kernel
+        learned it (csrc/front/answers.c; by inode, since the kernel's write-back of mmap'ed
+        pages may go through any writable handle): then nothing of the file is dirty here
+        either (``touch``, ``open(O_CREAT)`` + ``close``, mdtest's empty creates). Not with
         ``testing_lose_close_writes``, whose flush throws the file's dirty blocks away."""
-        if flags & os.O_ACCMODE != os.O_RDONLY:
-            return
         opts = getattr(self.ops, "opts", None)
         if opts is not None and opts.testing_lose_close_writes:
             return
-        self.session.quiet(fi.fh)
+        self.session.quiet(fi.fh, flags & os.O_ACCMODE != os.O_RDONLY)
 
     def _fail(self, req: Any, code: int) -> None:
         if not req.answered:

@@ -35,6 +35,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import trio
 
@@ -43,7 +44,7 @@ from pvfs.protocol import aio, auth
 
 log = logging.getLogger("pvfs.fuse")
 
-__all__ = ["MISSING", "LeaseCache"]
+__all__ = ["MISSING", "AttrsMirror", "LeaseCache"]
 
 MISSING = object()  # lookup's answer for a name known not to be there
 _STAMPS_MAX = 1 << 16  # recall/change stamps remembered; past that all older replies refused
@@ -87,6 +88,62 @@ class _Dir:
         return [*self.names, *self.stale]
 
 
+class AttrsMirror(Protocol):
+    """Where the leased directories' attributes are kept beside this mount's table: the C
+    front end's workers answer a getattr of them (``cfront.DirMirror``, csrc/front/
+    answers.c) until the session's end."""
+
+    def keep(self, ino: int, a: dict) -> None: ...
+    def drop(self, ino: int) -> None: ...
+    def drop_all(self) -> None: ...
+    def until(self, t: float) -> None: ...
+
+
+class _Attrs(dict):
+    """The leased attributes (ino -> attributes), each change of a directory's also made in
+    the mirror. Every change goes through these methods (the table's users set, pop and
+    clear; the attribute dicts themselves are never changed in place)."""
+
+    __slots__ = ("mirror",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mirror: AttrsMirror | None = None
+
+    def __setitem__(self, ino: int, a: dict) -> None:
+        super().__setitem__(ino, a)
+        if self.mirror is not None:
+            if a.get("type") == "dir":
+                self.mirror.keep(ino, a)
+            else:
+                self.mirror.drop(ino)
+
+    def __delitem__(self, ino: int) -> None:
+        super().__delitem__(ino)
+        if self.mirror is not None:
+            self.mirror.drop(ino)
+
+    def pop(self, ino: int, *default):
+        a = super().pop(ino, *default)
+        if self.mirror is not None:
+            self.mirror.drop(ino)
+        return a
+
+    def clear(self) -> None:
+        super().clear()
+        if self.mirror is not None:
+            self.mirror.drop_all()
+
+    def popitem(self):
+        raise NotImplementedError("not mirrored")
+
+    def setdefault(self, ino, default=None):
+        raise NotImplementedError("not mirrored")
+
+    def update(self, *args, **kw):
+        raise NotImplementedError("not mirrored")
+
+
 class LeaseCache:
     """The leased attributes and entries, the stamps, the session.
 
@@ -104,8 +161,8 @@ class LeaseCache:
         self.on_recall = on_recall
         self.name = f"{socket.gethostname()[:24]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.term = 0.0
+        self.attrs = _Attrs()
         self.until = 0.0  # monotonic end of the session as this mount counts it
-        self.attrs: dict[int, dict] = {}
         self.dirs: dict[int, _Dir] = {}
         # A leased directory's parent, as this mount learned it (a listing's ``..``): a
         # rename of the directory elsewhere recalls its lease, and the entry with it.
@@ -133,6 +190,29 @@ class LeaseCache:
         self.counters = dict.fromkeys(("lease_hits", "lease_negative_hits", "lease_misses",
                                        "recalls_received", "pushed", "sessions", "writing",
                                        "listings_here"), 0)
+
+    @property
+    def until(self) -> float:
+        """The monotonic end of the session as this mount counts it (0: none)."""
+        return self._until
+
+    @until.setter
+    def until(self, t: float) -> None:
+        self._until = t
+        if self.attrs.mirror is not None:
+            self.attrs.mirror.until(t)
+
+    def mirror_to(self, mirror: AttrsMirror | None) -> None:
+        """Keep the leased directories' attributes and the session's end in ``mirror``
+        too (None: no more), starting with what is leased now."""
+        old, self.attrs.mirror = self.attrs.mirror, mirror
+        if old is not None:
+            old.drop_all()
+        if mirror is not None:
+            mirror.until(self._until)
+            for ino, a in self.attrs.items():
+                if a.get("type") == "dir":
+                    mirror.keep(ino, a)
 
     # ------------------------------------------------------------------ answers
     def valid(self) -> bool:

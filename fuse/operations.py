@@ -102,6 +102,7 @@ class Operations(pyfuse3.Operations):
         if self.leases is not None:
             self.view.leases = self.leases
             self.leases.before_answer.append(self.view.lease_attrs_recalled)
+            self.leases.before_answer.append(self._dirattrs_recalled)
             self.leases.kernel_attrs_gone = self.view.lease_attrs_recalled
             self.backend.before_write = self._before_write
         # Creates in a directory this mount leases alone, answered here (creates.py).
@@ -186,6 +187,11 @@ class Operations(pyfuse3.Operations):
                 self._groups.clear()
             self._groups[ctx.pid] = got = (now + _GROUPS_TTL, groups)
         return Cred(ctx.uid, ctx.gid, got[1])
+
+    async def _dirattrs_recalled(self, inos: list[int]) -> None:
+        """Another client is about to change these: what this mount's own changes taught it
+        of them (dirattrs.py) is no longer true either."""
+        self.dirattrs.forget(*inos)
 
     def _learn(self, a: dict) -> dict:
         if a.get("type") == "file":

@@ -57,8 +57,10 @@ void pvf_bridge_fini(struct pvf_front *f)
     f->head = f->tail = NULL;
     free(f->forgets);
     f->forgets = NULL;
-    free(f->quiet.slots);
-    f->quiet.slots = NULL;
+    pvf_set_free(&f->quiet);
+    pvf_set_free(&f->quiet_rw);
+    pvf_set_free(&f->written);
+    pvf_dir_free(f);
     if (f->efd >= 0)
         close(f->efd);
     f->efd = -1;
@@ -247,94 +249,4 @@ void pvf_close_wait_notifiers(struct pvf_front *f)
     while (f->notifying > 0)
         pthread_cond_wait(&f->idle, &f->lock);
     pthread_mutex_unlock(&f->lock);
-}
-
-/* ------------------------------------------------------------------ quiet handles */
-static size_t fh_slot(uint64_t key, size_t cap)
-{
-    key *= 0x9e3779b97f4a7c15ull;   /* handles are sequential: spread them */
-    return (size_t)(key >> 32) & (cap - 1);
-}
-
-static int fhset_grow(struct pvf_fhset *s)
-{
-    size_t cap = s->cap ? 2 * s->cap : 64;
-    uint64_t *slots = calloc(cap, sizeof(uint64_t));
-
-    if (slots == NULL)
-        return -1;
-    for (size_t i = 0; i < s->cap; i++) {
-        uint64_t key = s->slots[i];
-        size_t j;
-        if (key == 0)
-            continue;
-        for (j = fh_slot(key, cap); slots[j] != 0; j = (j + 1) & (cap - 1))
-            ;
-        slots[j] = key;
-    }
-    free(s->slots);
-    s->slots = slots;
-    s->cap = cap;
-    return 0;
-}
-
-int pvf_quiet_add(struct pvf_front *f, uint64_t fh)
-{
-    struct pvf_fhset *s = &f->quiet;
-    uint64_t key = fh + 1;
-    int ret = 0;
-    size_t j;
-
-    if (key == 0) {   /* fh 2^64-1: not kept (its flush goes to Python) */
-        errno = EINVAL;
-        return -1;
-    }
-    pthread_mutex_lock(&f->lock);
-    if (2 * (s->n + 1) > s->cap && fhset_grow(s) < 0) {
-        errno = ENOMEM;
-        ret = -1;
-    } else {
-        for (j = fh_slot(key, s->cap); s->slots[j] != 0 && s->slots[j] != key;
-             j = (j + 1) & (s->cap - 1))
-            ;
-        if (s->slots[j] == 0) {
-            s->slots[j] = key;
-            s->n++;
-        }
-    }
-    pthread_mutex_unlock(&f->lock);
-    return ret;
-}
-
-int pvf_quiet_has(struct pvf_front *f, uint64_t fh, int remove)
-{
-    struct pvf_fhset *s = &f->quiet;
-    uint64_t key = fh + 1;
-    int found = 0;
-
-    pthread_mutex_lock(&f->lock);
-    if (s->n > 0 && key != 0) {
-        size_t mask = s->cap - 1, j = fh_slot(key, s->cap);
-        while (s->slots[j] != 0 && s->slots[j] != key)
-            j = (j + 1) & mask;
-        found = s->slots[j] == key;
-        if (found && remove) {
-            /* backward shift: pull later keys of the run into the hole */
-            size_t hole = j;
-            s->slots[hole] = 0;
-            s->n--;
-            for (size_t k = (hole + 1) & mask; s->slots[k] != 0; k = (k + 1) & mask) {
-                size_t home = fh_slot(s->slots[k], s->cap);
-                /* move k into the hole unless its home lies cyclically in (hole, k] */
-                int stays = hole <= k ? (home > hole && home <= k) : (home > hole || home <= k);
-                if (!stays) {
-                    s->slots[hole] = s->slots[k];
-                    s->slots[k] = 0;
-                    hole = k;
-                }
-            }
-        }
-    }
-    pthread_mutex_unlock(&f->lock);
-    return found;
 }

@@ -1,6 +1,8 @@
 /* front.h -- pvfs._fusefront: the mount's libfuse3 low-level front end.
  *
  * Units, in calling order (each calls only the ones before it):
+ *   answers.c  what the workers answer from state Python keeps there: leased directories'
+ *              attributes (getattr), the handles whose flush needs nothing
  *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
  *              wakes the mount's trio loop), the forgets answered in C, the in-flight list
  *   session.c  the libfuse3 session: the ops table run by fuse_session_loop_mt on C worker
@@ -108,13 +110,23 @@ struct pvf_counters {
     uint64_t unanswered;     /* requests Python dropped unanswered: answered EIO */
     uint64_t enomem;         /* requests refused for want of memory */
     uint64_t quiet_flushes;  /* flushes of quiet handles answered in C */
+    uint64_t attrs_here;     /* getattrs of leased directories answered in C */
 };
 
-/* The handles whose flush needs nothing (Python marks them; see session.c's op_flush):
- * an open-addressing set of fh + 1 (0 is an empty slot), linear probing, deletion by
- * backward shift, grown at half full. Under the front's lock. */
+/* A set of u64 keys (answers.c): open addressing, 0 is an empty slot. Under the lock. */
 struct pvf_fhset {
     uint64_t *slots;
+    size_t cap, n;
+};
+
+/* A leased directory's attributes as the kernel gets them (answers.c). */
+struct pvf_dirattr {
+    uint64_t ino;                   /* 0: an empty slot */
+    struct stat st;
+};
+
+struct pvf_dirattrs {
+    struct pvf_dirattr *slots;
     size_t cap, n;
 };
 
@@ -131,7 +143,12 @@ struct pvf_front {
     int closing;                    /* no new notifications */
     int notifying;                  /* notifications in progress */
     struct pvf_counters c;
-    struct pvf_fhset quiet;
+    struct pvf_fhset quiet;         /* fh + 1 of read-only handles: flush needs nothing */
+    struct pvf_fhset quiet_rw;      /* fh + 1 of writable ones: nothing if none written */
+    struct pvf_fhset written;       /* inodes a write or truncation named (until forgotten) */
+    struct pvf_dirattrs dirs;       /* leased directories' attributes */
+    double lease_until;             /* CLOCK_MONOTONIC end of the lease session (0: none) */
+    double attr_floor;              /* the mount's attr_timeout */
     /* only on the Python thread (with the GIL) */
     struct pvf_req inflight;        /* sentinel: drained, not yet answered */
     int efd;                        /* eventfd: Python waits for it to be readable */
@@ -142,6 +159,22 @@ struct pvf_front {
     unsigned want_writeback, want_export, want_acl;
     unsigned max_write;
 };
+
+/* answers.c */
+int pvf_set_add(struct pvf_fhset *s, uint64_t key);                /* -1: ENOMEM */
+int pvf_set_has(struct pvf_fhset *s, uint64_t key, int remove);    /* 1: it was there */
+void pvf_set_free(struct pvf_fhset *s);
+int pvf_dir_keep(struct pvf_front *f, uint64_t ino, const struct stat *st);  /* -1, errno */
+void pvf_dir_drop(struct pvf_front *f, uint64_t ino);
+void pvf_dir_drop_all(struct pvf_front *f);
+void pvf_dir_free(struct pvf_front *f);
+void pvf_lease_until(struct pvf_front *f, double until, double floor);
+int pvf_dir_answer(struct pvf_front *f, uint64_t ino, struct stat *st, double *timeout);
+int pvf_quiet_add(struct pvf_front *f, uint64_t fh, int writable);  /* -1 with errno */
+int pvf_quiet_has(struct pvf_front *f, uint64_t fh, int remove);    /* 1: it was there */
+int pvf_flush_here(struct pvf_front *f, uint64_t fh, uint64_t ino); /* 1: answer it */
+void pvf_written(struct pvf_front *f, uint64_t ino);
+void pvf_unwritten(struct pvf_front *f, uint64_t ino);
 
 /* bridge.c */
 int pvf_bridge_init(struct pvf_front *f);            /* -1 with errno */
@@ -157,8 +190,6 @@ struct pvf_req *pvf_take_all(struct pvf_front *f, uint64_t **forgets, size_t *nf
 void pvf_inflight_add(struct pvf_front *f, struct pvf_req *r);
 fuse_req_t pvf_inflight_take(struct pvf_req *r);
 void pvf_counted_reply(struct pvf_front *f, int ret);
-int pvf_quiet_add(struct pvf_front *f, uint64_t fh);               /* -1: ENOMEM */
-int pvf_quiet_has(struct pvf_front *f, uint64_t fh, int remove);   /* 1: it was there */
 int pvf_notify_begin(struct pvf_front *f);
 void pvf_notify_end(struct pvf_front *f);
 void pvf_close_wait_notifiers(struct pvf_front *f);

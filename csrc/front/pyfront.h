@@ -59,6 +59,15 @@ PyObject *pvf_py_request_wrap(SessionObject *session, fstate *st, struct pvf_req
 /* replies.c: the module's functions */
 extern PyMethodDef pvf_py_reply_methods[];
 
+/* pyanswers.c: Session methods (pysession.c's table names them) */
+PyObject *pvf_py_keep_dir(SessionObject *self, PyObject *args);
+PyObject *pvf_py_drop_dir(SessionObject *self, PyObject *args);
+PyObject *pvf_py_drop_dirs(SessionObject *self, PyObject *ignored);
+PyObject *pvf_py_lease_until(SessionObject *self, PyObject *args);
+PyObject *pvf_py_getattr_here(SessionObject *self, PyObject *args);
+PyObject *pvf_py_flush_here(SessionObject *self, PyObject *args);
+PyObject *pvf_py_written(SessionObject *self, PyObject *args);
+
 /* pysession.c */
 extern PyType_Spec pvf_py_session_spec;
 

@@ -249,11 +249,13 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
         for (struct pvf_req *r = self->f.inflight.next; r != &self->f.inflight; r = r->next)
             inflight++;
     }
-    return Py_BuildValue("{sKsKsKsKsKsKsKsnsn}", "queued", c.queued, "forgets", c.forgets,
-                         "wakeups", c.wakeups, "reply_failures", c.reply_failures,
-                         "unanswered", c.unanswered, "enomem", c.enomem,
-                         "quiet_flushes", c.quiet_flushes, "inflight", inflight,
-                         "quiet_handles", (Py_ssize_t)self->f.quiet.n);
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsnsnsn}", "queued", c.queued,
+                         "forgets", c.forgets, "wakeups", c.wakeups,
+                         "reply_failures", c.reply_failures, "unanswered", c.unanswered,
+                         "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
+                         "attrs_here", c.attrs_here, "inflight", inflight,
+                         "quiet_handles", (Py_ssize_t)(self->f.quiet.n + self->f.quiet_rw.n),
+                         "dirs_here", (Py_ssize_t)self->f.dirs.n);
 }
 
 static PyObject *Session_invalidate_inode(SessionObject *self, PyObject *args)
@@ -297,12 +299,13 @@ static PyObject *Session_invalidate_entry(SessionObject *self, PyObject *args)
 static PyObject *Session_quiet(SessionObject *self, PyObject *args)
 {
     unsigned long long fh;
+    int writable = 0;
 
-    if (!PyArg_ParseTuple(args, "K:quiet", &fh))
+    if (!PyArg_ParseTuple(args, "K|p:quiet", &fh, &writable))
         return NULL;
     if (check_open(self) < 0)
         return NULL;
-    if (pvf_quiet_add(&self->f, fh) < 0)
+    if (pvf_quiet_add(&self->f, fh, writable) < 0)
         return errno == ENOMEM ? PyErr_NoMemory() : PyErr_Format(PyExc_ValueError, "bad fh");
     Py_RETURN_NONE;
 }
@@ -464,7 +467,23 @@ static PyMethodDef Session_methods[] = {
     { "invalidate_entry", (PyCFunction)Session_invalidate_entry, METH_VARARGS,
       "invalidate_entry(parent, name): drop the kernel's entry of a name" },
     { "quiet", (PyCFunction)Session_quiet, METH_VARARGS,
-      "quiet(fh): this handle's flush needs nothing; answered in C until its release" },
+      "quiet(fh, writable=False): this handle's flush needs nothing (writable: while no "
+      "write or truncation names its inode); answered in C until its release" },
+    { "keep_dir", (PyCFunction)pvf_py_keep_dir, METH_VARARGS,
+      "keep_dir(ino, entry): a leased directory's attributes, for getattr answered in C" },
+    { "drop_dir", (PyCFunction)pvf_py_drop_dir, METH_VARARGS,
+      "drop_dir(ino): its attributes are no longer answered in C" },
+    { "drop_dirs", (PyCFunction)pvf_py_drop_dirs, METH_NOARGS,
+      "drop_dirs(): no directory's attributes are answered in C" },
+    { "lease_until", (PyCFunction)pvf_py_lease_until, METH_VARARGS,
+      "lease_until(until, attr_timeout): the session's end (time.monotonic()) and the "
+      "mount's attribute timeout" },
+    { "_getattr_here", (PyCFunction)pvf_py_getattr_here, METH_VARARGS,
+      "tests: (mode, size, mtime_ns, timeout) a worker would answer getattr(ino), or None" },
+    { "_flush_here", (PyCFunction)pvf_py_flush_here, METH_VARARGS,
+      "tests: whether a worker answers a flush of (fh, ino)" },
+    { "_written", (PyCFunction)pvf_py_written, METH_VARARGS,
+      "tests: _written(ino, True) as a write does, (ino, False) as a forget" },
     { "is_quiet", (PyCFunction)Session_is_quiet, METH_VARARGS,
       "is_quiet(fh, remove=False): whether fh is marked (tests)" },
     { "close", (PyCFunction)Session_close, METH_NOARGS,

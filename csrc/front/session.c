@@ -95,8 +95,10 @@ static void op_lookup(fuse_req_t fr, fuse_ino_t parent, const char *name)
     named(fr, PVF_LOOKUP, parent, name);
 }
 
+/* The kernel sends a forget when it evicts the inode (no handle holds it then). */
 static void op_forget(fuse_req_t fr, fuse_ino_t ino, uint64_t nlookup)
 {
+    pvf_unwritten(front_of(fr), ino);
     pvf_forget(front_of(fr), ino, nlookup);
     fuse_reply_none(fr);
 }
@@ -105,15 +107,26 @@ static void op_forget_multi(fuse_req_t fr, size_t count, struct fuse_forget_data
 {
     struct pvf_front *f = front_of(fr);
 
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
+        pvf_unwritten(f, forgets[i].ino);
         pvf_forget(f, forgets[i].ino, forgets[i].nlookup);
+    }
     fuse_reply_none(fr);
 }
 
+/* A leased directory's attributes are answered here (answers.c); the rest by Python. */
 static void op_getattr(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    struct pvf_req *r = plain(fr, PVF_GETATTR, ino, fi);
+    struct pvf_front *f = front_of(fr);   /* (fr is gone once answered) */
+    struct pvf_req *r;
+    struct stat st;
+    double timeout;
 
+    if (pvf_dir_answer(f, ino, &st, &timeout)) {
+        pvf_counted_reply(f, fuse_reply_attr(fr, &st, timeout));
+        return;
+    }
+    r = plain(fr, PVF_GETATTR, ino, fi);
     if (r != NULL)
         queue(fr, r);
 }
@@ -145,8 +158,10 @@ static void op_setattr(fuse_req_t fr, fuse_ino_t ino, struct stat *attr, int to_
         set |= PVF_SET_UID;
     if (to_set & FUSE_SET_ATTR_GID)
         set |= PVF_SET_GID;
-    if (to_set & FUSE_SET_ATTR_SIZE)
+    if (to_set & FUSE_SET_ATTR_SIZE) {
         set |= PVF_SET_SIZE;
+        pvf_written(front_of(fr), ino);   /* its flushes go to Python now (answers.c) */
+    }
     if (to_set & FUSE_SET_ATTR_CTIME)
         set |= PVF_SET_CTIME;
     if (to_set & FUSE_SET_ATTR_ATIME) {
@@ -287,6 +302,7 @@ static void op_write(fuse_req_t fr, fuse_ino_t ino, const char *buf, size_t size
 
     if (r == NULL)
         return;
+    pvf_written(front_of(fr), ino);   /* before its reply: the flush after it goes to Python */
     r->ino = ino;
     r->fh = fi->fh;
     r->has_fh = 1;
@@ -308,16 +324,13 @@ static void op_handle(fuse_req_t fr, int op, fuse_ino_t ino, struct fuse_file_in
     queue(fr, r);
 }
 
-/* A handle Python marked quiet (a read-only one: cfront.py says why) has nothing to write
- * back at close: its flush is answered here, without a trip through Python. */
+/* A handle Python marked quiet has nothing to write back at close (answers.c says when):
+ * its flush is answered here, without a trip through Python. */
 static void op_flush(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct pvf_front *f = front_of(fr);
 
-    if (pvf_quiet_has(f, fi->fh, 0)) {
-        pthread_mutex_lock(&f->lock);
-        f->c.quiet_flushes++;
-        pthread_mutex_unlock(&f->lock);
+    if (pvf_flush_here(f, fi->fh, ino)) {
         fuse_reply_err(fr, 0);
         return;
     }

@@ -202,3 +202,44 @@ def test_read_only_closes_are_answered_in_c(cmount):
     with open(p, "r+b") as fh:   # a writable handle's close still writes back
         fh.write(b"READ")
     assert p.read_bytes() == b"READ me"
+
+
+def test_leased_directories_attributes_are_answered_in_c_and_follow_changes(
+        cmount, pvfs_cluster):
+    """The kernel asks for a directory's attributes after every create in it; under the
+    lease C answers them from what the mount keeps (csrc/front/answers.c), changed by each
+    create made here, dropped by a recall when another client changes the directory."""
+    d = cmount.path / "answered"
+    d.mkdir()
+    before = cmount.stats()["frontend"]
+    for i in range(5):
+        (d / f"f{i}").touch()
+        assert os.stat(d).st_nlink == 2
+    after = cmount.stats()["frontend"]
+    assert after["attrs_here"] - before["attrs_here"] >= 5
+    assert after["quiet_flushes"] - before["quiet_flushes"] >= 5  # touch: nothing written
+    here = os.stat(d)
+    with pvfs_cluster.connect() as fs:
+        there = fs.stat("/answered")  # recalls the mount's lease: its creates go first
+        assert (there.st_size, there.st_mtime_ns) == (here.st_size, here.st_mtime_ns)
+        with fs.open("/answered/from-elsewhere", "wb") as f:
+            f.write(b"x")
+        now = fs.stat("/answered")
+    seen = os.stat(d)  # not the copy C kept before the recall
+    assert (seen.st_size, seen.st_mtime_ns) == (now.st_size, now.st_mtime_ns)
+    assert seen.st_mtime_ns != here.st_mtime_ns or seen.st_size != here.st_size
+    assert sorted(os.listdir(d)) == ["f0", "f1", "f2", "f3", "f4", "from-elsewhere"]
+
+
+def test_a_writable_close_writes_back_once_anything_was_written(cmount, pvfs_cluster):
+    """Writable handles are quiet only while nothing was written to their inode: a close
+    after a write, or after a truncation, still writes back (close-to-open)."""
+    p = cmount.path / "written-close"
+    with open(p, "wb") as f:
+        f.write(b"first")
+    with pvfs_cluster.connect() as fs, fs.open("/written-close", "rb") as f:
+        assert f.read() == b"first"
+    with open(p, "r+b") as f:
+        f.truncate(2)
+    with pvfs_cluster.connect() as fs:
+        assert fs.stat("/written-close").st_size == 2

@@ -1,0 +1,308 @@
+/* answers.c -- what the C workers answer themselves from state the Python side keeps here.
+ *
+ * Two kinds, both under the front's lock:
+ *
+ * - Directories' attributes under the manager's lease. Python mirrors every change of a
+ *   leased directory's attributes here (fuse/leases.py's attribute table: kept, changed,
+ *   dropped by a recall, gone with the session) together with the session's end, so a
+ *   getattr of such a directory -- the kernel asks one after every create in it, since a
+ *   create makes it drop its own copy of the parent's attributes -- is answered without a
+ *   trip through Python, with the timeout Python would give (the session's remaining time,
+ *   at least the mount's attr_timeout; 0 stays 0). Past the session's end nothing is.
+ *   Files stay in Python: their size and times depend on the block cache and delegations.
+ *
+ * - Flushes that need nothing. A read-only handle's (marked by Python: nothing is written
+ *   through it), and a writable handle's whose inode no write or truncation passed since
+ *   the kernel learned it: the workers note each inode a write or a size change names
+ *   (`written`), and a flush of a writable quiet handle of such an inode goes to Python.
+ *   The kernel's own write-back of mmap'ed pages may use any writable handle of the inode,
+ *   so the test is on the inode, not the handle. An inode leaves `written` when the kernel
+ *   forgets it.
+ *
+ * The sets are open-addressing tables of u64 keys (0 is an empty slot), linear probing,
+ * deletion by backward shift, grown at half full.
+ */
+#include "front.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static size_t slot_of(uint64_t key, size_t cap)
+{
+    key *= 0x9e3779b97f4a7c15ull;   /* keys are often sequential: spread them */
+    return (size_t)(key >> 32) & (cap - 1);
+}
+
+/* ------------------------------------------------------------------ u64 sets */
+static int set_grow(struct pvf_fhset *s)
+{
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    uint64_t *slots = calloc(cap, sizeof(uint64_t));
+
+    if (slots == NULL)
+        return -1;
+    for (size_t i = 0; i < s->cap; i++) {
+        uint64_t key = s->slots[i];
+        size_t j;
+        if (key == 0)
+            continue;
+        for (j = slot_of(key, cap); slots[j] != 0; j = (j + 1) & (cap - 1))
+            ;
+        slots[j] = key;
+    }
+    free(s->slots);
+    s->slots = slots;
+    s->cap = cap;
+    return 0;
+}
+
+/* Add key (not 0); -1 on ENOMEM. Caller holds the lock. */
+int pvf_set_add(struct pvf_fhset *s, uint64_t key)
+{
+    size_t j;
+
+    if (2 * (s->n + 1) > s->cap && set_grow(s) < 0)
+        return -1;
+    for (j = slot_of(key, s->cap); s->slots[j] != 0 && s->slots[j] != key;
+         j = (j + 1) & (s->cap - 1))
+        ;
+    if (s->slots[j] == 0) {
+        s->slots[j] = key;
+        s->n++;
+    }
+    return 0;
+}
+
+/* Whether key is there; removed if `remove`. Caller holds the lock. */
+int pvf_set_has(struct pvf_fhset *s, uint64_t key, int remove)
+{
+    size_t mask, j, hole;
+
+    if (s->n == 0 || key == 0)
+        return 0;
+    mask = s->cap - 1;
+    for (j = slot_of(key, s->cap); s->slots[j] != 0 && s->slots[j] != key; j = (j + 1) & mask)
+        ;
+    if (s->slots[j] != key)
+        return 0;
+    if (!remove)
+        return 1;
+    /* backward shift: pull later keys of the run into the hole */
+    hole = j;
+    s->slots[hole] = 0;
+    s->n--;
+    for (size_t k = (hole + 1) & mask; s->slots[k] != 0; k = (k + 1) & mask) {
+        size_t home = slot_of(s->slots[k], s->cap);
+        /* move k into the hole unless its home lies cyclically in (hole, k] */
+        int stays = hole <= k ? (home > hole && home <= k) : (home > hole || home <= k);
+        if (!stays) {
+            s->slots[hole] = s->slots[k];
+            s->slots[k] = 0;
+            hole = k;
+        }
+    }
+    return 1;
+}
+
+void pvf_set_free(struct pvf_fhset *s)
+{
+    free(s->slots);
+    memset(s, 0, sizeof(*s));
+}
+
+/* ------------------------------------------------------------------ directories' attributes */
+static int dirs_grow(struct pvf_dirattrs *t)
+{
+    size_t cap = t->cap ? 2 * t->cap : 64;
+    struct pvf_dirattr *slots = calloc(cap, sizeof(*slots));
+
+    if (slots == NULL)
+        return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        size_t j;
+        if (t->slots[i].ino == 0)
+            continue;
+        for (j = slot_of(t->slots[i].ino, cap); slots[j].ino != 0; j = (j + 1) & (cap - 1))
+            ;
+        slots[j] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+static size_t dirs_find(const struct pvf_dirattrs *t, uint64_t ino)
+{
+    size_t j;
+
+    for (j = slot_of(ino, t->cap); t->slots[j].ino != 0 && t->slots[j].ino != ino;
+         j = (j + 1) & (t->cap - 1))
+        ;
+    return j;
+}
+
+int pvf_dir_keep(struct pvf_front *f, uint64_t ino, const struct stat *st)
+{
+    struct pvf_dirattrs *t = &f->dirs;
+    int ret = 0;
+
+    if (ino == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&f->lock);
+    if (2 * (t->n + 1) > t->cap && dirs_grow(t) < 0) {
+        errno = ENOMEM;
+        ret = -1;
+    } else {
+        size_t j = dirs_find(t, ino);
+        if (t->slots[j].ino == 0)
+            t->n++;
+        t->slots[j].ino = ino;
+        t->slots[j].st = *st;
+    }
+    pthread_mutex_unlock(&f->lock);
+    return ret;
+}
+
+void pvf_dir_drop(struct pvf_front *f, uint64_t ino)
+{
+    struct pvf_dirattrs *t = &f->dirs;
+
+    pthread_mutex_lock(&f->lock);
+    if (t->n > 0 && ino != 0) {
+        size_t mask = t->cap - 1, hole = dirs_find(t, ino);
+        if (t->slots[hole].ino == ino) {
+            t->slots[hole].ino = 0;
+            t->n--;
+            for (size_t k = (hole + 1) & mask; t->slots[k].ino != 0; k = (k + 1) & mask) {
+                size_t home = slot_of(t->slots[k].ino, t->cap);
+                int stays = hole <= k ? (home > hole && home <= k)
+                                      : (home > hole || home <= k);
+                if (!stays) {
+                    t->slots[hole] = t->slots[k];
+                    t->slots[k].ino = 0;
+                    hole = k;
+                }
+            }
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+void pvf_dir_drop_all(struct pvf_front *f)
+{
+    pthread_mutex_lock(&f->lock);
+    if (f->dirs.slots != NULL)
+        memset(f->dirs.slots, 0, f->dirs.cap * sizeof(*f->dirs.slots));
+    f->dirs.n = 0;
+    pthread_mutex_unlock(&f->lock);
+}
+
+void pvf_dir_free(struct pvf_front *f)
+{
+    free(f->dirs.slots);
+    memset(&f->dirs, 0, sizeof(f->dirs));
+}
+
+void pvf_lease_until(struct pvf_front *f, double until, double floor)
+{
+    pthread_mutex_lock(&f->lock);
+    f->lease_until = until;
+    f->attr_floor = floor;
+    pthread_mutex_unlock(&f->lock);
+}
+
+static double monotonic_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int pvf_dir_answer(struct pvf_front *f, uint64_t ino, struct stat *st, double *timeout)
+{
+    double left = f->lease_until - monotonic_now();   /* (read unlocked: a hint) */
+    int found = 0;
+
+    if (left <= 0.0)
+        return 0;
+    pthread_mutex_lock(&f->lock);
+    left = f->lease_until - monotonic_now();
+    if (left > 0.0 && f->dirs.n > 0) {
+        size_t j = dirs_find(&f->dirs, ino);
+        if (f->dirs.slots[j].ino == ino) {
+            *st = f->dirs.slots[j].st;
+            *timeout = f->attr_floor == 0.0 ? 0.0 : (left > f->attr_floor ? left
+                                                                         : f->attr_floor);
+            f->c.attrs_here++;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+    return found;
+}
+
+/* ------------------------------------------------------------------ flushes */
+int pvf_quiet_add(struct pvf_front *f, uint64_t fh, int writable)
+{
+    int ret;
+
+    if (fh + 1 == 0) {   /* fh 2^64-1: not kept (its flush goes to Python) */
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&f->lock);
+    ret = pvf_set_add(writable ? &f->quiet_rw : &f->quiet, fh + 1);
+    pthread_mutex_unlock(&f->lock);
+    if (ret < 0)
+        errno = ENOMEM;
+    return ret;
+}
+
+int pvf_quiet_has(struct pvf_front *f, uint64_t fh, int remove)
+{
+    int found;
+
+    pthread_mutex_lock(&f->lock);
+    found = pvf_set_has(&f->quiet, fh + 1, remove);
+    if (!found || remove)
+        found |= pvf_set_has(&f->quiet_rw, fh + 1, remove);
+    pthread_mutex_unlock(&f->lock);
+    return found;
+}
+
+int pvf_flush_here(struct pvf_front *f, uint64_t fh, uint64_t ino)
+{
+    int here;
+
+    pthread_mutex_lock(&f->lock);
+    here = pvf_set_has(&f->quiet, fh + 1, 0) ||
+           (pvf_set_has(&f->quiet_rw, fh + 1, 0) && !pvf_set_has(&f->written, ino, 0));
+    if (here)
+        f->c.quiet_flushes++;
+    pthread_mutex_unlock(&f->lock);
+    return here;
+}
+
+void pvf_written(struct pvf_front *f, uint64_t ino)
+{
+    pthread_mutex_lock(&f->lock);
+    if (pvf_set_add(&f->written, ino) < 0 && f->quiet_rw.n > 0) {
+        /* no room to note it: then no writable handle is quiet any more */
+        memset(f->quiet_rw.slots, 0, f->quiet_rw.cap * sizeof(uint64_t));
+        f->quiet_rw.n = 0;
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+void pvf_unwritten(struct pvf_front *f, uint64_t ino)
+{
+    pthread_mutex_lock(&f->lock);
+    pvf_set_has(&f->written, ino, 1);
+    pthread_mutex_unlock(&f->lock);
+}

@@ -1,0 +1,96 @@
+/* pyanswers.c -- the Session methods that keep answers.c's state: leased directories'
+ * attributes and the session's end (fuse/cfront.py's mirror of fuse/leases.py), and the
+ * test hooks that ask what a worker would answer without a kernel.
+ */
+#include "pyfront.h"
+
+#include <errno.h>
+
+PyObject *pvf_py_keep_dir(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+    PyObject *entry;
+    struct fuse_entry_param e;
+
+    if (!PyArg_ParseTuple(args, "KO:keep_dir", &ino, &entry))
+        return NULL;
+    if (pvf_py_fill_entry(PyType_GetModuleState(Py_TYPE(self)), entry, &e) < 0)
+        return NULL;
+    if (!S_ISDIR(e.attr.st_mode) || (uint64_t)e.attr.st_ino != ino)
+        return PyErr_Format(PyExc_ValueError, "keep_dir: the attributes of directory %llu",
+                            ino);
+    if (pvf_dir_keep(&self->f, ino, &e.attr) < 0)
+        return errno == ENOMEM ? PyErr_NoMemory() : PyErr_Format(PyExc_ValueError, "bad ino");
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_drop_dir(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+
+    if (!PyArg_ParseTuple(args, "K:drop_dir", &ino))
+        return NULL;
+    pvf_dir_drop(&self->f, ino);
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_drop_dirs(SessionObject *self, PyObject *ignored)
+{
+    (void)ignored;
+    pvf_dir_drop_all(&self->f);
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_lease_until(SessionObject *self, PyObject *args)
+{
+    double until, floor;
+
+    if (!PyArg_ParseTuple(args, "dd:lease_until", &until, &floor))
+        return NULL;
+    if (!(floor >= 0.0))
+        return PyErr_Format(PyExc_ValueError, "lease_until: attr_timeout >= 0");
+    pvf_lease_until(&self->f, until, floor);
+    Py_RETURN_NONE;
+}
+
+/* Tests: what a worker would answer to getattr(ino): (mode, size, mtime_ns, timeout) or
+ * None (queued for Python). */
+PyObject *pvf_py_getattr_here(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+    struct stat st;
+    double timeout;
+
+    if (!PyArg_ParseTuple(args, "K:_getattr_here", &ino))
+        return NULL;
+    if (!pvf_dir_answer(&self->f, ino, &st, &timeout))
+        Py_RETURN_NONE;
+    return Py_BuildValue("(KLLd)", (unsigned long long)st.st_mode, (long long)st.st_size,
+                         (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
+                         timeout);
+}
+
+/* Tests: what the workers do on a write (written=True) or a forget (False) of ino, and
+ * whether a flush of (fh, ino) is answered in C. */
+PyObject *pvf_py_flush_here(SessionObject *self, PyObject *args)
+{
+    unsigned long long fh, ino;
+
+    if (!PyArg_ParseTuple(args, "KK:_flush_here", &fh, &ino))
+        return NULL;
+    return PyBool_FromLong(pvf_flush_here(&self->f, fh, ino));
+}
+
+PyObject *pvf_py_written(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+    int written;
+
+    if (!PyArg_ParseTuple(args, "Kp:_written", &ino, &written))
+        return NULL;
+    if (written)
+        pvf_written(&self->f, ino);
+    else
+        pvf_unwritten(&self->f, ino);
+    Py_RETURN_NONE;
+}

@@ -1,0 +1,136 @@
+"""What the C front end's workers answer themselves (csrc/front/answers.c), without a kernel:
+leased directories' attributes until the session's end, with the timeout Python would give,
+and flushes of handles whose inode nothing was written to; and the mirror of fuse/leases.py
+that keeps the directories' attributes there."""
+
+from __future__ import annotations
+
+import time
+
+import pyfuse3
+import pytest
+
+ff = pytest.importorskip("pvfs._fusefront")
+
+from pvfs.fuse.cfront import DirMirror
+from pvfs.fuse.leases import LeaseCache
+
+
+def dir_entry(ino: int, size: int = 4096, mtime_ns: int = 7) -> pyfuse3.EntryAttributes:
+    e = pyfuse3.EntryAttributes()
+    e.st_ino, e.st_mode, e.st_nlink, e.st_size, e.st_mtime_ns = ino, 0o40755, 2, size, mtime_ns
+    return e
+
+
+def test_a_kept_directory_is_answered_until_the_session_ends():
+    s = ff.Session()
+    s.keep_dir(5, dir_entry(5, size=8192, mtime_ns=123))
+    assert s._getattr_here(5) is None  # no session yet
+    s.lease_until(time.monotonic() + 30, 1.0)
+    mode, size, mtime, timeout = s._getattr_here(5)
+    assert (mode, size, mtime) == (0o40755, 8192, 123) and 29 < timeout <= 30
+    assert s._getattr_here(6) is None
+    s.keep_dir(5, dir_entry(5, size=12288))  # changed: the new attributes
+    assert s._getattr_here(5)[1] == 12288
+    s.lease_until(time.monotonic() - 1, 1.0)  # the session ended
+    assert s._getattr_here(5) is None
+    assert s.stats()["attrs_here"] == 2
+
+
+def test_attr_timeout_zero_stays_zero_and_the_floor_holds():
+    s = ff.Session()
+    s.keep_dir(5, dir_entry(5))
+    s.lease_until(time.monotonic() + 0.5, 0.0)
+    assert s._getattr_here(5)[3] == 0.0
+    s.lease_until(time.monotonic() + 0.5, 2.0)
+    assert s._getattr_here(5)[3] == 2.0
+
+
+def test_only_directories_are_kept():
+    s = ff.Session()
+    f = dir_entry(9)
+    f.st_mode = 0o100644
+    with pytest.raises(ValueError):
+        s.keep_dir(9, f)
+    with pytest.raises(ValueError):
+        s.keep_dir(8, dir_entry(9))  # the entry names another inode
+
+
+def test_the_directory_table_survives_growth_and_deletion():
+    s = ff.Session()
+    s.lease_until(time.monotonic() + 30, 1.0)
+    inos = list(range(1, 5000, 7)) + [2**62]
+    for i in inos:
+        s.keep_dir(i, dir_entry(i, mtime_ns=i))
+    assert s.stats()["dirs_here"] == len(inos)
+    for i in inos[::2]:
+        s.drop_dir(i)
+    for n, i in enumerate(inos):
+        got = s._getattr_here(i)
+        assert (got is None) == (n % 2 == 0), i
+        if got is not None:
+            assert got[2] == i
+    s.drop_dir(3)  # not there: nothing
+    s.drop_dirs()
+    assert s.stats()["dirs_here"] == 0 and s._getattr_here(inos[1]) is None
+
+
+def test_a_writable_handles_flush_is_answered_here_while_its_inode_is_unwritten():
+    s = ff.Session()
+    s.quiet(10, True)   # writable, inode 3
+    s.quiet(11)         # read-only, inode 3
+    assert s._flush_here(10, 3) and s._flush_here(11, 3)
+    s._written(3, True)  # a write or truncation of inode 3 passed (any handle)
+    assert not s._flush_here(10, 3)
+    assert s._flush_here(11, 3)  # a reader's close writes back nothing in either case
+    s._written(3, False)  # the kernel forgot inode 3
+    assert s._flush_here(10, 3)
+    assert s.is_quiet(10, True) and not s._flush_here(10, 3)  # released
+    assert not s._flush_here(12, 4)  # never marked
+    assert s.stats()["quiet_flushes"] == 4
+
+
+class _View:
+    def entry(self, a: dict) -> pyfuse3.EntryAttributes:
+        return dir_entry(a["ino"], size=a["size"], mtime_ns=a["mtime_ns"])
+
+
+class _Opts:
+    attr_timeout = 1.0
+
+
+class _OpsStub:
+    view, opts = _View(), _Opts()
+
+
+def _dir(ino: int, size: int = 4096, mtime_ns: int = 1) -> dict:
+    return {"ino": ino, "type": "dir", "size": size, "mtime_ns": mtime_ns}
+
+
+def test_every_change_of_the_leased_table_reaches_the_c_side():
+    s = ff.Session()
+    leases = LeaseCache(client=type("C", (), {"on_fenced": None})(), on_recall=None)
+    leases.attrs[2] = _dir(2)  # leased before the mirror: pushed when it starts
+    leases.until = time.monotonic() + 30
+    leases.mirror_to(DirMirror(s, _OpsStub()))
+    assert s._getattr_here(2) is not None
+    leases.attrs[4] = _dir(4, size=8192)
+    leases.attrs[5] = {"ino": 5, "type": "file", "size": 1}
+    assert s._getattr_here(4)[1] == 8192 and s._getattr_here(5) is None
+    leases.attrs[4] = _dir(4, size=12288)  # (a create in it, made here)
+    assert s._getattr_here(4)[1] == 12288
+    leases.attrs.pop(4, None)  # recalled
+    assert s._getattr_here(4) is None
+    leases.attrs[6] = _dir(6)
+    del leases.attrs[6]
+    assert s._getattr_here(6) is None
+    leases.until = 0.0  # the session ended
+    assert s._getattr_here(2) is None
+    leases.until = time.monotonic() + 30
+    leases.attrs.clear()
+    assert s._getattr_here(2) is None and s.stats()["dirs_here"] == 0
+    with pytest.raises(NotImplementedError):
+        leases.attrs.update({7: _dir(7)})
+    leases.attrs[8] = _dir(8)
+    leases.mirror_to(None)  # the front end closes: nothing answered there any more
+    assert s._getattr_here(8) is None
