@@ -15,7 +15,9 @@
   homes on (``servers+ra-victim``; off by default) and ``-novictim`` off; ``-udpbells``
   rings the message back ends' doorbells over UDP between hosts (``servers+ra-udpbells``;
   off by default); ``-rmaring`` also rings a page's owner before flushing an RMA get or
-  put to it (``servers+ra-udpbells-rmaring``; off by default).
+  put to it (``servers+ra-udpbells-rmaring``; off by default); ``-rget`` waits for RMA gets
+  by testing ``MPI_Rget`` requests between sleeps instead of a ``Flush`` that polls a core
+  (``servers+ra-rget``, ``servers+ra-udpbells-rget``; off by default).
 - ``btio``, ``flash``, ``s3d``: the checkpoint traces of :mod:`pvfs.traces.generators`
   replayed by the ranks; each rank writes a phase (the records between two barriers) with
   one call carrying all its regions, as an MPI program writes a subarray through a file
@@ -222,6 +224,9 @@ def _open_window(comm: Any, fs: Any, path: str, method: str, opts: dict[str, Any
     if variant.endswith("-rmaring"):  # (issue 32: ring an owner before an RMA flush)
         variant = variant[:-len("-rmaring")]
         os.environ["PVFS_COLLECTIVE_RMA_RING"] = "1"
+    if variant.endswith("-rget"):  # (issue 32: RMA gets waited for without polling)
+        variant = variant[:-len("-rget")]
+        os.environ["PVFS_COLLECTIVE_RGET"] = "1"
     if variant.endswith("-udpbells"):  # (issue 32: doorbells over UDP across hosts)
         variant = variant[:-len("-udpbells")]
         os.environ["PVFS_COLLECTIVE_BELLS_UDP"] = "1"

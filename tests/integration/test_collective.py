@@ -85,6 +85,17 @@ def test_random_lock_stress_no_deadlock_nothing_lost(pvfs_cluster, n):
     assert counters and all(c["evictions"] > 0 for c in counters)
 
 
+def test_rma_gets_waited_for_by_their_requests_see_every_write(pvfs_cluster, monkeypatch):
+    # issue 32: PVFS_COLLECTIVE_RGET=1 waits for remote reads by testing MPI_Rget requests
+    # between sleeps instead of a Flush that polls a core (rma's and servers' data plane)
+    monkeypatch.setenv("PVFS_COLLECTIVE_RGET", "1")
+    run_mpi(3, "visibility", pvfs_cluster.config_path, "rma,servers", timeout=300)
+    out = run_mpi(4, "stress", pvfs_cluster.config_path, "rma,servers", timeout=600)
+    counters = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
+                if line.startswith("counters")]
+    assert counters and all(c["evictions"] > 0 and c["remote_gets"] > 0 for c in counters)
+
+
 @pytest.mark.parametrize("n", sizes("write_behind"))
 def test_write_behind_loses_nothing(pvfs_cluster, n):
     out = run_mpi(n, "write_behind", pvfs_cluster.config_path, timeout=300)

@@ -53,3 +53,54 @@ def test_a_job_sums_gets_against_the_owners_main_thread(tmp_path):
     assert got["owner_asleep_s"] == 1.0 and got["owner_wake_delay_s"] == 0.5
     assert got["owner_fs_s"] == 1.0 and got["owner_other_s"] == 1.5
     assert got["shares"]["owner_asleep"] == 0.25
+
+
+def test_rgets_are_all_issued_then_waited_for_per_owner_with_the_ring_first(monkeypatch):
+    """Issue 32, ``PVFS_COLLECTIVE_RGET=1``: a remote read issues an ``Rget`` per piece for
+    every owner, then waits for each owner's requests by testing them (a ring to the owner
+    first, where doorbells are on), never a ``Flush``; writes still flush."""
+    import numpy as np
+
+    from pvfs.collective._rma import RmaData, rget_wanted
+
+    assert not rget_wanted()
+    monkeypatch.setenv("PVFS_COLLECTIVE_RGET", "1")
+    assert rget_wanted()
+    events: list = []
+
+    class Req:
+        def __init__(self, owner):
+            self.owner, self.tests = owner, 0
+
+    class Win:
+        def Rget(self, buf, owner, target):
+            events.append(("rget", owner))
+            buf[:] = owner
+            return Req(owner)
+
+        def Flush(self, owner):
+            events.append(("flush", owner))
+
+    class MPI:
+        BYTE = object()
+
+        class Request:
+            @staticmethod
+            def Testall(reqs):
+                for r in reqs:
+                    r.tests += 1
+                events.append(("test", reqs[0].owner))
+                return all(r.tests >= 2 for r in reqs)  # done at the second test
+
+    class Space:
+        data_base = 0
+
+    data = RmaData.__new__(RmaData)
+    data.MPI, data.rank, data.page_size, data.space = MPI, 0, 64, Space()
+    data.win, data._v, data.remote_gets, data.remote_puts = Win(), np.zeros(1, np.int64), 0, 0
+    data.wake, data.rget = (lambda owner: events.append(("ring", owner))), True
+    a, b = bytearray(8), bytearray(8)
+    data.transfer(False, {2: [(0, [(0, memoryview(a))])], 3: [(1, [(8, memoryview(b))])]})
+    assert events == [("rget", 2), ("rget", 3), ("ring", 2), ("test", 2), ("test", 2),
+                      ("ring", 3), ("test", 3), ("test", 3)]
+    assert a == bytes([2]) * 8 and b == bytes([3]) * 8 and data.remote_gets == 2

@@ -173,7 +173,7 @@ def test_rma_ring_wakes_the_owner_before_each_flush(monkeypatch):
 
     data.MPI, data.rank, data.page_size, data.space = MPI, 0, 64, Space()
     data.win, data._v, data.remote_gets, data.remote_puts = Win(), np.zeros(1, np.int64), 0, 0
-    data.wake = wake
+    data.wake, data.rget = wake, False  # (the blocking Flush; PVFS_COLLECTIVE_RGET off)
     out = bytearray(8)
     data.get_many(2, 0, [(0, memoryview(out)), (8, memoryview(bytearray(8)))])
     assert events == [("get", 2), ("get", 2), ("ring", "caller", 2), ("flush", 2)]

@@ -26,6 +26,7 @@ is busy elsewhere; across nodes MPICH needs ``MPIR_CVAR_ASYNC_PROGRESS=1`` for t
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +36,7 @@ import numpy as np
 from pvfs.collective import _prof
 from pvfs.collective._locks import AROUND_AFTER, around_wait
 from pvfs.collective._pages import Dirty, Meta
-from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout
+from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout, until
 
 _NEVER = 1 << 62
 _now = time.monotonic  # (the clock of a read's wait for loads; tests replace it)
@@ -54,6 +55,16 @@ _OWNER_SHIFT, _OWNER_BITS = 46, 17
 LOCK_BITS = READERS | LOADING | WRITER
 MAX_SLOTS = 1 << _SLOT_BITS
 MAX_RANKS = (1 << _OWNER_BITS) - 1
+
+
+def rget_wanted() -> bool:
+    """Gets waited for by testing their requests between sleeps (``MPI_Rget``) instead of a
+    blocking ``Flush`` (issue 32; ``PVFS_COLLECTIVE_RGET=1``, off by default, read at each
+    open). Over TCP a get completes only when the owner's MPI makes progress, and MPICH's
+    ``Flush`` polls a core meanwhile: profiled over the netns harness (8 clients,
+    ``servers``), a get's origin was runnable without a core for 78 % of the get and
+    running — polling — for the other 22 %, taking the cores the owners needed."""
+    return os.environ.get("PVFS_COLLECTIVE_RGET", "0") == "1"
 
 
 def pack(meta: Meta) -> int:
@@ -345,6 +356,15 @@ class RmaData:
         #: (issue 32, ``servers`` over TCP: an owner asleep on its bell makes no MPI
         #: progress, and without it a get waits for the owner's next wake)
         self.wake = wake
+        self.rget = rget_wanted()  # (issue 32: wait for gets without polling a core)
+
+    def _gets_done(self, owner: int, reqs: list[Any]) -> None:
+        """Wait for ``owner``'s ``Rget`` requests: tested between sleeps (``until``), not
+        a ``Flush`` that polls a core until the owner's MPI answers."""
+        if self.wake is not None and owner != self.rank:
+            self.wake(owner)
+        test = self.MPI.Request.Testall
+        until(lambda: test(reqs), f"RMA gets from rank {owner}")
 
     def _flush(self, owner: int) -> None:
         if self.wake is not None and owner != self.rank:
@@ -358,6 +378,9 @@ class RmaData:
 
     def get_many(self, owner: int, slot: int, parts: list[tuple[int, memoryview]]) -> None:
         """Read pieces of a remote slot: one ``Get`` each, one ``Flush`` for all."""
+        if self.rget:
+            self._rgets({owner: [(slot, parts)]})
+            return
         base = self.space.data_base + slot * self.page_size
         began = _prof.mark()
         for off, out in parts:
@@ -367,10 +390,33 @@ class RmaData:
         self._flush(owner)
         _prof.record("get", began, owner, sum(len(out) for _, out in parts))
 
+    def _rgets(self, by_owner: dict[int, list[tuple[int, list[tuple[int, memoryview]]]]]
+               ) -> None:
+        """Reads of remote slots with ``Rget``: every owner's requests issued first, then
+        each owner's waited for in turn (:meth:`_gets_done`)."""
+        began = _prof.mark()
+        reqs: dict[int, list[Any]] = {}
+        for owner, slots in by_owner.items():
+            mine = reqs[owner] = []
+            for slot, parts in slots:
+                base = self.space.data_base + slot * self.page_size
+                for off, out in parts:
+                    self.remote_gets += 1
+                    buf = np.frombuffer(out, dtype=np.uint8)
+                    mine.append(self.win.Rget(buf, owner,
+                                              target=(base + off, len(buf), self.MPI.BYTE)))
+        for owner, slots in by_owner.items():
+            self._gets_done(owner, reqs[owner])
+            _prof.record("get", began, owner, sum(len(b) for _, ps in slots for _, b in ps))
+
     def transfer(self, write: bool,
                  by_owner: dict[int, list[tuple[int, list[tuple[int, memoryview]]]]]) -> None:
         """Pieces of remote slots, ``{owner: [(slot, [(offset, buffer)])]}``: every ``Get``
-        or ``Put`` (and dirty-mark ``Accumulate``) issued, then one ``Flush`` per owner."""
+        or ``Put`` (and dirty-mark ``Accumulate``) issued, then one ``Flush`` per owner
+        (reads with :func:`rget_wanted`: every ``Rget`` issued, then waited for)."""
+        if self.rget and not write:
+            self._rgets(by_owner)
+            return
         MPI = self.MPI
         keep = []  # origin buffers of the accumulates, alive until their flush
         for owner, slots in by_owner.items():
