@@ -104,3 +104,21 @@ def test_rgets_are_all_issued_then_waited_for_per_owner_with_the_ring_first(monk
     assert events == [("rget", 2), ("rget", 3), ("ring", 2), ("test", 2), ("test", 2),
                       ("ring", 3), ("test", 3), ("test", 3)]
     assert a == bytes([2]) * 8 and b == bytes([3]) * 8 and data.remote_gets == 2
+
+
+def test_pairs_of_any_two_methods_within_a_repeat():
+    from pvfs.bench.collective.pairs import by_job, methods, pairs
+
+    runs = [{"ranks": 8, "method": m, "repeat": k, "mib_s": v, "cpu_s_per_gib": c,
+             "run_delay_share": 0.5, "fs_read_pages": p, "pages_touched": 640,
+             "accesses": 10, "phase_lock_us": 100, "phase_remote_us": 300}
+            for m, k, v, c, p in (("a", 0, 20.0, 30.0, 640), ("b", 0, 10.0, 60.0, 800),
+                                  ("a", 1, 30.0, 20.0, 640), ("b", 1, 10.0, 80.0, 640),
+                                  ("a", 2, 5.0, 10.0, 640))]
+    jobs = by_job({"runs": runs})
+    (row,) = pairs(jobs, [("a", "b")])
+    assert row["repeats"] == [0, 1] and row["mib_s"]["values"] == [2.0, 3.0]
+    assert row["cpu_s_per_gib"]["median"] == 0.375 and row["cpu_s_per_gib"]["below_1"] == 2
+    rows = {r["method"]: r for r in methods(jobs)}
+    assert rows["b"]["read_once"] == 1 and rows["a"]["read_once"] == 3
+    assert rows["a"]["remote_us_per_access"]["median"] == 30.0
