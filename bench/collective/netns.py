@@ -60,14 +60,15 @@ exec ip netns exec "$ns" sh -c "$*"
 
 def plan(ranks: list[int], servers: list[str], variants: tuple[str, ...] = (),
          independent: set[int] | None = None,
-         cold: bool = False) -> list[list[tuple[int, dict[str, Any]]]]:
+         cold: bool = False, base: bool = True) -> list[list[tuple[int, dict[str, Any]]]]:
     """The jobs of each rank count, ``(processes, options)``: ``independent`` (at the
     counts in ``independent``; None: at every count), then ``servers`` with each k of
     ``servers`` (``"half"``: as many lock servers as clients), then each of ``variants``
     (a method such as ``servers+ra-evict``, issue 32's A/B) with the first k (``rma`` and
     ``thread`` methods without lock-server ranks: n processes); ``cold``:
-    every job empties the I/O daemons' caches after writing its file (``"cold"``)."""
-    out = [_plan_one(n, servers, variants, independent) for n in ranks]
+    every job empties the I/O daemons' caches after writing its file (``"cold"``); ``base``
+    False: no plain ``servers`` jobs, only the variants (issue 32: an A/B of two variants)."""
+    out = [_plan_one(n, servers, variants, independent, base) for n in ranks]
     if cold:
         for g in out:
             for _, opts in g:
@@ -76,13 +77,13 @@ def plan(ranks: list[int], servers: list[str], variants: tuple[str, ...] = (),
 
 
 def _plan_one(n: int, servers: list[str], variants: tuple[str, ...],
-              independent: set[int] | None) -> list[tuple[int, dict[str, Any]]]:
+              independent: set[int] | None, base: bool = True) -> list[tuple[int, dict[str, Any]]]:
     out = []
     if independent is None or n in independent:
         out.append((n, {"benchmark": "sliding_window", "method": "independent", **WINDOW,
                         "breakdown": True}))
     ks = [n if k == "half" else int(k) for k in servers]
-    for kk in ks:
+    for kk in ks if base else ():
         out.append((n + kk, {"benchmark": "sliding_window", "method": "servers",
                              **WINDOW, "lock_servers": kk, "breakdown": True}))
     for method in variants:
@@ -200,13 +201,13 @@ def run(ranks: list[int], servers: list[str], repeat: int, rate: str,
         delay: str | None, progress: Any = None, save: Any = None,
         job_timeout: float = 900, variants: tuple[str, ...] = (),
         independent: set[int] | None = None, storage: dict[str, Any] | None = None,
-        cold: bool = False) -> dict[str, Any]:
+        cold: bool = False, base: bool = True) -> dict[str, Any]:
     """Every rank count's jobs, ``repeat`` times in rotating order, on one harness sized for
     the largest job; results, medians and paired ratios. A job that fails is recorded in
     ``failures`` and the run goes on; ``save(data)`` is called after every job.
     ``storage``/``cold``: emulated disks for the I/O daemons and caches emptied before
     each window (as ``pvfs-admin bench collective --storage/--disk-cache/--cold``)."""
-    groups = plan(ranks, servers, variants, independent, cold)
+    groups = plan(ranks, servers, variants, independent, cold, base)
     jobs = [j for g in groups for j in g]
     runs: dict[int, dict[int, dict[str, Any]]] = {i: {} for i in range(len(jobs))}
     failures: list[dict[str, Any]] = []
@@ -410,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the I/O daemons' storage, e.g. emulated:ide-2000 (default posix)")
     ap.add_argument("--disk-cache", type=int, default=None,
                     help="bytes of the emulated disk's cache (0: none)")
+    ap.add_argument("--no-base", action="store_true",
+                    help="leave out the plain servers jobs (an A/B of two variants)")
     ap.add_argument("--cold", action="store_true",
                     help="empty the I/O daemons' caches before each window")
     args = ap.parse_args(argv)
@@ -432,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
                    variants=tuple(v for v in args.variants.split(",") if v),
                    independent=None if args.independent is None else
                    {int(x) for x in args.independent.split(",") if x},
-                   storage=table, cold=args.cold)
+                   storage=table, cold=args.cold, base=not args.no_base)
     finally:
         signal.signal(signal.SIGTERM, old)
     save(data)

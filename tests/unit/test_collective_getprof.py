@@ -122,3 +122,25 @@ def test_pairs_of_any_two_methods_within_a_repeat():
     rows = {r["method"]: r for r in methods(jobs)}
     assert rows["b"]["read_once"] == 1 and rows["a"]["read_once"] == 3
     assert rows["a"]["remote_us_per_access"]["median"] == 30.0
+
+
+def test_rget_auto_is_on_only_across_hosts(monkeypatch):
+    from pvfs.collective import _rma
+
+    class Comm:
+        def __init__(self, hosts):
+            self.hosts, self.calls = hosts, 0
+
+        def allgather(self, _):
+            self.calls += 1
+            return self.hosts
+
+    monkeypatch.setenv("PVFS_COLLECTIVE_RGET", "auto")
+    assert _rma.rget_wanted(Comm(["a:1", "a:2"])) is True
+    assert _rma.rget_wanted(Comm(["a:1", "a:1"])) is False
+    monkeypatch.setenv("PVFS_COLLECTIVE_RGET", "0")
+    comm = Comm(["a:1", "a:2"])
+    assert _rma.rget_wanted(comm) is False and comm.calls == 0  # no collective when set
+    monkeypatch.delenv("PVFS_COLLECTIVE_RGET")
+    assert _rma.RGET_DEFAULT in ("0", "auto")  # never on within one host by default
+    assert _rma.rget_wanted(Comm(["a:1", "a:1"])) is False

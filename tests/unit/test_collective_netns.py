@@ -138,3 +138,10 @@ def test_plan_runs_rma_and_thread_variants_without_lock_servers():
     assert [v["method"] for v in variant_pairs(jobs, runs)] == ["servers+ra-udpbells(k=1)"]
     assert [p["method"] for p in paired(jobs, runs)] == [
         "servers(k=1)", "servers+ra-udpbells(k=1)", "thread", "rma"]
+
+
+def test_plan_without_the_plain_servers_job_keeps_the_variants():
+    groups = plan([16], ["1"], ("servers+ra-rget", "servers+ra-rget-victim"),
+                  independent=set(), base=False)
+    assert [(n, o["method"], o["lock_servers"]) for n, o in groups[0]] == [
+        (17, "servers+ra-rget", 1), (17, "servers+ra-rget-victim", 1)]

@@ -36,7 +36,7 @@ import numpy as np
 from pvfs.collective import _prof
 from pvfs.collective._locks import AROUND_AFTER, around_wait
 from pvfs.collective._pages import Dirty, Meta
-from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout, until
+from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout, host_key, until
 
 _NEVER = 1 << 62
 _now = time.monotonic  # (the clock of a read's wait for loads; tests replace it)
@@ -57,14 +57,24 @@ MAX_SLOTS = 1 << _SLOT_BITS
 MAX_RANKS = (1 << _OWNER_BITS) - 1
 
 
-def rget_wanted() -> bool:
+#: ``PVFS_COLLECTIVE_RGET``'s value when unset (see :func:`rget_wanted`)
+RGET_DEFAULT = "0"
+
+
+def rget_wanted(comm: Any = None) -> bool:
     """Gets waited for by testing their requests between sleeps (``MPI_Rget``) instead of a
-    blocking ``Flush`` (issue 32; ``PVFS_COLLECTIVE_RGET=1``, off by default, read at each
-    open). Over TCP a get completes only when the owner's MPI makes progress, and MPICH's
-    ``Flush`` polls a core meanwhile: profiled over the netns harness (8 clients,
-    ``servers``), a get's origin was runnable without a core for 78 % of the get and
-    running — polling — for the other 22 %, taking the cores the owners needed."""
-    return os.environ.get("PVFS_COLLECTIVE_RGET", "0") == "1"
+    blocking ``Flush`` (issue 32; read at each open). ``PVFS_COLLECTIVE_RGET``: ``1`` on,
+    ``0`` off, ``auto`` on only when the ranks of ``comm`` are on more than one host or
+    network namespace (collective then: the host keys are gathered); unset:
+    :data:`RGET_DEFAULT`. Over TCP a get completes only when the owner's MPI makes progress,
+    and MPICH's ``Flush`` polls a core meanwhile: profiled over the netns harness (8
+    clients, ``servers``), a get's origin was runnable without a core for 78 % of the get
+    and running — polling — for the other 22 %, taking the cores the owners needed. Within
+    one host the windows are shared memory and a flush returns at once."""
+    value = os.environ.get("PVFS_COLLECTIVE_RGET", RGET_DEFAULT)
+    if value == "auto" and comm is not None:
+        return len(set(comm.allgather(host_key()))) > 1
+    return value == "1"
 
 
 def pack(meta: Meta) -> int:
@@ -356,7 +366,7 @@ class RmaData:
         #: (issue 32, ``servers`` over TCP: an owner asleep on its bell makes no MPI
         #: progress, and without it a get waits for the owner's next wake)
         self.wake = wake
-        self.rget = rget_wanted()  # (issue 32: wait for gets without polling a core)
+        self.rget = rget_wanted(comm)  # (issue 32: wait for gets without polling a core)
 
     def _gets_done(self, owner: int, reqs: list[Any]) -> None:
         """Wait for ``owner``'s ``Rget`` requests: tested between sleeps (``until``), not
