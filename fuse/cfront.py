@@ -84,10 +84,12 @@ class _CKernel:
 
 
 class DirMirror:
-    """The leased directories' attributes and the session's end, kept in C for the workers
-    (``leases.AttrsMirror``): a getattr of such a directory -- the kernel asks one after
-    every create in it -- is answered there, as :meth:`Operations.getattr` would answer
-    it (the same entry, ``KernelView.entry``; the timeout the session's remaining time)."""
+    """The leased directories' attributes and names and the session's end, kept in C for
+    the workers (``leasetables.LeaseMirror``): a getattr of such a directory -- the kernel
+    asks one after every create in it -- is answered there as :meth:`Operations.getattr`
+    would answer it (the same entry, ``KernelView.entry``; the timeout the session's
+    remaining time), and a lookup of a name a complete one does not hold -- the one before
+    each ``O_CREAT`` -- ENOENT (not cached by the kernel: nothing for a recall to drop)."""
 
     def __init__(self, session: Any, ops: Operations) -> None:
         self.session, self.view = session, ops.view
@@ -104,6 +106,24 @@ class DirMirror:
 
     def until(self, t: float) -> None:
         self.session.lease_until(t, self.floor)
+
+    def dir(self, ino: int, complete: bool, names: dict[str, int]) -> None:
+        self.session.dir_names(ino, complete, [(os.fsencode(n), i) for n, i in names.items()])
+
+    def name(self, ino: int, name: str, child: int) -> None:
+        self.session.name_put(ino, os.fsencode(name), child)
+
+    def unname(self, ino: int, name: str) -> None:
+        self.session.name_pop(ino, os.fsencode(name))
+
+    def complete(self, ino: int, complete: bool) -> None:
+        self.session.dir_complete(ino, complete)
+
+    def forget_dir(self, ino: int) -> None:
+        self.session.dir_forget(ino)
+
+    def forget_dirs(self) -> None:
+        self.session.dirs_forget()
 
 
 class CFront:

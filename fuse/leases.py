@@ -35,16 +35,17 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
 import trio
 
 from pvfs.client.aclient import AsyncClient
 from pvfs.protocol import aio, auth
 
+from .leasetables import LeaseMirror, _Attrs, _Dir, _Dirs
+
 log = logging.getLogger("pvfs.fuse")
 
-__all__ = ["MISSING", "AttrsMirror", "LeaseCache"]
+__all__ = ["MISSING", "LeaseCache", "LeaseMirror"]
 
 MISSING = object()  # lookup's answer for a name known not to be there
 _STAMPS_MAX = 1 << 16  # recall/change stamps remembered; past that all older replies refused
@@ -56,92 +57,6 @@ _ROOT = 1
 _RELEASE_MAX = 4096   # leases given back in one frame
 _RENAME_EXCHANGE = 2  # renameat2's flag
 _NAMES_WAIT = 0.2     # s a recall's answer waits for the kernel to drop the names (2 s: fenced)
-
-
-class _Dir:
-    """What the mount knows of a leased directory's entries."""
-
-    __slots__ = ("complete", "entries", "names", "stale")
-
-    def __init__(self, complete: bool = False) -> None:
-        self.names: dict[str, int] = {}  # name -> inode; 0: known not to be there
-        self.entries = 0  # names known to be there (the directory's size, when complete)
-        self.complete = complete
-        # Names the kernel may still cache for the session's term that this mount no longer
-        # knows (renamed, a create refused): dropped from the kernel with the others.
-        self.stale: set[str] = set()
-
-    def put(self, name: str, ino: int) -> None:
-        """``name`` names ``ino`` (0: known not to be there)."""
-        old = self.names.get(name)
-        self.names[name] = ino
-        self.entries += bool(ino) - bool(old)
-
-    def pop(self, name: str) -> int | None:
-        """Forget what ``name`` names; what it named."""
-        old = self.names.pop(name, None)
-        self.entries -= bool(old)
-        return old
-
-    def kernel_names(self) -> list[str]:
-        """Every name the kernel may cache in this directory beyond ``entry_timeout``."""
-        return [*self.names, *self.stale]
-
-
-class AttrsMirror(Protocol):
-    """Where the leased directories' attributes are kept beside this mount's table: the C
-    front end's workers answer a getattr of them (``cfront.DirMirror``, csrc/front/
-    answers.c) until the session's end."""
-
-    def keep(self, ino: int, a: dict) -> None: ...
-    def drop(self, ino: int) -> None: ...
-    def drop_all(self) -> None: ...
-    def until(self, t: float) -> None: ...
-
-
-class _Attrs(dict):
-    """The leased attributes (ino -> attributes), each change of a directory's also made in
-    the mirror. Every change goes through these methods (the table's users set, pop and
-    clear; the attribute dicts themselves are never changed in place)."""
-
-    __slots__ = ("mirror",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.mirror: AttrsMirror | None = None
-
-    def __setitem__(self, ino: int, a: dict) -> None:
-        super().__setitem__(ino, a)
-        if self.mirror is not None:
-            if a.get("type") == "dir":
-                self.mirror.keep(ino, a)
-            else:
-                self.mirror.drop(ino)
-
-    def __delitem__(self, ino: int) -> None:
-        super().__delitem__(ino)
-        if self.mirror is not None:
-            self.mirror.drop(ino)
-
-    def pop(self, ino: int, *default):
-        a = super().pop(ino, *default)
-        if self.mirror is not None:
-            self.mirror.drop(ino)
-        return a
-
-    def clear(self) -> None:
-        super().clear()
-        if self.mirror is not None:
-            self.mirror.drop_all()
-
-    def popitem(self):
-        raise NotImplementedError("not mirrored")
-
-    def setdefault(self, ino, default=None):
-        raise NotImplementedError("not mirrored")
-
-    def update(self, *args, **kw):
-        raise NotImplementedError("not mirrored")
 
 
 class LeaseCache:
@@ -162,8 +77,8 @@ class LeaseCache:
         self.name = f"{socket.gethostname()[:24]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.term = 0.0
         self.attrs = _Attrs()
+        self.dirs = _Dirs()
         self.until = 0.0  # monotonic end of the session as this mount counts it
-        self.dirs: dict[int, _Dir] = {}
         # A leased directory's parent, as this mount learned it (a listing's ``..``): a
         # rename of the directory elsewhere recalls its lease, and the entry with it.
         self.parents: dict[int, int] = {}
@@ -202,10 +117,12 @@ class LeaseCache:
         if self.attrs.mirror is not None:
             self.attrs.mirror.until(t)
 
-    def mirror_to(self, mirror: AttrsMirror | None) -> None:
-        """Keep the leased directories' attributes and the session's end in ``mirror``
-        too (None: no more), starting with what is leased now."""
-        old, self.attrs.mirror = self.attrs.mirror, mirror
+    def mirror_to(self, mirror: LeaseMirror | None) -> None:
+        """Keep the leased directories' attributes and names and the session's end in
+        ``mirror`` too (None: no more), starting with what is leased now."""
+        old = self.attrs.mirror
+        self.attrs.mirror = mirror
+        self.dirs.mirror_to(mirror)
         if old is not None:
             old.drop_all()
         if mirror is not None:

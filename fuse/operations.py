@@ -100,11 +100,7 @@ class Operations(pyfuse3.Operations):
         # a listing from its start, to learn that a directory is complete.
         self.leases = LeaseCache(client, self.view.lease_recalled) if options.leases else None
         if self.leases is not None:
-            self.view.leases = self.leases
-            self.leases.before_answer.append(self.view.lease_attrs_recalled)
-            self.leases.before_answer.append(self._dirattrs_recalled)
-            self.leases.kernel_attrs_gone = self.view.lease_attrs_recalled
-            self.backend.before_write = self._before_write
+            self._wire_leases(self.leases)
         # Creates in a directory this mount leases alone, answered here (creates.py).
         self.ahead = CreatesAhead(client, self.leases, options.timeout, options.ahead_delay) \
             if self.leases is not None and options.create_ahead else None
@@ -187,6 +183,15 @@ class Operations(pyfuse3.Operations):
                 self._groups.clear()
             self._groups[ctx.pid] = got = (now + _GROUPS_TTL, groups)
         return Cred(ctx.uid, ctx.gid, got[1])
+
+    def _wire_leases(self, leases: LeaseCache) -> None:
+        """What a recall drops first: the kernel's attributes, and what this mount's own
+        changes taught it of those directories."""
+        self.view.leases = leases
+        leases.before_answer.append(self.view.lease_attrs_recalled)
+        leases.before_answer.append(self._dirattrs_recalled)
+        leases.kernel_attrs_gone = self.view.lease_attrs_recalled
+        self.backend.before_write = self._before_write
 
     async def _dirattrs_recalled(self, inos: list[int]) -> None:
         """Another client is about to change these: what this mount's own changes taught it

@@ -224,15 +224,18 @@ static double monotonic_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double pvf_lease_left(const struct pvf_front *f)
+{
+    return f->lease_until - monotonic_now();
+}
+
 int pvf_dir_answer(struct pvf_front *f, uint64_t ino, struct stat *st, double *timeout)
 {
-    double left = f->lease_until - monotonic_now();   /* (read unlocked: a hint) */
+    double left;
     int found = 0;
 
-    if (left <= 0.0)
-        return 0;
     pthread_mutex_lock(&f->lock);
-    left = f->lease_until - monotonic_now();
+    left = pvf_lease_left(f);
     if (left > 0.0 && f->dirs.n > 0) {
         size_t j = dirs_find(&f->dirs, ino);
         if (f->dirs.slots[j].ino == ino) {

@@ -2,7 +2,8 @@
  *
  * Units, in calling order (each calls only the ones before it):
  *   answers.c  what the workers answer from state Python keeps there: leased directories'
- *              attributes (getattr), the handles whose flush needs nothing
+ *              attributes (getattr), the session's end, the handles whose flush needs nothing
+ *   names.c    leased directories' names: "no such name" answered by the workers
  *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
  *              wakes the mount's trio loop), the forgets answered in C, the in-flight list
  *   session.c  the libfuse3 session: the ops table run by fuse_session_loop_mt on C worker
@@ -111,7 +112,12 @@ struct pvf_counters {
     uint64_t enomem;         /* requests refused for want of memory */
     uint64_t quiet_flushes;  /* flushes of quiet handles answered in C */
     uint64_t attrs_here;     /* getattrs of leased directories answered in C */
+    uint64_t missing_here;   /* lookups answered ENOENT in C (names.c) */
 };
+
+#define PVF_NAME_MAX 255     /* longer names go to Python (the manager's ENAMETOOLONG) */
+
+struct pvf_dirnames;         /* names.c */
 
 /* A set of u64 keys (answers.c): open addressing, 0 is an empty slot. Under the lock. */
 struct pvf_fhset {
@@ -149,6 +155,8 @@ struct pvf_front {
     struct pvf_dirattrs dirs;       /* leased directories' attributes */
     double lease_until;             /* CLOCK_MONOTONIC end of the lease session (0: none) */
     double attr_floor;              /* the mount's attr_timeout */
+    struct pvf_dirnames **names;    /* leased directories' names, by inode (names.c) */
+    size_t names_cap, names_n;
     /* only on the Python thread (with the GIL) */
     struct pvf_req inflight;        /* sentinel: drained, not yet answered */
     int efd;                        /* eventfd: Python waits for it to be readable */
@@ -169,12 +177,24 @@ void pvf_dir_drop(struct pvf_front *f, uint64_t ino);
 void pvf_dir_drop_all(struct pvf_front *f);
 void pvf_dir_free(struct pvf_front *f);
 void pvf_lease_until(struct pvf_front *f, double until, double floor);
+double pvf_lease_left(const struct pvf_front *f);                  /* under the lock */
 int pvf_dir_answer(struct pvf_front *f, uint64_t ino, struct stat *st, double *timeout);
 int pvf_quiet_add(struct pvf_front *f, uint64_t fh, int writable);  /* -1 with errno */
 int pvf_quiet_has(struct pvf_front *f, uint64_t fh, int remove);    /* 1: it was there */
 int pvf_flush_here(struct pvf_front *f, uint64_t fh, uint64_t ino); /* 1: answer it */
 void pvf_written(struct pvf_front *f, uint64_t ino);
 void pvf_unwritten(struct pvf_front *f, uint64_t ino);
+
+/* names.c */
+int pvf_names_dir(struct pvf_front *f, uint64_t parent, int complete);  /* -1 with errno */
+void pvf_names_put(struct pvf_front *f, uint64_t parent, const char *name, size_t len,
+                   uint64_t ino);
+void pvf_names_pop(struct pvf_front *f, uint64_t parent, const char *name, size_t len);
+void pvf_names_complete(struct pvf_front *f, uint64_t parent, int complete);
+void pvf_names_forget(struct pvf_front *f, uint64_t parent);
+void pvf_names_forget_all(struct pvf_front *f);
+void pvf_names_free(struct pvf_front *f);
+int pvf_names_missing(struct pvf_front *f, uint64_t parent, const char *name);  /* 1: ENOENT */
 
 /* bridge.c */
 int pvf_bridge_init(struct pvf_front *f);            /* -1 with errno */

@@ -94,3 +94,98 @@ PyObject *pvf_py_written(SessionObject *self, PyObject *args)
         pvf_unwritten(&self->f, ino);
     Py_RETURN_NONE;
 }
+
+/* ------------------------------------------------------------------ names (names.c) */
+PyObject *pvf_py_dir_names(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent;
+    int complete;
+    PyObject *names, *seq;
+
+    if (!PyArg_ParseTuple(args, "KpO:dir_names", &parent, &complete, &names))
+        return NULL;
+    seq = PySequence_Fast(names, "dir_names: a sequence of (name, ino)");
+    if (seq == NULL)
+        return NULL;
+    if (pvf_names_dir(&self->f, parent, complete) < 0) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        const char *name;
+        Py_ssize_t n;
+        unsigned long long ino;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "y#K:dir_names", &name, &n,
+                              &ino)) {
+            pvf_names_forget(&self->f, parent);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        pvf_names_put(&self->f, parent, name, (size_t)n, ino);
+    }
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_name_put(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent, ino;
+    const char *name;
+    Py_ssize_t n;
+
+    if (!PyArg_ParseTuple(args, "Ky#K:name_put", &parent, &name, &n, &ino))
+        return NULL;
+    pvf_names_put(&self->f, parent, name, (size_t)n, ino);
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_name_pop(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent;
+    const char *name;
+    Py_ssize_t n;
+
+    if (!PyArg_ParseTuple(args, "Ky#:name_pop", &parent, &name, &n))
+        return NULL;
+    pvf_names_pop(&self->f, parent, name, (size_t)n);
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_dir_complete(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent;
+    int complete;
+
+    if (!PyArg_ParseTuple(args, "Kp:dir_complete", &parent, &complete))
+        return NULL;
+    pvf_names_complete(&self->f, parent, complete);
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_dir_forget(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent;
+
+    if (!PyArg_ParseTuple(args, "K:dir_forget", &parent))
+        return NULL;
+    pvf_names_forget(&self->f, parent);
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_dirs_forget(SessionObject *self, PyObject *ignored)
+{
+    (void)ignored;
+    pvf_names_forget_all(&self->f);
+    Py_RETURN_NONE;
+}
+
+/* Tests: whether a worker answers lookup(parent, name) ENOENT. */
+PyObject *pvf_py_missing_here(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent;
+    const char *name;
+
+    if (!PyArg_ParseTuple(args, "Ky:_missing_here", &parent, &name))
+        return NULL;
+    return PyBool_FromLong(pvf_names_missing(&self->f, parent, name));
+}

@@ -67,6 +67,13 @@ PyObject *pvf_py_lease_until(SessionObject *self, PyObject *args);
 PyObject *pvf_py_getattr_here(SessionObject *self, PyObject *args);
 PyObject *pvf_py_flush_here(SessionObject *self, PyObject *args);
 PyObject *pvf_py_written(SessionObject *self, PyObject *args);
+PyObject *pvf_py_dir_names(SessionObject *self, PyObject *args);
+PyObject *pvf_py_name_put(SessionObject *self, PyObject *args);
+PyObject *pvf_py_name_pop(SessionObject *self, PyObject *args);
+PyObject *pvf_py_dir_complete(SessionObject *self, PyObject *args);
+PyObject *pvf_py_dir_forget(SessionObject *self, PyObject *args);
+PyObject *pvf_py_dirs_forget(SessionObject *self, PyObject *ignored);
+PyObject *pvf_py_missing_here(SessionObject *self, PyObject *args);
 
 /* pysession.c */
 extern PyType_Spec pvf_py_session_spec;

@@ -249,11 +249,12 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
         for (struct pvf_req *r = self->f.inflight.next; r != &self->f.inflight; r = r->next)
             inflight++;
     }
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsnsnsn}", "queued", c.queued,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsnsnsn}", "queued", c.queued,
                          "forgets", c.forgets, "wakeups", c.wakeups,
                          "reply_failures", c.reply_failures, "unanswered", c.unanswered,
                          "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
-                         "attrs_here", c.attrs_here, "inflight", inflight,
+                         "attrs_here", c.attrs_here, "missing_here", c.missing_here,
+                         "inflight", inflight,
                          "quiet_handles", (Py_ssize_t)(self->f.quiet.n + self->f.quiet_rw.n),
                          "dirs_here", (Py_ssize_t)self->f.dirs.n);
 }
@@ -478,6 +479,21 @@ static PyMethodDef Session_methods[] = {
     { "lease_until", (PyCFunction)pvf_py_lease_until, METH_VARARGS,
       "lease_until(until, attr_timeout): the session's end (time.monotonic()) and the "
       "mount's attribute timeout" },
+    { "dir_names", (PyCFunction)pvf_py_dir_names, METH_VARARGS,
+      "dir_names(parent, complete, [(name, ino)]): a leased directory's names (0: not "
+      "there), for lookups of missing names answered in C" },
+    { "name_put", (PyCFunction)pvf_py_name_put, METH_VARARGS,
+      "name_put(parent, name, ino): a name of a directory given by dir_names" },
+    { "name_pop", (PyCFunction)pvf_py_name_pop, METH_VARARGS,
+      "name_pop(parent, name): what it named is no longer known" },
+    { "dir_complete", (PyCFunction)pvf_py_dir_complete, METH_VARARGS,
+      "dir_complete(parent, flag): every name it does not hold is not there (or not)" },
+    { "dir_forget", (PyCFunction)pvf_py_dir_forget, METH_VARARGS,
+      "dir_forget(parent): its names are no longer answered in C" },
+    { "dirs_forget", (PyCFunction)pvf_py_dirs_forget, METH_NOARGS,
+      "dirs_forget(): no directory's names are answered in C" },
+    { "_missing_here", (PyCFunction)pvf_py_missing_here, METH_VARARGS,
+      "tests: whether a worker answers lookup(parent, name) ENOENT" },
     { "_getattr_here", (PyCFunction)pvf_py_getattr_here, METH_VARARGS,
       "tests: (mode, size, mtime_ns, timeout) a worker would answer getattr(ino), or None" },
     { "_flush_here", (PyCFunction)pvf_py_flush_here, METH_VARARGS,

@@ -90,8 +90,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->max_write = f->max_write;
 }
 
+/* A name a leased, complete directory does not hold is answered here (names.c). */
 static void op_lookup(fuse_req_t fr, fuse_ino_t parent, const char *name)
 {
+    if (pvf_names_missing(front_of(fr), parent, name)) {
+        struct pvf_front *f = front_of(fr);   /* (fr is gone once answered) */
+        pvf_counted_reply(f, fuse_reply_err(fr, ENOENT));
+        return;
+    }
     named(fr, PVF_LOOKUP, parent, name);
 }
 

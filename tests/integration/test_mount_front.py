@@ -243,3 +243,27 @@ def test_a_writable_close_writes_back_once_anything_was_written(cmount, pvfs_clu
         f.truncate(2)
     with pvfs_cluster.connect() as fs:
         assert fs.stat("/written-close").st_size == 2
+
+
+def test_missing_names_of_leased_directories_are_answered_in_c(cmount, pvfs_cluster):
+    """The lookup before each O_CREAT in a directory the mount knows complete is answered
+    ENOENT by C; a name another client makes there is found at once (the recall takes the
+    directory's names out of C first)."""
+    d = cmount.path / "lookups"
+    d.mkdir()
+    before = cmount.stats()["frontend"]
+    for i in range(10):
+        (d / f"f{i}").touch()
+    assert not (d / "nothing").exists()
+    after = cmount.stats()["frontend"]
+    assert after["missing_here"] - before["missing_here"] >= 11
+    assert [p.name for p in sorted(d.iterdir())] == [f"f{i}" for i in range(10)]
+    assert (d / "f3").exists()  # a name that is there: answered by Python
+    with pvfs_cluster.connect() as fs, fs.open("/lookups/made-elsewhere", "wb") as f:
+        f.write(b"y")
+    assert (d / "made-elsewhere").read_bytes() == b"y"
+    os.unlink(d / "f3")
+    assert not (d / "f3").exists()
+    with pvfs_cluster.connect() as fs:
+        fs.rename("/lookups/f4", "/lookups/f3")  # (recalls: the names leave C)
+    assert (d / "f3").exists() and not (d / "f4").exists()

@@ -134,3 +134,84 @@ def test_every_change_of_the_leased_table_reaches_the_c_side():
     leases.attrs[8] = _dir(8)
     leases.mirror_to(None)  # the front end closes: nothing answered there any more
     assert s._getattr_here(8) is None
+
+
+def test_missing_names_of_complete_directories_are_answered_here():
+    s = ff.Session()
+    s.lease_until(time.monotonic() + 30, 1.0)
+    s.dir_names(5, True, [(b"a", 10), (b"gone", 0)])
+    assert s._missing_here(5, b"new") and s._missing_here(5, b"gone")
+    assert not s._missing_here(5, b"a")  # there: Python answers with its attributes
+    assert not s._missing_here(6, b"new")  # a directory not kept here
+    for name in (b".", b"..", b"x" * 256):
+        assert not s._missing_here(5, name)
+    s.name_put(5, b"new", 11)  # created
+    assert not s._missing_here(5, b"new")
+    s.name_pop(5, b"a")  # no longer known: absent from a complete directory
+    assert s._missing_here(5, b"a")
+    s.dir_complete(5, False)  # not every name known any more
+    assert not s._missing_here(5, b"a") and s._missing_here(5, b"gone")
+    s.dir_forget(5)
+    assert not s._missing_here(5, b"gone")
+    s.dir_names(5, True, [])
+    s.lease_until(time.monotonic() - 1, 1.0)  # the session ended
+    assert not s._missing_here(5, b"new")
+    s.lease_until(time.monotonic() + 30, 1.0)
+    s.dirs_forget()
+    assert not s._missing_here(5, b"new")
+    with pytest.raises(TypeError):
+        s.dir_names(7, True, [("not bytes", 1)])
+    assert not s._missing_here(7, b"x")  # (a failed push leaves nothing half made)
+
+
+def test_the_names_tables_survive_growth_and_deletion():
+    s = ff.Session()
+    s.lease_until(time.monotonic() + 30, 1.0)
+    for d in range(1, 300):
+        s.dir_names(d, True, [(b"seed", d)])
+    names = [f"n{i}".encode() for i in range(3000)]
+    for n in names:
+        s.name_put(7, n, 1)
+    for n in names[::2]:
+        s.name_pop(7, n)
+    for i, n in enumerate(names):
+        assert s._missing_here(7, n) == (i % 2 == 0), n
+    for d in range(1, 300, 2):
+        s.dir_forget(d)
+    for d in range(1, 300):
+        assert s._missing_here(d, b"other") == (d % 2 == 0), d
+        assert not s._missing_here(d, b"seed")
+
+
+class _Mirror:
+    """A LeaseMirror that records what it is told."""
+
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    def __getattr__(self, name):
+        return lambda *args: self.calls.append(
+            (name, *(dict(a) if isinstance(a, dict) else a for a in args)))
+
+
+def test_every_change_of_a_leased_directorys_names_reaches_the_mirror():
+    from pvfs.fuse.leasetables import _Dir
+
+    leases = LeaseCache(client=type("C", (), {"on_fenced": None})(), on_recall=None)
+    leases.dirs[3] = _Dir(complete=True)
+    leases.dirs[3].put("a", 9)
+    m = _Mirror()
+    leases.mirror_to(m)
+    assert ("dir", 3, True, {"a": 9}) in m.calls
+    d = leases.dirs[3]
+    d.put("b", 0)
+    d.pop("a")
+    d.complete = False
+    leases.dirs[4] = _Dir()
+    gone = leases.dirs.pop(4)
+    gone.put("late", 1)  # a stale reference changes nothing mirrored
+    del leases.dirs[3]
+    leases.dirs.clear()
+    assert m.calls[-7:] == [("name", 3, "b", 0), ("unname", 3, "a"), ("complete", 3, False),
+                            ("dir", 4, False, {}), ("forget_dir", 4), ("forget_dir", 3),
+                            ("forget_dirs",)]
