@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from statistics import median
 
 from pvfs.bench.scheduling import score
 
@@ -45,11 +46,13 @@ def pool_rows(docs: list[dict]) -> list[dict]:
 
 
 def mixed(docs: list[dict], setting: str = "rs") -> dict:
-    """The mixed-phase score of the pooled runs (``score.mixed_score``) and its oracle row."""
+    """The mixed-phase score of the pooled runs (``score.mixed_score``), its oracle row and
+    each setting's median application time (the slowest task) over the pooled runs."""
     by = {x["algorithm"]: x for x in pool_rows(docs)
           if x["workload"] == "mixed-phase" and x["algorithm"] != "oracle"}
     runs = {a: len(x["runs"]) for a, x in by.items()}
-    return {"runs": runs, "score": score.mixed_score(by, setting),
+    app = {a: median(score.run_values(x, "app_service_s")) for a, x in by.items() if x["runs"]}
+    return {"runs": runs, "median_app_service_s": app, "score": score.mixed_score(by, setting),
             "oracle": score.oracle_row(by)}
 
 
