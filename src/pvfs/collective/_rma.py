@@ -58,7 +58,7 @@ MAX_RANKS = (1 << _OWNER_BITS) - 1
 
 
 #: ``PVFS_COLLECTIVE_RGET``'s value when unset (see :func:`rget_wanted`)
-RGET_DEFAULT = "0"
+RGET_DEFAULT = "auto"
 
 
 def rget_wanted(comm: Any = None) -> bool:
