@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         parts.append((json.loads(Path(path).read_text()), column or "both"))
         names.append(f"{Path(path).name}:{column or 'both'}")
     first = parts[0][0]
-    settings = ["rs", *(f"rs@{r}" for r in first.get("cache_reports") or ())]
+    reports = next((d["cache_reports"] for d, _ in parts if d.get("cache_reports")), [])
+    settings = ["rs", *(f"rs@{r}" for r in reports)]
     cells = cells_of(parts)
     out = {"what": "figs. 5.7-5.11: rs measured / told right / told 0 over the best fixed "
                    "algorithm per cell (score.score_cell)", "from": names,
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.plot_dir:
         from pvfs.bench.scheduling.plot import plot_told
 
-        doc = {"disk": first["disk"], "cache_reports": first.get("cache_reports"),
+        doc = {"disk": first["disk"], "cache_reports": reports,
                "results": [r for by in cells.values() for r in by.values()]}
         out["figures"] = plot_told(doc, a.plot_dir)
     text = json.dumps(out, indent=1)
