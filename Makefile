@@ -57,6 +57,7 @@ bench: setup
 	$(PY) bench/meta.py --target gluster --target moosefs --target pvfs --json meta
 	$(PY) bench/apps.py --target gluster --target moosefs --target pvfs --json apps
 	$(PY) bench/memory.py --json memory_iods
+	$(PY) bench/smallfiles.py --json smallfiles
 	$(PY) bench/scale.py --files 1000000 --json scale
 	$(PY) bench/ior.py --json ior   # $$PVFS_IOR_SRC: a clone of hpc/ior; $$PVFS_LIBFUSE_SRC: libfuse (docs/benchmarks.md)
 
