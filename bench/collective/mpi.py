@@ -17,7 +17,9 @@
   off by default); ``-rmaring`` also rings a page's owner before flushing an RMA get or
   put to it (``servers+ra-udpbells-rmaring``; off by default); ``-rget`` waits for RMA gets
   by testing ``MPI_Rget`` requests between sleeps instead of a ``Flush`` that polls a core
-  (``servers+ra-rget``, ``servers+ra-udpbells-rget``; off by default).
+  (``servers+ra-rget``, ``servers+ra-udpbells-rget``; on by default across hosts since
+  s29); ``-rlock`` also waits for ``rma``'s lock-word fetch-and-ops as requests
+  (``rma+ra-rget-rlock``; off by default).
 - ``btio``, ``flash``, ``s3d``: the checkpoint traces of :mod:`pvfs.traces.generators`
   replayed by the ranks; each rank writes a phase (the records between two barriers) with
   one call carrying all its regions, as an MPI program writes a subarray through a file
@@ -224,6 +226,9 @@ def _open_window(comm: Any, fs: Any, path: str, method: str, opts: dict[str, Any
     if variant.endswith("-rmaring"):  # (issue 32: ring an owner before an RMA flush)
         variant = variant[:-len("-rmaring")]
         os.environ["PVFS_COLLECTIVE_RMA_RING"] = "1"
+    if variant.endswith("-rlock"):  # (issue 32: rma's lock fetch-and-ops as requests)
+        variant = variant[:-len("-rlock")]
+        os.environ["PVFS_COLLECTIVE_RMA_LOCK_REQ"] = "1"
     if variant.endswith("-rget"):  # (issue 32: RMA gets waited for without polling)
         variant = variant[:-len("-rget")]
         os.environ["PVFS_COLLECTIVE_RGET"] = "1"

@@ -96,6 +96,18 @@ def test_rma_gets_waited_for_by_their_requests_see_every_write(pvfs_cluster, mon
     assert counters and all(c["evictions"] > 0 and c["remote_gets"] > 0 for c in counters)
 
 
+def test_rma_lock_words_waited_for_by_their_requests_keep_locking(pvfs_cluster, monkeypatch):
+    # issue 32: PVFS_COLLECTIVE_RMA_LOCK_REQ=1 takes rma's fetch-and-ops on the lock words
+    # with MPI_Rget_accumulate tested between sleeps (compare-and-swap still flushes)
+    monkeypatch.setenv("PVFS_COLLECTIVE_RMA_LOCK_REQ", "1")
+    monkeypatch.setenv("PVFS_COLLECTIVE_RGET", "1")
+    run_mpi(3, "atomic", pvfs_cluster.config_path, "rma", timeout=300)
+    out = run_mpi(4, "stress", pvfs_cluster.config_path, "rma", timeout=600)
+    counters = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
+                if line.startswith("counters")]
+    assert counters and all(c["evictions"] > 0 for c in counters)
+
+
 @pytest.mark.parametrize("n", sizes("write_behind"))
 def test_write_behind_loses_nothing(pvfs_cluster, n):
     out = run_mpi(n, "write_behind", pvfs_cluster.config_path, timeout=300)

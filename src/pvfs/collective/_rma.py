@@ -156,6 +156,13 @@ class RmaLocks:
         self._held: dict[int, int] = {}  # page -> metadata bits under our exclusive lock
         self.lock_calls = 0
         self.retries = 0
+        #: issue 32: the lock word's fetch-and-ops waited for as requests
+        #: (``PVFS_COLLECTIVE_RMA_LOCK_REQ=1``, off by default; compare-and-swap has no
+        #: request form and still flushes)
+        self.rlock = os.environ.get("PVFS_COLLECTIVE_RMA_LOCK_REQ", "0") == "1"
+        from mpi4py.util.dtlib import from_numpy_dtype
+
+        self._int64 = from_numpy_dtype(self._one.dtype)
 
     def _where(self, page: int) -> tuple[int, int]:
         home, index = page % self.n, page // self.n
@@ -165,6 +172,13 @@ class RmaLocks:
 
     def _fop(self, value: int, home: int, disp: int, op: Any) -> int:
         self._one[0] = value
+        if self.rlock:
+            # (issue 32: the fetch-and-op as a request, tested between sleeps: a blocking
+            # flush polls a core until the home's MPI answers; same datatype, still atomic)
+            req = self.win.Rget_accumulate(self._one, self._res, home,
+                                           target=(disp, 1, self._int64), op=op)
+            until(req.Test, f"RMA lock word at rank {home}")
+            return int(self._res[0])
         self.win.Fetch_and_op(self._one, self._res, home, disp, op)
         self.win.Flush(home)
         return int(self._res[0])
