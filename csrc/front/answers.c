@@ -58,11 +58,13 @@ static int set_grow(struct pvf_fhset *s)
     return 0;
 }
 
-/* Add key (not 0); -1 on ENOMEM. Caller holds the lock. */
+/* Add key (0 is not kept); -1 on ENOMEM. Caller holds the lock. */
 int pvf_set_add(struct pvf_fhset *s, uint64_t key)
 {
     size_t j;
 
+    if (key == 0)
+        return 0;
     if (2 * (s->n + 1) > s->cap && set_grow(s) < 0)
         return -1;
     for (j = slot_of(key, s->cap); s->slots[j] != 0 && s->slots[j] != key;
