@@ -17,7 +17,13 @@ the coherence mode promises:
 * a mount's write-behind blocks may reach the daemons at any moment until the node's next
   ``close``/``fsync`` of the file, with the stale bytes of the rest of the block, so while a
   node has dirty blocks ``D`` is lowered to that node's floor there; the node's close/fsync
-  then raises ``D`` to the node's floor (everything it wrote is at the daemons).
+  then raises ``D`` to the node's floor where it wrote (everything it wrote is at the
+  daemons). Only there: the rest of its dirty blocks may or may not have been written with
+  them (the block cache writes back its dirty byte ranges, not whole blocks), so another
+  node's write-behind that landed there meanwhile may stay. And only where nothing else
+  landed since it wrote: its bytes may have gone early (the flusher), and a write that
+  reached the daemons after that -- another node's write-back, a sync or native write --
+  may lie over them; there its later flush promises nothing (``_landed_over``).
 
 After a mount node's flush (and after sync writes) the model *resyncs*: it reads the file
 through its own native connection, checks every byte and the size against the floors, and
@@ -55,6 +61,8 @@ class View:
 
     floor: np.ndarray  # per byte: oldest state it may return
     dirty: np.ndarray  # per byte: inside a block the node has dirty (write-behind)
+    pending: np.ndarray | None = None  # per byte: written by the node, not yet written back
+    owed: np.ndarray | None = None  # pending, and nothing landed over it since (``_landed_over``)
     pending_floor: int | None = None  # size floor while dirty blocks may land
     wrote_since_open: bool = False
     stamp: tuple[int, int] | None = None  # (size, mtime_ns) at its last open, if known
@@ -170,6 +178,16 @@ class Model:
             fl = v.floor[lo:hi]
             np.minimum(fl, np.where(mask, d, fl), out=fl)
 
+    def _landed_over(self, f: FileModel, c: int, where) -> None:
+        """Client ``c``'s bytes reached the daemons at ``where`` (a write through, or its
+        write-back): what other nodes wrote there and still hold dirty may have gone before
+        and now lie under them, so their flush no longer promises those bytes (the daemons'
+        floor, lowered to theirs while dirty, still allows them); they may still land later,
+        over anything (``pending``)."""
+        for other, v in f.views.items():
+            if other != c and v.owed is not None:
+                v.owed[where] = False
+
     def quiet(self, f: FileModel) -> bool:
         """No node has write-behind data of ``f`` that could land at any moment."""
         return not any(v.dirty.any() for v in f.views.values())
@@ -190,18 +208,24 @@ class Model:
         view = f.views.get(c)
         if view is None:  # straight to the daemons
             f.daemon_floor[off:end] = v
+            self._landed_over(f, c, slice(off, end))
             self._lower_daemon(f, off, end)
             return v
         view.floor[off:end] = v
         view.wrote_since_open = True
         view.own_size_index = v
         lo, hi = off // block * block, min(MAX_FILE, -(-end // block) * block)
+        if view.owed is None:
+            view.pending, view.owed = np.zeros(MAX_FILE, bool), np.zeros(MAX_FILE, bool)
         if sync:
             f.daemon_floor[off:end] = v
+            view.pending[off:end] = view.owed[off:end] = False  # (written through)
+            self._landed_over(f, c, slice(off, end))
         else:
             if view.pending_floor is None:
                 view.pending_floor = v - 1
             view.dirty[lo:hi] = True
+            view.pending[off:end] = view.owed[off:end] = True
         # the node's blocks around the range may reach the daemons with its older bytes
         d = f.daemon_floor[lo:hi]
         np.minimum(d, view.floor[lo:hi], out=d)
@@ -219,6 +243,8 @@ class Model:
             view.wrote_since_open = True
             view.own_size_index = v
             view.dirty[-(-size // block) * block:] = False  # blocks past the end are cut
+            if view.owed is not None:
+                view.pending[size:] = view.owed[size:] = False
         self._lower_daemon(f, 0, MAX_FILE)
         return v
 
@@ -228,9 +254,12 @@ class Model:
         view = f.views.get(c)
         if view is None or not view.dirty.any():
             return
-        mask = view.dirty
-        f.daemon_floor[mask] = view.floor[mask]
-        f.landed_end = max(f.landed_end, int(np.flatnonzero(mask)[-1]) + 1)
+        if view.pending is not None and view.pending.any():
+            owed = view.owed
+            f.daemon_floor[owed] = view.floor[owed]
+            f.landed_end = max(f.landed_end, int(np.flatnonzero(view.pending)[-1]) + 1)
+            self._landed_over(f, c, view.pending)
+            view.pending[:] = view.owed[:] = False
         view.dirty[:] = False
         view.pending_floor = None
         self._lower_daemon(f, 0, MAX_FILE)
@@ -243,6 +272,8 @@ class Model:
         mask = view.dirty
         np.minimum(view.floor, np.where(mask, f.daemon_floor, view.floor), out=view.floor)
         view.dirty[:] = False
+        if view.owed is not None:
+            view.pending[:] = view.owed[:] = False
         self._lower_daemon(f, 0, MAX_FILE)
 
     def invalidated(self, writer: int, f: FileModel, off: int, end: int) -> None:
