@@ -79,15 +79,38 @@ class _Dir:
         return [*self.names, *self.stale]
 
 
-class _Dirs(dict):
-    """The leased directories (inode -> :class:`_Dir`). A directory leaving the table is
-    cut from the mirror, so a stale reference to it changes nothing there."""
+class _Mirrored(dict):
+    """A dict whose every change goes through ``__setitem__``, ``pop`` and ``clear``, which
+    the subclasses extend to tell the mirror; the other changing methods use them."""
 
     __slots__ = ("mirror",)
 
     def __init__(self) -> None:
         super().__init__()
         self.mirror: LeaseMirror | None = None
+
+    def __delitem__(self, ino: int) -> None:
+        self.pop(ino)
+
+    def popitem(self):
+        ino = next(reversed(self))
+        return ino, self.pop(ino)
+
+    def setdefault(self, ino, default=None):
+        if ino not in self:
+            self[ino] = default
+        return self[ino]
+
+    def update(self, *args, **kw) -> None:
+        for ino, value in dict(*args, **kw).items():
+            self[ino] = value
+
+
+class _Dirs(_Mirrored):
+    """The leased directories (inode -> :class:`_Dir`). A directory leaving the table is
+    cut from the mirror, so a stale reference to it changes nothing there."""
+
+    __slots__ = ()
 
     def mirror_to(self, mirror: LeaseMirror | None) -> None:
         old, self.mirror = self.mirror, mirror
@@ -107,9 +130,6 @@ class _Dirs(dict):
         if self.mirror is not None:
             self.mirror.dir(ino, d.complete, d.names)
 
-    def __delitem__(self, ino: int) -> None:
-        self.pop(ino)
-
     def pop(self, ino: int, *default):
         d = super().pop(ino, *default)
         if isinstance(d, _Dir):
@@ -125,24 +145,11 @@ class _Dirs(dict):
         if self.mirror is not None:
             self.mirror.forget_dirs()
 
-    def popitem(self):
-        raise NotImplementedError("not mirrored")
 
-    def setdefault(self, ino, default=None):
-        raise NotImplementedError("not mirrored")
-
-    def update(self, *args, **kw):
-        raise NotImplementedError("not mirrored")
-
-
-class _Attrs(dict):
+class _Attrs(_Mirrored):
     """The leased attributes (inode -> attributes); a directory's also in the mirror."""
 
-    __slots__ = ("mirror",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.mirror: LeaseMirror | None = None
+    __slots__ = ()
 
     def __setitem__(self, ino: int, a: dict) -> None:
         old = super().get(ino)
@@ -152,9 +159,6 @@ class _Attrs(dict):
                 self.mirror.keep(ino, a)
             elif old is not None and old.get("type") == "dir":
                 self.mirror.drop(ino)
-
-    def __delitem__(self, ino: int) -> None:
-        self.pop(ino)
 
     def pop(self, ino: int, *default):
         a = super().pop(ino, *default)
@@ -166,12 +170,3 @@ class _Attrs(dict):
         super().clear()
         if self.mirror is not None:
             self.mirror.drop_all()
-
-    def popitem(self):
-        raise NotImplementedError("not mirrored")
-
-    def setdefault(self, ino, default=None):
-        raise NotImplementedError("not mirrored")
-
-    def update(self, *args, **kw):
-        raise NotImplementedError("not mirrored")
