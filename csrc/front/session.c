@@ -93,20 +93,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 /* A name a leased, complete directory does not hold is answered here (names.c). */
 static void op_lookup(fuse_req_t fr, fuse_ino_t parent, const char *name)
 {
-    if (pvf_names_missing(front_of(fr), parent, name)) {
-        struct pvf_front *f = front_of(fr);   /* (fr is gone once answered) */
-        pvf_counted_reply(f, fuse_reply_err(fr, ENOENT));
-        return;
-    }
-    named(fr, PVF_LOOKUP, parent, name);
-}
+    struct pvf_front *f = front_of(fr);   /* (fr is gone once answered) */
 
-/* The kernel sends a forget when it evicts the inode (no handle holds it then). */
-static void op_forget(fuse_req_t fr, fuse_ino_t ino, uint64_t nlookup)
-{
-    pvf_unwritten(front_of(fr), ino);
-    pvf_forget(front_of(fr), ino, nlookup);
-    fuse_reply_none(fr);
+    if (pvf_names_missing(f, parent, name))
+        pvf_counted_reply(f, fuse_reply_err(fr, ENOENT));
+    else
+        named(fr, PVF_LOOKUP, parent, name);
 }
 
 static void op_forget_multi(fuse_req_t fr, size_t count, struct fuse_forget_data *forgets)
@@ -120,6 +112,14 @@ static void op_forget_multi(fuse_req_t fr, size_t count, struct fuse_forget_data
     fuse_reply_none(fr);
 }
 
+/* The kernel sends a forget when it evicts the inode (no handle holds it then). */
+static void op_forget(fuse_req_t fr, fuse_ino_t ino, uint64_t nlookup)
+{
+    struct fuse_forget_data one = { .ino = ino, .nlookup = nlookup };
+
+    op_forget_multi(fr, 1, &one);
+}
+
 /* A leased directory's attributes are answered here (answers.c); the rest by Python. */
 static void op_getattr(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -128,12 +128,9 @@ static void op_getattr(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
     struct stat st;
     double timeout;
 
-    if (pvf_dir_answer(f, ino, &st, &timeout)) {
+    if (pvf_dir_answer(f, ino, &st, &timeout))
         pvf_counted_reply(f, fuse_reply_attr(fr, &st, timeout));
-        return;
-    }
-    r = plain(fr, PVF_GETATTR, ino, fi);
-    if (r != NULL)
+    else if ((r = plain(fr, PVF_GETATTR, ino, fi)) != NULL)
         queue(fr, r);
 }
 
