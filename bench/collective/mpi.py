@@ -96,12 +96,12 @@ def _iod_writes(fs: Any) -> int:
 
 DISK_KEYS = ("accesses", "busy_s", "miss_bytes", "hit_bytes")
 RA_KEYS = ("ra_pages", "ra_reads", "ra_skipped", "ra_waits", "ra_failed", "ra_resets",
-           "ra_unclaimed", "ra_lead_lost", "ra_room_refused", "ra_evictions")
+           "ra_unclaimed", "ra_lead_lost", "ra_room_refused", "ra_evictions", "ra_copies")
 #: the cache's placement counters a window row carries (issue 32: a page read twice was
 #: evicted in between, or read around)
 CACHE_KEYS = ("misses", "evictions", "evict_pinned", "hits", "remote_hits", "victims_sent",
               "victim_hits", "victims_kept", "victims_handed", "victims_dropped",
-              "victims_refused", "bells_on", "bells_udp", "bell_rings")
+              "victims_refused", "victims_claimed", "bells_on", "bells_udp", "bell_rings")
 PER_RANK_KEYS = ("fs_bytes_read", "misses", "evictions", "ra_evictions", "ra_pages",
                  "ra_lead_lost", "ra_room_refused", "victim_hits")
 #: the phases of a locked access of the cache, in the order of ``PageCache._record``'s marks
@@ -217,6 +217,9 @@ def _open_window(comm: Any, fs: Any, path: str, method: str, opts: dict[str, Any
     if variant.endswith("-evict"):  # (A/B of issue 32: read-ahead evicts whenever full)
         variant = variant[:-len("-evict")]
         os.environ["PVFS_COLLECTIVE_READAHEAD_BALANCE"] = "0"
+    if variant.endswith("-skipkept"):  # (A/B of s30: read-ahead claims skip kept victims)
+        variant = variant[:-len("-skipkept")]
+        os.environ["PVFS_COLLECTIVE_VICTIM_CLAIMS"] = "0"
     if variant.endswith("-novictim"):  # (A/B of issue 32: evictions keep no copy at home)
         variant = variant[:-len("-novictim")]
         os.environ["PVFS_COLLECTIVE_VICTIMS"] = "0"

@@ -6,7 +6,9 @@ with 8 slots each and read-ahead off, and read every page in turn — rank 0 fir
 ahead and evicts), then rank 1, ... — then rank 1 writes into page 5 and everybody reads it
 back; every read is checked. ``VICTIMS`` is ``PVFS_COLLECTIVE_VICTIMS``. Rank 0 prints one
 ``RESULT`` JSON line: the file reads and the cache's counters summed over the clients.
-(pvfs is not needed: the file system is replaced by the local file.)"""
+(pvfs is not needed: the file system is replaced by the local file.) An optional fourth
+argument turns read-ahead on with that window in bytes (s30: read-ahead claims take the
+homes' victim copies; ``ra_copies`` counts the pages cached from them)."""
 import json
 import os
 import sys
@@ -19,6 +21,7 @@ import pvfs.collective._file as pf
 PS = 1024
 PAGES = 20
 coord, victims, path = sys.argv[1], sys.argv[2], sys.argv[3]
+readahead = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 os.environ["PVFS_COLLECTIVE_VICTIMS"] = victims
 
 class Stripe: ssize, pcount = PS, 1
@@ -40,7 +43,7 @@ if comm.Get_rank() == 0:
         fh.write(bytes((i * 7) % 251 for i in range(PAGES * PS)))
 comm.Barrier()
 f = pc.open(comm, None, path, "r+", coordination=coord, page_size=PS, cache_bytes=8 * PS,
-            lock_servers=1, readahead=0)
+            lock_servers=1, readahead=readahead)
 if f.is_lock_server:
     comm.gather(None, root=0)
     print("server", json.dumps(f.counters()), flush=True)
@@ -65,8 +68,10 @@ c = f.counters()
 f.close()
 allc = comm.gather(c, root=0)
 if comm.Get_rank() == 0:
-    keys = ("fs_reads", "fs_bytes_read", "evictions", "victims_sent", "victim_hits", "misses")
+    keys = ("fs_reads", "fs_bytes_read", "evictions", "victims_sent", "victim_hits", "misses",
+            "ra_pages", "ra_copies")
     print("RESULT", json.dumps({"coordination": coord, "victims": victims == "1",
                                 "clients": n, "pages": PAGES, "slots": 8,
+                                "readahead": readahead,
                                 **{k: sum(x.get(k, 0) for x in allc if x) for k in keys}}),
           flush=True)

@@ -212,12 +212,86 @@ def test_a_full_page_write_ignores_the_victim_and_a_direct_read_gives_it_back():
     assert 6 not in m.victims
 
 
-def test_a_read_ahead_claim_skips_a_page_its_home_keeps():
+def test_a_read_ahead_claim_takes_the_copy_its_home_keeps():
+    """s30: a claim of a page whose victim copy the home keeps claims it and hands the copy
+    to the claimer (before, the claim skipped the page — and with ``lead`` a kept first
+    page left the whole range unread ahead: the victim cache cut the pages read ahead at
+    32 clients over the harness from 1,519-1,898 to 428-1,164 a run)."""
+    m = LockManager()
+    assert m.request(3, 0, True)[0] == "granted"
+    m.release(3, 0, UNCACHED, (b"z" * PS, (1, 10)))
+    assert m.claim_batch(1, 1, [2, 3, 4]) == [False, False, False]
+    assert 3 not in m.victims and m.cached == 3
+    assert m.claim_copies.pop(1) == {3: b"z" * PS}
+    assert m.victims_handed == m.victims_claimed == 1
+    # a kept first page no longer loses the range to the lead rule
+    assert m.request(7, 0, True)[0] == "granted"
+    m.release(7, 0, UNCACHED, (b"w" * PS, (1, 10)))
+    assert m.claim_batch(2, 2, [7, 8], lead=True) == [False, False]
+    assert m.claim_copies.pop(2) == {7: b"w" * PS}
+
+
+def test_claims_skip_kept_pages_with_the_switch_off(monkeypatch):
+    """``PVFS_COLLECTIVE_VICTIM_CLAIMS=0`` (the A/B of s30): claims skip a kept page, as
+    s26-s29 did, and a kept first page loses the range to the lead rule."""
+    monkeypatch.setenv("PVFS_COLLECTIVE_VICTIM_CLAIMS", "0")
     m = LockManager()
     assert m.request(3, 0, True)[0] == "granted"
     m.release(3, 0, UNCACHED, (b"z" * PS, (1, 10)))
     assert m.claim_batch(1, 1, [2, 3, 4]) == [False, None, False]
-    assert 3 in m.victims and m.cached == 2
+    assert 3 in m.victims and m.cached == 2 and not m.claim_copies
+    assert m.claim_batch(2, 2, [3, 5], lead=True) == [None, None]
+
+
+@pytest.mark.parametrize("local", [False, True], ids=["servers", "thread-own-home"])
+def test_read_ahead_caches_the_victim_copies_instead_of_reading_the_file(local):
+    """Rank 0 reads 24 pages into its 8 slots and evicts 16 (their copies kept at the
+    homes); rank 1, with read-ahead, then reads them in order: its reads ahead claim the
+    kept pages and cache the copies that come with the claims — every page is read from
+    the file once, and the pages rank 1 reads ahead include kept ones."""
+    net, f, caches = _group(3, 8, 24, victims=True)
+    for p in range(24):
+        _read(caches[0], f, p)
+    assert caches[0].victims_sent == 16
+    behind = caches[1]
+    from pvfs.collective._readahead import Prefetcher
+
+    behind.ra = Prefetcher(behind, 4)
+    for p in range(24):
+        _read(behind, f, p)
+    behind.close()
+    assert f.page_reads == {p: 1 for p in range(24)}
+    assert behind.ra.copies > 0  # read ahead from the kept copies (no file read)
+    assert behind.ra.copies + behind.victim_hits >= 8  # rank 1 re-cached what it could
+    homes = [s.locks for s in net.services]
+    assert sum(h.victims_claimed for h in homes) == behind.ra.copies
+    # one copy in the group still
+    owners = [p for c in caches for p, _ in c.lru.items()]
+    kept = [p for h in homes for p in h.victims]
+    assert len(owners) + len(kept) == len(set(owners + kept))
+
+
+def test_a_read_ahead_claim_given_back_returns_its_victim_copy():
+    """A claim that will not be read (no slot: every slot pinned) gives its victim copy
+    back to the home with the release, so the next reader still gets it."""
+    net, f, caches = _group(3, 4, 12, victims=True)
+    home = net.services[5 % 3].locks
+    assert home.request(5, 2, True)[0] == "granted"
+    home.release(5, 2, UNCACHED, (bytes(f.data[5 * PS:6 * PS]), (3, 12)))
+    c = caches[0]
+    from pvfs.collective._readahead import Prefetcher
+
+    c.ra = Prefetcher(c, 1)
+    c.ra.balance = False  # (claim whatever the group's room)
+    c.free.clear()  # no free slot and nothing cached: _alloc_slot finds nothing
+    c.ra._issue(5, 6)
+    assert c.ra.unclaimed == 1 and c.ra.copies == 0
+    assert 5 in home.victims  # the copy went back
+    reads = dict(f.page_reads)
+    c.free.append(0)
+    c.ra = None
+    _read(caches[1], f, 5)
+    assert f.page_reads.get(5, 0) == reads.get(5, 0)  # from the copy, not the file
 
 
 def test_a_victim_handed_in_a_try_round_and_released_goes_back():

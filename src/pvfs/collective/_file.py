@@ -501,7 +501,8 @@ def _split_off_lock_servers(comm: Any, lock_servers: int,
                               {"victims_kept": m.victims_kept,
                                "victims_handed": m.victims_handed,
                                "victims_dropped": m.victims_dropped,
-                               "victims_refused": m.victims_refused})
+                               "victims_refused": m.victims_refused,
+                               "victims_claimed": m.victims_claimed})
     return clients, (scomm, homes, bells)
 
 

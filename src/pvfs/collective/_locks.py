@@ -84,6 +84,10 @@ LOAD_BOUND = float(os.environ.get("PVFS_COLLECTIVE_LOAD_BOUND_S", "1.0"))
 #: of the code without it at 32 clients, under the 0.95 set before the run for the default
 #: (docs/collective.md, issue 32, s26).
 VICTIMS_ENV = "PVFS_COLLECTIVE_VICTIMS"
+#: ``PVFS_COLLECTIVE_VICTIM_CLAIMS=0``: a read-ahead claim skips a page whose victim copy
+#: its home keeps (s26-s29) instead of taking the copy (s30, the default; bench suffix
+#: ``-skipkept`` for the A/B).
+VICTIM_CLAIMS_ENV = "PVFS_COLLECTIVE_VICTIM_CLAIMS"
 
 
 def victims_on() -> bool:
@@ -284,6 +288,12 @@ class LockManager:
         self.victims_handed = 0  # ... handed to a rank with a grant (a file read saved)
         self.victims_dropped = 0  # ... dropped, oldest first, for a newer one
         self.victims_refused = 0  # ... not stored: the group had no room left
+        #: rank -> {page: bytes} of victims a read-ahead claim took (s30: the claim's
+        #: reply carries them, the claimer caches the copy instead of reading the file)
+        self.claim_copies: dict[int, dict[int, bytes]] = {}
+        self.victims_claimed = 0  # victims handed to read-ahead claims (of victims_handed)
+        #: claims take kept copies (s30); off: they skip kept pages (s26-s29, the A/B)
+        self.claim_victims = os.environ.get(VICTIM_CLAIMS_ENV, "1") != "0"
         #: ``(homes, slots)`` of the last eviction (the group's room: see keep_victim)
         self.victim_room: tuple[int, int] | None = None
 
@@ -446,7 +456,9 @@ class LockManager:
         ``owner`` (its slot comes with the release), so readers queue for it instead of
         reading around it; per page its flushed bit, or None when it is locked or cached
         somewhere (one copy in the group). ``lead``: when the first page cannot be
-        claimed none is (the range belongs to the stream that took it).
+        claimed none is (the range belongs to the stream that took it). A page whose
+        victim copy the home keeps is claimed too, and the copy goes to the claimer
+        (``claim_copies[src]``, sent with the claim's reply; s30).
 
         ``room`` (issue 32): the claimer has no free slot, so reading these pages ahead
         would evict pages it caches — pages other ranks may not have read yet (at 16-32
@@ -464,7 +476,8 @@ class LockManager:
             self.requests += 1
             entry = self._get(page)
             if entry.queue or entry.writer is not None or entry.readers \
-                    or entry.meta.owner >= 0 or page in self.victims:
+                    or entry.meta.owner >= 0 \
+                    or (not self.claim_victims and page in self.victims):
                 if lead and not out:
                     return [None] * len(pages)
                 out.append(None)
@@ -474,6 +487,15 @@ class LockManager:
             out.append(entry.meta.flushed)
             entry.meta = Meta(owner, 0, entry.meta.flushed)
             self.cached += 1
+            if self.victims and page in self.victims:
+                # A kept copy goes to the claimer with the claim's reply: it caches it in
+                # place of the file read (s30; before, a claim skipped a kept page, and a
+                # range whose first page was kept was not read ahead at all — over the
+                # harness the victim cache cut the pages read ahead from 1,519-1,898 to
+                # 428-1,164 a run at 32 clients, 9 of 9 pairs, so they became demand loads)
+                self.claim_copies.setdefault(src, {})[page] = self.victims.pop(page)
+                self.victims_handed += 1
+                self.victims_claimed += 1
         self._trim()
         return out
 

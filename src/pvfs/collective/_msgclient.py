@@ -47,6 +47,9 @@ class MsgLocks:
         #: issue 32's victim cache: page -> bytes a home handed over with an exclusive grant
         #: (the page's copy kept when some rank evicted it); taken by :meth:`take_victims`
         self.victims: dict[int, bytes] = {}
+        #: page -> bytes of victim copies read-ahead claims took (s30): the prefetcher
+        #: caches them instead of reading the file (taken by ``Prefetcher._issue``)
+        self.claim_copies: dict[int, bytes] = {}
 
     def home(self, page: int) -> int:
         return self.homes[page % len(self.homes)]
@@ -308,12 +311,18 @@ class MsgLocks:
                 with self.local.mutex:
                     got[home] = self.local.locks.claim_batch(self.me, owner, mine,
                                                              home == lead_home, room)
+                    self.claim_copies.update(self.local.locks.claim_copies.pop(self.me, {}))
             else:
                 self.caller.send(home, ("claim", mine, owner, home == lead_home, room))
                 waiting.append(home)
         if waiting:
             self.lock_rounds += 1
-            got.update(self.caller.replies(waiting, "read-ahead claims"))
+            for home, reply in self.caller.replies(waiting, "read-ahead claims").items():
+                if isinstance(reply, tuple):  # (claimed, victim copies the claims took)
+                    got[home] = reply[0]
+                    self.claim_copies.update(reply[1])
+                else:
+                    got[home] = reply
         return got
 
     def release_claims(self, pairs: list[tuple[int, Meta]]) -> None:

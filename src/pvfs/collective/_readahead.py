@@ -159,6 +159,8 @@ class _Job:
     flushed: list[bool]
     done: threading.Event = field(default_factory=threading.Event)
     ok: bool = False
+    #: one page's bytes from its home's victim copy (s30): cached without a file read
+    copy: bytes | None = None
 
 
 class Prefetcher:
@@ -180,6 +182,7 @@ class Prefetcher:
         self.unclaimed = 0  # pages claimed, then given back unread (lead rule, no slot)
         self.evictions = 0  # pages this rank evicted to read ahead (of the cache's evictions)
         self.lead_lost = 0  # ranges left to another stream (their first page was taken)
+        self.copies = 0  # pages read ahead from a victim copy the claim took (no file read)
         self.error: BaseException | None = None
         #: issue 32: read ahead only into free slots while the rest of the group has room
         #: (``PVFS_COLLECTIVE_READAHEAD_BALANCE=0``: evict for it whenever, as before)
@@ -223,6 +226,9 @@ class Prefetcher:
             claims = c.locks.claim_pages(pages, c.rank, lead, room)
             if getattr(c.locks, "room_refusals", 0) > refused:
                 return
+        # Victim copies the claims took (message homes, s30): cached from them, no read.
+        kept = getattr(c.locks, "claim_copies", None)
+        copies = {p: kept.pop(p) for p in pages if p in kept} if kept else {}
         if lead and claims[0] is None:
             # Another stream got here first and leads: leave the range to it. Streams
             # that shared ranges split them into small reads that reached a daemon out of
@@ -231,7 +237,7 @@ class Prefetcher:
             # first; a lock table that asked others meanwhile has them given back.)
             self.skipped += 1
             self.lead_lost += 1
-            self._unclaim(pages, claims)
+            self._unclaim(pages, claims, copies)
             return
         run: _Job | None = None
         for i, (page, flushed) in enumerate(zip(pages, claims, strict=True)):
@@ -242,9 +248,18 @@ class Prefetcher:
             slot = c._alloc_slot()
             self.evictions += c.evictions - evicted
             if slot is None:  # every slot pinned: no room to read ahead
-                self._unclaim(pages[i:], claims[i:])
+                self._unclaim(pages[i:], claims[i:], copies)
                 break
             c.data.clean(slot)
+            if page in copies:  # the home's victim copy came with the claim: no file read
+                self._submit(run)
+                run = None
+                job = _Job(page, [slot], [flushed], copy=copies.pop(page))
+                self.inflight[page] = job
+                self.pages += 1
+                self.copies += 1
+                self._submit(job)
+                continue
             if run is not None and run.first + len(run.slots) == page:
                 run.slots.append(slot)
                 run.flushed.append(flushed)
@@ -255,13 +270,19 @@ class Prefetcher:
             self.pages += 1
         self._submit(run)
 
-    def _unclaim(self, pages: list[int], claims: list[bool | None]) -> None:
-        """Give back claims that will not be read (uncached again, as they were)."""
+    def _unclaim(self, pages: list[int], claims: list[bool | None],
+                 copies: dict[int, bytes] | None = None) -> None:
+        """Give back claims that will not be read (uncached again, as they were); a
+        victim copy a claim took goes back to its home with the release."""
         back = [(p, Meta(-1, -1, f)) for p, f in zip(pages, claims, strict=True)
                 if f is not None]
         if back:
             self.unclaimed += len(back)
-            self.cache.locks.release_claims(back)
+            given = {p: (copies.pop(p), None) for p, _ in back if copies and p in copies}
+            if given:
+                self.cache.locks.unlock_set([(p, True, m) for p, m in back], given)
+            else:
+                self.cache.locks.release_claims(back)
 
     def _submit(self, job: _Job | None) -> None:
         if job is None:
@@ -318,7 +339,7 @@ class Prefetcher:
                 "ra_unclaimed": self.unclaimed, "ra_lead_lost": self.lead_lost,
                 "ra_resets": self.window.resets,
                 "ra_room_refused": getattr(self.cache.locks, "room_refusals", 0),
-                "ra_evictions": self.evictions}
+                "ra_evictions": self.evictions, "ra_copies": self.copies}
 
     # ------------------------------------------------------------------ helper thread
     def _run(self) -> None:
@@ -326,9 +347,12 @@ class Prefetcher:
         while (job := self._jobs.get()) is not None:
             try:
                 n = len(job.slots)
-                buf = bytearray(n * c.ps)
-                got = c.fs.preadinto(memoryview(buf), job.first * c.ps)
-                buf[got:] = bytes(len(buf) - got)  # zeros past the end of the file
+                if job.copy is not None:
+                    buf = bytearray(job.copy)  # (the home's victim copy: no file read)
+                else:
+                    buf = bytearray(n * c.ps)
+                    got = c.fs.preadinto(memoryview(buf), job.first * c.ps)
+                    buf[got:] = bytes(len(buf) - got)  # zeros past the end of the file
                 for k, slot in enumerate(job.slots):
                     c.data.view(slot)[:] = buf[k * c.ps:(k + 1) * c.ps]
                 job.ok = True

@@ -28,7 +28,8 @@ Requests carry every page of a request that goes to one place in one message:
   claims, sent by the claimer's helper thread).
 - ``("claim", pages, owner, lead)``: read-ahead claims of one home's pages
   (:meth:`~pvfs.collective._locks.LockManager.claim_batch`); the reply is each page's
-  flushed bit or None.
+  flushed bit or None — with the victim copies the claims took, ``(that list,
+  {page: bytes})``.
 - ``("get", [(slot, [(off, n), ...]), ...])`` and ``("put", [(slot, [(off, bytes), ...]),
   ...])``: the pieces of every page of a request cached at one owner (``thread``).
 
@@ -357,7 +358,9 @@ class Service:
             _, pages, owner, lead, room = msg
             with self.mutex:
                 claimed = self.locks.claim_batch(src, owner, pages, lead, room)
-            self._send(src, claimed)
+                copies = self.locks.claim_copies.pop(src, None)
+            # (victim copies the claims took go with the reply: ``(claimed, copies)``)
+            self._send(src, claimed if not copies else (claimed, copies))
         elif op == "unlock":
             with self.mutex:
                 grants = [(who, self.grant_payload(who, res))
