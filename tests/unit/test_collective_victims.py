@@ -361,3 +361,25 @@ def test_reads_see_every_write_with_victims_kept_and_handed(ops, victims):
     for c in caches:
         c.sync()
     assert bytes(f.data[:12 * PS]) == bytes(model)
+
+
+def test_claims_other_homes_granted_are_given_back_when_one_home_refuses_for_room():
+    """A range read ahead without the lead rule (its first page cached here already) asks
+    every home at once with ``room``; when one home refuses the range for room, the pages
+    the other homes claimed are given back (s30: before, they stayed claimed — locked and
+    published as cached here — for good)."""
+    from pvfs.collective._readahead import Prefetcher
+
+    net, _, caches = _group(3, 4, 12, victims=True)
+    c = caches[0]
+    c.ra = Prefetcher(c, 4)
+    c.free.clear()
+    c.lru.add(5, 0)  # the range's first page is cached here: no lead
+    homes = [s.locks for s in net.services]
+    homes[1].cached = homes[2].cached = 5  # these homes see the group full: they claim
+    assert homes[0].request(9, 1, True)[0] == "granted"  # rank 1 reads at home 0 ...
+    homes[0].release(9, 1, None)  # ... so home 0 leaves the range to others: refuses
+    c.ra._issue(5, 9)  # pages 6 (home 0), 7 (home 1), 8 (home 2)
+    assert c.ra.pages == 0
+    assert homes[1].holders(7) == (None, set()) and homes[2].holders(8) == (None, set())
+    assert homes[1].cached == homes[2].cached == 5  # uncached again

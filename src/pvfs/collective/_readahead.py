@@ -219,16 +219,21 @@ class Prefetcher:
         # Claim first (one CAS a page, or one message per home; slots filled in at the
         # release): a page locked or cached somewhere is skipped before a slot is freed.
         lead = pages[0] == start
+        refused = 0
         if room is None:
             claims = c.locks.claim_pages(pages, c.rank, lead)
         else:
             refused = getattr(c.locks, "room_refusals", 0)
             claims = c.locks.claim_pages(pages, c.rank, lead, room)
-            if getattr(c.locks, "room_refusals", 0) > refused:
-                return
         # Victim copies the claims took (message homes, s30): cached from them, no read.
         kept = getattr(c.locks, "claim_copies", None)
         copies = {p: kept.pop(p) for p in pages if p in kept} if kept else {}
+        if room is not None and getattr(c.locks, "room_refusals", 0) > refused:
+            # Left to a rank with room. Without the lead rule every home was asked at
+            # once and decided alone: what the others claimed goes back (s30: it stayed
+            # claimed — locked, published as cached here — for good).
+            self._unclaim(pages, claims, copies)
+            return
         if lead and claims[0] is None:
             # Another stream got here first and leads: leave the range to it. Streams
             # that shared ranges split them into small reads that reached a daemon out of
