@@ -383,13 +383,15 @@ class ReactiveSelector:
         op = f.op if f is not None else None
         kind = self._held(op, w, len(win), hint is not None)
         gather = self.server.engine.gather
-        pick, preds = rs.select(params, w, fixed={"opt4": gather} if gather else None,
-                                kind=kind)
+        fixed = {"opt4": gather} if gather else None
+        # rs.select's pick without the predictions a band or the "~0" rule made unneeded
+        # (most small requests'); ``last`` computes them when asked
+        pick, col = rs.pick(params, w, fixed=fixed, kind=kind)
         self.picks[pick] += 1
         self._spaced(op, pick)
-        col = "cached" if rs.is_cached(params, w) else "uncached"
-        self.decisions[f"{'write:' if writing else ''}{kind}/{col}->{pick}"] += 1
-        self._last = (ino, pick, w, kind, preds, hint is not None, len(win))
+        self.decisions[f"{'write:' if writing else ''}{kind}/"
+                       f"{'cached' if col >= 3 else 'uncached'}->{pick}"] += 1
+        self._last = (ino, pick, w, kind, params, fixed, hint is not None, len(win))
         engine = self.server.engine
         if engine.algorithm != pick:
             engine.algorithm = pick
@@ -542,7 +544,8 @@ class ReactiveSelector:
         the one estimated), the predictions, whether a hint gave it, requests observed."""
         if self._last is None:
             return {}
-        ino, pick, w, kind, preds, hinted, observed = self._last
+        ino, pick, w, kind, params, fixed, hinted, observed = self._last
+        preds = rs.select(params, w, fixed=fixed, kind=kind)[1]
         return {"ino": ino, "pick": pick,
                 "workload": w.__dict__ | {"kind": kind, "estimated_kind": w.kind()},
                 "predictions": preds, "hint": hinted, "observed": observed}

@@ -387,11 +387,54 @@ def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
 
     ``kind`` is the class (table 5.3's row) to use in place of ``w.kind()``: the I/O
     daemon holds an operation's class until its estimates clearly leave it (a hysteresis,
-    ``daemons/iod/rs.py``)."""
-    # Eq. 5.6 with the parts every algorithm shares computed once (this runs on every
-    # request): T_over + E_opt[alg][column] * base.
+    ``daemons/iod/rs.py``). ``pick`` gives the same algorithm without the predictions a
+    rule made unneeded."""
+    col, base, rule = _rule(p, w, kind)
+    preds = _predictions(p, col, base, algorithms, fixed)
+    if rule is not None:
+        return rule, preds
+    return min(algorithms, key=lambda a: (preds[a], algorithms.index(a))), preds
+
+
+def pick(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
+         fixed: Mapping[str, float] | None = None,
+         kind: str | None = None) -> tuple[str, int]:
+    """``select``'s algorithm (always the same one) and the column of table 5.3 it was
+    decided in (0-2 uncached, 3-5 cached), without computing the four predictions when a
+    band or the "~0" rule decides: the I/O daemon decides on the trio thread that serves
+    every request, and for small requests (the bands' and the rule's domain) the
+    predictions were half of what the model cost it there (thirtieth session,
+    docs/scheduling.md); ``ReactiveSelector.last`` computes them when asked."""
+    col, base, rule = _rule(p, w, kind)
+    if rule is not None:
+        return rule, col
+    preds = _predictions(p, col, base, algorithms, fixed)
+    return min(algorithms, key=lambda a: (preds[a], algorithms.index(a))), col
+
+
+def _rule(p: Params, w: Workload, kind: str | None) -> tuple[int, float, str | None]:
+    """The column of table 5.3, the baseline I/O time, and the algorithm a band or the
+    "~0" rule gives (None: the smallest prediction decides)."""
     base = baseline(p, w)
     col = CLASSES.index(kind or w.kind()) + (3 if is_cached(p, w) else 0)
+    # The fitted sizes' bands, where the fit measured this column (up to just past its
+    # largest size there): judged on the same baseline I/O time as the ~0 rule.
+    for bound, alg in (p.bands[col] if p.bands else ()):
+        if base < bound:
+            if alg != RULE:
+                return col, base, alg
+            break
+    # "~0" is judged on the baseline I/O time (E_opt = 1, opt2's): the factors of table 5.3
+    # are all near 1, so when it is ~0 every algorithm's is.
+    if base < (p.zero_cols[col] if p.zero_cols else p.zero_s):
+        return col, base, (p.small_algs[col] if p.small_algs else p.small_alg)
+    return col, base, None
+
+
+def _predictions(p: Params, col: int, base: float, algorithms: Sequence[str],
+                 fixed: Mapping[str, float] | None) -> dict[str, float]:
+    """Eq. 5.6 for each algorithm with the parts every algorithm shares computed once:
+    T_over + E_opt[alg][column] * base, plus ``fixed``'s cost per operation."""
     if p.ends:
         preds = {a: p.T_over + factor(p, a, col, base) * base for a in algorithms}
     else:
@@ -399,19 +442,7 @@ def select(p: Params, w: Workload, algorithms: Sequence[str] = ALGORITHMS,
     for a, cost in (fixed or {}).items():
         if a in preds:
             preds[a] += cost
-    # The fitted sizes' bands, where the fit measured this column (up to just past its
-    # largest size there): judged on the same baseline I/O time as the ~0 rule.
-    for bound, alg in (p.bands[col] if p.bands else ()):
-        if base < bound:
-            if alg != RULE:
-                return alg, preds
-            break
-    # "~0" is judged on the baseline I/O time (E_opt = 1, opt2's): the factors of table 5.3
-    # are all near 1, so when it is ~0 every algorithm's is.
-    if base < (p.zero_cols[col] if p.zero_cols else p.zero_s):
-        return (p.small_algs[col] if p.small_algs else p.small_alg), preds
-    best = min(algorithms, key=lambda a: (preds[a], algorithms.index(a)))
-    return best, preds
+    return preds
 
 
 #: ``told``'s reports of the cache (figs. 5.7-5.11): what the daemon measures, the cache
