@@ -106,7 +106,7 @@ class ControlRequests:
         """Empty stripe files for the manager's pool, watched from the start: a create
         from the pool knows their sizes without asking."""
         made = await trio.to_thread.run_sync(self.storage.precreate, f["inos"])
-        watched = [f["watch"] and self.sizewatch.watch(i) for i in f["inos"]]
+        watched = [f["watch"] and self.sizewatch.watch(i, pool=True) for i in f["inos"]]
         return {"made": made, "watched": all(watched)}
 
     async def op_utime(self, f: dict) -> dict:

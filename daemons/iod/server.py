@@ -463,6 +463,8 @@ class IodServer:
         size the manager holds is first reported to it (sizewatch.py); the write is counted
         as a change in progress until its job is done."""
         ino = f["ino"]
+        if f.get("fresh"):
+            self.sizewatch.release_fresh(ino)
         if self.sizewatch.must_wait(ino):
             self._nursery.start_soon(self._report_then_write, cid, f, bulk_len, pieces, fd,
                                      check, again)

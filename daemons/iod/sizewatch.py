@@ -13,6 +13,12 @@ no client can be told of the change while the manager still answers the old size
   its change in ``changing`` without yielding, so no ``watch`` slips in between.
 - At start nothing is known of what an earlier process promised: until the manager
   acknowledged ``forget all`` every change waits, and nothing is promised.
+- A *fresh* write (``release_fresh``) comes from the client that created the file from the
+  manager's pool and asked the manager not to count it empty (``create`` with ``writing``):
+  the pool's promise is then one the manager relies on for nothing, and is dropped without a
+  report -- unless a ``size``/``sizes``/``utime`` renewed it since (someone asked the size
+  meanwhile, or a manager that restarted did), when the write reports as any other. A small
+  file written through the native API then costs one round trip to this daemon, not two.
 - Reports go as a group commit: the files whose changes arrive while one report is on its
   way go together in the next (a write-back of many small files -- ``tar x``, mdtest, a
   mount's delegated files -- costs the manager one report per round trip, not per file).
@@ -48,6 +54,7 @@ class SizeWatch:
         """``notify(inos)`` tells the manager these stripe files change (None: all)."""
         self._notify = notify
         self.watched: set[int] = set()
+        self.pool_only: set[int] = set()            # watched since precreate, asked by none
         self.changing: Counter[int] = Counter()      # ino -> changes in progress
         self._unwatching: dict[int, trio.Event] = {}
         self._ready = trio.Event()                   # the start's "forget all" acknowledged
@@ -56,6 +63,7 @@ class SizeWatch:
         self._next_done = trio.Event()               # set once that report is acknowledged
         self._wake = trio.Event()
         self.notices = 0
+        self.released = 0                            # pool promises a fresh write dropped
 
     async def run(self) -> None:
         """Tell the manager to forget what an earlier process of this daemon promised, then
@@ -96,11 +104,26 @@ class SizeWatch:
                 finally:
                     done.set()
 
-    def watch(self, ino: int) -> bool:
-        """Promise to report the next change of ``ino`` (False: cannot now, don't cache)."""
+    def watch(self, ino: int, pool: bool = False) -> bool:
+        """Promise to report the next change of ``ino`` (False: cannot now, don't cache).
+        ``pool``: the promise of a precreated stripe file (see ``release_fresh``)."""
         if not self._ready.is_set() or self.changing[ino] or ino in self._unwatching:
             return False
         self.watched.add(ino)
+        if pool:
+            self.pool_only.add(ino)
+        else:
+            self.pool_only.discard(ino)
+        return True
+
+    def release_fresh(self, ino: int) -> bool:
+        """A fresh write of ``ino``: drop the promise without a report if it is still the
+        pool's (True), else leave it to ``before_change``."""
+        if not self._ready.is_set() or ino not in self.pool_only or ino in self._unwatching:
+            return False
+        self.pool_only.discard(ino)
+        self.watched.discard(ino)
+        self.released += 1
         return True
 
     def must_wait(self, ino: int) -> bool:
@@ -116,6 +139,7 @@ class SizeWatch:
                 await self._unwatching[ino].wait()
             else:
                 self.watched.discard(ino)
+                self.pool_only.discard(ino)
                 done = self._unwatching[ino] = trio.Event()
                 try:
                     await self._report(ino)
@@ -144,10 +168,12 @@ class SizeWatch:
     def drop(self, ino: int) -> None:
         """The manager changes the file itself and forgot its size: no report needed."""
         self.watched.discard(ino)
+        self.pool_only.discard(ino)
 
     def gone(self, ino: int) -> None:
         """The stripe file was removed (the manager dropped the inode itself)."""
         self.watched.discard(ino)
+        self.pool_only.discard(ino)
 
     async def trim(self) -> None:
         """Too many promises kept: have the manager forget them all, then start afresh."""
@@ -156,12 +182,13 @@ class SizeWatch:
             try:
                 await self._tell(None)
                 self.watched.clear()
+                self.pool_only.clear()
             finally:
                 self._ready.set()
 
     def status(self) -> dict:
         return {"watched": len(self.watched), "changing": sum(self.changing.values()),
-                "notices": self.notices}
+                "notices": self.notices, "released_fresh": self.released}
 
     async def _tell(self, inos: list[int] | None) -> None:
         self.notices += 1

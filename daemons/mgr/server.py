@@ -235,9 +235,14 @@ class MgrServer:
             self.refetch.add(changed)
         return {}
 
+    async def _walk(self, path: str, cred, follow: bool = True) -> dict:
+        """The inode ``path`` names, once every directory made ahead by a mount is here
+        (a path may pass one)."""
+        await self.leases.reading_all()
+        return self.store.resolve(path, cred, follow)
+
     async def op_resolve(self, f, cred) -> dict:
-        await self.leases.reading_all()  # a path may pass a directory created in ahead
-        attrs = self.store.resolve(f["path"], cred, f["follow"])
+        attrs = await self._walk(f["path"], cred, f["follow"])
         if self.leases.created_in([attrs["ino"]]):  # a file another writes alone: its size
             await self.leases.reading([attrs["ino"]])
             attrs = self.store.resolve(f["path"], cred, f["follow"])
@@ -315,7 +320,11 @@ class MgrServer:
                 self.pool.give_back(ino)
             raise
         pooled = ino is not None and attrs["ino"] == ino
-        if pooled:
+        if pooled and f["writing"]:
+            # its writer's data come next: not counted empty, its size asked after its
+            # close (op_close); its writes may drop the pool's promise unreported
+            self.sizes.forget([ino], reported=False)
+        elif pooled:
             self.sizes.created(ino, Stripe(*attrs["stripe"]).pcount)
         if ino is not None and not pooled:
             self.pool.give_back(ino)  # another layout, or the name existed
@@ -350,6 +359,7 @@ class MgrServer:
                 await self.stripes.truncate(attrs, 0)
                 attrs = self.store.stamp(attrs["ino"], atime=False)  # truncated: m+ctime
         attrs["created"] = created
+        attrs["fresh"] = pooled and f["writing"]
         if created:
             attrs["secx"] = False  # a new inode has no extended attributes
         else:
@@ -385,6 +395,8 @@ class MgrServer:
         return await self.stripes.with_size(attrs)
 
     async def op_close(self, f, cred) -> dict:
+        if f["fresh"] and self.sizes.enabled:
+            self.refetch.add([f["ino"]])  # its writer is done: cache its size (refetch.py)
         try:
             attrs = self.store.close(f["ino"])
         except OSError as exc:
@@ -568,12 +580,20 @@ class MgrServer:
             return await self._setattr(f, cred)
 
     async def op_create(self, f, cred) -> dict:
+        if f["dir"] is not None:
+            f["parent"] = (await self._walk(f["dir"], cred))["ino"]
+        elif not f["parent"]:
+            raise OSError(errno.EINVAL, "create needs a parent: its inode or its path")
         victim = self.store.child_ino(f["parent"], f["name"]) if f["flags"] & os.O_TRUNC else 0
         async with self._changing(f, f["parent"], victim):
             reply = await self._create(f, cred)
         return self._lease_new(reply, f) if reply.get("created") else reply
 
     async def op_open(self, f, cred) -> dict:
+        if f["path"] is not None:
+            f["ino"] = (await self._walk(f["path"], cred))["ino"]
+        elif not f["ino"]:
+            raise OSError(errno.EINVAL, "open needs a file: its inode or its path")
         if not f["flags"] & os.O_TRUNC:
             await self.leases.reading([f["ino"]], f.get("lease"))  # a writer's data first
             return await self._open(f, cred)

@@ -257,3 +257,34 @@ def test_an_empty_stripe_files_mtime_does_not_count():
     assert (attrs["size"], attrs["mtime_ns"]) == (3901, 100)
     _fill(attrs, Stripe(0, 4, 65536), [(65536, 100, 8), (1, 700, 8), (0, 900, 0), (0, 900, 0)])
     assert (attrs["size"], attrs["mtime_ns"]) == (65537, 700)  # data written later count
+
+
+def test_a_fresh_write_drops_only_a_promise_still_the_pools():
+    """A native client that created a file from the pool to write it (mgr ``create`` with
+    ``writing``: the manager did not count it empty) says so in its writes: the pool's
+    promise goes without a report. A promise renewed by a ``size``/``sizes`` since -- a stat
+    meanwhile, a manager that restarted -- is reported as always, fresh or not."""
+    told: list = []
+
+    async def notify(inos):
+        told.append(inos)
+
+    async def main():
+        w = SizeWatch(notify)
+        assert not w.release_fresh(5)           # before the start: nothing is released
+        await _started(w)
+        assert w.watch(5, pool=True) and w.watch(6, pool=True)
+        assert w.watch(6)                       # someone asked 6's size since the pool
+        assert w.release_fresh(5) and not w.must_wait(5)
+        assert not w.release_fresh(6) and w.must_wait(6)
+        async with w.change(6):
+            pass
+        assert told == [None, [6]]              # 6 reported, 5 not
+        assert w.watch(5, pool=True)
+        async with w.change(5):                 # a write that does not say fresh reports
+            pass
+        assert told == [None, [6], [5]]
+        assert not w.release_fresh(5)           # nothing left to release
+        assert w.released == 1 and w.status()["released_fresh"] == 1
+
+    trio.run(main)

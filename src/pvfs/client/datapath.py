@@ -12,6 +12,7 @@ client needs no event loop at all.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import socket
 import struct
@@ -26,8 +27,11 @@ from pvfs.layout.describe import Description
 from pvfs.layout.stripe import Stripe, local_size, logical_size
 from pvfs.protocol import auth
 from pvfs.protocol.errors import ProtocolError, raise_for
-from pvfs.protocol.framing import MAX_HEADER, FrameError, decode_header, encode_header, frame
+from pvfs.protocol.framing import (MAX_HEADER, PREFIX_SIZE, FrameError, decode_header,
+                                   encode_header, frame, parse_prefix)
 from pvfs.protocol.retry import BROKEN, may_resend
+
+log = logging.getLogger("pvfs.client")
 
 MGR = -1  # pool key of the manager; I/O daemons are 0..niods-1
 _ONE_REGION = struct.Struct("<qq")
@@ -40,7 +44,12 @@ class ReadResult:
 
 
 class SocketPool:
-    """Idle blocking connections per daemon, shared by every thread of a client."""
+    """Idle blocking connections per daemon, shared by every thread of a client.
+
+    A connection may also *owe* a reply: a request was sent on it that nobody waits for
+    (``DataPath.send``, a file's close). It is taken again after the idle ones, its reply
+    read first -- by then long arrived -- so the request costs its sender no round trip.
+    """
 
     def __init__(self, config: Config, max_idle: int = 16, role: str = "client") -> None:
         self.config = config
@@ -48,8 +57,10 @@ class SocketPool:
         self.key = auth.key_for(config)  # None: authentication off
         self.role = role
         self._idle: dict[int, list[socket.socket]] = {}
+        self._owing: dict[int, list[socket.socket]] = {}
         self._lock = threading.Lock()
         self.closed = False
+        self.late_errors = 0  # replies read late that reported an error (logged)
 
     def name(self, key: int) -> str:
         ep = self.config.manager if key == MGR else self.config.iods[key]
@@ -62,6 +73,12 @@ class SocketPool:
             idle = self._idle.get(key)
             if idle:
                 return idle.pop()
+        while (sock := self._owed(key)) is not None:
+            try:
+                self._read_owed(key, sock)
+                return sock
+            except (OSError, FrameError):
+                sock.close()  # broken: its request did leave; try the next or a new one
         ep = self.config.manager if key == MGR else self.config.iods[key]
         try:
             sock = socket.create_connection((ep.host, ep.port), timeout=self.config.connect_timeout)
@@ -81,6 +98,35 @@ class SocketPool:
                 raise
         sock.settimeout(None)
         return sock
+
+    def _owed(self, key: int) -> socket.socket | None:
+        with self._lock:
+            owing = self._owing.get(key)
+            return owing.pop(0) if owing else None
+
+    def owe(self, key: int, sock: socket.socket) -> None:
+        """``sock`` carries a request whose reply is read when it is next taken."""
+        with self._lock:
+            if not self.closed:
+                self._owing.setdefault(key, []).append(sock)
+                return
+        sock.close()
+
+    def _read_owed(self, key: int, sock: socket.socket) -> None:
+        """Read (and drop) the reply ``sock`` owes; an error in it is logged, not raised:
+        its sender has moved on (a close the manager refused is one it already forgot)."""
+        sock.settimeout(self.config.request_timeout)
+        try:
+            hlen, blen = parse_prefix(_recv_exactly(sock, PREFIX_SIZE))
+            reply = decode_header(_recv_exactly(sock, hlen))
+            if blen:
+                raise FrameError(f"{self.name(key)}: bulk data in a late reply")
+        finally:
+            sock.settimeout(None)
+        if reply.get("err"):
+            self.late_errors += 1
+            log.warning("%s: a request not waited for failed: %s", self.name(key),
+                        reply.get("msg") or reply.get("err"))
 
     def take_all(self, keys: list[int]) -> list[socket.socket]:
         """A connection to each of ``keys`` (distinct): idle ones under one lock, then new ones;
@@ -144,10 +190,24 @@ class SocketPool:
     def close(self) -> None:
         with self._lock:
             self.closed = True
-            socks = [s for idle in self._idle.values() for s in idle]
+            socks = [s for group in (*self._idle.values(), *self._owing.values())
+                     for s in group]
             self._idle.clear()
+            self._owing.clear()
         for s in socks:
             s.close()
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if not k:
+            raise ConnectionResetError(errno.ECONNRESET, "connection closed mid-reply")
+        got += k
+    return bytes(buf)
 
 
 class DataPath:
@@ -251,6 +311,26 @@ class DataPath:
     def call(self, key: int, header: dict) -> dict:
         return self.run([(key, header, None, b"", 0)])[0]
 
+    def send(self, key: int, header: dict) -> None:
+        """Send a request and go on: its reply is read when its connection is next used
+        (``SocketPool.owe``), an error in it logged. For requests whose outcome the caller
+        cannot act on (a close). It is on its way when this returns: a later request on any
+        connection may still be served before it."""
+        data = frame(header)
+        for attempt in (0, 1):
+            fresh = attempt or not self.pool.idle_keys([key])
+            sock = self.pool.take(key)
+            try:
+                sock.sendall(data)
+            except OSError:
+                sock.close()
+                if fresh:
+                    raise
+                self.pool.discard(key)  # a pooled connection broke: the daemon restarted?
+                continue
+            self.pool.owe(key, sock)
+            return
+
     # ------------------------------------------------------------------ data
     def read(self, ino: int, stripe: Stripe, desc: Description, buf,
              hint: dict[str, int] | None = None) -> ReadResult:
@@ -263,15 +343,18 @@ class DataPath:
         return ReadResult(sizes, short)
 
     def write(self, ino: int, stripe: Stripe, desc: Description, buf,
-              mtime_ns: int | None = None) -> int:
+              mtime_ns: int | None = None, fresh: bool = False) -> int:
         """Write ``buf`` (len = desc.total()) to the description's regions; bytes written.
-        ``mtime_ns``: each stripe file written gets this mtime after the bytes."""
+        ``mtime_ns``: each stripe file written gets this mtime after the bytes. ``fresh``:
+        the caller created the file from the manager's pool to write it itself (the
+        manager's create said ``fresh``): the daemons need not report this write to it."""
         return sum(reply["nbytes"] for _, reply, _ in
-                   self._striped("write", ino, stripe, desc, buf, 1, None, mtime_ns))
+                   self._striped("write", ino, stripe, desc, buf, 1, None, mtime_ns, fresh))
 
     def _striped(self, op: str, ino: int, stripe: Stripe, desc: Description, buf,
                  direction: int, hint: dict[str, int] | None,
-                 mtime_ns: int | None = None) -> list[tuple[int, dict, int]]:
+                 mtime_ns: int | None = None, fresh: bool = False
+                 ) -> list[tuple[int, dict, int]]:
         """One read or write through ``_native.stripe_transfer``: (rank, reply, reach) of
         every share rank it touched (reach: the end of its last byte in the stripe file)."""
         header = {"op": op, "ino": ino, "stripe": stripe.to_wire(), "desc": desc.to_wire()}
@@ -279,6 +362,8 @@ class DataPath:
             header["hint"] = hint
         if mtime_ns is not None:
             header["mtime_ns"] = mtime_ns
+        if fresh:
+            header["fresh"] = True
         body = encode_header(header)
         if len(body) > MAX_HEADER:
             raise FrameError(f"header of {len(body)} bytes exceeds {MAX_HEADER}")

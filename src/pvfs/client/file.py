@@ -13,7 +13,7 @@ import threading
 from typing import Any, Protocol, Self
 
 from pvfs.client.buffers import byte_view, nbytes
-from pvfs.client.datapath import DataPath
+from pvfs.client.datapath import MGR, DataPath
 from pvfs.client.hints import AccessHint
 from pvfs.client.modes import readable, writable
 from pvfs.layout.describe import MAX_OFFSET, Regions, Strided, validate
@@ -26,6 +26,7 @@ class Opener(Protocol):
     keeps ``file.py`` free of ``fs.py``, which imports it."""
 
     data: DataPath
+    cred: Any
 
     def meta(self, op: str, **fields: Any) -> dict: ...
 
@@ -44,6 +45,11 @@ class File:
         self._partition: Strided | None = None
         self._hint: dict[str, int] | None = None
         self._lock = threading.Lock()
+        # Made from the manager's pool for this handle to write (its create's ``fresh``):
+        # its writes say so, and its close has the manager ask the size afterwards.
+        self._fresh = bool(attrs.get("fresh"))
+        self._writes = 0  # writes of a fresh handle in flight (its close waits for them)
+        self._inflight = threading.Condition()
 
     # ------------------------------------------------------------------ state
     def _check(self, want_read: bool = False, want_write: bool = False) -> None:
@@ -62,9 +68,19 @@ class File:
         return self.ino
 
     def close(self) -> None:
-        if not self.closed:
+        """Close the handle. The manager is told without waiting for its answer (nothing
+        about a close can fail that the caller could act on); the writes of this handle
+        have all been answered before it is sent."""
+        with self._inflight:
+            if self.closed:
+                return
             self.closed = True
-            self.fs.meta("close", ino=self.ino)
+            while self._writes:
+                self._inflight.wait()
+        close = {"op": "close", "cred": self.fs.cred, "ino": self.ino}
+        if self._fresh:
+            close["fresh"] = True
+        self.fs.data.send(MGR, close)
 
     def __enter__(self) -> Self:
         return self
@@ -91,7 +107,20 @@ class File:
                 raise ValueError(f"data is {len(view)} bytes, the regions need {desc.total()}")
             if not len(view):
                 return 0
-            return self.fs.data.write(self.ino, self.stripe, desc, view)
+            if not self._fresh:
+                return self.fs.data.write(self.ino, self.stripe, desc, view)
+            # A fresh write must reach the daemons before the close tells the manager to
+            # ask the size again (a later one would leave the size it caches stale).
+            with self._inflight:
+                self._check()
+                self._writes += 1
+            try:
+                return self.fs.data.write(self.ino, self.stripe, desc, view, fresh=True)
+            finally:
+                with self._inflight:
+                    self._writes -= 1
+                    if not self._writes:
+                        self._inflight.notify_all()
 
     # ------------------------------------------------------------------ contiguous
     def pread(self, length: int, offset: int) -> bytes:

@@ -16,7 +16,7 @@ from pvfs import config as cfgmod
 from pvfs.client.attrs import Stat
 from pvfs.client.datapath import MGR, DataPath
 from pvfs.client.file import File
-from pvfs.client.modes import parse_mode
+from pvfs.client.modes import parse_mode, writable
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.cred import Cred
 
@@ -55,12 +55,17 @@ class FileSystem:
             path = "/" + path
         return path
 
-    def _parent(self, path: str) -> tuple[int, str]:
-        path = self._path(path).rstrip("/")
+    def _split(self, path: str) -> tuple[str, str]:
+        """(the parent's path, the last name) of an absolute path."""
+        path = path.rstrip("/")
         head, name = posixpath.split(path)
         if not name or name in (".", ".."):
             raise OSError(errno.EINVAL, "invalid final path component", path)
-        return self.meta("resolve", path=head or "/")["ino"], name
+        return head or "/", name
+
+    def _parent(self, path: str) -> tuple[int, str]:
+        head, name = self._split(self._path(path))
+        return self.meta("resolve", path=head)["ino"], name
 
     def _attrs(self, path: str, follow: bool = True) -> dict:
         try:
@@ -83,20 +88,19 @@ class FileSystem:
         """Open (or create) a file; ``stripe`` sets the distribution of a new file."""
         flags = parse_mode(mode)
         path = self._path(path)
-        if flags & os.O_CREAT:
-            parent, name = self._parent(path)
-            try:
-                attrs = self.meta("create", parent=parent, name=name, mode=perm & ~self.umask & 0o7777,
+        try:
+            if flags & os.O_CREAT:
+                # one round trip: the manager walks the parent's path itself
+                head, name = self._split(path)
+                attrs = self.meta("create", dir=head, name=name,
+                                  mode=perm & ~self.umask & 0o7777,
                                   stripe=stripe.to_wire() if stripe else None,
-                                  exclusive=bool(flags & os.O_EXCL), flags=flags & ~os.O_CREAT)
-            except OSError as exc:
-                raise OSError(exc.errno, exc.strerror, path) from None
-        else:
-            ino = self._attrs(path)["ino"]
-            try:
-                attrs = self.meta("open", ino=ino, flags=flags)
-            except OSError as exc:
-                raise OSError(exc.errno, exc.strerror, path) from None
+                                  exclusive=bool(flags & os.O_EXCL), flags=flags & ~os.O_CREAT,
+                                  writing=writable(flags))
+            else:
+                attrs = self.meta("open", path=path, flags=flags)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, path) from None
         if attrs["type"] == "dir":
             self.meta("close", ino=attrs["ino"])
             raise IsADirectoryError(errno.EISDIR, "is a directory", path)

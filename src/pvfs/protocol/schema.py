@@ -171,11 +171,19 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
         # the caller, a file's delegated writer, sets its stripe files' mtime with its data
         "data_sets_mtime": Field(boolean, False, False),
     },
-    "create": {"parent": INO, "name": NAME, "mode": MODE,
+    # dir: the parent named by its path instead (one round trip for a native client's create);
+    # writing: the caller writes the new file's data itself, so a file from the pool is not
+    # counted empty here (the reply's ``fresh``: its writes may say so, iod/sizewatch.py)
+    "create": {"parent": Field(integer(1, 2**63 - 1), False, 0), "name": NAME, "mode": MODE,
+               "dir": Field(optional(PATH.check), False),
                "stripe": Field(optional(stripe), False), "exclusive": Field(boolean, False, False),
-               "flags": Field(integer(0, 2**31 - 1), False, 0)},
-    "open": {"ino": INO, "flags": Field(integer(0, 2**31 - 1))},
-    "close": {"ino": INO},
+               "flags": Field(integer(0, 2**31 - 1), False, 0),
+               "writing": Field(boolean, False, False)},
+    # path: the file named by its path instead of its inode (followed, as resolve does)
+    "open": {"ino": Field(integer(1, 2**63 - 1), False, 0), "path": Field(optional(PATH.check), False),
+             "flags": Field(integer(0, 2**31 - 1))},
+    # fresh: a handle of a ``fresh`` create closed: its size is asked again in the background
+    "close": {"ino": INO, "fresh": Field(boolean, False, False)},
     "closes": {"inos": Field(lambda v: _int_list(v, 4096))},  # a mount's, batched (fuse/closes.py)
     "opens": {"inos": Field(lambda v: _int_list(v, 4096))},  # read-only, answered ahead (same)
     # creates ahead of the manager (daemons/mgr/ahead.py, fuse/creates.py)
@@ -232,7 +240,10 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
              "hint": Field(optional(collective_hint), False)},
     # mtime_ns: set on the stripe file after the bytes (a mount's delegated explicit mtime)
     "write": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire),
-              "mtime_ns": Field(optional(integer(0, 2**63 - 1)), False)},
+              "mtime_ns": Field(optional(integer(0, 2**63 - 1)), False),
+              # from the client that created the file from the pool, writing it itself
+              # (mgr create's ``fresh``): the pool's size promise may go unreported
+              "fresh": Field(boolean, False, False)},
     # watch: the manager asks, and caches the answer if watched (iod/sizewatch.py)
     "size": {"ino": INO, "watch": Field(boolean, False, False)},
     "sizes": {"inos": Field(lambda v: _int_list(v, 4096)),
