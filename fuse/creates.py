@@ -61,6 +61,7 @@ DELAY = 0.005  # seconds a create waits for others to share its request (-o ahea
 MOST = 1024  # creates per request (the schema's bound)
 WANT = 64  # numbers asked for at once (a few: the pool serves everyone's creates)
 REFUSED_FOR = 1.0  # seconds a directory the manager refused is not asked about again
+DIRS_WANT = 32  # numbers for directories asked for at once (``tar x``: a directory per ~14 files)
 
 
 class CreatesAhead:
@@ -71,6 +72,7 @@ class CreatesAhead:
         self.client, self.leases, self.timeout, self.delay = client, leases, timeout, delay
         self.dirs: dict[int, list[int]] = {}   # directory -> new files' stripe
         self.numbers: list[int] = []
+        self.dir_numbers: list[int] = []  # for directories made ahead (no stripe files)
         self.pending: list[dict] = []
         self.pending_inos: dict[int, dict] = {}  # ino -> its queued create
         self._in_flight: set[int] = set()  # queued creates being sent now
@@ -85,31 +87,35 @@ class CreatesAhead:
         self.counters = dict.fromkeys(("created_ahead", "unlinked_ahead", "cancelled", "sent",
                                        "requests", "refused", "delegations", "closes_saved",
                                        "failed_unlinks", "not_leased", "rmdirs_ahead",
-                                       "set_ahead", "failed_sets"), 0)
+                                       "set_ahead", "failed_sets", "mkdirs_ahead",
+                                       "failed_mkdirs"), 0)
         client.before_meta.insert(0, self._before_meta)  # (first: a later request may name them)
         leases.before_answer.append(self._before_recall_answer)
         leases.on_session_end.append(self._session_ended)
 
     # ------------------------------------------------------------------ creating
-    async def create(self, parent: int, name: str, mode: int, cred: Cred) -> dict | None:
-        """Attributes of a file created ahead in ``parent``, or None: ask the manager."""
+    def _may_make(self, parent: int, name: str) -> bool:
+        """Whether ``name`` can be made ahead in ``parent``: leased complete, not there."""
         leases = self.leases
         d = leases.dirs.get(parent)
-        above = leases.attrs.get(parent)
-        if d is None or not d.complete or above is None or not leases.valid() or \
-                d.names.get(name):
-            return None
+        if d is None or not d.complete or parent not in leases.attrs or not leases.valid() \
+                or d.names.get(name):
+            return False
         try:
             name.encode("utf-8")  # (its length the caller checked, on the kernel's bytes)
         except UnicodeEncodeError:
-            return None  # the manager refuses it (EINVAL): let it say so
-        if not await self._delegated(parent):
+            return False  # the manager refuses it (EINVAL): let it say so
+        return True
+
+    async def create(self, parent: int, name: str, mode: int, cred: Cred) -> dict | None:
+        """Attributes of a file created ahead in ``parent``, or None: ask the manager."""
+        leases = self.leases
+        if not self._may_make(parent, name) or not await self._delegated(parent):
             return None
-        d = leases.dirs.get(parent)  # (asking may have lost the lease meanwhile)
-        above = leases.attrs.get(parent)
-        if d is None or not d.complete or above is None or d.names.get(name) or \
-                not self.numbers or parent not in self.dirs:
+        # (asking may have lost the lease meanwhile)
+        if not self._may_make(parent, name) or not self.numbers or parent not in self.dirs:
             return None
+        d, above = leases.dirs[parent], leases.attrs[parent]
         ino = self.numbers.pop()
         now = time.time_ns()
         perm, gid = new_owner(above["mode"], above["gid"], mode, False, cred)
@@ -129,6 +135,42 @@ class CreatesAhead:
         self.pending.append(item)
         self.pending_inos[ino] = item
         self.counters["created_ahead"] += 1
+        self._work.set()
+        return a
+
+    async def mkdir(self, parent: int, name: str, mode: int, cred: Cred) -> dict | None:
+        """Attributes of a directory made ahead in ``parent``, or None: ask the manager.
+        Its number is one the manager reserved for this mount's directories; the mount
+        leases it complete and empty and creates ahead in it at once, as the manager
+        makes it this mount's when the ``mkdir`` arrives (daemons/mgr/ahead.py)."""
+        leases = self.leases
+        if not self._may_make(parent, name) or not await self._delegated(parent):
+            return None
+        if not self.dir_numbers:
+            reply = await self.client.delegate(parent, 0, dirs=DIRS_WANT)
+            self.counters["delegations"] += 1
+            if not reply.get("exclusive"):
+                self.dirs.pop(parent, None)
+                return None
+            self.dir_numbers += reply.get("dir_inos", [])
+        if not self._may_make(parent, name) or not self.dir_numbers or parent not in self.dirs:
+            return None
+        d, above = leases.dirs[parent], leases.attrs[parent]
+        ino = self.dir_numbers.pop()
+        now = time.time_ns()
+        perm, gid = new_owner(above["mode"], above["gid"], mode, True, cred)
+        parent_now = {**above, "mtime_ns": now, "ctime_ns": now, "nlink": above["nlink"] + 1,
+                      "size": dir_size(d.entries + 1)}  # (the name is not in it yet)
+        a = {"ino": ino, "type": "dir", "mode": stat.S_IFDIR | perm, "nlink": 2,
+             "uid": cred.uid, "gid": gid, "size": dir_size(0), "atime_ns": now,
+             "mtime_ns": now, "ctime_ns": now, "stripe": above.get("stripe"), "rdev": 0,
+             "secx": False, "parent": parent_now}
+        t = leases.changing(parent)
+        leases.made(parent, name, {**a, "leased": [ino]}, t, is_dir=True)
+        self.dirs[ino] = self.dirs[parent]  # (it inherits the parent's layout)
+        self.pending.append({"op": "mkdir", "parent": parent, "name": name, "mode": mode,
+                             "ino": ino, "cred": cred.to_wire(), "now": now})
+        self.counters["mkdirs_ahead"] += 1
         self._work.set()
         return a
 
@@ -366,6 +408,8 @@ class CreatesAhead:
                 if self.delegations is not None:
                     self.delegations.drop_times(item["ino"])
             return False
+        if item["op"] == "mkdir":
+            return self._made_dir(item, r)
         if item["op"] in ("unlink", "rmdir"):
             if "errno" in r:
                 self.counters["failed_unlinks"] += 1
@@ -393,6 +437,28 @@ class CreatesAhead:
         log.error("create of %r in directory %d (inode %d) made ahead of the manager was "
                   "refused: %s; the file is gone", item["name"], item["parent"], ino,
                   r.get("error"))
+        self.leases.forget(ino)
+        self._forget_dir(item["parent"], item["name"])
+        return False
+
+    def _made_dir(self, item: dict, r: dict) -> bool:
+        """A directory made ahead landed (True: the manager did not lease it after all, so
+        what the kernel keeps of it must go) or was refused (gone, and what was made in it
+        with it: those creates are refused in turn)."""
+        ino = item["ino"]
+        if "errno" not in r:
+            if not r.get("exclusive"):
+                self.dirs.pop(ino, None)  # (made; not created in ahead from now on)
+            if ino in (r.get("leased") or ()):
+                return False
+            self.leases.dirs.pop(ino, None)
+            return True
+        self.counters["failed_mkdirs"] += 1
+        log.error("mkdir of %r in directory %d (inode %d) made ahead of the manager was "
+                  "refused: %s; the directory is gone", item["name"], item["parent"], ino,
+                  r.get("error"))
+        self.dirs.pop(ino, None)
+        self.leases.dirs.pop(ino, None)
         self.leases.forget(ino)
         self._forget_dir(item["parent"], item["name"])
         return False
@@ -448,6 +514,7 @@ class CreatesAhead:
         numbers). Queued creates are still sent: the manager claims their held numbers."""
         self.dirs.clear()
         self.numbers.clear()
+        self.dir_numbers.clear()
 
     def status(self) -> dict:
         return {**self.counters, "pending": len(self.pending), "numbers": len(self.numbers),

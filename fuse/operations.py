@@ -375,6 +375,11 @@ class Operations(pyfuse3.Operations):
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
                     ctx: RequestContext) -> EntryAttributes:
         n = os.fsdecode(name)
+        if self.ahead is not None and len(name) <= _NAME_MAX:
+            a = await self.ahead.mkdir(parent_inode, n, stat.S_IMODE(mode), self.cred(ctx))
+            if a is not None:
+                self.dirattrs.learn(parent_inode, a)
+                return self.view.named(self.view.entry(a), parent_inode, n)
         t = self._tick(parent_inode)
         a = await self.client.mkdir(parent_inode, n, stat.S_IMODE(mode), self.cred(ctx))
         if self.leases is not None:  # (before dirattrs, which takes the parent's out)

@@ -23,6 +23,12 @@ What keeps it correct:
   while, claimable by a create ahead but never delegated again, then discards them);
   otherwise the create is refused (``ESTALE``).
 
+Directories too (``mkdir``): with its numbers the mount may ask for numbers for directories
+(``dirs``), reserved from the inode sequence with nothing made for them (one never used is a
+gap). A directory made ahead is made here under such a number with the times the mount
+showed, leased to the mount and delegated to it as a ``delegate`` of it would be: the mount
+creates in it ahead from the start (``tar x``: a directory, then its files).
+
 Unlinks and rmdirs the mount answered itself in such a directory ride in the same batches,
 in order (an rmdir only of a directory it knew empty under its lease), and so do the mode,
 owner and times it set on a file it created ahead and still writes alone (``tar x``: each
@@ -46,6 +52,7 @@ log = logging.getLogger("pvfs.mgr")
 __all__ = ["CreatesAhead"]
 
 WANT_MAX = 1024  # numbers a session may hold at once
+DIRS_MAX = 256   # numbers for directories a session may hold at once
 
 
 class CreatesAhead:
@@ -54,7 +61,8 @@ class CreatesAhead:
     def __init__(self, server) -> None:
         self.server = server
         self.counters = dict.fromkeys(("delegations", "refused", "numbers", "created",
-                                       "unlinked", "removed_dirs", "set", "failed"), 0)
+                                       "unlinked", "removed_dirs", "set", "failed",
+                                       "dir_numbers", "made_dirs"), 0)
 
     def _pool_layout(self, directory: int) -> Stripe | None:
         """The layout a new file in ``directory`` takes, if the pool's numbers fit it."""
@@ -86,7 +94,12 @@ class CreatesAhead:
         self.counters["numbers"] += len(inos)
         if not exclusive:
             return {"exclusive": False, "inos": inos}
-        return {"exclusive": True, "inos": inos, "stripe": layout.to_wire()}
+        dirs = min(f["dirs"], DIRS_MAX - len(h.dir_numbers))
+        dir_inos = s.store.admin.reserve_numbers(dirs) if dirs > 0 else []
+        h.dir_numbers.update(dir_inos)
+        self.counters["dir_numbers"] += len(dir_inos)
+        return {"exclusive": True, "inos": inos, "stripe": layout.to_wire(),
+                "dir_inos": dir_inos}
 
     async def apply(self, f: dict, cred: Cred) -> dict:
         """A batch of creates, unlinks and rmdirs, in order; each succeeds or fails on its
@@ -103,6 +116,9 @@ class CreatesAhead:
                 elif item["op"] == "setattr":
                     results.append(await self._setattr(item, f["lease"]))
                     self.counters["set"] += 1
+                elif item["op"] == "mkdir":
+                    results.append(await self._mkdir(item, f["lease"]))
+                    self.counters["made_dirs"] += 1
                 else:
                     results.append(await self._rmdir(item, f["lease"]))
                     self.counters["removed_dirs"] += 1
@@ -130,6 +146,28 @@ class CreatesAhead:
             s.store.rmdir(parent, item["name"], Cred(*item["cred"]), parent_out=parent_now,
                           now=item["now"])
         return {"parent": parent_now[0]}
+
+    async def _mkdir(self, item: dict, name: str | None) -> dict:
+        """A directory made ahead: under a number delegated to this session for directories,
+        leased to it and created in by it alone from then on (it already creates in it:
+        its creates there follow in this batch or the next), as a ``delegate`` would have."""
+        s = self.server
+        ino, parent = item["ino"], item["parent"]
+        h = s.leases.holder(name)
+        if h is not None and ino in h.dir_numbers:
+            h.dir_numbers.discard(ino)
+        elif not s.store.admin.number_unused(ino):
+            # (a session that ended, a manager that restarted: a number reserved and never
+            # used may still be claimed -- nothing was made for it -- but no other)
+            raise OSError(errno.ESTALE, f"inode {ino} is not delegated to this mount")
+        parent_now: list[dict] = []
+        async with s.leases.changing([parent], name):
+            attrs = s.store.mkdir(parent, item["name"], item["mode"], Cred(*item["cred"]),
+                                  parent_out=parent_now, ino=ino, now=item["now"])
+        attrs["parent"] = parent_now[0]
+        attrs["leased"] = s.leases.grant(name, [ino], s.leases.now())
+        attrs["exclusive"] = bool(attrs["leased"]) and s.leases.delegate(name, ino)
+        return attrs
 
     async def _setattr(self, item: dict, name: str | None) -> dict:
         s = self.server

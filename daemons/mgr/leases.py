@@ -95,6 +95,7 @@ class _Holder:
         self.closed = trio.Event()
         self.exclusive: set[int] = set()  # directories it creates in ahead of the manager
         self.delegated: set[int] = set()  # pool numbers it may give the files it creates
+        self.dir_numbers: set[int] = set()  # numbers it may give the directories it makes
 
 
 class LeaseTable:

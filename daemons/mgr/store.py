@@ -332,15 +332,19 @@ class MetaStore:
             return r.attrs(), True
 
     def mkdir(self, parent: int, name: str, mode: int, cred: Cred,
-              parent_out: list | None = None) -> dict:
+              parent_out: list | None = None, ino: int | None = None,
+              now: int | None = None) -> dict:
         """A directory; it inherits the parent's default layout (like ``lfs setstripe -d``).
-        ``parent_out``: the parent directory's new attributes are appended."""
+        ``parent_out``: the parent directory's new attributes are appended. ``ino`` and
+        ``now``: the number and times a mount made it with ahead of the manager (a number
+        ``admin.reserve_numbers`` gave out, mgr/ahead.py)."""
         parent, name, cred = check_ino(parent), check_name(name, creating=True), check_cred(cred)
         perm = perms.check_mode(mode)
         with self._tx():
             d = self._prepare_new(parent, name, cred)
-            return self._insert(d, name, stat.S_IFDIR, perm, cred, time.time_ns(),
-                                stripe=d.stripe, parent_out=parent_out).attrs()
+            return self._insert(d, name, stat.S_IFDIR, perm, cred,
+                                time.time_ns() if now is None else now, stripe=d.stripe,
+                                ino=ino, parent_out=parent_out).attrs()
 
     def mknod(self, parent: int, name: str, mode: int, rdev: int, cred: Cred) -> dict:
         """A special file (FIFO, socket, character or block device): mode and rdev only, no

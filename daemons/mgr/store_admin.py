@@ -105,6 +105,26 @@ class StoreAdministration:
 
     # -- the pool of precreated inode numbers (server: precreate.py) -------------------------
 
+    def reserve_numbers(self, n: int) -> list[int]:
+        """``n`` new inode numbers no other inode will get, with nothing made for them
+        (directories a mount makes ahead, mgr/ahead.py). One never used is only a gap."""
+        n = perms.check_int(n, 1, 1 << 16, "numbers")
+        with self._tx():
+            (last,) = self._db.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'inodes'").fetchone()
+            self._db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'inodes'",
+                             (last + n,))
+        return list(range(last + 1, last + n + 1))
+
+    def number_unused(self, ino: int) -> bool:
+        """Whether ``ino`` was given out (the sequence passed it) and names nothing: no
+        inode, not the pool's -- a number reserved by ``reserve_numbers`` and not used."""
+        (last,) = self._db.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'inodes'").fetchone()
+        return 0 < ino <= last and self._db.execute(
+            "SELECT 1 FROM inodes WHERE ino = ? UNION ALL SELECT 1 FROM precreated "
+            "WHERE ino = ?", (ino, ino)).fetchone() is None
+
     def pool_reserve(self, n: int) -> list[int]:
         """Take ``n`` new inode numbers for the pool (never given to any other inode), not
         yet ready: their stripe files are still to be made."""

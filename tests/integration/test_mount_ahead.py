@@ -384,3 +384,52 @@ def test_rmdirs_of_empty_directories_known_here_are_answered_by_the_mount(nodes,
         assert "tree" not in fs.listdir("/")
     assert _ahead(a)["failed_unlinks"] == before["failed_unlinks"]
     _fsck_clean(cluster)
+
+
+def test_mkdirs_are_answered_by_the_mount_and_created_in_ahead(nodes, cluster):
+    """``tar x``: a directory, then files in it, then deeper directories. A leasing mount
+    makes each directory ahead under a number the manager reserved for it, creates ahead
+    in it at once, and another mount or a native client sees the whole tree as made --
+    owner, mode, setgid group, times, link counts -- with nothing half-made (fsck)."""
+    a, b = nodes
+    top = a.path / "mk"
+    top.mkdir()
+    os.chmod(top, 0o2775)
+    os.chown(top, 0, 4343)
+    (top / "warm").touch()  # (the first create asks for the delegation)
+    before = _ahead(a)
+    for i in range(3):
+        sub = top / f"d{i}"
+        sub.mkdir(0o750)
+        for j in range(4):
+            (sub / f"f{j}").write_bytes(b"payload")
+        (sub / "deeper").mkdir()
+        (sub / "deeper" / "leaf").write_bytes(b"leaf")
+    made = _ahead(a)
+    assert made["mkdirs_ahead"] - before["mkdirs_ahead"] == 6, (made, a.stats()["leases"])
+    assert made["created_ahead"] - before["created_ahead"] == 15
+    here = {p: os.stat(top / p) for p in ("d0", "d2/deeper")}
+    parent_here = os.stat(top)
+    # B's lookup recalls A's lease of "mk": A's queued mkdirs and creates go first
+    for i in range(3):
+        assert sorted(os.listdir(b.path / "mk" / f"d{i}")) == ["deeper", "f0", "f1", "f2",
+                                                               "f3"]
+        assert (b.path / "mk" / f"d{i}" / "deeper" / "leaf").read_bytes() == b"leaf"
+    for p, st in here.items():
+        there = os.stat(b.path / "mk" / p)
+        for field in ("st_ino", "st_mode", "st_uid", "st_gid", "st_nlink", "st_size",
+                      "st_mtime_ns", "st_ctime_ns"):
+            assert getattr(st, field) == getattr(there, field), (p, field)
+    assert stat.S_IMODE(here["d0"].st_mode) == 0o2750 and here["d0"].st_gid == 4343
+    parent_there = os.stat(b.path / "mk")
+    assert (parent_here.st_nlink, parent_here.st_mtime_ns, parent_here.st_size) == \
+        (parent_there.st_nlink, parent_there.st_mtime_ns, parent_there.st_size) == \
+        (5, parent_here.st_mtime_ns, parent_here.st_size)
+    with pvfs.connect(cluster.config_path) as fs:
+        assert fs.stat("/mk/d1/deeper/leaf").st_size == 4
+    assert _ahead(a)["failed_mkdirs"] == 0 and _ahead(a)["failed"] == 0
+    import shutil
+
+    shutil.rmtree(top)
+    assert not (b.path / "mk").exists()
+    _fsck_clean(cluster)

@@ -128,9 +128,10 @@ class AsyncClient:
     async def close_file(self, ino: int, cred: Cred = ROOT) -> None:
         await self.meta("close", cred, ino=ino)
 
-    async def delegate(self, directory: int, want: int) -> dict:
-        """Ask to create in ``directory`` ahead of the manager, with ``want`` numbers."""
-        return await self.meta("delegate", ROOT, dir=directory, want=want)
+    async def delegate(self, directory: int, want: int, dirs: int = 0) -> dict:
+        """Ask to create in ``directory`` ahead of the manager, with ``want`` numbers for
+        files and ``dirs`` for directories."""
+        return await self.meta("delegate", ROOT, dir=directory, want=want, dirs=dirs)
 
     async def ahead(self, items: list[dict]) -> list[dict]:
         """Creates and unlinks made ahead of the manager, in order; each result a reply or

@@ -187,7 +187,8 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "closes": {"inos": Field(lambda v: _int_list(v, 4096))},  # a mount's, batched (fuse/closes.py)
     "opens": {"inos": Field(lambda v: _int_list(v, 4096))},  # read-only, answered ahead (same)
     # creates ahead of the manager (daemons/mgr/ahead.py, fuse/creates.py)
-    "delegate": {"dir": INO, "want": Field(integer(0, 1024), False, 0)},
+    "delegate": {"dir": INO, "want": Field(integer(0, 1024), False, 0),
+                 "dirs": Field(integer(0, 64), False, 0)},  # numbers for directories made ahead
     "ahead": {"items": Field(lambda v: _ahead_items(v))},
     "mkdir": {"parent": INO, "name": NAME, "mode": MODE},
     "rmdir": {"parent": INO, "name": NAME},
@@ -294,6 +295,10 @@ _AHEAD_ITEMS = {
                "now": integer(0, 2**63 - 1)},
     "rmdir": {"op": text(8), "parent": integer(1, 2**63 - 1), "name": name, "cred": cred,
               "now": integer(0, 2**63 - 1)},
+    # a directory made ahead, under a number delegated for directories (``delegate``'s dirs)
+    "mkdir": {"op": text(8), "parent": integer(1, 2**63 - 1), "name": name,
+              "mode": integer(0, 0o7777), "ino": integer(1, 2**63 - 1), "cred": cred,
+              "now": integer(0, 2**63 - 1)},
     # a file created ahead and held alone: mode, owner, times (``times_now``: utimensat(NULL))
     "setattr": {"op": text(8), "ino": integer(1, 2**63 - 1), "cred": cred,
                 "now": integer(0, 2**63 - 1), "mode": optional(integer(0, 0o7777)),
@@ -313,8 +318,8 @@ def _ahead_items(v: Any) -> list[dict]:
     for item in v:
         kind = _AHEAD_ITEMS.get(item.get("op")) if isinstance(item, dict) else None
         if kind is None or set(item) != set(kind):
-            raise ValueError("each change must be a create, an unlink or an rmdir with "
-                             "exactly its fields")
+            raise ValueError("each change must be a create, mkdir, unlink, rmdir or "
+                             "setattr with exactly its fields")
         out.append({k: check(item[k]) for k, check in kind.items()})
     return out
 
