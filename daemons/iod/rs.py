@@ -91,6 +91,14 @@ class ReactiveSelector:
         self.server = server
         table = server.config.extra.get("model")
         self.params = rs.Params.from_table(table) if isinstance(table, dict) else rs.Params()
+        # The engine's algorithm and opt4's gather as the selector last set or read them
+        # (None: read them at the next use). Reading either from the engine takes its lock,
+        # which its thread holds while it takes jobs in, on the trio thread that serves every
+        # request; ``before_read`` asked on every request (thirtieth session's profile,
+        # docs/scheduling.md). While rs is active only the selector sets the algorithm;
+        # ``sched_set`` assigns ``active`` on every call, before it changes the gather.
+        self._algorithm: str | None = None
+        self._gather: float | None = None
         self.active = False
         self.nfile: dict[int, tuple[int, float]] = {}
         self._last_nfile = 0      # the latest N_file answer, for files not asked about yet
@@ -106,6 +114,25 @@ class ReactiveSelector:
         self.decide_s = DECIDE_S
         self._batching = False
         self._pending: dict[int, None] = {}   # files due for a decision at the batch's end
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @active.setter
+    def active(self, on: bool) -> None:
+        self._active = on
+        self._algorithm = self._gather = None     # what a control request set: read again
+
+    def _engine_algorithm(self) -> str:
+        if self._algorithm is None:
+            self._algorithm = self.server.engine.algorithm
+        return self._algorithm
+
+    def _switch(self, algorithm: str) -> None:
+        self.server.engine.algorithm = algorithm
+        self._algorithm = algorithm
+        self.switches += 1
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -147,7 +174,8 @@ class ReactiveSelector:
             return
         f = self.files.get(ino)
         op = f.op if f is not None and f.kind == "read" else None
-        if op is None or op.pick is None or self.server.engine.algorithm == op.pick:
+        if op is None or op.pick is None or op.pick == (self._algorithm
+                                                       or self._engine_algorithm()):
             return
         fs = self.server.stats.files.get(ino)
         if fs is None or fs.jobs or fs.idle_at <= 0:
@@ -156,8 +184,7 @@ class ReactiveSelector:
         # service; kept inline there, where it runs on every request
         idle = time.monotonic() - fs.idle_at
         if idle >= IDLE_S and self._begins_operation(f, idle):
-            self.server.engine.algorithm = op.pick
-            self.switches += 1
+            self._switch(op.pick)
 
     def on_write(self, ino: int, pieces, pcount: int, hint: dict | None,
                  record: JobRecord | None = None, resident: int | None | object = ...) -> None:
@@ -382,7 +409,9 @@ class ReactiveSelector:
                             (hi - lo) // max(1, pcount), cached)
         op = f.op if f is not None else None
         kind = self._held(op, w, len(win), hint is not None)
-        gather = self.server.engine.gather
+        gather = self._gather
+        if gather is None:
+            gather = self._gather = self.server.engine.gather
         fixed = {"opt4": gather} if gather else None
         # rs.select's pick without the predictions a band or the "~0" rule made unneeded
         # (most small requests'); ``last`` computes them when asked
@@ -392,10 +421,8 @@ class ReactiveSelector:
         self.decisions[f"{'write:' if writing else ''}{kind}/"
                        f"{'cached' if col >= 3 else 'uncached'}->{pick}"] += 1
         self._last = (ino, pick, w, kind, params, fixed, hint is not None, len(win))
-        engine = self.server.engine
-        if engine.algorithm != pick:
-            engine.algorithm = pick
-            self.switches += 1
+        if pick != (self._algorithm or self._engine_algorithm()):
+            self._switch(pick)
 
     @staticmethod
     def _held(op: Operation | None, w: rs.Workload, observed: int, hinted: bool) -> str:

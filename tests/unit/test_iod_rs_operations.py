@@ -95,7 +95,9 @@ def test_a_new_operation_starts_under_its_files_last_pick_before_its_first_reque
     assert pick is not None
     other = "opt4" if pick != "opt4" else "opt1"
     engine = sel.server.engine
-    engine.algorithm = other                    # another file's operation switched it
+    sel._switch(other)                          # another file's operation switched it
+    # (through the selector: while rs is active nothing else sets the engine's algorithm,
+    # and the selector remembers what it set, thirtieth session)
     now[0] += 0.005
     sel.before_read(5)                          # within the operation: left alone
     assert engine.algorithm == other

@@ -118,3 +118,68 @@ def test_a_decision_past_the_rules_still_weighs_every_prediction(monkeypatch):
     best, preds = rs.select(p, w, fixed={"opt4": 0.004}, kind=last["workload"]["kind"])
     assert last["pick"] == best == min(preds, key=preds.get)
     assert srv.engine.algorithm == best
+
+
+class _Engine:
+    """The engine's ``algorithm`` and ``gather`` as the native engine has them (each read or
+    write takes its lock): counted."""
+
+    def __init__(self) -> None:
+        self._alg, self._gather, self.reads, self.writes = "opt1", 0.004, 0, 0
+
+    @property
+    def algorithm(self) -> str:
+        self.reads += 1
+        return self._alg
+
+    @algorithm.setter
+    def algorithm(self, v: str) -> None:
+        self.writes += 1
+        self._alg = v
+
+    @property
+    def gather(self) -> float:
+        self.reads += 1
+        return self._gather
+
+    @gather.setter
+    def gather(self, v: float) -> None:
+        self._gather = v
+
+
+def test_the_selector_reads_the_engines_algorithm_once_per_activation(monkeypatch):
+    """``before_read`` (every request) and each decision compared the pick with
+    ``engine.algorithm``, a read that takes the engine's lock; now the selector remembers
+    what it set and reads the engine once after each ``sched_set`` (which assigns
+    ``active``), so a fixed setting's algorithm in between is still seen. Passes of
+    cached blocks separated by barriers (a new operation each), as the mixed phase's."""
+    p = rs.Params(zero_s=0.05, small_alg="opt3")
+    now, srv, sel = _selector(monkeypatch, p)
+    eng = srv.engine = _Engine()
+    k = 0
+
+    def one_pass(n: int = 30) -> None:
+        nonlocal k
+        now[0] += 0.1                                   # a barrier: the file idles
+        for _ in range(n):
+            k += 1
+            now[0] += 0.0003
+            rec = JobRecord(5, "read", 4096, 1, (k * 37 % 200) * 4096, (k * 37 % 200 + 1) * 4096)
+            sel.before_read(5)
+            srv.stats.begin(k, rec)
+            with sel.batch():
+                sel.on_read(5, [(0, 0, 4096)], 1, None, rec)
+            srv.stats.end(k, 5, 0, 4096, 0.0, 1e-4)
+
+    for _ in range(3):
+        one_pass()
+    assert eng._alg == "opt3" and sel.switches == 1 and eng.writes == 1
+    assert eng.reads <= 2               # the algorithm and the gather, once each (was ~100)
+    # a fixed setting between two rs runs (control.op_sched_set), then rs again
+    sel.active = False
+    eng.algorithm = "opt2"
+    sel.active = True
+    before = eng.reads
+    one_pass()
+    assert eng._alg == "opt3" and sel.switches == 2   # it saw opt2 and switched back
+    assert eng.reads - before <= 2
