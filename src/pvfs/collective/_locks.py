@@ -82,7 +82,8 @@ LOAD_BOUND = float(os.environ.get("PVFS_COLLECTIVE_LOAD_BOUND_S", "1.0"))
 #: (issue 32's victim cache, :meth:`LockManager.keep_victim`). Off by default: over the
 #: netns harness it read each page once at 16 and 32 clients, but its bandwidth was 0.94x
 #: of the code without it at 32 clients, under the 0.95 set before the run for the default
-#: (docs/collective.md, issue 32, s26).
+#: (docs/collective.md, issue 32, s26; s29 0.938x); with read-ahead claims taking the kept
+#: copies (s30) 1.033x at 32 clients but 0.895x at 16 (4 of 4 repeats below 1).
 VICTIMS_ENV = "PVFS_COLLECTIVE_VICTIMS"
 #: ``PVFS_COLLECTIVE_VICTIM_CLAIMS=0``: a read-ahead claim skips a page whose victim copy
 #: its home keeps (s26-s29) instead of taking the copy (s30, the default; bench suffix

@@ -19,7 +19,9 @@ Two parts:
 * :class:`Prefetcher` — the loads. For each page to read ahead the main thread *claims*
   it: the page is locked exclusively only if it is unlocked (with no waiter) and cached
   nowhere, and this rank is published as its owner under that lock (a page that is
-  locked or cached anywhere is skipped: one copy in the group; when the first page of the
+  locked or cached anywhere is skipped: one copy in the group; a page whose evicted copy
+  its home keeps — the victim cache — is claimed with that copy, cached without a file
+  read, s30; when the first page of the
   range is taken, another rank's stream leads and the whole range is left to it, so each
   part of the file is read ahead by one rank in few reads). Consecutive claimed pages
   are read with one file read by a helper thread, which then *releases* them itself (the
