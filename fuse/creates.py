@@ -73,6 +73,7 @@ class CreatesAhead:
         self.dirs: dict[int, list[int]] = {}   # directory -> new files' stripe
         self.numbers: list[int] = []
         self.dir_numbers: list[int] = []  # for directories made ahead (no stripe files)
+        self._unsent_dirs: set[int] = set()  # made ahead, their mkdir not yet landed there
         self.pending: list[dict] = []
         self.pending_inos: dict[int, dict] = {}  # ino -> its queued create
         self._in_flight: set[int] = set()  # queued creates being sent now
@@ -147,6 +148,7 @@ class CreatesAhead:
         if not self._may_make(parent, name) or not await self._delegated(parent):
             return None
         if not self.dir_numbers:
+            await self._there(parent)
             reply = await self.client.delegate(parent, 0, dirs=DIRS_WANT)
             self.counters["delegations"] += 1
             if not reply.get("exclusive"):
@@ -168,6 +170,7 @@ class CreatesAhead:
         t = leases.changing(parent)
         leases.made(parent, name, {**a, "leased": [ino]}, t, is_dir=True)
         self.dirs[ino] = self.dirs[parent]  # (it inherits the parent's layout)
+        self._unsent_dirs.add(ino)
         self.pending.append({"op": "mkdir", "parent": parent, "name": name, "mode": mode,
                              "ino": ino, "cred": cred.to_wire(), "now": now})
         self.counters["mkdirs_ahead"] += 1
@@ -295,6 +298,7 @@ class CreatesAhead:
             return True
         if self._refused.get(parent, 0.0) > time.monotonic():
             return False
+        await self._there(parent)
         reply = await self.client.delegate(parent, WANT if len(self.numbers) < WANT else 0)
         self.counters["delegations"] += 1
         self._add_numbers(reply.get("inos", []))
@@ -304,6 +308,12 @@ class CreatesAhead:
             return False
         self.dirs[parent] = reply["stripe"]
         return bool(self.numbers)
+
+    async def _there(self, directory: int) -> None:
+        """Before a request names ``directory`` (asking for numbers): if this mount made it
+        ahead, its ``mkdir`` goes first (a delegation is not a request that sends them)."""
+        if directory in self._unsent_dirs:
+            await self.send_pending()
 
     def _add_numbers(self, inos: list[int]) -> None:
         """Numbers delegated to this mount, less those whose create it saw refused (the
@@ -334,6 +344,7 @@ class CreatesAhead:
                 continue
             with trio.move_on_after(self.timeout):
                 try:
+                    await self._there(parent)
                     reply = await self.client.delegate(parent, WANT)
                     self._add_numbers(reply.get("inos", []))
                     if not reply.get("exclusive"):
@@ -446,6 +457,7 @@ class CreatesAhead:
         what the kernel keeps of it must go) or was refused (gone, and what was made in it
         with it: those creates are refused in turn)."""
         ino = item["ino"]
+        self._unsent_dirs.discard(ino)
         if "errno" not in r:
             if not r.get("exclusive"):
                 self.dirs.pop(ino, None)  # (made; not created in ahead from now on)
@@ -515,6 +527,7 @@ class CreatesAhead:
         self.dirs.clear()
         self.numbers.clear()
         self.dir_numbers.clear()
+        self._unsent_dirs.clear()
 
     def status(self) -> dict:
         return {**self.counters, "pending": len(self.pending), "numbers": len(self.numbers),

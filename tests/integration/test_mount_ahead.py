@@ -433,3 +433,27 @@ def test_mkdirs_are_answered_by_the_mount_and_created_in_ahead(nodes, cluster):
     shutil.rmtree(top)
     assert not (b.path / "mk").exists()
     _fsck_clean(cluster)
+
+
+def test_mkdirs_past_the_numbers_delegated_ask_for_more_after_theirs_landed(nodes):
+    """``mkdir -p`` deeper than the numbers delegated at once (pjdfstest's PATH_MAX trees):
+    asking for more names the newest directory, made ahead: its mkdir must go first, or the
+    manager does not know it (ENOENT), and so do the files' numbers asked for there."""
+    import shutil
+
+    a, _ = nodes
+    from pvfs.fuse.creates import DIRS_WANT
+
+    before = _ahead(a)
+    for rnd in range(2):
+        chain = a.path / "deep"
+        (a.path / "deep").mkdir()
+        for i in range(DIRS_WANT + 8):
+            chain = chain / f"l{i}"
+            chain.mkdir()
+        (chain / "leaf").write_bytes(b"x")
+        assert (chain / "leaf").read_bytes() == b"x"
+        shutil.rmtree(a.path / "deep")
+    after = _ahead(a)
+    assert after["mkdirs_ahead"] - before["mkdirs_ahead"] >= 2 * DIRS_WANT
+    assert after["failed_mkdirs"] == before["failed_mkdirs"]
