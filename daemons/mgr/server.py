@@ -22,7 +22,7 @@ from pvfs.config import Config
 from pvfs.layout.stripe import Stripe
 from pvfs.metrics import Metrics, render
 from pvfs.protocol.auth import key_for
-from pvfs.protocol.schema import MGR_SCHEMAS
+from pvfs.protocol.schema import BY_PATH, MGR_SCHEMAS
 
 from ..common import serve_tcp
 from .ahead import CreatesAhead
@@ -121,6 +121,8 @@ class MgrServer:
         group = self.group
         failures = group.failures
         try:
+            if op in BY_PATH:
+                await self._by_path(op, f, Cred(uid, gid, groups))
             reply = await self.ops[op](f, Cred(uid, gid, groups))
             if op not in _NO_STORE:
                 await group.settled(failures)  # durable before the reply (group.py)
@@ -234,6 +236,16 @@ class MgrServer:
         if self.sizes.enabled:
             self.refetch.add(changed)
         return {}
+
+    async def _by_path(self, op: str, f: dict, cred: Cred) -> None:
+        """Fill the inodes a request named by path (``schema.BY_PATH``), each walked as
+        ``resolve`` walks; exactly one of the two must be given."""
+        for path, ino, follow in BY_PATH[op]:
+            p = f.pop(path)
+            if (p is None) == (not f[ino]):
+                raise OSError(errno.EINVAL, f"{op} needs its {ino}: an inode or a path")
+            if p is not None:
+                f[ino] = (await self._walk(p, cred, follow))["ino"]
 
     async def _walk(self, path: str, cred, follow: bool = True) -> dict:
         """The inode ``path`` names, once every directory made ahead by a mount is here
@@ -580,20 +592,12 @@ class MgrServer:
             return await self._setattr(f, cred)
 
     async def op_create(self, f, cred) -> dict:
-        if f["dir"] is not None:
-            f["parent"] = (await self._walk(f["dir"], cred))["ino"]
-        elif not f["parent"]:
-            raise OSError(errno.EINVAL, "create needs a parent: its inode or its path")
         victim = self.store.child_ino(f["parent"], f["name"]) if f["flags"] & os.O_TRUNC else 0
         async with self._changing(f, f["parent"], victim):
             reply = await self._create(f, cred)
         return self._lease_new(reply, f) if reply.get("created") else reply
 
     async def op_open(self, f, cred) -> dict:
-        if f["path"] is not None:
-            f["ino"] = (await self._walk(f["path"], cred))["ino"]
-        elif not f["ino"]:
-            raise OSError(errno.EINVAL, "open needs a file: its inode or its path")
         if not f["flags"] & os.O_TRUNC:
             await self.leases.reading([f["ino"]], f.get("lease"))  # a writer's data first
             return await self._open(f, cred)

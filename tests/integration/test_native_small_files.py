@@ -6,6 +6,7 @@ waited for. Each shortcut must leave every answer as exact as before."""
 from __future__ import annotations
 
 import errno
+import os
 import time
 
 import pytest
@@ -143,3 +144,53 @@ def test_create_and_open_by_path_give_the_errors_a_walk_gives(fs):
     for p in ("/nsf-dir/file", "/nsf-dir/via-link", "/nsf-link"):
         fs.unlink(p)
     fs.rmdir("/nsf-dir")
+
+
+def _requests(fs) -> dict[str, int]:
+    fams = {f["name"]: f for f in fs.meta("metrics")["families"]}
+    return {labels["op"]: v for _, labels, v in fams["pvfs_requests_total"]["samples"]}
+
+
+def test_each_metadata_call_names_its_path_in_one_request(fs):
+    """Every path call of the native API is one manager request: the manager walks the
+    path (``schema.BY_PATH``), no ``resolve`` first."""
+    calls = [
+        lambda: fs.mkdir("/nsf-one"),
+        lambda: fs.open("/nsf-one/f", "wb").close(),
+        lambda: fs.chmod("/nsf-one/f", 0o600),
+        lambda: fs.chown("/nsf-one/f", -1, -1),
+        lambda: fs.utime("/nsf-one/f"),
+        lambda: fs.truncate("/nsf-one/f", 10),
+        lambda: fs.access("/nsf-one/f", os.R_OK),
+        lambda: fs.setxattr("/nsf-one/f", "user.k", b"v"),
+        lambda: fs.getxattr("/nsf-one/f", "user.k"),
+        lambda: fs.listxattr("/nsf-one/f"),
+        lambda: fs.removexattr("/nsf-one/f", "user.k"),
+        lambda: fs.symlink("f", "/nsf-one/s"),
+        lambda: fs.readlink("/nsf-one/s"),
+        lambda: fs.link("/nsf-one/s", "/nsf-one/hard"),  # the link itself, not its target
+        lambda: fs.getstripe("/nsf-one/f"),
+        lambda: fs.rename("/nsf-one/f", "/nsf-one/g"),
+        lambda: fs.unlink("/nsf-one/g"),
+        lambda: fs.unlink("/nsf-one/hard"),
+        lambda: fs.unlink("/nsf-one/s"),
+        lambda: fs.rmdir("/nsf-one"),
+    ]
+    for call in calls:
+        before = _requests(fs)
+        call()
+        after = _requests(fs)
+        sent = {op: n - before.get(op, 0) for op, n in after.items()
+                if n != before.get(op, 0) and op != "metrics"}
+        sent.pop("close", None)  # (a close is not waited for: it may land after the next)
+        assert len(sent) == 1 and set(sent.values()) == {1}, sent
+    assert fs.lstat("/").st_nlink >= 2 and not fs.exists("/nsf-one")
+
+
+def test_a_call_naming_both_or_neither_is_refused(fs):
+    with pytest.raises(OSError) as err:
+        fs.meta("unlink", name="x")
+    assert err.value.errno == errno.EINVAL
+    with pytest.raises(OSError) as err:
+        fs.meta("unlink", parent=1, dir="/", name="x")
+    assert err.value.errno == errno.EINVAL

@@ -63,9 +63,19 @@ class FileSystem:
             raise OSError(errno.EINVAL, "invalid final path component", path)
         return head or "/", name
 
-    def _parent(self, path: str) -> tuple[int, str]:
-        head, name = self._split(self._path(path))
-        return self.meta("resolve", path=head)["ino"], name
+    def _at(self, op: str, what: str, /, **fields) -> dict:
+        """A manager call naming its inodes by path (``schema.BY_PATH``: the manager walks
+        them, one round trip); an error names ``what``, the caller's path."""
+        try:
+            return self.meta(op, **fields)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, what) from None
+
+    def _in_parent(self, op: str, path: str, /, **fields) -> dict:
+        """A manager call on the last name of ``path`` in its parent (named by its path)."""
+        path = self._path(path)
+        head, name = self._split(path)
+        return self._at(op, path, dir=head, name=name, **fields)
 
     def _attrs(self, path: str, follow: bool = True) -> dict:
         try:
@@ -135,8 +145,7 @@ class FileSystem:
                 return out
 
     def mkdir(self, path: str, mode: int = 0o777) -> None:
-        parent, name = self._parent(path)
-        self.meta("mkdir", parent=parent, name=name, mode=mode & ~self.umask & 0o7777)
+        self._in_parent("mkdir", path, mode=mode & ~self.umask & 0o7777)
 
     def mknod(self, path: str, mode: int = 0o600, device: int = 0) -> None:
         """Like ``os.mknod``: a FIFO, UNIX socket or device node is an inode with a mode and
@@ -147,9 +156,8 @@ class FileSystem:
         if statmod.S_ISREG(mode):
             self.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, perm=mode & 0o7777).close()
             return
-        parent, name = self._parent(path)
-        self.meta("mknod", parent=parent, name=name,
-                  mode=statmod.S_IFMT(mode) | (mode & ~self.umask & 0o7777), rdev=device)
+        self._in_parent("mknod", path, mode=statmod.S_IFMT(mode) | (mode & ~self.umask & 0o7777),
+                        rdev=device)
 
     def mkfifo(self, path: str, mode: int = 0o666) -> None:
         self.mknod(path, statmod.S_IFIFO | (mode & 0o7777))
@@ -165,57 +173,51 @@ class FileSystem:
                     raise
 
     def rmdir(self, path: str) -> None:
-        parent, name = self._parent(path)
-        self.meta("rmdir", parent=parent, name=name)
+        self._in_parent("rmdir", path)
 
     def unlink(self, path: str) -> None:
-        parent, name = self._parent(path)
-        try:
-            self.meta("unlink", parent=parent, name=name)
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, path) from None
+        self._in_parent("unlink", path)
 
     remove = unlink
 
     def rename(self, src: str, dst: str, flags: int = 0) -> None:
-        sp, sn = self._parent(src)
-        dp, dn = self._parent(dst)
-        self.meta("rename", parent=sp, name=sn, new_parent=dp, new_name=dn, flags=flags)
+        sp, sn = self._split(self._path(src))
+        dp, dn = self._split(self._path(dst))
+        self._at("rename", src, dir=sp, name=sn, new_dir=dp, new_name=dn, flags=flags)
 
     def symlink(self, target: str, path: str) -> None:
-        parent, name = self._parent(path)
-        self.meta("symlink", parent=parent, name=name, target=target)
+        self._in_parent("symlink", path, target=target)
 
     def readlink(self, path: str) -> str:
-        return self.meta("readlink", ino=self._attrs(path, follow=False)["ino"])["target"]
+        return self._at("readlink", path, path=self._path(path))["target"]
 
     def link(self, src: str, dst: str) -> None:
-        ino = self._attrs(src, follow=False)["ino"]
-        parent, name = self._parent(dst)
-        self.meta("link", ino=ino, new_parent=parent, new_name=name)
+        dp, dn = self._split(self._path(dst))
+        self._at("link", src, path=self._path(src), new_dir=dp, new_name=dn)
+
+    def _setattr(self, path: str, /, **fields) -> None:
+        self._at("setattr", path, path=self._path(path), **fields)
 
     def truncate(self, path: str, size: int) -> None:
-        self.meta("setattr", ino=self._attrs(path)["ino"], size=size)
+        self._setattr(path, size=size)
 
     def chmod(self, path: str, mode: int) -> None:
-        self.meta("setattr", ino=self._attrs(path)["ino"], mode=mode & 0o7777)
+        self._setattr(path, mode=mode & 0o7777)
 
     def chown(self, path: str, uid: int = -1, gid: int = -1) -> None:
-        self.meta("setattr", ino=self._attrs(path)["ino"], uid=None if uid < 0 else uid,
-                  gid=None if gid < 0 else gid)
+        self._setattr(path, uid=None if uid < 0 else uid, gid=None if gid < 0 else gid)
 
     def utime(self, path: str, ns: tuple[int, int] | None = None) -> None:
-        ino = self._attrs(path)["ino"]
         if ns is None:
             import time
             now = time.time_ns()
-            self.meta("setattr", ino=ino, atime_ns=now, mtime_ns=now, now=True)
+            self._setattr(path, atime_ns=now, mtime_ns=now, now=True)
         else:
-            self.meta("setattr", ino=ino, atime_ns=ns[0], mtime_ns=ns[1])
+            self._setattr(path, atime_ns=ns[0], mtime_ns=ns[1])
 
     def access(self, path: str, mask: int) -> bool:
         try:
-            self.meta("access", ino=self._attrs(path)["ino"], mask=mask)
+            self._at("access", path, path=self._path(path), mask=mask)
         except (PermissionError, FileNotFoundError):
             return False
         return True
@@ -223,26 +225,26 @@ class FileSystem:
     # ------------------------------------------------------------------ striping, xattrs
     def getstripe(self, path: str) -> Stripe | None:
         """A file's distribution, or a directory's default for new files (None if unset)."""
-        st = self.meta("getstripe", ino=self._attrs(path)["ino"])["stripe"]
+        st = self._at("getstripe", path, path=self._path(path))["stripe"]
         return Stripe(*st) if st else None
 
     def setstripe(self, path: str, stripe: Stripe | None) -> None:
         """Set a directory's default distribution, or that of a new, empty file."""
-        self.meta("setstripe", ino=self._attrs(path)["ino"],
-                  stripe=stripe.to_wire() if stripe else None)
+        self._at("setstripe", path, path=self._path(path),
+                 stripe=stripe.to_wire() if stripe else None)
 
     def getxattr(self, path: str, name: str) -> bytes:
-        return self.meta("getxattr", ino=self._attrs(path)["ino"], name=name)["value"]
+        return self._at("getxattr", path, path=self._path(path), name=name)["value"]
 
     def setxattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
-        self.meta("setxattr", ino=self._attrs(path)["ino"], name=name, value=bytes(value),
-                  flags=flags)
+        self._at("setxattr", path, path=self._path(path), name=name, value=bytes(value),
+                 flags=flags)
 
     def listxattr(self, path: str) -> list[str]:
-        return self.meta("listxattr", ino=self._attrs(path)["ino"])["names"]
+        return self._at("listxattr", path, path=self._path(path))["names"]
 
     def removexattr(self, path: str, name: str) -> None:
-        self.meta("removexattr", ino=self._attrs(path)["ino"], name=name)
+        self._at("removexattr", path, path=self._path(path), name=name)
 
     # ------------------------------------------------------------------ whole file system
     def statfs(self) -> dict:

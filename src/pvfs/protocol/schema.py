@@ -171,17 +171,13 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
         # the caller, a file's delegated writer, sets its stripe files' mtime with its data
         "data_sets_mtime": Field(boolean, False, False),
     },
-    # dir: the parent named by its path instead (one round trip for a native client's create);
     # writing: the caller writes the new file's data itself, so a file from the pool is not
     # counted empty here (the reply's ``fresh``: its writes may say so, iod/sizewatch.py)
-    "create": {"parent": Field(integer(1, 2**63 - 1), False, 0), "name": NAME, "mode": MODE,
-               "dir": Field(optional(PATH.check), False),
+    "create": {"parent": INO, "name": NAME, "mode": MODE,
                "stripe": Field(optional(stripe), False), "exclusive": Field(boolean, False, False),
                "flags": Field(integer(0, 2**31 - 1), False, 0),
                "writing": Field(boolean, False, False)},
-    # path: the file named by its path instead of its inode (followed, as resolve does)
-    "open": {"ino": Field(integer(1, 2**63 - 1), False, 0), "path": Field(optional(PATH.check), False),
-             "flags": Field(integer(0, 2**31 - 1))},
+    "open": {"ino": INO, "flags": Field(integer(0, 2**31 - 1))},
     # fresh: a handle of a ``fresh`` create closed: its size is asked again in the background
     "close": {"ino": INO, "fresh": Field(boolean, False, False)},
     "closes": {"inos": Field(lambda v: _int_list(v, 4096))},  # a mount's, batched (fuse/closes.py)
@@ -227,6 +223,24 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     # a mount's lease connection: the manager calls it back on it (daemons/mgr/leases.py)
     "lease_register": {"client": Field(text(64))},
 }
+#: The manager's requests that may name an inode by its path instead (``BY_PATH``): a native
+#: client's call is then one round trip, the manager walking the path as ``resolve`` does.
+#: op -> ((path field, the inode field it fills, whether a final symlink is followed), ...).
+_DIR = ("dir", "parent", True)
+_PATH = ("path", "ino", True)
+BY_PATH: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    **dict.fromkeys(("create", "mkdir", "rmdir", "unlink", "symlink", "mknod"), (_DIR,)),
+    "rename": (_DIR, ("new_dir", "new_parent", True)),
+    "link": (("path", "ino", False), ("new_dir", "new_parent", True)),
+    "readlink": (("path", "ino", False),),
+    **dict.fromkeys(("open", "setattr", "access", "getxattr", "setxattr", "listxattr",
+                     "removexattr", "getstripe", "setstripe", "readdir"), (_PATH,)),
+}
+for _op, _names in BY_PATH.items():
+    for _path, _ino, _ in _names:
+        MGR_SCHEMAS[_op][_ino] = Field(integer(1, 2**63 - 1), False, 0)
+        MGR_SCHEMAS[_op][_path] = Field(optional(PATH.check), False)
+
 #: The manager's requests a lease holder names itself in (``lease``: its registered name):
 #: those that may grant a lease, and the changes that recall the others' (mgr/leases.py).
 LEASE_OPS = ("lookup", "getattr", "readdir", "create", "open", "setattr", "mkdir", "rmdir",
