@@ -64,6 +64,21 @@ def delta(a, b, pid):
     return main, other
 
 
+def _row(start, rsn, c, pids, alg, rep, phase) -> dict:
+    """One phase's row: wall time, load, each daemon's CPU and rs' counters since ``start``."""
+    rs0, c0, t0 = start
+    row = {"alg": alg, "rep": rep, "phase": phase, "wall_s": time.monotonic() - t0,
+           "load": os.getloadavg()[0]}
+    row["iod_cpu_ns"] = [list(delta(a, b, p)) for a, b, p in zip(c0, c, pids)]
+    row["rs"] = [{"decisions": sum(b["decisions"].values()) - sum(a["decisions"].values()),
+                  "switches": b["switches"] - a["switches"],
+                  "deciding_s": b["deciding_s"] - a["deciding_s"],
+                  "picks": {k: v - a["picks"].get(k, 0) for k, v in b["picks"].items()
+                            if v - a["picks"].get(k, 0)}}
+                 for a, b in zip(rs0, rsn)]
+    return row
+
+
 def main():
     out_path, reps = sys.argv[1], int(sys.argv[2])
     phase3_only = "--phase3-only" in sys.argv
@@ -91,17 +106,7 @@ def main():
                 if what == "start":
                     state["s"] = (rsn, c, time.monotonic())
                 else:
-                    rs0, c0, t0 = state.pop("s")
-                    row = {"alg": alg, "rep": rep, "phase": phase, "wall_s": time.monotonic() - t0,
-                           "load": os.getloadavg()[0]}
-                    row["iod_cpu_ns"] = [list(delta(a, b, p)) for a, b, p in zip(c0, c, pids)]
-                    row["rs"] = [{"decisions": sum(b["decisions"].values()) - sum(a["decisions"].values()),
-                                  "switches": b["switches"] - a["switches"],
-                                  "deciding_s": b["deciding_s"] - a["deciding_s"],
-                                  "picks": {k: v - a["picks"].get(k, 0) for k, v in b["picks"].items()
-                                            if v - a["picks"].get(k, 0)}}
-                                 for a, b in zip(rs0, rsn)]
-                    state["row"] = row
+                    state["row"] = _row(state.pop("s"), rsn, c, pids, alg, rep, phase)
 
             def one_mixed(alg, rep):
                 phase = [0]
