@@ -194,3 +194,20 @@ def test_a_call_naming_both_or_neither_is_refused(fs):
     with pytest.raises(OSError) as err:
         fs.meta("unlink", parent=1, dir="/", name="x")
     assert err.value.errno == errno.EINVAL
+
+
+def test_a_create_after_the_manager_restarted_is_not_lost_to_a_dead_connection(fresh_cluster):
+    """A create is never sent twice (a second copy could answer EEXIST), so it must not go
+    out on a pooled connection the manager closed when it stopped: an idle connection is
+    checked before reuse, and one owing a close's reply as well (``SocketPool.take``)."""
+    from pvfs.cluster.launch import up
+
+    with fresh_cluster.connect() as fs:
+        with fs.open("/before", "wb") as f:  # the close's reply is owed on a pooled socket
+            f.write(b"x")
+        fs.stat("/before")  # and another sits idle
+        fresh_cluster.kill("mgr")
+        up(fresh_cluster.config)
+        with fs.open("/after", "wb") as f:
+            f.write(b"y")
+        assert fs.stat("/after").st_size == 1 and fs.stat("/before").st_size == 1

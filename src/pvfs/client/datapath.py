@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import select
 import socket
 import struct
 import threading
@@ -67,18 +68,26 @@ class SocketPool:
         return ("manager" if key == MGR else f"iod{key}") + f" ({ep.address})"
 
     def take(self, key: int) -> socket.socket:
-        with self._lock:
-            if self.closed:
-                raise OSError(errno.EBADF, "file system connection is closed")
-            idle = self._idle.get(key)
-            if idle:
-                return idle.pop()
+        while True:
+            with self._lock:
+                if self.closed:
+                    raise OSError(errno.EBADF, "file system connection is closed")
+                idle = self._idle.get(key)
+                sock = idle.pop() if idle else None
+            if sock is None:
+                break
+            if _open_at_peer(sock):
+                return sock
+            sock.close()
         while (sock := self._owed(key)) is not None:
             try:
                 self._read_owed(key, sock)
-                return sock
             except (OSError, FrameError):
                 sock.close()  # broken: its request did leave; try the next or a new one
+                continue
+            if _open_at_peer(sock):
+                return sock
+            sock.close()
         ep = self.config.manager if key == MGR else self.config.iods[key]
         try:
             sock = socket.create_connection((ep.host, ep.port), timeout=self.config.connect_timeout)
@@ -139,6 +148,10 @@ class SocketPool:
                 idle = self._idle.get(key)
                 if idle:
                     socks[i] = idle.pop()
+        for i, sock in enumerate(socks):
+            if sock is not None and not _open_at_peer(sock):
+                sock.close()
+                socks[i] = None
         try:
             for i, key in enumerate(keys):
                 if socks[i] is None:
@@ -155,9 +168,10 @@ class SocketPool:
             return len(self._idle.get(key, ()))
 
     def idle_keys(self, keys: list[int]) -> set[int]:
-        """Those of ``keys`` with an idle connection."""
+        """Those of ``keys`` with a pooled connection (idle, or owing a reply): one that may
+        have gone stale, so a request that broke on it may be resent on a new one."""
         with self._lock:
-            return {key for key in keys if self._idle.get(key)}
+            return {key for key in keys if self._idle.get(key) or self._owing.get(key)}
 
     def discard(self, key: int) -> None:
         """Close every idle connection to a daemon that broke one (it may have restarted)."""
@@ -196,6 +210,19 @@ class SocketPool:
             self._owing.clear()
         for s in socks:
             s.close()
+
+
+def _open_at_peer(sock: socket.socket) -> bool:
+    """Whether an idle connection is still open at the daemon: one it closed (it stopped or
+    restarted) is readable (EOF) before anything is asked. Checked before each reuse, so a
+    request that cannot be sent twice (a create) is not lost to a connection that was dead
+    before it was sent."""
+    p = select.poll()
+    p.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
+    try:
+        return not p.poll(0)
+    except OSError:
+        return False
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
