@@ -110,18 +110,24 @@ class StoreAdministration:
         (directories a mount makes ahead, mgr/ahead.py). One never used is only a gap."""
         n = perms.check_int(n, 1, 1 << 16, "numbers")
         with self._tx():
-            (last,) = self._db.execute(
-                "SELECT seq FROM sqlite_sequence WHERE name = 'inodes'").fetchone()
-            self._db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'inodes'",
-                             (last + n,))
+            return self._take_numbers(n)
+
+    def _last_number(self) -> int:
+        """The inode sequence's last number given out (AUTOINCREMENT: never reused)."""
+        return self._db.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'inodes'").fetchone()[0]
+
+    def _take_numbers(self, n: int) -> list[int]:
+        """Move the sequence past ``n`` numbers and return them (inside a transaction)."""
+        last = self._last_number()
+        self._db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'inodes'",
+                         (last + n,))
         return list(range(last + 1, last + n + 1))
 
     def number_unused(self, ino: int) -> bool:
         """Whether ``ino`` was given out (the sequence passed it) and names nothing: no
         inode, not the pool's -- a number reserved by ``reserve_numbers`` and not used."""
-        (last,) = self._db.execute(
-            "SELECT seq FROM sqlite_sequence WHERE name = 'inodes'").fetchone()
-        return 0 < ino <= last and self._db.execute(
+        return 0 < ino <= self._last_number() and self._db.execute(
             "SELECT 1 FROM inodes WHERE ino = ? UNION ALL SELECT 1 FROM precreated "
             "WHERE ino = ?", (ino, ino)).fetchone() is None
 
@@ -130,11 +136,7 @@ class StoreAdministration:
         yet ready: their stripe files are still to be made."""
         n = perms.check_int(n, 1, 1 << 16, "pool size")
         with self._tx():
-            (last,) = self._db.execute(
-                "SELECT seq FROM sqlite_sequence WHERE name = 'inodes'").fetchone()
-            self._db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'inodes'",
-                             (last + n,))
-            inos = list(range(last + 1, last + n + 1))
+            inos = self._take_numbers(n)
             self._db.executemany("INSERT INTO precreated (ino, ready) VALUES (?, 0)",
                                  [(i,) for i in inos])
         return inos
