@@ -1,6 +1,7 @@
 """Small files through the native API (issue 29: "native API: small-file creates+writes").
 
     python bench/smallfiles.py [--procs 1 4] [--files 1000] [--size 3901] [--repeats 3]
+                               [--variants pvfs ahead local]
 
 Each process connects (``pvfs.connect``), makes a directory of its own, waits at a barrier,
 then creates, writes ``--size`` bytes into and closes ``--files`` files there, one after the
@@ -9,11 +10,14 @@ objects, mdtest's hard phase through the library instead of a mount). Rate = all
 (last finish - first start). After the timed loop each process reads back a sample of its
 files and checks the bytes, so a fast wrong answer cannot pass.
 
-In the same run, interleaved with it (rounds alternate which goes first), the same loop on a
-local directory with ``os.open``/``os.write``/``os.close``: not a peer, the scale of the
-machine (page cache, no network, no manager). pvfs runs on a file system of its own (4 I/O
-daemons on this host). Results: ``bench/results/smallfiles.json`` (or ``--json NAME``): each
-round's rates, the medians, the load average before and after.
+Variants, interleaved in one run (each round rotates which goes first): ``pvfs``, a plain
+``pvfs.connect``; ``ahead``, ``pvfs.connect(ahead=True)`` (creates made ahead of the manager,
+``pvfs.client.ahead``); ``local``, the same loop on a local directory with
+``os.open``/``os.write``/``os.close``: not a peer, the scale of the machine (page cache, no
+network, no manager). pvfs runs on a file system of its own (4 I/O daemons on this host).
+Beside the rate, the CPU time per file of the clients and of every daemon together, which a
+loaded machine moves far less than the rate. Results: ``bench/results/smallfiles.json`` (or
+``--json NAME``): each round's rates and CPU, the medians, the load average before and after.
 """
 
 from __future__ import annotations
@@ -25,31 +29,43 @@ import shutil
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from pvfs.bench.common import exit_on_sigterm, format_table, median, write_results
 
 SAMPLE = 16  # files per process read back and checked after the timed loop
 
 
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
 def _pvfs_client(config_path: str, top: str, idx: int, files: int, size: int, barrier,
-                 out) -> None:
+                 out, ahead: bool = False) -> None:
     import pvfs
 
     data = bytes((idx * 31 + i) % 251 for i in range(size))
-    with pvfs.connect(config_path) as fs:
+    with pvfs.connect(config_path, ahead=ahead) as fs:
         d = f"{top}/p{idx}"
         fs.makedirs(d, exist_ok=True)
         barrier.wait()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         for i in range(files):
             with fs.open(f"{d}/f{i}", "wb") as f:
                 f.write(data)
-        t1 = time.perf_counter()
+        if fs.ahead is not None:
+            fs.ahead.flush()  # every create at the manager before the clock stops
+        t1, c1 = time.perf_counter(), _cpu()
         for i in range(0, files, max(1, files // SAMPLE)):
             with fs.open(f"{d}/f{i}", "rb") as f:
                 if f.read() != data:
                     raise RuntimeError(f"{d}/f{i}: wrong bytes read back")
-    out.put((t0, t1))
+    out.put((t0, t1, c1 - c0))
+
+
+def _ahead_client(*args) -> None:
+    _pvfs_client(*args, ahead=True)
 
 
 def _local_client(root: str, top: str, idx: int, files: int, size: int, barrier,
@@ -58,21 +74,33 @@ def _local_client(root: str, top: str, idx: int, files: int, size: int, barrier,
     d = os.path.join(root, top.lstrip("/"), f"p{idx}")
     os.makedirs(d)
     barrier.wait()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     for i in range(files):
         fd = os.open(os.path.join(d, f"f{i}"), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
         os.write(fd, data)
         os.close(fd)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), _cpu()
     for i in range(0, files, max(1, files // SAMPLE)):
         with open(os.path.join(d, f"f{i}"), "rb") as fh:
             if fh.read() != data:
                 raise RuntimeError(f"{d}/f{i}: wrong bytes read back")
-    out.put((t0, t1))
+    out.put((t0, t1, c1 - c0))
 
 
-def run_once(target, where: str, top: str, procs: int, files: int, size: int) -> float:
-    """Files per second of ``procs`` processes running ``target`` at once."""
+def _daemons_cpu(pids: list[int]) -> float:
+    """CPU seconds the daemons have used (their threads included)."""
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def run_once(target, where: str, top: str, procs: int, files: int, size: int,
+             daemons: list[int] = ()) -> tuple[float, float]:
+    """(files per second, CPU ms per file of the clients and ``daemons``) of ``procs``
+    processes running ``target`` at once."""
+    d0 = _daemons_cpu(daemons)
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(procs), ctx.Queue()
     ps = [ctx.Process(target=target, args=(where, top, i, files, size, barrier, out))
@@ -87,7 +115,9 @@ def run_once(target, where: str, top: str, procs: int, files: int, size: int) ->
     bad = [p.exitcode for p in ps if p.exitcode]
     if bad:
         raise RuntimeError(f"a client exited with {bad[0]}")
-    return procs * files / (max(t1 for _, t1 in times) - min(t0 for t0, _ in times))
+    n = procs * files
+    cpu = sum(c for _, _, c in times) + _daemons_cpu(daemons) - d0
+    return n / (max(t[1] for t in times) - min(t[0] for t in times)), cpu / n * 1e3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,45 +127,64 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=3901, help="bytes per file (mdtest hard's)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--iods", type=int, default=4)
+    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS),
+                    default=list(VARIANTS), help="what runs, interleaved (default: all)")
     ap.add_argument("--json", default="smallfiles", help="results name (bench/results/)")
     args = ap.parse_args(argv)
     exit_on_sigterm()
-    from pvfs.cluster.launch import scratch_cluster
+    from pvfs.cluster.launch import daemons_of, scratch_cluster
+    from pvfs.procs import read_pidfile
 
     load0 = os.getloadavg()
     rounds: list[dict] = []
     local = tempfile.mkdtemp(prefix="pvfs-smallfiles-local-")
     try:
         with scratch_cluster("pvfs-smallfiles-", args.iods) as cfg:
+            pids = [read_pidfile(d.pidfile) for d in daemons_of(cfg)]
             for r in range(args.repeats):
                 for procs in args.procs:
-                    order = ["pvfs", "local"] if (r + procs) % 2 == 0 else ["local", "pvfs"]
-                    row = {"round": r, "procs": procs, "first": order[0]}
-                    for name in order:
-                        top = f"/round{r}-p{procs}"
-                        if name == "pvfs":
-                            row[name] = run_once(_pvfs_client, cfg.path, top, procs,
-                                                 args.files, args.size)
-                        else:
-                            row[name] = run_once(_local_client, local, top, procs,
-                                                 args.files, args.size)
-                    print(f"round {r} procs {procs}: pvfs {row['pvfs']:,.0f}/s, "
-                          f"local {row['local']:,.0f}/s", flush=True)
+                    row = _round(r, procs, args, cfg.path, local, [p for p in pids if p])
+                    print(f"round {r} procs {procs}: " + ", ".join(
+                        f"{v} {row[v]:,.0f}/s ({row['cpu_ms'][v]:.2f} CPU ms/file)"
+                        for v in args.variants), flush=True)
                     rounds.append(row)
     finally:
         shutil.rmtree(local, ignore_errors=True)
-    medians = {p: {name: median(row[name] for row in rounds if row["procs"] == p)
-                   for name in ("pvfs", "local")} for p in args.procs}
-    print(format_table(["processes", "pvfs files/s", "local files/s"],
-                       [[p, f"{m['pvfs']:,.0f}", f"{m['local']:,.0f}"]
+    medians = {p: {v: median(row[v] for row in rounds if row["procs"] == p)
+                   for v in args.variants} for p in args.procs}
+    cpu = {p: {v: median(row["cpu_ms"][v] for row in rounds if row["procs"] == p)
+               for v in args.variants} for p in args.procs}
+    print(format_table(["processes"] + [f"{v} files/s" for v in args.variants]
+                       + [f"{v} CPU ms/file" for v in args.variants],
+                       [[p] + [f"{m[v]:,.0f}" for v in args.variants]
+                        + [f"{cpu[p][v]:.2f}" for v in args.variants]
                         for p, m in medians.items()]))
     path = write_results(args.json, {
         "files_per_process": args.files, "size": args.size, "iods": args.iods,
-        "load_before": list(load0), "load_after": list(os.getloadavg()),
-        "rounds": rounds, "medians": {str(p): m for p, m in medians.items()},
+        "variants": args.variants, "load_before": list(load0),
+        "load_after": list(os.getloadavg()), "rounds": rounds,
+        "medians": {str(p): m for p, m in medians.items()},
+        "cpu_ms_per_file_medians": {str(p): c for p, c in cpu.items()},
     })
     print(f"results: {path}")
     return 0
+
+
+def _round(r: int, procs: int, args, config_path: str, local: str, pids: list[int]) -> dict:
+    """One round: every variant once, the order rotated by round (no variant always first)."""
+    k = (r + procs) % len(args.variants)
+    order = args.variants[k:] + args.variants[:k]
+    row: dict = {"round": r, "procs": procs, "order": order, "cpu_ms": {},
+                 "load": os.getloadavg()[0]}
+    for v in order:
+        target, where = VARIANTS[v], (local if v == "local" else config_path)
+        top = f"/round{r}-p{procs}-{v}"
+        row[v], row["cpu_ms"][v] = run_once(target, where, top, procs, args.files, args.size,
+                                            [] if v == "local" else pids)
+    return row
+
+
+VARIANTS = {"pvfs": _pvfs_client, "ahead": _ahead_client, "local": _local_client}
 
 
 if __name__ == "__main__":

@@ -130,7 +130,7 @@ class CreatesAhead:
         leases.made(parent, name, {**a, "leased": [ino]}, t)
         item = {"op": "create", "parent": parent, "name": name, "mode": mode, "ino": ino,
                 "cred": cred.to_wire(), "now": now, "open": True,
-                "deleg": self.delegations is not None}
+                "deleg": self.delegations is not None, "writing": False}
         if self.delegations is not None:
             self.delegations.start(ino)
         self.pending.append(item)

@@ -13,7 +13,13 @@ blocks. (Issue 31, thirtieth session: docs/scheduling.md, "rs' own work per requ
 its output is in bench/results/study-scheduling-ide-2000-rs-profile-s30-2026-11-29.json.)
 Needs root (network namespaces); run it under the machine lock.
 """
-import json, os, random, subprocess, sys, tempfile, time
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 from pvfs.bench.scheduling.runner import MIXED_PHASES, Runner, run_mixed
@@ -31,7 +37,7 @@ def iod_pids(cfg_path):
         if not p.isdigit():
             continue
         try:
-            cmd = open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
         if b"pvfs.daemons.iod" in cmd and cfg_path.encode() in cmd and b"python" in cmd[0]:
@@ -45,8 +51,8 @@ def cpu(pid):
     out = {}
     for t in os.listdir(f"/proc/{pid}/task"):
         try:
-            ns = [int(x) for x in open(f"/proc/{pid}/task/{t}/schedstat").read().split()[:3]]
-            comm = open(f"/proc/{pid}/task/{t}/comm").read().strip()
+            ns = [int(x) for x in Path(f"/proc/{pid}/task/{t}/schedstat").read_text().split()[:3]]
+            comm = Path(f"/proc/{pid}/task/{t}/comm").read_text().strip()
         except OSError:
             continue
         out[int(t)] = (comm, ns)
@@ -83,7 +89,7 @@ def main():
     out_path, reps = sys.argv[1], int(sys.argv[2])
     phase3_only = "--phase3-only" in sys.argv
     pyspy = sys.argv[sys.argv.index("--pyspy") + 1] if "--pyspy" in sys.argv else None
-    params = Params.from_wire(json.load(open(MODEL))["model"])
+    params = Params.from_wire(json.loads(Path(MODEL).read_text())["model"])
     rows = []
     started = time.time()
     load = [os.getloadavg()[0]]
@@ -150,9 +156,9 @@ def main():
                         p.wait(30)
                 load.append(os.getloadavg()[0])
                 print(rep, order, round(load[-1], 2), flush=True)
-    json.dump({"mode": "phase3-only" if phase3_only else "mixed", "reps": reps, "rows": rows,
-               "load_samples": load, "elapsed_s": time.time() - started,
-               "pyspy": pyspy}, open(out_path, "w"), indent=1)
+    Path(out_path).write_text(json.dumps(
+        {"mode": "phase3-only" if phase3_only else "mixed", "reps": reps, "rows": rows,
+         "load_samples": load, "elapsed_s": time.time() - started, "pyspy": pyspy}, indent=1))
 
 
 if __name__ == "__main__":

@@ -3,13 +3,14 @@ the share in rs' code (ReactiveSelector.* and pvfs/models/rs.py), by rs function
 import collections
 import json
 import sys
+from pathlib import Path
 
 
 def main() -> None:
     tot = busy = rsn = 0
     by = collections.Counter(); top = collections.Counter(); other_threads = 0
     for fn in sys.argv[1:]:
-        for line in open(fn):
+        for line in Path(fn).read_text().splitlines():
             line = line.rstrip("\n")
             stack, _, n = line.rpartition(" ")
             n = int(n)

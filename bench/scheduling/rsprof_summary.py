@@ -1,7 +1,11 @@
 """python -m pvfs.bench.scheduling.rsprof_summary PROF.json [...] (``rsprof``'s output): per phase and setting, medians of the mean task time, the I/O
 daemons' main (trio) thread CPU and run-queue wait per request, the other threads' CPU, rs'
 decisions; rs over opt3 paired by run (bootstrap 95 % interval of the median ratio)."""
-import json, random, statistics as st, sys
+import json
+import random
+import statistics as st
+import sys
+from pathlib import Path
 
 REQ = {0: 14, 1: 14, 2: 14 * 32, 3: 14 * 16, 4: 14, 5: 14, 6: 14}   # requests per phase (all daemons)
 
@@ -59,7 +63,7 @@ def summary(rows):
 if __name__ == "__main__":
     rows = []
     for p in sys.argv[1:]:
-        d = json.load(open(p))
+        d = json.loads(Path(p).read_text())
         base = len({r["rep"] for r in rows}) * 1000
         for r in d["rows"]:
             r = dict(r)

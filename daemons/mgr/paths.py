@@ -22,10 +22,12 @@ MAX_SYMLINKS = 40
 
 
 def walk(path: str, cred: Cred, follow: bool, root: Inode,
-         child: Callable[[int, str], Inode | None], parent: Callable[[int], Inode]) -> Inode:
+         child: Callable[[int, str], Inode | None], parent: Callable[[int], Inode],
+         seen: list[int] | None = None) -> Inode:
     """POSIX path resolution from ``root``: search permission on every directory, ".." of
     the root is the root, symlinks followed in the middle (and at the end if ``follow`` or a
-    trailing slash), at most MAX_SYMLINKS of them (ELOOP)."""
+    trailing slash), at most MAX_SYMLINKS of them (ELOOP). ``seen`` gets every directory
+    whose names were read, also when the walk fails."""
     comps = deque(c for c in path.split("/") if c)
     must_dir = path.endswith("/") and bool(comps)
     cur, links = root, 0
@@ -39,6 +41,8 @@ def walk(path: str, cred: Cred, follow: bool, root: Inode,
         if name == "..":
             cur = parent(cur.ino)
             continue
+        if seen is not None:
+            seen.append(cur.ino)
         nxt = child(cur.ino, check_name(name))
         if nxt is None:
             raise fail(errno.ENOENT, path)

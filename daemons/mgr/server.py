@@ -39,6 +39,7 @@ log = logging.getLogger("pvfs.mgr")
 
 #: Requests whose replies show nothing of the store: they need not wait for a commit.
 _NO_STORE = frozenset({"ping", "sizes_changed", "metrics", "lease_register"})
+_WALK_TRIES = 8  # walks of a path between recalls of directories created in ahead on it
 
 
 class MgrServer:
@@ -248,8 +249,21 @@ class MgrServer:
                 f[ino] = (await self._walk(p, cred, follow))["ino"]
 
     async def _walk(self, path: str, cred, follow: bool = True) -> dict:
-        """The inode ``path`` names, once every directory made ahead by a mount is here
-        (a path may pass one)."""
+        """The inode ``path`` names, once every directory on the way that a holder creates
+        in ahead has sent what it made there (a name may not be here yet): the walk is
+        tried, those it read are recalled, and it is walked again -- a few times, then
+        every such directory is recalled (a path through directories made ahead, each
+        found once its parent's holder answered)."""
+        for _ in range(_WALK_TRIES):
+            seen: list[int] = []
+            try:
+                attrs = self.store.resolve(path, cred, follow, seen)
+            except OSError:
+                attrs = None
+            busy = self.leases.created_in(seen)
+            if not busy:
+                return attrs if attrs is not None else self.store.resolve(path, cred, follow)
+            await self.leases.reading(busy)
         await self.leases.reading_all()
         return self.store.resolve(path, cred, follow)
 

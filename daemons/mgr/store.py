@@ -169,15 +169,17 @@ class MetaStore:
 
     # -- lookup ---------------------------------------------------------------------------
 
-    def _walk(self, path: str, cred: Cred, follow: bool) -> Inode:
+    def _walk(self, path: str, cred: Cred, follow: bool, seen: list[int] | None = None) -> Inode:
         return walk(path, cred, follow, self._get(ROOT_INO), self._child,
-                    lambda ino: self._get(self._parent_of(ino)))
+                    lambda ino: self._get(self._parent_of(ino)), seen)
 
-    def resolve(self, path: str, cred: Cred, follow: bool = True) -> dict:
+    def resolve(self, path: str, cred: Cred, follow: bool = True,
+                seen: list[int] | None = None) -> dict:
         """Attributes of the object at absolute ``path``; ``follow`` applies to the last
-        component only (symlinks in the middle are always followed)."""
+        component only (symlinks in the middle are always followed). ``seen`` gets the
+        directories whose names the walk read, also when it fails."""
         path, cred = perms.check_path(path), check_cred(cred)
-        return self._walk(path, cred, bool(follow)).attrs()
+        return self._walk(path, cred, bool(follow), seen).attrs()
 
     def resolve_parent(self, path: str, cred: Cred) -> tuple[dict, str]:
         """(attributes of the directory holding the last component, that component).

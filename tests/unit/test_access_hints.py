@@ -65,6 +65,12 @@ class FakeFs:
     def meta(self, op, **fields):
         return {}
 
+    def closing(self, ino):
+        return False
+
+    def failure(self, ino):
+        return None
+
 
 def test_a_hinted_handle_sends_its_hint_with_every_read_until_cleared():
     fs = FakeFs()

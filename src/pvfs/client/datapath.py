@@ -28,8 +28,15 @@ from pvfs.layout.describe import Description
 from pvfs.layout.stripe import Stripe, local_size, logical_size
 from pvfs.protocol import auth
 from pvfs.protocol.errors import ProtocolError, raise_for
-from pvfs.protocol.framing import (MAX_HEADER, PREFIX_SIZE, FrameError, decode_header,
-                                   encode_header, frame, parse_prefix)
+from pvfs.protocol.framing import (
+    MAX_HEADER,
+    PREFIX_SIZE,
+    FrameError,
+    decode_header,
+    encode_header,
+    frame,
+    parse_prefix,
+)
 from pvfs.protocol.retry import BROKEN, may_resend
 
 log = logging.getLogger("pvfs.client")
@@ -126,8 +133,8 @@ class SocketPool:
         its sender has moved on (a close the manager refused is one it already forgot)."""
         sock.settimeout(self.config.request_timeout)
         try:
-            hlen, blen = parse_prefix(_recv_exactly(sock, PREFIX_SIZE))
-            reply = decode_header(_recv_exactly(sock, hlen))
+            hlen, blen = parse_prefix(recv_exactly(sock, PREFIX_SIZE))
+            reply = decode_header(recv_exactly(sock, hlen))
             if blen:
                 raise FrameError(f"{self.name(key)}: bulk data in a late reply")
         finally:
@@ -225,7 +232,7 @@ def _open_at_peer(sock: socket.socket) -> bool:
         return False
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0

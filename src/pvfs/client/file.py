@@ -30,6 +30,10 @@ class Opener(Protocol):
 
     def meta(self, op: str, **fields: Any) -> dict: ...
 
+    def closing(self, ino: int) -> bool: ...
+
+    def failure(self, ino: int) -> int | None: ...
+
 
 class File:
     """Returned by ``FileSystem.open``; use as a context manager or call ``close``."""
@@ -59,6 +63,14 @@ class File:
             raise OSError(errno.EBADF, "file not open for reading", self.path)
         if want_write and not writable(self.flags):
             raise OSError(errno.EBADF, "file not open for writing", self.path)
+        self._check_made()
+
+    def _check_made(self) -> None:
+        """EIO once the manager refused this file's create made ahead (client/ahead.py)."""
+        code = self.fs.failure(self.ino)
+        if code is not None:
+            raise OSError(errno.EIO, f"the file's create was refused: {os.strerror(code)}",
+                          self.path)
 
     def size(self) -> int:
         """The file's current logical size (asks every daemon holding a share)."""
@@ -77,6 +89,8 @@ class File:
             self.closed = True
             while self._writes:
                 self._inflight.wait()
+        if self.fs.closing(self.ino):
+            return  # its create made ahead goes unopened (client/ahead.py)
         close = {"op": "close", "cred": self.fs.cred, "ino": self.ino}
         if self._fresh:
             close["fresh"] = True
@@ -196,7 +210,8 @@ class File:
         """Data on every daemon of the file, and the metadata (its name, size changes)."""
         self._check()
         self.fs.data.fsync(self.ino, self.stripe)
-        self.fs.meta("sync")
+        self.fs.meta("sync")  # (after the creates made ahead: client/ahead.py)
+        self._check_made()
 
     def fdatasync(self) -> None:
         self._check()

@@ -13,6 +13,7 @@ import stat as statmod
 from typing import Self
 
 from pvfs import config as cfgmod
+from pvfs.client.ahead import CreatesAhead
 from pvfs.client.attrs import Stat
 from pvfs.client.datapath import MGR, DataPath
 from pvfs.client.file import File
@@ -39,13 +40,36 @@ class FileSystem:
         if groups is None:
             groups = os.getgroups() if uid is None else []
         # The header's cred field, built (and checked) once by the one Cred type.
-        self.cred = Cred(self.uid, self.gid, tuple(groups)).to_wire()
+        self.creds = Cred(self.uid, self.gid, tuple(groups))
+        self.cred = self.creds.to_wire()
         self.umask = _current_umask()
+        self.ahead: CreatesAhead | None = None  # creates made ahead (``connect(ahead=True)``)
+
+    def create_ahead(self) -> bool:
+        """Create files ahead of the manager from now on (``ahead.py``); False if the
+        manager grants no leases."""
+        if self.ahead is None:
+            ahead = CreatesAhead(self, self.creds)
+            if not ahead.start():
+                return False
+            self.ahead = ahead
+        return True
 
     # ------------------------------------------------------------------ plumbing
     def meta(self, op: str, **fields) -> dict:
-        """One manager call; OSError on failure."""
+        """One manager call (after the creates made ahead); OSError on failure."""
+        if self.ahead is not None and self.ahead.pending:
+            self.ahead.flush()
         return self.data.call(MGR, {"op": op, "cred": self.cred, **fields})
+
+    def closing(self, ino: int) -> bool:
+        """A handle of ``ino`` closes: whether the manager needs no ``close`` (a create made
+        ahead that had not left yet, ``ahead.py``)."""
+        return self.ahead is not None and self.ahead.closing(ino)
+
+    def failure(self, ino: int) -> int | None:
+        """The errno of the refused create of ``ino`` made ahead, if it was refused."""
+        return None if self.ahead is None else self.ahead.failure(ino)
 
     def _path(self, path: str) -> str:
         if not isinstance(path, str):
@@ -84,7 +108,11 @@ class FileSystem:
             raise OSError(exc.errno, exc.strerror, path) from None
 
     def close(self) -> None:
-        self.data.close()
+        try:
+            if self.ahead is not None:
+                self.ahead.close()
+        finally:
+            self.data.close()
 
     def __enter__(self) -> Self:
         return self
@@ -98,12 +126,17 @@ class FileSystem:
         """Open (or create) a file; ``stripe`` sets the distribution of a new file."""
         flags = parse_mode(mode)
         path = self._path(path)
+        perm &= ~self.umask & 0o7777
         try:
+            if flags & os.O_CREAT and self.ahead is not None and stripe is None:
+                head, name = self._split(path)
+                attrs = self.ahead.create(head, name, perm, flags)
+                if attrs is not None:
+                    return File(self, path, attrs, flags)
             if flags & os.O_CREAT:
                 # one round trip: the manager walks the parent's path itself
                 head, name = self._split(path)
-                attrs = self.meta("create", dir=head, name=name,
-                                  mode=perm & ~self.umask & 0o7777,
+                attrs = self.meta("create", dir=head, name=name, mode=perm,
                                   stripe=stripe.to_wire() if stripe else None,
                                   exclusive=bool(flags & os.O_EXCL), flags=flags & ~os.O_CREAT,
                                   writing=writable(flags))
@@ -247,6 +280,16 @@ class FileSystem:
         self._at("removexattr", path, path=self._path(path), name=name)
 
     # ------------------------------------------------------------------ whole file system
+    def sync(self) -> None:
+        """Everything changed through this file system so far durable at the manager (the
+        creates made ahead sent first); ``EIO`` if the manager refused any of those since
+        the last ``sync`` (each refused file's own calls fail too)."""
+        self.meta("sync")
+        refused = self.ahead.refused_since_sync() if self.ahead is not None else 0
+        if refused:
+            raise OSError(errno.EIO, f"{refused} creates made ahead were refused by the "
+                          "manager (logged)")
+
     def statfs(self) -> dict:
         return self.meta("statfs")
 
@@ -258,13 +301,22 @@ class FileSystem:
 
 
 def connect(config: str | os.PathLike | cfgmod.Config | None = None, *, uid: int | None = None,
-            gid: int | None = None, groups: list[int] | None = None) -> FileSystem:
+            gid: int | None = None, groups: list[int] | None = None,
+            ahead: bool = False) -> FileSystem:
     """Connect to the file system a config file describes (default: ``$PVFS_CONFIG``).
 
     ``uid``/``gid`` act as another user (the daemons trust the caller's credentials; shared-key
-    authentication is SPEC §10).
+    authentication is SPEC §10). ``ahead``: create new files ahead of the manager where this
+    client creates alone (a lease session and a thread; ``pvfs.client.ahead``) -- for
+    programs that write many small files.
     """
     cfg = config if isinstance(config, cfgmod.Config) else cfgmod.load(config)
     fs = FileSystem(cfg, uid, gid, groups)
     fs.meta("ping")
+    if ahead:
+        try:
+            fs.create_ahead()
+        except BaseException:
+            fs.close()
+            raise
     return fs

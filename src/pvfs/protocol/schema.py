@@ -304,7 +304,8 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
 _AHEAD_ITEMS = {
     "create": {"op": text(8), "parent": integer(1, 2**63 - 1), "name": name,
                "mode": integer(0, 0o7777), "ino": integer(1, 2**63 - 1), "cred": cred,
-               "now": integer(0, 2**63 - 1), "open": boolean, "deleg": boolean},
+               "now": integer(0, 2**63 - 1), "open": boolean, "deleg": boolean,
+               "writing": boolean},  # its writer's data follow unreported (``fresh``)
     "unlink": {"op": text(8), "parent": integer(1, 2**63 - 1), "name": name, "cred": cred,
                "now": integer(0, 2**63 - 1)},
     "rmdir": {"op": text(8), "parent": integer(1, 2**63 - 1), "name": name, "cred": cred,
