@@ -19,7 +19,8 @@
   by testing ``MPI_Rget`` requests between sleeps instead of a ``Flush`` that polls a core
   (``servers+ra-rget``, ``servers+ra-udpbells-rget``; on by default across hosts since
   s29); ``-rlock`` also waits for ``rma``'s lock-word fetch-and-ops as requests
-  (``rma+ra-rget-rlock``; off by default).
+  (``rma+ra-rget-rlock``; off by default); ``-noloan`` turns issue 32's loan slots off
+  (``servers+ra-rget-noloan``; on by default for read-only ``servers`` opens since s31).
 - ``btio``, ``flash``, ``s3d``: the checkpoint traces of :mod:`pvfs.traces.generators`
   replayed by the ranks; each rank writes a phase (the records between two barriers) with
   one call carrying all its regions, as an MPI program writes a subarray through a file
@@ -101,7 +102,8 @@ RA_KEYS = ("ra_pages", "ra_reads", "ra_skipped", "ra_waits", "ra_failed", "ra_re
 #: evicted in between, or read around)
 CACHE_KEYS = ("misses", "evictions", "evict_pinned", "hits", "remote_hits", "victims_sent",
               "victim_hits", "victims_kept", "victims_handed", "victims_dropped",
-              "victims_refused", "victims_claimed", "bells_on", "bells_udp", "bell_rings")
+              "victims_refused", "victims_claimed", "loaned", "loans_granted",
+              "loans_recycled", "loans_returned", "bells_on", "bells_udp", "bell_rings")
 PER_RANK_KEYS = ("fs_bytes_read", "misses", "evictions", "ra_evictions", "ra_pages",
                  "ra_lead_lost", "ra_room_refused", "victim_hits")
 #: the phases of a locked access of the cache, in the order of ``PageCache._record``'s marks
@@ -208,6 +210,9 @@ def _open_window(comm: Any, fs: Any, path: str, method: str, opts: dict[str, Any
     # window, or BYTES) / off; a bare coordination takes the library's default
     # (PVFS_COLLECTIVE_READAHEAD).
     coord, _, variant = method.partition("+")
+    if variant.endswith("-noloan"):  # (A/B of issue 32, s31: no loan slots)
+        variant = variant[:-len("-noloan")]
+        os.environ["PVFS_COLLECTIVE_LOANS"] = "0"
     if variant.endswith("-noalign"):  # (A/B of the stripe-row alignment of reads ahead)
         variant = variant[:-len("-noalign")]
         os.environ["PVFS_COLLECTIVE_READAHEAD_ALIGN"] = "0"

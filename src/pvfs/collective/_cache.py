@@ -18,7 +18,10 @@ to it — local copy or remote ``get``/``put`` — is coherent. An access:
    home keeps them in the room the group's slots leave free and hands them over with the
    next exclusive grant; see ``LockManager.keep_victim``; on with
    ``PVFS_COLLECTIVE_VICTIMS=1``);
-   (consecutive pages the request loads come from the file in one read);
+   (consecutive pages the request loads come from the file in one read); a rank short of
+   free slots in a read-only ``servers`` open asks in LOAN mode and loads the page into a
+   slot another rank lent to the homes' pool instead of evicting (issue 32's loan slots,
+   s31: see ``LockManager.lend``);
 3. copies the bytes locally, or remotely at the owner; the lock it holds is the pin that
    keeps the owner from evicting the page meanwhile (eviction only ``try``-locks, and skips a
    pinned page).
@@ -103,14 +106,25 @@ class PageCache:
 
     def __init__(self, rank: int, nranks: int, fs: CountingFile, locks: Locks, data: Data,
                  nslots: int, page_size: int, size_at_open: int, atomic: bool,
-                 readahead: int = 0, align: int = 1) -> None:
+                 readahead: int = 0, align: int = 1, loans: bool = False) -> None:
         self.rank, self.n = rank, nranks
         self.fs, self.locks, self.data = fs, locks, data
         self.ps = page_size
         self.size_at_open = size_at_open
         self.atomic = atomic
         self.nslots = nslots
-        self.free = list(range(nslots - 1, -1, -1))
+        #: issue 32's loan slots (read-only opens, ``servers``): the top quarter of this
+        #: rank's slots is lent to the homes' pools and leaves its free list; a read short
+        #: of free slots asks in LOAN mode and loads a page into the slot lent with its
+        #: grant (possibly another rank's) instead of evicting
+        lend = nslots // 4 if loans and hasattr(locks, "lend") and \
+            hasattr(data, "put_pages") else 0
+        self.loan_slots = lend
+        self.free = list(range(nslots - lend - 1, -1, -1))
+        self.loaned = 0  # pages this rank loaded into a loan slot
+        self._loaded: dict[int, bytes] = {}  # this access' loaned pages' bytes
+        if lend:
+            locks.lend(rank, list(range(nslots - lend, nslots)))  # type: ignore[attr-defined]
         self.lru = Lru()
         self.held: dict[int, _Held] = {}
         self.around: set[int] = set()  # pages this access reads from the file, unlocked
@@ -130,6 +144,7 @@ class PageCache:
         self.victim_hits = 0  # pages cached from a victim copy instead of the file
         self._handed: dict[int, bytes] = {}  # this access' victims (take_victims)
         self._unused: dict[int, bytes] = {}  # ... not cached here (no slot): given back
+        self._loans: dict[int, tuple[int, int]] = {}  # this access' loan slots (lend)
         #: one record per locked access when a list (tracing, see :meth:`_record`)
         self.trace: list[dict[str, Any]] | None = None
         #: ``(time, page)`` of every eviction when a list (tracing)
@@ -215,6 +230,10 @@ class PageCache:
                     for p, blob in zip(mine, carried[page], strict=True):
                         buf[p.buf:p.buf + p.length] = blob
                     self.remote_carried += 1
+                elif page in self._loaded and not write:
+                    blob = self._loaded[page]  # loaded into a loan slot by this access
+                    for p in mine:
+                        buf[p.buf:p.buf + p.length] = blob[p.off:p.off + p.length]
                 elif meta.owner >= 0 and meta.owner != self.rank:
                     # Remote pieces move together: one message (or one flush) per owner.
                     remote.setdefault(meta.owner, []).append(
@@ -230,6 +249,8 @@ class PageCache:
                 self._record(marks, groups, loads, remote, *before)
         finally:
             self.around.clear()
+            self._loaded.clear()
+            self._loans = {}  # (one not used goes back to the pool with its release)
             held = sorted(self.held.items(), reverse=True)
             self.held.clear()
             # A victim handed over that this read did not cache (no slot: read from it;
@@ -270,14 +291,18 @@ class PageCache:
         # that died or stalled holds nobody up past the bound. Atomic reads always wait.
         around: bool | float = False if write or self.atomic else self.load_times.wait()
         pages = [page for page, _ in groups]
+        wants = {page: [(p.off, p.length) for p in mine] for page, mine in groups}
         if write:
             got = self.locks.lock_set(pages, write, around)
+        elif self.loan_slots and len(self.free) < len(pages):
+            got = self.locks.lock_set(pages, write, around, wants,
+                                      loan=True)  # type: ignore[call-arg]
         else:
-            got = self.locks.lock_set(pages, write, around,
-                                      {page: [(p.off, p.length) for p in mine]
-                                       for page, mine in groups})
+            got = self.locks.lock_set(pages, write, around, wants)
         if self.victims:
             self._handed = self.locks.take_victims()  # type: ignore[attr-defined]
+        if self.loan_slots:
+            self._loans = self.locks.take_loans()  # type: ignore[attr-defined]
         for page, (meta, excl) in zip(pages, got, strict=True):
             if meta is None:
                 self.around.add(page)
@@ -294,14 +319,33 @@ class PageCache:
     def _install(self, groups: list[tuple[int, list[Piece]]], write: bool) -> None:
         """Cache every uncached page of the request here; consecutive pages that must come
         from the file are read with one call."""
-        load: list[tuple[int, int]] = []  # (page, slot) to read from the file
+        # (page, slot or loan slot) to read from the file
+        load: list[tuple[int, int | tuple[int, int]]] = []
+        puts: list[tuple[int, int, bytes]] = []  # (rank, slot, bytes) into loan slots
         for page, pieces in groups:
             held = self.held.get(page)
             if held is None or held.meta.owner >= 0:
                 continue  # read around, or cached already
             self.misses += 1
-            slot = self._alloc_slot()
             kept = self._handed.pop(page, None)  # the page's victim copy, if its home had one
+            loan = self._loans.pop(page, None)
+            if loan is not None and not write and not self.free:
+                # a slot of the loan pool (issue 32): the page goes there, nothing evicted
+                # (with a free slot of its own the rank uses that: the loan goes back to
+                # the pool with the release, which publishes the page elsewhere)
+                self.loaned += 1
+                if kept is not None:
+                    self.victim_hits += 1
+                    puts.append((*loan, kept))
+                    self._loaded[page] = kept
+                elif held.meta.flushed or page * self.ps < self.size_at_open:
+                    load.append((page, loan))
+                else:
+                    puts.append((*loan, bytes(self.ps)))
+                    self._loaded[page] = bytes(self.ps)
+                held.new = held.meta = Meta(loan[0], loan[1], held.meta.flushed)
+                continue
+            slot = self._alloc_slot()
             if slot is None:
                 self.direct += 1
                 if kept is not None and not write:
@@ -330,8 +374,16 @@ class PageCache:
             got = self.fs.preadinto(memoryview(run), load[i][0] * self.ps)
             run[got:] = bytes(len(run) - got)  # zeros past the end of the file
             for k in range(i, j):
-                self.data.view(load[k][1])[:] = run[(k - i) * self.ps:(k - i + 1) * self.ps]
+                page, where = load[k]
+                part = run[(k - i) * self.ps:(k - i + 1) * self.ps]
+                if isinstance(where, tuple):
+                    self._loaded[page] = blob = bytes(part)
+                    puts.append((*where, blob))
+                else:
+                    self.data.view(where)[:] = part
             i = j
+        if puts:  # complete before the unlock publishes the pages there
+            self.data.put_pages(puts)  # type: ignore[attr-defined]
         if load:  # (the time these pages stay locked and cached nowhere, near enough)
             self.load_times.add(time.monotonic() - began)
 
@@ -446,6 +498,7 @@ class PageCache:
                 "evict_pinned": self.evict_pinned, "read_around": self.read_around,
                 "load_stalls": self.load_stalls,
                 "victims_sent": self.victims_sent, "victim_hits": self.victim_hits,
+                "loaned": self.loaned, "loan_slots": self.loan_slots,
                 "remote_gets": self.data.remote_gets, "remote_carried": self.remote_carried,
                 "remote_puts": self.data.remote_puts,
                 "around_wait_us": round(self.load_times.wait() * 1e6),

@@ -180,9 +180,14 @@ class CollectiveFile:
         self._parts = [locks, data, *extra]
         # Read-ahead releases its claims from a helper thread: MPI_THREAD_MULTIPLE only.
         ra = self.readahead if _thread_multiple() else 0
+        # issue 32's loan slots: read-only opens with lock servers (a loaned page is
+        # clean and its owner does not know it: nothing there is ever written back)
+        from pvfs.collective._locks import loans_on
+
+        loans = loans_on() and not self.writable and self.coordination == "servers"
         self.cache = PageCache(self.rank, self.n, self.io, locks, data, nslots, self.page_size,
                                self.size_at_open, self.atomic, readahead=ra,
-                               align=self.flush_group)
+                               align=self.flush_group, loans=loans)
         barrier(self.comm, "cache set-up")
 
     def _start_write_behind(self) -> None:
@@ -502,7 +507,10 @@ def _split_off_lock_servers(comm: Any, lock_servers: int,
                                "victims_handed": m.victims_handed,
                                "victims_dropped": m.victims_dropped,
                                "victims_refused": m.victims_refused,
-                               "victims_claimed": m.victims_claimed})
+                               "victims_claimed": m.victims_claimed,
+                               "loans_granted": m.loans_granted,
+                               "loans_recycled": m.loans_recycled,
+                               "loans_returned": m.loans_returned})
     return clients, (scomm, homes, bells)
 
 

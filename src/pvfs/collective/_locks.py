@@ -50,6 +50,11 @@ from pvfs.collective._pages import UNCACHED, Meta
 #: A lock mode besides shared (False) and exclusive (True): a read that caches the page if
 #: nobody does — exclusive when granted while the page is cached nowhere, else shared.
 READ = "read"
+#: The read mode of a rank with no free slot (issue 32's loan slots): as :data:`READ`, and
+#: when granted exclusively (the page cached nowhere) the grant lends the loader a slot of
+#: the group's loan pool, ``(rank, slot)``, to load the page into instead of evicting
+#: (:meth:`LockManager.lend`).
+LOAN = "loan"
 
 Mode = bool | str
 
@@ -89,6 +94,18 @@ VICTIMS_ENV = "PVFS_COLLECTIVE_VICTIMS"
 #: its home keeps (s26-s29) instead of taking the copy (s30, the default; bench suffix
 #: ``-skipkept`` for the A/B).
 VICTIM_CLAIMS_ENV = "PVFS_COLLECTIVE_VICTIM_CLAIMS"
+
+
+#: ``PVFS_COLLECTIVE_LOANS=0``: no loan slots (issue 32, s31; on by default for read-only
+#: opens with ``servers`` coordination: see :meth:`LockManager.lend`; bench suffix
+#: ``-noloan`` for the A/B).
+LOANS_ENV = "PVFS_COLLECTIVE_LOANS"
+
+
+def loans_on() -> bool:
+    """Whether read-only ``servers`` opens lend a quarter of each rank's slots to the
+    homes' loan pools (on unless ``PVFS_COLLECTIVE_LOANS=0``)."""
+    return os.environ.get(LOANS_ENV, "1") != "0"
 
 
 def victims_on() -> bool:
@@ -253,7 +270,7 @@ class _PageLock:
 
     def exclusive(self, mode: Mode) -> bool:
         """Whether ``mode`` asks for the page exclusively, decided now (at the grant)."""
-        return self.meta.owner < 0 if mode == READ else bool(mode)
+        return self.meta.owner < 0 if mode in (READ, LOAN) else bool(mode)
 
 
 class LockManager:
@@ -297,6 +314,18 @@ class LockManager:
         self.claim_victims = os.environ.get(VICTIM_CLAIMS_ENV, "1") != "0"
         #: ``(homes, slots)`` of the last eviction (the group's room: see keep_victim)
         self.victim_room: tuple[int, int] | None = None
+        #: issue 32's loan slots (see :meth:`lend`): rank -> its free slots lent to this
+        #: home's pool
+        self.loan_free: dict[int, list[int]] = {}
+        #: rank -> {page: (rank, slot)} of loans made with grants, to go with the reply
+        self.lent: dict[int, dict[int, tuple[int, int]]] = {}
+        #: page -> (rank, slot) lent with its exclusive grant, until the loader releases it
+        self.loan_pending: dict[int, tuple[int, int]] = {}
+        #: page -> (rank, slot) of pages cached in a loan slot, oldest first
+        self.loaned: OrderedDict[int, tuple[int, int]] = OrderedDict()
+        self.loans_granted = 0  # loans made with grants
+        self.loans_recycled = 0  # ... of them, the slot of an older loaned page taken back
+        self.loans_returned = 0  # loans given back unused (a try round, a failed access)
 
     def _get(self, page: int) -> _PageLock:
         entry = self._pages.get(page)
@@ -503,6 +532,9 @@ class LockManager:
     def _grant(self, page: int, entry: _PageLock, src: int, mode: Mode) -> None:
         if entry.exclusive(mode):
             entry.writer = src
+            if mode == LOAN and (loan := self._take_loan()) is not None:
+                self.lent.setdefault(src, {})[page] = loan
+                self.loan_pending[page] = loan
             if self.victims and page in self.victims:
                 # The page's only copy goes to the rank that now holds it exclusively (it
                 # caches the page, or writes it): with the grant, in place of a file read.
@@ -510,6 +542,60 @@ class LockManager:
                 self.victims_handed += 1
         else:
             entry.readers.add(src)
+
+    def lend(self, rank: int, slots: list[int]) -> None:
+        """``rank`` lends ``slots`` (taken out of its own free list) to this home's loan
+        pool (issue 32's loan slots). Over the netns harness at 16-32 clients the extra
+        file reads were demand loads by a rank with no free slot: it evicted pages that
+        ranks behind it had not read yet while their slots stood empty. A read by such a
+        rank asks in :data:`LOAN` mode; when its grant is exclusive (the page cached
+        nowhere) the home lends it a pool slot ``(r, s)``, the loader reads the page from
+        the file, puts it in ``r``'s slot ``s`` (one RMA put) and publishes ``Meta(r, s)``
+        at its unlock: no eviction, no copy through the home. Loaned pages are clean (the
+        pool is used by read-only opens only) and never evicted by ``r``, which does not
+        know them; when the pool is empty the home takes back the slot of its oldest
+        loaned page that nobody holds or waits for (published uncached: a second read of
+        that page is what any full cache pays)."""
+        self.loan_free.setdefault(rank, []).extend(slots)
+
+    def _take_loan(self) -> tuple[int, int] | None:
+        """A free pool slot (of the rank with the most free ones), else the slot of the
+        oldest loaned page nobody holds or waits for (taken back), else None."""
+        if self.loan_free:
+            rank = max(self.loan_free, key=lambda r: (len(self.loan_free[r]), -r))
+            if self.loan_free[rank]:
+                self.loans_granted += 1
+                return rank, self.loan_free[rank].pop()
+        for page, loan in self.loaned.items():
+            entry = self._pages.get(page)
+            if entry is not None and (entry.writer is not None or entry.readers
+                                      or entry.queue):
+                continue  # in use: its slot may be read right now
+            del self.loaned[page]
+            if entry is not None:
+                entry.meta = Meta(-1, -1, entry.meta.flushed)
+                self.cached -= 1
+                if entry.meta == UNCACHED:
+                    del self._pages[page]
+            self.loans_granted += 1
+            self.loans_recycled += 1
+            return loan
+        return None
+
+    def _settle_loan(self, page: int, loan: tuple[int, int] | None, entry: _PageLock) -> None:
+        """After ``page``'s release: a loan made with its grant is recorded as the page's
+        slot if the loader published the page there, else it goes back to the pool; a
+        loaned page published elsewhere (or uncached) gives its slot back."""
+        where = (entry.meta.owner, entry.meta.slot)
+        if loan is not None:
+            if where == loan:
+                self.loaned[page] = loan
+                return
+            self.loans_returned += 1
+            self.loan_free.setdefault(loan[0], []).append(loan[1])
+        if page in self.loaned and self.loaned[page] != where:
+            r, s = self.loaned.pop(page)
+            self.loan_free.setdefault(r, []).append(s)
 
     def keep_victim(self, page: int, data: bytes,
                     room: tuple[int, int] | None) -> None:
@@ -564,9 +650,11 @@ class LockManager:
             RuntimeError: when ``src`` does not hold the page (a protocol bug).
         """
         entry = self._get(page)
+        loan = None
         if entry.writer == src:
             entry.writer = None
             entry.claimed = False
+            loan = self.loan_pending.pop(page, None)
         elif src in entry.readers:
             entry.readers.discard(src)
         else:
@@ -574,6 +662,8 @@ class LockManager:
         if meta is not None:
             self.cached += (meta.owner >= 0) - (entry.meta.owner >= 0)
             entry.meta = meta
+        if loan is not None or (meta is not None and page in self.loaned):
+            self._settle_loan(page, loan, entry)
         if victim is not None and entry.meta.owner < 0 and entry.writer is None:
             # (before the waiters are granted: a reader queued behind the eviction gets it)
             self.keep_victim(page, *victim)

@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any
 
-from pvfs.collective._locks import BUSY, READ
+from pvfs.collective._locks import BUSY, LOAN, READ
 from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._service import REPLY, Caller, LocalPages, Service, release_all
 
@@ -50,6 +50,9 @@ class MsgLocks:
         #: page -> bytes of victim copies read-ahead claims took (s30): the prefetcher
         #: caches them instead of reading the file (taken by ``Prefetcher._issue``)
         self.claim_copies: dict[int, bytes] = {}
+        #: issue 32's loan slots: page -> ``(rank, slot)`` a home lent with an exclusive
+        #: grant (the page is to be loaded there); taken by :meth:`take_loans`
+        self.loans: dict[int, tuple[int, int]] = {}
 
     def home(self, page: int) -> int:
         return self.homes[page % len(self.homes)]
@@ -70,6 +73,7 @@ class MsgLocks:
                         self.local._wants[self.me] = (items, None, None)
                         return got  # (handed victims come with the I/O thread's answer)
                 self.victims.update(self.local.locks.handed.pop(self.me, {}))
+                self.loans.update(self.local.locks.lent.pop(self.me, {}))
                 return got
             # (queued at our own home: the I/O thread answers when a release grants it)
         if self.local is None:
@@ -104,6 +108,8 @@ class MsgLocks:
                 self.carried.update(reply[1])
                 if len(reply) > 2:
                     self.victims.update(reply[2])
+                if len(reply) > 3:
+                    self.loans.update(reply[3])
         return out
 
     def _release(self, back: dict[int, list[tuple[Any, ...]]]) -> None:
@@ -121,7 +127,7 @@ class MsgLocks:
 
     def lock_set(self, pages: list[int], write: bool, around: bool | float,
                  wants: dict[int, list[tuple[int, int]]] | None = None,
-                 ) -> list[tuple[Meta | None, bool]]:
+                 loan: bool = False) -> list[tuple[Meta | None, bool]]:
         """Lock ``pages`` (increasing) for a write (exclusive) or a read (the read mode:
         exclusive while the page is cached nowhere, the reader caches it); per page
         ``(metadata, exclusive)``, ``(None, False)`` for a page to read around.
@@ -134,8 +140,11 @@ class MsgLocks:
         ``wants`` (reads, ``thread``): page -> ``(offset, length)`` pieces to read. A home
         that grants a page cached on its own rank sends those bytes with the grant, and
         pages already held whose copy is on a home asked later are read in the same
-        message; what came is in :attr:`carried` (no data round trip for those)."""
-        mode: Any = True if write else READ
+        message; what came is in :attr:`carried` (no data round trip for those).
+
+        ``loan`` (a read by a rank short of free slots): the read mode :data:`LOAN`, so a
+        page granted exclusively may come with a loan slot (:attr:`loans`)."""
+        mode: Any = True if write else LOAN if loan else READ
         items = [(p, mode) for p in pages]
         homes = [self.home(p) for p in pages]
         self.lock_calls += len(pages)
@@ -177,6 +186,7 @@ class MsgLocks:
             if results[i] is not BUSY and results[i] is not None:
                 # (a victim handed with this grant goes back with the release, unused)
                 victim = self.victims.pop(pages[i], None)
+                self.loans.pop(pages[i], None)  # (a loan goes back with the release)
                 back.setdefault(homes[i], []).append(
                     (pages[i], None) if victim is None else (pages[i], None, (victim, None)))
             results[i] = BUSY
@@ -243,6 +253,26 @@ class MsgLocks:
                 pair = (*pair, victims[page])
             back.setdefault(self.home(page), []).append(pair)
         self._release(back)
+
+    def lend(self, rank: int, slots: list[int]) -> None:
+        """Lend ``slots`` of ``rank`` to the homes' loan pools (issue 32's loan slots:
+        :meth:`LockManager.lend`), spread evenly over the homes; sent before this rank's
+        first lock request, so each home has them before it can grant this rank a page."""
+        homes = sorted(set(self.homes))
+        share: dict[int, list[int]] = {}
+        for i, slot in enumerate(slots):
+            share.setdefault(homes[(rank + i) % len(homes)], []).append(slot)
+        for home, mine in share.items():
+            if self.local is not None and home == self.me:
+                with self.local.mutex:
+                    self.local.locks.lend(rank, mine)
+            else:
+                self.caller.send(home, ("lend", rank, mine))
+
+    def take_loans(self) -> dict[int, tuple[int, int]]:
+        """The loan slots lent with this rank's grants since the last call."""
+        out, self.loans = self.loans, {}
+        return out
 
     def take_victims(self) -> dict[int, bytes]:
         """The victims handed over with this rank's grants since the last call."""

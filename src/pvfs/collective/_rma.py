@@ -493,6 +493,26 @@ class RmaData:
                             target=(mark + 8, 1, MPI.INT64_T), op=MPI.MAX)
         self._flush(owner)
 
+    def put_pages(self, pages: list[tuple[int, int, bytes]]) -> None:
+        """Whole pages into slots, ``(owner, slot, bytes)``, leaving their dirty marks
+        alone (issue 32's loan slots: clean pages loaded from the file into a slot another
+        rank lent): every ``Put`` issued, then one ``Flush`` per owner, so the bytes are
+        there before the caller's unlock publishes them."""
+        keep = []
+        owners: set[int] = set()
+        for owner, slot, data in pages:
+            if owner == self.rank:
+                self.view(slot)[:] = data
+                continue
+            arr = np.frombuffer(data, dtype=np.uint8)
+            keep.append(arr)
+            self.remote_puts += 1
+            self.win.Put(arr, owner, target=(self.space.data_base + slot * self.page_size,
+                                             len(arr), self.MPI.BYTE))
+            owners.add(owner)
+        for owner in sorted(owners):
+            self._flush(owner)
+
     def dirty(self, slot: int) -> Dirty:
         self.win.Sync()
         d = Dirty()

@@ -245,9 +245,10 @@ class Service:
         grants (issue 32's victim cache, :meth:`LockManager.keep_victim`)."""
         items, wants, held = self._wants.pop(who, (None, None, None))
         handed = self.locks.handed.pop(who, {})
-        if items is None:
-            return (results, {}, handed)
-        return (results, self.carry(who, items, results, wants, held), handed)
+        carried = {} if items is None else self.carry(who, items, results, wants, held)
+        loans = self.locks.lent.pop(who, None)  # (issue 32's loan slots, with the grants)
+        return (results, carried, handed) if loans is None else \
+            (results, carried, handed, loans)
 
     def _send(self, dest: int, obj: Any) -> None:
         req = self.comm.isend(obj, dest=dest, tag=REPLY)
@@ -352,6 +353,8 @@ class Service:
                 else:
                     reply = (result, self.carry(src, items, result, wants, held),
                              self.locks.handed.pop(src, {}))
+                    if (loans := self.locks.lent.pop(src, None)) is not None:
+                        reply = (*reply, loans)  # (issue 32's loan slots)
             if result is not None:
                 self._send(src, reply)
         elif op == "claim":  # read-ahead: never queued, answered at once
@@ -361,6 +364,9 @@ class Service:
                 copies = self.locks.claim_copies.pop(src, None)
             # (victim copies the claims took go with the reply: ``(claimed, copies)``)
             self._send(src, claimed if not copies else (claimed, copies))
+        elif op == "lend":  # issue 32's loan slots: a rank's slots for this home's pool
+            with self.mutex:
+                self.locks.lend(msg[1], list(msg[2]))
         elif op == "unlock":
             with self.mutex:
                 grants = [(who, self.grant_payload(who, res))
