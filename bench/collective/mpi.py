@@ -162,7 +162,7 @@ def window(comm: Any, fs: Any, opts: dict[str, Any]) -> dict[str, Any] | None:
         got = f.counters()
         counters = {"lock_server_requests": got["lock_requests"],
                     "lock_server_queued": got["lock_queued"],
-                    **{k: v for k, v in got.items() if k.startswith("victims_")}}
+                    **{k: v for k, v in got.items() if k.startswith(("victims_", "loans_"))}}
     elapsed = time.perf_counter() - t0
     cpu = comm.allreduce(_cpu() - c0)
     delay = comm.allreduce(_prof.run_delay_ns() - d0) / 1e9
