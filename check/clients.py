@@ -136,16 +136,18 @@ class NativeHandle(Handle):
 
 
 class NativeClient(Client):
-    """``pvfs.connect(config)``: no client cache, every call reaches the daemons."""
+    """``pvfs.connect(config)``: no client cache, every call reaches the daemons -- but
+    with ``ahead`` new files in a directory it creates in alone are created by the client
+    and sent to the manager in batches (``pvfs.client.ahead``)."""
 
     kind = "native"
 
-    def __init__(self, config_path: str, label: str) -> None:
+    def __init__(self, config_path: str, label: str, ahead: bool = False) -> None:
         super().__init__()
         import pvfs
 
         self.label = label
-        self.fs = pvfs.connect(config_path)
+        self.fs = pvfs.connect(config_path, ahead=ahead)
 
     def path(self, name: str) -> str:
         return f"/{self.root}/{name}" if self.root else f"/{name}"

@@ -65,8 +65,9 @@ def _clients(opts: Options) -> tuple[list[Client], Any, Any]:
                          f"(is the file system up?)") from None
     clients: list[Client] = []
     nnative = opts.native if opts.native is not None else (0 if opts.mounts else 2)
-    for i in range(nnative):
-        clients.append(NativeClient(cfg.path, f"native{i}"))
+    for i in range(nnative):  # every second one creates ahead of the manager
+        ahead = i % 2 == 1
+        clients.append(NativeClient(cfg.path, f"native{i}{'-ahead' if ahead else ''}", ahead))
     for i, d in enumerate(opts.mounts):
         info = pvfs_mount_info(d)
         if info is None:

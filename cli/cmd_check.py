@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mounts", metavar="DIR,DIR", default="",
                    help="pvfs mounts of --config to drive (each one a node)")
     p.add_argument("--native", metavar="N", type=int, default=None,
-                   help="native API clients (default: 2 without --mounts, else 0)")
+                   help="native API clients (default: 2 without --mounts, else 0; every "
+                        "second one creates files ahead of the manager)")
     p.add_argument("--mode", choices=CHECK_MODES, default=CHECK_MODES[0],
                    help="what to hold the file system to (default: none)")
     p.add_argument("--examples", metavar="K", type=int, default=100,
