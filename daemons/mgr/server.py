@@ -246,31 +246,32 @@ class MgrServer:
             if (p is None) == (not f[ino]):
                 raise OSError(errno.EINVAL, f"{op} needs its {ino}: an inode or a path")
             if p is not None:
-                f[ino] = (await self._walk(p, cred, follow))["ino"]
+                f[ino] = (await self._walk(p, cred, follow, f.get("lease")))["ino"]
 
-    async def _walk(self, path: str, cred, follow: bool = True) -> dict:
+    async def _walk(self, path: str, cred, follow: bool = True,
+                    actor: str | None = None) -> dict:
         """The inode ``path`` names, once every directory on the way that a holder creates
         in ahead has sent what it made there (a name may not be here yet): the walk is
         tried, those it read are recalled, and it is walked again -- a few times, then
         every such directory is recalled (a path through directories made ahead, each
-        found once its parent's holder answered)."""
+        found once its parent's holder answered). ``actor``'s own are not recalled."""
         for _ in range(_WALK_TRIES):
             seen: list[int] = []
             try:
                 attrs = self.store.resolve(path, cred, follow, seen)
             except OSError:
                 attrs = None
-            busy = self.leases.created_in(seen)
+            busy = self.leases.created_in(seen, actor)
             if not busy:
                 return attrs if attrs is not None else self.store.resolve(path, cred, follow)
-            await self.leases.reading(busy)
-        await self.leases.reading_all()
+            await self.leases.reading(busy, actor)
+        await self.leases.reading_all(actor)
         return self.store.resolve(path, cred, follow)
 
     async def op_resolve(self, f, cred) -> dict:
-        attrs = await self._walk(f["path"], cred, f["follow"])
-        if self.leases.created_in([attrs["ino"]]):  # a file another writes alone: its size
-            await self.leases.reading([attrs["ino"]])
+        attrs = await self._walk(f["path"], cred, f["follow"], f["lease"])
+        if self.leases.created_in([attrs["ino"]], f["lease"]):  # another writes it alone
+            await self.leases.reading([attrs["ino"]], f["lease"])
             attrs = self.store.resolve(f["path"], cred, f["follow"])
         return await self.stripes.with_size(attrs)
 

@@ -170,3 +170,15 @@ def test_sync_sends_the_queued_creates_and_makes_them_durable(ahead, fs):
         assert _mgr_requests(fs, "ahead") == batches + 1  # all five in one request
     finally:
         ahead.ahead.delay = 0.005
+
+
+def test_stats_of_its_own_files_leave_the_client_creating_ahead(ahead):
+    """The client's own path walks name its session: a stat between creates recalls
+    nothing, and the creates after it are made ahead still (not listed again)."""
+    ahead.mkdir("/na-stat")
+    for i in range(6):
+        with ahead.open(f"/na-stat/s{i}", "wb") as f:
+            f.write(b"z" * (i + 1))
+        assert ahead.stat(f"/na-stat/s{i}").st_size == i + 1
+    st = ahead.ahead.status()
+    assert st["created_ahead"] == 6 and st["recalls"] == 0 and st["listings"] == 1

@@ -103,6 +103,14 @@ class FileSystem:
 
     def _attrs(self, path: str, follow: bool = True) -> dict:
         try:
+            if self.ahead is not None and self.ahead.session.valid():
+                # the walk names the session: the directories it creates in stay its own
+                try:
+                    return self.meta("resolve", path=self._path(path), follow=follow,
+                                     lease=self.ahead.session.name)
+                except OSError as exc:
+                    if exc.errno != errno.ESTALE:  # (fenced: the session is ending)
+                        raise
             return self.meta("resolve", path=self._path(path), follow=follow)
         except OSError as exc:
             raise OSError(exc.errno, exc.strerror, path) from None

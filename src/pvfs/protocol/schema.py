@@ -153,7 +153,10 @@ OFFSET = integer(0, MAX_OFFSET)
 MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     "ping": {},
     "sync": {},
-    "resolve": {"path": PATH, "follow": Field(boolean, False, True)},
+    # lease: a native client creating ahead (client/ahead.py) names its session, so the
+    # walk does not recall the directories it creates in itself (nothing is granted)
+    "resolve": {"path": PATH, "follow": Field(boolean, False, True),
+                "lease": Field(optional(text(64)), False)},
     # missing: a name not there answers {"ino": 0} (a lease on a negative answer), not ENOENT
     "lookup": {"parent": INO, "name": NAME, "missing": Field(boolean, False, False)},
     "getattr": {"ino": INO},
