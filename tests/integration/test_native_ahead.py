@@ -20,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_mount_ahead_crash import _settled_and_clean
 from test_precreate import pool_of
 
+from pvfs.client.ahead import DELAY
+
 
 def _mgr_requests(fs, op: str) -> int:
     for fam in fs.meta("metrics")["families"]:
@@ -85,7 +87,7 @@ def test_a_recall_sends_the_queued_creates_before_it_is_answered(ahead, fs):
         with fs.open("/na-recall/q3", "rb") as f:
             assert f.read() == b"queued 3"
     finally:
-        ahead.ahead.delay = 0.005
+        ahead.ahead.delay = DELAY
 
 
 def test_two_clients_creating_in_one_directory_never_make_one_name_twice(pvfs_cluster, fs):
@@ -169,7 +171,7 @@ def test_sync_sends_the_queued_creates_and_makes_them_durable(ahead, fs):
         assert ahead.ahead.status()["queued"] == 0
         assert _mgr_requests(fs, "ahead") == batches + 1  # all five in one request
     finally:
-        ahead.ahead.delay = 0.005
+        ahead.ahead.delay = DELAY
 
 
 def test_stats_of_its_own_files_leave_the_client_creating_ahead(ahead):
