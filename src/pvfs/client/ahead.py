@@ -246,6 +246,8 @@ class CreatesAhead:
         self.counters["delegations"] += 1
         with self._lock:
             self.numbers += reply.get("inos", [])
+            if parent in self._dirs:  # another thread of this client took it meanwhile
+                return bool(self.numbers)
             if not reply.get("exclusive") or parent not in self._attrs or \
                     self._overtaken([parent], t):
                 self.counters["refused"] += 1
@@ -280,11 +282,15 @@ class CreatesAhead:
         return t <= self._floor or any(self._recalled_at.get(i, 0) >= t for i in inos)
 
     def _recalled(self, inos: list[int]) -> None:
-        """The manager recalls these leases: the queued creates go first, then what this
-        client knew of them (in the session's thread; answered when this returns)."""
+        """The manager recalls these leases: what this client knew of them goes (no create
+        is made ahead there from now on), the queued creates are sent, and answers learned
+        meanwhile are refused too (in the session's thread; answered when this returns)."""
         self.counters["recalls"] += 1
+        self._forget(set(inos))
         self.flush()
-        gone = set(inos)
+        self._forget(set(inos))  # (a listing that ran beside the creates sent may miss them)
+
+    def _forget(self, gone: set[int]) -> None:
         with self._lock:
             self._clock += 1
             if len(self._recalled_at) > _STAMPS_MAX:
