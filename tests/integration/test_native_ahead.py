@@ -184,3 +184,24 @@ def test_stats_of_its_own_files_leave_the_client_creating_ahead(ahead):
         assert ahead.stat(f"/na-stat/s{i}").st_size == i + 1
     st = ahead.ahead.status()
     assert st["created_ahead"] == 6 and st["recalls"] == 0 and st["listings"] == 1
+
+
+def test_a_path_walk_recalls_only_the_creators_of_directories_it_reads(ahead, fs):
+    """Another client's path call recalls a creator ahead only when its walk reads the
+    directory created in (``MgrServer._walk``); then it finds the names queued there."""
+    ahead.mkdir("/na-walk")
+    fs.mkdir("/na-elsewhere")
+    with fs.open("/na-elsewhere/e", "wb") as f:
+        f.write(b"e")
+    ahead.ahead.delay = 60.0
+    try:
+        with ahead.open("/na-walk/w", "wb") as f:
+            f.write(b"queued")
+        recalls = ahead.ahead.status()["recalls"]
+        assert fs.stat("/na-elsewhere/e").st_size == 1
+        fs.chmod("/na-elsewhere/e", 0o600)
+        assert ahead.ahead.status()["recalls"] == recalls  # not on the way: left alone
+        assert fs.stat("/na-walk/w").st_size == 6  # through it: recalled, the name is there
+        assert ahead.ahead.status()["recalls"] > recalls
+    finally:
+        ahead.ahead.delay = DELAY
