@@ -316,7 +316,8 @@ def connect(config: str | os.PathLike | cfgmod.Config | None = None, *, uid: int
     ``uid``/``gid`` act as another user (the daemons trust the caller's credentials; shared-key
     authentication is SPEC §10). ``ahead``: create new files ahead of the manager where this
     client creates alone (a lease session and a thread; ``pvfs.client.ahead``) -- for
-    programs that write many small files.
+    programs that write many small files; ``fs.ahead`` stays None when the manager grants
+    no leases (``[manager] lease_term = 0``).
     """
     cfg = config if isinstance(config, cfgmod.Config) else cfgmod.load(config)
     fs = FileSystem(cfg, uid, gid, groups)
