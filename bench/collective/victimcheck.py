@@ -16,7 +16,7 @@ import sys
 from mpi4py import MPI
 
 import pvfs.collective as pc
-import pvfs.collective._file as pf
+from pvfs.bench.collective.localfile import use_local_files
 
 PS = 1024
 PAGES = 20
@@ -24,18 +24,7 @@ coord, victims, path = sys.argv[1], sys.argv[2], sys.argv[3]
 readahead = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 os.environ["PVFS_COLLECTIVE_VICTIMS"] = victims
 
-class Stripe: ssize, pcount = PS, 1
-class Native:
-    stripe = Stripe()
-    def __init__(self, p, flags): self.fd = os.open(p, flags)
-    def size(self): return os.fstat(self.fd).st_size
-    def preadinto(self, buf, off):
-        data = os.pread(self.fd, len(buf), off); buf[:len(data)] = data; return len(data)
-    def pwrite(self, data, off): os.pwrite(self.fd, bytes(data), off)
-    def close(self): os.close(self.fd)
-class FS:
-    def open(self, p, flags, stripe=None): return Native(p, flags)
-pf._connect = lambda fs: (FS(), False)
+use_local_files(PS)
 
 comm = MPI.COMM_WORLD
 if comm.Get_rank() == 0:
