@@ -10,9 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-import pvfs.collective._locks as locks_mod
+import pvfs.collective._loadwaits as locks_mod
 from pvfs.collective._fsio import CountingFile, straddles
-from pvfs.collective._locks import READ, LoadTimes, LockManager
+from pvfs.collective._loadwaits import LoadTimes
+from pvfs.collective._locks import READ, LockManager
 from pvfs.collective._pages import UNCACHED, Meta
 
 

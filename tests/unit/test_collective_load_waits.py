@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pvfs.collective._locks import BUSY, READ, LoadTimes, LockManager
+from pvfs.collective._loadwaits import LoadTimes
+from pvfs.collective._locks import BUSY, READ, LockManager
 from pvfs.collective._pages import UNCACHED, Meta
 
 
@@ -292,7 +293,7 @@ def test_page_cache_reads_around_the_first_load_it_meets_with_the_probe(monkeypa
     # A rank that never read around does not know what it costs; by default it waits twice
     # its own loads for every other rank's load (s14: ~70 ms on the emulated disk, where a
     # read around was a 2 ms hit in the servers' cache). With the probe it reads around.
-    import pvfs.collective._locks as locks_mod
+    import pvfs.collective._loadwaits as locks_mod
     monkeypatch.setattr(locks_mod, "_AROUND_US", None)
     monkeypatch.setenv(locks_mod.PROBE_ENV, "1")
     locks = _FakeLocks()

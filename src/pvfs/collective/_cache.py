@@ -28,7 +28,7 @@ to it — local copy or remote ``get``/``put`` — is coherent. An access:
 
 A non-atomic read that finds a page locked while it is cached nowhere (another rank is
 loading it, or writing it straight to the file) waits for the loader's copy, up to a bound
-(:data:`~pvfs.collective._locks.LOAD_BOUND`, issue 32: one file read per page while the
+(:data:`~pvfs.collective._loadwaits.LOAD_BOUND`, issue 32: one file read per page while the
 loader is alive); past it — the loader died or stalled — it reads that page from the file
 ("read around", counted as ``load_stalls``): every completed write to such a page is in
 the file, so this is what independent I/O would return. (Sessions s13-s17 read around
@@ -47,7 +47,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pvfs.collective._fsio import CountingFile
-from pvfs.collective._locks import LoadTimes, victims_on
+from pvfs.collective._loadwaits import LoadTimes
+from pvfs.collective._locks import victims_on
 from pvfs.collective._pages import Dirty, Lru, Meta, Piece, by_page, merge_runs, split
 from pvfs.collective._readahead import Prefetcher
 

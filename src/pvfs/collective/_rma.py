@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from pvfs.collective import _prof
-from pvfs.collective._locks import AROUND_AFTER, around_wait
+from pvfs.collective._loadwaits import AROUND_AFTER, around_wait
 from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._wait import DEADLINE, Backoff, CollectiveTimeout, host_key, until
 

@@ -49,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from pvfs.collective._locks import AROUND_AFTER, BUSY, LockManager
+from pvfs.collective._loadwaits import AROUND_AFTER
+from pvfs.collective._locks import BUSY, LockManager
 from pvfs.collective._pages import Dirty, Meta
 from pvfs.collective._wait import (
     Backoff,
