@@ -61,14 +61,11 @@ def plot_study(d: dict[str, Any], path: str) -> None:
 
 
 def _sweep_series(d: dict[str, Any]) -> tuple[int, int, list[str]]:
-    """The segment size of panel (a) (4 if swept, else the first) and the threshold of panel
-    (b) (25 if swept, else the first), and the traces."""
-    from pvfs.bench.caching.sweep import PAPER_SEGMENT, SEGMENT_SWEEP_THRESHOLD
+    """The segment size of panel (a) and the threshold of panel (b)
+    (:func:`pvfs.bench.caching.sweep.panel_axes`), and the traces."""
+    from pvfs.bench.caching.sweep import panel_axes
 
-    th, seg = d["sweep"]["threshold"], d["sweep"]["segment"]
-    return (PAPER_SEGMENT if PAPER_SEGMENT in seg else seg[0],
-            SEGMENT_SWEEP_THRESHOLD if SEGMENT_SWEEP_THRESHOLD in th else th[0],
-            list(dict.fromkeys(r["trace"] for r in d["results"])))
+    return (*panel_axes(d["sweep"]), list(dict.fromkeys(r["trace"] for r in d["results"])))
 
 
 def plot_sweep(d: dict[str, Any], path: str) -> None:
@@ -98,8 +95,11 @@ def plot_sweep(d: dict[str, Any], path: str) -> None:
                 ax1.axhline(none["time_norm"], color=line[0].get_color(), ls=":", lw=0.8)
         b = sorted((r["segment_blocks"], r) for r in rows
                    if r["trace"] == t and r["threshold"] == th_b and r.get("time_seg4"))
-        if b:
-            ax2.plot([x for x, _ in b], [r["time_seg4"] for _, r in b], marker="o", label=t)
+        if b:  # ÷ 4 blocks by the time_norm medians (files before 2026-11-30: the times')
+            ys = [r.get("time_seg4_norm") or r["time_seg4"] for _, r in b]
+            err = [[y - (r.get("time_seg4_lo") or y) for y, (_, r) in zip(ys, b)],
+                   [(r.get("time_seg4_hi") or y) - y for y, (_, r) in zip(ys, b)]]
+            ax2.errorbar([x for x, _ in b], ys, yerr=err, marker="o", capsize=2, label=t)
     ax1.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax1.set_xlabel("threshold")
     ax1.set_ylabel("time ÷ cache everything")

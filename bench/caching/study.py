@@ -151,7 +151,7 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
               storage: str = STORAGE, iod_cache: int | None = IOD_CACHE,
               repeat: int | None = None, shaped: str | None = None, model: str | None = None,
               progress: Callable[[str], None] | None = None,
-              sweep: dict[str, list[int]] | None = None) -> dict[str, Any]:
+              sweep: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the study; the JSON document ``--json`` prints (``results`` as the issue asks, plus
     the setup and machine).
 
@@ -164,8 +164,9 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
     latencies by the trace-driven model :mod:`pvfs.bench.caching.sim` (same traces, caches and
     policy objects; deterministic, seconds).
 
-    ``sweep`` (``{"threshold": [...], "segment": [...]}``): instead of ``policies``, fig. 9's
-    grid of runtime bypass thresholds and segment sizes (:mod:`pvfs.bench.caching.sweep`).
+    ``sweep`` (``{"threshold": [...], "segment": [...]}``, optionally ``"layout": "panels"``):
+    instead of ``policies``, fig. 9's grid (or two panels) of runtime bypass thresholds and
+    segment sizes (:mod:`pvfs.bench.caching.sweep`).
     """
     unknown = [t for t in traces if t not in TRACES] + [p for p in policies if p not in POLICIES]
     if unknown:
@@ -179,14 +180,13 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
         raise ValueError("--repeat must be at least 1")
     if sweep and shaped:
         raise ValueError("--sweep runs on loopback or in the model, not --shaped")
-    started = time.time()
+    started, load_start = time.time(), os.getloadavg()
     if sweep:
-        from pvfs.bench.caching.sweep import grid, run_sweep
+        from pvfs.bench.caching.sweep import run_sweep, sweep_doc
 
         results = run_sweep(traces, sweep, quick=quick, model=model, iods=iods,
                             storage=storage, iod_cache=iod_cache, repeat=repeat,
                             progress=progress)
-        thresholds, segments = grid(sweep)
         policies = list(dict.fromkeys(r["policy"] for r in results))
     elif model:
         results = model_all(traces, policies, quick=quick)
@@ -214,7 +214,7 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
                                  progress=progress)
     return {"traces": TRACES_NOTE,
             "statistic": STATISTIC_NOTE,
-            **({"sweep": {"threshold": thresholds, "segment": segments}} if sweep else {}),
+            **({"sweep": sweep_doc(sweep)} if sweep else {}),
             "results": [_ordered(r) for r in results],
             "bounds": hit_bounds(traces, quick=quick),
             "setup": {"nodes": NODES, "nprocs": NPROCS, "local_bytes": LOCAL_BYTES,
@@ -225,7 +225,8 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
                       "stripe": STRIPE.ssize, "quick": quick, "repeat": repeat,
                       "traces": {t: TRACES[t][0 if quick else 1] for t in traces}},
             "machine": {"host": platform.node(), "cpus": os.cpu_count(),
-                        "load": os.getloadavg(), "python": platform.python_version()},
+                        "load_start": load_start, "load": os.getloadavg(),
+                        "python": platform.python_version()},
             "elapsed_s": time.time() - started}
 
 
@@ -291,6 +292,8 @@ def replay_all(cfg, traces: list[str], policies: list[str], *, quick: bool, repe
                 for pol in policies[k:] + policies[:k]:
                     runs[pol].append(await _one(cfg, trace, files, setups[pol], plan))
             rows = [summarise(name, pol, runs[pol], runs.get("both")) for pol in policies]
+            for r in rows:  # the machine's load when the trace's rounds ended
+                r["load"] = os.getloadavg()
             if progress:
                 for r in rows:
                     progress(_progress_line(r))
