@@ -34,12 +34,12 @@ from .refetch import SizeRefetcher
 from .sizecache import SizeCache
 from .store import Cred, MetaStore
 from .stripefiles import StripeFiles
+from .walks import PathWalks
 
 log = logging.getLogger("pvfs.mgr")
 
 #: Requests whose replies show nothing of the store: they need not wait for a commit.
 _NO_STORE = frozenset({"ping", "sizes_changed", "metrics", "lease_register"})
-_WALK_TRIES = 8  # walks of a path between recalls of directories created in ahead on it
 
 
 class MgrServer:
@@ -75,6 +75,8 @@ class MgrServer:
         self.leases.on_undelegated = self.pool.hold  # never given out again (precreate.py)
         if self.sizes.enabled:  # a delegated write-back done: its writer gets the new size
             self.leases.on_written = self.refetch.add
+        # Walks of request paths, recalling directories created in ahead first (walks.py).
+        self.walks = PathWalks(self.store, self.leases)
         # Creates a leasing mount made ahead of the manager, sent in batches (ahead.py).
         self.ahead = CreatesAhead(self)
         self.started = time.time()
@@ -123,7 +125,7 @@ class MgrServer:
         failures = group.failures
         try:
             if op in BY_PATH:
-                await self._by_path(op, f, Cred(uid, gid, groups))
+                await self.walks.by_path(op, f, Cred(uid, gid, groups))
             reply = await self.ops[op](f, Cred(uid, gid, groups))
             if op not in _NO_STORE:
                 await group.settled(failures)  # durable before the reply (group.py)
@@ -238,38 +240,8 @@ class MgrServer:
             self.refetch.add(changed)
         return {}
 
-    async def _by_path(self, op: str, f: dict, cred: Cred) -> None:
-        """Fill the inodes a request named by path (``schema.BY_PATH``), each walked as
-        ``resolve`` walks; exactly one of the two must be given."""
-        for path, ino, follow in BY_PATH[op]:
-            p = f.pop(path)
-            if (p is None) == (not f[ino]):
-                raise OSError(errno.EINVAL, f"{op} needs its {ino}: an inode or a path")
-            if p is not None:
-                f[ino] = (await self._walk(p, cred, follow, f.get("lease")))["ino"]
-
-    async def _walk(self, path: str, cred, follow: bool = True,
-                    actor: str | None = None) -> dict:
-        """The inode ``path`` names, once every directory on the way that a holder creates
-        in ahead has sent what it made there (a name may not be here yet): the walk is
-        tried, those it read are recalled, and it is walked again -- a few times, then
-        every such directory is recalled (a path through directories made ahead, each
-        found once its parent's holder answered). ``actor``'s own are not recalled."""
-        for _ in range(_WALK_TRIES):
-            seen: list[int] = []
-            try:
-                attrs = self.store.resolve(path, cred, follow, seen)
-            except OSError:
-                attrs = None
-            busy = self.leases.created_in(seen, actor)
-            if not busy:
-                return attrs if attrs is not None else self.store.resolve(path, cred, follow)
-            await self.leases.reading(busy, actor)
-        await self.leases.reading_all(actor)
-        return self.store.resolve(path, cred, follow)
-
     async def op_resolve(self, f, cred) -> dict:
-        attrs = await self._walk(f["path"], cred, f["follow"], f["lease"])
+        attrs = await self.walks.walk(f["path"], cred, f["follow"], f["lease"])
         if self.leases.created_in([attrs["ino"]], f["lease"]):  # another writes it alone
             await self.leases.reading([attrs["ino"]], f["lease"])
             attrs = self.store.resolve(f["path"], cred, f["follow"])
