@@ -49,6 +49,7 @@ from ..holders import HolderDirectory
 from .control import ControlRequests
 from .rs import ReactiveSelector
 from .sizewatch import SizeWatch
+from .smallwrites import SmallWrites
 from .stats import JobRecord, WorkloadStats
 from .storage import PosixStorage, open_storage
 
@@ -66,7 +67,7 @@ TASK = "task"  # may block on the disk (run in a worker thread) or wait on other
 class _Job:
     """What the server remembers of a job until the engine reports it done."""
 
-    __slots__ = ("cid", "ino", "mtime", "op", "pinned", "record", "retry")
+    __slots__ = ("cid", "ino", "mtime", "op", "pinned", "record", "retry", "then")
 
     def __init__(self, cid: int, ino: int = 0, op: str = "reply",
                  record: JobRecord | None = None, pinned: bool = False,
@@ -76,6 +77,8 @@ class _Job:
         self.retry = retry
         # A write's (descriptor, mtime) to set once its bytes are in, before the reply.
         self.mtime: tuple[int, int] | None = None
+        # A held job's continuation: ``then(err, answerable)`` once it is done (smallwrites).
+        self.then: Callable[[int, bool], None] | None = None
 
 
 class IodServer:
@@ -90,6 +93,7 @@ class IodServer:
     OPS: ClassVar[dict[str, tuple[str, str]]] = {
         "read": (STREAM, "start_read"),
         "write": (STREAM, "start_write"),
+        "writes": (STREAM, "smallwrites.start"),
         "cb_register": (STREAM, "start_callbacks"),
         "ping": (INLINE, "control.op_ping"),
         "status": (INLINE, "control.op_status"),
@@ -157,6 +161,7 @@ class IodServer:
             selector=self.selector, stats=self.stats, holders=self.holders,
             sizewatch=self.sizewatch, metrics=self.metrics,
             connections=lambda: len(self.conns), nfile=self.nfile)
+        self.smallwrites = SmallWrites(self)  # many small files' writes in one request
         self.ops: dict[str, tuple[str, Callable]] = {
             op: (kind, operator.attrgetter(method)(self))
             for op, (kind, method) in self.OPS.items()}
@@ -248,7 +253,7 @@ class IodServer:
         except (FrameError, ValueError) as exc:
             self.refuse(cid, bulk_len, error_reply(errno.EINVAL, str(exc)))
             return
-        if bulk_len and op != "write":
+        if bulk_len and op not in ("write", "writes"):
             log.info("closing connection %d: bulk data on %s", cid, op)
             self.drop(cid)
             return
@@ -269,6 +274,9 @@ class IodServer:
                 t_done: int) -> None:
         job = self.jobs.pop(job_id, None)
         if job is None:
+            return
+        if job.then is not None:
+            job.then(err, job.cid in self.conns and err not in CONNECTION_ERRORS)
             return
         if job.mtime is not None:
             self._set_mtime(job, err, nbytes)
@@ -330,8 +338,19 @@ class IodServer:
         self.jobs[job_id] = job
         # (a write setting the mtime after its bytes holds the connection for its reply)
         self.engine.submit(job_id, self.conns[cid].fileno(), file_fd, op, accesses, prefix,
-                           job.ino, suffix, size_at, check, job.mtime is not None)
+                           job.ino, suffix, size_at, check,
+                           job.mtime is not None or job.then is not None)
         return job_id
+
+    def submit_held(self, cid: int, op: str, file_fd: int, accesses: bytes,
+                    then: Callable[[int, bool], None]) -> None:
+        """A job whose reply is sent later: ``then(err, answerable)`` once it is done."""
+        job = _Job(cid, op=op)
+        job.then = then
+        self._submit(cid, job, file_fd, _native.OP_WRITE, accesses)
+
+    def spawn(self, fn: Callable[..., Awaitable], *args) -> None:
+        self._nursery.start_soon(fn, *args)
 
     def reply(self, cid: int, header: dict) -> None:
         """Send a small reply frame (a job with a prefix and no accesses)."""
@@ -531,7 +550,7 @@ class IodServer:
         self.metrics.request(op, error=True)
         if not isinstance(exc, (OSError, ValueError)):
             log.exception("error serving %s", op, exc_info=exc)
-        if op == "write":
+        if op in ("write", "writes"):
             self.refuse(cid, bulk_len, from_exception(exc))
         else:
             self.reply(cid, from_exception(exc))

@@ -71,6 +71,12 @@ class FakeFs:
     def failure(self, ino):
         return None
 
+    def behind(self, ino, stripe, off, data):
+        return False
+
+    def settle(self, ino):
+        pass
+
 
 def test_a_hinted_handle_sends_its_hint_with_every_read_until_cleared():
     fs = FakeFs()

@@ -37,7 +37,7 @@ class FakeData:
 
 class FakeFs:
     def __init__(self, data: FakeData) -> None:
-        self.config = SimpleNamespace(request_timeout=1.0)  # (no session is started)
+        self.config = SimpleNamespace(request_timeout=1.0, niods=2)  # (no session started)
         self.data, self.cred = data, [1000, 1000, []]
         self.ahead: CreatesAhead | None = None
 
@@ -49,6 +49,12 @@ class FakeFs:
 
     def failure(self, ino):
         return self.ahead.failure(ino)
+
+    def behind(self, ino, stripe, off, data):
+        return self.ahead.write_behind(ino, stripe, off, data)
+
+    def settle(self, ino):
+        self.ahead.settle(ino)
 
 
 def _ready(data: FakeData) -> tuple[FakeFs, CreatesAhead]:

@@ -42,6 +42,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pvfs.client.behind import MOST as BEHIND_MOST
+from pvfs.client.behind import WritesBehind
 from pvfs.client.datapath import MGR, DataPath
 from pvfs.client.leasesession import LeaseSession
 from pvfs.client.modes import writable
@@ -102,6 +104,10 @@ class CreatesAhead:
         self.failed: dict[int, int] = {}  # ino -> errno of its refused create
         self._refused_told = 0  # of them, reported by ``FileSystem.sync``
         self._work = threading.Event()
+        # Small writes of the files made here, sent behind the program (behind.py), while
+        # their directory stays delegated: ino -> its directory, until the handle closes.
+        self.behind = WritesBehind(fs.data, fs.config.niods, self.failed, self._work.set)
+        self._made: dict[int, int] = {}
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.counters = dict.fromkeys(("created_ahead", "sent", "requests", "delegations",
@@ -154,6 +160,8 @@ class CreatesAhead:
                     "deleg": False, "writing": writing}
             self.pending.append(item)
             self._pending_inos[ino] = item
+            if writing:
+                self._made[ino] = parent
             self._last = parent
             self.counters["created_ahead"] += 1
         self._work.set()
@@ -164,6 +172,7 @@ class CreatesAhead:
         create has not left yet and now goes unopened, or is on its way and the close
         follows its reply (in one ``closes`` with the others'), or was refused."""
         with self._lock:
+            self._made.pop(ino, None)
             item = self._pending_inos.get(ino)
             if item is not None and ino not in self._in_flight:
                 item["open"] = False
@@ -173,6 +182,25 @@ class CreatesAhead:
                 self._close_after.append(ino)
                 return True
             return ino in self.failed
+
+    def write_behind(self, ino: int, stripe, off: int, data) -> bool:
+        """Queue a small write of a file made here (True), or leave it to the caller: not
+        small, across a stripe unit, or its directory no longer delegated (behind.py)."""
+        iod = self.behind.place(stripe, off, len(data))
+        if iod is None:
+            return False
+        with self._lock:
+            if self._made.get(ino) not in self._dirs:
+                return False
+            self.behind.queue(iod, ino, stripe, off, bytes(data))
+        if self.behind.nbytes >= BEHIND_MOST:
+            self.behind.flush(self._lock)
+        return True
+
+    def settle(self, ino: int) -> None:
+        """Return once no write of ``ino`` waits here (a read or sync of it follows)."""
+        if self.behind.holds(ino):
+            self.behind.flush(self._lock)
 
     def refused_since_sync(self) -> int:
         """Creates the manager refused since the last call."""
@@ -316,7 +344,9 @@ class CreatesAhead:
 
     # ------------------------------------------------------------------ sending
     def flush(self) -> None:
-        """Send every queued create, in order; return once the manager has them all."""
+        """Send every queued write, then every queued create, in order; return once the
+        daemons and the manager have them all."""
+        self.behind.flush(self._lock)
         with self._send_lock:
             while True:
                 with self._lock:
@@ -369,7 +399,8 @@ class CreatesAhead:
     def status(self) -> dict:
         return {"session": self.session.name, "valid": self.session.valid(),
                 "numbers": len(self.numbers), "queued": len(self.pending),
-                "dirs": len(self._dirs), **self.counters, **self.session.counters}
+                "dirs": len(self._dirs), **self.counters, **self.session.counters,
+                "behind": dict(self.behind.counters, enabled=self.behind.enabled)}
 
 
 def _creatable(name: str) -> bool:

@@ -34,6 +34,10 @@ class Opener(Protocol):
 
     def failure(self, ino: int) -> int | None: ...
 
+    def behind(self, ino: int, stripe: Stripe, off: int, data) -> bool: ...
+
+    def settle(self, ino: int) -> None: ...
+
 
 class File:
     """Returned by ``FileSystem.open``; use as a context manager or call ``close``."""
@@ -74,6 +78,7 @@ class File:
 
     def size(self) -> int:
         """The file's current logical size (asks every daemon holding a share)."""
+        self.fs.settle(self.ino)
         return self.fs.data.size(self.ino, self.stripe)
 
     def fileno(self) -> int:
@@ -91,6 +96,7 @@ class File:
                 self._inflight.wait()
         if self.fs.closing(self.ino):
             return  # its create made ahead goes unopened (client/ahead.py)
+        self.fs.settle(self.ino)  # (the manager asks the size of a fresh file closed)
         close = {"op": "close", "cred": self.fs.cred, "ino": self.ino}
         if self._fresh:
             close["fresh"] = True
@@ -108,6 +114,7 @@ class File:
         validate(desc)
         if desc.total() == 0:
             return None
+        self.fs.settle(self.ino)  # its own writes sent behind come first (behind.py)
         if self._hint is None:
             result = self.fs.data.read(self.ino, self.stripe, desc, buf)
         else:
@@ -123,6 +130,10 @@ class File:
                 return 0
             if not self._fresh:
                 return self.fs.data.write(self.ino, self.stripe, desc, view)
+            if type(desc) is Regions and len(desc.regions) == 1 and \
+                    self.fs.behind(self.ino, self.stripe, desc.regions[0][0], view):
+                return len(view)  # queued, sent with the creates (client/behind.py)
+            self.fs.settle(self.ino)  # not overtaking the writes queued before it
             # A fresh write must reach the daemons before the close tells the manager to
             # ask the size again (a later one would leave the size it caches stale).
             with self._inflight:
@@ -209,12 +220,14 @@ class File:
     def fsync(self) -> None:
         """Data on every daemon of the file, and the metadata (its name, size changes)."""
         self._check()
+        self.fs.settle(self.ino)
         self.fs.data.fsync(self.ino, self.stripe)
         self.fs.meta("sync")  # (after the creates made ahead: client/ahead.py)
         self._check_made()
 
     def fdatasync(self) -> None:
         self._check()
+        self.fs.settle(self.ino)
         self.fs.data.fsync(self.ino, self.stripe, data_only=True)
 
     def truncate(self, size: int | None = None) -> int:

@@ -57,8 +57,9 @@ class FileSystem:
 
     # ------------------------------------------------------------------ plumbing
     def meta(self, op: str, **fields) -> dict:
-        """One manager call (after the creates made ahead); OSError on failure."""
-        if self.ahead is not None and self.ahead.pending:
+        """One manager call (after the creates made ahead and the writes behind them);
+        OSError on failure."""
+        if self.ahead is not None and (self.ahead.pending or self.ahead.behind):
             self.ahead.flush()
         return self.data.call(MGR, {"op": op, "cred": self.cred, **fields})
 
@@ -68,8 +69,17 @@ class FileSystem:
         return self.ahead is not None and self.ahead.closing(ino)
 
     def failure(self, ino: int) -> int | None:
-        """The errno of the refused create of ``ino`` made ahead, if it was refused."""
+        """The errno of the refused create (or write sent behind) of ``ino`` made ahead."""
         return None if self.ahead is None else self.ahead.failure(ino)
+
+    def behind(self, ino: int, stripe, off: int, data) -> bool:
+        """Whether a small write of a file made ahead was queued (``behind.py``)."""
+        return self.ahead is not None and self.ahead.write_behind(ino, stripe, off, data)
+
+    def settle(self, ino: int) -> None:
+        """Return once no write of ``ino`` waits to be sent (``behind.py``)."""
+        if self.ahead is not None:
+            self.ahead.settle(ino)
 
     def _path(self, path: str) -> str:
         if not isinstance(path, str):
@@ -295,8 +305,8 @@ class FileSystem:
         self.meta("sync")
         refused = self.ahead.refused_since_sync() if self.ahead is not None else 0
         if refused:
-            raise OSError(errno.EIO, f"{refused} creates made ahead were refused by the "
-                          "manager (logged)")
+            raise OSError(errno.EIO, f"{refused} files made ahead failed: their creates "
+                          "or writes were refused (logged)")
 
     def statfs(self) -> dict:
         return self.meta("statfs")

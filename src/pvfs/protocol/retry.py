@@ -20,7 +20,7 @@ MGR_IDEMPOTENT = frozenset({
     "sync", "sizes_changed",
 })
 IOD_IDEMPOTENT = frozenset({
-    "ping", "status", "read", "write", "size", "sizes", "truncate", "utime", "create",
+    "ping", "status", "read", "write", "writes", "size", "sizes", "truncate", "utime", "create",
     "precreate", "unlink", "unlinks", "fsync", "statfs", "stats", "sched_get", "sched_set", "list",
     # coherence=sync: holdings are a set (a second hold adds nothing), and invalidating the
     # other holders' copies twice drops nothing more

@@ -252,6 +252,22 @@ LEASE_OPS = ("lookup", "getattr", "readdir", "create", "open", "setattr", "mkdir
 for _op in LEASE_OPS:
     MGR_SCHEMAS[_op]["lease"] = Field(optional(text(64)), False)
 
+_WRITE_ITEM = {"ino": integer(1, 2**63 - 1), "stripe": stripe,
+               "off": integer(0, MAX_OFFSET), "len": integer(1, 1 << 20), "fresh": boolean}
+
+
+def _write_items(v: Any) -> list[dict]:
+    """``writes``' items: at most 1024 of (ino, stripe, off, len, fresh), nothing else."""
+    if not isinstance(v, list) or not 0 < len(v) <= 1024:
+        raise ValueError("must be a list of 1 to 1024 writes")
+    out = []
+    for item in v:
+        if not isinstance(item, dict) or set(item) != set(_WRITE_ITEM):
+            raise ValueError(f"each write must have exactly the fields {sorted(_WRITE_ITEM)}")
+        out.append({k: check(item[k]) for k, check in _WRITE_ITEM.items()})
+    return out
+
+
 IOD_SCHEMAS: dict[str, dict[str, Field]] = {
     "ping": {},
     "read": {"ino": INO, "stripe": Field(stripe), "desc": Field(description_from_wire),
@@ -262,6 +278,9 @@ IOD_SCHEMAS: dict[str, dict[str, Field]] = {
               # from the client that created the file from the pool, writing it itself
               # (mgr create's ``fresh``): the pool's size promise may go unreported
               "fresh": Field(boolean, False, False)},
+    # many small files' writes, their bytes one after the other in the bulk
+    # (daemons/iod/smallwrites.py; from pvfs.client.behind)
+    "writes": {"items": Field(_write_items)},
     # watch: the manager asks, and caches the answer if watched (iod/sizewatch.py)
     "size": {"ino": INO, "watch": Field(boolean, False, False)},
     "sizes": {"inos": Field(lambda v: _int_list(v, 4096)),
