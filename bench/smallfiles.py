@@ -15,6 +15,9 @@ Variants, interleaved in one run (each round rotates which goes first): ``pvfs``
 ``pvfs.client.ahead``); ``local``, the same loop on a local directory with
 ``os.open``/``os.write``/``os.close``: not a peer, the scale of the machine (page cache, no
 network, no manager). pvfs runs on a file system of its own (4 I/O daemons on this host).
+Both keep their files on a journaled ext4 of their own (``--scratch journaled``, a loop
+device; ``bench.common.journaled_scratch`` says why: this machine's root ext4 has no journal,
+which makes a create cost ~40x more after recent deletions), or in ``/tmp`` (``--scratch tmp``).
 Beside the rate, the CPU time per file of the clients and of every daemon together, which a
 loaded machine moves far less than the rate. Results: ``bench/results/smallfiles.json`` (or
 ``--json NAME``): each round's rates and CPU, the medians, the load average before and after.
@@ -31,7 +34,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from pvfs.bench.common import exit_on_sigterm, format_table, median, write_results
+from pvfs.bench.common import (
+    exit_on_sigterm,
+    format_table,
+    journaled_scratch,
+    median,
+    write_results,
+)
 
 SAMPLE = 16  # files per process read back and checked after the timed loop
 
@@ -130,8 +139,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS),
                     default=list(VARIANTS), help="what runs, interleaved (default: all)")
     ap.add_argument("--json", default="smallfiles", help="results name (bench/results/)")
+    ap.add_argument("--scratch", choices=["journaled", "tmp"], default="journaled",
+                    help="where the files of both go (default: a journaled ext4 of its own)")
     args = ap.parse_args(argv)
     exit_on_sigterm()
+    if args.scratch == "tmp":
+        return _main(args, None)
+    with journaled_scratch() as where:
+        if where is None:
+            print("no journaled scratch file system (needs root and mkfs.ext4): using /tmp")
+        return _main(args, where)
+
+
+def _main(args, scratch: str | None) -> int:
     from pvfs.cluster.launch import daemons_of, scratch_cluster
     from pvfs.procs import read_pidfile
 
@@ -161,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                         for p, m in medians.items()]))
     path = write_results(args.json, {
         "files_per_process": args.files, "size": args.size, "iods": args.iods,
+        "scratch": "journaled ext4 (loop)" if scratch else tempfile.gettempdir(),
         "variants": args.variants, "load_before": list(load0),
         "load_after": list(os.getloadavg()), "rounds": rounds,
         "medians": {str(p): m for p, m in medians.items()},

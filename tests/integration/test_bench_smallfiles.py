@@ -19,4 +19,5 @@ def test_the_small_files_benchmark_records_every_variant(tmp_path, capsys):
             # (CPU is counted in clock ticks: 30 local files may take none)
             assert doc["medians"][p][v] > 0 and doc["cpu_ms_per_file_medians"][p][v] >= 0
     assert doc["files_per_process"] == 30 and doc["size"] == 100
+    assert doc["scratch"]  # where the files went: a journaled ext4 of its own, or /tmp
     assert "ahead files/s" in capsys.readouterr().out
