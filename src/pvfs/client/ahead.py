@@ -56,7 +56,9 @@ log = logging.getLogger("pvfs.client")
 __all__ = ["CreatesAhead"]
 
 DELAY = 0.02      # seconds a create waits for others to share its request (5 ms: batches of 2-4)
-WANT = 64         # numbers asked for at once
+WANT = 64         # numbers asked for at once at first; doubled (up to WANT_MOST) each time
+WANT_MOST = 1024  # the program found none left: a fast creator is not kept waiting, a slow
+#                   one does not hold hundreds it never uses (they are discarded at its end)
 MOST = 1024       # creates per request (the schema's bound)
 _PAGE = 4096      # names per listing request
 _NAME_MAX = 255
@@ -104,12 +106,14 @@ class CreatesAhead:
         self.failed: dict[int, int] = {}  # ino -> errno of its refused create
         self._refused_told = 0  # of them, reported by ``FileSystem.sync``
         self._work = threading.Event()
+        self._low = threading.Event()  # numbers running low: ask before the batch's delay
+        self._want = WANT
         # Small writes of the files made here, sent behind the program (behind.py), while
         # their directory stays delegated: ino -> its directory, until the handle closes.
         self.behind = WritesBehind(fs.data, fs.config.niods, self.failed, self._work.set)
         self._made: dict[int, int] = {}
         self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self.counters = dict.fromkeys(("created_ahead", "sent", "requests", "delegations",
                                        "refused", "failed", "closes_saved", "listings",
                                        "recalls"), 0)
@@ -118,9 +122,12 @@ class CreatesAhead:
         """Open the session; False if the manager grants no leases."""
         if not self.session.start():
             return False
-        self._thread = threading.Thread(target=self._run, name="pvfs-creates-ahead",
-                                        daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name="pvfs-creates-ahead",
+                                          daemon=True),
+                         threading.Thread(target=self._supply, name="pvfs-ahead-numbers",
+                                          daemon=True)]
+        for t in self._threads:
+            t.start()
         return True
 
     def close(self) -> None:
@@ -130,8 +137,9 @@ class CreatesAhead:
         finally:
             self._stopping = True
             self._work.set()
-            if self._thread is not None:
-                self._thread.join(self.fs.config.request_timeout)
+            self._low.set()
+            for t in self._threads:
+                t.join(self.fs.config.request_timeout)
             self.session.close()
 
     # ------------------------------------------------------------------ creating
@@ -250,11 +258,13 @@ class CreatesAhead:
     def _delegated(self, parent: int) -> bool:
         """Whether this client creates ahead in ``parent`` and holds a number for it."""
         if parent in self._dirs and self.numbers:
-            if len(self.numbers) < WANT // 2:
-                self._work.set()  # more are asked for in the background
+            if len(self.numbers) < self._want // 2 and not self._low.is_set():
+                self._low.set()  # more are asked for in the background, now
+                self._work.set()
             return True
         if parent not in self._dirs:
             return self._take_dir(parent)
+        self._want = min(2 * self._want, WANT_MOST)  # (none left: the supply was too slow)
         return self._more_numbers(parent)
 
     def _take_dir(self, parent: int) -> bool:
@@ -270,7 +280,8 @@ class CreatesAhead:
                 break
             cookie = entries[-1][2]
         self.counters["listings"] += 1
-        reply = self._ask("delegate", dir=parent, want=WANT if len(self.numbers) < WANT else 0)
+        want = self._want if len(self.numbers) < self._want else 0
+        reply = self._ask("delegate", dir=parent, want=want)
         self.counters["delegations"] += 1
         with self._lock:
             self.numbers += reply.get("inos", [])
@@ -284,7 +295,7 @@ class CreatesAhead:
             return bool(self.numbers)
 
     def _more_numbers(self, parent: int) -> bool:
-        reply = self._ask("delegate", dir=parent, want=WANT)
+        reply = self._ask("delegate", dir=parent, want=self._want)
         self.counters["delegations"] += 1
         with self._lock:
             self.numbers += reply.get("inos", [])
@@ -391,10 +402,22 @@ class CreatesAhead:
             self._work.clear()
             try:
                 self.flush()
-                if len(self.numbers) < WANT // 2 and self._last in self._dirs:
-                    self._more_numbers(self._last)
             except OSError as exc:
                 log.warning("creates ahead: %s", exc)
+
+    def _supply(self) -> None:
+        """Keep numbers in hand: asked for as soon as half are gone (a thread of its own:
+        a batch's reply can take longer than the numbers left last)."""
+        while True:
+            self._low.wait()
+            if self._stopping:
+                return
+            self._low.clear()
+            try:
+                if len(self.numbers) < self._want // 2 and self._last in self._dirs:
+                    self._more_numbers(self._last)
+            except OSError as exc:
+                log.warning("creates ahead: numbers: %s", exc)
 
     def status(self) -> dict:
         return {"session": self.session.name, "valid": self.session.valid(),
