@@ -146,7 +146,7 @@ class KernelView:
 
     async def lease_recalled(self, inos: list[int], names: list[tuple[int, str]]) -> None:
         """The manager recalls leases: the kernel's names of them go (in a thread: each
-        takes its directory's lock; ``LeaseCache`` answers after at most ``_NAMES_WAIT``)."""
+        takes its directory's lock; ``LeaseSession`` answers after at most ``_NAMES_WAIT``)."""
         if self.ready and names:
             await trio.to_thread.run_sync(self._drop_names, names)
 

@@ -12,9 +12,9 @@ its own, names itself in its requests, and keeps what the replies lease it:
 Until the manager recalls them: a recall drops what the mount knew of those inodes and the
 kernel's copies, then is answered. The kernel caches what the mount answers from a lease
 until the session's end (``kernel_timeout``, ``name_timeout``): the names the mount knows in
-a directory, missing ones included, are exactly those a recall of it drops from the kernel. The session must be renewed (every ``term / 4``); if it is not answered in ``term``
-the mount forgets everything and asks the manager again (the manager waits that long before it
-changes an inode an unanswering holder leased: the mount always gives up first).
+a directory, missing ones included, are exactly those a recall of it drops from the kernel.
+The session with the manager -- registering, renewing, recalls, pushes -- is the part
+``self.session`` (leasesession.py): when it ends the mount forgets everything.
 
 **Replies racing recalls.** A reply and a recall come over different connections. Every
 request takes a tick of a local clock when it is sent; a recall stamps the inodes it drops
@@ -27,20 +27,14 @@ the change).
 
 from __future__ import annotations
 
-import errno
 import itertools
 import logging
-import os
-import socket
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 
-import trio
-
 from pvfs.client.aclient import AsyncClient
-from pvfs.protocol import aio, auth
 
+from .leasesession import LeaseSession
 from .leasetables import LeaseMirror, _Attrs, _Dir, _Dirs
 
 log = logging.getLogger("pvfs.fuse")
@@ -54,9 +48,7 @@ _ATTRS_MAX = 1 << 17  # inodes' attributes kept; past that the oldest learned go
 _DIRS_MAX = 1 << 14   # directories' entries kept; past that the oldest learned go
 _PARENTS_MAX = 1 << 16  # leased directories' parents kept (a listing's ``..``)
 _ROOT = 1
-_RELEASE_MAX = 4096   # leases given back in one frame
 _RENAME_EXCHANGE = 2  # renameat2's flag
-_NAMES_WAIT = 0.2     # s a recall's answer waits for the kernel to drop the names (2 s: fenced)
 
 
 class LeaseCache:
@@ -66,7 +58,7 @@ class LeaseCache:
         client: the mount's client (its requests name this holder while the session runs).
         on_recall: called with the inodes recalled and the names the kernel may cache in
             them, after they were dropped here (the kernel's names are dropped there; the
-            recall is answered when it returns, or after ``_NAMES_WAIT``).
+            recall is answered when it returns, or after ``leasesession._NAMES_WAIT``).
     """
 
     def __init__(self, client: AsyncClient,
@@ -74,8 +66,6 @@ class LeaseCache:
                  ) -> None:
         self.client = client
         self.on_recall = on_recall
-        self.name = f"{socket.gethostname()[:24]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.term = 0.0
         self.attrs = _Attrs()
         self.dirs = _Dirs()
         self.until = 0.0  # monotonic end of the session as this mount counts it
@@ -86,9 +76,6 @@ class LeaseCache:
         self.recalled: dict[int, int] = {}  # ino -> tick of the last recall
         self.changed: dict[int, int] = {}   # ino -> tick of this mount's last change sent
         self.floor = 0
-        self._renew_sent = 0.0
-        self._sock = None  # the lease connection while a session runs (writing)
-        self._send_lock = trio.Lock()
         self.released: list[int] = []  # leases forgotten here, to give back to the manager
         # Leases forgotten here (memory bound) whose copies in the kernel must go before they
         # are given back: ino -> the names the mount knew in it (a directory's).
@@ -105,6 +92,8 @@ class LeaseCache:
         self.counters = dict.fromkeys(("lease_hits", "lease_negative_hits", "lease_misses",
                                        "recalls_received", "pushed", "sessions", "writing",
                                        "listings_here"), 0)
+        # The connection to the manager that keeps all this true (leasesession.py).
+        self.session = LeaseSession(self)
 
     @property
     def until(self) -> float:
@@ -441,7 +430,7 @@ class LeaseCache:
         would recall its lease of the attributes: it gives the lease up itself -- dropped
         here and from the kernel (``before_answer``), then said to the manager, which then
         calls back the other holders only and leases the file back to all of them once it
-        has the new size (``_pushed``). If the report overtakes the word, the recall is
+        has the new size (``pushed``). If the report overtakes the word, the recall is
         answered as any (nothing is left to drop). ``keep``: only said, the lease kept (a
         file this mount wrote alone: the manager holds others until ``written``,
         delegations.py)."""
@@ -449,7 +438,7 @@ class LeaseCache:
             if await self.tell("writing", [ino]):
                 self.counters["writing"] += 1
             return
-        if ino not in self.attrs or self._sock is None or not self.valid():
+        if ino not in self.attrs or self.session.sock is None or not self.valid():
             return
         self._stamp(self.recalled, [ino], self.tick())  # an older reply is not kept
         if self.attrs.pop(ino, None) is not None:
@@ -459,17 +448,9 @@ class LeaseCache:
             self.counters["writing"] += 1
 
     async def tell(self, op: str, inos: list[int]) -> bool:
-        """Send ``{"op": op, "inos": inos}`` over the lease connection (not answered);
-        whether it went (nothing goes without a session: it took all with it)."""
-        sock, lock = self._sock, self._send_lock
-        if sock is None:
-            return False
-        try:
-            async with lock:
-                await aio.send_frame(sock, {"op": op, "inos": inos})
-            return True
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
-            return False  # the session ends: the report's recall finds it gone, or is answered
+        """Send ``{"op": op, "inos": inos}`` to the manager over the session
+        (``LeaseSession.tell``); whether it went."""
+        return await self.session.tell(op, inos)
 
     def listed(self, parent: int, since: int) -> None:
         """A listing of ``parent`` begun at tick ``since`` reached its end with no recall of
@@ -478,7 +459,7 @@ class LeaseCache:
         if d is not None and self._delta_ok(parent, since) and len(d.names) < _DIR_NAMES_MAX:
             d.complete = True
 
-    # ------------------------------------------------------------------ recalls, session
+    # ------------------------------------------------------------------ recalls, the session's end
     def _drop(self, inos: list[int]) -> list[tuple[int, str]]:
         """Drop ``inos``; the names the mount knew in those that were directories."""
         t = self.tick()
@@ -504,7 +485,7 @@ class LeaseCache:
         for hook in self.on_session_end:
             hook()
         self.until = 0.0
-        self._sock = None
+        self.session.sock = None
         self.released.clear()  # the session's leases are gone with it
         self.lost.clear()  # (the kernel's copies end with the session: kernel_timeout)
         self.attrs.clear()
@@ -512,62 +493,13 @@ class LeaseCache:
         self.parents.clear()
         self.floor = self.tick() + 1  # nothing sent before now is kept
 
-    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Keep a lease session with the manager, registering again with back-off; started
-        once the first session runs or failed (the mount then works without leases)."""
-        pending = [task_status]  # reported started once, by whichever comes first
-        delay = 0.2
-        while True:
-            try:
-                await self._session(pending)
-                delay = 0.2
-            except* (OSError, trio.TooSlowError, trio.BrokenResourceError,
-                     trio.ClosedResourceError, ValueError) as group:
-                log.warning("leases: session with the manager: %s", group.exceptions[0])
-            self.drop_all()
-            self.client.lease_name = None
-            if pending:
-                pending.pop().started()
-            await trio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+    def drop_recalled(self, inos: list[int]) -> list[tuple[int, str]]:
+        """The manager recalled ``inos``: dropped here; the names the mount knew in those
+        that were directories (the kernel's to drop)."""
+        self.counters["recalls_received"] += 1
+        return self._drop(inos)
 
-    async def _session(self, pending: list) -> None:
-        cfg = self.client.config
-        m = cfg.manager
-        sock = await aio.connect(m.host, m.port, cfg.connect_timeout)
-        with sock:
-            if self.client.key is not None:
-                await auth.client_handshake(sock, self.client.key, "mount-leases", "manager",
-                                            cfg.connect_timeout)
-            sent = time.monotonic()
-            await aio.send_frame(sock, {"op": "lease_register", "client": self.name})
-            got = await aio.recv_frame(sock, cfg.request_timeout, cfg.request_timeout)
-            if got is None or got[0].get("err") or not got[0].get("term"):
-                raise OSError(errno.EPROTO, f"lease_register refused: {got and got[0]}")
-            self.term = float(got[0]["term"])
-            self.until = sent + self.term
-            self.client.lease_name = self.name
-            self.counters["sessions"] += 1
-            log.info("leases: session %s with the manager (term %.1f s)", self.name, self.term)
-            if pending:
-                pending.pop().started()
-            send_lock = trio.Lock()
-            self._sock, self._send_lock = sock, send_lock
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._renew, sock, send_lock)
-                while True:
-                    got = await aio.recv_frame(sock, self.term)
-                    if got is None:
-                        raise ConnectionResetError(errno.ECONNRESET, "lease connection closed")
-                    header, _ = got
-                    if header.get("op") == "recall":
-                        await self._recalled(sock, send_lock, header, nursery)
-                    elif header.get("op") == "grant":
-                        self._pushed(header.get("attrs") or [])
-                    elif header.get("op") == "renewed":
-                        self.until = self._renew_sent + self.term
-
-    def _pushed(self, files: list[dict]) -> None:
+    def pushed(self, files: list[dict]) -> None:
         """The manager leased these files again after a write (their new attributes): kept
         unless this mount changed one's attributes itself (its own reply may be newer)."""
         if not self.valid():
@@ -578,48 +510,6 @@ class LeaseCache:
                 self._keep(ino, a)
         self.counters["pushed"] += len(files)
 
-    async def _renew(self, sock, send_lock: trio.Lock) -> None:
-        while True:
-            await trio.sleep(self.term / 4)
-            if self.lost:  # the kernel's copies first: then the manager stops recalling them
-                lost, self.lost = self.lost, {}
-                for hook in self.before_answer:
-                    await hook(list(lost))
-                await self.on_recall(list(lost), [(i, n) for i, ns in lost.items() for n in ns])
-                self.released += lost
-            self._renew_sent = time.monotonic()
-            async with send_lock:
-                while self.released:
-                    batch = self.released[:_RELEASE_MAX]
-                    del self.released[:_RELEASE_MAX]
-                    await aio.send_frame(sock, {"op": "release", "inos": batch})
-                await aio.send_frame(sock, {"op": "renew"})
-
-    async def _recalled(self, sock, send_lock: trio.Lock, header: dict, nursery) -> None:
-        inos = [int(i) for i in header.get("inos", ())]
-        self.counters["recalls_received"] += 1
-        names = self._drop(inos)
-        for hook in self.before_answer:
-            await hook(inos)
-        # The kernel's names go before the answer too, so a change that returns on another
-        # node is seen here at once -- unless dropping them waits: it takes each directory's
-        # lock, which a process of this node may hold while its own request waits on the
-        # manager, perhaps behind the very change recalled. Then the answer goes after
-        # _NAMES_WAIT and the names when the lock is free.
-        dropped = trio.Event()
-
-        async def drop_names() -> None:
-            try:
-                await self.on_recall(inos, names)
-            finally:
-                dropped.set()
-
-        nursery.start_soon(drop_names)
-        with trio.move_on_after(_NAMES_WAIT):
-            await dropped.wait()
-        async with send_lock:
-            await aio.send_frame(sock, {"seq": header.get("seq")})
-
     def status(self) -> dict:
-        return {"name": self.name, "valid": self.valid(), "remaining": round(self.remaining(), 1),
-                "attrs": len(self.attrs), "dirs": len(self.dirs), **self.counters}
+        return {"name": self.session.name, "valid": self.valid(),
+                "remaining": round(self.remaining(), 1), "attrs": len(self.attrs), "dirs": len(self.dirs), **self.counters}

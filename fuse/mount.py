@@ -127,7 +127,7 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
             await nursery.start(ops.delegations.run)
         stack.push_async_callback(_write_back, ops.cache, ops.gbackend, ops.delegations)
         if ops.leases is not None:
-            await nursery.start(ops.leases.run)
+            await nursery.start(ops.leases.session.run)
         if ops.coherence is not None:
             await nursery.start(ops.coherence.run)
             if ops.gbackend is not None:

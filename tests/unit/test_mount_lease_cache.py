@@ -162,7 +162,7 @@ def _recall_order(monkeypatch, drop_takes: float) -> list[str]:
     """What a recall does, in order, when the kernel's names take ``drop_takes`` s to go."""
     import trio
 
-    from pvfs.fuse import leases
+    from pvfs.fuse import leases, leasesession
 
     events: list[str] = []
 
@@ -173,7 +173,7 @@ def _recall_order(monkeypatch, drop_takes: float) -> list[str]:
         await trio.sleep(drop_takes)  # (a directory's lock held by a waiting process)
         events.append(f"names dropped {names}")
 
-    monkeypatch.setattr(leases.aio, "send_frame", send_frame)
+    monkeypatch.setattr(leasesession.aio, "send_frame", send_frame)
     c = cache()
     c.on_recall = on_recall
     c.dirs[20] = leases._Dir()
@@ -181,7 +181,7 @@ def _recall_order(monkeypatch, drop_takes: float) -> list[str]:
 
     async def main():
         async with trio.open_nursery() as nursery:
-            await c._recalled(None, trio.Lock(), {"op": "recall", "seq": 7, "inos": [20]},
+            await c.session._recalled(None, trio.Lock(), {"op": "recall", "seq": 7, "inos": [20]},
                               nursery)
             events.append("recall returned")
 
@@ -195,9 +195,9 @@ def test_a_recall_is_answered_after_the_kernel_dropped_the_names(monkeypatch):
 
 
 def test_a_recall_whose_names_cannot_go_yet_is_answered_anyway(monkeypatch):
-    from pvfs.fuse import leases
+    from pvfs.fuse import leasesession
 
-    monkeypatch.setattr(leases, "_NAMES_WAIT", 0.05)
+    monkeypatch.setattr(leasesession, "_NAMES_WAIT", 0.05)
     assert _recall_order(monkeypatch, 0.3) == [
         "answer 7", "recall returned", "names dropped [(20, 'f')]"]
 
@@ -205,7 +205,7 @@ def test_a_recall_whose_names_cannot_go_yet_is_answered_anyway(monkeypatch):
 def test_a_file_about_to_be_written_gives_its_lease_up_here_and_at_the_manager(monkeypatch):
     import trio
 
-    from pvfs.fuse import leases
+    from pvfs.fuse import leasesession
 
     sent, hooked = [], []
 
@@ -215,10 +215,10 @@ def test_a_file_about_to_be_written_gives_its_lease_up_here_and_at_the_manager(m
     async def hook(inos):
         hooked.append(inos)  # (the kernel's copy of the attributes goes there)
 
-    monkeypatch.setattr(leases.aio, "send_frame", send_frame)
+    monkeypatch.setattr(leasesession.aio, "send_frame", send_frame)
     c = cache()
     c.before_answer.append(hook)
-    c._sock = object()  # a session runs
+    c.session.sock = object()  # a session runs
     c.learn({**attrs(10), "leased": [10]}, c.tick())
     old = c.tick()  # a getattr sent before the write ...
 
