@@ -6,9 +6,11 @@
  *   names.c    leased directories' names: "no such name" answered by the workers
  *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
  *              wakes the mount's trio loop), the forgets answered in C, the in-flight list
+ *   ops.c      the ops table: each request of the kernel answered in C (forgets, and what
+ *              answers.c and names.c can answer) or copied into a record and queued
  *   session.c  the libfuse3 session: the ops table run by fuse_session_loop_mt on C worker
- *              threads (clone_fd), which copies each request into a record and queues it;
- *              mounting, the loop thread, unmounting, the kernel notifications
+ *              threads (clone_fd); mounting, the loop thread, unmounting, the kernel
+ *              notifications
  * then the Python bindings (pyfront.h declares what they share):
  *   convert.c    pyfuse3's attribute objects as libfuse's structs (and back, for tests)
  *   pyrequest.c  the Request and DirBuf types; a drained record made a Request
@@ -213,6 +215,9 @@ void pvf_counted_reply(struct pvf_front *f, int ret);
 int pvf_notify_begin(struct pvf_front *f);
 void pvf_notify_end(struct pvf_front *f);
 void pvf_close_wait_notifiers(struct pvf_front *f);
+
+/* ops.c */
+extern const struct fuse_lowlevel_ops pvf_ops;
 
 /* session.c */
 int pvf_session_new(struct pvf_front *f, int argc, char **argv);   /* -1: bad options */
