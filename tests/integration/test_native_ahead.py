@@ -188,7 +188,7 @@ def test_stats_of_its_own_files_leave_the_client_creating_ahead(ahead):
 
 def test_a_path_walk_recalls_only_the_creators_of_directories_it_reads(ahead, fs):
     """Another client's path call recalls a creator ahead only when its walk reads the
-    directory created in (``MgrServer._walk``); then it finds the names queued there."""
+    directory created in (``PathWalks.walk``); then it finds the names queued there."""
     ahead.mkdir("/na-walk")
     fs.mkdir("/na-elsewhere")
     with fs.open("/na-elsewhere/e", "wb") as f:
