@@ -371,7 +371,7 @@ class CreatesAhead:
     def _send(self, items: list[dict]) -> None:
         try:
             results = self.fs.data.call(MGR, {"op": "ahead", "cred": self.fs.cred,
-                                              "lease": self.session.name,
+                                              "lease": self.session.name, "brief": True,
                                               "items": items})["results"]
         except OSError as exc:
             results = [{"errno": exc.errno or errno.EIO, "error": str(exc)}] * len(items)

@@ -188,7 +188,9 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
     # creates ahead of the manager (daemons/mgr/ahead.py, fuse/creates.py)
     "delegate": {"dir": INO, "want": Field(integer(0, 1024), False, 0),
                  "dirs": Field(integer(0, 64), False, 0)},  # numbers for directories made ahead
-    "ahead": {"items": Field(lambda v: _ahead_items(v))},
+    # brief: each result only says whether it failed (a native client, which keeps nothing
+    # of a new file's attributes; a mount's results carry them, with their leases)
+    "ahead": {"items": Field(lambda v: _ahead_items(v)), "brief": Field(boolean, False, False)},
     "mkdir": {"parent": INO, "name": NAME, "mode": MODE},
     "rmdir": {"parent": INO, "name": NAME},
     "unlink": {"parent": INO, "name": NAME},
