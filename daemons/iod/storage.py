@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import itertools
 import os
 import resource
 import threading
@@ -140,8 +141,10 @@ class PosixStorage:
         self._fds[ino] = fd
         if len(self._fds) > self.max_open:
             # Never the descriptor being returned, nor one a job or a thread holds.
-            idle = [i for i in self._fds if i not in self._pins and i != ino]
-            for old in idle[: len(self._fds) - self.max_open]:
+            # (oldest first, and only as many as go: not a walk of the whole cache per open)
+            idle = itertools.islice((i for i in self._fds if i not in self._pins and i != ino),
+                                    len(self._fds) - self.max_open)
+            for old in list(idle):
                 os.close(self._fds.pop(old))
         return fd
 
