@@ -175,3 +175,12 @@ def test_the_queue_keeps_a_copy_not_the_callers_buffer():
     buf[:] = b"after!"
     ca.flush()
     assert data.log[0][3] == b"before"
+
+
+def test_a_write_through_another_handle_of_the_file_does_not_overtake_the_queued_ones():
+    data, fs, ca = _ready()
+    f = _create(fs, ca, "a")
+    f.pwrite(b"1" * 10, 0)
+    other = File(fs, "/d/a", {"ino": 101, "stripe": STRIPE, "size": 0}, os.O_RDWR)
+    other.pwrite(b"2" * 10, 0)
+    assert [e[0] for e in data.log] == ["writes", "write"]

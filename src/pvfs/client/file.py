@@ -129,6 +129,7 @@ class File:
             if not len(view):
                 return 0
             if not self._fresh:
+                self.fs.settle(self.ino)  # (another handle's writes may wait: behind.py)
                 return self.fs.data.write(self.ino, self.stripe, desc, view)
             if type(desc) is Regions and len(desc.regions) == 1 and \
                     self.fs.behind(self.ino, self.stripe, desc.regions[0][0], view):
