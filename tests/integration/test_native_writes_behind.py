@@ -97,3 +97,29 @@ def test_a_daemon_refuses_a_malformed_batch_and_goes_on_serving(fs):
     assert reply["nbytes"] == [4]
     with fs.open("/wb-bad", "rb") as f:
         assert f.read() == b"abcd" + b"0" * 6
+
+
+def test_over_an_emulated_disk_the_writes_go_one_by_one_and_arrive(tmp_path):
+    from conftest import start_cluster
+
+    from pvfs.cluster.launch import down
+
+    cluster = start_cluster(tmp_path, iods=2, extra={"storage": {
+        "default": "posix", "iod0": "emulated:ide-2000"}})
+    try:
+        with cluster.connect() as fs:
+            pool_of(fs, least=64)
+            with cluster.connect(ahead=True) as client:
+                assert client.ahead is not None
+                client.mkdir("/wb-emu")
+                for i in range(5):
+                    with client.open(f"/wb-emu/f{i}", "wb") as f:
+                        f.write(_payload(i, 500))
+                client.sync()
+                behind = client.ahead.status()["behind"]
+                assert not behind["enabled"] and behind["refused"] == 0
+            for i in range(5):
+                with fs.open(f"/wb-emu/f{i}", "rb") as f:
+                    assert f.read() == _payload(i, 500)
+    finally:
+        down(cluster.config)
