@@ -20,6 +20,7 @@ the request is refused (``EOPNOTSUPP``) and the client sends its writes one by o
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import time
 from array import array
@@ -28,9 +29,11 @@ import trio
 
 from pvfs import _native
 from pvfs.layout.stripe import Stripe
-from pvfs.protocol.errors import error_reply
+from pvfs.protocol.errors import error_reply, from_exception
 
 from .storage import PosixStorage
+
+log = logging.getLogger("pvfs.iod")
 
 __all__ = ["MAX_BULK", "MAX_ITEM", "MAX_ITEMS", "SmallWrites"]
 
@@ -110,8 +113,10 @@ class SmallWrites:
                 counted.append(ino)
             written = await trio.to_thread.run_sync(self._write_all, memfd, plan)
             reply: dict = {"nbytes": written}
-        except OSError as exc:
-            reply = error_reply(exc.errno or errno.EIO, f"writes: {exc.strerror or exc}")
+        except Exception as exc:
+            if not isinstance(exc, OSError):
+                log.exception("error serving writes")
+            reply = from_exception(exc)
         finally:
             for ino in counted:
                 watch.changed(ino)
