@@ -117,6 +117,24 @@ def test_bad_descriptions_offsets_and_counts_to_iods(pvfs_cluster, op, ino, stri
     assert not files_outside(pvfs_cluster, before)
 
 
+_WRITE_ITEMS = st.lists(st.fixed_dictionaries({
+    "ino": st.integers(-5, 2**64 - 1) | values, "stripe": values | st.just([0, 4, 4096]),
+    "off": st.integers(-5, 2**63) | values, "len": st.integers(-5, 1 << 21) | values,
+    "fresh": st.booleans() | values}), max_size=4)
+
+
+@given(items=_WRITE_ITEMS | values, bulk=st.binary(max_size=64),
+       claimed=st.one_of(st.none(), st.integers(0, 128)))
+@SETTINGS
+def test_bad_batches_of_small_writes_to_iods(pvfs_cluster, items, bulk, claimed):
+    before = {str(p) for p in Path(pvfs_cluster.dir).rglob("*")}
+    for ep in pvfs_cluster.config.iods[:2]:
+        reply = exchange(ep, framed({"op": "writes", "items": items}, bulk, claimed))
+        assert reply is None or isinstance(reply, dict)
+        assert ping(ep, 2.0) is not None
+    assert not files_outside(pvfs_cluster, before)
+
+
 @pytest.mark.parametrize("name", ["../escape", "..", ".", "a/b", "/abs", "x" * 300, "nul\x00"])
 def test_path_traversal_in_names_is_refused(pvfs_cluster, name):
     before = {str(p) for p in Path(pvfs_cluster.dir).rglob("*")}
