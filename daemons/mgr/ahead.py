@@ -202,7 +202,8 @@ class CreatesAhead:
             async with s.leases.changing([parent], name):
                 attrs, _ = s.store.create(parent, item["name"], item["mode"], cred,
                                           exclusive=True, precreated=ino,
-                                          parent_out=parent_now, now=item["now"])
+                                          parent_out=None if brief else parent_now,
+                                          now=item["now"])
         except BaseException:
             s.pool.hold([ino])  # the mount's kernel may hold a file under it: never reused
             raise
