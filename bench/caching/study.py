@@ -147,6 +147,29 @@ def _disks(cfg) -> list[dict[str, Any] | None]:
     return [_call(ep, {"op": "sched_get"}).get("disk") for ep in cfg.iods]
 
 
+def _run_shaped(traces: list[str], policies: list[str], *, iods: int, shaped: str,
+                storage: str, iod_cache: int | None, quick: bool, repeat: int,
+                progress: bool) -> list[dict]:
+    """The study's replays from a client host of the multi-host harness (``--shaped``)."""
+    import json
+    import subprocess
+    import sys
+
+    from pvfs.bench.latency import shaped_gcache_cluster
+
+    with shaped_gcache_cluster(iods, shaped, capacity=GLOBAL_BYTES,
+                               storage=storage_table(storage, iod_cache),
+                               stripe=STRIPE, flush_interval=0.5) as (net, cfg):
+        job = {"traces": traces, "policies": policies, "quick": quick, "repeat": repeat,
+               "progress": progress}
+        done = net.run("c0", [sys.executable, "-m", "pvfs.bench.caching.study", cfg.path,
+                              json.dumps(job)], capture_output=False,
+                       stdout=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"the study's client host failed (exit {done.returncode})")
+        return json.loads(done.stdout)
+
+
 def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iods: int = 2,
               storage: str = STORAGE, iod_cache: int | None = IOD_CACHE,
               repeat: int | None = None, shaped: str | None = None, model: str | None = None,
@@ -191,23 +214,9 @@ def run_study(traces: list[str], policies: list[str], *, quick: bool = True, iod
     elif model:
         results = model_all(traces, policies, quick=quick)
     elif shaped:
-        import json
-        import subprocess
-        import sys
-
-        from pvfs.bench.latency import shaped_gcache_cluster
-
-        with shaped_gcache_cluster(iods, shaped, capacity=GLOBAL_BYTES,
-                                   storage=storage_table(storage, iod_cache),
-                                   stripe=STRIPE, flush_interval=0.5) as (net, cfg):
-            job = {"traces": traces, "policies": policies, "quick": quick, "repeat": repeat,
-                   "progress": progress is not None}
-            done = net.run("c0", [sys.executable, "-m", "pvfs.bench.caching.study", cfg.path,
-                                  json.dumps(job)], capture_output=False,
-                           stdout=subprocess.PIPE, text=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"the study's client host failed (exit {done.returncode})")
-            results = json.loads(done.stdout)
+        results = _run_shaped(traces, policies, iods=iods, shaped=shaped, storage=storage,
+                              iod_cache=iod_cache, quick=quick, repeat=repeat,
+                              progress=progress is not None)
     else:
         with study_cluster(iods, storage, iod_cache) as cfg:
             results = replay_all(cfg, traces, policies, quick=quick, repeat=repeat,
