@@ -1,0 +1,176 @@
+"""Where a local-cache miss's time goes: fig. 4's micro-benchmark split at the backend.
+
+``python -m pvfs.bench.caching.missprof`` runs the micro-benchmark of ``pvfs-admin bench
+latency`` (:func:`pvfs.bench.latency.micro_plan`: reads and writes at even odds of 1-2 blocks
+at block offsets 0..o) on fig. 4's shape, 2 nodes and 3 I/O daemons, under ``none`` (every
+block bypasses the local cache) and ``local`` (a 2 MiB local cache), rounds interleaved. Each
+node's backend (:class:`pvfs.gcache.stack.DirectBackend`) is timed, and every backend call
+made while one of the benchmark's reads is in progress (the same task) is charged to that
+read: so a read's time splits into the time in backend reads, in backend writes (a dirty
+block written back to make room) and the rest, the cache's own work. At o = 25000 nearly every
+``local`` read misses, so ``local``'s read ÷ ``none``'s is what a local miss costs over a
+direct read (the paper: ~15 %), and the split says where the difference goes.
+
+The I/O daemons store on posix (their page cache holds the file): the software path, as the
+paper's tables measure it. Run it under ``py-spy record`` (``--only local``) to see the
+cache's own work by function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import contextvars
+import json
+import os
+import platform
+import time
+from typing import Any
+
+import trio
+
+from pvfs.bench.caching.stats import median_interval, ratio_interval
+
+__all__ = ["run"]
+
+_IN_READ: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar(
+    "missprof_read", default=None)
+_CALLS = ("read", "write", "read_list", "write_list")
+
+
+def _instrument(backend: Any) -> None:
+    """Wrap the backend's calls: time spent in each while a benchmark read is in progress
+    (this task) goes to that read's account."""
+    for name in _CALLS:
+        inner = getattr(backend, name)
+
+        async def timed(*a, _inner=inner, _name=name, **kw):
+            acct = _IN_READ.get()
+            t = time.perf_counter()
+            try:
+                return await _inner(*a, **kw)
+            finally:
+                if acct is not None:
+                    acct[f"backend_{_name}_s"] = acct.get(f"backend_{_name}_s", 0.0) + \
+                        time.perf_counter() - t
+                    acct[f"backend_{_name}s"] = acct.get(f"backend_{_name}s", 0) + 1
+        setattr(backend, name, timed)
+
+
+async def _one(cfg, setup: str, o: int, ops: int) -> dict[str, Any]:
+    """One run of the micro-benchmark (2 nodes, 3 I/O daemons) with the reads' split."""
+    from pvfs.bench.latency import _ZERO, SSIZE, _node, micro_plan
+    from pvfs.layout.stripe import Stripe
+
+    nodes, iods, s, block = 2, 3, 2, 4096
+    size = (o + s) * block
+    acct: dict[str, float] = {"reads": 0, "read_s": 0.0}
+    async with contextlib.AsyncExitStack() as ex:
+        sizes: dict[int, int] = {}
+        ns = [await ex.enter_async_context(_node(cfg, local=setup == "local", gcache=False,
+                                                 sizes=sizes)) for _ in range(nodes)]
+        f = await ns[0].open_file(f"/missprof-{o}", create=True, stripe=Stripe(0, iods, SSIZE))
+        st = await ns[0].direct.stripe_of(f.ino)
+        if (await ns[0].client.getattr(f.ino))["size"] < size:
+            for off in range(0, size, 1 << 20):
+                await ns[0].client.write(f.ino, st, off, _ZERO[:min(1 << 20, size - off)])
+        sizes[f.ino] = size
+        for node in ns:
+            _instrument(node.direct)
+
+        async def worker(node, todo) -> None:
+            for is_read, off, n in todo:
+                if not is_read:
+                    await node.write(f, off, _ZERO[:n])
+                    continue
+                mine: dict[str, float] = {}
+                token = _IN_READ.set(mine)
+                t = time.perf_counter()
+                try:
+                    await node.read(f, off, n)
+                finally:
+                    _IN_READ.reset(token)
+                mine["read_s"] = time.perf_counter() - t
+                mine["reads"] = 1
+                for k, v in mine.items():
+                    acct[k] = acct.get(k, 0) + v
+
+        t0 = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for node, todo in zip(ns, micro_plan(nodes, s, o, ops)):
+                nursery.start_soon(worker, node, todo)
+        acct["time_s"] = time.perf_counter() - t0
+        acct["local"] = [node.cache.stats() for node in ns]  # per node
+    return acct
+
+
+def run(o: int = 25000, ops: int = 2000, rounds: int = 6,
+        setups: tuple[str, ...] = ("none", "local")) -> dict[str, Any]:
+    """``rounds`` interleaved rounds of each setup on a scratch cluster of 3 posix I/O
+    daemons; per setup every run's split and the medians with their intervals."""
+    from pvfs.bench.latency import SSIZE
+    from pvfs.cluster.launch import scratch_cluster
+    from pvfs.layout.stripe import Stripe
+
+    load_start, started = os.getloadavg(), time.time()
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in setups}
+    with scratch_cluster("pvfs-missprof-", 3, stripe=Stripe(0, -1, SSIZE)) as cfg:
+        for rep in range(rounds):
+            k = rep % len(setups)
+            for setup in setups[k:] + setups[:k]:
+                runs[setup].append(trio.run(_one, cfg, setup, o, ops))
+    return {"o": o, "ops": ops, "rounds": rounds, "nodes": 2, "iods": 3, "storage": "posix",
+            "summary": summarise(runs), "runs": runs,
+            "machine": {"host": platform.node(), "cpus": os.cpu_count(),
+                        "load_start": load_start, "load": os.getloadavg(),
+                        "python": platform.python_version()},
+            "elapsed_s": time.time() - started}
+
+
+def _ms_per_read(r: dict[str, Any], key: str) -> float:
+    return 1000.0 * r.get(key, 0.0) / r["reads"] if r["reads"] else 0.0
+
+
+def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per setup, ms per read: the whole read, its backend reads and writes and the rest,
+    each the median over the runs with its interval; ``local ÷ none`` paired by round."""
+    out: dict[str, Any] = {}
+    for setup, rs in runs.items():
+        row: dict[str, Any] = {}
+        parts = {"read": "read_s", "backend_read": "backend_read_s",
+                 "backend_read_list": "backend_read_list_s",
+                 "backend_write": "backend_write_s", "backend_write_list": "backend_write_list_s"}
+        for name, key in parts.items():
+            row[f"{name}_ms"] = median_interval([_ms_per_read(r, key) for r in rs])[:3]
+        rest = [_ms_per_read(r, "read_s") - sum(_ms_per_read(r, k) for k in list(parts.values())[1:])
+                for r in rs]
+        row["rest_ms"] = median_interval(rest)[:3]
+        row["backend_reads_per_read"] = median_interval(
+            [r.get("backend_reads", 0) / r["reads"] for r in rs])[0]
+        out[setup] = row
+    if "none" in runs and "local" in runs:
+        per = {k: [_ms_per_read(r, "read_s") for r in runs[k]] for k in ("none", "local")}
+        out["local_read_vs_none"] = ratio_interval(per["local"], per["none"])[:3]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--o", type=int, default=25000)
+    ap.add_argument("--ops", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--only", choices=("none", "local"), help="one setup (for py-spy)")
+    ap.add_argument("-o", "--output", metavar="JSON")
+    args = ap.parse_args(argv)
+    setups = (args.only,) if args.only else ("none", "local")
+    out = run(args.o, args.ops, args.rounds, setups)
+    out["command"] = "python -m pvfs.bench.caching.missprof " + " ".join(argv or [])
+    print(json.dumps(out["summary"], indent=1))
+    if args.output:
+        with open(args.output, "w") as fh:
+            json.dump(out, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

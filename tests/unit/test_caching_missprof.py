@@ -1,0 +1,38 @@
+"""``python -m pvfs.bench.caching.missprof``: a read's time split at the backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from pvfs.bench.caching.missprof import summarise
+
+
+def _run(read_s: float, backend_read_s: float, write_list_s: float = 0.0,
+         reads: int = 100) -> dict:
+    out = {"reads": reads, "read_s": read_s, "backend_read_s": backend_read_s}
+    if write_list_s:
+        out["backend_write_list_s"] = write_list_s
+    return out
+
+
+def test_split_and_paired_ratio():
+    runs = {"none": [_run(0.10, 0.09), _run(0.20, 0.19), _run(0.12, 0.11)],
+            "local": [_run(0.13, 0.10, 0.01), _run(0.22, 0.18), _run(0.15, 0.12)]}
+    got = summarise(runs)
+    # ms per read: the whole read, its backend reads and the rest (what the cache did)
+    assert got["none"]["read_ms"][0] == pytest.approx(1.2)
+    assert got["none"]["rest_ms"][0] == pytest.approx(0.1)
+    assert got["local"]["backend_write_list_ms"][2] == pytest.approx(0.1)  # hi: one run
+    assert got["local"]["rest_ms"][0] == pytest.approx(0.3)  # of 0.2, 0.4, 0.3
+    lo, hi = got["local"]["rest_ms"][1:]
+    assert lo <= got["local"]["rest_ms"][0] <= hi
+    # local ÷ none paired by round: 1.3, 1.1, 1.25 -> median 1.25
+    assert got["local_read_vs_none"][0] == pytest.approx(1.25)
+    assert got["local_read_vs_none"][1] == pytest.approx(1.1)
+    assert got["local_read_vs_none"][2] == pytest.approx(1.3)
+
+
+def test_one_setup_has_no_ratio():
+    got = summarise({"local": [_run(0.1, 0.05)]})
+    assert "local_read_vs_none" not in got
+    assert got["local"]["rest_ms"][0] == pytest.approx(0.5)
