@@ -184,3 +184,17 @@ def test_a_write_through_another_handle_of_the_file_does_not_overtake_the_queued
     other = File(fs, "/d/a", {"ino": 101, "stripe": STRIPE, "size": 0}, os.O_RDWR)
     other.pwrite(b"2" * 10, 0)
     assert [e[0] for e in data.log] == ["writes", "write"]
+
+
+def test_a_daemons_writes_are_cut_into_requests_it_takes(monkeypatch):
+    from pvfs.client import behind
+
+    monkeypatch.setattr(behind, "REQUEST", 100)
+    monkeypatch.setattr(behind, "ITEMS", 3)
+    data, fs, ca = _ready()
+    for i, n in enumerate((60, 60, 10, 10, 10, 10)):
+        with _create(fs, ca, f"f{i}") as f:
+            f.write(b"x" * n)
+    ca.flush()
+    sizes = [[n for _ino, _off, n in e[2]] for e in data.log if e[0] == "writes"]
+    assert sizes == [[60], [60, 10, 10], [10, 10]]

@@ -40,6 +40,7 @@ __all__ = ["SMALL", "WritesBehind"]
 
 SMALL = 64 * 1024        # a write this small (and within one stripe unit) may wait
 ITEMS = 1024             # writes per request (the daemon's bound)
+REQUEST = 4 << 20        # bytes per request (the daemon takes at most 8 MiB)
 WAKE = 1 << 20           # queued bytes that wake the sender before its time
 MOST = 8 << 20           # queued bytes past which the writer sends them itself
 
@@ -90,14 +91,14 @@ class WritesBehind:
     # ------------------------------------------------------------------ sending
     def flush(self, lock: threading.Lock) -> None:
         """Send everything queued (taken under the creates' ``lock``): every daemon's writes
-        at once, in requests of at most :data:`ITEMS`; return when all are answered. One
+        at once, in requests of at most :data:`ITEMS` and :data:`REQUEST` bytes; return
+        when all are answered. One
         flush at a time, so a file's writes reach its daemon in the order they were made."""
         with self._send_lock:
             with lock:
                 taken, self._queues, self.nbytes = self._queues, {}, 0
-            rounds: list[tuple[int, list[tuple[dict, bytes]]]] = []
-            for iod, writes in taken.items():
-                rounds += [(iod, writes[i:i + ITEMS]) for i in range(0, len(writes), ITEMS)]
+            rounds = [(iod, chunk) for iod, writes in taken.items()
+                      for chunk in _requests(writes)]
             refused = self._send_all(rounds)
             self._forget(rounds, refused, lock)
 
@@ -150,6 +151,19 @@ class WritesBehind:
             except OSError as exc:
                 refused[item["ino"]] = exc.errno or errno.EIO
         return refused
+
+
+def _requests(writes: list[tuple[dict, bytes]]) -> list[list[tuple[dict, bytes]]]:
+    """One daemon's writes cut into requests of at most ITEMS writes and REQUEST bytes."""
+    out: list[list[tuple[dict, bytes]]] = [[]]
+    size = 0
+    for w in writes:
+        if out[-1] and (len(out[-1]) == ITEMS or size + len(w[1]) > REQUEST):
+            out.append([])
+            size = 0
+        out[-1].append(w)
+        size += len(w[1])
+    return out if out[0] else []
 
 
 def _request(iod: int, writes: list[tuple[dict, bytes]]) -> tuple:
