@@ -41,12 +41,14 @@ from typing import Any
 
 from pvfs.bench.common import (
     REPO_ROOT,
+    SCRATCH_KINDS,
     drop_caches,
     exit_on_sigterm,
     format_ratio,
     format_table,
     median,
     ratio,
+    scratch_workdir,
     write_results,
 )
 from pvfs.bench.fio.run import parse_target
@@ -127,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--subject", default="pvfs", help="target compared with the best other")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--scratch", choices=SCRATCH_KINDS, default="tmp",
+                    help="where every target's files go without --workdir: /tmp, or a "
+                         "journaled ext4 of its own (bench.common.journaled_scratch says why)")
     ap.add_argument("--json", metavar="NAME")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
@@ -137,34 +142,29 @@ def main(argv: list[str] | None = None) -> int:
     if not named:
         ap.error("no target")
     names = [n for n, _ in named]
-    own = args.workdir is None
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="pvfs-apps-")).resolve()
     runs: dict[str, list[dict]] = {n: [] for n in names}
     load: list[float] = []
     from pvfs.bench.fio import pvfs_target
 
-    try:
-        with tempfile.TemporaryDirectory(prefix="pvfs-apps-src-") as src:
-            tarball = Path(src) / "tree.tar"
-            tree = make_tarball(args.tree.resolve(), tarball)
-            objects = subprocess.run(["git", "count-objects", "-v"], cwd=args.repo, check=True,
-                                     capture_output=True, text=True).stdout
-            files = len(subprocess.run(["git", "ls-files"], cwd=args.repo, check=True,
-                                       capture_output=True, text=True).stdout.splitlines())
-            log.info("clone %s (%d files); extract %s (%d files, %.0f MiB)", args.repo, files,
-                     args.tree, tree["files"], tree["bytes"] / 2**20)
-            with directory_targets(named, workdir, args.pvfs_options) as targets:
-                for rep in range(args.repeats):
-                    k = rep % len(targets)
-                    for name, directory, _probe in targets[k:] + targets[:k]:
-                        load.append(os.getloadavg()[0])
-                        r = measure_target(directory, args.repo.resolve(), tarball)
-                        runs[name].append(r)
-                        log.info("rep %d %s: %s", rep + 1, name,
-                                 " ".join(f"{p}={v:.2f}s" for p, v in r.items()))
-    finally:
-        if own:
-            shutil.rmtree(workdir, ignore_errors=True)
+    with scratch_workdir("pvfs-apps-", args.scratch, args.workdir) as (workdir, where), \
+            tempfile.TemporaryDirectory(prefix="pvfs-apps-src-") as src:
+        tarball = Path(src) / "tree.tar"
+        tree = make_tarball(args.tree.resolve(), tarball)
+        objects = subprocess.run(["git", "count-objects", "-v"], cwd=args.repo, check=True,
+                                 capture_output=True, text=True).stdout
+        files = len(subprocess.run(["git", "ls-files"], cwd=args.repo, check=True,
+                                   capture_output=True, text=True).stdout.splitlines())
+        log.info("clone %s (%d files); extract %s (%d files, %.0f MiB)", args.repo, files,
+                 args.tree, tree["files"], tree["bytes"] / 2**20)
+        with directory_targets(named, workdir, args.pvfs_options) as targets:
+            for rep in range(args.repeats):
+                k = rep % len(targets)
+                for name, directory, _probe in targets[k:] + targets[:k]:
+                    load.append(os.getloadavg()[0])
+                    r = measure_target(directory, args.repo.resolve(), tarball)
+                    runs[name].append(r)
+                    log.info("rep %d %s: %s", rep + 1, name,
+                             " ".join(f"{p}={v:.2f}s" for p, v in r.items()))
     report = build_report(runs, args.subject)
     print(format_report(report, names, args.subject))
     if args.json:
@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             "params": {"repo": str(args.repo), "repo_files": files, "repo_objects": objects,
                        "tree": str(args.tree), "tree_files": tree["files"],
                        "tree_bytes": tree["bytes"], "repeats": args.repeats,
+                       "scratch": where,
                        "pvfs_mount_options": args.pvfs_options},
             "targets": dict(named), "subject": args.subject,
             "load_1min_at_each_run": load, "results": report, "runs": runs,

@@ -260,6 +260,34 @@ def journaled_scratch(size_gib: int = 8) -> Iterator[str | None]:
         shutil.rmtree(work, ignore_errors=True)
 
 
+SCRATCH_KINDS = ("tmp", "journaled")
+
+
+@contextmanager
+def scratch_workdir(prefix: str, kind: str = "tmp",
+                    given: str | None = None) -> Iterator[tuple[Path, str]]:
+    """A benchmark's working directory for every target's files, and where it is: ``given``
+    (kept afterwards), or a new directory in ``/tmp`` (``kind="tmp"``) or on a journaled ext4
+    of its own (``"journaled"``, :func:`journaled_scratch`; ``/tmp`` if it cannot be made),
+    removed afterwards."""
+    import tempfile
+
+    if given is not None:
+        yield Path(given).resolve(), f"given: {given}"
+        return
+    with journaled_scratch() if kind == "journaled" else _no_scratch() as mnt:
+        work = Path(tempfile.mkdtemp(prefix=prefix)).resolve()
+        try:
+            yield work, "journaled ext4 (loop)" if mnt else tempfile.gettempdir()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+@contextmanager
+def _no_scratch() -> Iterator[None]:
+    yield None
+
+
 def run(cmd: Sequence[str], *, check: bool = True, timeout: float = 120,
         quiet: bool = False, **kw: Any) -> subprocess.CompletedProcess[str]:
     """Run a command, capture its output, raise with the output on failure."""

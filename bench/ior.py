@@ -54,13 +54,18 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pvfs.bench.common import drop_caches, exit_on_sigterm, write_results
+from pvfs.bench.common import (
+    SCRATCH_KINDS,
+    drop_caches,
+    exit_on_sigterm,
+    scratch_workdir,
+    write_results,
+)
 from pvfs.bench.ior_build import (
     IOR_ENV,
     IOR_HINT,
@@ -314,6 +319,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="drop every cache before IOR reads (default: the files' pages only)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per mpiexec")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--scratch", choices=SCRATCH_KINDS, default="tmp",
+                    help="where every target's files go without --workdir: /tmp, or a "
+                         "journaled ext4 of its own (bench.common.journaled_scratch says why)")
     ap.add_argument("--json", metavar="NAME")
     ap.add_argument("--plot", metavar="PNG", help="default with --json: results/NAME.png")
     ap.add_argument("--show", metavar="JSON", help="print a saved run's tables, and plot")
@@ -363,21 +371,16 @@ def main(argv: list[str] | None = None) -> int:
     names = list(args.targets) + ([CEILING] if ceiling else [])
     record: dict[str, Any] = {"runs": {t: {} for t in names}, "errors": [], "order": [],
                               "load": {"before": list(os.getloadavg()), "at_each_step": []}}
-    own = args.workdir is None
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="pvfs-ior-")).resolve()
     t0 = time.monotonic()
-    try:
-        with open_targets(list(args.targets), workdir, ceiling) as dirs:
-            measure(runner, dirs, args.ranks, repeats, record, args.steps)
-    finally:
-        if own:
-            shutil.rmtree(workdir, ignore_errors=True)
+    with scratch_workdir("pvfs-ior-", args.scratch, args.workdir) as (workdir, where), \
+            open_targets(list(args.targets), workdir, ceiling) as dirs:
+        measure(runner, dirs, args.ranks, repeats, record, args.steps)
     record["load"]["after"] = list(os.getloadavg())
     report = build_report(record["runs"], args.ranks, steps=args.steps)
     doc = {"params": {"ranks": args.ranks, "steps": args.steps, "repeats": repeats,
                       "quick": args.quick,
                       "sizes": sizes.as_dict(), "cold": args.cold, "pvfs_iods": 4,
-                      "pvfs_mount_options": "", "gluster_bricks": 4,
+                      "pvfs_mount_options": "", "gluster_bricks": 4, "scratch": where,
                       "moosefs_chunkservers": 1, "moosefs_goal": 1,
                       "ceiling": "passthrough_hp --nopassthrough" if ceiling else None,
                       "mpiexec": runner.mpiexec, "sources": sources,
