@@ -28,7 +28,6 @@ from array import array
 import trio
 
 from pvfs import _native
-from pvfs.layout.stripe import Stripe
 from pvfs.protocol.errors import error_reply, from_exception
 
 from .storage import PosixStorage
@@ -82,9 +81,7 @@ class SmallWrites:
         if within + n > stripe.ssize:
             raise ValueError("writes: an item crosses a stripe unit")
         pcount = stripe.pcount if stripe.pcount != -1 else s.config.niods
-        rank = unit % pcount
-        if Stripe(stripe.base, pcount, stripe.ssize).iod_of_rank(rank, s.config.niods) \
-                != s.index:
+        if stripe.iod_of_rank(unit % pcount, s.config.niods) != s.index:
             raise ValueError(f"writes: I/O daemon {s.index} holds no share of item "
                              f"{item['ino']} at {off}")
         return item["ino"], (unit // pcount) * stripe.ssize + within, n, item["fresh"]

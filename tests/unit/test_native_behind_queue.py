@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import time
-from types import SimpleNamespace
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,9 @@ from pvfs.client.ahead import CreatesAhead, _Dir
 from pvfs.client.file import File
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.cred import Cred
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_native_ahead_batches import FakeFs as AheadFs
 
 UNIT = 65536
 STRIPE = Stripe(0, 2, UNIT).to_wire()   # unit 0 on I/O daemon 0, unit 1 on daemon 1
@@ -53,27 +57,12 @@ class FakeData:
         return ReadResult({}, False)
 
 
-class FakeFs:
-    def __init__(self, data: FakeData) -> None:
-        self.config = SimpleNamespace(request_timeout=1.0, niods=2)  # (no session started)
-        self.data, self.cred = data, [1000, 1000, []]
-        self.ahead: CreatesAhead | None = None
+class FakeFs(AheadFs):
+    """The batches' fake file system, whose manager requests send the queue first."""
 
     def meta(self, op, **fields):
         self.ahead.flush()
         return {}
-
-    def closing(self, ino):
-        return self.ahead.closing(ino)
-
-    def failure(self, ino):
-        return self.ahead.failure(ino)
-
-    def behind(self, ino, stripe, off, data):
-        return self.ahead.write_behind(ino, stripe, off, data)
-
-    def settle(self, ino):
-        self.ahead.settle(ino)
 
 
 def _ready() -> tuple[FakeData, FakeFs, CreatesAhead]:
