@@ -8,10 +8,11 @@ directory it holds alone and has listed to the end under its lease (it knows eve
 there), it asks to create ahead (``delegate``) and gets numbers of the manager's precreated
 pool, whose stripe files every I/O daemon already holds. ``open(path, "wb")`` of a new name
 there is then answered here: the file takes the next number, its create is queued and sent
-with the others made within :data:`DELAY` in one ``ahead`` request, in order; its writes go
-to the I/O daemons at once (``fresh``: the daemons drop the pool's size promise unreported,
-the manager, told ``writing``, does not count the file empty); a close before the create left
-sends nothing. A file costs one I/O daemon round trip and a share of a batch.
+with the others made within :data:`DELAY` in one ``ahead`` request, in order; its small
+writes wait with it and go first, many files' in one request per I/O daemon (``behind.py``),
+larger ones at once (all ``fresh``: the daemons drop the pool's size promise unreported, the
+manager, told ``writing``, does not count the file empty); a close before the create left
+sends nothing. A small file costs the program no round trip, only its share of the batches.
 
 What keeps it correct:
 
@@ -393,7 +394,7 @@ class CreatesAhead:
             self.fs.data.send(MGR, {"op": "closes", "cred": self.fs.cred, "inos": closes})
 
     def _run(self) -> None:
-        """Send the queued creates every ``delay``; keep a supply of numbers."""
+        """Send the queued writes and creates every ``delay``."""
         while not self._stopping:
             self._work.wait()
             if self._stopping:
