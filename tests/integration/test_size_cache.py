@@ -62,29 +62,34 @@ def test_a_pooled_file_written_once_over_three_daemons_stays_cached(fs):
     fs.unlink("/sc-cp")
 
 
-def test_a_file_written_once_is_asked_again_before_anyone_stats_it(fs):
-    """Size at the manager (daemons/mgr/refetch.py): the report of the write makes the
-    manager fetch the new size in the background, so even the first stat is a hit."""
+def refetches_settled(fs, fetched: int, limit: float = 10.0) -> None:
+    """Wait for the manager's background fetch of a file just written (its close or its
+    daemons' reports start one; refetch.py) and until no other follows for 1 s. Under load
+    the reports may span two fetches, and a fetch that came while a daemon's write was still
+    in progress is made again up to ~1.5 s later."""
     import time
 
-    pool_settled(fs)  # a create from the pool: its stripe files are watched from the start
-    fetched = size_cache(fs)["refetched"]  # (the module's earlier files count too)
-    with fs.open("/sc-refetch", "wb", stripe=Stripe(0, 4, 4096)) as f:
-        pool_settled(fs)  # the refill this create started
-        f.write(b"r" * 9000)
-    # Every daemon's report came before its write was answered; under load they may span
-    # two fetches, and a fetch that came while a daemon's write was still in progress is
-    # made again up to ~1.5 s later (refetch.py), so wait for the first and then until no
-    # fetch follows for 1 s.
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + limit
     quiet_since = None
     while time.monotonic() < deadline:
         now = size_cache(fs)["refetched"]
         if now > fetched:
             quiet_since, fetched = time.monotonic(), now
         elif quiet_since is not None and time.monotonic() - quiet_since > 1.0:
-            break
+            return
         time.sleep(0.02)
+
+
+def test_a_file_written_once_is_asked_again_before_anyone_stats_it(fs):
+    """Size at the manager (daemons/mgr/refetch.py): the report of the write makes the
+    manager fetch the new size in the background, so even the first stat is a hit."""
+
+    pool_settled(fs)  # a create from the pool: its stripe files are watched from the start
+    fetched = size_cache(fs)["refetched"]  # (the module's earlier files count too)
+    with fs.open("/sc-refetch", "wb", stripe=Stripe(0, 4, 4096)) as f:
+        pool_settled(fs)  # the refill this create started
+        f.write(b"r" * 9000)
+    refetches_settled(fs, fetched)
     before = size_cache(fs)
     assert fs.stat("/sc-refetch").st_size == 9000
     after = size_cache(fs)
@@ -162,8 +167,10 @@ def test_a_file_given_its_owner_mode_and_times_after_writing_stays_cached(fs):
 def test_a_utime_leaves_the_size_cached_and_the_next_write_reported(fs):
     """The manager's utime of the stripe files brings their shares back, watched again: the
     utime's reply and the next stat ask no daemon, and a later write still shows."""
+    fetched = size_cache(fs)["refetched"]
     with fs.open("/sc-utime", "wb", stripe=Stripe(0, 4, 4096)) as f:
         f.write(b"t" * 9000)
+    refetches_settled(fs, fetched)  # (a fetch landing after the utime would ask again)
     fs.stat("/sc-utime")
     fs.utime("/sc-utime", ns=(1_000_000_000, 3_000_000_000))
     before = size_cache(fs)
@@ -238,8 +245,10 @@ def test_a_utime_changes_only_the_stripe_files_holding_data(fs):
     """An empty stripe file's mtime does not count (daemons/mgr/stripefiles.py): with the
     shares cached, the manager's utime of a 3,000-byte file over four daemons changes the
     one stripe file that holds it, and the mtime is the one set."""
+    fetched = size_cache(fs)["refetched"]
     with fs.open("/sc-one", "wb", stripe=Stripe(0, 4, 4096)) as f:
         f.write(b"o" * 3000)
+    refetches_settled(fs, fetched)  # (a fetch landing after the utime would ask again)
     fs.stat("/sc-one")  # (its shares cached)
     before = [fs.iod_call(i, "metrics") for i in range(4)]
     fs.utime("/sc-one", ns=(1_000_000_000, 3_000_000_000))
