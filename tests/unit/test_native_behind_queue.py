@@ -176,10 +176,10 @@ def test_a_write_through_another_handle_of_the_file_does_not_overtake_the_queued
 
 
 def test_a_daemons_writes_are_cut_into_requests_it_takes(monkeypatch):
-    from pvfs.client import behind
+    from pvfs.client import smallwrites
 
-    monkeypatch.setattr(behind, "REQUEST", 100)
-    monkeypatch.setattr(behind, "ITEMS", 3)
+    monkeypatch.setattr(smallwrites, "REQUEST", 100)
+    monkeypatch.setattr(smallwrites, "ITEMS", 3)
     data, fs, ca = _ready()
     for i, n in enumerate((60, 60, 10, 10, 10, 10)):
         with _create(fs, ca, f"f{i}") as f:

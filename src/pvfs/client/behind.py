@@ -25,22 +25,15 @@ mount's write-back cache is; ``fsync`` sends it first.
 
 from __future__ import annotations
 
-import errno
-import logging
 import threading
 from collections.abc import Callable
 
-from pvfs.client.datapath import DataPath, pack_regions
-from pvfs.layout.describe import Regions
+from pvfs.client.datapath import DataPath
+from pvfs.client.smallwrites import SMALL, Write, by_daemon, item, send, unit_daemon
 from pvfs.layout.stripe import Stripe
-
-log = logging.getLogger("pvfs.client")
 
 __all__ = ["SMALL", "WritesBehind"]
 
-SMALL = 64 * 1024        # a write this small (and within one stripe unit) may wait
-ITEMS = 1024             # writes per request (the daemon's bound)
-REQUEST = 4 << 20        # bytes per request (the daemon takes at most 8 MiB)
 WAKE = 1 << 20           # queued bytes that wake the sender before its time
 MOST = 8 << 20           # queued bytes past which the writer sends them itself
 
@@ -54,7 +47,7 @@ class WritesBehind:
         self.failed = failed            # ino -> errno, shared with the creates' refusals
         self.wake = wake
         self.enabled = True             # False once a daemon cannot take them (emulated disk)
-        self._queues: dict[int, list[tuple[dict, bytes]]] = {}
+        self._queues: dict[int, list[Write]] = {}
         self._queued: dict[int, int] = {}   # ino -> writes queued
         self.nbytes = 0
         self._send_lock = threading.Lock()  # one round at a time: a file's writes in order
@@ -66,19 +59,11 @@ class WritesBehind:
     def place(self, stripe: Stripe, off: int, n: int) -> int | None:
         """The I/O daemon holding bytes ``[off, off + n)`` if they lie in one stripe unit
         and are few enough to wait, else None."""
-        if not self.enabled or not 0 < n <= SMALL:
-            return None
-        unit, within = divmod(off, stripe.ssize)
-        if within + n > stripe.ssize:
-            return None
-        pcount = stripe.pcount if stripe.pcount != -1 else self.niods
-        return stripe.iod_of_rank(unit % pcount, self.niods)
+        return unit_daemon(stripe, off, n, self.niods) if self.enabled else None
 
     def queue(self, iod: int, ino: int, stripe: Stripe, off: int, data: bytes) -> None:
         """Queue one write (the caller holds the creates' lock and checked ``place``)."""
-        item = {"ino": ino, "stripe": stripe.to_wire(), "off": off, "len": len(data),
-                "fresh": True}
-        self._queues.setdefault(iod, []).append((item, data))
+        self._queues.setdefault(iod, []).append(item(ino, stripe, off, data, fresh=True))
         self._queued[ino] = self._queued.get(ino, 0) + 1
         self.nbytes += len(data)
         self.counters["queued"] += 1
@@ -91,22 +76,24 @@ class WritesBehind:
     # ------------------------------------------------------------------ sending
     def flush(self, lock: threading.Lock) -> None:
         """Send everything queued (taken under the creates' ``lock``): every daemon's writes
-        at once, in requests of at most :data:`ITEMS` and :data:`REQUEST` bytes; return
-        when all are answered. One
-        flush at a time, so a file's writes reach its daemon in the order they were made."""
+        at once, in requests of a bounded size (``smallwrites.by_daemon``); return when
+        all are answered. One flush at a time, so a file's writes reach its daemon in the
+        order they were made."""
         with self._send_lock:
             with lock:
                 taken, self._queues, self.nbytes = self._queues, {}, 0
-            rounds = [(iod, chunk) for iod, writes in taken.items()
-                      for chunk in _requests(writes)]
-            refused = self._send_all(rounds)
-            self._forget(rounds, refused, lock)
+            rounds = by_daemon(taken)
+            sent = send(self.data, rounds)
+            self.counters["requests"] += sent.requests
+            if sent.unsupported:
+                self.enabled = False  # (an emulated disk: its timing is per write)
+            self._forget(rounds, sent.refused, lock)
 
     def _forget(self, rounds: list, refused: dict[int, int], lock: threading.Lock) -> None:
         with lock:
             for _iod, writes in rounds:
-                for item, _data in writes:
-                    ino = item["ino"]
+                for it, _data in writes:
+                    ino = it["ino"]
                     left = self._queued.get(ino, 1) - 1
                     if left:
                         self._queued[ino] = left
@@ -116,57 +103,3 @@ class WritesBehind:
                 self.failed.setdefault(ino, err)
             self.counters["sent"] += sum(len(w) for _i, w in rounds)
             self.counters["refused"] += len(refused)
-
-    def _send_all(self, rounds: list) -> dict[int, int]:
-        """ino -> errno of the writes refused."""
-        if not rounds:
-            return {}
-        try:
-            self.data.run([_request(iod, writes) for iod, writes in rounds])
-            self.counters["requests"] += len(rounds)
-            return {}
-        except OSError:
-            pass  # which one? each again, alone (a write of the same bytes is idempotent)
-        refused: dict[int, int] = {}
-        for iod, writes in rounds:
-            try:
-                self.data.run([_request(iod, writes)])
-                self.counters["requests"] += 1
-            except OSError as exc:
-                if exc.errno == errno.EOPNOTSUPP:
-                    self.enabled = False  # (an emulated disk: its timing is per write)
-                    refused.update(self._one_by_one(writes))
-                    continue
-                log.error("writes of %d files made ahead were refused by I/O daemon %d: %s",
-                          len(writes), iod, exc)
-                refused.update((item["ino"], exc.errno or errno.EIO) for item, _ in writes)
-        return refused
-
-    def _one_by_one(self, writes: list[tuple[dict, bytes]]) -> dict[int, int]:
-        refused: dict[int, int] = {}
-        for item, data in writes:
-            try:
-                self.data.write(item["ino"], Stripe(*item["stripe"]),
-                                Regions(((item["off"], item["len"]),)), data, fresh=True)
-            except OSError as exc:
-                refused[item["ino"]] = exc.errno or errno.EIO
-        return refused
-
-
-def _requests(writes: list[tuple[dict, bytes]]) -> list[list[tuple[dict, bytes]]]:
-    """One daemon's writes cut into requests of at most ITEMS writes and REQUEST bytes."""
-    out: list[list[tuple[dict, bytes]]] = [[]]
-    size = 0
-    for w in writes:
-        if out[-1] and (len(out[-1]) == ITEMS or size + len(w[1]) > REQUEST):
-            out.append([])
-            size = 0
-        out[-1].append(w)
-        size += len(w[1])
-    return out if out[0] else []
-
-
-def _request(iod: int, writes: list[tuple[dict, bytes]]) -> tuple:
-    bulk = b"".join(data for _item, data in writes)
-    return (iod, {"op": "writes", "items": [item for item, _data in writes]}, bulk,
-            pack_regions([(0, len(bulk))]), 1)
