@@ -26,6 +26,7 @@ import trio
 from pvfs.cache import BlockCache, BypassTable
 from pvfs.client.aclient import AsyncClient
 from pvfs.client.coherence import CoherenceClient
+from pvfs.client.smallwrites import unit_daemon
 from pvfs.layout.stripe import Stripe
 
 from .handles import HandleTable
@@ -68,7 +69,7 @@ class ClientBackend:
     """Blocks come from and go to the I/O daemons through :class:`AsyncClient`."""
 
     def __init__(self, client: AsyncClient, table: HandleTable,
-                 stripe_of: Callable[[int], Awaitable[Stripe]]) -> None:
+                 stripe_of: Callable[[int], Awaitable[Stripe]], gathers: bool = True) -> None:
         self.client = client
         self.table = table
         self.stripe_of = stripe_of
@@ -78,6 +79,15 @@ class ClientBackend:
         self.before_write: Callable[[int], Awaitable[None]] | None = None
         # The explicit mtime a file's data carry to its stripe files (write delegations).
         self.data_mtime: Callable[[int], int | None] | None = None
+        # Gathered write-back (``-o gather_writes``; pvfs.cache.FilesBackend): many small
+        # files in one ``writes`` request per I/O daemon. Off once a daemon refused it.
+        self.gathers = gathers
+        # Awaited before many files' data leave at once: those that may not leave (their
+        # create was refused), with why. ``after_writes``: once they are on the daemons.
+        self.before_writes: Callable[[list[int]], Awaitable[dict[int, OSError]]] | None = None
+        self.after_writes: Callable[[list[int]], Awaitable[None]] | None = None
+        # Whether a file's data carry explicit times (those go one by one, with their mtime).
+        self.carries_times: Callable[[int], bool] | None = None
 
     def stripe_size(self, ino: int) -> int | None:
         info = self.table.inodes.get(ino)
@@ -101,6 +111,42 @@ class ClientBackend:
             await self.before_write(ino)
         await self.client.write(ino, stripe, offset, data, self._mtime_with_data(ino))
 
+
+    def takes(self, ino: int, offset: int, length: int) -> bool:
+        """Whether this run of ``ino`` may go in a gathered write-back: one stripe unit's
+        piece of a file whose layout is known, no callbacks to register (``coherence=sync``)
+        and no explicit times to carry."""
+        if not self.gathers or self.coherence is not None:
+            return False
+        info = self.table.inodes.get(ino)
+        if info is None or info.stripe is None or \
+                (self.carries_times is not None and self.carries_times(ino)):
+            return False
+        return unit_daemon(info.stripe, offset, length, len(self.client.config.iods)) \
+            is not None
+
+    async def write_files(self, writes: list[tuple[int, int, bytes]]) -> dict[int, OSError]:
+        """The gathered write-back: one ``writes`` request per I/O daemon for every file's
+        run (the ``before_writes``/``after_writes`` hooks around them all at once)."""
+        inos = [ino for ino, _, _ in writes]
+        failed: dict[int, OSError] = {}
+        try:
+            if self.before_writes is not None:
+                failed.update(await self.before_writes(inos))
+            go = [(ino, self.table.info(ino), off, data) for ino, off, data in writes
+                  if ino not in failed]
+            for _, info, _, _ in go:
+                info.wrote = True
+            sent = await self.client.write_files([(ino, info.stripe, off, data)
+                                                  for ino, info, off, data in go])
+            if sent.unsupported:
+                self.gathers = False  # (an emulated disk: it went one by one)
+            failed.update((ino, OSError(err, f"write-back of inode {ino}: {os.strerror(err)}"))
+                          for ino, err in sent.refused.items())
+        finally:
+            if self.after_writes is not None:
+                await self.after_writes(inos)
+        return failed
 
     def _mtime_with_data(self, ino: int) -> int | None:
         """The explicit mtime a file's written data carry (delegations.py), if any."""

@@ -92,6 +92,7 @@ class WriteDelegations:
         self.written: dict[int, None] = {}
         self.flushing: set[int] = set()  # written back now; ``written`` told when done
         self._untold: set[int] = set()   # of those, ``writing`` not yet told the manager
+        self._gathered: set[int] = set()  # of those, begun by a gathered write-back
         # Explicit times that go with the data: ino -> (mtime, size) to set on the stripe
         # files the write-back fills; and the mtime shown here until the lease goes (the
         # manager's pushes during the write-back may show its data's mtime before it is set).
@@ -256,6 +257,37 @@ class WriteDelegations:
         self._untold.discard(ino)
         return ino in self.flushing
 
+    def before_writes(self, inos: list[int]) -> set[int]:
+        """Many files' data leave at once (a gathered write-back, fuse/cachewire.py): those
+        of them held here begin their write-back; the returned files keep their lease
+        (:meth:`before_write`'s answer for each). Their ``writing`` goes in one word, the
+        caller's; their ``written`` in one more, :meth:`after_writes`."""
+        keep = set()
+        for ino in inos:
+            if ino in self.held:
+                self._begin(ino)
+                self._gathered.add(ino)
+            self._untold.discard(ino)
+            if ino in self.flushing:
+                keep.add(ino)
+        return keep
+
+    async def after_writes(self, inos: list[int]) -> None:
+        """The gathered write-back of ``inos`` is done: the delegations it began end."""
+        done = [i for i in inos if i in self._gathered]
+        self._gathered.difference_update(done)
+        done = [i for i in done if i in self.flushing]  # (else ended meanwhile: end())
+        for ino in done:  # (its lease stays; the manager knows the blocks)
+            self.leases.written_here(ino)
+            self.flushing.discard(ino)
+        if done:
+            self.counters["written_back"] += len(done)
+            await self.leases.tell("written", done)
+
+    def carries_times(self, ino: int) -> bool:
+        """Whether explicit times go with ``ino``'s data (its write-back is one by one)."""
+        return ino in self.times
+
     def _pop(self, ino: int) -> bool:
         self.written.pop(ino, None)
         return self.held.pop(ino, None) is not None
@@ -285,12 +317,49 @@ class WriteDelegations:
                     self.counters["written_back"] += 1
                     await self.leases.tell("written", [ino])
 
+    async def _write_back_many(self, inos: list[int]) -> None:
+        """:meth:`_write_back` for many files at once: one ``writing``, the small ones
+        gathered into one request per I/O daemon (``BlockCache.flush_many``), one
+        ``written``."""
+        for ino in inos:
+            if ino in self.held:
+                self._begin(ino)
+        untold = [i for i in inos if i in self._untold]
+        self._untold.difference_update(untold)
+        try:
+            if untold:
+                await self.leases.tell("writing", untold)
+            async with self._limit:
+                errors = await self.cache.flush_many(inos)
+                for ino, exc in errors.items():  # (parked: its next fsync or close too)
+                    log.warning("write-back of delegated inode %d: %s", ino, exc)
+                for ino in inos:
+                    await self._set_times(ino)  # (before ``written``: others wait for it)
+        finally:
+            done = [i for i in inos if i in self.flushing]
+            for ino in done:
+                self.leases.written_here(ino)
+                self.flushing.discard(ino)
+            self.counters["written_back"] += len(done)
+            if done:
+                await self.leases.tell("written", done)
+
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Finish the write-backs begun elsewhere (the flusher's, ``keeps``' oldest)."""
+        """Finish the write-backs begun elsewhere (the flusher's, ``keeps``' oldest, the
+        session's end): those queued together go together."""
         async with trio.open_nursery() as nursery:
             task_status.started()
             async for ino in self._queue:
-                nursery.start_soon(self._write_back, ino)
+                inos = [ino]
+                while True:
+                    try:
+                        inos.append(self._queue.receive_nowait())
+                    except trio.WouldBlock:
+                        break
+                if len(inos) == 1:
+                    nursery.start_soon(self._write_back, ino)
+                else:
+                    nursery.start_soon(self._write_back_many, list(dict.fromkeys(inos)))
 
     # ------------------------------------------------------------------ leases
     async def _before_recall_answer(self, inos: list[int]) -> None:
@@ -309,9 +378,7 @@ class WriteDelegations:
         if not kept:
             return
         self.counters["recalled"] += len(kept)
-        async with trio.open_nursery() as nursery:
-            for ino in kept:
-                nursery.start_soon(self._write_back, ino)
+        await self._write_back_many(kept)
 
     def _session_ended(self) -> None:
         """The delegations went with the session: every kept file is written back now."""
@@ -321,6 +388,7 @@ class WriteDelegations:
         self.written.clear()
         self.flushing.clear()
         self._untold.clear()
+        self._gathered.clear()
         self.last_write.clear()  # (the leases and the kernel's copies went with the session)
         self.shown.clear()  # (the times still to set go with the write-backs queued here)
         for ino in lost:

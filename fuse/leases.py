@@ -447,6 +447,24 @@ class LeaseCache:
         if await self.tell("writing", [ino]):
             self.counters["writing"] += 1
 
+    async def writing_many(self, inos: list[int], keep: set[int]) -> None:
+        """:meth:`writing` for many files whose data leave at once, in one word per kind
+        (``keep``: those written alone here, whose lease stays)."""
+        kept = [i for i in inos if i in keep]
+        if kept and await self.tell("writing", kept):
+            self.counters["writing"] += len(kept)
+        if self.session.sock is None or not self.valid():
+            return
+        given = [i for i in inos if i not in keep and i in self.attrs]
+        if not given:
+            return
+        self._stamp(self.recalled, given, self.tick())  # an older reply is not kept
+        dropped = [i for i in given if self.attrs.pop(i, None) is not None]
+        for hook in self.before_answer:
+            await hook(dropped)
+        if await self.tell("writing", given):
+            self.counters["writing"] += len(given)
+
     async def tell(self, op: str, inos: list[int]) -> bool:
         """Send ``{"op": op, "inos": inos}`` to the manager over the session
         (``LeaseSession.tell``); whether it went."""

@@ -38,6 +38,7 @@ from .leases import MISSING, LeaseCache
 from .listings import Listings
 from .options import MountOptions
 from .removals import Removals
+from .writehooks import WriteHooks
 from .xattrs import ACL_XATTRS, PROBED_XATTRS, ProbedCache, VirtualXattrs
 
 log = logging.getLogger("pvfs.fuse")
@@ -60,7 +61,8 @@ class Operations(pyfuse3.Operations):
         self.client = client
         self.opts = options
         self.table = HandleTable()
-        self.backend = ClientBackend(client, self.table, self._stripe_of)
+        self.backend = ClientBackend(client, self.table, self._stripe_of,
+                                     gathers=options.gather_writes)
         bits = MountBypass(everything=not options.cache)
         # The global caches (docs/caching.md): between the local cache and the I/O daemons.
         self.gbackend = make_gcache_backend(self.backend, client.config, self._stripe_of, bits,
@@ -140,17 +142,8 @@ class Operations(pyfuse3.Operations):
         self.view.local_mtime = dels.mtime
         self.virtual.before_setstripe = dels.end
         self.backend.data_mtime = dels.mtime_with_data
-
-    async def _before_write(self, ino: int) -> None:
-        """Before a file's data leave for the I/O daemons (with leases): its create made
-        ahead goes first (the manager counts a pooled file empty when it makes it), a
-        delegation of it ends, and the lease of its attributes is given up."""
-        if self.ahead is not None:
-            await self.ahead.before_io(ino)
-        # A file written alone until now keeps its lease: what this mount shows of it is
-        # its own writes; the manager holds others until ``written`` (delegations.py).
-        keep = self.delegations is not None and self.delegations.before_write(ino)
-        await self.leases.writing(ino, keep=keep)
+        self.backend.after_writes = dels.after_writes
+        self.backend.carries_times = dels.carries_times
 
     def _extra_stats(self) -> dict:
         out = dict(self.counters)
@@ -191,7 +184,9 @@ class Operations(pyfuse3.Operations):
         leases.before_answer.append(self.view.lease_attrs_recalled)
         leases.before_answer.append(self._dirattrs_recalled)
         leases.kernel_attrs_gone = self.view.lease_attrs_recalled
-        self.backend.before_write = self._before_write
+        hooks = WriteHooks(self)  # (reads ahead and delegations as they are then)
+        self.backend.before_write = hooks.before_write
+        self.backend.before_writes = hooks.before_writes
 
     async def _dirattrs_recalled(self, inos: list[int]) -> None:
         """Another client is about to change these: what this mount's own changes taught it

@@ -81,6 +81,9 @@ class MountOptions:
     # with create_ahead: a file created ahead is written by this mount alone until it writes
     # it back; its close need not wait (fuse/delegations.py). write_delegations=0: it waits.
     write_delegations: bool = True
+    # Write-back of many small files (one stripe unit's piece each) in one request per I/O
+    # daemon (fuse/cachewire.py, pvfs.cache.FilesBackend). gather_writes=0: one by one.
+    gather_writes: bool = True
     read_ahead_kb: int = 1024
     attr_timeout: float = 1.0
     entry_timeout: float = 1.0
@@ -131,7 +134,7 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "ahead_delay": float,
             "stream_min": parse_size, "cache_readahead": parse_size}
 _BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "leases", "create_ahead",
-         "open_ahead", "write_delegations", "allow_other",
+         "open_ahead", "write_delegations", "gather_writes", "allow_other",
          "default_permissions", "debug",
          "testing_lose_close_writes"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",

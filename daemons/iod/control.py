@@ -53,17 +53,20 @@ class ControlRequests:
         metrics: the daemon's request and byte counters.
         connections: how many client connections are attached to the engine now.
         nfile: N_file of some inodes, from the manager (``IodServer.nfile``).
+        small_writes: the ``writes`` requests' counters (``SmallWrites.status``).
     """
 
     def __init__(self, *, index: int, started: float, storage: PosixStorage,
                  engine: _native.Engine, selector: ReactiveSelector, stats: WorkloadStats,
                  holders: HolderDirectory, sizewatch: SizeWatch, metrics: Metrics,
                  connections: Callable[[], int],
-                 nfile: Callable[[list[int]], Awaitable[dict[int, int]]]) -> None:
+                 nfile: Callable[[list[int]], Awaitable[dict[int, int]]],
+                 small_writes: Callable[[], dict] = dict) -> None:
         self.index, self.started = index, started
         self.storage, self.engine, self.selector = storage, engine, selector
         self.stats, self.holders, self.sizewatch = stats, holders, sizewatch
         self.metrics, self.connections, self.nfile = metrics, connections, nfile
+        self.small_writes = small_writes
 
     def op_ping(self, f: dict) -> dict:
         return {"version": __version__, "index": self.index, "uptime": time.time() - self.started}
@@ -75,6 +78,7 @@ class ControlRequests:
                 "open_files": len(self.storage._fds), "queued_jobs": self.stats.in_service(),
                 "connections": self.connections(), "scheduler": info.get("algorithm"),
                 "size_watch": self.sizewatch.status(),
+                "small_writes": self.small_writes(),
                 "engine": info}
 
     async def op_size(self, f: dict) -> dict:

@@ -160,7 +160,8 @@ class IodServer:
             index=index, started=self.started, storage=storage, engine=self.engine,
             selector=self.selector, stats=self.stats, holders=self.holders,
             sizewatch=self.sizewatch, metrics=self.metrics,
-            connections=lambda: len(self.conns), nfile=self.nfile)
+            connections=lambda: len(self.conns), nfile=self.nfile,
+            small_writes=lambda: self.smallwrites.status())
         self.smallwrites = SmallWrites(self)  # many small files' writes in one request
         self.ops: dict[str, tuple[str, Callable]] = {
             op: (kind, operator.attrgetter(method)(self))

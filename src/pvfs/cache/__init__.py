@@ -13,6 +13,7 @@ from ._cache import BlockCache as BlockCache
 from ._policy import LRU as LRU
 from ._policy import Backend as Backend
 from ._policy import BypassPolicy as BypassPolicy
+from ._policy import FilesBackend as FilesBackend
 from ._policy import ListBackend as ListBackend
 from ._policy import ReplacementPolicy as ReplacementPolicy
 from ._policy import SecondChanceLRU as SecondChanceLRU
@@ -30,6 +31,7 @@ __all__ = [
     "BypassEntry",
     "BypassPolicy",
     "BypassTable",
+    "FilesBackend",
     "ListBackend",
     "ReplacementPolicy",
     "SecondChanceLRU",

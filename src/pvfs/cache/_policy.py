@@ -66,6 +66,28 @@ class ListBackend(Protocol):
 
 
 @runtime_checkable
+class FilesBackend(Protocol):
+    """Optional: a backend that writes one small run of each of many files in one go (the
+    mount's client: one ``writes`` request per I/O daemon for them all).
+
+    When the backend has both, a write-back of several files (a flusher pass,
+    :meth:`BlockCache.flush_many`, :meth:`BlockCache.flush_all`) gathers those whose dirty
+    bytes are one run ``takes`` accepts into one ``write_files`` call; the others go one by
+    one as before.
+    """
+
+    def takes(self, ino: int, offset: int, length: int) -> bool:
+        """Whether the run ``[offset, offset + length)`` of ``ino`` may go in a gathered
+        write."""
+        ...
+
+    async def write_files(self, writes: list[tuple[int, int, bytes]]) -> dict[int, OSError]:
+        """Write each ``(ino, offset, data)``; the files whose write failed, with why (an
+        exception raised fails them all)."""
+        ...
+
+
+@runtime_checkable
 class StripedBackend(Protocol):
     """Optional: a backend that knows a file's stripe size.
 
@@ -119,8 +141,10 @@ class SecondChanceLRU:
         return len(self._queue)
 
     def inserted(self, key: Hashable) -> None:
-        self._queue[key] = False
-        self._queue.move_to_end(key)
+        q = self._queue
+        if key in q:
+            q.move_to_end(key)  # re-inserted: to the tail (a new key lands there anyway)
+        q[key] = False
 
     def touched(self, key: Hashable) -> None:
         if key in self._queue:
@@ -201,7 +225,8 @@ class WaterMarks:
         return min(self.high_blocks(capacity), max(0, int(capacity * self.low)))
 
     def should_harvest(self, in_use: int, capacity: int) -> bool:
-        return in_use >= self.high_blocks(capacity)
+        # high_blocks inlined: asked on every block the cache allocates
+        return in_use >= max(1, int(capacity * self.high))
 
 
 @dataclass(frozen=True, slots=True)

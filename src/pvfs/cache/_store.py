@@ -33,7 +33,8 @@ COUNTERS = (
     "hits", "misses", "evictions", "flushed_bytes", "bypassed_reads", "bypassed_writes",
     "sync_writes", "rmw_reads", "backend_reads", "backend_writes", "write_errors", "harvests",
     "flushes", "stream_reads", "stream_writes", "stream_throttles", "readahead_hits",
-    "readahead_bytes", "list_writes", "list_reads", "list_regions",
+    "readahead_bytes", "list_writes", "list_reads", "list_regions", "files_writes",
+    "files_gathered",
 )
 
 
@@ -50,11 +51,15 @@ class BackendCaps:
     Attributes:
         read_list: the backend's ``read_list`` or None.
         write_list: the backend's ``write_list`` or None.
+        write_files: the backend's ``write_files`` or None (without ``takes``, None too).
+        takes: the backend's ``takes`` (``pvfs.cache.FilesBackend``) or None.
     """
 
     def __init__(self, backend: Backend, block_size: int) -> None:
         self.read_list = _method(backend, "read_list")
         self.write_list = _method(backend, "write_list")
+        self.takes = _method(backend, "takes")
+        self.write_files = _method(backend, "write_files") if self.takes else None
         self._stripe_size = _method(backend, "stripe_size")
         self._block_size = block_size
 

@@ -11,12 +11,16 @@ carried (as the kernel does: the data is lost, the cache then shows what the ser
 parks the error on the file until the next :meth:`Flusher.flush` raises it once. When the
 backend has list I/O (``write_list``), the dirty runs of a file go out gathered into a few calls
 (up to the policy's ``max_list_bytes``/``max_regions`` each) instead of one call per run.
+When it can write many files at once (``write_files``), a write-back of several files sends
+those whose dirty bytes are one small run together, each file's lock held
+(:meth:`Flusher.write_back_many`): many small files cost one request per I/O daemon.
 Only the byte ranges this node wrote go back (``Entry.ranges``), never a whole block: the
 rest of a block may hold zeros or old bytes where another client has written since.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
@@ -32,6 +36,20 @@ __all__ = ["Flusher"]
 
 # A run of dirty bytes contiguous in the file: its offset and its pieces (block, lo, hi).
 Run = tuple[int, list[tuple[int, int, int]]]
+
+
+@dataclass
+class _Gathered:
+    """One file's run in a gathered write-back: its bytes and the blocks' state they came
+    from."""
+
+    ino: int
+    fs: FileState
+    start: int
+    data: bytes
+    pieces: list[tuple[int, int, int]]
+    snap: list[tuple[int, Entry]]
+    versions: list[int]
 
 
 class Flusher:
@@ -73,6 +91,7 @@ class Flusher:
     async def flush_all(self) -> None:
         """Flush every file (unmount, ``syncfs``); raises the first error after trying all."""
         first: OSError | None = None
+        await self.write_back_many(list(self.store.files))
         for ino in list(self.store.files):
             try:
                 await self.flush(ino)
@@ -163,14 +182,7 @@ class Flusher:
                         assert self.caps.write_list is not None
                         await self.caps.write_list(ino, regions, data)
                 except OSError as exc:
-                    c["write_errors"] += 1
-                    if fs.error is None:
-                        fs.error = exc
-                    fs.gen += 1
-                    for blk, e in snap:
-                        if store.table.get((ino, blk)) is e:
-                            store.drop((ino, blk))
-                    store.lost_writes(ino, fs)
+                    self._failed(ino, fs, exc, snap)
                     todo.difference_update(sent)
                     continue
                 c["backend_writes"] += 1
@@ -188,6 +200,97 @@ class Flusher:
                         continue
                     todo.discard(blk)
         return written
+
+    async def write_back_many(self, inos: list[int]) -> list[int]:
+        """Write back, in one gathered backend call (``FilesBackend``), the files of ``inos``
+        whose dirty bytes are one run the backend takes, when there are two or more; return
+        the rest, in order, for :meth:`write_back` one by one.
+
+        A file whose ``io_lock`` is held (a write-back or truncate of it under way) is left
+        to the rest: waiting for one lock while holding others could wait forever."""
+        if self.caps.write_files is None or len(inos) < 2:
+            return inos
+        picked: list[_Gathered] = []
+        rest: list[int] = []
+        for ino in inos:
+            g = self._gather(ino)
+            if g is None:
+                rest.append(ino)
+            else:
+                picked.append(g)
+        if len(picked) < 2:
+            for g in picked:
+                g.fs.io_lock.release()
+            return [g.ino for g in picked] + rest if picked else rest
+        try:
+            await self._write_gathered(picked)
+        finally:
+            for g in picked:
+                g.fs.io_lock.release()
+        return rest
+
+    def _gather(self, ino: int) -> _Gathered | None:
+        """Take ``ino``'s lock and snapshot its one dirty run, if it goes in a gathered
+        write (no await: nothing changes between the checks and the lock)."""
+        store = self.store
+        fs = store.files.get(ino)
+        if fs is None or not fs.dirty or fs.io_lock.locked() or \
+                (fs.stream is not None and fs.stream.pending):
+            return None
+        runs = self._runs(ino, sorted(fs.dirty))
+        if len(runs) != 1:
+            return None
+        start, pieces = runs[0]
+        length = sum(hi - lo for _, lo, hi in pieces)
+        if not self.caps.takes(ino, start, length):
+            return None
+        fs.io_lock.acquire_nowait()
+        snap = [(blk, store.table[(ino, blk)]) for blk in sorted({b for b, _, _ in pieces})]
+        data = b"".join(store.table[(ino, blk)].buf[lo:hi] for blk, lo, hi in pieces)
+        return _Gathered(ino, fs, start, data, pieces, snap, [e.version for _, e in snap])
+
+    async def _write_gathered(self, picked: list[_Gathered]) -> None:
+        """One ``write_files`` call for ``picked`` (their locks held), then each file's
+        blocks marked written, or its failure handled as :meth:`write_back` does."""
+        store = self.store
+        c = store.counters
+        c["flushes"] += len(picked)
+        try:
+            failed = await self.caps.write_files([(g.ino, g.start, g.data) for g in picked])
+        except OSError as exc:
+            failed = {g.ino: exc for g in picked}
+        c["files_writes"] += 1
+        c["files_gathered"] += len(picked) - len(failed)
+        for g in picked:
+            if store.files.get(g.ino) is not g.fs:
+                continue  # (dropped meanwhile: invalidated, truncated away, forgotten)
+            exc = failed.get(g.ino)
+            if exc is not None:
+                self._failed(g.ino, g.fs, exc, g.snap)
+                continue
+            c["backend_writes"] += 1
+            c["flushed_bytes"] += len(g.data)
+            if g.fs.stream is not None:
+                g.fs.stream.drop_readahead()
+            sent: dict[int, list[tuple[int, int]]] = {}
+            for blk, lo, hi in g.pieces:
+                sent.setdefault(blk, []).append((lo, hi))
+            for (blk, e), v in zip(g.snap, g.versions):
+                store.mark_written((g.ino, blk), e, v, sent[blk])
+
+    def _failed(self, ino: int, fs: FileState, exc: OSError,
+                snap: list[tuple[int, Entry]]) -> None:
+        """A write-back of ``ino`` carrying ``snap`` failed: its blocks are dropped (the data
+        is lost, as the kernel loses it) and the error parked for the next flush."""
+        store = self.store
+        store.counters["write_errors"] += 1
+        if fs.error is None:
+            fs.error = exc
+        fs.gen += 1
+        for blk, e in snap:
+            if store.table.get((ino, blk)) is e:
+                store.drop((ino, blk))
+        store.lost_writes(ino, fs)
 
     async def flush_pass(self) -> int:
         """One flusher pass: write back aged files, and oldest-first files while over the
@@ -215,7 +318,7 @@ class Flusher:
             if fs.stream is not None and fs.stream.pending and ino not in chosen:
                 order.append(ino)
         written = 0
-        for ino in order:
+        for ino in await self.write_back_many(order):
             fs = store.files.get(ino)
             if fs is not None and (fs.dirty or (fs.stream is not None and fs.stream.pending)):
                 written += await self.write_back(ino, fs)

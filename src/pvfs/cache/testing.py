@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-__all__ = ["MemoryBackend", "PlainBackend"]
+__all__ = ["GatheringBackend", "MemoryBackend", "PlainBackend"]
 
 
 class MemoryBackend:
@@ -116,3 +116,41 @@ class PlainBackend:
 
     async def write(self, ino: int, offset: int, data: bytes) -> None:
         await self.inner.write(ino, offset, data)
+
+
+class GatheringBackend(MemoryBackend):
+    """A :class:`MemoryBackend` that also writes one run of many files in one call
+    (``pvfs.cache.FilesBackend``), taking runs of at most ``small`` bytes.
+
+    Attributes:
+        file_writes: the ``[(ino, offset, length), ...]`` of every ``write_files`` call.
+        fail_files: inodes whose gathered write fails with ``EIO``.
+        during: awaited inside each ``write_files`` call, before it writes (tests change the
+            cache meanwhile).
+    """
+
+    def __init__(self, *, small: int = 1 << 16, **kw) -> None:
+        super().__init__(**kw)
+        self.small = small
+        self.file_writes: list[list[tuple[int, int, int]]] = []
+        self.fail_files: set[int] = set()
+        self.during = None
+
+    def takes(self, ino: int, offset: int, length: int) -> bool:
+        return 0 < length <= self.small
+
+    async def write_files(self, writes: list[tuple[int, int, bytes]]) -> dict[int, OSError]:
+        await trio.lowlevel.checkpoint()
+        if self.during is not None:
+            await self.during()
+        self.file_writes.append([(ino, off, len(data)) for ino, off, data in writes])
+        failed: dict[int, OSError] = {}
+        for ino, off, data in writes:
+            if ino in self.fail_files:
+                failed[ino] = OSError(5, "injected write failure")
+                continue
+            f = self.files.setdefault(ino, bytearray())
+            if len(f) < off:
+                f.extend(bytes(off - len(f)))
+            f[off:off + len(data)] = data
+        return failed

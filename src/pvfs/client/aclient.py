@@ -16,6 +16,7 @@ import trio
 from pvfs import config as cfgmod
 from pvfs.client.buffers import nbytes
 from pvfs.client.datapath import DataPath
+from pvfs.client.smallwrites import Sent, by_daemon, item, send, unit_daemon
 from pvfs.layout.describe import Regions
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.auth import key_for
@@ -237,6 +238,19 @@ class AsyncClient:
             return 0
         return await trio.to_thread.run_sync(self.data.write, ino, stripe,
                                              Regions(((offset, n),)), data, mtime_ns,
+                                             limiter=self.limiter)
+
+    async def write_files(self, writes: list[tuple[int, Stripe, int, bytes]]) -> Sent:
+        """Small writes of many files, each ``(ino, stripe, offset, data)`` within one
+        stripe unit, in one ``writes`` request per I/O daemon (client/smallwrites.py)."""
+        queued: dict[int, list] = {}
+        niods = len(self.config.iods)
+        for ino, stripe, offset, data in writes:
+            iod = unit_daemon(stripe, offset, len(data), niods)
+            if iod is None:
+                raise ValueError(f"write of inode {ino} at {offset} is not one unit's piece")
+            queued.setdefault(iod, []).append(item(ino, stripe, offset, data, fresh=False))
+        return await trio.to_thread.run_sync(send, self.data, by_daemon(queued),
                                              limiter=self.limiter)
 
     async def write_regions(self, ino: int, stripe: Stripe, regions: list[tuple[int, int]],
