@@ -50,53 +50,81 @@ class Fetcher:
         whole; with ``single`` (or a backend without list I/O) one backend read per run, else
         the runs gathered into ``read_list`` calls."""
         store = self.store
-        bs = store.block_size
-        c = store.counters
         async with store.locks.hold([(ino, blk) for blk in blocks]):
-            await store.file(ino).wait_settled()  # servers may still hold truncated bytes
             fs = store.file(ino)
+            if fs.truncating:  # servers may still hold truncated bytes
+                await fs.wait_settled()
+                fs = store.file(ino)
             gen = fs.gen
-            still: list[int] = []
-            for blk in blocks:
-                e = store.table.get((ino, blk))
-                if e is not None and store.covers(e, blk, eff):
-                    a, b = store.span(blk, offset, end)
-                    pieces[blk] = piece_of(e.buf, a, b)
-                    store.policy.touched((ino, blk))
-                    c["hits"] += 1
-                else:
-                    still.append(blk)
+            still = self._recheck(ino, blocks, offset, end, eff, pieces)
+            if not still:
+                return
             runs = runs_of(still)
             read_list = None if single else self.caps.read_list
             if read_list is not None:
                 for s, m in runs:  # queued stream data of these ranges first, for every call
-                    await self.streamer.drain_overlap(ino, s * bs, (s + m) * bs)
+                    await self._drain(ino, s, m)
                 lim = self.limits
+                bs = store.block_size
                 groups = gather([m * bs for _, m in runs], lim.max_list_bytes, lim.max_regions)
             else:
                 groups = [slice(i, i + 1) for i in range(len(runs))]
             for g in groups:
-                batch = runs[g]
-                if len(batch) == 1:
-                    s, m = batch[0]
-                    if read_list is None:
-                        await self.streamer.drain_overlap(ino, s * bs, (s + m) * bs)
-                    datas = [await self.backend.read(ino, s * bs, m * bs)]
-                else:
-                    assert read_list is not None
-                    datas = await read_list(ino, [(s * bs, m * bs) for s, m in batch])
-                    c["list_reads"] += 1
-                c["backend_reads"] += 1
-                keep = store.files.get(ino) is fs and fs.gen == gen
-                for (s, m), data in zip(batch, datas):
-                    c["misses"] += m
-                    for i in range(m):
-                        blk = s + i
-                        chunk = data[i * bs:(i + 1) * bs]
-                        a, b = store.span(blk, offset, end)
-                        pieces[blk] = piece_of(chunk, a, b)
-                        if keep:
-                            store.install(ino, fs, blk, chunk)
+                await self._read_batch(ino, fs, gen, runs[g], read_list, offset, end, pieces)
+
+    def _recheck(self, ino: int, blocks: list[int], offset: int, end: int, eff: int,
+                 pieces: dict[int, bytes]) -> list[int]:
+        """With the locks held: blocks another task fetched meanwhile are hits (their pieces
+        taken); the others are returned, still to fetch."""
+        store = self.store
+        table = store.table
+        still: list[int] = []
+        for blk in blocks:
+            e = table.get((ino, blk))
+            if e is not None and store.covers(e, blk, eff):
+                a, b = store.span(blk, offset, end)
+                pieces[blk] = piece_of(e.buf, a, b)
+                store.policy.touched((ino, blk))
+                store.counters["hits"] += 1
+            else:
+                still.append(blk)
+        return still
+
+    async def _drain(self, ino: int, s: int, m: int) -> None:
+        """Queued stream writes over blocks ``s..s+m-1`` go to the backend first (the
+        streamer's own first check, made here: a miss usually has none to drain)."""
+        fs = self.store.files.get(ino)
+        if fs is not None and fs.stream is not None and fs.stream.pending:
+            bs = self.store.block_size
+            await self.streamer.drain_overlap(ino, s * bs, (s + m) * bs)
+
+    async def _read_batch(self, ino: int, fs: FileState, gen: int, batch: list[tuple[int, int]],
+                          read_list, offset: int, end: int, pieces: dict[int, bytes]) -> None:
+        """One backend call for ``batch`` (runs); their pieces taken, their blocks installed
+        if the file's generation is still ``gen`` (the fetch's, taken before its first await)."""
+        store = self.store
+        bs = store.block_size
+        c = store.counters
+        if len(batch) == 1:
+            s, m = batch[0]
+            if read_list is None:
+                await self._drain(ino, s, m)
+            datas = [await self.backend.read(ino, s * bs, m * bs)]
+        else:
+            assert read_list is not None
+            datas = await read_list(ino, [(s * bs, m * bs) for s, m in batch])
+            c["list_reads"] += 1
+        c["backend_reads"] += 1
+        keep = store.files.get(ino) is fs and fs.gen == gen
+        for (s, m), data in zip(batch, datas):
+            c["misses"] += m
+            for i in range(m):
+                blk = s + i
+                chunk = data[i * bs:(i + 1) * bs]
+                a, b = store.span(blk, offset, end)
+                pieces[blk] = piece_of(chunk, a, b)
+                if keep:
+                    store.install(ino, fs, blk, chunk)
 
     async def old_block(self, ino: int, fs: FileState, blk: int) -> bytes | None:
         """The backend's bytes of block ``blk`` for a read-modify-write, or None if the file's

@@ -6,8 +6,7 @@ synchronously between awaits (the whole cache lives in one trio thread).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Hashable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import trio
@@ -115,16 +114,84 @@ class FileState:
             await self.settled.wait()
 
 
+class _Slot:
+    """One key's lock: whether a task holds it, how many tasks hold or wait for it, and the
+    parking lot its waiters sleep in (made on the first contention only)."""
+
+    __slots__ = ("held", "lot", "users")
+
+    def __init__(self) -> None:
+        self.held = False
+        self.users = 0
+        self.lot: trio.lowlevel.ParkingLot | None = None
+
+    async def acquire(self) -> None:
+        if not self.held:
+            self.held = True  # uncontended: no checkpoint, so no other task runs in between
+            return
+        if self.lot is None:
+            self.lot = trio.lowlevel.ParkingLot()
+        await self.lot.park()  # the releaser hands the lock over (``held`` stays True)
+
+    def release(self) -> None:
+        if self.lot is not None and self.lot.unpark(count=1):
+            return  # handed to the first waiter (FIFO, as trio.Lock)
+        self.held = False
+
+
+class _Held:
+    """``async with`` for :meth:`KeyLocks.hold`: a plain class, not a generator (the cheaper
+    of the two on every miss)."""
+
+    __slots__ = ("_keys", "_locks", "_slots", "_taken")
+
+    def __init__(self, locks: dict[Hashable, _Slot], keys: list[Hashable]) -> None:
+        self._locks = locks
+        self._keys = keys
+        self._slots: list[_Slot] = []
+        self._taken = 0
+
+    async def __aenter__(self) -> None:
+        locks, slots = self._locks, self._slots
+        for k in self._keys:  # every key busy at once, then taken in order
+            slot = locks.get(k)
+            if slot is None:
+                slot = locks[k] = _Slot()
+            slot.users += 1
+            slots.append(slot)
+        try:
+            for slot in slots:
+                await slot.acquire()
+                self._taken += 1
+        except BaseException:
+            self._release()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        locks = self._locks
+        for i, (k, slot) in enumerate(zip(self._keys, self._slots)):
+            if i < self._taken:
+                slot.release()
+            slot.users -= 1
+            if slot.users == 0:
+                del locks[k]
+
+
 class KeyLocks:
     """A lock per key, created on demand and dropped when nobody holds or waits for it.
 
     ``busy(key)`` tells whether any task holds or waits for the key: the cache's fast paths
     (hits, in-place writes) only run when the key is not busy, otherwise they take the lock and
-    re-check the state (S3QL's habit).
+    re-check the state (S3QL's habit). Taking a lock nobody holds does not yield (a local
+    miss's one lock took a scheduler round trip and a ``trio.Lock`` before); waiting for a held
+    one parks until its holder hands it over, first come first served.
     """
 
     def __init__(self) -> None:
-        self._locks: dict[Hashable, list] = {}
+        self._locks: dict[Hashable, _Slot] = {}
 
     def busy(self, key: Hashable) -> bool:
         return key in self._locks
@@ -132,30 +199,11 @@ class KeyLocks:
     def __len__(self) -> int:
         return len(self._locks)
 
-    @asynccontextmanager
-    async def hold(self, keys: Iterable[Hashable]) -> AsyncIterator[None]:
-        """Hold the locks of ``keys``, taken in sorted order (so holders never deadlock)."""
-        keys = sorted(set(keys))
-        slots = []
-        for k in keys:
-            slot = self._locks.get(k)
-            if slot is None:
-                slot = self._locks[k] = [trio.Lock(), 0]
-            slot[1] += 1
-            slots.append((k, slot))
-        taken = 0
-        try:
-            for _, slot in slots:
-                await slot[0].acquire()
-                taken += 1
-            yield
-        finally:
-            for i, (k, slot) in enumerate(slots):
-                if i < taken:
-                    slot[0].release()
-                slot[1] -= 1
-                if slot[1] == 0:
-                    del self._locks[k]
+    def hold(self, keys: Iterable[Hashable]) -> _Held:
+        """Hold the locks of ``keys`` (``async with``), taken in sorted order (so holders
+        never deadlock)."""
+        ks = keys if type(keys) is list and len(keys) == 1 else sorted(set(keys))
+        return _Held(self._locks, ks)
 
 
 class FreeList:
@@ -195,13 +243,21 @@ def merge_range(ranges: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[i
 
 
 def runs_of(blocks: Iterable[int]) -> list[tuple[int, int]]:
-    """Sorted ``(first, count)`` runs of consecutive block numbers."""
+    """Sorted ``(first, count)`` runs of consecutive block numbers (a repeated number starts a
+    run of its own)."""
+    if type(blocks) is list and len(blocks) == 1:
+        return [(blocks[0], 1)]  # a one-block miss, the common case
+    bl = sorted(blocks)
+    if not bl:
+        return []
     runs: list[tuple[int, int]] = []
-    for b in sorted(blocks):
-        if runs and runs[-1][0] + runs[-1][1] == b:
-            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
-        else:
-            runs.append((b, 1))
+    first = prev = bl[0]
+    for b in bl[1:]:
+        if b != prev + 1:
+            runs.append((first, prev - first + 1))
+            first = b
+        prev = b
+    runs.append((first, prev - first + 1))
     return runs
 
 
