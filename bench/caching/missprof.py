@@ -14,6 +14,16 @@ direct read (the paper: ~15 %), and the split says where the difference goes.
 The I/O daemons store on posix (their page cache holds the file): the software path, as the
 paper's tables measure it. Run it under ``py-spy record`` (``--only local``) to see the
 cache's own work by function.
+
+``--setups none,local,both`` adds the paper's *global miss* (table 1's "Global Miss (Local
+Miss)" row): ``both`` is the 2 MiB local cache in front of one global cache daemon of 40 MB
+(``bench latency``'s sizes), every segment through it (policy ``all``). The cluster then has
+that daemon (any setup with a global cache asks for it; without one the cluster is the
+``none,local`` run's, unchanged). The file is forgotten by the global cache before each such
+run and its write-back finished after it (outside the reads); at o = 25000 nearly every read
+misses both caches, so ``both``'s read ÷ ``none``'s is what a global miss costs over a direct
+read (the paper: about twice). The daemon's read misses are counted from its fetches
+(``fetched_blocks`` against the blocks the nodes asked it for).
 """
 
 from __future__ import annotations
@@ -57,6 +67,10 @@ def _instrument(backend: Any) -> None:
         setattr(backend, name, timed)
 
 
+GCACHED = ("global", "both")  # setups reading through the global cache daemon
+SETUPS = ("none", "local", *GCACHED)
+
+
 async def _one(cfg, setup: str, o: int, ops: int) -> dict[str, Any]:
     """One run of the micro-benchmark (2 nodes, 3 I/O daemons) with the reads' split."""
     from pvfs.bench.latency import _ZERO, SSIZE, _node, micro_plan
@@ -64,19 +78,24 @@ async def _one(cfg, setup: str, o: int, ops: int) -> dict[str, Any]:
 
     nodes, iods, s, block = 2, 3, 2, 4096
     size = (o + s) * block
-    acct: dict[str, float] = {"reads": 0, "read_s": 0.0}
+    gcache = setup in GCACHED
+    acct: dict[str, Any] = {"reads": 0, "read_s": 0.0}
     async with contextlib.AsyncExitStack() as ex:
         sizes: dict[int, int] = {}
-        ns = [await ex.enter_async_context(_node(cfg, local=setup == "local", gcache=False,
-                                                 sizes=sizes)) for _ in range(nodes)]
+        ns = [await ex.enter_async_context(_node(cfg, local=setup in ("local", "both"),
+                                                 gcache=gcache, sizes=sizes))
+              for _ in range(nodes)]
         f = await ns[0].open_file(f"/missprof-{o}", create=True, stripe=Stripe(0, iods, SSIZE))
         st = await ns[0].direct.stripe_of(f.ino)
         if (await ns[0].client.getattr(f.ino))["size"] < size:
             for off in range(0, size, 1 << 20):
                 await ns[0].client.write(f.ino, st, off, _ZERO[:min(1 << 20, size - off)])
         sizes[f.ino] = size
+        if gcache:
+            await ns[0].gbackend.forget(f.ino)  # a cold global cache, as bench latency's runs
+            g0 = _gcache_stats(cfg)
         for node in ns:
-            _instrument(node.direct)
+            _instrument(node.cache.backend)  # the I/O daemons, or the global cache
 
         async def worker(node, todo) -> None:
             for is_read, off, n in todo:
@@ -101,7 +120,39 @@ async def _one(cfg, setup: str, o: int, ops: int) -> dict[str, Any]:
                 nursery.start_soon(worker, node, todo)
         acct["time_s"] = time.perf_counter() - t0
         acct["local"] = [node.cache.stats() for node in ns]  # per node
+        if gcache:
+            acct["global"] = await _global_counters(cfg, ns, f, g0)
     return acct
+
+
+def _gcache_stats(cfg) -> dict[str, int]:
+    """The global cache daemons' counters, summed (blocking control calls, between reads)."""
+    from pvfs.cluster.launch import request
+    from pvfs.gcache.config import gcache_config
+
+    out: dict[str, int] = {}
+    for ep in gcache_config(cfg).endpoints:
+        for k, v in request(ep, {"op": "stats"}, 30.0).items():
+            if isinstance(v, int) and not isinstance(v, bool):
+                out[k] = out.get(k, 0) + v
+    return out
+
+
+async def _global_counters(cfg, ns, f, g0: dict[str, int]) -> dict[str, Any]:
+    """After a run through the global cache: its counters over the run, the nodes' (per
+    node), and the share of the blocks read through it that it fetched (its read misses).
+    The local caches' and the daemon's write-back then finish, outside the reads, so the
+    next run does not share the I/O daemons with it."""
+    g1 = _gcache_stats(cfg)
+    delta = {k: g1[k] - g0.get(k, 0) for k in ("hits", "misses", "fetches", "fetched_blocks",
+                                               "reads", "writes") if k in g1}
+    nodes = [node.gbackend.stats() for node in ns]
+    asked = sum(n.get("global_read_bytes", 0) for n in nodes) // 4096
+    for node in ns:
+        await node.cache.flush(f.ino)
+        await node.gbackend.flush(f.ino)
+    return {"daemon": delta, "nodes": nodes, "read_blocks": asked,
+            "read_miss_share": delta.get("fetched_blocks", 0) / asked if asked else 0.0}
 
 
 def run(o: int = 25000, ops: int = 2000, rounds: int = 6,
@@ -114,12 +165,21 @@ def run(o: int = 25000, ops: int = 2000, rounds: int = 6,
 
     load_start, started = os.getloadavg(), time.time()
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in setups}
-    with scratch_cluster("pvfs-missprof-", 3, stripe=Stripe(0, -1, SSIZE)) as cfg:
+    extra: dict[str, Any] = {}
+    if any(k in GCACHED for k in setups):
+        from pvfs.bench.latency import GLOBAL
+        from pvfs.cluster.launch import free_ports
+        from pvfs.gcache.config import gcache_table
+
+        extra["extra"] = {"gcache": gcache_table([f"127.0.0.1:{free_ports(1)[0]}"],
+                                                 capacity=GLOBAL)}
+    with scratch_cluster("pvfs-missprof-", 3, stripe=Stripe(0, -1, SSIZE), **extra) as cfg:
         for rep in range(rounds):
             k = rep % len(setups)
             for setup in setups[k:] + setups[:k]:
                 runs[setup].append(trio.run(_one, cfg, setup, o, ops))
     return {"o": o, "ops": ops, "rounds": rounds, "nodes": 2, "iods": 3, "storage": "posix",
+            "setups": list(setups), "gcache": extra.get("extra", {}).get("gcache"),
             "summary": summarise(runs), "runs": runs,
             "machine": {"host": platform.node(), "cpus": os.cpu_count(),
                         "load_start": load_start, "load": os.getloadavg(),
@@ -148,9 +208,17 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         row["backend_reads_per_read"] = median_interval(
             [r.get("backend_reads", 0) / r["reads"] for r in rs])[0]
         out[setup] = row
-    if "none" in runs and "local" in runs:
-        per = {k: [_ms_per_read(r, "read_s") for r in runs[k]] for k in ("none", "local")}
-        out["local_read_vs_none"] = ratio_interval(per["local"], per["none"])[:3]
+    if "none" in runs:
+        per = {k: [_ms_per_read(r, "read_s") for r in rs] for k, rs in runs.items()}
+        for k in runs:
+            if k != "none":
+                out[f"{k}_read_vs_none"] = ratio_interval(per[k], per["none"])[:3]
+        if "local" in runs and "both" in runs:  # the global cache's hop alone
+            out["both_read_vs_local"] = ratio_interval(per["both"], per["local"])[:3]
+    for k, rs in runs.items():
+        if k in GCACHED and rs:
+            out[k]["global_read_miss_share"] = median_interval(
+                [r["global"]["read_miss_share"] for r in rs])[:3]
     return out
 
 
@@ -159,10 +227,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--o", type=int, default=25000)
     ap.add_argument("--ops", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--only", choices=("none", "local"), help="one setup (for py-spy)")
+    ap.add_argument("--only", choices=SETUPS, help="one setup (for py-spy)")
+    ap.add_argument("--setups", default="none,local",
+                    help="setups interleaved in each round, of " + ",".join(SETUPS) +
+                    " (default none,local; with global or both the cluster has a global "
+                    "cache daemon)")
     ap.add_argument("-o", "--output", metavar="JSON")
     args = ap.parse_args(argv)
-    setups = (args.only,) if args.only else ("none", "local")
+    setups = (args.only,) if args.only else tuple(args.setups.split(","))
+    if any(k not in SETUPS for k in setups):
+        ap.error(f"--setups: each of {', '.join(SETUPS)}")
     out = run(args.o, args.ops, args.rounds, setups)
     out["command"] = "python -m pvfs.bench.caching.missprof " + " ".join(argv or [])
     print(json.dumps(out["summary"], indent=1))

@@ -36,3 +36,19 @@ def test_one_setup_has_no_ratio():
     got = summarise({"local": [_run(0.1, 0.05)]})
     assert "local_read_vs_none" not in got
     assert got["local"]["rest_ms"][0] == pytest.approx(0.5)
+
+
+def test_global_miss_ratios_and_miss_share():
+    def g(read_s: float, share: float) -> dict:
+        return {**_run(read_s, read_s - 0.01), "global": {"read_miss_share": share}}
+
+    runs = {"none": [_run(0.10, 0.09), _run(0.20, 0.19), _run(0.10, 0.09)],
+            "local": [_run(0.12, 0.10), _run(0.22, 0.20), _run(0.11, 0.10)],
+            "both": [g(0.20, 0.9), g(0.36, 0.95), g(0.19, 0.94)]}
+    got = summarise(runs)
+    # both ÷ none by round: 2.0, 1.8, 1.9; both ÷ local: 1.667, 1.636, 1.727
+    assert got["both_read_vs_none"][0] == pytest.approx(1.9)
+    assert got["both_read_vs_local"][0] == pytest.approx(0.20 / 0.12)
+    assert got["local_read_vs_none"][0] == pytest.approx(1.1)
+    assert got["both"]["global_read_miss_share"][0] == pytest.approx(0.94)
+    assert "global_read_miss_share" not in got["local"]
