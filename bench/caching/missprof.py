@@ -48,23 +48,44 @@ _IN_READ: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextV
 _CALLS = ("read", "write", "read_list", "write_list")
 
 
-def _instrument(backend: Any) -> None:
+#: Backend writes in flight in this process (any node, any task) and how many have started,
+#: reset per run: a backend read that overlaps one (a flush, or the other node's synchronous
+#: write under ``none``) is also counted apart (``backend_read_w_s``, ``backend_read_ws``).
+_WRITES = {"inflight": 0, "started": 0}
+
+
+def _instrument(backend: Any, caps: Any = None) -> None:
     """Wrap the backend's calls: time spent in each while a benchmark read is in progress
-    (this task) goes to that read's account."""
+    (this task) goes to that read's account. ``caps``: the cache's
+    :class:`~pvfs.cache._store.BackendCaps`, whose list calls (captured when the cache was
+    built) are pointed at the wrapped ones, so the flusher's list writes are seen too."""
     for name in _CALLS:
         inner = getattr(backend, name)
 
         async def timed(*a, _inner=inner, _name=name, **kw):
             acct = _IN_READ.get()
+            writes = _name.startswith("write")
+            if writes:
+                _WRITES["inflight"] += 1
+                _WRITES["started"] += 1
+            busy, started = _WRITES["inflight"] > 0, _WRITES["started"]
             t = time.perf_counter()
             try:
                 return await _inner(*a, **kw)
             finally:
+                dt = time.perf_counter() - t
+                if writes:
+                    _WRITES["inflight"] -= 1
                 if acct is not None:
-                    acct[f"backend_{_name}_s"] = acct.get(f"backend_{_name}_s", 0.0) + \
-                        time.perf_counter() - t
+                    acct[f"backend_{_name}_s"] = acct.get(f"backend_{_name}_s", 0.0) + dt
                     acct[f"backend_{_name}s"] = acct.get(f"backend_{_name}s", 0) + 1
+                    if not writes and (busy or _WRITES["started"] != started):
+                        acct["backend_read_w_s"] = acct.get("backend_read_w_s", 0.0) + dt
+                        acct["backend_read_ws"] = acct.get("backend_read_ws", 0) + 1
         setattr(backend, name, timed)
+    if caps is not None:
+        caps.read_list = backend.read_list if caps.read_list is not None else None
+        caps.write_list = backend.write_list if caps.write_list is not None else None
 
 
 GCACHED = ("global", "both")  # setups reading through the global cache daemon
@@ -79,7 +100,8 @@ async def _one(cfg, setup: str, o: int, ops: int) -> dict[str, Any]:
     nodes, iods, s, block = 2, 3, 2, 4096
     size = (o + s) * block
     gcache = setup in GCACHED
-    acct: dict[str, Any] = {"reads": 0, "read_s": 0.0}
+    acct: dict[str, Any] = {"reads": 0, "read_s": 0.0, "backend_read_w_s": 0.0,
+                            "backend_read_ws": 0}
     async with contextlib.AsyncExitStack() as ex:
         sizes: dict[int, int] = {}
         ns = [await ex.enter_async_context(_node(cfg, local=setup in ("local", "both"),
@@ -94,8 +116,9 @@ async def _one(cfg, setup: str, o: int, ops: int) -> dict[str, Any]:
         if gcache:
             await ns[0].gbackend.forget(f.ino)  # a cold global cache, as bench latency's runs
             g0 = _gcache_stats(cfg)
+        _WRITES.update(inflight=0, started=0)
         for node in ns:
-            _instrument(node.cache.backend)  # the I/O daemons, or the global cache
+            _instrument(node.cache.backend, node.cache.flusher.caps)  # I/O daemons or gcache
 
         async def worker(node, todo) -> None:
             for is_read, off, n in todo:
@@ -191,6 +214,27 @@ def _ms_per_read(r: dict[str, Any], key: str) -> float:
     return 1000.0 * r.get(key, 0.0) / r["reads"] if r["reads"] else 0.0
 
 
+def _overlap(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """ms per backend read of the reads that overlapped a backend write (``_w``) and of the
+    others (``_clean``), and the overlapped share; medians with intervals over the runs
+    (nothing for runs recorded before these counters)."""
+    rs = [r for r in rs if "backend_read_ws" in r and r.get("backend_reads")]
+    if not rs:
+        return {}
+    w = [r for r in rs if r["backend_read_ws"]]
+    clean = [r for r in rs if r["backend_reads"] > r["backend_read_ws"]]
+    out: dict[str, Any] = {"backend_read_w_share": median_interval(
+        [r["backend_read_ws"] / r["backend_reads"] for r in rs])[:3]}
+    if w:
+        out["backend_read_w_ms"] = median_interval(
+            [1000.0 * r["backend_read_w_s"] / r["backend_read_ws"] for r in w])[:3]
+    if clean:
+        out["backend_read_clean_ms"] = median_interval(
+            [1000.0 * (r["backend_read_s"] - r["backend_read_w_s"])
+             / (r["backend_reads"] - r["backend_read_ws"]) for r in clean])[:3]
+    return out
+
+
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Per setup, ms per read: the whole read, its backend reads and writes and the rest,
     each the median over the runs with its interval; ``local ÷ none`` paired by round."""
@@ -207,6 +251,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         row["rest_ms"] = median_interval(rest)[:3]
         row["backend_reads_per_read"] = median_interval(
             [r.get("backend_reads", 0) / r["reads"] for r in rs])[0]
+        row.update(_overlap(rs))
         out[setup] = row
     if "none" in runs:
         per = {k: [_ms_per_read(r, "read_s") for r in rs] for k, rs in runs.items()}

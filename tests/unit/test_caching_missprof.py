@@ -52,3 +52,16 @@ def test_global_miss_ratios_and_miss_share():
     assert got["local_read_vs_none"][0] == pytest.approx(1.1)
     assert got["both"]["global_read_miss_share"][0] == pytest.approx(0.94)
     assert "global_read_miss_share" not in got["local"]
+
+
+def test_backend_reads_beside_writes_are_counted_apart():
+    def r(ws: int, w_s: float) -> dict:
+        return {**_run(0.2, 0.1), "backend_reads": 100, "backend_read_ws": ws,
+                "backend_read_w_s": w_s}
+
+    got = summarise({"local": [r(20, 0.04), r(10, 0.01), r(0, 0.0)]})["local"]
+    assert got["backend_read_w_share"][0] == pytest.approx(0.1)
+    assert got["backend_read_w_ms"][0] == pytest.approx(1.5)  # of 2.0 and 1.0 ms
+    # the rest: 0.06 s / 80, 0.09 s / 90, 0.1 s / 100 -> 0.75, 1.0, 1.0 ms
+    assert got["backend_read_clean_ms"][0] == pytest.approx(1.0)
+    assert "backend_read_w_share" not in summarise({"none": [_run(0.1, 0.05)]})["none"]
