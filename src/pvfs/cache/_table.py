@@ -231,6 +231,8 @@ def merge_range(ranges: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[i
     """Sorted, merged byte ranges: ``ranges`` (sorted, merged) with ``[lo, hi)`` added; ranges
     that touch or overlap it become one. The dirty-range rule of the local cache and of the
     global cache daemon (only written bytes are written back)."""
+    if not ranges:
+        return [(lo, hi)]  # a block's first write since its last write-back
     out: list[tuple[int, int]] = []
     for a, b in ranges:
         if b < lo or a > hi:
