@@ -76,6 +76,8 @@ def _instrument(backend: Any, caps: Any = None) -> None:
                 dt = time.perf_counter() - t
                 if writes:
                     _WRITES["inflight"] -= 1
+                if acct is not None and "_t_out" in acct:
+                    _thread_split(acct, t, t + dt)
                 if acct is not None:
                     acct[f"backend_{_name}_s"] = acct.get(f"backend_{_name}_s", 0.0) + dt
                     acct[f"backend_{_name}s"] = acct.get(f"backend_{_name}s", 0) + 1
@@ -86,6 +88,32 @@ def _instrument(backend: Any, caps: Any = None) -> None:
     if caps is not None:
         caps.read_list = backend.read_list if caps.read_list is not None else None
         caps.write_list = backend.write_list if caps.write_list is not None else None
+
+
+def _instrument_thread(client: Any) -> None:
+    """Time the client's read in its worker thread: the benchmark read's account (shared
+    with the thread through the copied context) gets when the thread began and ended it."""
+    inner = client._read_sync
+
+    def timed_sync(*a, _inner=inner):
+        acct = _IN_READ.get()
+        t_in = time.perf_counter()
+        try:
+            return _inner(*a)
+        finally:
+            if acct is not None:
+                acct["_t_in"], acct["_t_out"] = t_in, time.perf_counter()
+    client._read_sync = timed_sync
+
+
+def _thread_split(acct: dict[str, Any], t_call: float, t_back: float) -> None:
+    """A backend read's time in three: until its worker thread ran the read (dispatch),
+    in the thread (the I/O daemons, plus the thread's wait for the GIL) and from the thread's
+    end until the reading task ran again (the trio thread busy with other tasks)."""
+    t_in, t_out = acct.pop("_t_in"), acct.pop("_t_out")
+    for k, v in (("dispatch", t_in - t_call), ("thread", t_out - t_in), ("return", t_back - t_out)):
+        acct[f"backend_{k}_s"] = acct.get(f"backend_{k}_s", 0.0) + v
+    acct["backend_threads"] = acct.get("backend_threads", 0) + 1
 
 
 GCACHED = ("global", "both")  # setups reading through the global cache daemon
@@ -119,6 +147,7 @@ async def _one(cfg, setup: str, o: int, ops: int) -> dict[str, Any]:
         _WRITES.update(inflight=0, started=0)
         for node in ns:
             _instrument(node.cache.backend, node.cache.flusher.caps)  # I/O daemons or gcache
+            _instrument_thread(node.client)
 
         async def worker(node, todo) -> None:
             for is_read, off, n in todo:
@@ -235,6 +264,14 @@ def _overlap(rs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _threads(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """ms per backend read that went through a worker thread: dispatch, thread, return."""
+    rs = [r for r in rs if r.get("backend_threads")]
+    return {f"backend_{k}_ms": median_interval(
+        [1000.0 * r[f"backend_{k}_s"] / r["backend_threads"] for r in rs])[:3]
+        for k in ("dispatch", "thread", "return")} if rs else {}
+
+
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Per setup, ms per read: the whole read, its backend reads and writes and the rest,
     each the median over the runs with its interval; ``local ÷ none`` paired by round."""
@@ -252,6 +289,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         row["backend_reads_per_read"] = median_interval(
             [r.get("backend_reads", 0) / r["reads"] for r in rs])[0]
         row.update(_overlap(rs))
+        row.update(_threads(rs))
         out[setup] = row
     if "none" in runs:
         per = {k: [_ms_per_read(r, "read_s") for r in rs] for k, rs in runs.items()}

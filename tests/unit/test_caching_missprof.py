@@ -65,3 +65,13 @@ def test_backend_reads_beside_writes_are_counted_apart():
     # the rest: 0.06 s / 80, 0.09 s / 90, 0.1 s / 100 -> 0.75, 1.0, 1.0 ms
     assert got["backend_read_clean_ms"][0] == pytest.approx(1.0)
     assert "backend_read_w_share" not in summarise({"none": [_run(0.1, 0.05)]})["none"]
+
+
+def test_a_backend_read_split_at_its_worker_thread():
+    r = {**_run(0.2, 0.1), "backend_threads": 100, "backend_dispatch_s": 0.02,
+         "backend_thread_s": 0.07, "backend_return_s": 0.01}
+    got = summarise({"local": [r]})["local"]
+    assert got["backend_dispatch_ms"][0] == pytest.approx(0.2)
+    assert got["backend_thread_ms"][0] == pytest.approx(0.7)
+    assert got["backend_return_ms"][0] == pytest.approx(0.1)
+    assert "backend_thread_ms" not in summarise({"none": [_run(0.1, 0.05)]})["none"]
