@@ -37,6 +37,16 @@ class FakeCache:
             self.log.append(("data", ino))
         self.flushed.append(ino)
 
+    async def flush_many(self, inos: list[int]) -> dict[int, OSError]:
+        for ino in inos:
+            await self.flush(ino)
+        return {}
+
+
+def _told(log: list, op: str, ino: int) -> int:
+    """Where in ``log`` the manager was told ``op`` of ``ino`` (alone or with others)."""
+    return next(i for i, e in enumerate(log) if e[0] == op and ino in e[1])
+
 
 class FakeLeases:
     def __init__(self, log: list) -> None:
@@ -110,8 +120,23 @@ async def test_past_files_max_the_oldest_written_go_in_the_background(monkeypatc
         assert sorted(cache.flushed) == [10, 11] and d.status()["written"] == 3
         # the manager hears writing before the data leave, written after
         for ino in (10, 11):
-            assert cache.log.index(("writing", (ino,))) < cache.log.index(("data", ino)) \
-                < cache.log.index(("written", (ino,)))
+            assert _told(cache.log, "writing", ino) < cache.log.index(("data", ino)) \
+                < _told(cache.log, "written", ino)
+        nursery.cancel_scope.cancel()
+
+
+async def test_past_files_max_a_quarter_of_the_oldest_go_together(monkeypatch):
+    monkeypatch.setattr(dmod, "FILES_MAX", 8)
+    d, cache, _ = _made()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(d.run)
+        for ino in range(10, 19):
+            _write(d, cache, ino)
+            assert d.keeps(ino)
+        await trio.testing.wait_all_tasks_blocked()
+        assert sorted(cache.flushed) == [10, 11] and d.status()["written"] == 7
+        tells = [e for e in cache.log if e[0] in ("writing", "written")]
+        assert tells == [("writing", (10, 11)), ("written", (10, 11))]  # one word each
         nursery.cancel_scope.cancel()
 
 
