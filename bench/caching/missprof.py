@@ -34,6 +34,7 @@ import contextvars
 import json
 import os
 import platform
+import sys
 import time
 from typing import Any
 
@@ -305,6 +306,22 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
+def pool(paths: list[str]) -> dict[str, Any]:
+    """The summary of several runs' files taken as one: each setup's runs (paired rounds)
+    put together, so the medians and ratios are over every round of them."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    files = []
+    for path in paths:
+        with open(path) as fh:
+            d = json.load(fh)
+        for k, rs in d["runs"].items():
+            runs.setdefault(k, []).extend(rs)
+        files.append({"file": os.path.basename(path), "rounds": d["rounds"],
+                      "code": d.get("code"), "load": d["machine"]["load"]})
+    return {"pooled": files, "rounds": sum(f["rounds"] for f in files),
+            "summary": summarise(runs)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--o", type=int, default=25000)
@@ -315,13 +332,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="setups interleaved in each round, of " + ",".join(SETUPS) +
                     " (default none,local; with global or both the cluster has a global "
                     "cache daemon)")
+    ap.add_argument("--pool", nargs="+", metavar="JSON",
+                    help="no run: summarise these files' runs taken together")
     ap.add_argument("-o", "--output", metavar="JSON")
     args = ap.parse_args(argv)
     setups = (args.only,) if args.only else tuple(args.setups.split(","))
     if any(k not in SETUPS for k in setups):
         ap.error(f"--setups: each of {', '.join(SETUPS)}")
-    out = run(args.o, args.ops, args.rounds, setups)
-    out["command"] = "python -m pvfs.bench.caching.missprof " + " ".join(argv or [])
+    out = pool(args.pool) if args.pool else run(args.o, args.ops, args.rounds, setups)
+    out["command"] = "python -m pvfs.bench.caching.missprof " + " ".join(
+        sys.argv[1:] if argv is None else argv)
     print(json.dumps(out["summary"], indent=1))
     if args.output:
         with open(args.output, "w") as fh:

@@ -75,3 +75,21 @@ def test_a_backend_read_split_at_its_worker_thread():
     assert got["backend_thread_ms"][0] == pytest.approx(0.7)
     assert got["backend_return_ms"][0] == pytest.approx(0.1)
     assert "backend_thread_ms" not in summarise({"none": [_run(0.1, 0.05)]})["none"]
+
+
+def test_pool_takes_several_files_rounds_together(tmp_path):
+    import json
+
+    from pvfs.bench.caching.missprof import pool
+
+    paths = []
+    for i, (n, loc) in enumerate([((0.10, 0.20), (0.13, 0.22)), ((0.12,), (0.15,))]):
+        p = tmp_path / f"r{i}.json"
+        p.write_text(json.dumps({"rounds": len(n), "machine": {"load": [1.0, 1.0, 1.0]},
+                                 "runs": {"none": [_run(x, x) for x in n],
+                                          "local": [_run(x, x) for x in loc]}}))
+        paths.append(str(p))
+    got = pool(paths)
+    assert got["rounds"] == 3 and [f["file"] for f in got["pooled"]] == ["r0.json", "r1.json"]
+    # ratios by round: 1.3, 1.1, 1.25 -> median 1.25
+    assert got["summary"]["local_read_vs_none"][0] == pytest.approx(1.25)
