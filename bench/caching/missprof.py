@@ -117,6 +117,28 @@ def _thread_split(acct: dict[str, Any], t_call: float, t_back: float) -> None:
     acct["backend_threads"] = acct.get("backend_threads", 0) + 1
 
 
+async def work(node: Any, f: Any, todo: list[tuple[bool, int, int]],
+               acct: dict[str, Any]) -> None:
+    """One node's operations; each read's time and its backend calls go to ``acct``."""
+    from pvfs.bench.latency import _ZERO
+
+    for is_read, off, n in todo:
+        if not is_read:
+            await node.write(f, off, _ZERO[:n])
+            continue
+        mine: dict[str, float] = {}
+        token = _IN_READ.set(mine)
+        t = time.perf_counter()
+        try:
+            await node.read(f, off, n)
+        finally:
+            _IN_READ.reset(token)
+        mine["read_s"] = time.perf_counter() - t
+        mine["reads"] = 1
+        for k, v in mine.items():
+            acct[k] = acct.get(k, 0) + v
+
+
 GCACHED = ("global", "both")  # setups reading through the global cache daemon
 SETUPS = ("none", "local", *GCACHED)
 
@@ -150,27 +172,10 @@ async def _one(cfg, setup: str, o: int, ops: int) -> dict[str, Any]:
             _instrument(node.cache.backend, node.cache.flusher.caps)  # I/O daemons or gcache
             _instrument_thread(node.client)
 
-        async def worker(node, todo) -> None:
-            for is_read, off, n in todo:
-                if not is_read:
-                    await node.write(f, off, _ZERO[:n])
-                    continue
-                mine: dict[str, float] = {}
-                token = _IN_READ.set(mine)
-                t = time.perf_counter()
-                try:
-                    await node.read(f, off, n)
-                finally:
-                    _IN_READ.reset(token)
-                mine["read_s"] = time.perf_counter() - t
-                mine["reads"] = 1
-                for k, v in mine.items():
-                    acct[k] = acct.get(k, 0) + v
-
         t0 = time.perf_counter()
         async with trio.open_nursery() as nursery:
             for node, todo in zip(ns, micro_plan(nodes, s, o, ops)):
-                nursery.start_soon(worker, node, todo)
+                nursery.start_soon(work, node, f, todo, acct)
         acct["time_s"] = time.perf_counter() - t0
         acct["local"] = [node.cache.stats() for node in ns]  # per node
         if gcache:
