@@ -83,9 +83,9 @@ class SizeWatch:
                 for i in range(0, len(batch), REPORT_MAX):
                     await self._tell(batch[i:i + REPORT_MAX])
 
-    async def _report(self, ino: int) -> None:
-        """Have ``ino`` in the next report; return once the manager acknowledged it."""
-        self._next[ino] = None
+    async def _report(self, *inos: int) -> None:
+        """Have ``inos`` in the next report; return once the manager acknowledged it."""
+        self._next.update(dict.fromkeys(inos))
         done = self._next_done
         self._wake.set()
         await done.wait()
@@ -146,6 +146,34 @@ class SizeWatch:
                 finally:
                     del self._unwatching[ino]
                     done.set()
+
+    async def before_changes(self, inos: list[int]) -> None:
+        """:meth:`before_change` of many files at once (``writes``): the watched ones go
+        in one report, not one report after another. Returns when none of them must wait
+        (a promise renewed during an await is reported in the next pass); the caller then
+        counts each change (``changing[ino] += 1``) before its next await."""
+        while True:
+            if not self._ready.is_set():
+                await self._ready.wait()
+                continue
+            waiting = [i for i in dict.fromkeys(inos) if self.must_wait(i)]
+            if not waiting:
+                return
+            mine = [i for i in waiting if i not in self._unwatching]
+            for ino in mine:
+                self.watched.discard(ino)
+                self.pool_only.discard(ino)
+                self._unwatching[ino] = trio.Event()
+            try:
+                if mine:
+                    await self._report(*mine)
+            finally:
+                for ino in mine:
+                    self._unwatching.pop(ino).set()
+            for ino in waiting:  # (another change's report of these, under way)
+                event = self._unwatching.get(ino)
+                if event is not None:
+                    await event.wait()
 
     @asynccontextmanager
     async def change(self, ino: int) -> AsyncIterator[None]:

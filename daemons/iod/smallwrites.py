@@ -104,8 +104,8 @@ class SmallWrites:
             for ino, _local, _n, fresh in plan:
                 if fresh:
                     watch.release_fresh(ino)
-                if watch.must_wait(ino):
-                    await watch.before_change(ino)
+            await watch.before_changes([ino for ino, _l, _n, _f in plan])  # (one report)
+            for ino, _local, _n, _fresh in plan:
                 watch.changing[ino] += 1   # (before the next await: sizewatch.py)
                 counted.append(ino)
             written = await trio.to_thread.run_sync(self._write_all, memfd, plan)

@@ -171,6 +171,54 @@ def test_changes_of_many_files_share_reports_each_waiting_for_its_own():
     trio.run(main)
 
 
+def test_the_files_of_one_batch_of_writes_go_in_one_report():
+    """``writes`` (daemons/iod/smallwrites.py) reports every watched file of its batch at
+    once and waits once, including files another change is reporting already and a
+    promise renewed while it waited."""
+    told: list = []
+
+    async def notify(inos):
+        told.append(inos)
+        await trio.sleep(0.02)
+
+    async def main():
+        w = SizeWatch(notify)
+        await _started(w)
+        for ino in range(1, 101):
+            assert w.watch(ino)
+
+        async def other():  # another change of file 7, under way
+            async with w.change(7):
+                await trio.sleep(0.05)
+
+        async with trio.open_nursery() as n:
+            n.start_soon(other)
+            await trio.testing.wait_all_tasks_blocked()
+            batch = list(range(1, 101)) + [500]   # (500: not watched, no report)
+            await w.before_changes(batch)
+            assert not any(w.must_wait(i) for i in batch)
+        assert told[1] == [7]
+        assert sorted(told[2]) == [i for i in range(1, 101) if i != 7] and len(told) == 3
+
+        w.watch(3)
+        renewed = False
+
+        async def renew(inos):  # a size request renews 3's promise during the report
+            nonlocal renewed
+            told.append(inos)
+            if not renewed:
+                renewed = True
+                assert w.watch(3) is False  # (being unwatched: refused) ...
+                w.watched.add(3)            # ... a late one slips in
+            await trio.sleep(0.01)
+
+        w._notify = renew
+        await w.before_changes([3, 4])
+        assert not w.must_wait(3) and told[-2:] == [[3], [3]]
+
+    trio.run(main)
+
+
 def test_an_unreachable_manager_does_not_block_changes():
     import errno
 
