@@ -5,9 +5,10 @@ libfuse3's low-level loop runs on a C worker thread (``csrc/front/``); a request
 answer itself is queued and an eventfd wakes a pool of trio tasks (at most ``max_tasks``, as
 pyfuse3's workers; :meth:`CFront.main`), which run each request on the same handler with the
 same arguments pyfuse3 would and answer with ``_fusefront.reply_*``. C answers forgets (their
-(inode, count) pairs arrive with the next drain for ``Operations.forget``) and the flushes of
-handles marked quiet here (:meth:`CFront._mark_quiet`). The request object is also the
-handlers' request context (``uid``, ``gid``, ``pid``, ``umask``).
+(inode, count) pairs arrive with the next drain for ``Operations.forget``), the flushes of
+handles marked quiet here (:meth:`CFront._mark_quiet`) and those of files whose close a write
+delegation keeps (:class:`KeptFiles`). The request object is also the handlers' request
+context (``uid``, ``gid``, ``pid``, ``umask``).
 """
 
 from __future__ import annotations
@@ -126,6 +127,17 @@ class DirMirror:
         self.session.dirs_forget()
 
 
+class KeptFiles:
+    """The files held by write delegation whose close is kept (``delegations.KeptMirror``),
+    marked in C: their flushes -- one per close(2), which Python's handler would return
+    from at once -- are answered there (csrc/front/answers.c says why that is safe)."""
+
+    def __init__(self, session: Any) -> None:
+        self.keep = session.keep_file
+        self.drop = session.drop_file
+        self.drop_all = session.drop_files
+
+
 class CFront:
     """The libfuse3 low-level front end (``kernel.Front``)."""
 
@@ -152,6 +164,12 @@ class CFront:
         self.session.mount(mountpoint)
         if getattr(ops, "leases", None) is not None:
             ops.leases.mirror_to(DirMirror(self.session, ops))
+        dels, opts = getattr(ops, "delegations", None), getattr(ops, "opts", None)
+        # Not with testing_lose_close_writes, whose flush throws the file's data away; nor
+        # with an extension built before the kept set (its flushes all go to Python).
+        if dels is not None and not (opts is not None and opts.testing_lose_close_writes) \
+                and hasattr(self.session, "keep_file"):
+            dels.mirror = KeptFiles(self.session)
 
     async def main(self, max_tasks: int) -> None:
         """Serve with a pool of worker tasks, as pyfuse3 does: one of them at a time waits
@@ -223,6 +241,8 @@ class CFront:
 
     def close(self) -> None:
         if self.session is not None:
+            if getattr(self.ops, "delegations", None) is not None:
+                self.ops.delegations.mirror = None
             if getattr(self.ops, "leases", None) is not None:
                 self.ops.leases.mirror_to(None)
             self.session.close()

@@ -35,6 +35,14 @@ What keeps it correct:
 - **A lease session that ends** ends every delegation: the data are written back at once
   (others may see the file meanwhile: the one window, as in NFSv4 after a lost lease).
 
+With the C front end the flush of each close(2) of a file kept here is answered in C
+(csrc/front/answers.c): the mount marks it in the front end's ``kept`` set (``mirror``)
+when a write of it is done and :meth:`keeps` would hold it, and takes the mark away before
+anything that could end or change that takes effect (the file leaves ``held``: its
+write-back begins, a recall's too, or it is dropped; the session ends; the files' bound is
+reached); the C side checks the session's deadline itself and drops the mark on every write
+or size change before Python sees it.
+
 Data not yet written back are lost with the mount (``kill -9``), as any not yet written
 back; ``fsync`` makes them durable. Kept small: a file over :data:`FILE_BYTES_MAX` is
 written back at its close, and past :data:`FILES_MAX` kept files written here the oldest
@@ -50,7 +58,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -61,12 +69,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pvfs.fuse")
 
-__all__ = ["WriteDelegations"]
+__all__ = ["KeptMirror", "WriteDelegations"]
 
 FILE_BYTES_MAX = 1 << 20  # a file larger than this is written back at its close
 FILES_MAX = 1024          # files written here kept past their close; past that the oldest go
 _PARALLEL = 32            # write-backs at once (a recall of many files, the background)
 _LAST_WRITES = 1 << 16    # files whose last write time here is remembered
+
+
+class KeptMirror(Protocol):
+    """The files whose flush the front end answers itself (fuse/cfront.py): each marked one
+    is a file :meth:`WriteDelegations.keeps` holds now."""
+
+    def keep(self, ino: int) -> None: ...
+    def drop(self, ino: int) -> None: ...
+    def drop_all(self) -> None: ...
 
 
 class WriteDelegations:
@@ -103,6 +120,8 @@ class WriteDelegations:
         self.carried: dict[int, int] = {}  # ino -> the mtime its written data carried
         self._queue_in, self._queue = trio.open_memory_channel[int](float("inf"))
         self._limit = trio.CapacityLimiter(_PARALLEL)
+        # The C front end's set of files kept at close (None: pyfuse3, or a test option).
+        self.mirror: KeptMirror | None = None
         self.counters = dict.fromkeys(("delegated", "refused", "kept_closes",
                                        "closes_written", "written_back", "dropped",
                                        "recalled", "lost", "times_later"), 0)
@@ -132,14 +151,20 @@ class WriteDelegations:
         return ino in self.held
 
     def wrote(self, ino: int) -> None:
+        """A write of ``ino`` is done here (before its reply: the flush after it finds the
+        mark, answers.c; the C side dropped the mark when the write came in)."""
         self.drop_times(ino)  # (a write after explicit times moves the mtime on)
         if ino in self.held:
             self.held[ino] = now = time.time_ns()
+            if ino not in self.written:
+                self._growing()
             self.written[ino] = None
             self.last_write[ino] = now
             self.last_write.move_to_end(ino)
             if len(self.last_write) > _LAST_WRITES:
                 self.last_write.popitem(last=False)
+            if self.mirror is not None and self._would_keep(ino):
+                self.mirror.keep(ino)
 
     def mtime(self, ino: int, mtime: int) -> int:
         """The mtime shown here for ``ino`` whose manager's is ``mtime``: its last write here,
@@ -216,9 +241,7 @@ class WriteDelegations:
     def keeps(self, ino: int, count: bool = True) -> bool:
         """Whether a close of ``ino`` may leave its data unwritten (``count``: a release,
         counted; not the ``flush`` of each close(2) before it)."""
-        if ino not in self.held or not self.leases.valid() or \
-                self.cache.size_hint(ino) > FILE_BYTES_MAX or \
-                len(self.written) + len(self.flushing) >= 2 * FILES_MAX:
+        if not self._would_keep(ino):
             if count:
                 self.counters["closes_written"] += ino in self.held
             return False
@@ -230,6 +253,18 @@ class WriteDelegations:
                     self._queue_in.send_nowait(oldest)
         self.counters["kept_closes"] += count
         return True
+
+    def _would_keep(self, ino: int) -> bool:
+        return ino in self.held and self.leases.valid() and \
+            self.cache.size_hint(ino) <= FILE_BYTES_MAX and \
+            len(self.written) + len(self.flushing) < 2 * FILES_MAX
+
+    def _growing(self) -> None:
+        """One more file is about to be written here or written back: at the bound no close
+        is kept (:meth:`keeps`), so the front end answers no flush from now on."""
+        if self.mirror is not None and len(self.written) + len(self.flushing) + 1 >= \
+                2 * FILES_MAX:
+            self.mirror.drop_all()
 
     def dropped(self, ino: int) -> None:
         """The last name of ``ino`` went here before its data were written back: the caller
@@ -291,11 +326,14 @@ class WriteDelegations:
         return ino in self.times
 
     def _pop(self, ino: int) -> bool:
+        if self.mirror is not None:  # (first: its close is no longer kept)
+            self.mirror.drop(ino)
         self.written.pop(ino, None)
         return self.held.pop(ino, None) is not None
 
     def _begin(self, ino: int) -> None:
         self._pop(ino)
+        self._growing()
         self.flushing.add(ino)
         self._untold.add(ino)  # ``writing`` not said yet
 
@@ -372,6 +410,8 @@ class WriteDelegations:
         for ino in inos:  # (the lease goes: what the manager answers next is the file's)
             self.last_write.pop(ino, None)
             self.shown.pop(ino, None)
+        # (the write-back of those kept begins with ``_begin``, which takes their mark in
+        # the front end away first: their closes go to Python before the data leave)
         kept = [i for i in inos if i in self.held]
         going = [i for i in inos if i in self.flushing]
         if going:
@@ -384,6 +424,8 @@ class WriteDelegations:
 
     def _session_ended(self) -> None:
         """The delegations went with the session: every kept file is written back now."""
+        if self.mirror is not None:  # (first: no close is kept from now on)
+            self.mirror.drop_all()
         lost = [*self.held, *self.flushing]
         self.counters["lost"] += len(self.held)
         self.held.clear()

@@ -1,6 +1,6 @@
 /* answers.c -- what the C workers answer themselves from state the Python side keeps here.
  *
- * Two kinds, both under the front's lock:
+ * Three kinds, all under the front's lock:
  *
  * - Directories' attributes under the manager's lease. Python mirrors every change of a
  *   leased directory's attributes here (fuse/leases.py's attribute table: kept, changed,
@@ -18,6 +18,38 @@
  *   The kernel's own write-back of mmap'ed pages may use any writable handle of the inode,
  *   so the test is on the inode, not the handle. An inode leaves `written` when the kernel
  *   forgets it.
+ *
+ * - Flushes of files the mount holds by write delegation (fuse/delegations.py) and would
+ *   keep past their close: Python's flush then returns at once (`keeps()`: the data go with
+ *   the flusher, an fsync or a recall; a write-back error parks for the next fsync), so each
+ *   close(2) of an mdtest-hard file cost a trip through Python for nothing. Python marks the
+ *   inode (`kept`) when a write of it is done and `keeps()` would hold it (held here after a
+ *   write, size <= FILE_BYTES_MAX, the lease session valid, under the files' bound); a flush
+ *   of any handle of a marked inode is answered here while the session's end (the same
+ *   CLOCK_MONOTONIC deadline as Python's `LeaseCache.valid()`) is ahead.
+ *
+ *   Why C never answers a flush Python would have to act on: the mark means "Python's flush
+ *   would return at once now". Python sets it only in a step (no await) where `keeps()`
+ *   holds, and takes it away -- under this lock -- BEFORE every change that could make
+ *   `keeps()` false takes effect: the file leaves `held` -- in one place, `_pop`, which
+ *   drops the mark first -- when its write-back begins (the flusher's, a gathered one,
+ *   `keeps()`' oldest, a recall's: before `writing` is told and the recall answered; `end()`
+ *   before this mount truncates it, opens it O_TRUNC or renames over it; fsync), when
+ *   `dropped()` or a refused create forgets it; the session ends (all dropped before
+ *   `held` is cleared and before the deadline mirrored here is set to 0); the files' bound
+ *   would be reached (all dropped). The other inputs of `keeps()` are guarded here: the
+ *   deadline is checked by the worker itself (time alone ends the session), and the size
+ *   grows only by a write or a setattr of the size (fallocate and copy_file_range are not
+ *   registered), whose op drops the mark (`pvf_written`) before the request is queued, so
+ *   before Python can apply it; Python marks again after the write only if it still fits.
+ *   A worker reading the mark under the lock at instant t thus answers exactly as Python's
+ *   flush would at t. The one interleaving that escapes it: write A marks while write B of
+ *   the same inode, from another thread, is still unanswered (its op dropped the mark before
+ *   A's handler set it). A flush then is concurrent with B -- the kernel writes its own
+ *   dirty pages (mmap, writeback_cache) and waits for their answers before it sends a
+ *   flush, so B is another thread's write(2) -- and may be ordered before B, when `keeps()`
+ *   held; the release, always Python's, decides the close's write-back anew. `testing_lose_close_writes` (whose flush throws data away) never marks.
+ *   A forget drops the mark too (no handle is left).
  *
  * The sets are open-addressing tables of u64 keys (0 is an empty slot), linear probing,
  * deletion by backward shift, grown at half full.
@@ -288,15 +320,51 @@ int pvf_flush_here(struct pvf_front *f, uint64_t fh, uint64_t ino)
     pthread_mutex_lock(&f->lock);
     here = pvf_set_has(&f->quiet, fh + 1, 0) ||
            (pvf_set_has(&f->quiet_rw, fh + 1, 0) && !pvf_set_has(&f->written, ino, 0));
-    if (here)
+    if (here) {
         f->c.quiet_flushes++;
+    } else if (pvf_set_has(&f->kept, ino, 0) && pvf_lease_left(f) > 0.0) {
+        f->c.kept_flushes++;
+        here = 1;
+    }
     pthread_mutex_unlock(&f->lock);
     return here;
 }
 
+/* A file held by delegation whose close Python would keep (see above); -1 on ENOMEM (then
+ * not marked: its flushes go to Python). */
+int pvf_kept_mark(struct pvf_front *f, uint64_t ino)
+{
+    int ret;
+
+    pthread_mutex_lock(&f->lock);
+    ret = pvf_set_add(&f->kept, ino);
+    pthread_mutex_unlock(&f->lock);
+    return ret;
+}
+
+/* Its flushes go to Python again (before its delegation ends or changes). */
+void pvf_kept_unmark(struct pvf_front *f, uint64_t ino)
+{
+    pthread_mutex_lock(&f->lock);
+    pvf_set_has(&f->kept, ino, 1);
+    pthread_mutex_unlock(&f->lock);
+}
+
+void pvf_kept_clear(struct pvf_front *f)
+{
+    pthread_mutex_lock(&f->lock);
+    if (f->kept.slots != NULL)
+        memset(f->kept.slots, 0, f->kept.cap * sizeof(uint64_t));
+    f->kept.n = 0;
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* A write or a size change of ino is about to be queued: before Python can apply it, its
+ * flushes stop being quiet and stop being kept (Python marks it again if it still fits). */
 void pvf_written(struct pvf_front *f, uint64_t ino)
 {
     pthread_mutex_lock(&f->lock);
+    pvf_set_has(&f->kept, ino, 1);
     if (pvf_set_add(&f->written, ino) < 0 && f->quiet_rw.n > 0) {
         /* no room to note it: then no writable handle is quiet any more */
         memset(f->quiet_rw.slots, 0, f->quiet_rw.cap * sizeof(uint64_t));
@@ -309,5 +377,6 @@ void pvf_unwritten(struct pvf_front *f, uint64_t ino)
 {
     pthread_mutex_lock(&f->lock);
     pvf_set_has(&f->written, ino, 1);
+    pvf_set_has(&f->kept, ino, 1);
     pthread_mutex_unlock(&f->lock);
 }

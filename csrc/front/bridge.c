@@ -60,6 +60,7 @@ void pvf_bridge_fini(struct pvf_front *f)
     pvf_set_free(&f->quiet);
     pvf_set_free(&f->quiet_rw);
     pvf_set_free(&f->written);
+    pvf_set_free(&f->kept);
     pvf_dir_free(f);
     pvf_names_free(f);
     if (f->efd >= 0)

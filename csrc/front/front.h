@@ -2,7 +2,8 @@
  *
  * Units, in calling order (each calls only the ones before it):
  *   answers.c  what the workers answer from state Python keeps there: leased directories'
- *              attributes (getattr), the session's end, the handles whose flush needs nothing
+ *              attributes (getattr), the session's end, the handles whose flush needs nothing,
+ *              the files whose close a write delegation keeps
  *   names.c    leased directories' names: "no such name" answered by the workers
  *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
  *              wakes the mount's trio loop), the forgets answered in C, the in-flight list
@@ -113,6 +114,7 @@ struct pvf_counters {
     uint64_t unanswered;     /* requests Python dropped unanswered: answered EIO */
     uint64_t enomem;         /* requests refused for want of memory */
     uint64_t quiet_flushes;  /* flushes of quiet handles answered in C */
+    uint64_t kept_flushes;   /* flushes of files kept by delegation answered in C */
     uint64_t attrs_here;     /* getattrs of leased directories answered in C */
     uint64_t missing_here;   /* lookups answered ENOENT in C (names.c) */
 };
@@ -154,6 +156,7 @@ struct pvf_front {
     struct pvf_fhset quiet;         /* fh + 1 of read-only handles: flush needs nothing */
     struct pvf_fhset quiet_rw;      /* fh + 1 of writable ones: nothing if none written */
     struct pvf_fhset written;       /* inodes a write or truncation named (until forgotten) */
+    struct pvf_fhset kept;          /* inodes held by delegation, their close kept (Python) */
     struct pvf_dirattrs dirs;       /* leased directories' attributes */
     double lease_until;             /* CLOCK_MONOTONIC end of the lease session (0: none) */
     double attr_floor;              /* the mount's attr_timeout */
@@ -186,6 +189,9 @@ int pvf_quiet_has(struct pvf_front *f, uint64_t fh, int remove);    /* 1: it was
 int pvf_flush_here(struct pvf_front *f, uint64_t fh, uint64_t ino); /* 1: answer it */
 void pvf_written(struct pvf_front *f, uint64_t ino);
 void pvf_unwritten(struct pvf_front *f, uint64_t ino);
+int pvf_kept_mark(struct pvf_front *f, uint64_t ino);               /* -1: ENOMEM */
+void pvf_kept_unmark(struct pvf_front *f, uint64_t ino);
+void pvf_kept_clear(struct pvf_front *f);
 
 /* names.c */
 int pvf_names_dir(struct pvf_front *f, uint64_t parent, int complete);  /* -1 with errno */

@@ -2,10 +2,11 @@
  *
  * Every op runs on one of libfuse's C worker threads (session.c): it answers forgets itself,
  * and what answers.c and names.c can answer -- a leased directory's attributes, a name a
- * leased complete directory does not hold, the flush of a quiet handle --, and copies every
- * other request into a record for Python (bridge.c), then returns -- the request stays open
- * until Python answers it from its thread through the reply_* functions (replies.c), which
- * libfuse allows from any thread. No op touches Python.
+ * leased complete directory does not hold, the flush of a quiet handle or of a file kept by
+ * its write delegation --, and copies every other request into a record for Python
+ * (bridge.c), then returns -- the request stays open until Python answers it from its
+ * thread through the reply_* functions (replies.c), which libfuse allows from any thread.
+ * No op touches Python.
  *
  * The ops registered are those the pyfuse3 front end serves (readdirplus only, no plain
  * readdir: the kernel then always asks for readdirplus); an op not registered gets ENOSYS
@@ -304,7 +305,9 @@ static void op_write(fuse_req_t fr, fuse_ino_t ino, const char *buf, size_t size
 
     if (r == NULL)
         return;
-    pvf_written(front_of(fr), ino);   /* before its reply: the flush after it goes to Python */
+    /* before Python applies it: the flush after it goes to Python (unless Python marks
+     * the file kept again once it is written, answers.c) */
+    pvf_written(front_of(fr), ino);
     r->ino = ino;
     r->fh = fi->fh;
     r->has_fh = 1;
@@ -326,8 +329,9 @@ static void op_handle(fuse_req_t fr, int op, fuse_ino_t ino, struct fuse_file_in
     queue(fr, r);
 }
 
-/* A handle Python marked quiet has nothing to write back at close (answers.c says when):
- * its flush is answered here, without a trip through Python. */
+/* A handle Python marked quiet, or any handle of a file whose close its write delegation
+ * keeps, has nothing to write back at close (answers.c says when): its flush is answered
+ * here, without a trip through Python. */
 static void op_flush(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct pvf_front *f = front_of(fr);

@@ -1,6 +1,6 @@
 /* pyanswers.c -- the Session methods that keep answers.c's state: leased directories'
- * attributes and the session's end (fuse/cfront.py's mirror of fuse/leases.py), and the
- * test hooks that ask what a worker would answer without a kernel.
+ * attributes and the session's end (fuse/cfront.py's mirror of fuse/leases.py), the files
+ * whose close a write delegation keeps (its mirror of fuse/delegations.py), and the test hooks that ask what a worker would answer without a kernel.
  */
 #include "pyfront.h"
 
@@ -50,6 +50,35 @@ PyObject *pvf_py_lease_until(SessionObject *self, PyObject *args)
     if (!(floor >= 0.0))
         return PyErr_Format(PyExc_ValueError, "lease_until: attr_timeout >= 0");
     pvf_lease_until(&self->f, until, floor);
+    Py_RETURN_NONE;
+}
+
+/* The files whose close a write delegation keeps (fuse/delegations.py's mirror): their
+ * flushes answered in C. A mark that finds no memory is not made (returns False): its
+ * flushes go to Python, as they may always. */
+PyObject *pvf_py_keep_file(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+
+    if (!PyArg_ParseTuple(args, "K:keep_file", &ino))
+        return NULL;
+    return PyBool_FromLong(ino != 0 && pvf_kept_mark(&self->f, ino) == 0);
+}
+
+PyObject *pvf_py_drop_file(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+
+    if (!PyArg_ParseTuple(args, "K:drop_file", &ino))
+        return NULL;
+    pvf_kept_unmark(&self->f, ino);
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_drop_files(SessionObject *self, PyObject *ignored)
+{
+    (void)ignored;
+    pvf_kept_clear(&self->f);
     Py_RETURN_NONE;
 }
 

@@ -2,9 +2,9 @@
  *
  *   Session   mount(), fileno() (an eventfd, readable when requests wait), drain() ->
  *             ([Request], [(ino, nlookup)]), the kernel notifications, the flushes marked
- *             quiet, stats(), close(). Session() without a mount point is a bridge alone,
- *             for tests: _inject() queues fake requests from a C thread and their replies
- *             are kept.
+ *             quiet, the files kept by delegation, stats(), close(). Session() without a
+ *             mount point is a bridge alone, for tests: _inject() queues fake requests from
+ *             a C thread and their replies are kept.
  *
  * The Python face of session.c (the libfuse session, the loop thread) and bridge.c (the
  * queue): it owns struct pvf_front and hands each drained record to pyrequest.c as a
@@ -240,22 +240,26 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
 {
     struct pvf_counters c;
     Py_ssize_t inflight = 0;
+    size_t kept;
 
     (void)ignored;
     pthread_mutex_lock(&self->f.lock);
     c = self->f.c;
+    kept = self->f.kept.n;
     pthread_mutex_unlock(&self->f.lock);
     if (self->ready) {
         for (struct pvf_req *r = self->f.inflight.next; r != &self->f.inflight; r = r->next)
             inflight++;
     }
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsnsnsn}", "queued", c.queued,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsnsnsnsn}", "queued", c.queued,
                          "forgets", c.forgets, "wakeups", c.wakeups,
                          "reply_failures", c.reply_failures, "unanswered", c.unanswered,
                          "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
+                         "kept_flushes", c.kept_flushes,
                          "attrs_here", c.attrs_here, "missing_here", c.missing_here,
                          "inflight", inflight,
                          "quiet_handles", (Py_ssize_t)(self->f.quiet.n + self->f.quiet_rw.n),
+                         "kept_files", (Py_ssize_t)kept,
                          "dirs_here", (Py_ssize_t)self->f.dirs.n);
 }
 
@@ -479,6 +483,13 @@ static PyMethodDef Session_methods[] = {
     { "lease_until", (PyCFunction)pvf_py_lease_until, METH_VARARGS,
       "lease_until(until, attr_timeout): the session's end (time.monotonic()) and the "
       "mount's attribute timeout" },
+    { "keep_file", (PyCFunction)pvf_py_keep_file, METH_VARARGS,
+      "keep_file(ino) -> bool: a file held by write delegation whose close is kept: its "
+      "flushes answered in C while the session lasts (False: not marked, no memory)" },
+    { "drop_file", (PyCFunction)pvf_py_drop_file, METH_VARARGS,
+      "drop_file(ino): its flushes go to Python again" },
+    { "drop_files", (PyCFunction)pvf_py_drop_files, METH_NOARGS,
+      "drop_files(): no file's flush is answered in C for its delegation" },
     { "dir_names", (PyCFunction)pvf_py_dir_names, METH_VARARGS,
       "dir_names(parent, complete, [(name, ino)]): a leased directory's names (0: not "
       "there), for lookups of missing names answered in C" },

@@ -1,7 +1,7 @@
 """What the C front end's workers answer themselves (csrc/front/answers.c), without a kernel:
 leased directories' attributes until the session's end, with the timeout Python would give,
-and flushes of handles whose inode nothing was written to; and the mirror of fuse/leases.py
-that keeps the directories' attributes there."""
+flushes of handles whose inode nothing was written to and of files kept by their write
+delegation; and the mirror of fuse/leases.py that keeps the directories' attributes there."""
 
 from __future__ import annotations
 
@@ -88,6 +88,48 @@ def test_a_writable_handles_flush_is_answered_here_while_its_inode_is_unwritten(
     assert s.is_quiet(10, True) and not s._flush_here(10, 3)  # released
     assert not s._flush_here(12, 4)  # never marked
     assert s.stats()["quiet_flushes"] == 4
+
+
+def test_a_file_kept_by_its_delegation_has_its_flushes_answered_here_while_marked():
+    """Any handle's flush of a marked inode (fuse/delegations.py marks it), only while the
+    session's end is ahead; a write or size change, a forget, an unmark drop the mark."""
+    s = ff.Session()
+    assert s.keep_file(7) and not s.keep_file(0)
+    assert not s._flush_here(20, 7)  # no lease session yet
+    s.lease_until(time.monotonic() + 30, 1.0)
+    assert s._flush_here(20, 7) and s._flush_here(21, 7)  # any handle of it (not quiet)
+    assert not s._flush_here(20, 8)
+    s._written(7, True)  # a write came in: Python decides until it marks it again
+    assert not s._flush_here(20, 7)
+    s.keep_file(7)
+    s._written(7, False)  # the kernel forgot it
+    assert not s._flush_here(20, 7)
+    s.keep_file(7)
+    s.drop_file(7)
+    assert not s._flush_here(20, 7)
+    s.keep_file(7)
+    s.lease_until(time.monotonic() - 1, 1.0)  # the session ended by time alone
+    assert not s._flush_here(20, 7)
+    s.lease_until(time.monotonic() + 30, 1.0)
+    assert s._flush_here(20, 7)
+    st = s.stats()
+    assert st["kept_flushes"] == 3 and st["quiet_flushes"] == 0 and st["kept_files"] == 1
+    s.quiet(22)  # a quiet handle is counted as such
+    assert s._flush_here(22, 7) and s.stats()["quiet_flushes"] == 1
+
+
+def test_the_kept_set_survives_growth_and_is_dropped_whole():
+    s = ff.Session()
+    s.lease_until(time.monotonic() + 30, 1.0)
+    inos = list(range(3, 9000, 3)) + [2**63]
+    for i in inos:
+        assert s.keep_file(i)
+    for i in inos[1::2]:
+        s.drop_file(i)
+    assert [s._flush_here(1, i) for i in inos] == [n % 2 == 0 for n in range(len(inos))]
+    assert s.stats()["kept_files"] == (len(inos) + 1) // 2
+    s.drop_files()
+    assert s.stats()["kept_files"] == 0 and not s._flush_here(1, inos[0])
 
 
 class _View:

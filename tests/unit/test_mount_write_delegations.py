@@ -230,3 +230,99 @@ async def test_explicit_times_carried_by_the_data_are_not_set_again():
     await leases.before_answer[0]([35])
     assert ("mtime", 35, 3901, 10**18) not in cache.log  # no utime round trip after
     assert cache.log[-1] == ("written", (35,)) and not d.times and not d.carried
+
+
+# ---------------------------------------------------------------- the C front end's mark
+class FakeMirror:
+    """The C front end's set of files whose flush it answers (cfront.KeptFiles)."""
+
+    def __init__(self, log: list) -> None:
+        self.kept: set[int] = set()
+        self.log = log
+
+    def keep(self, ino: int) -> None:
+        self.kept.add(ino)
+
+    def drop(self, ino: int) -> None:
+        if ino in self.kept:
+            self.log.append(("unmarked", ino))
+        self.kept.discard(ino)
+
+    def drop_all(self) -> None:
+        self.log.append(("unmarked all",))
+        self.kept.clear()
+
+
+def _mirrored():
+    d, cache, leases = _made()
+    d.mirror = FakeMirror(cache.log)
+    return d, cache, leases, d.mirror
+
+
+def _agrees(d: WriteDelegations, mirror: FakeMirror, inos) -> None:
+    """A marked file is one whose flush Python would return from at once."""
+    for ino in inos:
+        assert ino not in mirror.kept or d.keeps(ino, count=False), ino
+
+
+async def test_a_file_is_marked_after_a_write_only_while_its_close_is_kept():
+    d, cache, _, mirror = _mirrored()
+    d.start(60)
+    assert 60 not in mirror.kept  # not written yet (the quiet handles cover it)
+    _write(d, cache, 60)
+    _write(d, cache, 61, FILE_BYTES_MAX + 1)  # too large: written back at its close
+    assert mirror.kept == {60}
+    cache.sizes[60] = FILE_BYTES_MAX + 1
+    mirror.drop(60)  # (the C side's op_write did this before the write reached Python)
+    d.wrote(60)
+    assert 60 not in mirror.kept
+    _write(d, cache, 62)
+    d.dropped(62)  # its last name went here
+    _write(d, cache, 63)
+    d.forget(63)  # (its create refused)
+    assert not mirror.kept
+    _agrees(d, mirror, range(60, 64))
+
+
+async def test_every_write_back_takes_the_mark_away_before_the_data_leave():
+    d, cache, _, mirror = _mirrored()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(d.run)
+        _write(d, cache, 70)   # the flusher's (before_write)
+        _write(d, cache, 71)   # a gathered write-back (before_writes)
+        _write(d, cache, 72)   # end(): a truncate, O_TRUNC, a rename over it here
+        assert mirror.kept == {70, 71, 72}
+        d.before_write(70)
+        d.before_writes([71])
+        await d.end(72)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not mirror.kept
+        assert cache.log.index(("unmarked", 72)) < _told(cache.log, "writing", 72) \
+            < cache.log.index(("data", 72))
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_recall_takes_the_mark_away_before_the_data_leave_and_its_answer():
+    d, cache, leases, mirror = _mirrored()
+    _write(d, cache, 80)
+    _write(d, cache, 81)
+    await leases.before_answer[0]([80])
+    assert mirror.kept == {81}
+    assert cache.log.index(("unmarked", 80)) < _told(cache.log, "writing", 80)
+    _agrees(d, mirror, [80, 81])
+
+
+async def test_a_session_end_and_the_files_bound_take_every_mark_away(monkeypatch):
+    d, cache, leases, mirror = _mirrored()
+    _write(d, cache, 90)
+    leases.up = False  # (the C side checks the session's deadline itself)
+    for hook in leases.on_session_end:
+        hook()
+    assert not mirror.kept and cache.log[0] == ("unmarked all",)
+    monkeypatch.setattr(dmod, "FILES_MAX", 2)
+    d, cache, leases, mirror = _mirrored()
+    for ino in (91, 92, 93):
+        _write(d, cache, ino)
+    assert mirror.kept == {91, 92, 93}
+    _write(d, cache, 94)  # 2 * FILES_MAX written here: no close is kept any more
+    assert not mirror.kept and not d.keeps(94, count=False)
