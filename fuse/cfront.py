@@ -75,10 +75,22 @@ class _CKernel:
     """The notifications and readdir replies of one C session (``kernel.Kernel``)."""
 
     def __init__(self, session: Any, ff: Any) -> None:
-        self.invalidate_inode = session.invalidate_inode
-        self.invalidate_entry = session.invalidate_entry
         self.readdir_reply = ff.readdir_reply
         self._session = session
+
+    # A notification after the session closed (the write-back at unmount gives leases up)
+    # finds no kernel to tell: ENOTCONN, as the notification of an ended session.
+    def invalidate_inode(self, ino: int, attr_only: bool = False) -> None:
+        try:
+            self._session.invalidate_inode(ino, attr_only)
+        except ValueError as exc:
+            raise OSError(errno.ENOTCONN, f"invalidate_inode: {exc}") from None
+
+    def invalidate_entry(self, parent: int, name: bytes) -> None:
+        try:
+            self._session.invalidate_entry(parent, name)
+        except ValueError as exc:
+            raise OSError(errno.ENOTCONN, f"invalidate_entry: {exc}") from None
 
     def stats(self) -> dict:
         return {"name": "c", **self._session.stats()}

@@ -98,9 +98,10 @@ class MountOptions:
     default_permissions: bool = True
     fsname: str = "pvfs"
     max_tasks: int = 64
-    # The front end (fuse/kernel.py): "pyfuse3" (the reference) or "c" (libfuse3's
-    # low-level loop on C threads, pvfs._fusefront; docs/mount.md, "C front end").
-    frontend: str = "pyfuse3"
+    # The front end (fuse/kernel.py): "c" (libfuse3's low-level loop on C threads,
+    # pvfs._fusefront; docs/mount.md, "C front end"), or "pyfuse3" (the reference; the
+    # default where the extension is not built).
+    frontend: str = "c"
     log: str = ""
     debug: bool = False
     # TESTING ONLY: close (FUSE flush) throws the file's dirty blocks away instead of writing
@@ -194,5 +195,8 @@ def parse_options(text: str | list[str] | None, base: MountOptions | None = None
     if opts.frontend not in FRONTENDS:
         raise ValueError(f"frontend must be one of {', '.join(FRONTENDS)}")
     if opts.frontend == "c" and importlib.util.find_spec("pvfs._fusefront") is None:
-        raise ValueError("frontend=c: pvfs._fusefront is not built here (needs libfuse3-dev)")
+        if "frontend" in given:
+            raise ValueError("frontend=c: pvfs._fusefront is not built here "
+                             "(needs libfuse3-dev)")
+        opts.frontend = "pyfuse3"  # (the default where the extension is not built)
     return opts

@@ -167,6 +167,7 @@ struct pvf_front {
     int efd;                        /* eventfd: Python waits for it to be readable */
     pthread_t thread;
     int thread_started;
+    int abandoned;                  /* the loop did not return after the unmount (session.c) */
     int mounted;
     unsigned max_threads;
     unsigned want_writeback, want_export, want_acl;

@@ -5,10 +5,12 @@
  * session made with that table, mounting, the loop thread, unmounting, and the kernel
  * notifications Python sends.
  */
+#define _GNU_SOURCE  /* pthread_timedjoin_np */
 #include "front.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <time.h>
 
 int pvf_session_new(struct pvf_front *f, int argc, char **argv)
 {
@@ -69,9 +71,20 @@ int pvf_session_start(struct pvf_front *f)
     return 0;
 }
 
-/* End the session: unmount (the workers' reads then fail and the loop returns), join. */
+/* How long the loop may take to return after the unmount. A detached unmount with files
+ * still open on it (a program holding a descriptor when the mount is told to end) keeps the
+ * kernel's connection: the workers' reads then never fail, and a join would wait for the
+ * last descriptor, which the program may hold until the mount process exits. */
+#define PVF_STOP_WAIT_S 2
+
+/* End the session: unmount (the workers' reads then fail and the loop returns), join. A
+ * loop that does not return in PVF_STOP_WAIT_S is left to the process's exit (its session
+ * is then never destroyed: the workers still use it); the connection ends with the process,
+ * as it does under pyfuse3, and the open files' next calls fail ENOTCONN. */
 void pvf_session_stop(struct pvf_front *f)
 {
+    struct timespec until;
+
     if (f->se == NULL)
         return;
     fuse_session_exit(f->se);
@@ -82,14 +95,19 @@ void pvf_session_stop(struct pvf_front *f)
         pthread_mutex_unlock(&f->lock);
     }
     if (f->thread_started) {
-        pthread_join(f->thread, NULL);
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += PVF_STOP_WAIT_S;
+        if (pthread_timedjoin_np(f->thread, NULL, &until) != 0) {
+            pthread_detach(f->thread);
+            f->abandoned = 1;
+        }
         f->thread_started = 0;
     }
 }
 
 void pvf_session_destroy(struct pvf_front *f)
 {
-    if (f->se != NULL) {
+    if (f->se != NULL && !f->abandoned) {
         fuse_session_destroy(f->se);
         f->se = NULL;
     }

@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_mount_support import Mount, needs_fuse
 
+from pvfs.fuse.cfront import available
 from pvfs.traces.format import load as load_trace
 
 
@@ -33,6 +34,11 @@ def check(config: str | None, *argv: str, timeout: float = 600) -> tuple[int, di
         raise AssertionError(f"rc {r.returncode}\n{r.stdout}\n{r.stderr}") from None
 
 
+# Mount B runs the other front end (A the default, C where it is built): the two are
+# checked against each other in every two-mount run (issue 30).
+_OTHER_FRONT = ",frontend=pyfuse3" if available() else ""
+
+
 @pytest.fixture
 def two_mounts(request, pvfs_cluster, tmp_path):
     """Mounts A and B ("two nodes") with the options the test's parameter names. Without
@@ -40,7 +46,7 @@ def two_mounts(request, pvfs_cluster, tmp_path):
     which 200 examples cannot afford; the leasing runs are below."""
     opts = getattr(request, "param", "coherence=sync,leases=0")
     a = Mount(pvfs_cluster.config_path, tmp_path / "a", opts)
-    b = Mount(pvfs_cluster.config_path, tmp_path / "b", opts)
+    b = Mount(pvfs_cluster.config_path, tmp_path / "b", opts + _OTHER_FRONT)
     with a, b:
         yield a, b
 
@@ -207,7 +213,7 @@ def test_leasing_mounts_without_recalls_fail_mode_sync(tmp_path):
     cluster = start_cluster(tmp_path / "fs", lease_recall=False)
     try:
         a = Mount(cluster.config_path, tmp_path / "a", "coherence=sync,leases")
-        b = Mount(cluster.config_path, tmp_path / "b", "coherence=sync,leases")
+        b = Mount(cluster.config_path, tmp_path / "b", "coherence=sync,leases" + _OTHER_FRONT)
         with a, b:
             rc, out = check(cluster.config_path, "--mode", "sync", "--mounts", _mounts(a, b),
                             "--native", "1", "--examples", "100", "--seed", "8",
