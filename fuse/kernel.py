@@ -1,9 +1,9 @@
 """The mount's front ends: how its handlers reach the kernel, behind one narrow interface.
 
 A front end receives the kernel's requests, runs them on the handlers of
-:class:`~.operations.Operations` and sends their replies. Two exist: pyfuse3's session (the
-reference, and the default) and the libfuse3 low-level front end in C (``-o frontend=c``,
-``cfront.py`` over ``pvfs._fusefront``). The handlers do not know which one runs: what they
+:class:`~.operations.Operations` and sends their replies. Two exist: the libfuse3 low-level
+front end in C (``cfront.py`` over ``pvfs._fusefront``; the default where it is built) and
+pyfuse3's session (the reference, ``-o frontend=pyfuse3``). The handlers do not know which one runs: what they
 send to the kernel themselves goes through ``ops.view.kernel``, a :class:`Kernel`:
 
 * ``invalidate_inode(ino, attr_only)`` and ``invalidate_entry(parent, name)``: blocking
