@@ -1,4 +1,4 @@
-"""The manager's handle counts, told of this mount's closes (and read-only opens) in batches.
+"""The manager's handle counts, told of this mount's closes (and opens) in batches.
 
 The manager counts the handles open on each file so that a file whose last name goes while
 it is open keeps its data until its last close (``store.release``). Nothing else waits for a
@@ -14,8 +14,10 @@ A batch that cannot be sent (the manager is down) is tried again until the mount
 their data until the manager restarts (its counts start afresh), as a close lost in flight
 always did. At unmount what is queued is sent first.
 
-**Read-only opens answered here** (``open_ahead``, with leases). A read-only open of a file
-whose attributes the mount leases needs nothing of the manager but the count: the kernel
+**Opens answered here** (``open_ahead``, with leases). An open of a file whose attributes
+the mount leases -- read-only, or for writing without ``O_TRUNC`` (the manager's open of
+such a file is the same check and count; an open that truncates changes the file there, and
+goes to it) -- needs nothing of the manager but the count: the kernel
 checked the permission bits against attributes the lease keeps current, and the size and
 times are the lease's. So it is answered at once and its count queued (:meth:`opened`); a
 close of the file while its open is still queued cancels both, and nothing reaches the
@@ -46,7 +48,7 @@ __all__ = ["DeferredCloses"]
 
 DELAY = 0.005  # seconds a close waits for others to share its request
 MOST = 4096  # handles per request (the schema's bound)
-OPEN_DELAY = 0.5  # seconds a read-only open answered here waits for its close
+OPEN_DELAY = 0.5  # seconds an open answered here waits for its close
 
 
 class DeferredCloses:
@@ -58,7 +60,7 @@ class DeferredCloses:
         self._work = trio.Event()
         self.sent = 0  # handles told to the manager (status)
         self.dropped = 0  # handles given up on after ``timeout``
-        self._opens: Counter[int] = Counter()  # read-only opens answered here, not yet told
+        self._opens: Counter[int] = Counter()  # opens answered here, not yet told
         self._open_work = trio.Event()
         self._now = trio.Event()
         self._opens_lock = trio.Lock()
@@ -71,7 +73,7 @@ class DeferredCloses:
         return len(self._queue)
 
     def opened(self, ino: int) -> None:
-        """A read-only open of ``ino`` answered here (its caller made sure it may be)."""
+        """An open of ``ino`` answered here (its caller made sure it may be)."""
         self._opens[ino] += 1
         self.counters["opens_ahead"] += 1
         self._open_work.set()

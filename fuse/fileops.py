@@ -132,12 +132,12 @@ class FileOperations:
             self.table.get(fh).sync or info.sync))
         return FileInfo(fh=fh, direct_io=direct, keep_cache=keep and not direct)
 
-    def _open_here(self, inode: int, flags: int) -> dict | None:
-        """A read-only open answered here, its count told later (closes.py), or None: ask
-        the manager. Only under a lease of the file's attributes (the kernel checked the
-        permission bits against them), and not with global caches."""
-        if self.leases is None or flags & os.O_ACCMODE != os.O_RDONLY or \
-                self.gbackend is not None:
+    def _open_here(self, inode: int) -> dict | None:
+        """An open answered here, its count told later (closes.py), or None: ask the
+        manager. Only under a lease of the file's attributes (the kernel checked the
+        permission bits against them), and not with global caches. The caller sends an
+        open that truncates to the manager (it changes the file there)."""
+        if self.leases is None or self.gbackend is not None:
             return None
         a = self.leases.getattr(inode)
         if a is None or a.get("type") != "file" or not a.get("stripe"):
@@ -154,7 +154,7 @@ class FileOperations:
                 a = self._learn(await self.client.open(inode, flags, cred))
             self.table.info(inode).wrote = True
         else:
-            a = self._open_here(inode, flags)
+            a = self._open_here(inode)
             if a is None:
                 a = self._learn(await self.client.open(inode, flags, cred))
         h = self.table.open(inode, flags, cred)

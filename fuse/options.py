@@ -75,7 +75,7 @@ class MountOptions:
     # to the manager in batches (fuse/creates.py). create_ahead=0: every create waits for it.
     create_ahead: bool = True
     ahead_delay: float = 0.005  # seconds a create made ahead waits for others to share a request
-    # With leases: read-only opens of leased files answered here, counted at the manager
+    # With leases: opens of leased files (not truncating) answered here, counted at the manager
     # later or never (a close first cancels both; fuse/closes.py). open_ahead=0: they wait.
     open_ahead: bool = True
     # with create_ahead: a file created ahead is written by this mount alone until it writes

@@ -23,6 +23,7 @@ from test_mount_support import Mount, needs_fuse
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from conftest import start_cluster
 
+import pvfs
 from pvfs.cluster.launch import down
 
 pytestmark = [pytest.mark.fuse, needs_fuse]
@@ -212,7 +213,7 @@ def test_a_written_file_is_leased_again_once_the_manager_has_its_size(nodes):
 
 
 def test_read_only_opens_are_answered_here_and_kept_when_another_node_unlinks(nodes):
-    """open_ahead (fuse/closes.py): a read-only open of a leased file is answered by the
+    """open_ahead (fuse/closes.py): an open of a leased file is answered by the
     mount and its count queued; its close cancels both. An open held while another node
     removes the file's last name reaches the manager first (the recall of the file's lease
     sends it), so the file keeps its data until it is closed here."""
@@ -239,6 +240,50 @@ def test_read_only_opens_are_answered_here_and_kept_when_another_node_unlinks(no
         assert not f.exists()
         assert held.read() == data  # the recall told it first: the data stayed
     assert a.stats()["handle_counts"]["opens_sent"] - before["opens_sent"] == 1
+
+
+def test_read_write_opens_are_answered_here_and_their_writes_seen_elsewhere(nodes):
+    """An open for writing without O_TRUNC (mdtest's read phase opens O_RDWR) needs of the
+    manager only its count too: answered here under the file's lease. What is written
+    through it reaches the I/O daemons at its close, another node's unlink while it is open
+    keeps the data until its close, and an open that truncates still goes to the manager."""
+    import time
+
+    a, b = nodes
+    (b.path / "rw").mkdir()
+    data = b"twelve bytes" * 50
+    for name in ("f", "g", "t"):
+        (b.path / "rw" / name).write_bytes(data)
+    f, g, t = (a.path / "rw" / n for n in ("f", "g", "t"))
+    deadline = time.monotonic() + 5
+    while any(p.stat().st_size != len(data) for p in (f, g, t)):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    before = a.stats()["handle_counts"]
+    with open(g, "r+b") as h:
+        assert h.read() == data
+        h.seek(0)
+        h.write(b"TWELVE")
+    after = a.stats()["handle_counts"]
+    assert after["opens_ahead"] - before["opens_ahead"] == 1
+    with pvfs.connect(a.config_path) as fs, fs.open("/rw/g", "rb") as got:  # no cache
+        assert got.read() == b"TWELVE" + data[6:]
+    # (g's open went to the manager when its write gave the file's lease up)
+    sent = a.stats()["handle_counts"]["opens_sent"]
+    with open(f, "r+b") as held:
+        assert a.stats()["handle_counts"]["opens_ahead"] - before["opens_ahead"] == 2
+        os.unlink(b.path / "rw" / "f")  # the recall tells the open first: the data stay
+        assert not f.exists()
+        assert held.read() == data
+        held.write(b"more")
+    assert a.stats()["handle_counts"]["opens_sent"] - sent == 1
+    ahead = a.stats()["handle_counts"]["opens_ahead"]
+    with open(t, "r+b") as h2:  # O_TRUNC with write access: the manager truncates
+        h2.truncate(0)
+    os.close(os.open(t, os.O_WRONLY | os.O_TRUNC))
+    assert a.stats()["handle_counts"]["opens_ahead"] - ahead == 1  # (only the r+b one)
+    with pvfs.connect(a.config_path) as fs:
+        assert fs.stat("/rw/t").st_size == 0
 
 
 def test_a_directory_leased_complete_is_listed_by_the_mount(nodes):
