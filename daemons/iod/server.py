@@ -156,13 +156,12 @@ class IodServer:
         self.jobs: dict[int, _Job] = {}
         self._ids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
+        self.smallwrites = SmallWrites(self)  # many small files' writes in one request
         self.control = ControlRequests(
             index=index, started=self.started, storage=storage, engine=self.engine,
             selector=self.selector, stats=self.stats, holders=self.holders,
-            sizewatch=self.sizewatch, metrics=self.metrics,
-            connections=lambda: len(self.conns), nfile=self.nfile,
-            small_writes=lambda: self.smallwrites.status())
-        self.smallwrites = SmallWrites(self)  # many small files' writes in one request
+            sizewatch=self.sizewatch, metrics=self.metrics, small_writes=self.smallwrites.status,
+            connections=lambda: len(self.conns), nfile=self.nfile)
         self.ops: dict[str, tuple[str, Callable]] = {
             op: (kind, operator.attrgetter(method)(self))
             for op, (kind, method) in self.OPS.items()}
