@@ -3,7 +3,8 @@
 A missing block gets a slab slot if the admission policy (``pvfs.models.bypass``) admits it,
 evicting the victim the store's scan prefers; otherwise it is read into a scratch buffer that
 serves the request and is dropped (:meth:`Fetcher.admit_missing`). :meth:`Fetcher.fetch` reads
-both kinds from every I/O daemon of the file at once through the C transfer (``transfer.py``),
+both kinds from every I/O daemon of the file at once, through the C transfer in a worker
+thread (``transfer.py``) or, for a fetch of a few blocks, from the trio thread (``iodlink.py``),
 and registers the blocks as in flight (:class:`_Fetch`): a request that needs one of them
 waits for that fetch (:meth:`Fetcher.wait_inflight`) and may take the bytes it read uncached
 instead of reading the disks again.
@@ -18,6 +19,7 @@ import trio
 from pvfs.client.datapath import DataPath
 from pvfs.layout.stripe import Stripe
 
+from .iodlink import SMALL_BYTES, IodLinks
 from .store import BlockStore, Slot
 from .transfer import read_extents
 
@@ -72,11 +74,13 @@ class Fetcher:
         limiter: the threads the transfers run in.
         counters: the daemon's counters.
         segment_blocks: blocks per segment (the policy's unit).
+        links: the I/O daemons' trio connections, for fetches of at most ``SMALL_BYTES``
+            (``iodlink.py``); None: every fetch through the native transfer.
     """
 
     def __init__(self, store: BlockStore, policy, sizes: dict[int, int], data: DataPath,
                  limiter: trio.CapacityLimiter, counters: dict[str, int],
-                 segment_blocks: int) -> None:
+                 segment_blocks: int, links: IodLinks | None = None) -> None:
         self.store = store
         self.policy = policy
         self.sizes = sizes
@@ -86,6 +90,7 @@ class Fetcher:
         self.bs = store.block_size
         self.sb = segment_blocks
         self.inflight: dict[Key, _Fetch] = {}
+        self.links = links
 
     async def wait_inflight(self, ino: int,
                             blocks: set[int] | None = None) -> dict[int, _Fetch]:
@@ -179,7 +184,13 @@ class Fetcher:
             return max(known) if known else None
 
         try:
-            eof = await trio.to_thread.run_sync(work, limiter=self.limiter)
+            if self.links is not None and len(blocks) * bs <= SMALL_BYTES:
+                # A miss of a few blocks: no worker thread and its two wake-ups (iodlink.py).
+                self.counters["small_fetches"] += 1
+                eof = await self.links.read_extents(
+                    ino, stripe, [(slab_ext, self.store.slab), (scr_ext, sbuf)])
+            else:
+                eof = await trio.to_thread.run_sync(work, limiter=self.limiter)
         finally:
             self.unmark_inflight(ino, blocks, job)
         reach = eof if eof is not None else max((b + 1) * bs for b in blocks)

@@ -2,7 +2,7 @@
 
 One user-level daemon per ``[gcache]`` address; files are spread over them by inode and every
 node's local cache (and every application) shares them. A read fetches the blocks it misses
-from all the file's I/O daemons at once (straight into slab slots, ``transfer.py``) and
+from all the file's I/O daemons at once (into slab slots: ``transfer.py``, ``iodlink.py``) and
 answers with the bytes; a write lands in slots, is marked dirty and reaches the I/O daemons
 through this daemon's own flusher; ``fsync`` writes the file's dirty blocks back and syncs the
 I/O daemons before it answers.
@@ -55,6 +55,7 @@ from ..common import serve_tcp
 from ..holders import HolderDirectory
 from .fetch import Fetcher
 from .fileops import FileOps
+from .iodlink import IodLinks
 from .reads import ReadPath
 from .schema import GCACHE_SCHEMAS
 from .store import BlockStore
@@ -72,7 +73,7 @@ COUNTERS = ("reads", "writes", "hits", "misses", "admissions", "bypasses", "bypa
             "evictions", "flushes", "flushed_blocks", "fetches", "fetched_blocks",
             "write_through_blocks", "flush_errors", "fsyncs", "invalidations",
             "inflight_waits", "refetched_blocks", "mixed_fetches", "shared_blocks",
-            "through_waits", "through_wait_ms", "through_blocks")
+            "through_waits", "through_wait_ms", "through_blocks", "small_fetches")
 
 class GcacheServer:
     """One global cache daemon of a file system.
@@ -102,6 +103,7 @@ class GcacheServer:
         self.sb = g.segment_blocks
         self.store = BlockStore(g.capacity, g.block_size)
         self.data = DataPath(config)
+        self.links = IodLinks(config)  # small fetches, from the trio thread (iodlink.py)
         self.limiter = trio.CapacityLimiter(8)
         self.directory = HolderDirectory(config.request_timeout)
         self.stripes: dict[int, Stripe] = {}
@@ -129,7 +131,8 @@ class GcacheServer:
     def _build_parts(self, policy) -> None:
         """The parts, each handed the ones it needs (see their classes)."""
         store, counters, sb = self.store, self.counters, self.sb
-        self.fetcher = Fetcher(store, policy, self.sizes, self.data, self.limiter, counters, sb)
+        self.fetcher = Fetcher(store, policy, self.sizes, self.data, self.limiter, counters, sb,
+                               self.links)
         self.through = WriteThrough(store, self.data, self.limiter, counters, sb)
         self.flusher = Flusher(store, self.stripes, self.through, self.data, self.limiter,
                                counters, self.gconf.flush_interval)
@@ -178,6 +181,7 @@ class GcacheServer:
             with trio.move_on_after(STOP_FLUSH_S, shield=True):
                 await self.flusher.write_back_all()
             self.data.close()
+            self.links.close()
 
     async def dispatch(self, op: str, f: dict, bulk_len: int, sock) -> dict | None:
         if op == "read":

@@ -17,15 +17,16 @@ from pvfs.layout.describe import Regions
 from pvfs.layout.intersect import split_description
 from pvfs.layout.stripe import Stripe
 
-__all__ = ["Extent", "read_extents", "write_extents"]
+__all__ = ["Extent", "calls_for", "read_extents", "write_extents"]
 
 Extent = tuple[int, int, int]  # (file offset, length, buffer offset)
 
 
-def _calls(path: DataPath, op: str, ino: int, stripe: Stripe, extents: list[Extent], buf,
-           direction: int) -> tuple[list, list[int], dict[int, int]]:
-    """Per-daemon request tuples for ``DataPath.run``; also the ranks and how far each
-    daemon's share of the request reaches in its stripe file (for the end-of-file check)."""
+def calls_for(niods: int, op: str, ino: int, stripe: Stripe, extents: list[Extent], buf,
+              direction: int) -> tuple[list, list[int], dict[int, int]]:
+    """Per-daemon request tuples for ``DataPath.run`` (of a file system of ``niods`` I/O
+    daemons); also the ranks and how far each daemon's share of the request reaches in its
+    stripe file (for the end-of-file check). ``iodlink.py`` sends the same requests."""
     regions: list[list[int]] = []
     starts: list[int] = []
     pos = 0
@@ -53,7 +54,7 @@ def _calls(path: DataPath, op: str, ino: int, stripe: Stripe, extents: list[Exte
                 cpos += take
                 n -= take
                 i += 1
-        iod = stripe.iod_of_rank(rank, path.config.niods)
+        iod = stripe.iod_of_rank(rank, niods)
         calls.append((iod, {"op": op, "ino": ino, "stripe": stripe.to_wire(), "desc": wire},
                       buf, segs.tobytes(), direction))
         ranks.append(rank)
@@ -72,7 +73,7 @@ def read_extents(path: DataPath, ino: int, stripe: Stripe, extents: list[Extent]
     """
     if not extents:
         return None
-    calls, ranks, reach = _calls(path, "read", ino, stripe, extents, buf, 0)
+    calls, ranks, reach = calls_for(path.config.niods, "read", ino, stripe, extents, buf, 0)
     replies = path.run(calls)
     sizes = {rank: r["local_size"] for rank, r in zip(ranks, replies)}
     if all(sizes[r] >= reach[r] for r in ranks):
@@ -85,5 +86,5 @@ def write_extents(path: DataPath, ino: int, stripe: Stripe, extents: list[Extent
     """Write each extent's bytes from its place in ``buf`` (blocking); bytes written."""
     if not extents:
         return 0
-    calls, _, _ = _calls(path, "write", ino, stripe, extents, buf, 1)
+    calls, _, _ = calls_for(path.config.niods, "write", ino, stripe, extents, buf, 1)
     return sum(r["nbytes"] for r in path.run(calls))
