@@ -7,8 +7,10 @@ pyfuse3's workers; :meth:`CFront.main`), which run each request on the same hand
 same arguments pyfuse3 would and answer with ``_fusefront.reply_*``. C answers forgets (their
 (inode, count) pairs arrive with the next drain for ``Operations.forget``), the flushes of
 handles marked quiet here (:meth:`CFront._mark_quiet`) and those of files whose close a write
-delegation keeps (:class:`KeptFiles`). The request object is also the handlers' request
-context (``uid``, ``gid``, ``pid``, ``umask``).
+delegation keeps (:class:`KeptFiles`), and the creates in directories the mount creates ahead
+in (workercreates.py): those arrive as records (``OP_CREATED``) that are applied as they are
+drained, before any request drained with or after them is served. The request object is
+also the handlers' request context (``uid``, ``gid``, ``pid``, ``umask``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 from pyfuse3 import EntryAttributes, FUSEError
+
+from .handles import WORKER_FH
+from .workercreates import WorkerCreates
 
 if TYPE_CHECKING:
     from .operations import Operations
@@ -163,6 +168,8 @@ class CFront:
         self._scope: trio.CancelScope | None = None
         self._terminated = False
         self._handlers: dict[int, Callable[..., Awaitable[None]]] = {}
+        self._nursery: trio.Nursery | None = None
+        self.workers: WorkerCreates | None = None
 
     # ------------------------------------------------------------------ life cycle
     def init(self, ops: Operations, mountpoint: str, options: set[str]) -> None:
@@ -182,6 +189,20 @@ class CFront:
         if dels is not None and not (opts is not None and opts.testing_lose_close_writes) \
                 and hasattr(self.session, "keep_file"):
             dels.mirror = KeptFiles(self.session)
+        self._lend_creates(ops)
+
+    def _lend_creates(self, ops: Operations) -> None:
+        """The workers answer creates in directories the mount creates ahead in
+        (workercreates.py) -- not with ``-o worker_creates=0``, ``direct_io`` (its handles
+        are opened so) or ``testing_lose_close_writes`` (whose flushes go to Python)."""
+        ahead, opts = getattr(ops, "ahead", None), getattr(ops, "opts", None)
+        if ahead is None or opts is None or not opts.worker_creates or opts.direct_io or \
+                opts.testing_lose_close_writes:
+            return
+        self.session.create_settings(float(opts.entry_timeout), WORKER_FH)
+        self.workers = WorkerCreates(self.session, self.catch_up)
+        ahead.workers = self.workers
+        ops.leases.stop_creates = self.workers.dirs_off
 
     async def main(self, max_tasks: int) -> None:
         """Serve with a pool of worker tasks, as pyfuse3 does: one of them at a time waits
@@ -223,18 +244,30 @@ class CFront:
 
     async def _read(self) -> None:
         """Wait for the eventfd, drain the queue, hand the requests out."""
-        session, ops = self.session, self.ops
+        session = self.session
         self._reading = True
         try:
             await trio.lowlevel.wait_readable(session.fileno())
         finally:
             self._reading = False
+        self.catch_up()
+
+    def catch_up(self) -> None:
+        """Drain the queue: apply the workers' creates, hand the other requests out."""
+        session, ops = self.session, self.ops
+        if self._nursery is None:  # (not serving yet: nothing was made)
+            return
         reqs, forgets = session.drain()
         if forgets:
             done = ops.forget(forgets)
             if inspect.isawaitable(done):  # pyfuse3 lets forget be async too
                 self._nursery.start_soon(_awaited, done)
-        self._pending.extend(reqs)
+        made = self.ff.OP_CREATED
+        for req in reqs:
+            if req.op == made:
+                self._apply_made(req)
+            else:
+                self._pending.append(req)
         if session.ended:  # unmounted: the requests in hand finish (their replies fail)
             self._ended = True
             self._lot.unpark_all()
@@ -252,6 +285,8 @@ class CFront:
             self._scope.cancel()
 
     def close(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
         if self.session is not None:
             if getattr(self.ops, "delegations", None) is not None:
                 self.ops.delegations.mirror = None
@@ -268,6 +303,19 @@ class CFront:
         except Exception:  # a reply that could not be made: EIO, logged
             log.exception("C front end: op %d", req.op)
             self._fail(req, errno.EIO)
+
+    def _apply_made(self, req: Any) -> None:
+        """A create a worker made: Python's now (``Operations.made_by_worker``). Then, with
+        the last of the directory's still to apply, its attributes are Python's again."""
+        parent = req.args[0]
+        try:
+            self.ops.made_by_worker(req, *req.args)
+        except Exception:  # (the kernel has the file: it is sent or refused by the manager)
+            log.exception("C front end: applying a create made by a worker")
+        finally:
+            leases = self.ops.leases
+            a = leases.attrs.get(parent) if leases is not None else None
+            self.session.created_done(parent, None if a is None else self.ops.view.entry(a))
 
     def _mark_quiet(self, fi: Any, flags: int) -> None:
         """A handle whose flush needs nothing is answered in C at close (before the reply that

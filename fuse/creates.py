@@ -48,6 +48,7 @@ from pvfs.protocol.cred import Cred
 from pvfs.protocol.inodes import dir_size, new_owner
 
 from .leases import LeaseCache
+from .workercreates import NoWorkers
 
 if TYPE_CHECKING:
     from .closes import DeferredCloses
@@ -85,11 +86,12 @@ class CreatesAhead:
         self._last = 0  # the directory created in last (asked about when numbers run out)
         self.delegations: WriteDelegations | None = None  # its writes too (set by Operations)
         self.opens: DeferredCloses | None = None  # creates' opens told later (set likewise)
+        self.workers: NoWorkers = NoWorkers()  # the C front end's worker creates (cfront.py)
         self.counters = dict.fromkeys(("created_ahead", "unlinked_ahead", "cancelled", "sent",
                                        "requests", "refused", "delegations", "closes_saved",
                                        "failed_unlinks", "not_leased", "rmdirs_ahead",
                                        "set_ahead", "failed_sets", "mkdirs_ahead",
-                                       "failed_mkdirs"), 0)
+                                       "failed_mkdirs", "made_by_workers"), 0)
         client.before_meta.insert(0, self._before_meta)  # (first: a later request may name them)
         leases.before_answer.append(self._before_recall_answer)
         leases.on_session_end.append(self._session_ended)
@@ -116,16 +118,43 @@ class CreatesAhead:
         # (asking may have lost the lease meanwhile)
         if not self._may_make(parent, name) or not self.numbers or parent not in self.dirs:
             return None
-        d, above = leases.dirs[parent], leases.attrs[parent]
-        ino = self.numbers.pop()
-        now = time.time_ns()
-        perm, gid = new_owner(above["mode"], above["gid"], mode, False, cred)
-        parent_now = {**above, "mtime_ns": now, "ctime_ns": now,
-                      "size": dir_size(d.entries + 1)}  # (the name is not in it yet)
+        above = leases.attrs[parent]
+        owner = new_owner(above["mode"], above["gid"], mode, False, cred)
+        a = self._make_file(parent, name, mode, cred, self.numbers.pop(), time.time_ns(),
+                            owner)
+        self.workers.dir_on(parent)
+        self._lend()
+        return a
+
+    def made(self, parent: int, name: str, mode: int, cred: Cred, ino: int, now: int,
+             owner: tuple[int, int]) -> dict:
+        """A create a C worker made and answered (csrc/front/creates.c) with a number lent
+        to it, its clock and the permission bits and group it gave the file (``owner``):
+        made this mount's as :meth:`create` makes one. The directory was one this mount
+        creates ahead in, leased and complete, when the worker made it; whatever changes
+        that first turns the workers off there and applies what they made
+        (``workers.dirs_off``), so the tables are still as the worker saw them -- and if
+        not, the create is still sent, its name and the directory's attributes not kept."""
+        self.counters["made_by_workers"] += 1
+        a = self._make_file(parent, name, mode, cred, ino, now, owner)
+        self._lend()
+        return a
+
+    def _make_file(self, parent: int, name: str, mode: int, cred: Cred, ino: int,
+                   now: int, owner: tuple[int, int]) -> dict:
+        """File ``ino`` made ahead in ``parent``, with (permission bits, group) ``owner``:
+        its attributes (the directory's new ones under ``"parent"``), the lease tables told,
+        its create queued."""
+        leases = self.leases
+        d, above = leases.dirs.get(parent), leases.attrs.get(parent)
+        perm, gid = owner
         a = {"ino": ino, "type": "file", "mode": stat.S_IFREG | perm, "nlink": 1,
              "uid": cred.uid, "gid": gid, "size": 0, "atime_ns": now, "mtime_ns": now,
-             "ctime_ns": now, "stripe": self.dirs[parent], "rdev": 0, "blocks": 0,
-             "created": True, "secx": False, "parent": parent_now}
+             "ctime_ns": now, "stripe": self.dirs.get(parent), "rdev": 0, "blocks": 0,
+             "created": True, "secx": False}
+        if d is not None and above is not None:
+            a["parent"] = {**above, "mtime_ns": now, "ctime_ns": now,
+                           "size": dir_size(d.entries + 1)}  # (the name is not in it yet)
         t = leases.changing(parent)
         leases.made(parent, name, {**a, "leased": [ino]}, t)
         item = {"op": "create", "parent": parent, "name": name, "mode": mode, "ino": ino,
@@ -152,7 +181,7 @@ class CreatesAhead:
             reply = await self.client.delegate(parent, 0, dirs=DIRS_WANT)
             self.counters["delegations"] += 1
             if not reply.get("exclusive"):
-                self.dirs.pop(parent, None)
+                self._drop_dir(parent)
                 return None
             self.dir_numbers += reply.get("dir_inos", [])
         if not self._may_make(parent, name) or not self.dir_numbers or parent not in self.dirs:
@@ -233,7 +262,7 @@ class CreatesAhead:
         now = time.time_ns()
         self.pending.append({"op": "rmdir", "parent": parent, "name": name,
                              "cred": cred.to_wire(), "now": now})
-        self.dirs.pop(ino, None)
+        self._drop_dir(ino)
         self.counters["rmdirs_ahead"] += 1
         self._work.set()
         return {"parent": {**above, "mtime_ns": now, "ctime_ns": now,
@@ -307,6 +336,7 @@ class CreatesAhead:
             self.counters["refused"] += 1
             return False
         self.dirs[parent] = reply["stripe"]
+        self.workers.dir_on(parent)
         return bool(self.numbers)
 
     async def _there(self, directory: int) -> None:
@@ -320,6 +350,18 @@ class CreatesAhead:
         manager never delegates such a number again; this is the mount's own guard: its
         kernel may still hold the refused file under that number)."""
         self.numbers += [i for i in inos if i not in self.failed]
+
+    def _lend(self) -> None:
+        """Some numbers to the C workers when theirs run low; more asked for when these do."""
+        self.workers.lend(self.numbers)
+        if len(self.numbers) < WANT // 2:
+            self._low.set()
+
+    def _drop_dir(self, parent: int) -> None:
+        """This mount no longer creates ahead in ``parent``; nor do the workers, and what
+        they made there is applied."""
+        self.workers.dirs_off([parent])  # (first: what they made there needs its stripe)
+        self.dirs.pop(parent, None)
 
     # ------------------------------------------------------------------ sending
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -347,10 +389,11 @@ class CreatesAhead:
                     await self._there(parent)
                     reply = await self.client.delegate(parent, WANT)
                     self._add_numbers(reply.get("inos", []))
+                    self.workers.lend(self.numbers)
                     if not reply.get("exclusive"):
-                        self.dirs.pop(parent, None)  # (removed, or another reads it now)
+                        self._drop_dir(parent)  # (removed, or another reads it now)
                 except OSError as exc:
-                    self.dirs.pop(parent, None)
+                    self._drop_dir(parent)
                     log.info("creates ahead: asking for numbers: %s", exc)
             if len(self.numbers) < WANT // 2:
                 await trio.sleep(0.05)  # the pool is being refilled
@@ -460,7 +503,7 @@ class CreatesAhead:
         self._unsent_dirs.discard(ino)
         if "errno" not in r:
             if not r.get("exclusive"):
-                self.dirs.pop(ino, None)  # (made; not created in ahead from now on)
+                self._drop_dir(ino)  # (made; not created in ahead from now on)
             if ino in (r.get("leased") or ()):
                 return False
             self.leases.dirs.pop(ino, None)
@@ -469,7 +512,7 @@ class CreatesAhead:
         log.error("mkdir of %r in directory %d (inode %d) made ahead of the manager was "
                   "refused: %s; the directory is gone", item["name"], item["parent"], ino,
                   r.get("error"))
-        self.dirs.pop(ino, None)
+        self._drop_dir(ino)
         self.leases.dirs.pop(ino, None)
         self.leases.forget(ino)
         self._forget_dir(item["parent"], item["name"])
@@ -477,6 +520,7 @@ class CreatesAhead:
 
     def _forget_dir(self, parent: int, name: str | None = None) -> None:
         """What this mount knew of ``parent`` no longer holds: ask the manager again."""
+        self.workers.dirs_off([parent])
         if name is not None:
             self.leases.unknown(parent, name)
         elif (d := self.leases.dirs.get(parent)) is not None:
@@ -513,22 +557,26 @@ class CreatesAhead:
 
     # ------------------------------------------------------------------ leases
     async def _before_recall_answer(self, inos: list[int]) -> None:
-        """A recall of a directory this mount creates in: the creates go first."""
+        """A recall of a directory this mount creates in: the creates go first (the
+        workers' too: the lease tables turned them off and applied theirs already)."""
         lost = [i for i in inos if i in self.dirs]
+        self.workers.dirs_off(lost)
         if lost or any(item.get("parent") in inos or item.get("ino") in inos
                        for item in self.pending):
             await self.send_pending()
         for i in lost:  # (the session may have ended meanwhile, taking them all)
-            self.dirs.pop(i, None)
+            self._drop_dir(i)
 
     def _session_ended(self) -> None:
         """The lease session is gone: so are the delegations (the manager holds the unused
         numbers). Queued creates are still sent: the manager claims their held numbers."""
+        self.workers.dirs_off(None)
+        self.workers.take_back()
         self.dirs.clear()
         self.numbers.clear()
         self.dir_numbers.clear()
         self._unsent_dirs.clear()
 
     def status(self) -> dict:
-        return {**self.counters, "pending": len(self.pending), "numbers": len(self.numbers),
+        return {**self.counters, "pending": len(self.pending), "numbers": len(self.numbers) + self.workers.left(),
                 "dirs": len(self.dirs), "failed": len(self.failed)}

@@ -177,6 +177,20 @@ class FileOperations:
         self.counters["opens"] += 1
         return await self._file_info(h.fh, a["ino"], a), e
 
+    def made(self, a: dict, flags: int, cred: Cred, fh: int) -> EntryAttributes:
+        """Open, as :meth:`create` does, a file a C worker created and already answered with
+        handle ``fh`` (csrc/front/creates.c): a new inode, its handle kept (``keep_cache``),
+        never ``direct_io`` (the workers make no O_SYNC file, nor any with ``-o direct_io``).
+        Returns the entry Python would have answered, for the tests to compare."""
+        ino = a["ino"]
+        self.cache.forget(ino)
+        e = self._entry(a)
+        self.table.open(ino, flags, cred, fh=fh)
+        self.counters["opens"] += 1
+        info = self.table.info(ino)
+        info.stamp, info.wrote = (a["size"], a["mtime_ns"]), False
+        return e
+
     async def read(self, fh: int, off: int, size: int) -> bytes:
         h = self.table.get(fh)
         if self.ahead is not None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.cred import Cred
 
-__all__ = ["Handle", "HandleTable", "InodeInfo"]
+__all__ = ["WORKER_FH", "Handle", "HandleTable", "InodeInfo"]
 
 SYNC_FLAGS = os.O_SYNC | os.O_DSYNC
 
@@ -44,6 +44,9 @@ class InodeInfo:
     opens: int = 0
 
 
+WORKER_FH = 1 << 48  # the first handle number of a file a C worker created (csrc/front)
+
+
 @dataclass
 class HandleTable:
     handles: dict[int, Handle] = field(default_factory=dict)
@@ -56,8 +59,10 @@ class HandleTable:
             got = self.inodes[ino] = InodeInfo()
         return got
 
-    def open(self, ino: int, flags: int, cred: Cred) -> Handle:
-        h = Handle(next(self._ids), ino, flags, cred)
+    def open(self, ino: int, flags: int, cred: Cred, fh: int | None = None) -> Handle:
+        """A new handle of ``ino``; ``fh``: the number the C front end's workers gave a file
+        they created (from :data:`WORKER_FH`, above any number counted here)."""
+        h = Handle(next(self._ids) if fh is None else fh, ino, flags, cred)
         self.handles[h.fh] = h
         self.info(ino).opens += 1
         return h

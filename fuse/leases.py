@@ -88,6 +88,10 @@ class LeaseCache:
         self.kernel_attrs_gone: Callable[[list[int]], Awaitable[None]] | None = None
         # Called when the session ends (creates.py: the delegations went with it).
         self.on_session_end: list[Callable[[], None]] = []
+        # Before a recall or the session's end drops a directory: the C front end's workers
+        # stop creating in it and what they made is applied (fuse/workercreates.py), so the
+        # names dropped from the kernel include theirs.
+        self.stop_creates: Callable[[list[int] | None], None] = lambda inos: None
         client.on_fenced = self.fenced
         self.counters = dict.fromkeys(("lease_hits", "lease_negative_hits", "lease_misses",
                                        "recalls_received", "pushed", "sessions", "writing",
@@ -300,10 +304,13 @@ class LeaseCache:
         d = self.dirs.get(ino)
         if d is None:
             if len(self.dirs) >= _DIRS_MAX:
-                for old in list(itertools.islice(self.dirs, _DIRS_MAX // 8)):
-                    gone = self.dirs.pop(old)
+                olds = list(itertools.islice(self.dirs, _DIRS_MAX // 8))
+                self.stop_creates(olds)
+                for old in olds:
+                    gone = self.dirs.pop(old, None)
                     self.attrs.pop(old, None)
-                    self.lost[old] = gone.kernel_names()
+                    if gone is not None:
+                        self.lost[old] = gone.kernel_names()
             d = self.dirs[ino] = _Dir()
         return d
 
@@ -480,6 +487,7 @@ class LeaseCache:
     # ------------------------------------------------------------------ recalls, the session's end
     def _drop(self, inos: list[int]) -> list[tuple[int, str]]:
         """Drop ``inos``; the names the mount knew in those that were directories."""
+        self.stop_creates(inos)
         t = self.tick()
         self._stamp(self.recalled, inos, t)
         names = []
@@ -500,6 +508,7 @@ class LeaseCache:
         self.client.lease_name = None
 
     def drop_all(self) -> None:
+        self.stop_creates(None)
         for hook in self.on_session_end:
             hook()
         self.until = 0.0

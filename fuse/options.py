@@ -84,6 +84,9 @@ class MountOptions:
     # Write-back of many small files (one stripe unit's piece each) in one request per I/O
     # daemon (fuse/cachewire.py, pvfs.cache.FilesBackend). gather_writes=0: one by one.
     gather_writes: bool = True
+    # With create_ahead and the C front end: its worker threads answer those creates
+    # themselves, each handed to Python afterwards (fuse/workercreates.py). 0: Python does.
+    worker_creates: bool = True
     read_ahead_kb: int = 1024
     attr_timeout: float = 1.0
     entry_timeout: float = 1.0
@@ -135,7 +138,7 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "ahead_delay": float,
             "stream_min": parse_size, "cache_readahead": parse_size}
 _BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "leases", "create_ahead",
-         "open_ahead", "write_delegations", "gather_writes", "allow_other",
+         "open_ahead", "write_delegations", "gather_writes", "worker_creates", "allow_other",
          "default_permissions", "debug",
          "testing_lose_close_writes"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",

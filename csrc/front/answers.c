@@ -193,10 +193,13 @@ int pvf_dir_keep(struct pvf_front *f, uint64_t ino, const struct stat *st)
         ret = -1;
     } else {
         size_t j = dirs_find(t, ino);
-        if (t->slots[j].ino == 0)
+        if (t->slots[j].ino == 0) {
             t->n++;
+            t->slots[j].pending = 0;
+        }
         t->slots[j].ino = ino;
-        t->slots[j].st = *st;
+        if (t->slots[j].pending == 0)   /* else the workers' own creates are newer (creates.c) */
+            t->slots[j].st = *st;
     }
     pthread_mutex_unlock(&f->lock);
     return ret;
@@ -261,6 +264,17 @@ static double monotonic_now(void)
 double pvf_lease_left(const struct pvf_front *f)
 {
     return f->lease_until - monotonic_now();
+}
+
+/* The slot of a leased directory's attributes, or NULL. Caller holds the lock. */
+struct pvf_dirattr *pvf_dir_slot_locked(struct pvf_front *f, uint64_t ino)
+{
+    size_t j;
+
+    if (f->dirs.n == 0 || ino == 0)
+        return NULL;
+    j = dirs_find(&f->dirs, ino);
+    return f->dirs.slots[j].ino == ino ? &f->dirs.slots[j] : NULL;
 }
 
 int pvf_dir_answer(struct pvf_front *f, uint64_t ino, struct stat *st, double *timeout)

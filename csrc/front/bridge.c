@@ -63,6 +63,7 @@ void pvf_bridge_fini(struct pvf_front *f)
     pvf_set_free(&f->kept);
     pvf_dir_free(f);
     pvf_names_free(f);
+    pvf_numbers_free(f);
     if (f->efd >= 0)
         close(f->efd);
     f->efd = -1;
@@ -117,13 +118,12 @@ static void wake(struct pvf_front *f)
         ;
 }
 
-void pvf_enqueue(struct pvf_front *f, struct pvf_req *r)
+/* Append r to the queue (waking Python for the first). Caller holds the lock. */
+void pvf_enqueue_locked(struct pvf_front *f, struct pvf_req *r)
 {
-    int was_empty;
+    int was_empty = f->head == NULL && f->nforgets < PVF_FORGET_BATCH;
 
     r->next = NULL;
-    pthread_mutex_lock(&f->lock);
-    was_empty = f->head == NULL && f->nforgets < PVF_FORGET_BATCH;
     if (f->tail != NULL)
         f->tail->next = r;
     else
@@ -132,6 +132,12 @@ void pvf_enqueue(struct pvf_front *f, struct pvf_req *r)
     f->c.queued++;
     if (was_empty)
         wake(f);
+}
+
+void pvf_enqueue(struct pvf_front *f, struct pvf_req *r)
+{
+    pthread_mutex_lock(&f->lock);
+    pvf_enqueue_locked(f, r);
     pthread_mutex_unlock(&f->lock);
 }
 

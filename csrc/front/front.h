@@ -7,8 +7,11 @@
  *   names.c    leased directories' names: "no such name" answered by the workers
  *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
  *              wakes the mount's trio loop), the forgets answered in C, the in-flight list
+ *   creates.c  creates answered by the workers in directories the mount creates ahead in,
+ *              from numbers Python lends; each handed to Python as a record it applies
  *   ops.c      the ops table: each request of the kernel answered in C (forgets, and what
- *              answers.c and names.c can answer) or copied into a record and queued
+ *              answers.c, names.c and creates.c can answer) or copied into a record and
+ *              queued
  *   session.c  the libfuse3 session: the ops table run by fuse_session_loop_mt on C worker
  *              threads (clone_fd); mounting, the loop thread, unmounting, the kernel
  *              notifications
@@ -66,6 +69,7 @@ enum pvf_op {
     PVF_REMOVEXATTR,
     PVF_ACCESS,
     PVF_CREATE,
+    PVF_CREATED,    /* a create answered by a worker (creates.c): applied, never replied */
     PVF_NOPS
 };
 
@@ -117,6 +121,8 @@ struct pvf_counters {
     uint64_t kept_flushes;   /* flushes of files kept by delegation answered in C */
     uint64_t attrs_here;     /* getattrs of leased directories answered in C */
     uint64_t missing_here;   /* lookups answered ENOENT in C (names.c) */
+    uint64_t created_here;   /* creates answered in C (creates.c) */
+    uint64_t created_mismatch; /* directories' attributes C and Python made differently */
 };
 
 #define PVF_NAME_MAX 255     /* longer names go to Python (the manager's ENAMETOOLONG) */
@@ -132,6 +138,7 @@ struct pvf_fhset {
 /* A leased directory's attributes as the kernel gets them (answers.c). */
 struct pvf_dirattr {
     uint64_t ino;                   /* 0: an empty slot */
+    unsigned pending;               /* creates made here that Python has not applied */
     struct stat st;
 };
 
@@ -162,6 +169,11 @@ struct pvf_front {
     double attr_floor;              /* the mount's attr_timeout */
     struct pvf_dirnames **names;    /* leased directories' names, by inode (names.c) */
     size_t names_cap, names_n;
+    struct pvf_fhset create_dirs;   /* directories the workers create in (creates.c) */
+    uint64_t *numbers;              /* inode numbers lent for those creates */
+    size_t nnumbers, capnumbers;
+    uint64_t next_fh;               /* the next handle of a file created here */
+    double entry_floor;             /* the mount's entry_timeout */
     /* only on the Python thread (with the GIL) */
     struct pvf_req inflight;        /* sentinel: drained, not yet answered */
     int efd;                        /* eventfd: Python waits for it to be readable */
@@ -185,6 +197,7 @@ void pvf_dir_free(struct pvf_front *f);
 void pvf_lease_until(struct pvf_front *f, double until, double floor);
 double pvf_lease_left(const struct pvf_front *f);                  /* under the lock */
 int pvf_dir_answer(struct pvf_front *f, uint64_t ino, struct stat *st, double *timeout);
+struct pvf_dirattr *pvf_dir_slot_locked(struct pvf_front *f, uint64_t ino);
 int pvf_quiet_add(struct pvf_front *f, uint64_t fh, int writable);  /* -1 with errno */
 int pvf_quiet_has(struct pvf_front *f, uint64_t fh, int remove);    /* 1: it was there */
 int pvf_flush_here(struct pvf_front *f, uint64_t fh, uint64_t ino); /* 1: answer it */
@@ -204,6 +217,10 @@ void pvf_names_forget(struct pvf_front *f, uint64_t parent);
 void pvf_names_forget_all(struct pvf_front *f);
 void pvf_names_free(struct pvf_front *f);
 int pvf_names_missing(struct pvf_front *f, uint64_t parent, const char *name);  /* 1: ENOENT */
+int pvf_names_can_make_locked(struct pvf_front *f, uint64_t parent, const char *name,
+                              size_t len, size_t *entries);
+int pvf_names_put_locked(struct pvf_front *f, uint64_t parent, const char *name, size_t len,
+                         uint64_t ino);
 
 /* bridge.c */
 int pvf_bridge_init(struct pvf_front *f);            /* -1 with errno */
@@ -212,6 +229,7 @@ struct pvf_req *pvf_req_new(fuse_req_t fr, int op, size_t tail);
 void pvf_req_free(struct pvf_req *r);
 char *pvf_req_put(struct pvf_req *r, size_t *at, const char *src, size_t n);
 void pvf_enqueue(struct pvf_front *f, struct pvf_req *r);
+void pvf_enqueue_locked(struct pvf_front *f, struct pvf_req *r);
 void pvf_forget(struct pvf_front *f, uint64_t ino, uint64_t nlookup);
 void pvf_loop_ended(struct pvf_front *f, int result);
 void pvf_drain_wakeup(struct pvf_front *f);
@@ -222,6 +240,21 @@ void pvf_counted_reply(struct pvf_front *f, int ret);
 int pvf_notify_begin(struct pvf_front *f);
 void pvf_notify_end(struct pvf_front *f);
 void pvf_close_wait_notifiers(struct pvf_front *f);
+
+/* creates.c */
+void pvf_create_settings(struct pvf_front *f, double entry_floor, uint64_t first_fh);
+int pvf_create_dir(struct pvf_front *f, uint64_t parent, int on);  /* -1: ENOMEM */
+void pvf_create_dirs_off(struct pvf_front *f);
+int pvf_numbers_lend(struct pvf_front *f, const uint64_t *inos, size_t n);  /* -1: ENOMEM */
+uint64_t *pvf_numbers_take(struct pvf_front *f, size_t *n);
+size_t pvf_numbers_left(struct pvf_front *f);
+void pvf_numbers_free(struct pvf_front *f);
+int pvf_create_try(struct pvf_front *f, fuse_req_t fr, uid_t uid, gid_t gid, uint64_t parent,
+                   const char *name, mode_t mode, int flags, struct fuse_entry_param *e,
+                   uint64_t *fh);                                   /* 1: made */
+int pvf_create_here(struct pvf_front *f, fuse_req_t fr, uint64_t parent, const char *name,
+                    mode_t mode, const struct fuse_file_info *fi);   /* 1: answered */
+void pvf_created_done(struct pvf_front *f, uint64_t parent, const struct stat *st);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops pvf_ops;

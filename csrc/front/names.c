@@ -33,6 +33,7 @@ struct pvf_dirnames {
     uint64_t parent;
     int complete;
     size_t cap, n;
+    size_t entries;         /* names there (ino != 0): fuse/leasetables.py's _Dir.entries */
     struct pvf_name *slots;
 };
 
@@ -106,6 +107,7 @@ static int name_put(struct pvf_dirnames *d, const char *name, size_t len, uint64
         return -1;
     j = name_find(d, name, len, h);
     if (d->slots[j].name != NULL) {
+        d->entries += (ino != 0) - (d->slots[j].ino != 0);
         d->slots[j].ino = ino;
         return 0;
     }
@@ -116,6 +118,7 @@ static int name_put(struct pvf_dirnames *d, const char *name, size_t len, uint64
     copy[len] = '\0';
     d->slots[j] = (struct pvf_name){ copy, ino, h, (uint32_t)len };
     d->n++;
+    d->entries += ino != 0;
     return 0;
 }
 
@@ -129,6 +132,7 @@ static void name_pop(struct pvf_dirnames *d, const char *name, size_t len)
     hole = name_find(d, name, len, hash_of(name, len));
     if (d->slots[hole].name == NULL)
         return;
+    d->entries -= d->slots[hole].ino != 0;
     free(d->slots[hole].name);
     d->slots[hole].name = NULL;
     d->n--;
@@ -321,4 +325,38 @@ int pvf_names_missing(struct pvf_front *f, uint64_t parent, const char *name)
     }
     pthread_mutex_unlock(&f->lock);
     return missing;
+}
+
+/* For creates.c, under the lock: whether `name` may be made in `parent` here -- a complete
+ * directory that does not hold it -- and how many names it holds. */
+int pvf_names_can_make_locked(struct pvf_front *f, uint64_t parent, const char *name,
+                              size_t len, size_t *entries)
+{
+    struct pvf_dirnames *d = dir_get(f, parent);
+
+    if (d == NULL || !d->complete)
+        return 0;
+    if (d->cap > 0) {
+        size_t j = name_find(d, name, len, hash_of(name, len));
+        if (d->slots[j].name != NULL && d->slots[j].ino != 0)
+            return 0;
+    }
+    *entries = d->entries;
+    return 1;
+}
+
+/* For creates.c, under the lock: `name` names `ino` now; -1 if it could not be kept (the
+ * directory is forgotten here then). */
+int pvf_names_put_locked(struct pvf_front *f, uint64_t parent, const char *name, size_t len,
+                         uint64_t ino)
+{
+    struct pvf_dirnames *d = dir_get(f, parent);
+
+    if (d == NULL)
+        return -1;
+    if (name_put(d, name, len, ino) < 0) {
+        forget_locked(f, parent);
+        return -1;
+    }
+    return 0;
 }

@@ -447,12 +447,16 @@ static void op_access(fuse_req_t fr, fuse_ino_t ino, int mask)
     queue(fr, r);
 }
 
+/* A create in a directory the mount creates ahead in is answered here (creates.c). */
 static void op_create(fuse_req_t fr, fuse_ino_t parent, const char *name, mode_t mode,
                       struct fuse_file_info *fi)
 {
     size_t n = strlen(name), at = 0;
-    struct pvf_req *r = req_new(fr, PVF_CREATE, n + 1);
+    struct pvf_req *r;
 
+    if (pvf_create_here(front_of(fr), fr, parent, name, mode, fi))
+        return;
+    r = req_new(fr, PVF_CREATE, n + 1);
     if (r == NULL)
         return;
     r->ino = parent;

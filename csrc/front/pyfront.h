@@ -78,6 +78,16 @@ PyObject *pvf_py_dir_forget(SessionObject *self, PyObject *args);
 PyObject *pvf_py_dirs_forget(SessionObject *self, PyObject *ignored);
 PyObject *pvf_py_missing_here(SessionObject *self, PyObject *args);
 
+/* pycreates.c: Session methods (pysession.c's table names them) */
+PyObject *pvf_py_create_settings(SessionObject *self, PyObject *args);
+PyObject *pvf_py_create_dir(SessionObject *self, PyObject *args);
+PyObject *pvf_py_create_dirs_off(SessionObject *self, PyObject *ignored);
+PyObject *pvf_py_lend_numbers(SessionObject *self, PyObject *args);
+PyObject *pvf_py_take_numbers(SessionObject *self, PyObject *ignored);
+PyObject *pvf_py_numbers_left(SessionObject *self, PyObject *ignored);
+PyObject *pvf_py_created_done(SessionObject *self, PyObject *args);
+PyObject *pvf_py_create_here(SessionObject *self, PyObject *args);
+
 /* pysession.c */
 extern PyType_Spec pvf_py_session_spec;
 

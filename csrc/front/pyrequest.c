@@ -244,6 +244,10 @@ static PyObject *request_args(fstate *st, struct pvf_req *r)
         return Py_BuildValue("(KI)", (unsigned long long)r->ino, r->flags);
     case PVF_CREATE:
         return Py_BuildValue("(KyII)", (unsigned long long)r->ino, r->name, r->mode, r->flags);
+    case PVF_CREATED:   /* (parent, name, mode, flags, ino, fh, now_ns, perm, gid) */
+        return Py_BuildValue("(KyIIKKLII)", (unsigned long long)r->ino, r->name, r->mode,
+                             r->flags, (unsigned long long)r->ino2, (unsigned long long)r->fh,
+                             (long long)r->off, r->uid_set, r->gid_set);
     default:
         return PyErr_Format(PyExc_SystemError, "unknown op %d", r->op);
     }

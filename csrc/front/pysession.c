@@ -240,23 +240,26 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
 {
     struct pvf_counters c;
     Py_ssize_t inflight = 0;
-    size_t kept;
+    size_t kept, numbers;
 
     (void)ignored;
     pthread_mutex_lock(&self->f.lock);
     c = self->f.c;
     kept = self->f.kept.n;
+    numbers = self->f.nnumbers;
     pthread_mutex_unlock(&self->f.lock);
     if (self->ready) {
         for (struct pvf_req *r = self->f.inflight.next; r != &self->f.inflight; r = r->next)
             inflight++;
     }
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsnsnsnsn}", "queued", c.queued,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsnsnsnsnsn}", "queued", c.queued,
                          "forgets", c.forgets, "wakeups", c.wakeups,
                          "reply_failures", c.reply_failures, "unanswered", c.unanswered,
                          "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
                          "kept_flushes", c.kept_flushes,
                          "attrs_here", c.attrs_here, "missing_here", c.missing_here,
+                         "created_here", c.created_here, "created_mismatch", c.created_mismatch,
+                         "numbers_here", (Py_ssize_t)numbers,
                          "inflight", inflight,
                          "quiet_handles", (Py_ssize_t)(self->f.quiet.n + self->f.quiet_rw.n),
                          "kept_files", (Py_ssize_t)kept,
@@ -503,6 +506,25 @@ static PyMethodDef Session_methods[] = {
       "dir_forget(parent): its names are no longer answered in C" },
     { "dirs_forget", (PyCFunction)pvf_py_dirs_forget, METH_NOARGS,
       "dirs_forget(): no directory's names are answered in C" },
+    { "create_settings", (PyCFunction)pvf_py_create_settings, METH_VARARGS,
+      "create_settings(entry_timeout, first_fh): the mount's entry timeout and the first "
+      "handle number of files the workers create" },
+    { "create_dir", (PyCFunction)pvf_py_create_dir, METH_VARARGS,
+      "create_dir(parent, on): whether the workers create in parent (creates.c)" },
+    { "create_dirs_off", (PyCFunction)pvf_py_create_dirs_off, METH_NOARGS,
+      "create_dirs_off(): the workers create in no directory" },
+    { "lend_numbers", (PyCFunction)pvf_py_lend_numbers, METH_VARARGS,
+      "lend_numbers([ino]): inode numbers for the workers' creates" },
+    { "take_numbers", (PyCFunction)pvf_py_take_numbers, METH_NOARGS,
+      "take_numbers() -> [ino]: the numbers lent and not used, back" },
+    { "numbers_left", (PyCFunction)pvf_py_numbers_left, METH_NOARGS,
+      "numbers_left() -> int: how many lent numbers are not used yet" },
+    { "created_done", (PyCFunction)pvf_py_created_done, METH_VARARGS,
+      "created_done(parent, entry or None): a create made by a worker was applied; with "
+      "the last of the directory's, entry is its attributes again" },
+    { "_create_here", (PyCFunction)pvf_py_create_here, METH_VARARGS,
+      "tests: _create_here(parent, name, mode, flags, uid, gid) -> None or (entry, fh, "
+      "entry_timeout, attr_timeout): a create made as a worker makes it, its record queued" },
     { "_missing_here", (PyCFunction)pvf_py_missing_here, METH_VARARGS,
       "tests: whether a worker answers lookup(parent, name) ENOENT" },
     { "_getattr_here", (PyCFunction)pvf_py_getattr_here, METH_VARARGS,

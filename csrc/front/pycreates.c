@@ -1,0 +1,147 @@
+/* pycreates.c -- the Session methods that keep creates.c's state: the directories the
+ * workers create in, the inode numbers lent to them, a create applied by Python (the
+ * directory's attributes handed back), and the test hook that makes a create as a worker
+ * would without a kernel (fuse/cfront.py's WorkerCreates is the Python side).
+ */
+#include "pyfront.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+PyObject *pvf_py_create_settings(SessionObject *self, PyObject *args)
+{
+    double entry_floor;
+    unsigned long long first_fh;
+
+    if (!PyArg_ParseTuple(args, "dK:create_settings", &entry_floor, &first_fh))
+        return NULL;
+    if (!(entry_floor >= 0.0))
+        return PyErr_Format(PyExc_ValueError, "create_settings: entry_timeout >= 0");
+    pvf_create_settings(&self->f, entry_floor, first_fh);
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_create_dir(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent;
+    int on;
+
+    if (!PyArg_ParseTuple(args, "Kp:create_dir", &parent, &on))
+        return NULL;
+    if (pvf_create_dir(&self->f, parent, on) < 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_create_dirs_off(SessionObject *self, PyObject *ignored)
+{
+    (void)ignored;
+    pvf_create_dirs_off(&self->f);
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_lend_numbers(SessionObject *self, PyObject *args)
+{
+    PyObject *seq, *fast;
+    uint64_t *v;
+    Py_ssize_t n;
+    int ret;
+
+    if (!PyArg_ParseTuple(args, "O:lend_numbers", &seq))
+        return NULL;
+    fast = PySequence_Fast(seq, "lend_numbers: a sequence of inode numbers");
+    if (fast == NULL)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(fast);
+    v = malloc((size_t)(n > 0 ? n : 1) * sizeof(uint64_t));
+    if (v == NULL) {
+        Py_DECREF(fast);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        v[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (v[i] == (uint64_t)-1 && PyErr_Occurred()) {
+            free(v);
+            Py_DECREF(fast);
+            return NULL;
+        }
+        if (v[i] == 0) {
+            free(v);
+            Py_DECREF(fast);
+            return PyErr_Format(PyExc_ValueError, "lend_numbers: inode 0");
+        }
+    }
+    Py_DECREF(fast);
+    ret = pvf_numbers_lend(&self->f, v, (size_t)n);
+    free(v);
+    if (ret < 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_take_numbers(SessionObject *self, PyObject *ignored)
+{
+    size_t n;
+    uint64_t *v = pvf_numbers_take(&self->f, &n);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+
+    (void)ignored;
+    if (list != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            PyObject *x = PyLong_FromUnsignedLongLong(v[i]);
+            if (x == NULL) {
+                Py_CLEAR(list);
+                break;
+            }
+            PyList_SET_ITEM(list, (Py_ssize_t)i, x);
+        }
+    }
+    free(v);
+    return list;
+}
+
+PyObject *pvf_py_numbers_left(SessionObject *self, PyObject *ignored)
+{
+    (void)ignored;
+    return PyLong_FromSize_t(pvf_numbers_left(&self->f));
+}
+
+/* created_done(parent, entry or None): Python applied one create made in `parent`. */
+PyObject *pvf_py_created_done(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent;
+    PyObject *entry;
+    struct fuse_entry_param e;
+
+    if (!PyArg_ParseTuple(args, "KO:created_done", &parent, &entry))
+        return NULL;
+    if (entry == Py_None) {
+        pvf_created_done(&self->f, parent, NULL);
+        Py_RETURN_NONE;
+    }
+    if (pvf_py_fill_entry(PyType_GetModuleState(Py_TYPE(self)), entry, &e) < 0)
+        return NULL;
+    pvf_created_done(&self->f, parent, &e.attr);
+    Py_RETURN_NONE;
+}
+
+/* Tests: _create_here(parent, name, mode, flags, uid, gid) -> None, or (entry tuple, fh,
+ * entry_timeout, attr_timeout) as a worker would reply; its record is queued. */
+PyObject *pvf_py_create_here(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent;
+    const char *name;
+    unsigned mode, uid, gid;
+    int flags;
+    struct fuse_entry_param e;
+    uint64_t fh;
+
+    if (!PyArg_ParseTuple(args, "KyIiII:_create_here", &parent, &name, &mode, &flags, &uid,
+                          &gid))
+        return NULL;
+    if (!pvf_create_try(&self->f, NULL, (uid_t)uid, (gid_t)gid, parent, name, (mode_t)mode,
+                        flags, &e, &fh))
+        Py_RETURN_NONE;
+    return Py_BuildValue("(NKdd)", pvf_py_entry_tuple(&e), (unsigned long long)fh,
+                         e.entry_timeout, e.attr_timeout);
+}

@@ -1,0 +1,102 @@
+"""Creates answered by the C front end's workers, from Python's side (``-o frontend=c``).
+
+A mount that creates ahead of the manager in a directory (creates.py) answered each create
+there from Python: one trip through its loop per file, most of what an empty create cost
+it. With the C front end, Python lends the workers the directories it creates ahead in and
+some of the inode numbers the manager delegated, and a worker answers a create there itself
+(csrc/front/creates.c says how, and what it leaves to Python); each such create reaches
+Python as a record it applies without replying (``CFront``, ``Operations.made_by_worker``):
+the same create queued for the manager, lease tables, open handle as if Python had made it.
+
+What keeps them equal is in creates.c. This side's part: before Python changes anything a
+worker's create depends on -- the directory's lease (a recall, the session's end), whether
+it creates ahead there, the numbers -- it turns the directories off (:meth:`dirs_off`), under
+the workers' lock, and applies every record made before (``catch_up``), in one step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["LEND", "NoWorkers", "WorkerCreates"]
+
+LEND = 64  # numbers the workers hold at most
+LOW = 16  # below this many, they get more (from creates.py's supply)
+
+
+class NoWorkers:
+    """No worker creates (pyfuse3, or the C front end with ``-o worker_creates=0``)."""
+
+    def dir_on(self, parent: int) -> None:
+        pass
+
+    def dirs_off(self, inos: list[int] | None = None) -> None:
+        pass
+
+    def lend(self, numbers: list[int]) -> None:
+        pass
+
+    def take_back(self) -> list[int]:
+        return []
+
+    def left(self) -> int:
+        return 0
+
+
+class WorkerCreates(NoWorkers):
+    """The directories and numbers lent to the C workers (a ``_fusefront.Session``);
+    ``catch_up()`` applies every record they queued (``CFront.catch_up``)."""
+
+    def __init__(self, session: Any, catch_up: Callable[[], None]) -> None:
+        self.session, self.catch_up = session, catch_up
+        self.on: set[int] = set()
+        self.closed = False
+
+    def dir_on(self, parent: int) -> None:
+        """The workers may create in ``parent`` (this mount creates ahead there)."""
+        if not self.closed and parent not in self.on:
+            self.session.create_dir(parent, True)
+            self.on.add(parent)
+
+    def dirs_off(self, inos: list[int] | None = None) -> None:
+        """The workers create no more in ``inos`` (None: anywhere), and what they made is
+        Python's before this returns."""
+        if self.closed:
+            return
+        if inos is None:
+            was = bool(self.on)
+            self.session.create_dirs_off()
+            self.on.clear()
+        else:
+            was = False
+            for ino in inos:
+                if ino in self.on:
+                    self.session.create_dir(ino, False)
+                    self.on.discard(ino)
+                    was = True
+        if was:
+            self.catch_up()
+
+    def lend(self, numbers: list[int]) -> None:
+        """Top the workers' numbers up from ``numbers`` (taken from its end) when low."""
+        if self.closed or not numbers:
+            return
+        left = self.session.numbers_left()
+        if left >= LOW:
+            return
+        give = numbers[-(LEND - left):]
+        del numbers[-len(give):]
+        self.session.lend_numbers(give)
+
+    def take_back(self) -> list[int]:
+        """The numbers lent and not used (the workers hold none after)."""
+        return [] if self.closed else self.session.take_numbers()
+
+    def left(self) -> int:
+        """How many lent numbers the workers hold."""
+        return 0 if self.closed else self.session.numbers_left()
+
+    def close(self) -> None:
+        self.closed = True
+        self.on.clear()
