@@ -353,3 +353,18 @@ def test_a_listing_served_here_leaves_out_names_removed_since_and_asks_for_the_u
     assert c.parents[22] == 20  # (a rename applied here keeps its parent known)
     c._drop([20])  # a recall in the middle of the listing: the rest is asked
     assert c.current(20, "sub", 22) is None and names[3] == ("sub", 22)
+
+
+def test_the_c_workers_stop_creating_before_a_recall_or_the_sessions_end_drops_a_directory():
+    """What they made there must be applied while the tables still hold the directory, so
+    the names the kernel drops at a recall include theirs (fuse/workercreates.py)."""
+    c = cache()
+    t = c.tick()
+    c.learn({"ino": 0, "leased": [1]}, t, parent=1, name="g")
+    seen = []
+    c.stop_creates = lambda inos: seen.append((inos, 1 in c.dirs))
+    names = c.drop_recalled([1])
+    assert seen == [([1], True)] and 1 not in c.dirs and (1, "g") in names
+    c.learn({"ino": 0, "leased": [1]}, c.tick(), parent=1, name="h")
+    c.drop_all()
+    assert seen[-1] == (None, True) and not c.dirs
