@@ -76,7 +76,7 @@ def test_the_record_carries_what_python_applies():
 def test_the_directory_gets_new_times_and_size_and_keeps_them_until_python_catches_up():
     s = ready(names=[(f"n{i}".encode(), 200 + i) for i in range(125)] + [(b"gone", 0)])
     entry, *_ = create(s)
-    mode, size, mtime, _timeout = s._getattr_here(PARENT)
+    _mode, size, mtime, _timeout = s._getattr_here(PARENT)
     assert size == dir_size(126) > dir_size(125) and mtime == entry[13]
     s.keep_dir(PARENT, dir_entry())  # Python's older state, mirrored meanwhile: not taken
     assert s._getattr_here(PARENT)[1] == dir_size(126)
