@@ -5,7 +5,8 @@ hands it the job, the worker wakes, and when it is done it wakes the trio thread
 miss of a block or two those two wake-ups cost about as much as the I/O daemons' answer
 (s34, two cores: 0.37 ms of a 0.89 ms fetch, the transfer itself 0.52). A fetch of at most
 :data:`SMALL_BYTES` is therefore sent from the trio thread over trio connections of its own
-(one pool per I/O daemon, :class:`~pvfs.protocol.rpc.Channel`): the same requests
+(one pool per I/O daemon, :class:`~pvfs.gcache.channel.WholeReplyChannel`: each reply
+taken in one receive): the same requests
 (``transfer._calls``), each daemon's stream put at the same places of the buffer, the same
 end-of-file check. Larger fetches stay on the native transfer (no Python per piece, no copy).
 """
@@ -17,10 +18,10 @@ import contextlib
 import trio
 
 from pvfs.config import Config
+from pvfs.gcache.channel import WholeReplyChannel
 from pvfs.layout.stripe import Stripe, logical_size
 from pvfs.protocol import auth
 from pvfs.protocol.errors import ProtocolError
-from pvfs.protocol.rpc import Channel
 
 from .transfer import Extent, calls_for
 
@@ -52,7 +53,7 @@ class IodLinks:
 
     Args:
         config: the file system (its I/O daemons, timeouts and key).
-        channels: the connections, one :class:`Channel` per I/O daemon (default: made from
+        channels: the connections, one channel per I/O daemon (default: made from
             ``config``, as the daemon's :class:`DataPath` connects: role ``client``).
     """
 
@@ -60,9 +61,10 @@ class IodLinks:
         self.niods = config.niods
         if channels is None:
             key = auth.key_for(config)
-            channels = [Channel(e.host, e.port, config.connect_timeout, config.request_timeout,
-                                max_idle=16, name=f"iod{i} ({e.address})", manager=False,
-                                key=key, role="client")
+            channels = [WholeReplyChannel(e.host, e.port, config.connect_timeout,
+                                          config.request_timeout, max_idle=16,
+                                          name=f"iod{i} ({e.address})", manager=False,
+                                          key=key, role="client")
                         for i, e in enumerate(config.iods)]
         self.channels = channels
 

@@ -32,11 +32,11 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from pvfs.cache import Bypass, BypassTable
-from pvfs.client.rpc import Channel
 from pvfs.config import Config
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol import auth
 
+from .channel import WholeReplyChannel
 from .config import GcacheConfig, gcache_index
 from .failover import Entry, Failover
 from .hints import RuntimeHints, via_global
@@ -99,9 +99,11 @@ class GcacheBackend:
         self.name = name or f"{socket.gethostname()[:30]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.journal_limit = journal_limit
         key = auth.key_for(config)
-        self.channels = [Channel(e.host, e.port, config.connect_timeout, config.request_timeout,
-                                 max_idle=16, name=f"gcache{i} ({e.address})", manager=False,
-                                 key=key, role="client")
+        # Replies taken whole in one receive (channel.py): a miss's reply is one block or two.
+        self.channels = [WholeReplyChannel(e.host, e.port, config.connect_timeout,
+                                           config.request_timeout, max_idle=16,
+                                           name=f"gcache{i} ({e.address})", manager=False,
+                                           key=key, role="client")
                          for i, e in enumerate(gconf.endpoints)]
         self.runtime = RuntimeHints(self.segment_blocks * block_size)
         self.hints = self.runtime.hints  # (ino, seg) -> accesses left, -1: for ever
