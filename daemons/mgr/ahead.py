@@ -62,7 +62,7 @@ class CreatesAhead:
         self.server = server
         self.counters = dict.fromkeys(("delegations", "refused", "numbers", "created",
                                        "unlinked", "removed_dirs", "set", "failed",
-                                       "dir_numbers", "made_dirs"), 0)
+                                       "dir_numbers", "made_dirs", "runs"), 0)
 
     def _pool_layout(self, directory: int) -> Stripe | None:
         """The layout a new file in ``directory`` takes, if the pool's numbers fit it."""
@@ -103,32 +103,105 @@ class CreatesAhead:
 
     async def apply(self, f: dict, cred: Cred) -> dict:
         """A batch of creates, unlinks and rmdirs, in order; each succeeds or fails on its
-        own."""
-        results = []
+        own. Consecutive creates in one directory go together (``_create_run``)."""
+        results: list[dict] = []
         layouts: dict[int, Stripe | None] = {}  # (a directory's layout, asked once a batch)
-        for item in f["items"]:
-            try:
-                if item["op"] == "create":
-                    results.append(await self._create(item, f["lease"], layouts, f["brief"]))
-                    self.counters["created"] += 1
-                elif item["op"] == "unlink":
-                    results.append(await self._unlink(item, f["lease"]))
-                    self.counters["unlinked"] += 1
-                elif item["op"] == "setattr":
-                    results.append(await self._setattr(item, f["lease"]))
-                    self.counters["set"] += 1
-                elif item["op"] == "mkdir":
-                    results.append(await self._mkdir(item, f["lease"]))
-                    self.counters["made_dirs"] += 1
-                else:
-                    results.append(await self._rmdir(item, f["lease"]))
-                    self.counters["removed_dirs"] += 1
-            except OSError as exc:
-                self.counters["failed"] += 1
-                log.warning("%s ahead of %r in %d: %s", item["op"], item.get("name"),
-                            item.get("parent", item.get("ino")), exc)
-                results.append({"errno": exc.errno or errno.EIO, "error": str(exc)})
+        items = f["items"]
+        i = 0
+        while i < len(items):
+            run = self._run_at(items, i)
+            made = await self._create_run(run, f["lease"], layouts, f["brief"]) \
+                if len(run) > 1 else None
+            if made is not None:
+                results += made
+                self.counters["created"] += len(made)
+                self.counters["runs"] += 1
+                i += len(run)
+                continue
+            await self._apply_one(items[i], f, layouts, results)
+            i += 1
         return {"results": results}
+
+    @staticmethod
+    def _run_at(items: list[dict], i: int) -> list[dict]:
+        """The creates from ``i`` on in ``items[i]``'s directory, of files neither open nor
+        written yet (those take the one-by-one path's extra steps)."""
+        run = []
+        parent = items[i].get("parent")
+        for item in items[i:]:
+            if item["op"] != "create" or item["parent"] != parent or item["open"] or \
+                    item["writing"]:
+                break
+            run.append(item)
+        return run
+
+    async def _apply_one(self, item: dict, f: dict, layouts: dict, results: list) -> None:
+        """One item of a batch; its result (or error) appended to ``results``."""
+        try:
+            if item["op"] == "create":
+                results.append(await self._create(item, f["lease"], layouts, f["brief"]))
+                self.counters["created"] += 1
+            elif item["op"] == "unlink":
+                results.append(await self._unlink(item, f["lease"]))
+                self.counters["unlinked"] += 1
+            elif item["op"] == "setattr":
+                results.append(await self._setattr(item, f["lease"]))
+                self.counters["set"] += 1
+            elif item["op"] == "mkdir":
+                results.append(await self._mkdir(item, f["lease"]))
+                self.counters["made_dirs"] += 1
+            else:
+                results.append(await self._rmdir(item, f["lease"]))
+                self.counters["removed_dirs"] += 1
+        except OSError as exc:
+            self.counters["failed"] += 1
+            log.warning("%s ahead of %r in %d: %s", item["op"], item.get("name"),
+                        item.get("parent", item.get("ino")), exc)
+            results.append({"errno": exc.errno or errno.EIO, "error": str(exc)})
+
+    async def _create_run(self, run: list[dict], name: str | None,
+                          layouts: dict[int, Stripe | None], brief: bool) -> list[dict] | None:
+        """Creates in one directory, all under numbers delegated to this holder, made in one
+        transaction (``store.runs``); their results as ``_create`` gives them. None: they go
+        one by one (a number not delegated, a layout the pool does not fit, any of them
+        refused -- then nothing of the run was made)."""
+        s = self.server
+        parent = run[0]["parent"]
+        h = s.leases.holder(name)
+        if h is None or any(item["ino"] not in h.delegated for item in run):
+            return None
+        if parent not in layouts:
+            layouts[parent] = self._pool_layout(parent)
+        if layouts[parent] is None:
+            return None
+        try:
+            async with s.leases.changing([parent], name):
+                d, made = s.store.runs.create(parent, [
+                    (item["name"], item["mode"], Cred(*item["cred"]), item["ino"], item["now"])
+                    for item in run])
+        except OSError:
+            return None
+        h.delegated.difference_update(item["ino"] for item in run)
+        for r in made:
+            s.sizes.created(r.ino, r.spcount)
+        if brief:
+            return [{} for _ in made]
+        return [self._created_reply(r.attrs(), item, name, d._replace(
+                    mtime=r.mtime, ctime=r.mtime, nent=d.nent + k + 1).attrs())
+                for k, (item, r) in enumerate(zip(run, made, strict=True))]
+
+    def _created_reply(self, attrs: dict, item: dict, name: str | None,
+                       parent_now: dict) -> dict:
+        """A create's reply: the file, the directory after it, its lease and delegation."""
+        s = self.server
+        attrs["secx"] = False
+        attrs["parent"] = parent_now
+        if name is not None and s._grantable(attrs):
+            attrs["leased"] = s.leases.grant(name, [attrs["ino"]], s.leases.now())
+            # its data may stay with the mount past close (fuse/delegations.py)
+            attrs["deleg"] = bool(item["deleg"] and attrs["leased"] and
+                                  s.leases.write_delegate(name, attrs["ino"]))
+        return attrs
 
     async def _unlink(self, item: dict, name: str | None) -> dict:
         s = self.server
@@ -221,14 +294,7 @@ class CreatesAhead:
             attrs = s.store.open(ino, os.O_RDWR, cred, created=True) | {"size": attrs["size"]}
         if brief:
             return {}
-        attrs["secx"] = False
-        attrs["parent"] = parent_now[0]
-        if name is not None and s._grantable(attrs):
-            attrs["leased"] = s.leases.grant(name, [ino], s.leases.now())
-            # its data may stay with the mount past close (fuse/delegations.py)
-            attrs["deleg"] = bool(item["deleg"] and attrs["leased"] and
-                                  s.leases.write_delegate(name, ino))
-        return attrs
+        return self._created_reply(attrs, item, name, parent_now[0])
 
     def status(self) -> dict:
         return dict(self.counters)

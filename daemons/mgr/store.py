@@ -22,6 +22,7 @@ from pvfs.layout.stripe import Stripe
 from pvfs.protocol.inodes import new_owner
 
 from . import migrations, perms
+from .createrun import CreateRuns
 from .inode import COLUMNS, ROOT_INO, SELECT_INODE, Inode
 from .layouts import Layouts
 from .paths import walk
@@ -62,6 +63,8 @@ class MetaStore:
     Attributes:
         admin: the side for fsck, removal, the precreate pool and statfs's inode totals
             (:class:`~.store_admin.StoreAdministration`), on the same connection.
+        runs: runs of creates made ahead in one directory, stored in one go
+            (:class:`~.createrun.CreateRuns`).
     """
 
     def __init__(self, path: str, niods: int, default_stripe: Stripe) -> None:
@@ -76,6 +79,9 @@ class MetaStore:
         self.layouts = Layouts(self._db, self._get, self._dir, self._tx, self.niods,
                                self.default_stripe)
         self._xattrs = Xattrs(self._db, self._get, self._tx, self._set_ctime)
+        self.runs = CreateRuns(self._db, tx=self._tx, directory=self._dir,
+                               touch_dir=self._touch_dir, insert_ino=_INSERT_INO,
+                               niods=self.niods, default_stripe=self.default_stripe)
         self.admin = StoreAdministration(self._db, inode=self._get, tx=self._tx,
                                          touch_dir=self._touch_dir, delete=self._delete,
                                          handles=self._open)
