@@ -112,9 +112,19 @@ class DirMirror:
     def __init__(self, session: Any, ops: Operations) -> None:
         self.session, self.view = session, ops.view
         self.floor = float(ops.opts.attr_timeout)
+        self._files = hasattr(session, "keep_file_attrs")  # (an extension built before: dirs)
 
     def keep(self, ino: int, a: dict) -> None:
-        self.session.keep_dir(ino, self.view.entry(a))
+        """A leased directory's or regular file's attributes, as Operations.getattr would
+        answer them now (a file's: until this node writes it or changes its size --
+        csrc/front/answers.c --, or its lease entry changes)."""
+        if a.get("type") == "dir":
+            self.session.keep_dir(ino, self.view.entry(a))
+        elif self._files:
+            # (entry() records the lease's size as the file's last seen at the manager, as
+            # answering a getattr from the lease does: a read after the kernel learned the
+            # size here must not stop at an older one)
+            self.session.keep_file_attrs(ino, self.view.entry(a))
 
     def drop(self, ino: int) -> None:
         self.session.drop_dir(ino)

@@ -415,6 +415,13 @@ class LeaseCache:
     def forget(self, ino: int) -> None:
         self.attrs.pop(ino, None)
 
+    def changed_here(self, ino: int) -> None:
+        """A write of ``ino`` was applied here (its size or mtime as this node shows them may
+        have moved, its lease entry not): a copy of its answer kept beside the tables (the
+        C front end's, cfront.DirMirror) goes; the next getattr computes it again."""
+        if self.attrs.mirror is not None:
+            self.attrs.mirror.drop(ino)
+
     def written_here(self, ino: int) -> None:
         """This mount wrote a file it held alone back (delegations.py) and keeps its lease:
         its attributes here (the create's) go -- the next getattr asks the manager, which

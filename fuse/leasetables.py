@@ -147,7 +147,8 @@ class _Dirs(_Mirrored):
 
 
 class _Attrs(_Mirrored):
-    """The leased attributes (inode -> attributes); a directory's also in the mirror."""
+    """The leased attributes (inode -> attributes); a directory's and a regular file's also
+    in the mirror."""
 
     __slots__ = ()
 
@@ -155,9 +156,9 @@ class _Attrs(_Mirrored):
         old = super().get(ino)
         super().__setitem__(ino, a)
         if self.mirror is not None:
-            if a.get("type") == "dir":
+            if a.get("type") in ("dir", "file"):
                 self.mirror.keep(ino, a)
-            elif old is not None and old.get("type") == "dir":
+            elif old is not None:
                 self.mirror.drop(ino)
 
     def pop(self, ino: int, *default):

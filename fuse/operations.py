@@ -545,7 +545,11 @@ class Operations(pyfuse3.Operations):
 
     @guard
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        return await self.files.write(fh, off, buf)
+        try:
+            return await self.files.write(fh, off, buf)
+        finally:
+            if self.leases is not None:  # (its size and mtime here moved: cfront's copy goes)
+                self.leases.changed_here(self.table.get(fh).ino)
 
     @guard
     async def flush(self, fh: int) -> None:

@@ -9,7 +9,14 @@
  *   create makes it drop its own copy of the parent's attributes -- is answered without a
  *   trip through Python, with the timeout Python would give (the session's remaining time,
  *   at least the mount's attr_timeout; 0 stays 0). Past the session's end nothing is.
- *   Files stay in Python: their size and times depend on the block cache and delegations.
+ *   Leased regular files' attributes too, as Python would answer them at the moment it
+ *   mirrors them (KernelView.entry: the lease's, the size this node's cache knows beyond,
+ *   the mtime a write delegation holds): Python mirrors a file's on every change of its
+ *   lease entry (fuse/leasetables.py), and what else moves them -- this node's writes and
+ *   size changes -- drops the file here: the worker at the request's queueing
+ *   (pvf_written, before Python can apply it), Python once it applied a write (a mirror
+ *   made in between, from the state before the write, goes with it). A getattr answered
+ *   here from before a write is thus one concurrent with that write.
  *
  * - Flushes that need nothing. A read-only handle's (marked by Python: nothing is written
  *   through it), and a writable handle's whose inode no write or truncation passed since
@@ -205,11 +212,10 @@ int pvf_dir_keep(struct pvf_front *f, uint64_t ino, const struct stat *st)
     return ret;
 }
 
-void pvf_dir_drop(struct pvf_front *f, uint64_t ino)
+static void dir_drop_locked(struct pvf_front *f, uint64_t ino)
 {
     struct pvf_dirattrs *t = &f->dirs;
 
-    pthread_mutex_lock(&f->lock);
     if (t->n > 0 && ino != 0) {
         size_t mask = t->cap - 1, hole = dirs_find(t, ino);
         if (t->slots[hole].ino == ino) {
@@ -227,6 +233,12 @@ void pvf_dir_drop(struct pvf_front *f, uint64_t ino)
             }
         }
     }
+}
+
+void pvf_dir_drop(struct pvf_front *f, uint64_t ino)
+{
+    pthread_mutex_lock(&f->lock);
+    dir_drop_locked(f, ino);
     pthread_mutex_unlock(&f->lock);
 }
 
@@ -290,7 +302,10 @@ int pvf_dir_answer(struct pvf_front *f, uint64_t ino, struct stat *st, double *t
             *st = f->dirs.slots[j].st;
             *timeout = f->attr_floor == 0.0 ? 0.0 : (left > f->attr_floor ? left
                                                                          : f->attr_floor);
-            f->c.attrs_here++;
+            if (S_ISREG(st->st_mode))
+                f->c.file_attrs_here++;
+            else
+                f->c.attrs_here++;
             found = 1;
         }
     }
@@ -377,8 +392,13 @@ void pvf_kept_clear(struct pvf_front *f)
  * flushes stop being quiet and stop being kept (Python marks it again if it still fits). */
 void pvf_written(struct pvf_front *f, uint64_t ino)
 {
+    struct pvf_dirattr *slot;
+
     pthread_mutex_lock(&f->lock);
     pvf_set_has(&f->kept, ino, 1);
+    slot = pvf_dir_slot_locked(f, ino);
+    if (slot != NULL && S_ISREG(slot->st.st_mode))
+        dir_drop_locked(f, ino);   /* its size and times are Python's to say again */
     if (pvf_set_add(&f->written, ino) < 0 && f->quiet_rw.n > 0) {
         /* no room to note it: then no writable handle is quiet any more */
         memset(f->quiet_rw.slots, 0, f->quiet_rw.cap * sizeof(uint64_t));

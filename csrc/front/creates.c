@@ -206,7 +206,7 @@ static int take_locked(struct pvf_front *f, struct pvf_req *r, size_t len, int w
     if (left <= 0.0 || f->nnumbers == 0 || !pvf_set_has(&f->create_dirs, r->ino, 0))
         return 0;
     slot = pvf_dir_slot_locked(f, r->ino);
-    if (slot == NULL || !may_make(&slot->st, r->uid, r->gid) ||
+    if (slot == NULL || !S_ISDIR(slot->st.st_mode) || !may_make(&slot->st, r->uid, r->gid) ||
         new_owner(&slot->st, r->mode, r->uid, r->gid, &perm, &group) < 0 ||
         !pvf_names_can_make_locked(f, r->ino, r->name, len, &entries))
         return 0;

@@ -120,6 +120,7 @@ struct pvf_counters {
     uint64_t quiet_flushes;  /* flushes of quiet handles answered in C */
     uint64_t kept_flushes;   /* flushes of files kept by delegation answered in C */
     uint64_t attrs_here;     /* getattrs of leased directories answered in C */
+    uint64_t file_attrs_here; /* getattrs of leased files answered in C */
     uint64_t missing_here;   /* lookups answered ENOENT in C (names.c) */
     uint64_t created_here;   /* creates answered in C (creates.c) */
     uint64_t created_mismatch; /* directories' attributes C and Python made differently */

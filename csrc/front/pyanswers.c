@@ -24,6 +24,26 @@ PyObject *pvf_py_keep_dir(SessionObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* A leased regular file's attributes (dropped by the workers at its next write or size
+ * change, answers.c). */
+PyObject *pvf_py_keep_file_attrs(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+    PyObject *entry;
+    struct fuse_entry_param e;
+
+    if (!PyArg_ParseTuple(args, "KO:keep_file_attrs", &ino, &entry))
+        return NULL;
+    if (pvf_py_fill_entry(PyType_GetModuleState(Py_TYPE(self)), entry, &e) < 0)
+        return NULL;
+    if (!S_ISREG(e.attr.st_mode) || (uint64_t)e.attr.st_ino != ino)
+        return PyErr_Format(PyExc_ValueError, "keep_file_attrs: the attributes of file %llu",
+                            ino);
+    if (pvf_dir_keep(&self->f, ino, &e.attr) < 0)
+        return errno == ENOMEM ? PyErr_NoMemory() : PyErr_Format(PyExc_ValueError, "bad ino");
+    Py_RETURN_NONE;
+}
+
 PyObject *pvf_py_drop_dir(SessionObject *self, PyObject *args)
 {
     unsigned long long ino;

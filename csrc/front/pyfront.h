@@ -61,6 +61,7 @@ extern PyMethodDef pvf_py_reply_methods[];
 
 /* pyanswers.c: Session methods (pysession.c's table names them) */
 PyObject *pvf_py_keep_dir(SessionObject *self, PyObject *args);
+PyObject *pvf_py_keep_file_attrs(SessionObject *self, PyObject *args);
 PyObject *pvf_py_drop_dir(SessionObject *self, PyObject *args);
 PyObject *pvf_py_drop_dirs(SessionObject *self, PyObject *ignored);
 PyObject *pvf_py_lease_until(SessionObject *self, PyObject *args);

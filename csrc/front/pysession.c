@@ -252,12 +252,13 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
         for (struct pvf_req *r = self->f.inflight.next; r != &self->f.inflight; r = r->next)
             inflight++;
     }
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsnsnsnsnsn}", "queued", c.queued,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsnsnsnsnsn}", "queued", c.queued,
                          "forgets", c.forgets, "wakeups", c.wakeups,
                          "reply_failures", c.reply_failures, "unanswered", c.unanswered,
                          "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
                          "kept_flushes", c.kept_flushes,
-                         "attrs_here", c.attrs_here, "missing_here", c.missing_here,
+                         "attrs_here", c.attrs_here, "file_attrs_here", c.file_attrs_here,
+                         "missing_here", c.missing_here,
                          "created_here", c.created_here, "created_mismatch", c.created_mismatch,
                          "numbers_here", (Py_ssize_t)numbers,
                          "inflight", inflight,
@@ -479,6 +480,9 @@ static PyMethodDef Session_methods[] = {
       "write or truncation names its inode); answered in C until its release" },
     { "keep_dir", (PyCFunction)pvf_py_keep_dir, METH_VARARGS,
       "keep_dir(ino, entry): a leased directory's attributes, for getattr answered in C" },
+    { "keep_file_attrs", (PyCFunction)pvf_py_keep_file_attrs, METH_VARARGS,
+      "keep_file_attrs(ino, entry): a leased regular file's attributes as Python would "
+      "answer them now, for getattr answered in C until a write or size change of it" },
     { "drop_dir", (PyCFunction)pvf_py_drop_dir, METH_VARARGS,
       "drop_dir(ino): its attributes are no longer answered in C" },
     { "drop_dirs", (PyCFunction)pvf_py_drop_dirs, METH_NOARGS,

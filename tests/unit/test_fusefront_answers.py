@@ -134,7 +134,10 @@ def test_the_kept_set_survives_growth_and_is_dropped_whole():
 
 class _View:
     def entry(self, a: dict) -> pyfuse3.EntryAttributes:
-        return dir_entry(a["ino"], size=a["size"], mtime_ns=a["mtime_ns"])
+        e = dir_entry(a["ino"], size=a["size"], mtime_ns=a["mtime_ns"])
+        if a["type"] == "file":
+            e.st_mode, e.st_nlink = 0o100644, 1
+        return e
 
 
 class _Opts:
@@ -157,8 +160,18 @@ def test_every_change_of_the_leased_table_reaches_the_c_side():
     leases.mirror_to(DirMirror(s, _OpsStub()))
     assert s._getattr_here(2) is not None
     leases.attrs[4] = _dir(4, size=8192)
-    leases.attrs[5] = {"ino": 5, "type": "file", "size": 1}
-    assert s._getattr_here(4)[1] == 8192 and s._getattr_here(5) is None
+    leases.attrs[5] = {"ino": 5, "type": "file", "size": 1, "mtime_ns": 3}
+    assert s._getattr_here(4)[1] == 8192 and s._getattr_here(5)[:3] == (0o100644, 1, 3)
+    s._written(5, True)  # a write of the file queued: Python answers until it mirrors again
+    assert s._getattr_here(5) is None
+    leases.attrs[5] = {"ino": 5, "type": "file", "size": 9, "mtime_ns": 4}
+    assert s._getattr_here(5)[1] == 9
+    leases.changed_here(5)  # Python applied a write of it
+    assert s._getattr_here(5) is None
+    leases.attrs[5] = {"ino": 5, "type": "symlink", "size": 1, "mtime_ns": 3}
+    assert s._getattr_here(5) is None  # (only directories and regular files)
+    st = s.stats()
+    assert st["file_attrs_here"] == 2 and st["attrs_here"] == 2
     leases.attrs[4] = _dir(4, size=12288)  # (a create in it, made here)
     assert s._getattr_here(4)[1] == 12288
     leases.attrs.pop(4, None)  # recalled
