@@ -84,3 +84,44 @@ def test_a_dead_daemon_fails_the_small_fetch_as_the_native_one(fresh_cluster):
         data.close()
     with pytest.raises(OSError):
         trio.run(_small, fresh_cluster.config, ino, stripe, [(ext, bytearray(8 * BS))])
+
+
+def test_the_daemon_fetches_a_small_miss_from_its_trio_thread(tmp_path):
+    """Through a global cache daemon: a miss of two blocks is a small fetch, one of 32
+    blocks (past ``SMALL_BYTES``) goes through the native transfer; both read the file."""
+    from conftest import start_cluster
+
+    from pvfs.cluster.launch import down, free_ports, request
+    from pvfs.config import Endpoint
+    from pvfs.daemons.gcache.iodlink import SMALL_BYTES
+    from pvfs.gcache.config import gcache_table
+    from pvfs.gcache.stack import CacheStack
+
+    port = free_ports(1)[0]
+    cluster = start_cluster(tmp_path, iods=2, connect_timeout=1.0, request_timeout=3.0,
+                            extra={"gcache": gcache_table([f"127.0.0.1:{port}"],
+                                                          capacity=1 << 20)})
+    ep = Endpoint("127.0.0.1", port, "")
+    data = os.urandom(48 * BS)
+    assert 32 * BS > SMALL_BYTES >= 2 * BS
+
+    async def main():
+        async with CacheStack.open(cluster.config, local=False, gcache=False) as d:
+            f = await d.open_file("/small", create=True, stripe=Stripe(0, 2, 8192))
+            await d.write(f, 0, data)
+            await d.fsync(f)
+        async with CacheStack.open(cluster.config, local=False) as g:
+            f = await g.open_file("/small")
+            before = request(ep, {"op": "stats"})
+            small = await g.read(f, 2 * BS, 2 * BS)
+            large = await g.read(f, 16 * BS, 32 * BS)
+            after = request(ep, {"op": "stats"})
+            return small, large, before, after
+
+    try:
+        small, large, before, after = trio.run(main)
+    finally:
+        down(cluster.config)
+    assert small == data[2 * BS:4 * BS] and large == data[16 * BS:]
+    assert after["fetches"] - before["fetches"] == 2
+    assert after["small_fetches"] - before["small_fetches"] == 1
