@@ -110,14 +110,11 @@ class CreatesAhead:
         i = 0
         while i < len(items):
             run = self._run_at(items, i)
-            made = None
-            if len(run) > 1 and run[0]["op"] == "create":
-                made = await self._create_run(run, f["lease"], layouts, f["brief"])
-            elif len(run) > 1:
-                made = await self._unlink_run(run, f["lease"])
+            made = await self._create_run(run, f["lease"], layouts, f["brief"]) \
+                if len(run) > 1 else None
             if made is not None:
                 results += made
-                self.counters["created" if run[0]["op"] == "create" else "unlinked"] += len(made)
+                self.counters["created"] += len(made)
                 self.counters["runs"] += 1
                 i += len(run)
                 continue
@@ -127,15 +124,13 @@ class CreatesAhead:
 
     @staticmethod
     def _run_at(items: list[dict], i: int) -> list[dict]:
-        """The creates (of files neither open nor written yet: those take the one-by-one
-        path's extra steps) or the unlinks from ``i`` on in ``items[i]``'s directory."""
+        """The creates from ``i`` on in ``items[i]``'s directory, of files neither open nor
+        written yet (those take the one-by-one path's extra steps)."""
         run = []
-        op, parent = items[i]["op"], items[i].get("parent")
-        if op not in ("create", "unlink"):
-            return run
+        parent = items[i].get("parent")
         for item in items[i:]:
-            if item["op"] != op or item["parent"] != parent or \
-                    (op == "create" and (item["open"] or item["writing"])):
+            if item["op"] != "create" or item["parent"] != parent or item["open"] or \
+                    item["writing"]:
                 break
             run.append(item)
         return run
@@ -194,26 +189,6 @@ class CreatesAhead:
         return [self._created_reply(r.attrs(), item, name, d._replace(
                     mtime=r.mtime, ctime=r.mtime, nent=d.nent + k + 1).attrs())
                 for k, (item, r) in enumerate(zip(run, made, strict=True))]
-
-    async def _unlink_run(self, run: list[dict], name: str | None) -> list[dict] | None:
-        """Unlinks in one directory made in one transaction (``store.runs``); their results
-        as ``_unlink`` gives them. None: they go one by one (any of them refused -- then
-        nothing of the run was made)."""
-        s = self.server
-        parent = run[0]["parent"]
-        names = [item["name"] for item in run]
-        try:
-            async with s.leases.changing([parent, *s.store.runs.child_inos(parent, names)],
-                                         name):
-                d, _children, gone = s.store.runs.unlink(
-                    parent, [(item["name"], Cred(*item["cred"]), item["now"]) for item in run])
-        except OSError:
-            return None
-        for g in gone:
-            s._reap(g)
-        return [{"parent": d._replace(mtime=item["now"], ctime=item["now"],
-                                      nent=d.nent - k - 1).attrs()}
-                for k, item in enumerate(run)]
 
     def _created_reply(self, attrs: dict, item: dict, name: str | None,
                        parent_now: dict) -> dict:

@@ -1,5 +1,4 @@
-"""Runs of creates and of unlinks made ahead in one directory, stored in one go (a part of
-``MetaStore``).
+"""Runs of creates made ahead in one directory, stored in one go (a part of ``MetaStore``).
 
 A leasing mount's batch (ahead.py) is mostly creates in one directory, one after another
 (``tar x``, mdtest, a build's object files). Made one by one, each cost a savepoint, a
@@ -9,9 +8,7 @@ here with one search of all its names, one delete of its numbers, the inserts of
 inodes and names in two statements and one update of the directory -- in one transaction,
 with the same rows, times and checks as one by one. If any of them would fail, nothing of
 the run is kept and :class:`~.perms.fail` says so: the caller then makes them one by one, so
-each gets its own result (ahead.py). Unlinks likewise (``rm -r``, mdtest's removal): one
-search of all their names, one delete of the names, one update of the directory, each
-file's link dropped as one by one.
+each gets its own result (ahead.py).
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from pvfs.layout.stripe import Stripe
 from pvfs.protocol.inodes import new_owner
 
 from . import perms
-from .inode import COLUMNS, Inode
+from .inode import Inode
 from .perms import W_OK, X_OK, Cred, check_cred, check_ino, check_name, fail
 
 __all__ = ["CreateRuns"]
@@ -39,14 +36,12 @@ def _chunks(values: list, n: int = _CHUNK):
 
 class CreateRuns:
     """``create(parent, items)``: regular files in ``parent``, each (name, mode, cred,
-    precreated number, times) -- a create made ahead under a number of the pool;
-    ``unlink(parent, items)``: names of non-directories, each (name, cred, time)."""
+    precreated number, times) -- a create made ahead under a number of the pool."""
 
     def __init__(self, db, *, tx: Callable, directory: Callable[[int], Inode],
-                 touch_dir: Callable[..., None], drop_link: Callable[[Inode, int], dict | None],
-                 insert_ino: str, niods: int, default_stripe: Stripe) -> None:
+                 touch_dir: Callable[..., None], insert_ino: str, niods: int,
+                 default_stripe: Stripe) -> None:
         self._db, self._tx, self._dir, self._touch_dir = db, tx, directory, touch_dir
-        self._drop_link = drop_link
         self._insert_ino, self.niods, self.default_stripe = insert_ino, niods, default_stripe
 
     def create(self, parent: int, items: list[tuple[str, int, Cred, int, int]]
@@ -78,52 +73,6 @@ class CreateRuns:
                                  [(parent, n, r.ino) for n, r in zip(names, made, strict=True)])
             self._touch_dir(parent, rows[-1][4], len(rows), 0)
         return d, made
-
-    def unlink(self, parent: int, items: list[tuple[str, Cred, int]]
-               ) -> tuple[Inode, list[Inode], list[dict | None]]:
-        """The directory before the run, the inodes the names named and, for each, what
-        ``MetaStore.unlink`` returns (the attributes of a file whose data must go now).
-        None made if any fails (ENOENT, EISDIR, the permission and sticky rules; EEXIST for
-        a name twice or two names of one inode: those go one by one)."""
-        parent = check_ino(parent)
-        rows = [(check_name(n), check_cred(c), int(t)) for n, c, t in items]
-        names = [r[0] for r in rows]
-        if len(set(names)) != len(names) or {".", ".."} & set(names):
-            raise fail(errno.EEXIST, "not a run of distinct names")
-        with self._tx():
-            d = self._dir(parent)
-            for cred in {r[1] for r in rows}:
-                perms.need_inode(d, W_OK | X_OK, cred)
-            found = self._children(parent, names)
-            children = [found.get(n) for n in names]
-            if any(c is None for c in children):
-                raise fail(errno.ENOENT, next(n for n, c in zip(names, children) if c is None))
-            if len({c.ino for c in children}) != len(children):
-                raise fail(errno.EEXIST, "two names of one inode")
-            for (name, cred, _), child in zip(rows, children, strict=True):
-                if child.is_dir:
-                    raise fail(errno.EISDIR, name)
-                perms.check_sticky(d, child, cred)
-            self._db.executemany("DELETE FROM dentries WHERE parent = ? AND name = ?",
-                                 [(parent, n) for n in names])
-            self._touch_dir(parent, rows[-1][2], -len(rows))
-            gone = [self._drop_link(c, t) for c, (_, _, t) in zip(children, rows, strict=True)]
-        return d, children, gone
-
-    def child_inos(self, parent: int, names: list[str]) -> list[int]:
-        """The inodes these names in ``parent`` name now (no permission check: which inodes
-        a change will touch, for its recalls)."""
-        return [r.ino for r in self._children(parent, names).values()]
-
-    def _children(self, parent: int, names: list[str]) -> dict[str, Inode]:
-        found: dict[str, Inode] = {}
-        for chunk in _chunks(names):
-            marks = ",".join("?" * len(chunk))
-            for row in self._db.execute(
-                    f"SELECT d.name, {COLUMNS} FROM dentries d JOIN inodes i ON i.ino = d.ino "
-                    f"WHERE d.parent = ? AND d.name IN ({marks})", (parent, *chunk)):
-                found[row[0]] = Inode._make(row[1:])
-        return found
 
     def _no_names(self, parent: int, names: list[str]) -> None:
         for chunk in _chunks(names):

@@ -80,8 +80,7 @@ class MetaStore:
                                self.default_stripe)
         self._xattrs = Xattrs(self._db, self._get, self._tx, self._set_ctime)
         self.runs = CreateRuns(self._db, tx=self._tx, directory=self._dir,
-                               touch_dir=self._touch_dir, drop_link=self._drop_link,
-                               insert_ino=_INSERT_INO,
+                               touch_dir=self._touch_dir, insert_ino=_INSERT_INO,
                                niods=self.niods, default_stripe=self.default_stripe)
         self.admin = StoreAdministration(self._db, inode=self._get, tx=self._tx,
                                          touch_dir=self._touch_dir, delete=self._delete,

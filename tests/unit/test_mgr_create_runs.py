@@ -74,39 +74,3 @@ def test_a_run_with_one_bad_create_stores_nothing(store, why):
     # the numbers are still the pool's: one by one, they are taken
     a, _ = store.create(d, "a", 0o644, ROOT, exclusive=True, precreated=pool[0])
     assert a["ino"] == pool[0]
-
-
-def test_a_run_of_unlinks_removes_what_one_by_one_removes(store):
-    d = store.mkdir(ROOT_INO, "d", 0o777, ROOT)["ino"]
-    made = {n: store.create(d, n, 0o644, USER)[0]["ino"] for n in ("a", "b", "c", "keep")}
-    store.link(made["b"], ROOT_INO, "b-elsewhere", ROOT)  # b keeps a name: its data stay
-    before, children, gone = store.runs.unlink(d, [(n, USER, 2000 + i)
-                                                   for i, n in enumerate(("a", "b", "c"))])
-    assert [c.ino for c in children] == [made["a"], made["b"], made["c"]]
-    assert [g and g["ino"] for g in gone] == [made["a"], None, made["c"]]
-    assert before.nent == 4
-    a = store.getattr(d)
-    assert (a["mtime_ns"], a["ctime_ns"]) == (2002, 2002)
-    assert store.lookup(d, "keep", ROOT)["ino"] == made["keep"]
-    assert store.getattr(made["b"])["nlink"] == 1
-    for n in ("a", "b", "c"):
-        with pytest.raises(OSError) as e:
-            store.lookup(d, n, ROOT)
-        assert e.value.errno == errno.ENOENT
-
-
-@pytest.mark.parametrize("why", ["missing", "directory", "sticky", "twice", "no right"])
-def test_a_run_of_unlinks_with_one_bad_one_removes_nothing(store, why):
-    d = store.mkdir(ROOT_INO, "d", 0o1777 if why == "sticky" else 0o755, ROOT)["ino"]
-    for n in ("a", "b"):
-        store.create(d, n, 0o644, ROOT)
-    store.mkdir(d, "sub", 0o755, ROOT)
-    third = {"missing": "nope", "directory": "sub", "twice": "a"}.get(why, "b")
-    names = ["a", "b", third] if why not in ("sticky", "no right") else ["a", "b"]
-    cred = USER if why in ("sticky", "no right") else ROOT
-    with pytest.raises(OSError) as e:
-        store.runs.unlink(d, [(n, cred, 5) for n in names])
-    assert e.value.errno == {"missing": errno.ENOENT, "directory": errno.EISDIR,
-                             "sticky": errno.EPERM, "twice": errno.EEXIST,
-                             "no right": errno.EACCES}[why]
-    assert {store.lookup(d, n, ROOT)["type"] for n in ("a", "b", "sub")} == {"file", "dir"}
