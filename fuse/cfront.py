@@ -27,7 +27,7 @@ import trio
 from pyfuse3 import EntryAttributes, FUSEError
 
 from .handles import WORKER_FH
-from .workercreates import WorkerCreates
+from .workercreates import WorkerCreates, apply_made
 
 if TYPE_CHECKING:
     from .operations import Operations
@@ -315,11 +315,11 @@ class CFront:
             self._fail(req, errno.EIO)
 
     def _apply_made(self, req: Any) -> None:
-        """A create a worker made: Python's now (``Operations.made_by_worker``). Then, with
+        """A create a worker made: Python's now (``workercreates.apply_made``). Then, with
         the last of the directory's still to apply, its attributes are Python's again."""
         parent = req.args[0]
         try:
-            self.ops.made_by_worker(req, *req.args)
+            apply_made(self.ops, req, *req.args)
         except Exception:  # (the kernel has the file: it is sent or refused by the manager)
             log.exception("C front end: applying a create made by a worker")
         finally:

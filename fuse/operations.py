@@ -517,23 +517,6 @@ class Operations(pyfuse3.Operations):
         self.dirattrs.learn(parent_inode, a)
         return await self._opened_named(parent_inode, n, a, flags, cred)
 
-    def made_by_worker(self, ctx: RequestContext, parent: int, name: bytes, mode: int,
-                       flags: int, ino: int, fh: int, now: int, perm: int,
-                       gid: int) -> EntryAttributes:
-        """A create a C worker made ahead and answered (csrc/front/creates.c: file ``ino``,
-        handle ``fh``, times ``now``, the permission bits and group it gave): made this
-        mount's as :meth:`create` makes one, without a reply and without waiting (records
-        are applied in order, before any later request: cfront.py). Returns the entry
-        Python would have answered (the tests compare it with the worker's)."""
-        cred = self.cred(ctx)
-        n = os.fsdecode(name)
-        assert self.ahead is not None  # (the workers create only for creates made ahead)
-        a = self.ahead.made(parent, n, stat.S_IMODE(mode), cred, ino, now, (perm, gid))
-        self._named(parent, n, a)
-        self.probed.learn(a, self.probed.gen)
-        self.dirattrs.learn(parent, a)
-        return self.view.named(self.files.made(a, flags, cred, fh), parent, n)
-
     async def _opened_named(self, parent: int, name: str, a: dict, flags: int,
                             cred: Cred) -> tuple[FileInfo, EntryAttributes]:
         fi, e = await self.files.create(a, flags, cred)

@@ -5,7 +5,7 @@ there from Python: one trip through its loop per file, most of what an empty cre
 it. With the C front end, Python lends the workers the directories it creates ahead in and
 some of the inode numbers the manager delegated, and a worker answers a create there itself
 (csrc/front/creates.c says how, and what it leaves to Python); each such create reaches
-Python as a record it applies without replying (``CFront``, ``Operations.made_by_worker``):
+Python as a record it applies without replying (``CFront``, :func:`apply_made`):
 the same create queued for the manager, lease tables, open handle as if Python had made it.
 
 What keeps them equal is in creates.c. This side's part: before Python changes anything a
@@ -16,10 +16,17 @@ the workers' lock, and applies every record made before (``catch_up``), in one s
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["LEND", "NoWorkers", "WorkerCreates"]
+from pyfuse3 import EntryAttributes
+
+if TYPE_CHECKING:
+    from .operations import Operations
+
+__all__ = ["LEND", "NoWorkers", "WorkerCreates", "apply_made"]
 
 LEND = 64  # numbers the workers hold at most
 LOW = 16  # below this many, they get more (from creates.py's supply)
@@ -100,3 +107,20 @@ class WorkerCreates(NoWorkers):
     def close(self) -> None:
         self.closed = True
         self.on.clear()
+
+
+def apply_made(ops: Operations, ctx: Any, parent: int, name: bytes, mode: int, flags: int,
+               ino: int, fh: int, now: int, perm: int, gid: int) -> EntryAttributes:
+    """A create a C worker made ahead and answered (csrc/front/creates.c: file ``ino``,
+    handle ``fh``, times ``now``, the permission bits and group it gave): made the mount's
+    as ``Operations.create`` makes one, without a reply and without waiting (records are
+    applied in order, before any later request: cfront.py). Returns the entry Python would
+    have answered."""
+    cred = ops.cred(ctx)
+    n = os.fsdecode(name)
+    assert ops.ahead is not None  # (the workers create only for creates made ahead)
+    a = ops.ahead.made(parent, n, stat.S_IMODE(mode), cred, ino, now, (perm, gid))
+    ops._named(parent, n, a)
+    ops.probed.learn(a, ops.probed.gen)
+    ops.dirattrs.learn(parent, a)
+    return ops.view.named(ops.files.made(a, flags, cred, fh), parent, n)
