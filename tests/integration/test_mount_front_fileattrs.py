@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_mount_support import Mount, needs_fuse
+from test_mount_support import Mount, needs_fuse, wait_leasing
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from conftest import start_cluster
@@ -36,11 +36,7 @@ def cluster(tmp_path_factory):
 
 
 def _leasing(m: Mount) -> Mount:
-    deadline = time.monotonic() + 10
-    while not m.stats()["leases"]["valid"]:
-        assert time.monotonic() < deadline, "no lease session"
-        time.sleep(0.05)
-    return m
+    return wait_leasing(m)
 
 
 def _front(m: Mount) -> dict:

@@ -86,6 +86,23 @@ class Mount:
         self.stop()
 
 
+def wait_leasing(m, pool: int = 0):
+    """``m`` once its lease session runs and (``pool``) the manager's pool of precreated
+    numbers holds that many (until then a mount creates at the manager)."""
+    import pvfs
+
+    deadline = time.monotonic() + 10
+    while not m.stats()["leases"]["valid"]:
+        assert time.monotonic() < deadline, "no lease session"
+        time.sleep(0.05)
+    if pool:
+        with pvfs.connect(m.config_path) as fs:
+            while fs.meta("status")["precreated"] < pool:
+                assert time.monotonic() < deadline, "the manager's pool stays empty"
+                time.sleep(0.05)
+    return m
+
+
 def tree_equal(a: Path, b: Path) -> list[str]:
     """Differences between two trees (names, types, bytes); empty if equal."""
     diffs = []

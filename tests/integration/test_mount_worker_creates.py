@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_mount_support import Mount, needs_fuse
+from test_mount_support import Mount, needs_fuse, wait_leasing
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from conftest import start_cluster
 
-import pvfs
 from pvfs.cluster.launch import down
 
 pytestmark = [pytest.mark.fuse, needs_fuse,
@@ -39,15 +38,7 @@ def cluster(tmp_path_factory):
 
 
 def _leasing(m: Mount) -> Mount:
-    deadline = time.monotonic() + 10
-    while not m.stats()["leases"]["valid"]:
-        assert time.monotonic() < deadline, "no lease session"
-        time.sleep(0.05)
-    with pvfs.connect(m.config_path) as fs:
-        while fs.meta("status")["precreated"] < 128:
-            assert time.monotonic() < deadline, "the manager's pool stays empty"
-            time.sleep(0.05)
-    return m
+    return wait_leasing(m, pool=128)
 
 
 @pytest.fixture
