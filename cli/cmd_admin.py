@@ -6,10 +6,9 @@
 - an **orphan** is a stripe file on a daemon for which no file inode exists, or whose inode
   holds no share on that daemon — ``--repair`` unlinks it;
 - stripe files of the manager's pool of precreated inode numbers are expected, not orphans;
-- a **dangling** inode is a file inode whose stripe file is missing on some of the daemons of
-  its distribution — ``--repair`` removes the inode when every share is missing (the data is
-  gone), else recreates the missing stripe files empty (the file keeps the data it has; the
-  lost stripe units read as zeros).
+- a file inode without a stripe file on some daemon of its layout is not damage: a stripe
+  file is made by the first write that puts bytes on its daemon, and a share without one
+  reads as a hole (an empty file has none at all).
 
 Every candidate is checked a second time before it is reported, so a file created or removed
 while fsck runs is not mistaken for damage. Listing every inode needs root on the manager.
@@ -84,13 +83,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--count", type=int, default=None, metavar="N",
                    help="with --watch: stop after N refreshes")
 
-    p = add_command(sub, "fsck", help="find (and with --repair fix) stripe files without "
-                    "metadata and metadata without stripe files", func=cmd_fsck,
+    p = add_command(sub, "fsck", help="find (and with --repair remove) stripe files without "
+                    "metadata", func=cmd_fsck,
                     example=f"""\
 {PROG} fsck                 # report only; exit 1 if anything is wrong
 {PROG} fsck --repair --json""", description=__doc__.split("\n\n", 1)[1])
     p.add_argument("--repair", action="store_true",
-                   help="unlink orphans; recreate or remove dangling inodes")
+                   help="unlink orphan stripe files")
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -298,17 +297,17 @@ def _has_stripe_file(fs: FileSystem, iod: int, ino: int) -> bool:
     return ino in fs.iod_call(iod, "list", after=ino - 1, limit=1)["inodes"]
 
 
-def scan(fs: FileSystem) -> tuple[list[dict], list[dict], dict]:
-    """(orphans, dangling, counts): the damage found, each candidate checked twice."""
+def scan(fs: FileSystem) -> tuple[list[dict], dict]:
+    """(orphans, counts): the stripe files without metadata, each checked twice."""
     inodes = _all_inodes(fs)
     pooled = _precreated(fs)
     present = {i: _stripe_files(fs, i) for i in range(fs.config.niods)}
-    pooled |= _precreated(fs)  # and those the manager precreated while we listed
-    orphans, dangling = [], []
+    pooled |= _precreated(fs)  # and those the manager gave out while we listed
+    orphans = []
     for iod, inos in present.items():
         for ino in sorted(inos):
             if ino in pooled:
-                continue  # made ahead of a create (daemons/mgr/precreate.py)
+                continue  # written by a mount creating ahead before its create arrived
             a = inodes.get(ino)
             if a is not None and iod in _holders(fs, a):
                 continue
@@ -321,28 +320,13 @@ def scan(fs: FileSystem) -> tuple[list[dict], list[dict], dict]:
             orphans.append({"iod": iod, "address": fs.config.iods[iod].address, "ino": ino,
                             "size": size, "reason": "no inode" if a is None else
                             "inode holds no share on this daemon", "repaired": False})
-    for ino, a in sorted(inodes.items()):
-        holders = _holders(fs, a)
-        missing = [i for i in holders if ino not in present[i]]
-        if not missing:
-            continue
-        a = _inode_now(fs, ino)  # removed while we looked?
-        if a is None:
-            continue
-        holders = _holders(fs, a)
-        missing = [i for i in holders if not _has_stripe_file(fs, i, ino)]
-        if missing:
-            dangling.append({"ino": ino, "stripe": a["stripe"], "nlink": a["nlink"],
-                             "iods": holders, "missing": missing,
-                             "action": "remove inode" if len(missing) == len(holders)
-                             else "recreate empty stripe files", "repaired": False})
     counts = {"inodes": len(inodes), "stripe_files": sum(len(v) for v in present.values()),
               "precreated": len(pooled), "iods": fs.config.niods}
-    return orphans, dangling, counts
+    return orphans, counts
 
 
-def repair(fs: FileSystem, orphans: list[dict], dangling: list[dict]) -> list[str]:
-    """Fix what ``scan`` found; returns the failures (empty when all went well)."""
+def repair(fs: FileSystem, orphans: list[dict]) -> list[str]:
+    """Remove the orphans ``scan`` found; returns the failures (empty when all went well)."""
     failures = []
     for o in orphans:
         try:
@@ -350,33 +334,17 @@ def repair(fs: FileSystem, orphans: list[dict], dangling: list[dict]) -> list[st
             o["repaired"] = True
         except OSError as exc:
             failures.append(f"unlink inode {o['ino']} on iod{o['iod']}: {exc.strerror or exc}")
-    for d in dangling:
-        try:
-            # An I/O daemon may still hold a descriptor of a stripe file deleted behind its
-            # back: "unlink" drops it (and finds nothing to remove) before anything else.
-            if len(d["missing"]) == len(d["iods"]):
-                fs.meta("remove_inode", ino=d["ino"])
-                for i in d["iods"]:
-                    fs.iod_call(i, "unlink", ino=d["ino"])
-            else:
-                for i in d["missing"]:
-                    fs.iod_call(i, "unlink", ino=d["ino"])
-                    fs.iod_call(i, "create", ino=d["ino"])
-            d["repaired"] = True
-        except OSError as exc:
-            failures.append(f"{d['action']} of inode {d['ino']}: {exc.strerror or exc}")
     return failures
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
     with connect(args) as fs:
-        orphans, dangling, counts = scan(fs)
-        failures = repair(fs, orphans, dangling) if args.repair else []
-    clean = not orphans and not dangling
+        orphans, counts = scan(fs)
+        failures = repair(fs, orphans) if args.repair else []
+    clean = not orphans
     fixed = args.repair and not failures
-    data = {"checked": counts, "orphans": orphans, "dangling": dangling,
-            "repair": bool(args.repair), "failures": failures, "clean": clean,
-            "ok": clean or fixed}
+    data = {"checked": counts, "orphans": orphans, "repair": bool(args.repair),
+            "failures": failures, "clean": clean, "ok": clean or fixed}
     emit(args.json, data, _render_fsck)
     return 0 if data["ok"] else 1
 
@@ -391,13 +359,6 @@ def _render_fsck(d: dict) -> str:
               ("unlinked" if o["repaired"] else "FAILED") if d["repair"] else "-"]
              for o in d["orphans"]], ["daemon", "inode", "size", "reason", "repair"],
             right=[1, 2])]
-    if d["dangling"]:
-        out += ["", f"dangling inodes: {len(d['dangling'])}", table(
-            [[x["ino"], "{}:{}:{}".format(*x["stripe"]),
-              ",".join(f"iod{i}" for i in x["missing"]), x["action"],
-              ("done" if x["repaired"] else "FAILED") if d["repair"] else "-"]
-             for x in d["dangling"]], ["inode", "stripe", "missing on", "fix", "repair"],
-            right=[0])]
     out += [""] + [f"failed: {f}" for f in d["failures"]]
     if d["clean"]:
         out.append("clean")

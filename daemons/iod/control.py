@@ -102,16 +102,18 @@ class ControlRequests:
         return {}
 
     async def op_create(self, f: dict) -> dict:
+        """Make the empty stripe file now (the manager never asks: a stripe file is made by
+        its first write; for tools that want the file to exist)."""
         async with self.sizewatch.change(f["ino"]):
             await trio.to_thread.run_sync(self.storage.create, f["ino"])
         return {}
 
-    async def op_precreate(self, f: dict) -> dict:
-        """Empty stripe files for the manager's pool, watched from the start: a create
-        from the pool knows their sizes without asking."""
-        made = await trio.to_thread.run_sync(self.storage.precreate, f["inos"])
+    def op_precreate(self, f: dict) -> dict:
+        """Numbers of the manager's pool: no file is made (their stripe files are made by
+        their first writes, storage.py), but their empty shares are watched from now, so a
+        create from the pool knows its size without asking."""
         watched = [f["watch"] and self.sizewatch.watch(i, pool=True) for i in f["inos"]]
-        return {"made": made, "watched": all(watched)}
+        return {"made": 0, "watched": all(watched)}
 
     async def op_utime(self, f: dict) -> dict:
         if f["unwatch"]:

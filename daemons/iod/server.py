@@ -107,7 +107,7 @@ class IodServer:
         "size": (TASK, "control.op_size"),
         "sizes": (TASK, "control.op_sizes"),
         "create": (TASK, "control.op_create"),
-        "precreate": (TASK, "control.op_precreate"),
+        "precreate": (INLINE, "control.op_precreate"),  # promises only (no file made)
         "utime": (TASK, "control.op_utime"),
         "truncate": (TASK, "control.op_truncate"),
         "unlink": (TASK, "control.op_unlink"),

@@ -5,6 +5,12 @@ number under ``<data_dir>/stripes/<ino % 256 as 2 hex digits>/<ino as 16 hex dig
 are built from validated integers only, so no request can name a path outside the data
 directory. Open descriptors are cached (the engine streams from them with sendfile).
 
+A stripe file is made by the first change that puts bytes or a size in it (a write, a
+truncate to a length), never ahead: a share with no bytes on this daemon is no file, and
+reads as a hole (size 0, zeros). An empty create so costs the daemons nothing, and a small
+file has a stripe file on the one daemon its bytes went to, not on every daemon of its
+layout (as RADOS objects of CephFS are made by their first write).
+
 ``EmulatedStorage`` is the same files plus an emulated disk (``pvfs._native.Disk``, presets in
 ``pvfs.models.disk``) that the engine charges every access to: the thesis' disk-bound regime
 on a machine whose files sit in RAM. Both answer ``cached()`` -- how much of a byte range sits
@@ -19,7 +25,6 @@ import ctypes
 import errno
 import itertools
 import os
-import resource
 import threading
 import time
 from collections import OrderedDict
@@ -40,7 +45,6 @@ class Storage(Protocol):
     def usage(self, ino: int) -> tuple[int, int, int]: ...
     def truncate(self, ino: int, length: int) -> None: ...
     def create(self, ino: int) -> None: ...
-    def precreate(self, inos: list[int]) -> int: ...
     def unlink(self, ino: int) -> bool: ...
     def fsync(self, ino: int, data_only: bool) -> None: ...
     def statfs(self) -> dict: ...
@@ -48,9 +52,6 @@ class Storage(Protocol):
     def close(self) -> None: ...
 
 
-# Precreated stripe files kept open for their first write (PosixStorage._spare): more than
-# the pool holds (config precreate, 1,024, plus a refill's chunk), at most 1/8 of RLIMIT_NOFILE.
-SPARE = 1536
 _SYS_CACHESTAT = 451  # x86_64, aarch64 and the other generic-table architectures (Linux 6.5)
 
 
@@ -95,12 +96,6 @@ class PosixStorage:
         # Descriptors the engine is using right now are pinned: never closed under it.
         self._pins: dict[int, int] = {}
         self._doomed: set[int] = set()
-        # Descriptors of the newest empty stripe files precreated for the manager's pool
-        # (kept apart from the cache, which is for files in use): a new file's first write
-        # finds its descriptor here from the trio thread, without a worker thread's open.
-        # The pool hands numbers out in order, so the oldest spare goes first when full.
-        self._spare: OrderedDict[int, int] = OrderedDict()
-        self.spare_max = min(SPARE, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 8)
         # The descriptor cache is shared by the daemon's trio thread and the worker threads
         # that run the slow calls (truncate, unlink, fsync, stat of many files); the lock
         # covers the cache only, never a syscall that may block on the disk.
@@ -117,8 +112,6 @@ class PosixStorage:
             return self._open(ino, create)
 
     def _open(self, ino: int, create: bool) -> int | None:
-        if ino in self._spare:
-            self._fds[ino] = self._spare.pop(ino)
         fd = self._fds.get(ino)
         if fd is not None:
             # A stripe file removed behind our back (fsck, an operator) must not live on
@@ -175,8 +168,6 @@ class PosixStorage:
                 self._doomed.add(ino)
                 return None
             fd = self._fds.pop(ino, None)
-            if fd is None:
-                fd = self._spare.pop(ino, None)
             if fd is not None and not defer:
                 os.close(fd)
                 return None
@@ -189,9 +180,6 @@ class PosixStorage:
         in a worker thread."""
         with self._lock:
             fd = self._fds.get(ino)
-            if fd is None and ino in self._spare:
-                # (the cache may run over max_open by the spares; the next open trims it)
-                fd = self._fds[ino] = self._spare.pop(ino)
             if fd is not None:
                 self._fds.move_to_end(ino)
                 self._pins[ino] = self._pins.get(ino, 0) + 1
@@ -240,39 +228,22 @@ class PosixStorage:
         return ino in self._fds or os.path.exists(self.path(ino))
 
     def truncate(self, ino: int, length: int) -> None:
-        with self._held(ino, create=True) as fd:
-            os.ftruncate(fd, length)
+        """Set the stripe file's length; a missing one is made only for a length above 0
+        (to 0 it is empty already)."""
+        with self._held(ino, create=length > 0) as fd:
+            if fd is not None:
+                os.ftruncate(fd, length)
 
     def create(self, ino: int) -> None:
         self.open(ino, create=True)
 
-    def precreate(self, inos: list[int]) -> int:
-        """Make empty stripe files for the manager's pool of inode numbers, ahead of the
-        creates that will use them; an existing file is left as it is. The newest
-        ``spare_max`` stay open for their first writes. Returns how many were made."""
-        made = 0
-        for ino in inos:
-            path = self.path(ino)
-            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
-            try:
-                fd = os.open(path, flags, 0o600)
-            except FileNotFoundError:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                fd = os.open(path, flags, 0o600)
-            except FileExistsError:
-                continue
-            with self._lock:
-                self._spare[ino] = fd
-                old = [self._spare.popitem(last=False)[1]
-                       for _ in range(len(self._spare) - self.spare_max)]
-            for fd in old:
-                os.close(fd)
-            made += 1
-        return made
-
     def utime(self, ino: int, mtime_ns: int) -> None:
-        """Set the stripe file's mtime (an explicit utimens on the file; atime untouched)."""
-        with self._held(ino, create=True) as fd:
+        """Set the stripe file's mtime (an explicit utimens on the file; atime untouched). A
+        missing one is not made: holding no bytes, its mtime would not count (the manager
+        takes a file's mtime from the stripe files that hold data)."""
+        with self._held(ino, create=False) as fd:
+            if fd is None:
+                return
             st = os.fstat(fd)
             os.utime(fd, ns=(st.st_atime_ns, mtime_ns))
 
@@ -334,10 +305,9 @@ class PosixStorage:
 
     def close(self) -> None:
         with self._lock:
-            for fd in [*self._fds.values(), *self._spare.values()]:
+            for fd in self._fds.values():
                 os.close(fd)
             self._fds.clear()
-            self._spare.clear()
 
 
 class EmulatedStorage(PosixStorage):

@@ -1,17 +1,20 @@
-"""Precreated stripe files: creates without a round trip to the I/O daemons.
+"""Precreated inodes: numbers a create takes without a round trip to anyone.
 
-A create used to wait for every I/O daemon of the new file to make its stripe file (one
-request per daemon per file, most of a create's messages). Like OrangeFS's precreate pools,
-the manager instead keeps a pool of inode numbers whose stripe files every daemon has
-already made, in batches of ``batch`` numbers per request. A create whose layout spans
-every daemon takes the next number; other layouts, and creates while the pool is empty,
-make their stripe files as before.
+A create once waited for every I/O daemon of the new file to make its stripe file; then,
+like OrangeFS's precreate pools, for a pool of numbers whose stripe files the daemons had
+made ahead. Stripe files are now made by their first writes (iod/storage.py), so a pool
+number needs no file: what the daemons give it is a *promise* -- they watch its empty
+shares (``precreate`` with ``watch``, iod/sizewatch.py), so the size cache knows a new
+file's size without asking (sizecache.py). The manager keeps a pool of such numbers,
+promised in batches of ``batch`` per request; with the size cache off, nobody is asked. A
+create whose layout spans every daemon takes the next number; other layouts, and creates
+while the pool is empty, take a new number from the store and their size is asked.
 
 The numbers are reserved in the store before the daemons are asked
 (``store.admin.pool_reserve``), and marked ready only after every daemon answered
-(``pool_ready``): a crash in between leaves unready numbers, whose stripe files are asked for
-again at the next start (``precreate`` leaves existing files alone). ``pvfs-admin fsck`` asks
-for the pool and does not count its stripe files as orphans.
+(``pool_ready``): a crash in between leaves unready numbers, asked for again at the next
+start. ``pvfs-admin fsck`` asks for the pool and does not count a stripe file of its numbers
+as an orphan (a mount creating ahead may write to a number before its create arrives).
 
 **Numbers a mount may still hold are never given out again.** A number handed to a mount
 that creates ahead of the manager (ahead.py) may name a file in that mount's kernel before
@@ -19,9 +22,9 @@ its create arrives. When the mount's lease session ends with numbers unused, and
 (the numbers delegated before a restart are not known), those numbers are *held*: a create
 ahead may still claim one (the mount's queued creates land), but no other file gets it --
 were its create refused, the first mount's kernel could alias the other's file under it.
-After ``hold_for`` seconds a held number is discarded: marked (``pool_discard``), its stripe
-files removed from every daemon, then forgotten (a crash in between finishes it at the next
-start).
+After ``hold_for`` seconds a held number is discarded: marked (``pool_discard``), any stripe
+files written to it removed from every daemon, then forgotten (a crash in between finishes it
+at the next start).
 """
 
 from __future__ import annotations
@@ -36,10 +39,8 @@ log = logging.getLogger("pvfs.mgr")
 
 __all__ = ["PrecreatePool"]
 
-# Numbers per daemon request of a refill. A daemon makes a request's stripe files in one go
-# and answers the others' requests after it: 1,024 at once held a size report ~40 ms, long
-# enough for the size cache to count one write as two changes (tests/integration/
-# test_size_cache.py); in chunks the first numbers are ready sooner too.
+# Numbers per daemon request of a refill (when daemons made the pool's stripe files, 1,024
+# at once held a size report ~40 ms); in chunks the first numbers are ready sooner too.
 CHUNK = 128
 
 
@@ -49,10 +50,10 @@ class PrecreatePool:
     ``each`` runs one call per I/O daemon concurrently (``StripeFiles.each``); ``low`` is the
     level below which a refill of ``batch`` numbers starts (default ``batch``; ``batch`` 0:
     no pool);
-    ``watched(inos)`` hears of numbers whose empty stripe files every daemon promised to
-    report changes of (the size cache, sizecache.py); ``durable()`` waits until the
-    store's changes so far are committed (group commit, ``group.py``): no daemon makes the
-    stripe files of numbers whose reservation a crash could still undo."""
+    ``watched(inos)`` hears of numbers whose empty shares every daemon promised to report
+    changes of (the size cache, sizecache.py; None: no daemon is asked); ``durable()`` waits
+    until the store's changes so far are committed (group commit, ``group.py``): no number
+    is given out whose reservation a crash could still undo."""
 
     def __init__(self, store, niods: int, each: Callable[[list], Awaitable[list]],
                  batch: int = 256, low: int | None = None,
@@ -63,7 +64,7 @@ class PrecreatePool:
         self.watched, self.durable = watched, durable
         # A refill starts while a whole batch is left (``low`` = ``batch``): one client's
         # serial creates (1,300/s) emptied a pool refilled at 64 left before the daemons
-        # made the next batch, and 6 % of its creates made their own stripe files (10 ms).
+        # answered the next batch, and 6 % of its creates went without (10 ms each, then).
         self.batch, self.low = batch, batch if low is None else min(low, batch)
         self._ready: deque[int] = deque()
         # ino -> when it is discarded (None: from the start's time); the ready numbers a
@@ -122,7 +123,7 @@ class PrecreatePool:
     async def run(self) -> None:
         """Keep the pool above ``low``: first finish what a crash left unready, then refill
         whenever creates drained it. A daemon that does not answer is retried with backoff
-        (creates meanwhile make their own stripe files, as without a pool)."""
+        (creates meanwhile take new numbers, as without a pool)."""
         if not self.batch:
             return
         async with trio.open_nursery() as nursery:
@@ -146,7 +147,7 @@ class PrecreatePool:
                     await self._make(inos[at:at + CHUNK])
             except OSError as exc:
                 pending = self.store.admin.pool(ready=False)
-                log.warning("precreating %d stripe files: %s (retrying in %.1f s)",
+                log.warning("promising %d pool numbers: %s (retrying in %.1f s)",
                             len(pending), exc, delay)
                 await trio.sleep(delay)
                 delay = min(delay * 2, 30.0)
@@ -189,10 +190,11 @@ class PrecreatePool:
             await trio.sleep(max(0.05, (nxt if nxt is not None else now + self.hold_for) - now))
 
     async def _make(self, inos: list[int]) -> None:
-        """Have every daemon make the stripe files of ``inos``; then they are ready."""
-        replies = await self.each([(iod, {"op": "precreate", "inos": inos,
-                                          "watch": self.watched is not None})
-                                   for iod in range(self.niods)])
+        """Have every daemon promise to watch the empty shares of ``inos`` (with the size
+        cache on); then they are ready."""
+        replies = [] if self.watched is None else await self.each(
+            [(iod, {"op": "precreate", "inos": inos, "watch": True})
+             for iod in range(self.niods)])
         self.store.admin.pool_ready(inos)
         if self.watched is not None and all(r.get("watched") for r in replies):
             self.watched(inos)

@@ -22,8 +22,8 @@ CREATE TABLE IF NOT EXISTS xattrs (
     ino INTEGER NOT NULL, name TEXT NOT NULL, value BLOB NOT NULL,
     PRIMARY KEY (ino, name)
 ) WITHOUT ROWID;
--- Inode numbers whose stripe files the I/O daemons made ahead of any create (schema 3;
--- daemons/mgr/precreate.py): ready (1) once every daemon has them; fsck counts them as
--- expected. ready 2: a created inode not from the pool whose stripe files are being made
--- (store_admin.making; the manager makes them again at its start after a crash).
+-- Inode numbers reserved ahead of any create (schema 3; daemons/mgr/precreate.py): ready (1)
+-- once every daemon promised to watch their empty shares; fsck counts a stripe file of them
+-- as expected; 3: being discarded. (2 was a create whose stripe files were being made, before
+-- stripe files were made at first write: store_admin.forget_making drops such rows.)
 CREATE TABLE IF NOT EXISTS precreated (ino INTEGER PRIMARY KEY, ready INTEGER NOT NULL);

@@ -97,7 +97,7 @@ class MgrServer:
                          self.config.manager.data_dir)
                 task_status.started(self.address)
                 nursery.start_soon(self.group.run)
-                nursery.start_soon(self.finish_creates)
+                self.store.admin.forget_making()
                 nursery.start_soon(self.reaper.run)
                 nursery.start_soon(self.checkpointer)
                 nursery.start_soon(self.pool.run)
@@ -157,30 +157,6 @@ class MgrServer:
             self.leases.gone(attrs["ino"])
         self.reaper.add(attrs)
 
-    async def finish_creates(self) -> None:
-        """After a crash: make the stripe files of the creates (not from the pool) whose
-        inode was committed but whose daemons may not have answered (``admin.making``).
-        A daemon that does not answer is retried with backoff."""
-        delay = 0.5
-        for ino in self.store.admin.making():
-            while True:
-                try:
-                    attrs = self.store.getattr(ino)
-                except OSError:  # removed since (fsck, or the reaper of an unlinked file)
-                    break
-                try:
-                    # (an unlinked one is the reaper's: it removes whatever was made)
-                    if attrs["type"] == "file" and attrs["stripe"] and attrs["nlink"]:
-                        await self.stripes.each([(iod, {"op": "create", "ino": ino})
-                                          for _, iod in self.stripes.iods_of(attrs["stripe"])])
-                    break
-                except OSError as exc:
-                    log.warning("making the stripe files of inode %d: %s (retrying in %.1f s)",
-                                ino, exc, delay)
-                    await trio.sleep(delay)
-                    delay = min(delay * 2, 30.0)
-            self.store.admin.made(ino)
-
     async def checkpointer(self, interval: float = 1.0) -> None:
         """Checkpoint the metadata WAL every ``interval`` seconds in a worker thread, so the
         fsyncs of a checkpoint never stall the trio thread that serves requests."""
@@ -214,7 +190,6 @@ class MgrServer:
                 "removals_pending": self.reaper.pending, "precreated": len(self.pool), "precreating": self.pool.refilling,
                 "precreated_held": self.pool.held,
                 "size_cache": {**self.sizes.status(), "refetched": self.refetch.fetched}, "group_commit": self.group.status(),
-                "creates_pending": len(self.store.admin.making()),
                 "leases": self.leases.status(),
                 "creates_ahead": self.ahead.status(),
                 "niods": self.config.niods}
@@ -327,30 +302,10 @@ class MgrServer:
             self.sizes.created(ino, Stripe(*attrs["stripe"]).pcount)
         if ino is not None and not pooled:
             self.pool.give_back(ino)  # another layout, or the name existed
-        if created and not pooled:
-            # Committed with the inode: its stripe files are being made (a crash before they
-            # are is finished at the next start, finish_creates), and no stripe file is made
-            # for an inode a crash could still undo.
-            self.store.admin.making(attrs["ino"])
-            try:
-                await self.group.durable()
-                await self.stripes.each([(iod, {"op": "create", "ino": attrs["ino"]})
-                                  for _, iod in self.stripes.iods_of(attrs["stripe"])])
-            except OSError:
-                # Don't leave a name whose stripe files could not be made, nor the stripe
-                # files the daemons that answered did make (fsck would find them orphaned).
-                self._undo_create(f, attrs)
-                await self.group.durable()
-                await self.stripes.unlink_where_possible(attrs)
-                self.store.admin.made(attrs["ino"])
-                raise
-            self.store.admin.made(attrs["ino"])
-            # The stripe files are newer than the inode, and a file's mtime is the newest
-            # of them all: stamp it now, or the mtime in this reply would jump later.
-            attrs = self.store.stamp(attrs["ino"], atime=True)
-        elif not created:
+        # A new file's stripe files are made by its first writes (iod/storage.py): a create
+        # asks no I/O daemon, and a new file is empty.
+        if not created:
             attrs = await self.stripes.with_size(attrs)
-        # (A pooled file's stripe files exist already, older than its inode: no stamp.)
         if f["flags"]:
             attrs = self.store.open(attrs["ino"], f["flags"], cred, created=created) | {
                 "size": attrs["size"]}
@@ -379,12 +334,6 @@ class MgrServer:
         except OSError:
             pass  # removed meanwhile: the mount asks when it needs them
         return reply
-
-    def _undo_create(self, f: dict, attrs: dict) -> None:
-        try:
-            self.store.admin.remove_inode(attrs["ino"])
-        except OSError as exc:
-            log.warning("undoing create of %s: %s", f["name"], exc)
 
     async def _open(self, f, cred) -> dict:
         attrs = self.store.open(f["ino"], f["flags"], cred)
@@ -529,10 +478,9 @@ class MgrServer:
         if new["stripe"] != old:
             # Move the (empty) stripe files to the new set of daemons; the inode stays.
             await self.group.durable()
+            # (the new ones are made by the first writes)
             await self.stripes.each([(iod, {"op": "unlink", "ino": attrs["ino"]})
                               for _, iod in self.stripes.iods_of(old)])
-            await self.stripes.each([(iod, {"op": "create", "ino": new["ino"]})
-                              for _, iod in self.stripes.iods_of(new["stripe"])])
         return new
 
     async def op_nfile(self, f, cred) -> dict:
@@ -554,12 +502,6 @@ class MgrServer:
             raise PermissionError(errno.EPERM, "listing the precreated inodes needs root")
         return {"inos": self.store.admin.pool(), "ready": self.store.admin.pool(ready=True),
                 "held": self.pool.held_numbers()}
-
-    async def op_remove_inode(self, f, cred) -> dict:
-        if cred.uid != 0:
-            raise PermissionError(errno.EPERM, "removing an inode needs root")
-        self.store.admin.remove_inode(f["ino"])
-        return {}
 
     # ------------------------------------------------------------------ changes, leased
     # Each change runs inside leases.changing(the inodes it changes, the holder making it):

@@ -13,8 +13,9 @@ The rules that make a cached answer exact:
 - A change reported while an answer is on its way invalidates that answer: ``begin`` hands
   out a token, ``forget`` takes it back, ``install`` keeps only an answer whose token is
   still current.
-- A precreated file's stripe files are empty and watched from their making
-  (``watch_pool``): a create from the pool caches zeros without asking anyone.
+- A precreated number's shares are empty (no stripe file is made before a first write) and
+  watched from the pool's refill (``watch_pool``): a create from the pool caches zeros
+  without asking anyone.
 - A daemon that restarted has forgotten what it watched: its first act is ``forget_all``.
 
 A promise costs the daemon a round trip to the manager before the next change. For a file
@@ -25,7 +26,7 @@ until ``HOT_S`` has passed (asked each time, as without the cache). A second cha
 daemon's report that follows a watched fetch made after *that daemon's* previous report: one
 write striped over three daemons sends three reports, but it is one change (a file created
 from the pool and written once, ``cp``, must stay cacheable), also when one daemon's report
-comes after a fetch that the others' started (a daemon busy making the pool's stripe files).
+comes after a fetch that the others' started (a daemon busy with other work).
 A report that names no daemon counts as every daemon's. One change does not make a file hot: a file written once
 and then given its owner, mode and times (``tar x``, ``cp -p``) is watched again from its
 first ``setattr``.

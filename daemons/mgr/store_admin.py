@@ -172,28 +172,14 @@ class StoreAdministration:
             self._db.executemany("DELETE FROM precreated WHERE ino = ? AND ready = 3",
                                  [(check_ino(i),) for i in inos])
 
-    # -- creates whose stripe files are being made (not from the pool) ----------------------
+    # -- records of older managers ---------------------------------------------------------
 
-    def making(self, ino: int | None = None) -> list[int]:
-        """Record that the stripe files of new inode ``ino`` are being made (a create not
-        from the pool: its inode is committed before the I/O daemons are asked, so a crash in
-        between leaves an inode without stripe files); with no ``ino``, list those recorded
-        (the manager makes their stripe files again at its start). Kept in ``precreated``
-        with ``ready`` 2, which the pool ignores."""
-        if ino is None:
-            return [i for (i,) in self._db.execute(
-                "SELECT ino FROM precreated WHERE ready = 2 ORDER BY ino")]
+    def forget_making(self) -> None:
+        """Drop the records (``ready`` 2) by which managers before stripe files were made at
+        first write marked a create whose stripe files were being made: no create makes any
+        now, and an inode needs none of its own."""
         with self._tx():
-            self._db.execute("INSERT OR REPLACE INTO precreated (ino, ready) VALUES (?, 2)",
-                             (check_ino(ino),))
-        return []
-
-    def made(self, ino: int) -> None:
-        """The stripe files of ``ino`` (recorded by :meth:`making`) exist, or the inode
-        is gone: forget the record."""
-        with self._tx():
-            self._db.execute("DELETE FROM precreated WHERE ino = ? AND ready = 2",
-                             (check_ino(ino),))
+            self._db.execute("DELETE FROM precreated WHERE ready = 2")
 
     def counts(self) -> dict:
         """Inode totals for statfs (unlinked files awaiting removal included)."""

@@ -9,18 +9,12 @@ keep it true (sizecache.py), batched per daemon for listings.
 
 from __future__ import annotations
 
-import logging
-
-import trio
-
 from pvfs.config import Config
 from pvfs.layout.stripe import Stripe, local_size, logical_size
 from pvfs.protocol.rpc import Channel, call_many
 
 from .group import GroupCommit
 from .sizecache import SizeCache
-
-log = logging.getLogger("pvfs.mgr")
 
 __all__ = ["StripeFiles"]
 
@@ -177,16 +171,3 @@ class StripeFiles:
         for (r, _), reply in zip(ranks, replies):
             shares[r] = (reply["local_size"], reply["mtime_ns"], reply.get("blocks"))
         self.sizes.install(ino, token, shares, all(r.get("watched") for r in replies))
-
-    async def unlink_where_possible(self, attrs: dict) -> None:
-        """Best effort: remove an undone file's stripe files, each daemon on its own (a dead
-        one must not keep the others from answering)."""
-        async def one(iod: int) -> None:
-            try:
-                await self.channels[iod].call({"op": "unlink", "ino": attrs["ino"]})
-            except OSError as exc:
-                log.warning("undoing create of inode %d on iod%d: %s", attrs["ino"], iod, exc)
-
-        async with trio.open_nursery() as nursery:
-            for _, iod in self.iods_of(attrs["stripe"]):
-                nursery.start_soon(one, iod)

@@ -264,52 +264,47 @@ def test_stats_counts_and_resets(cfg, tmp_path):
     ok(cfg, "rm", "pvfs:/stats.bin")
 
 
-def test_fsck_finds_and_repairs_orphans_and_dangling_inodes(cfg, pvfs_cluster):
+def test_fsck_finds_and_repairs_orphans_and_takes_missing_shares_for_holes(cfg, pvfs_cluster):
     config = load(cfg)
     js(cfg, "fsck", "--repair")  # start from a clean state
-    assert js(cfg, "fsck")["clean"]
+    before = js(cfg, "fsck")
+    assert before["clean"]
 
     # an orphan: a stripe file on iod1 that no inode owns
     orphan_ino = 987654
     orphan = Path(PosixStorage(config.iods[1].data_dir).path(orphan_ino))
     orphan.parent.mkdir(parents=True, exist_ok=True)
     orphan.write_bytes(b"x" * 1000)
-    # dangling: every stripe file of one file gone; one share of another gone
+    # no stripe files: an empty file; a file whose bytes are on two daemons of four
     with pvfs_cluster.connect() as fs:
-        for name in ("gone", "partial"):
-            with fs.open(f"/{name}", "wb") as fh:
-                fh.write(os.urandom(300_000))
-        gone, partial = fs.stat("/gone").st_ino, fs.stat("/partial").st_ino
-    for e in config.iods:
-        Path(PosixStorage(e.data_dir).path(gone)).unlink()
-    Path(PosixStorage(config.iods[2].data_dir).path(partial)).unlink()
+        fs.open("/empty", "wb").close()
+        with fs.open("/small", "wb") as fh:
+            fh.write(os.urandom(100_000))
+        small = fs.stat("/small").st_ino
 
     r = cli(cfg, "--json", "fsck")
     assert r.returncode == 1
     report = json.loads(r.stdout)
     assert not report["clean"] and not report["ok"]
     assert [(o["iod"], o["ino"], o["size"]) for o in report["orphans"]] == [(1, orphan_ino, 1000)]
-    dangling = {d["ino"]: d for d in report["dangling"]}
-    assert dangling[gone]["missing"] == [0, 1, 2, 3]
-    assert dangling[gone]["action"] == "remove inode"
-    assert dangling[partial]["missing"] == [2]
-    assert dangling[partial]["action"] == "recreate empty stripe files"
+    # the orphan and /small's two
+    assert report["checked"]["stripe_files"] == before["checked"]["stripe_files"] + 3
     text = cli(cfg, "fsck").stdout
     assert "orphan stripe files: 1" in text and "fsck --repair" in text
     assert orphan.exists()  # report only
 
     fixed = js(cfg, "fsck", "--repair")
     assert fixed["ok"] and all(o["repaired"] for o in fixed["orphans"])
-    assert all(d["repaired"] for d in fixed["dangling"])
     assert not orphan.exists()
-    assert Path(PosixStorage(config.iods[2].data_dir).path(partial)).exists()
     after = js(cfg, "fsck")
     assert after["clean"] and after["ok"]
     assert "clean" in ok(cfg, "fsck")
     with pvfs_cluster.connect() as fs:
-        assert not fs.exists("/gone")
-        assert fs.stat("/partial").st_size == 300_000  # the surviving shares still count
-        fs.unlink("/partial")
+        assert fs.stat("/empty").st_size == 0 and fs.stat("/small").st_size == 100_000
+        assert [Path(PosixStorage(e.data_dir).path(small)).exists() for e in config.iods] \
+            == [True, True, False, False]
+        fs.unlink("/empty")
+        fs.unlink("/small")
 
 
 def test_failures_exit_1_with_one_line(cfg, tmp_path):

@@ -61,27 +61,17 @@ def test_usage_of_missing_and_present(tmp_path) -> None:
     st.close()
 
 
-def test_precreate_makes_empty_files_and_leaves_existing_ones(tmp_path) -> None:
+def test_a_stripe_file_is_made_by_a_change_that_puts_bytes_or_a_length_in_it(tmp_path) -> None:
     st = PosixStorage(str(tmp_path))
-    st.truncate(5, 100)  # an existing stripe file with data
-    assert st.precreate([4, 5, 6, 300]) == 3
-    assert [st.usage(i)[0] for i in (4, 5, 6, 300)] == [0, 100, 0, 0]
-    assert st.precreate([4]) == 0
-    st.close()
-
-
-def test_precreated_files_stay_open_apart_for_their_first_write(tmp_path) -> None:
-    st = PosixStorage(str(tmp_path))
-    st.spare_max = 3
-    assert st.precreate([10, 11, 12, 13]) == 4
-    assert len(st._fds) == 0  # the descriptor cache is for files in use
-    assert st.lookup(10) is None  # the oldest went when the fourth came
-    fd = st.lookup(11)  # from the trio thread: no open
-    assert fd is not None and os.pwrite(fd, b"abc", 0) == 3 and st.usage(11)[0] == 3
-    st.unpin(11)
-    assert 11 in st._fds and 11 not in st._spare
-    assert st.unlink(12) and 12 not in st._spare  # closed with its file
-    assert st.acquire(13, create=False) is not None  # a worker thread's open takes it too
-    st.unpin(13)
-    assert not st._spare
+    st.truncate(4, 0)  # to 0: empty already, nothing to make
+    st.utime(4, 123)  # a missing share's mtime does not count: nothing made
+    assert not st.exists(4) and st.usage(4) == (0, 0, 0) and st.inodes() == []
+    assert st.acquire(4, create=False) is None  # a read finds a hole
+    st.truncate(5, 100)
+    fd = st.acquire(6, create=True)  # a write's open
+    assert os.pwrite(fd, b"abc", 0) == 3
+    st.unpin(6)
+    assert st.inodes() == [5, 6] and [st.usage(i)[0] for i in (4, 5, 6)] == [0, 100, 3]
+    st.utime(6, 123)
+    assert st.usage(6)[1] == 123
     st.close()

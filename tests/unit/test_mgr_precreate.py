@@ -99,7 +99,8 @@ def test_a_schema_2_store_gets_the_pool_table(tmp_path):
 
 
 class FakeDaemons:
-    """``MgrServer._each`` stand-in: records the precreate calls; can be made to fail."""
+    """``MgrServer._each`` stand-in: records the numbers each daemon promised to watch (and
+    the discards' removals); can be made to fail."""
 
     def __init__(self, niods: int) -> None:
         self.files: list[set[int]] = [set() for _ in range(niods)]
@@ -117,7 +118,11 @@ class FakeDaemons:
                 self.files[iod].update(header["inos"])
             else:
                 self.files[iod].difference_update(header["inos"])
-        return [{"made": len(h["inos"])} for _, h in calls]
+        return [{"made": 0, "watched": True} for _, h in calls]
+
+
+def size_cache_on(inos: list[int]) -> None:
+    """The size cache on: the pool asks the daemons to watch its numbers."""
 
 
 async def _until(pred, limit: float = 5.0) -> None:
@@ -126,9 +131,10 @@ async def _until(pred, limit: float = 5.0) -> None:
             await trio.sleep(0.01)
 
 
-def test_the_pool_fills_drains_and_refills_with_files_on_every_daemon(store):
+def test_the_pool_fills_drains_and_refills_promised_by_every_daemon(store):
     daemons = FakeDaemons(4)
-    pool = PrecreatePool(store, 4, daemons.each, batch=8, low=4)
+    pool = PrecreatePool(store, 4, daemons.each, batch=8, low=4,
+                         watched=size_cache_on)
 
     async def main():
         async with trio.open_nursery() as n:
@@ -147,13 +153,14 @@ def test_the_pool_fills_drains_and_refills_with_files_on_every_daemon(store):
 def test_a_daemon_down_leaves_the_pool_empty_and_the_numbers_are_asked_again(store):
     daemons = FakeDaemons(2)
     daemons.down = True
-    pool = PrecreatePool(store, 2, daemons.each, batch=4, low=2)
+    pool = PrecreatePool(store, 2, daemons.each, batch=4, low=2,
+                         watched=size_cache_on)
 
     async def main():
         async with trio.open_nursery() as n:
             n.start_soon(pool.run)
             await _until(lambda: daemons.calls >= 2)
-            assert pool.take() is None  # creates make their own stripe files meanwhile
+            assert pool.take() is None  # creates take new numbers meanwhile
             assert len(store.admin.pool(ready=False)) == 4  # one batch, retried, not a new one
             daemons.down = False
             await _until(lambda: len(pool) == 4)
@@ -166,7 +173,8 @@ def test_a_daemon_down_leaves_the_pool_empty_and_the_numbers_are_asked_again(sto
 def test_numbers_a_crash_left_unready_are_made_first(store):
     left = store.admin.pool_reserve(3)  # reserved, then the manager died before the daemons answered
     daemons = FakeDaemons(2)
-    pool = PrecreatePool(store, 2, daemons.each, batch=3, low=1)
+    pool = PrecreatePool(store, 2, daemons.each, batch=3, low=1,
+                         watched=size_cache_on)
 
     async def main():
         async with trio.open_nursery() as n:
@@ -176,6 +184,20 @@ def test_numbers_a_crash_left_unready_are_made_first(store):
 
     trio.run(main)
     assert list(pool._ready) == left and daemons.files[0] == set(left)
+
+
+def test_with_the_size_cache_off_no_daemon_is_asked(store):
+    daemons = FakeDaemons(2)
+    pool = PrecreatePool(store, 2, daemons.each, batch=4, low=2)  # watched=None
+
+    async def main():
+        async with trio.open_nursery() as n:
+            n.start_soon(pool.run)
+            await _until(lambda: len(pool) == 4)
+            n.cancel_scope.cancel()
+
+    trio.run(main)
+    assert daemons.calls == 0 and len(store.admin.pool(ready=True)) == 4
 
 
 def test_batch_zero_is_no_pool(store):
@@ -189,7 +211,8 @@ def test_a_refill_asks_in_chunks_and_each_chunk_is_ready_at_once(store, monkeypa
     daemons = FakeDaemons(2)
     sizes: list[int] = []
     seen_ready: list[int] = []
-    pool = PrecreatePool(store, 2, daemons.each, batch=8, low=8)
+    pool = PrecreatePool(store, 2, daemons.each, batch=8, low=8,
+                         watched=size_cache_on)
     each = daemons.each
 
     async def recording(calls):
@@ -218,7 +241,8 @@ def test_a_refill_asks_in_chunks_and_each_chunk_is_ready_at_once(store, monkeypa
 
 def test_numbers_of_an_ended_session_are_held_claimable_never_given_out_then_discarded(store):
     daemons = FakeDaemons(2)
-    pool = PrecreatePool(store, 2, daemons.each, batch=4, low=1, hold_for=10.0)
+    pool = PrecreatePool(store, 2, daemons.each, batch=4, low=1, hold_for=10.0,
+                         watched=size_cache_on)
 
     async def main():
         async with trio.open_nursery() as n:
@@ -244,7 +268,8 @@ def test_a_restart_holds_every_ready_number_it_finds(store):
     before = store.admin.pool_reserve(3)
     store.admin.pool_ready(before)  # (some may have been delegated before the restart)
     daemons = FakeDaemons(2)
-    pool = PrecreatePool(store, 2, daemons.each, batch=3, low=1, hold_for=5.0)
+    pool = PrecreatePool(store, 2, daemons.each, batch=3, low=1, hold_for=5.0,
+                         watched=size_cache_on)
 
     async def main():
         async with trio.open_nursery() as n:
@@ -267,7 +292,8 @@ def test_a_crash_while_discarding_finishes_the_discard_at_the_next_start(store):
     daemons = FakeDaemons(2)
     for f in daemons.files:
         f.update(left)
-    pool = PrecreatePool(store, 2, daemons.each, batch=2, low=1)
+    pool = PrecreatePool(store, 2, daemons.each, batch=2, low=1,
+                         watched=size_cache_on)
 
     async def main():
         async with trio.open_nursery() as n:

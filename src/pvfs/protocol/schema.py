@@ -221,8 +221,7 @@ MGR_SCHEMAS: dict[str, dict[str, Field]] = {
                       "iod": Field(integer(-1, 65535), False, -1)},  # the reporter (-1: unnamed)
     "inodes": {"after": Field(integer(0, 2**63 - 1), False, 0),
                "limit": Field(integer(1, 65536), False, 4096)},
-    "remove_inode": {"ino": INO},
-    "precreated": {},  # fsck: the pool's inode numbers (their stripe files are expected)
+    "precreated": {},  # fsck: the pool's inode numbers (a stripe file of them is expected)
     "status": {},
     "metrics": {},  # Prometheus families (pvfs.metrics)
     # a mount's lease connection: the manager calls it back on it (daemons/mgr/leases.py)
