@@ -103,37 +103,48 @@ class CreatesAhead:
 
     async def apply(self, f: dict, cred: Cred) -> dict:
         """A batch of creates, unlinks and rmdirs, in order; each succeeds or fails on its
-        own. Consecutive creates in one directory go together (``_create_run``)."""
+        own. Consecutive creates go together, a run per directory (``_creates``)."""
         results: list[dict] = []
         layouts: dict[int, Stripe | None] = {}  # (a directory's layout, asked once a batch)
         items = f["items"]
         i = 0
         while i < len(items):
-            run = self._run_at(items, i)
-            made = await self._create_run(run, f["lease"], layouts, f["brief"]) \
-                if len(run) > 1 else None
-            if made is not None:
-                results += made
-                self.counters["created"] += len(made)
-                self.counters["runs"] += 1
-                i += len(run)
+            j = i
+            while j < len(items) and items[j]["op"] == "create":
+                j += 1
+            if j - i > 1:
+                results += await self._creates(items[i:j], f, layouts)
+                i = j
                 continue
             await self._apply_one(items[i], f, layouts, results)
             i += 1
         return {"results": results}
 
-    @staticmethod
-    def _run_at(items: list[dict], i: int) -> list[dict]:
-        """The creates from ``i`` on in ``items[i]``'s directory, of files neither open nor
-        written yet (those take the one-by-one path's extra steps)."""
-        run = []
-        parent = items[i].get("parent")
-        for item in items[i:]:
-            if item["op"] != "create" or item["parent"] != parent or item["open"] or \
-                    item["writing"]:
-                break
-            run.append(item)
-        return run
+    async def _creates(self, items: list[dict], f: dict,
+                       layouts: dict[int, Stripe | None]) -> list[dict]:
+        """Consecutive creates: each directory's in one run (``_create_run``), in their
+        order, the directories one after another -- creates in different directories do
+        not depend on each other, and two processes creating in two directories interleave
+        theirs in one batch (mdtest's ranks: runs of a few creates, not of the batch).
+        Results in the items' order."""
+        by_dir: dict[int, list[int]] = {}
+        for k, item in enumerate(items):
+            by_dir.setdefault(item["parent"], []).append(k)
+        out: list[dict] = [{}] * len(items)
+        for ks in by_dir.values():
+            run = [items[k] for k in ks]
+            made = await self._create_run(run, f["lease"], layouts, f["brief"]) \
+                if len(run) > 1 else None
+            if made is not None:
+                self.counters["created"] += len(made)
+                self.counters["runs"] += 1
+            else:
+                made = []
+                for item in run:
+                    await self._apply_one(item, f, layouts, made)
+            for k, result in zip(ks, made, strict=True):
+                out[k] = result
+        return out
 
     async def _apply_one(self, item: dict, f: dict, layouts: dict, results: list) -> None:
         """One item of a batch; its result (or error) appended to ``results``."""
@@ -182,8 +193,9 @@ class CreatesAhead:
         except OSError:
             return None
         h.delegated.difference_update(item["ino"] for item in run)
-        for r in made:
-            s.sizes.created(r.ino, r.spcount)
+        for item, r in zip(run, made, strict=True):
+            self._sized(item, r.ino, r.spcount)
+        s.store.opened_new([item["ino"] for item in run if item["open"]])
         if brief:
             return [{} for _ in made]
         return [self._created_reply(r.attrs(), item, name, d._replace(
@@ -284,17 +296,21 @@ class CreatesAhead:
             s.store.admin.remove_inode(attrs["ino"])
             raise OSError(errno.EIO, f"create ahead of {item['name']!r} took inode "
                                      f"{attrs['ino']}, not {ino}")
-        if item["writing"]:
-            # its writer's data may be on the daemons already, the pool's size promise
-            # dropped unreported (a native client's ``fresh`` writes): not counted empty
-            s.sizes.forget([ino], reported=False)
-        else:
-            s.sizes.created(ino, Stripe(*attrs["stripe"]).pcount)
+        self._sized(item, ino, Stripe(*attrs["stripe"]).pcount)
         if item["open"]:
             attrs = s.store.open(ino, os.O_RDWR, cred, created=True) | {"size": attrs["size"]}
         if brief:
             return {}
         return self._created_reply(attrs, item, name, parent_now[0])
+
+    def _sized(self, item: dict, ino: int, pcount: int) -> None:
+        """A new file's size in the size cache: empty, unless it was written already (its
+        writer's data may be on the daemons, the pool's size promise dropped unreported --
+        a native client's ``fresh`` writes: not counted empty)."""
+        if item["writing"]:
+            self.server.sizes.forget([ino], reported=False)
+        else:
+            self.server.sizes.created(ino, pcount)
 
     def status(self) -> dict:
         return dict(self.counters)

@@ -550,6 +550,12 @@ class MetaStore:
         self._open[ino] = self._open.get(ino, 0) + 1
         return r.attrs()
 
+    def opened_new(self, inos: list[int]) -> None:
+        """Count one handle of each of ``inos``, files this request just made (``open`` with
+        ``created``: nothing to check, no row to read)."""
+        for ino in inos:
+            self._open[ino] = self._open.get(ino, 0) + 1
+
     def release(self, ino: int) -> dict | None:
         """Drop one handle. Returns attrs when this was the last handle of an unlinked file
         (the server removes the data, then calls ``admin.remove_inode``)."""

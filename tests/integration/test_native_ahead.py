@@ -205,3 +205,38 @@ def test_a_path_walk_recalls_only_the_creators_of_directories_it_reads(ahead, fs
         assert ahead.ahead.status()["recalls"] > recalls
     finally:
         ahead.ahead.delay = DELAY
+
+
+def test_creates_interleaved_over_two_directories_are_stored_as_a_run_each(ahead, fs):
+    """Two directories' creates alternating in one batch (two processes creating, as
+    mdtest's ranks do): one run per directory (daemons/mgr/ahead.py ``_creates``), each
+    file written or left open as the one-by-one path leaves it."""
+    ahead.mkdir("/na-runs-a")
+    ahead.mkdir("/na-runs-b")
+    ahead.sync()
+    before = fs.meta("status")["creates_ahead"]
+    ahead.ahead.delay = 60.0  # one batch, sent by sync
+    kept = []
+    try:
+        for i in range(6):
+            for d in ("a", "b"):
+                f = ahead.open(f"/na-runs-{d}/f{i}", "wb")
+                f.write(b"%s%d" % (d.encode(), i))
+                if i == 5:
+                    kept.append(f)  # open when the batch goes
+                else:
+                    f.close()
+        ahead.sync()
+        after = fs.meta("status")["creates_ahead"]
+        assert after["created"] - before["created"] == 12
+        assert after["runs"] - before["runs"] == 2
+        for d in ("a", "b"):  # the manager counts the handles still open
+            assert fs.meta("nfile", ino=fs.stat(f"/na-runs-{d}/f5").st_ino)["nfile"] == 1
+        for d in ("a", "b"):
+            for i in range(6):
+                with fs.open(f"/na-runs-{d}/f{i}", "rb") as g:
+                    assert g.read() == b"%s%d" % (d.encode(), i)
+    finally:
+        for f in kept:
+            f.close()
+        ahead.ahead.delay = DELAY
