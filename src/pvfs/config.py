@@ -35,8 +35,9 @@ Example (what ``pvfs-admin init`` writes)::
 
 A ``[manager]`` or ``[[iod]]`` table may add ``metrics_port = 9400``: that daemon then
 serves Prometheus text on http://HOST:PORT/metrics (docs/operations.md); off unless set.
-``[manager]`` may set ``precreate = 1024``: how many stripe files per I/O daemon the manager
-makes ahead of creates in one request (``daemons/mgr/precreate.py``; 0: none), and
+``[manager]`` may set ``precreate = 1024``: how many inode numbers the manager reserves ahead of
+creates in one batch, their empty shares watched by every I/O daemon (``daemons/mgr/
+precreate.py``; 0: none), and
 ``size_cache = 262144``: how many files' sizes the manager keeps, told of every change by the
 I/O daemons (``daemons/mgr/sizecache.py``; 0: ask the I/O daemons on every stat), and
 ``lease_term = 10.0``: how long a mount's lease session lasts without renewal, in seconds
