@@ -113,7 +113,7 @@ class ControlRequests:
         their first writes, storage.py), but their empty shares are watched from now, so a
         create from the pool knows its size without asking."""
         watched = [f["watch"] and self.sizewatch.watch(i, pool=True) for i in f["inos"]]
-        return {"watched": all(watched)}
+        return {"made": 0, "watched": all(watched)}
 
     async def op_utime(self, f: dict) -> dict:
         if f["unwatch"]:

@@ -118,7 +118,7 @@ class FakeDaemons:
                 self.files[iod].update(header["inos"])
             else:
                 self.files[iod].difference_update(header["inos"])
-        return [{"watched": True} for _ in calls]
+        return [{"made": 0, "watched": True} for _, h in calls]
 
 
 def size_cache_on(inos: list[int]) -> None:
