@@ -29,18 +29,32 @@ STOP_TIMEOUT = 10.0
 DEFAULT_STRIPE = Stripe(0, -1, 65536)
 
 
+# Ports handed out by this process, newest last: two calls in a row (a global cache's port,
+# then a cluster's) must not get the same port from the kernel, which only knows that the
+# probing socket was closed, not that a daemon is about to bind it.
+_HANDED_OUT: dict[int, None] = {}
+_REMEMBERED = 4096
+
+
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports free right now on ``host``."""
+    """``n`` distinct ports free right now on ``host``, none of them returned by an earlier
+    call in this process (up to the last 4,096)."""
     socks, ports = [], []
     try:
-        for _ in range(n):
+        while len(ports) < n:
             s = socket.socket()
             s.bind((host, 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
+            socks.append(s)  # held until the end, so the kernel offers another next time
+            port = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                ports.append(port)
     finally:
         for s in socks:
             s.close()
+    for port in ports:
+        _HANDED_OUT[port] = None
+    while len(_HANDED_OUT) > _REMEMBERED:
+        del _HANDED_OUT[next(iter(_HANDED_OUT))]
     return ports
 
 
