@@ -7,9 +7,11 @@ pyfuse3's workers; :meth:`CFront.main`), which run each request on the same hand
 same arguments pyfuse3 would and answer with ``_fusefront.reply_*``. C answers forgets (their
 (inode, count) pairs arrive with the next drain for ``Operations.forget``), the flushes of
 handles marked quiet here (:meth:`CFront._mark_quiet`) and those of files whose close a write
-delegation keeps (:class:`KeptFiles`), and the creates in directories the mount creates ahead
-in (workercreates.py): those arrive as records (``OP_CREATED``) that are applied as they are
-drained, before any request drained with or after them is served. The request object is
+delegation keeps (:class:`KeptFiles`), and the creates and unlinks in directories the mount
+creates ahead in (workercreates.py): those arrive as records (``OP_CREATED``,
+``OP_UNLINKED``) that are applied as they are drained, before any request drained with or
+after them is served; each release served here tells C whether the file is left closed and
+clean (an unlink of it may then be a worker's). The request object is
 also the handlers' request context (``uid``, ``gid``, ``pid``, ``umask``).
 """
 
@@ -27,7 +29,7 @@ import trio
 from pyfuse3 import EntryAttributes, FUSEError
 
 from .handles import WORKER_FH
-from .workercreates import WorkerCreates, apply_made
+from .workercreates import WorkerCreates, apply_made, apply_unlinked
 
 if TYPE_CHECKING:
     from .operations import Operations
@@ -272,10 +274,12 @@ class CFront:
             done = ops.forget(forgets)
             if inspect.isawaitable(done):  # pyfuse3 lets forget be async too
                 self._nursery.start_soon(_awaited, done)
-        made = self.ff.OP_CREATED
+        made, unlinked = self.ff.OP_CREATED, getattr(self.ff, "OP_UNLINKED", -1)
         for req in reqs:
             if req.op == made:
                 self._apply_made(req)
+            elif req.op == unlinked:
+                self._apply_unlinked(req)
             else:
                 self._pending.append(req)
         if session.ended:  # unmounted: the requests in hand finish (their replies fail)
@@ -326,6 +330,30 @@ class CFront:
             leases = self.ops.leases
             a = leases.attrs.get(parent) if leases is not None else None
             self.session.created_done(parent, None if a is None else self.ops.view.entry(a))
+
+    def _apply_unlinked(self, req: Any) -> None:
+        """An unlink a worker made: Python's now (``workercreates.apply_unlinked``), the
+        directory's attributes handed back as after a create."""
+        parent = req.args[0]
+        try:
+            late = apply_unlinked(self.ops, req, *req.args)
+            if late is not None:
+                self._nursery.start_soon(_awaited, late)
+        except Exception:  # (the kernel has its reply: the manager keeps the name then)
+            log.exception("C front end: applying an unlink made by a worker")
+        finally:
+            leases = self.ops.leases
+            a = leases.attrs.get(parent) if leases is not None else None
+            self.session.created_done(parent, None if a is None else self.ops.view.entry(a))
+
+    def _released(self, ino: int | None) -> None:
+        """A release of ``ino`` was served: tell C whether the file is closed and clean
+        (csrc/front/unlinks.c), which it needs after every release it passed on."""
+        if ino is None:
+            return
+        removals = getattr(self.ops, "removals", None)
+        ok = self.workers is not None and removals is not None and removals.closed_clean(ino)
+        self.session.release_done(ino, ok)
 
     def _mark_quiet(self, fi: Any, flags: int) -> None:
         """A handle whose flush needs nothing is answered in C at close (before the reply that
@@ -415,8 +443,12 @@ class CFront:
             ff.reply_err(req, 0)
 
         async def release(req: Any, fh: int) -> None:
-            await ops.release(fh)
-            ff.reply_err(req, 0)
+            h = ops.table.handles.get(fh) if hasattr(ops, "table") else None
+            try:
+                await ops.release(fh)
+                ff.reply_err(req, 0)
+            finally:
+                self._released(h.ino if h is not None else None)
 
         async def fsync(req: Any, fh: int, datasync: bool) -> None:
             await ops.fsync(fh, datasync)

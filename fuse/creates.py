@@ -206,23 +206,25 @@ class CreatesAhead:
         self._work.set()
         return a
 
-    def unlink(self, parent: int, name: str, cred: Cred) -> dict | None:
+    def unlink(self, parent: int, name: str, cred: Cred, now: int | None = None
+               ) -> dict | None:
         """The reply of an unlink made ahead in ``parent`` (the directory's new attributes),
         or None: ask the manager. The name must be one this mount knows there (the kernel
         has made sure it is no directory, and that the caller may remove it); the caller
         makes sure no handle of this mount holds it and nothing of it waits to be written
         back. Whether it was the file's last name is the manager's to find when the unlink
-        arrives: the data go then (its reaper), or with the last handle elsewhere."""
+        arrives: the data go then (its reaper), or with the last handle elsewhere. ``now``:
+        a C worker answered it then, the session valid (csrc/front/unlinks.c)."""
         leases = self.leases
         d = leases.dirs.get(parent)
         above = leases.attrs.get(parent)
         if parent not in self.dirs or d is None or not d.complete or above is None or \
-                not leases.valid():
+                (now is None and not leases.valid()):
             return None
         ino = d.names.get(name)
         if not ino or ino in self.failed:
             return None
-        now = time.time_ns()
+        now = time.time_ns() if now is None else now
         parent_now = {**above, "mtime_ns": now, "ctime_ns": now,
                       "size": dir_size(d.entries - 1)}  # (the name goes after: removed)
         item = self.pending_inos.get(ino)

@@ -7,7 +7,10 @@ it here must go with it. Who decides what, by case:
 - **Answered here** (``-o leases`` with creates ahead: creates.py): an unlink of a name this
   mount knows in a directory it leases alone is queued behind the creates -- not of a file
   open here, nor with global caches, nor of one with unwritten data unless this mount
-  writes it alone and it is its last name (delegations.py: the data go unwritten).
+  writes it alone and it is its last name (delegations.py: the data go unwritten). With
+  the C front end's workers, those of files closed and clean here are answered by a worker
+  (csrc/front/unlinks.c; :meth:`Removals.closed_clean` says which, :meth:`Removals.
+  unlinked_by_worker` makes each Python's).
 - **At the manager**, knowing the inode from the names this mount gave the kernel
   (``named``): nothing cached needs more than dropping its clean blocks.
 - **At the manager**, after a lookup: the last name of a file with unwritten data removes
@@ -109,6 +112,31 @@ class Removals:
             self.table.inodes.pop(ino, None)
         return reply
 
+    def closed_clean(self, ino: int) -> bool:
+        """Whether a C worker may answer an unlink of ``ino`` from now until an open or a
+        setattr of it arrives (csrc/front/unlinks.c): no handle of it is open here, nothing
+        of it is dirty or being written back, no global caches, its create not refused --
+        what :meth:`_unlink_ahead` asks of a file, less what the worker checks itself."""
+        return self.ahead is not None and self.gbackend is None and \
+            not self.table.is_open(ino) and not self.cache.has_dirty(ino) and \
+            not self.cache.writing_back(ino) and ino not in self.ahead.failed
+
+    def unlinked_by_worker(self, parent: int, name: str, ino: int, cred: Cred,
+                           now: int) -> dict | None:
+        """An unlink of ``ino`` a C worker answered at ``now`` (the kernel has its reply):
+        made this mount's as :meth:`_unlink_ahead` makes one. The reply, or None if it could
+        not be made ahead after all (then it goes to the manager now)."""
+        assert self.ahead is not None  # (the workers unlink only where creates go ahead)
+        reply = self.ahead.unlink(parent, name, cred, now=now)
+        if reply is None:
+            return None
+        self.names.pop((parent, name), None)
+        self.cache.forget(ino)
+        if self.delegations is not None:
+            self.delegations.dropped(ino)
+        self.table.inodes.pop(ino, None)
+        return reply
+
     def _drops_unwritten(self, ino: int) -> bool:
         """Whether an unlink of ``ino`` here may drop its unwritten data: a file this mount
         writes alone (nobody else has seen it), this its only name, no write-back of it
@@ -116,6 +144,10 @@ class Removals:
         a = self.leases.attrs.get(ino)
         return self.delegations is not None and self.delegations.holds(ino) and \
             a is not None and a.get("nlink") == 1 and not self.cache.writing_back(ino)
+
+    async def at_manager(self, parent: int, name: str, cred: Cred) -> dict:
+        """An unlink the manager makes now (not answered here)."""
+        return await self._unlink(parent, name, cred)
 
     async def _unlink(self, parent: int, name: str, cred: Cred) -> dict:
         ino = self.names.pop((parent, name), None)

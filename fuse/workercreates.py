@@ -1,4 +1,5 @@
-"""Creates answered by the C front end's workers, from Python's side (``-o frontend=c``).
+"""Creates and unlinks answered by the C front end's workers, from Python's side
+(``-o frontend=c``).
 
 A mount that creates ahead of the manager in a directory (creates.py) answered each create
 there from Python: one trip through its loop per file, most of what an empty create cost
@@ -12,13 +13,18 @@ What keeps them equal is in creates.c. This side's part: before Python changes a
 worker's create depends on -- the directory's lease (a recall, the session's end), whether
 it creates ahead there, the numbers -- it turns the directories off (:meth:`dirs_off`), under
 the workers' lock, and applies every record made before (``catch_up``), in one step.
+
+Unlinks there too (csrc/front/unlinks.c): of a file Python said was closed and clean when a
+release of it ended (``Removals.closed_clean``), until an open or setattr of it arrives.
+Each reaches Python as a record (:func:`apply_unlinked`), as a create's does.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pyfuse3 import EntryAttributes
@@ -26,7 +32,9 @@ from pyfuse3 import EntryAttributes
 if TYPE_CHECKING:
     from .operations import Operations
 
-__all__ = ["LEND", "NoWorkers", "WorkerCreates", "apply_made"]
+log = logging.getLogger("pvfs.fuse")
+
+__all__ = ["LEND", "NoWorkers", "WorkerCreates", "apply_made", "apply_unlinked"]
 
 LEND = 64  # numbers the workers hold at most
 LOW = 16  # below this many, they get more (from creates.py's supply)
@@ -124,3 +132,24 @@ def apply_made(ops: Operations, ctx: Any, parent: int, name: bytes, mode: int, f
     ops.probed.learn(a, ops.probed.gen)
     ops.dirattrs.learn(parent, a)
     return ops.view.named(ops.files.made(a, flags, cred, fh), parent, n)
+
+
+def apply_unlinked(ops: Operations, ctx: Any, parent: int, name: bytes, ino: int,
+                   now: int) -> Awaitable[Any] | None:
+    """An unlink of file ``ino`` a C worker answered at ``now`` (csrc/front/unlinks.c): made
+    the mount's as ``Operations.unlink`` makes one answered ahead, without a reply. If it can
+    no longer be made ahead (it cannot while the tables are mirrored: ``unlinked_mismatch``
+    counts it, 0 in the tests), the unlink at the manager, for the caller to run."""
+    n = os.fsdecode(name)
+    cred = ops.cred(ctx)
+    t = ops._tick(parent)
+    reply = ops.removals.unlinked_by_worker(parent, n, ino, cred, now)
+    if reply is None:
+        log.error("an unlink of %r in directory %d answered by a worker could not be made "
+                  "ahead; sent to the manager", n, parent)
+        ops.counters["unlinked_mismatch"] += 1
+        return ops.removals.at_manager(parent, n, cred)
+    if ops.leases is not None:  # (before dirattrs, which takes the parent's out)
+        ops.leases.removed(parent, n, t, reply)
+    ops.dirattrs.learn(parent, reply)
+    return None

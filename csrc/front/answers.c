@@ -147,6 +147,14 @@ int pvf_set_has(struct pvf_fhset *s, uint64_t key, int remove)
     return 1;
 }
 
+/* Every key gone (the memory kept). Caller holds the lock. */
+void pvf_set_clear(struct pvf_fhset *s)
+{
+    if (s->slots != NULL)
+        memset(s->slots, 0, s->cap * sizeof(uint64_t));
+    s->n = 0;
+}
+
 void pvf_set_free(struct pvf_fhset *s)
 {
     free(s->slots);
@@ -233,6 +241,12 @@ static void dir_drop_locked(struct pvf_front *f, uint64_t ino)
             }
         }
     }
+}
+
+/* For unlinks.c, under the lock: what is kept here of ino's attributes goes. */
+void pvf_dir_drop_locked(struct pvf_front *f, uint64_t ino)
+{
+    dir_drop_locked(f, ino);
 }
 
 void pvf_dir_drop(struct pvf_front *f, uint64_t ino)

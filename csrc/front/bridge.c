@@ -64,6 +64,7 @@ void pvf_bridge_fini(struct pvf_front *f)
     pvf_dir_free(f);
     pvf_names_free(f);
     pvf_numbers_free(f);
+    pvf_unlinks_free(f);
     if (f->efd >= 0)
         close(f->efd);
     f->efd = -1;

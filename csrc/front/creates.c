@@ -40,7 +40,7 @@
 #define PVF_DIR_BLOCK 4096   /* pvfs.protocol.inodes.DIR_BLOCK */
 
 /* pvfs.protocol.inodes.dir_size: a directory's st_size with `entries` names. */
-static off_t dir_size(size_t entries)
+off_t pvf_dir_size(size_t entries)
 {
     return (off_t)PVF_DIR_BLOCK * (off_t)(1 + (entries + 2) / 128);
 }
@@ -144,7 +144,9 @@ void pvf_numbers_free(struct pvf_front *f)
 }
 
 /* ------------------------------------------------------------------ one create */
-static int plain_name(const char *name, size_t len)
+/* A name the workers may make or remove: not ".", "..", nor longer than the manager takes,
+ * plain ASCII (Python decides anything else). */
+int pvf_plain_name(const char *name, size_t len)
 {
     if (len == 0 || len > PVF_NAME_MAX || (name[0] == '.' && (len == 1 ||
                                                                (len == 2 && name[1] == '.'))))
@@ -224,7 +226,7 @@ static int take_locked(struct pvf_front *f, struct pvf_req *r, size_t len, int w
     r->off = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
     /* the directory: new times and size (its blocks from the size, as Python's entry) */
     slot->st.st_mtim = slot->st.st_ctim = now;
-    slot->st.st_size = dir_size(entries + 1);
+    slot->st.st_size = pvf_dir_size(entries + 1);
     slot->st.st_blocks = (slot->st.st_size + 511) / 512;
     slot->pending++;
     memset(e, 0, sizeof(*e));
@@ -253,7 +255,7 @@ int pvf_create_try(struct pvf_front *f, fuse_req_t fr, uid_t uid, gid_t gid, uin
     struct pvf_req *r;
     int here, writable = (flags & O_ACCMODE) != O_RDONLY;
 
-    if (f->nnumbers == 0 || !plain_name(name, len) || (flags & (O_SYNC | O_DSYNC)))
+    if (f->nnumbers == 0 || !pvf_plain_name(name, len) || (flags & (O_SYNC | O_DSYNC)))
         return 0;   /* (an unlocked peek: the decision is made under the lock below) */
     r = pvf_req_new(fr, PVF_CREATED, len + 1);
     if (r == NULL)

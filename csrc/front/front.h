@@ -9,8 +9,10 @@
  *              wakes the mount's trio loop), the forgets answered in C, the in-flight list
  *   creates.c  creates answered by the workers in directories the mount creates ahead in,
  *              from numbers Python lends; each handed to Python as a record it applies
+ *   unlinks.c  unlinks answered by the workers there, of files Python marked closed and
+ *              clean; each handed to Python as a record it applies
  *   ops.c      the ops table: each request of the kernel answered in C (forgets, and what
- *              answers.c, names.c and creates.c can answer) or copied into a record and
+ *              answers.c, names.c, creates.c and unlinks.c can answer) or copied into a record and
  *              queued
  *   session.c  the libfuse3 session: the ops table run by fuse_session_loop_mt on C worker
  *              threads (clone_fd); mounting, the loop thread, unmounting, the kernel
@@ -70,6 +72,7 @@ enum pvf_op {
     PVF_ACCESS,
     PVF_CREATE,
     PVF_CREATED,    /* a create answered by a worker (creates.c): applied, never replied */
+    PVF_UNLINKED,   /* an unlink answered by a worker (unlinks.c): applied, never replied */
     PVF_NOPS
 };
 
@@ -124,6 +127,7 @@ struct pvf_counters {
     uint64_t missing_here;   /* lookups answered ENOENT in C (names.c) */
     uint64_t created_here;   /* creates answered in C (creates.c) */
     uint64_t created_mismatch; /* directories' attributes C and Python made differently */
+    uint64_t unlinked_here;  /* unlinks answered in C (unlinks.c) */
 };
 
 #define PVF_NAME_MAX 255     /* longer names go to Python (the manager's ENAMETOOLONG) */
@@ -139,7 +143,7 @@ struct pvf_fhset {
 /* A leased directory's attributes as the kernel gets them (answers.c). */
 struct pvf_dirattr {
     uint64_t ino;                   /* 0: an empty slot */
-    unsigned pending;               /* creates made here that Python has not applied */
+    unsigned pending;               /* creates, unlinks made here Python has not applied */
     struct stat st;
 };
 
@@ -175,6 +179,8 @@ struct pvf_front {
     size_t nnumbers, capnumbers;
     uint64_t next_fh;               /* the next handle of a file created here */
     double entry_floor;             /* the mount's entry_timeout */
+    struct pvf_fhset unlinkable;    /* files closed and clean, Python says (unlinks.c) */
+    struct pvf_fhset releasing;     /* files whose release is on its way to Python */
     /* only on the Python thread (with the GIL) */
     struct pvf_req inflight;        /* sentinel: drained, not yet answered */
     int efd;                        /* eventfd: Python waits for it to be readable */
@@ -190,9 +196,11 @@ struct pvf_front {
 /* answers.c */
 int pvf_set_add(struct pvf_fhset *s, uint64_t key);                /* -1: ENOMEM */
 int pvf_set_has(struct pvf_fhset *s, uint64_t key, int remove);    /* 1: it was there */
+void pvf_set_clear(struct pvf_fhset *s);
 void pvf_set_free(struct pvf_fhset *s);
 int pvf_dir_keep(struct pvf_front *f, uint64_t ino, const struct stat *st);  /* -1, errno */
 void pvf_dir_drop(struct pvf_front *f, uint64_t ino);
+void pvf_dir_drop_locked(struct pvf_front *f, uint64_t ino);
 void pvf_dir_drop_all(struct pvf_front *f);
 void pvf_dir_free(struct pvf_front *f);
 void pvf_lease_until(struct pvf_front *f, double until, double floor);
@@ -222,6 +230,8 @@ int pvf_names_can_make_locked(struct pvf_front *f, uint64_t parent, const char *
                               size_t len, size_t *entries);
 int pvf_names_put_locked(struct pvf_front *f, uint64_t parent, const char *name, size_t len,
                          uint64_t ino);
+int pvf_names_get_locked(struct pvf_front *f, uint64_t parent, const char *name, size_t len,
+                         uint64_t *ino, size_t *entries);
 
 /* bridge.c */
 int pvf_bridge_init(struct pvf_front *f);            /* -1 with errno */
@@ -243,6 +253,8 @@ void pvf_notify_end(struct pvf_front *f);
 void pvf_close_wait_notifiers(struct pvf_front *f);
 
 /* creates.c */
+off_t pvf_dir_size(size_t entries);
+int pvf_plain_name(const char *name, size_t len);
 void pvf_create_settings(struct pvf_front *f, double entry_floor, uint64_t first_fh);
 int pvf_create_dir(struct pvf_front *f, uint64_t parent, int on);  /* -1: ENOMEM */
 void pvf_create_dirs_off(struct pvf_front *f);
@@ -256,6 +268,15 @@ int pvf_create_try(struct pvf_front *f, fuse_req_t fr, uid_t uid, gid_t gid, uin
 int pvf_create_here(struct pvf_front *f, fuse_req_t fr, uint64_t parent, const char *name,
                     mode_t mode, const struct fuse_file_info *fi);   /* 1: answered */
 void pvf_created_done(struct pvf_front *f, uint64_t parent, const struct stat *st);
+
+/* unlinks.c */
+void pvf_releasing(struct pvf_front *f, uint64_t ino);
+void pvf_unlinkable_drop(struct pvf_front *f, uint64_t ino);
+int pvf_release_done(struct pvf_front *f, uint64_t ino, int closed_clean);  /* 1: marked */
+void pvf_unlinks_free(struct pvf_front *f);
+int pvf_unlink_try(struct pvf_front *f, fuse_req_t fr, uid_t uid, gid_t gid, uint64_t parent,
+                   const char *name);                               /* 1: made */
+int pvf_unlink_here(struct pvf_front *f, fuse_req_t fr, uint64_t parent, const char *name);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops pvf_ops;

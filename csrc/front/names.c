@@ -345,6 +345,24 @@ int pvf_names_can_make_locked(struct pvf_front *f, uint64_t parent, const char *
     return 1;
 }
 
+/* For unlinks.c, under the lock: whether a complete directory holds `name` (its inode in
+ * *ino) and how many names it holds. */
+int pvf_names_get_locked(struct pvf_front *f, uint64_t parent, const char *name, size_t len,
+                         uint64_t *ino, size_t *entries)
+{
+    struct pvf_dirnames *d = dir_get(f, parent);
+    size_t j;
+
+    if (d == NULL || !d->complete || d->cap == 0)
+        return 0;
+    j = name_find(d, name, len, hash_of(name, len));
+    if (d->slots[j].name == NULL || d->slots[j].ino == 0)
+        return 0;
+    *ino = d->slots[j].ino;
+    *entries = d->entries;
+    return 1;
+}
+
 /* For creates.c, under the lock: `name` names `ino` now; -1 if it could not be kept (the
  * directory is forgotten here then). */
 int pvf_names_put_locked(struct pvf_front *f, uint64_t parent, const char *name, size_t len,

@@ -1,9 +1,10 @@
 /* ops.c -- what each request of the kernel becomes: the ops table of the session.
  *
  * Every op runs on one of libfuse's C worker threads (session.c): it answers forgets itself,
- * and what answers.c and names.c can answer -- a leased directory's attributes, a name a
- * leased complete directory does not hold, the flush of a quiet handle or of a file kept by
- * its write delegation --, and copies every other request into a record for Python
+ * and what answers.c, names.c, creates.c and unlinks.c can answer -- a leased directory's
+ * attributes, a name a leased complete directory does not hold, the flush of a quiet handle
+ * or of a file kept by its write delegation, a create or an unlink in a directory the mount
+ * creates ahead in --, and copies every other request into a record for Python
  * (bridge.c), then returns -- the request stays open until Python answers it from its
  * thread through the reply_* functions (replies.c), which libfuse allows from any thread.
  * No op touches Python.
@@ -142,10 +143,12 @@ static int64_t ns_of(const struct timespec *ts)
 static void op_setattr(fuse_req_t fr, fuse_ino_t ino, struct stat *attr, int to_set,
                        struct fuse_file_info *fi)
 {
-    struct pvf_req *r = plain(fr, PVF_SETATTR, ino, fi);
+    struct pvf_req *r;
     struct timespec now = { 0, 0 };
     uint32_t set = 0;
 
+    pvf_unlinkable_drop(front_of(fr), ino);   /* (unlinks.c: a size or mode may change) */
+    r = plain(fr, PVF_SETATTR, ino, fi);
     if (r == NULL)
         return;
     if ((to_set & (FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW))
@@ -227,6 +230,8 @@ static void op_mkdir(fuse_req_t fr, fuse_ino_t parent, const char *name, mode_t 
 
 static void op_unlink(fuse_req_t fr, fuse_ino_t parent, const char *name)
 {
+    if (pvf_unlink_here(front_of(fr), fr, parent, name))
+        return;
     named(fr, PVF_UNLINK, parent, name);
 }
 
@@ -279,7 +284,10 @@ static void op_link(fuse_req_t fr, fuse_ino_t ino, fuse_ino_t newparent, const c
 
 static void op_open(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    struct pvf_req *r = plain(fr, PVF_OPEN, ino, fi);
+    struct pvf_req *r;
+
+    pvf_unlinkable_drop(front_of(fr), ino);   /* (unlinks.c: before Python opens it) */
+    r = plain(fr, PVF_OPEN, ino, fi);
 
     if (r != NULL)
         queue(fr, r);
@@ -347,6 +355,7 @@ static void op_flush(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     pvf_quiet_has(front_of(fr), fi->fh, 1);
+    pvf_releasing(front_of(fr), ino);
     op_handle(fr, PVF_RELEASE, ino, fi, 0);
 }
 

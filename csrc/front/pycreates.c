@@ -1,12 +1,14 @@
-/* pycreates.c -- the Session methods that keep creates.c's state: the directories the
- * workers create in, the inode numbers lent to them, a create applied by Python (the
- * directory's attributes handed back), and the test hook that makes a create as a worker
- * would without a kernel (fuse/cfront.py's WorkerCreates is the Python side).
+/* pycreates.c -- the Session methods that keep creates.c's and unlinks.c's state: the
+ * directories the workers create in, the inode numbers lent to them, a create or unlink
+ * applied by Python (the directory's attributes handed back), a release finished by Python
+ * (the file unlinkable by the workers), and the test hooks that make a create or an unlink
+ * as a worker would without a kernel (fuse/workercreates.py is the Python side).
  */
 #include "pyfront.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 PyObject *pvf_py_create_settings(SessionObject *self, PyObject *args)
 {
@@ -144,4 +146,48 @@ PyObject *pvf_py_create_here(SessionObject *self, PyObject *args)
         Py_RETURN_NONE;
     return Py_BuildValue("(NKdd)", pvf_py_entry_tuple(&e), (unsigned long long)fh,
                          e.entry_timeout, e.attr_timeout);
+}
+
+/* release_done(ino, closed_clean) -> bool: Python finished a release of ino (unlinks.c);
+ * True if the file is unlinkable by the workers now. */
+PyObject *pvf_py_release_done(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+    int closed_clean;
+
+    if (!PyArg_ParseTuple(args, "Kp:release_done", &ino, &closed_clean))
+        return NULL;
+    return PyBool_FromLong(pvf_release_done(&self->f, ino, closed_clean));
+}
+
+/* Tests: _kernel_sends(op, ino): what the workers do with a release ("release") or an open
+ * ("open") of ino before they queue it. */
+PyObject *pvf_py_kernel_sends(SessionObject *self, PyObject *args)
+{
+    const char *op;
+    unsigned long long ino;
+
+    if (!PyArg_ParseTuple(args, "sK:_kernel_sends", &op, &ino))
+        return NULL;
+    if (strcmp(op, "release") == 0)
+        pvf_releasing(&self->f, ino);
+    else if (strcmp(op, "open") == 0 || strcmp(op, "setattr") == 0)
+        pvf_unlinkable_drop(&self->f, ino);
+    else
+        return PyErr_Format(PyExc_ValueError, "_kernel_sends: no op %s", op);
+    Py_RETURN_NONE;
+}
+
+/* Tests: _unlink_here(parent, name, uid, gid) -> bool: an unlink made as a worker makes it
+ * (answered, its record queued), or not. */
+PyObject *pvf_py_unlink_here(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent;
+    const char *name;
+    unsigned uid, gid;
+
+    if (!PyArg_ParseTuple(args, "KyII:_unlink_here", &parent, &name, &uid, &gid))
+        return NULL;
+    return PyBool_FromLong(pvf_unlink_try(&self->f, NULL, (uid_t)uid, (gid_t)gid, parent,
+                                          name));
 }

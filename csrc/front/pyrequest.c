@@ -248,6 +248,9 @@ static PyObject *request_args(fstate *st, struct pvf_req *r)
         return Py_BuildValue("(KyIIKKLII)", (unsigned long long)r->ino, r->name, r->mode,
                              r->flags, (unsigned long long)r->ino2, (unsigned long long)r->fh,
                              (long long)r->off, r->uid_set, r->gid_set);
+    case PVF_UNLINKED:  /* (parent, name, ino, now_ns) */
+        return Py_BuildValue("(KyKL)", (unsigned long long)r->ino, r->name,
+                             (unsigned long long)r->ino2, (long long)r->off);
     default:
         return PyErr_Format(PyExc_SystemError, "unknown op %d", r->op);
     }

@@ -240,19 +240,20 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
 {
     struct pvf_counters c;
     Py_ssize_t inflight = 0;
-    size_t kept, numbers;
+    size_t kept, numbers, unlinkable;
 
     (void)ignored;
     pthread_mutex_lock(&self->f.lock);
     c = self->f.c;
     kept = self->f.kept.n;
+    unlinkable = self->f.unlinkable.n;
     numbers = self->f.nnumbers;
     pthread_mutex_unlock(&self->f.lock);
     if (self->ready) {
         for (struct pvf_req *r = self->f.inflight.next; r != &self->f.inflight; r = r->next)
             inflight++;
     }
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsnsnsnsnsn}", "queued", c.queued,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsKsnsnsnsnsnsn}", "queued", c.queued,
                          "forgets", c.forgets, "wakeups", c.wakeups,
                          "reply_failures", c.reply_failures, "unanswered", c.unanswered,
                          "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
@@ -260,6 +261,8 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
                          "attrs_here", c.attrs_here, "file_attrs_here", c.file_attrs_here,
                          "missing_here", c.missing_here,
                          "created_here", c.created_here, "created_mismatch", c.created_mismatch,
+                         "unlinked_here", c.unlinked_here,
+                         "unlinkable", (Py_ssize_t)unlinkable,
                          "numbers_here", (Py_ssize_t)numbers,
                          "inflight", inflight,
                          "quiet_handles", (Py_ssize_t)(self->f.quiet.n + self->f.quiet_rw.n),
@@ -529,6 +532,14 @@ static PyMethodDef Session_methods[] = {
     { "_create_here", (PyCFunction)pvf_py_create_here, METH_VARARGS,
       "tests: _create_here(parent, name, mode, flags, uid, gid) -> None or (entry, fh, "
       "entry_timeout, attr_timeout): a create made as a worker makes it, its record queued" },
+    { "release_done", (PyCFunction)pvf_py_release_done, METH_VARARGS,
+      "release_done(ino, closed_clean) -> bool: Python finished a release of ino; closed_clean:"
+      " no handle left, nothing dirty -- then the workers may answer its unlink (unlinks.c)" },
+    { "_kernel_sends", (PyCFunction)pvf_py_kernel_sends, METH_VARARGS,
+      "tests: _kernel_sends('release'|'open'|'setattr', ino) as the workers see that request" },
+    { "_unlink_here", (PyCFunction)pvf_py_unlink_here, METH_VARARGS,
+      "tests: _unlink_here(parent, name, uid, gid) -> bool: an unlink made as a worker makes "
+      "it, its record queued" },
     { "_missing_here", (PyCFunction)pvf_py_missing_here, METH_VARARGS,
       "tests: whether a worker answers lookup(parent, name) ENOENT" },
     { "_getattr_here", (PyCFunction)pvf_py_getattr_here, METH_VARARGS,
