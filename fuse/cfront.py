@@ -108,8 +108,11 @@ class DirMirror:
     the workers (``leasetables.LeaseMirror``): a getattr of such a directory -- the kernel
     asks one after every create in it -- is answered there as :meth:`Operations.getattr`
     would answer it (the same entry, ``KernelView.entry``; the timeout the session's
-    remaining time), and a lookup of a name a complete one does not hold -- the one before
-    each ``O_CREAT`` -- ENOENT (not cached by the kernel: nothing for a recall to drop)."""
+    remaining time), a lookup of a name a complete one does not hold -- the one before
+    each ``O_CREAT`` -- ENOENT (not cached by the kernel: nothing for a recall to drop),
+    and a lookup of a name it holds whose inode's answer is kept there too with that entry
+    (kept by the kernel until the session's end, as :meth:`Operations.lookup` lets it: a
+    recall drops every name of the directory)."""
 
     def __init__(self, session: Any, ops: Operations) -> None:
         self.session, self.view = session, ops.view
@@ -194,6 +197,8 @@ class CFront:
         self._handlers = self._table()
         self.session.mount(mountpoint)
         if getattr(ops, "leases", None) is not None:
+            # (the entry timeout first: names found in the mirror are answered with it)
+            self.session.create_settings(float(ops.opts.entry_timeout), WORKER_FH)
             ops.leases.mirror_to(DirMirror(self.session, ops))
         dels, opts = getattr(ops, "delegations", None), getattr(ops, "opts", None)
         # Not with testing_lose_close_writes, whose flush throws the file's data away; nor

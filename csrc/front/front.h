@@ -4,7 +4,8 @@
  *   answers.c  what the workers answer from state Python keeps there: leased directories'
  *              attributes (getattr), the session's end, the handles whose flush needs nothing,
  *              the files whose close a write delegation keeps
- *   names.c    leased directories' names: "no such name" answered by the workers
+ *   names.c    leased directories' names: "no such name" answered by the workers, and a
+ *              name whose inode's attributes answers.c keeps
  *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
  *              wakes the mount's trio loop), the forgets answered in C, the in-flight list
  *   creates.c  creates answered by the workers in directories the mount creates ahead in,
@@ -125,6 +126,7 @@ struct pvf_counters {
     uint64_t attrs_here;     /* getattrs of leased directories answered in C */
     uint64_t file_attrs_here; /* getattrs of leased files answered in C */
     uint64_t missing_here;   /* lookups answered ENOENT in C (names.c) */
+    uint64_t found_here;     /* lookups answered with an entry in C (names.c) */
     uint64_t created_here;   /* creates answered in C (creates.c) */
     uint64_t created_mismatch; /* directories' attributes C and Python made differently */
     uint64_t unlinked_here;  /* unlinks answered in C (unlinks.c) */
@@ -226,6 +228,8 @@ void pvf_names_forget(struct pvf_front *f, uint64_t parent);
 void pvf_names_forget_all(struct pvf_front *f);
 void pvf_names_free(struct pvf_front *f);
 int pvf_names_missing(struct pvf_front *f, uint64_t parent, const char *name);  /* 1: ENOENT */
+int pvf_names_found(struct pvf_front *f, uint64_t parent, const char *name,
+                    struct fuse_entry_param *e);                    /* 1: e is the answer */
 int pvf_names_can_make_locked(struct pvf_front *f, uint64_t parent, const char *name,
                               size_t len, size_t *entries);
 int pvf_names_put_locked(struct pvf_front *f, uint64_t parent, const char *name, size_t len,

@@ -327,6 +327,45 @@ int pvf_names_missing(struct pvf_front *f, uint64_t parent, const char *name)
     return missing;
 }
 
+/* A lookup of a name a leased directory here holds, of an inode whose attributes are kept
+ * here too (answers.c: a leased directory's or regular file's): 1 and the entry Python
+ * would give -- the kernel keeps the name until the session's end, as Python's
+ * LeaseCache.name_timeout lets it (a recall drops every name of the directory), and the
+ * attributes as long as a getattr here would -- else 0 (Python answers). */
+int pvf_names_found(struct pvf_front *f, uint64_t parent, const char *name,
+                    struct fuse_entry_param *e)
+{
+    size_t len = strlen(name), j;
+    struct pvf_dirnames *d;
+    struct pvf_dirattr *slot;
+    double left;
+    int found = 0;
+
+    if (len == 0 || len > PVF_NAME_MAX)
+        return 0;
+    pthread_mutex_lock(&f->lock);
+    left = pvf_lease_left(f);
+    d = dir_get(f, parent);
+    if (left > 0.0 && d != NULL && d->cap > 0) {
+        j = name_find(d, name, len, hash_of(name, len));
+        slot = d->slots[j].name != NULL && d->slots[j].ino != 0
+            ? pvf_dir_slot_locked(f, d->slots[j].ino) : NULL;
+        if (slot != NULL) {
+            memset(e, 0, sizeof(*e));
+            e->ino = slot->ino;
+            e->attr = slot->st;
+            e->entry_timeout = f->entry_floor == 0.0 ? 0.0
+                : (left > f->entry_floor ? left : f->entry_floor);
+            e->attr_timeout = f->attr_floor == 0.0 ? 0.0
+                : (left > f->attr_floor ? left : f->attr_floor);
+            f->c.found_here++;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+    return found;
+}
+
 /* For creates.c, under the lock: whether `name` may be made in `parent` here -- a complete
  * directory that does not hold it -- and how many names it holds. */
 int pvf_names_can_make_locked(struct pvf_front *f, uint64_t parent, const char *name,

@@ -95,9 +95,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t fr, fuse_ino_t parent, const char *name)
 {
     struct pvf_front *f = front_of(fr);   /* (fr is gone once answered) */
+    struct fuse_entry_param e;
 
     if (pvf_names_missing(f, parent, name))
         pvf_counted_reply(f, fuse_reply_err(fr, ENOENT));
+    else if (pvf_names_found(f, parent, name, &e))
+        pvf_counted_reply(f, fuse_reply_entry(fr, &e));
     else
         named(fr, PVF_LOOKUP, parent, name);
 }

@@ -238,3 +238,18 @@ PyObject *pvf_py_missing_here(SessionObject *self, PyObject *args)
         return NULL;
     return PyBool_FromLong(pvf_names_missing(&self->f, parent, name));
 }
+
+/* Tests: the entry a worker answers lookup(parent, name) with, as (entry tuple,
+ * entry_timeout, attr_timeout), or None: Python answers. */
+PyObject *pvf_py_found_here(SessionObject *self, PyObject *args)
+{
+    unsigned long long parent;
+    const char *name;
+    struct fuse_entry_param e;
+
+    if (!PyArg_ParseTuple(args, "Ky:_found_here", &parent, &name))
+        return NULL;
+    if (!pvf_names_found(&self->f, parent, name, &e))
+        Py_RETURN_NONE;
+    return Py_BuildValue("(Ndd)", pvf_py_entry_tuple(&e), e.entry_timeout, e.attr_timeout);
+}

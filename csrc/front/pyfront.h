@@ -78,6 +78,7 @@ PyObject *pvf_py_dir_complete(SessionObject *self, PyObject *args);
 PyObject *pvf_py_dir_forget(SessionObject *self, PyObject *args);
 PyObject *pvf_py_dirs_forget(SessionObject *self, PyObject *ignored);
 PyObject *pvf_py_missing_here(SessionObject *self, PyObject *args);
+PyObject *pvf_py_found_here(SessionObject *self, PyObject *args);
 
 /* pycreates.c: Session methods (pysession.c's table names them) */
 PyObject *pvf_py_create_settings(SessionObject *self, PyObject *args);

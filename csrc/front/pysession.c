@@ -253,13 +253,13 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
         for (struct pvf_req *r = self->f.inflight.next; r != &self->f.inflight; r = r->next)
             inflight++;
     }
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsKsnsnsnsnsnsn}", "queued", c.queued,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsnsnsnsnsnsn}", "queued", c.queued,
                          "forgets", c.forgets, "wakeups", c.wakeups,
                          "reply_failures", c.reply_failures, "unanswered", c.unanswered,
                          "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
                          "kept_flushes", c.kept_flushes,
                          "attrs_here", c.attrs_here, "file_attrs_here", c.file_attrs_here,
-                         "missing_here", c.missing_here,
+                         "missing_here", c.missing_here, "found_here", c.found_here,
                          "created_here", c.created_here, "created_mismatch", c.created_mismatch,
                          "unlinked_here", c.unlinked_here,
                          "unlinkable", (Py_ssize_t)unlinkable,
@@ -540,6 +540,9 @@ static PyMethodDef Session_methods[] = {
     { "_unlink_here", (PyCFunction)pvf_py_unlink_here, METH_VARARGS,
       "tests: _unlink_here(parent, name, uid, gid) -> bool: an unlink made as a worker makes "
       "it, its record queued" },
+    { "_found_here", (PyCFunction)pvf_py_found_here, METH_VARARGS,
+      "tests: (entry, entry_timeout, attr_timeout) a worker answers lookup(parent, name) "
+      "with, or None" },
     { "_missing_here", (PyCFunction)pvf_py_missing_here, METH_VARARGS,
       "tests: whether a worker answers lookup(parent, name) ENOENT" },
     { "_getattr_here", (PyCFunction)pvf_py_getattr_here, METH_VARARGS,

@@ -220,6 +220,32 @@ def test_missing_names_of_complete_directories_are_answered_here():
     assert not s._missing_here(7, b"x")  # (a failed push leaves nothing half made)
 
 
+def test_known_names_whose_attributes_are_kept_here_are_answered_here():
+    s = ff.Session()
+    s.create_settings(2.0, 1 << 48)  # (the mount's entry_timeout)
+    s.lease_until(time.monotonic() + 30, 1.0)
+    s.dir_names(5, False, [(b"f", 10), (b"d", 11), (b"gone", 0), (b"bare", 12)])
+    f = dir_entry(10, size=3901)
+    f.st_mode = 0o100644
+    s.keep_file_attrs(10, f)
+    s.keep_dir(11, dir_entry(11))
+    entry, entry_timeout, attr_timeout = s._found_here(5, b"f")
+    assert entry[0] == 10 and entry[4] == 0o100644 and entry[9] == 3901
+    assert 29 < entry_timeout <= 30 and 29 < attr_timeout <= 30  # the session's time left
+    assert s._found_here(5, b"d")[0][0] == 11
+    assert s._found_here(5, b"bare") is None  # no attributes here: Python answers
+    assert s._found_here(5, b"gone") is None and s._found_here(5, b"new") is None
+    assert s._found_here(6, b"f") is None  # a directory not kept here
+    s._written(10, True)  # a write of it queued: its size is Python's to say
+    assert s._found_here(5, b"f") is None
+    s.lease_until(time.monotonic() - 1, 1.0)  # the session ended
+    assert s._found_here(5, b"d") is None
+    s.lease_until(time.monotonic() + 30, 0.0)
+    s.create_settings(0.0, 1 << 48)  # entry_timeout=0 and attr_timeout=0 stay 0
+    assert s._found_here(5, b"d")[1:] == (0.0, 0.0)
+    assert s.stats()["found_here"] == 3
+
+
 def test_the_names_tables_survive_growth_and_deletion():
     s = ff.Session()
     s.lease_until(time.monotonic() + 30, 1.0)
