@@ -22,8 +22,8 @@ Targets (``--target NAME=SPEC`` or just ``--target SPEC``, repeatable):
 * ``pvfs-native`` — the same cluster through ``pvfs.connect`` pread/pwrite (the Python runner);
 * ``pyfuse3-null`` — a pyfuse3 file system that does no work (:mod:`bench.fio.nullfs`): the
   ceiling of any pyfuse3 mount, pvfs's included;
-* ``passthrough_hp:BINARY`` — libfuse's C ``example/passthrough_hp`` over a local directory:
-  the ceiling of any FUSE design on this machine;
+* ``passthrough_hp:BINARY`` — libfuse's C ``example/passthrough_hp --nopassthrough`` over a
+  local directory: the ceiling of any FUSE design on this machine (data through user space);
 * ``py:MODULE:FUNC`` — ``FUNC(workdir)`` is a context manager yielding an opener; the job set
   runs through it in Python threads (:mod:`bench.fio.pyjobs`; the pvfs native API hook);
 * any other SPEC — an existing directory, e.g. a pvfs mount: ``--target pvfs=/mnt/pvfs``.
