@@ -11,8 +11,11 @@ delegation keeps (:class:`KeptFiles`), and the creates and unlinks in directorie
 creates ahead in (workercreates.py): those arrive as records (``OP_CREATED``,
 ``OP_UNLINKED``) that are applied as they are drained, before any request drained with or
 after them is served; each release served here tells C whether the file is left closed and
-clean (an unlink of it may then be a worker's). The request object is
-also the handlers' request context (``uid``, ``gid``, ``pid``, ``umask``).
+clean (an unlink of it may then be a worker's). Writes of handles marked ``behind``
+(:meth:`CFront._mark_behind`) are answered by C once queued and arrive as records
+(``OP_WROTE``) that one task applies in order (:meth:`CFront._apply_wrote`); a request
+drained after one waits until it is applied. The request object is also the handlers'
+request context (``uid``, ``gid``, ``pid``, ``umask``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ __all__ = ["CFront", "SetattrFields", "available"]
 # thread at 0.95x pyfuse3). More pay off once C answers reads and lookups itself.
 WORKER_THREADS = 1
 MAX_WRITE = 1 << 20   # 1 MiB requests (the kernel's max_pages follows)
+# Bytes of writes C may answer ahead of Python applying them (csrc/front/answers.c): past
+# this a write waits for Python as before, throttling the writer to Python's pace.
+BEHIND_BYTES = 16 << 20
 _XATTR_CREATE, _XATTR_REPLACE = os.XATTR_CREATE, os.XATTR_REPLACE
 
 
@@ -207,6 +213,11 @@ class CFront:
                 and hasattr(self.session, "keep_file"):
             dels.mirror = KeptFiles(self.session)
         self._lend_creates(ops)
+        files = getattr(ops, "files", None)
+        self._behind = hasattr(self.session, "behind") and hasattr(files, "behind_ok") and \
+            hasattr(self.ff, "OP_WROTE")
+        if self._behind:
+            self.session.behind_limit(BEHIND_BYTES)
 
     def _lend_creates(self, ops: Operations) -> None:
         """The workers answer creates in directories the mount creates ahead in
@@ -234,6 +245,10 @@ class CFront:
         self._reading = False
         self._ended = False
         self._workers = 0
+        self._wrote: collections.deque = collections.deque()  # OP_WROTE, not yet applied
+        self._wrote_in = self._wrote_done = 0   # OP_WROTE records drained, applied
+        self._applying = False
+        self._applied = trio.lowlevel.ParkingLot()  # requests waiting for writes before them
         async with trio.open_nursery() as nursery:
             self._scope = nursery.cancel_scope
             self._nursery = nursery
@@ -249,7 +264,7 @@ class CFront:
         try:
             while True:
                 if self._pending:
-                    await self._serve(self._pending.popleft())
+                    await self._serve(*self._pending.popleft())
                 elif self._ended:
                     return
                 elif not self._reading:
@@ -280,13 +295,20 @@ class CFront:
             if inspect.isawaitable(done):  # pyfuse3 lets forget be async too
                 self._nursery.start_soon(_awaited, done)
         made, unlinked = self.ff.OP_CREATED, getattr(self.ff, "OP_UNLINKED", -1)
+        wrote = getattr(self.ff, "OP_WROTE", -1)
         for req in reqs:
             if req.op == made:
                 self._apply_made(req)
             elif req.op == unlinked:
                 self._apply_unlinked(req)
-            else:
-                self._pending.append(req)
+            elif req.op == wrote:
+                self._wrote.append(req)
+                self._wrote_in += 1
+            else:  # served once every write drained before it is applied
+                self._pending.append((req, self._wrote_in))
+        if self._wrote and not self._applying:
+            self._applying = True
+            self._nursery.start_soon(self._apply_wrote)
         if session.ended:  # unmounted: the requests in hand finish (their replies fail)
             self._ended = True
             self._lot.unpark_all()
@@ -314,14 +336,49 @@ class CFront:
             self.session.close()
 
     # ------------------------------------------------------------------ requests
-    async def _serve(self, req: Any) -> None:
+    async def _serve(self, req: Any, after: int = 0) -> None:
         try:
+            while self._wrote_done < after:  # writes answered in C before it: applied first
+                await self._applied.park()
             await self._handlers[req.op](req, *req.args)
         except FUSEError as exc:
             self._fail(req, exc.errno)
         except Exception:  # a reply that could not be made: EIO, logged
             log.exception("C front end: op %d", req.op)
             self._fail(req, errno.EIO)
+
+    async def _apply_wrote(self) -> None:
+        """Apply the writes C answered (``OP_WROTE``), one at a time in their order, each as
+        the write handler would; an error parks on the file as a write-back error (its next
+        fsync or close reports it, as for the block cache's write-back)."""
+        ops = self.ops
+        try:
+            while self._wrote:
+                req = self._wrote.popleft()
+                fh, off, data = req.args
+                try:
+                    await ops.write(fh, off, data)
+                except FUSEError as exc:
+                    ops.files.park_write_error(fh, OSError(exc.errno, os.strerror(exc.errno)))
+                except Exception:  # (as _serve: logged; the file's next fsync says EIO)
+                    log.exception("C front end: applying a write answered in C")
+                    ops.files.park_write_error(fh, OSError(errno.EIO, "write answered in C"))
+                finally:
+                    self.session.behind_applied(len(data))
+                    self._wrote_done += 1
+                    if len(self._applied):
+                        self._applied.unpark_all()
+        finally:
+            self._applying = False
+            self._applied.unpark_all()
+
+    def _mark_behind(self, fi: Any) -> None:
+        """A handle whose writes C may answer once queued (before the reply that gives it
+        to the kernel; C drops the mark at release): when ``FileOperations.behind_ok`` says
+        its writes are write-behind already -- nothing a write(2) of it could report that a
+        later fsync or close does not."""
+        if self._behind and not fi.direct_io and self.ops.files.behind_ok(fi.fh):
+            self.session.behind(fi.fh)
 
     def _apply_made(self, req: Any) -> None:
         """A create a worker made: Python's now (``workercreates.apply_made``). Then, with
@@ -435,6 +492,7 @@ class CFront:
         async def open_(req: Any, ino: int, flags: int) -> None:
             fi = await ops.open(ino, flags, req)
             self._mark_quiet(fi, flags)
+            self._mark_behind(fi)
             ff.reply_open(req, fi)
 
         async def read(req: Any, fh: int, off: int, size: int) -> None:
@@ -520,6 +578,7 @@ class CFront:
         async def create(req: Any, parent: int, name: bytes, mode: int, flags: int) -> None:
             fi, entry = await ops.create(parent, name, mode, flags, req)
             self._mark_quiet(fi, flags)
+            self._mark_behind(fi)
             ff.reply_create(req, entry, fi)
 
         return {

@@ -226,6 +226,25 @@ class FileOperations:
             await self.coherence.invalidate(h.ino, await self._stripe_of(h.ino), off, len(buf))
         return n
 
+    def behind_ok(self, fh: int) -> bool:
+        """Whether the C front end may answer this handle's writes before they are applied
+        (fuse/cfront.py): when they are write-behind here already, so that a write(2) could
+        report nothing a later fsync or close does not -- a writable handle, not O_SYNC/
+        O_DSYNC nor of a ``user.pvfs.sync`` file, with ``coherence=none``, the local cache on,
+        no global caches, not ``direct_io``/``writeback_cache``/``testing_lose_close_writes``."""
+        opts = self.opts
+        if opts.coherence != "none" or not opts.cache or opts.direct_io or \
+                opts.writeback_cache or opts.testing_lose_close_writes or \
+                self.gbackend is not None or self.coherence is not None:
+            return False
+        h = self.table.get(fh)
+        return h.writable and not h.sync and not self.table.info(h.ino).sync
+
+    def park_write_error(self, fh: int, exc: OSError) -> None:
+        """A write answered before it was applied failed: its file's next fsync or close
+        reports it, as a write-back error of the block cache."""
+        self.cache.park_error(self.table.get(fh).ino, exc)
+
     async def flush(self, fh: int) -> None:
         h = self.table.get(fh)
         ino = h.ino

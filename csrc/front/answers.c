@@ -58,6 +58,17 @@
  *   held; the release, always Python's, decides the close's write-back anew. `testing_lose_close_writes` (whose flush throws data away) never marks.
  *   A forget drops the mark too (no handle is left).
  *
+ * - Writes of handles Python marked `behind` (fuse/cfront.py says which: writable, not
+ *   O_SYNC/O_DSYNC nor user.pvfs.sync, coherence=none, no global caches, not direct_io): the
+ *   worker copies the bytes into the record as for any write, queues it as PVF_WROTE and
+ *   answers the kernel itself once it is queued -- the write is then behind, as the block
+ *   cache's write-back already is. Python applies the records in their order, and serves
+ *   nothing drained after one before it is applied, so every request that follows the
+ *   write(2) -- a read, getattr, fsync, flush, truncation -- sees it; an error applying one
+ *   parks on the file as a write-back error (reported by its next fsync or close). The bytes
+ *   answered and not yet applied are bounded (`behind_max`): past it a write waits for
+ *   Python as before, which throttles the writer to Python's pace.
+ *
  * The sets are open-addressing tables of u64 keys (0 is an empty slot), linear probing,
  * deletion by backward shift, grown at half full.
  */
@@ -426,5 +437,59 @@ void pvf_unwritten(struct pvf_front *f, uint64_t ino)
     pthread_mutex_lock(&f->lock);
     pvf_set_has(&f->written, ino, 1);
     pvf_set_has(&f->kept, ino, 1);
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* ------------------------------------------------------------------ writes behind */
+int pvf_behind_add(struct pvf_front *f, uint64_t fh)
+{
+    int ret;
+
+    if (fh + 1 == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&f->lock);
+    ret = pvf_set_add(&f->behind, fh + 1);
+    pthread_mutex_unlock(&f->lock);
+    if (ret < 0)
+        errno = ENOMEM;
+    return ret;
+}
+
+int pvf_behind_has(struct pvf_front *f, uint64_t fh, int remove)
+{
+    int found;
+
+    pthread_mutex_lock(&f->lock);
+    found = pvf_set_has(&f->behind, fh + 1, remove);
+    pthread_mutex_unlock(&f->lock);
+    return found;
+}
+
+/* Whether a write of len bytes through fh is answered here: fh is marked and the bytes
+ * fit under the bound (then counted until Python applies them). */
+int pvf_behind_take(struct pvf_front *f, uint64_t fh, size_t len)
+{
+    int here = 0;
+
+    pthread_mutex_lock(&f->lock);
+    if (f->behind.n > 0 && pvf_set_has(&f->behind, fh + 1, 0)) {
+        if (f->behind_bytes + len <= f->behind_max) {
+            f->behind_bytes += len;
+            f->c.wrote_here++;
+            here = 1;
+        } else {
+            f->c.behind_full++;
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+    return here;
+}
+
+void pvf_behind_applied(struct pvf_front *f, uint64_t bytes)
+{
+    pthread_mutex_lock(&f->lock);
+    f->behind_bytes = bytes > f->behind_bytes ? 0 : f->behind_bytes - bytes;
     pthread_mutex_unlock(&f->lock);
 }

@@ -74,6 +74,7 @@ enum pvf_op {
     PVF_CREATE,
     PVF_CREATED,    /* a create answered by a worker (creates.c): applied, never replied */
     PVF_UNLINKED,   /* an unlink answered by a worker (unlinks.c): applied, never replied */
+    PVF_WROTE,      /* a write answered by a worker (answers.c, `behind`): applied, never replied */
     PVF_NOPS
 };
 
@@ -130,6 +131,8 @@ struct pvf_counters {
     uint64_t created_here;   /* creates answered in C (creates.c) */
     uint64_t created_mismatch; /* directories' attributes C and Python made differently */
     uint64_t unlinked_here;  /* unlinks answered in C (unlinks.c) */
+    uint64_t wrote_here;     /* writes answered in C, applied by Python after (answers.c) */
+    uint64_t behind_full;    /* writes of a marked handle sent the slow way: bound reached */
 };
 
 #define PVF_NAME_MAX 255     /* longer names go to Python (the manager's ENAMETOOLONG) */
@@ -171,6 +174,9 @@ struct pvf_front {
     struct pvf_fhset quiet_rw;      /* fh + 1 of writable ones: nothing if none written */
     struct pvf_fhset written;       /* inodes a write or truncation named (until forgotten) */
     struct pvf_fhset kept;          /* inodes held by delegation, their close kept (Python) */
+    struct pvf_fhset behind;        /* fh + 1 of handles whose writes are answered here */
+    uint64_t behind_bytes;          /* bytes of writes answered here, not yet applied */
+    uint64_t behind_max;            /* the bound on behind_bytes (0: none answered here) */
     struct pvf_dirattrs dirs;       /* leased directories' attributes */
     double lease_until;             /* CLOCK_MONOTONIC end of the lease session (0: none) */
     double attr_floor;              /* the mount's attr_timeout */
@@ -217,6 +223,10 @@ void pvf_unwritten(struct pvf_front *f, uint64_t ino);
 int pvf_kept_mark(struct pvf_front *f, uint64_t ino);               /* -1: ENOMEM */
 void pvf_kept_unmark(struct pvf_front *f, uint64_t ino);
 void pvf_kept_clear(struct pvf_front *f);
+int pvf_behind_add(struct pvf_front *f, uint64_t fh);               /* -1 with errno */
+int pvf_behind_has(struct pvf_front *f, uint64_t fh, int remove);   /* 1: it was there */
+int pvf_behind_take(struct pvf_front *f, uint64_t fh, size_t len);  /* 1: answer it here */
+void pvf_behind_applied(struct pvf_front *f, uint64_t bytes);
 
 /* names.c */
 int pvf_names_dir(struct pvf_front *f, uint64_t parent, int complete);  /* -1 with errno */

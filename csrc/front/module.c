@@ -32,6 +32,7 @@ static int module_exec(PyObject *m)
         { "OP_ACCESS", PVF_ACCESS }, { "OP_CREATE", PVF_CREATE },
         { "OP_CREATED", PVF_CREATED },
         { "OP_UNLINKED", PVF_UNLINKED },
+        { "OP_WROTE", PVF_WROTE },
         { "SET_MODE", PVF_SET_MODE }, { "SET_UID", PVF_SET_UID }, { "SET_GID", PVF_SET_GID },
         { "SET_SIZE", PVF_SET_SIZE }, { "SET_ATIME", PVF_SET_ATIME },
         { "SET_MTIME", PVF_SET_MTIME }, { "SET_CTIME", PVF_SET_CTIME },

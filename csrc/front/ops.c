@@ -326,6 +326,14 @@ static void op_write(fuse_req_t fr, fuse_ino_t ino, const char *buf, size_t size
     r->off = off;
     r->data = pvf_req_put(r, &at, buf, size);
     r->len = size;
+    if (pvf_behind_take(front_of(fr), fi->fh, size)) {
+        /* answered here once queued (answers.c): Python applies it before anything after */
+        r->op = PVF_WROTE;
+        r->fr = NULL;
+        queue(fr, r);
+        fuse_reply_write(fr, size);
+        return;
+    }
     queue(fr, r);
 }
 
@@ -359,6 +367,7 @@ static void op_release(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     pvf_quiet_has(front_of(fr), fi->fh, 1);
     pvf_releasing(front_of(fr), ino);
+    pvf_behind_has(front_of(fr), fi->fh, 1);
     op_handle(fr, PVF_RELEASE, ino, fi, 0);
 }
 

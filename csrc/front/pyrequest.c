@@ -220,6 +220,7 @@ static PyObject *request_args(fstate *st, struct pvf_req *r)
         return Py_BuildValue("(KLK)", (unsigned long long)r->fh, (long long)r->off,
                              (unsigned long long)r->size);
     case PVF_WRITE:
+    case PVF_WROTE:
         return Py_BuildValue("(KLy#)", (unsigned long long)r->fh, (long long)r->off, r->data,
                              (Py_ssize_t)r->len);
     case PVF_FLUSH:

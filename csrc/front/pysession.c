@@ -240,20 +240,25 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
 {
     struct pvf_counters c;
     Py_ssize_t inflight = 0;
-    size_t kept, numbers, unlinkable;
+    size_t kept, numbers, unlinkable, behind;
+    uint64_t behind_bytes;
 
     (void)ignored;
     pthread_mutex_lock(&self->f.lock);
     c = self->f.c;
     kept = self->f.kept.n;
     unlinkable = self->f.unlinkable.n;
+    behind = self->f.behind.n;
+    behind_bytes = self->f.behind_bytes;
     numbers = self->f.nnumbers;
     pthread_mutex_unlock(&self->f.lock);
     if (self->ready) {
         for (struct pvf_req *r = self->f.inflight.next; r != &self->f.inflight; r = r->next)
             inflight++;
     }
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsnsnsnsnsnsn}", "queued", c.queued,
+    return Py_BuildValue("{"
+                         "sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsn"   /* ... unlinked_here, unlinkable */
+                         "sKsKsKsnsnsnsnsnsn}", "queued", c.queued,
                          "forgets", c.forgets, "wakeups", c.wakeups,
                          "reply_failures", c.reply_failures, "unanswered", c.unanswered,
                          "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
@@ -263,6 +268,9 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
                          "created_here", c.created_here, "created_mismatch", c.created_mismatch,
                          "unlinked_here", c.unlinked_here,
                          "unlinkable", (Py_ssize_t)unlinkable,
+                         "wrote_here", c.wrote_here, "behind_full", c.behind_full,
+                         "behind_bytes", (unsigned long long)behind_bytes,
+                         "behind_handles", (Py_ssize_t)behind,
                          "numbers_here", (Py_ssize_t)numbers,
                          "inflight", inflight,
                          "quiet_handles", (Py_ssize_t)(self->f.quiet.n + self->f.quiet_rw.n),
@@ -319,6 +327,50 @@ static PyObject *Session_quiet(SessionObject *self, PyObject *args)
         return NULL;
     if (pvf_quiet_add(&self->f, fh, writable) < 0)
         return errno == ENOMEM ? PyErr_NoMemory() : PyErr_Format(PyExc_ValueError, "bad fh");
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_behind(SessionObject *self, PyObject *args)
+{
+    unsigned long long fh;
+
+    if (!PyArg_ParseTuple(args, "K:behind", &fh))
+        return NULL;
+    if (check_open(self) < 0)
+        return NULL;
+    if (pvf_behind_add(&self->f, fh) < 0)
+        return errno == ENOMEM ? PyErr_NoMemory() : PyErr_Format(PyExc_ValueError, "bad fh");
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_behind_drop(SessionObject *self, PyObject *args)
+{
+    unsigned long long fh;
+
+    if (!PyArg_ParseTuple(args, "K:behind_drop", &fh))
+        return NULL;
+    return PyBool_FromLong(pvf_behind_has(&self->f, fh, 1));
+}
+
+static PyObject *Session_behind_applied(SessionObject *self, PyObject *args)
+{
+    unsigned long long n;
+
+    if (!PyArg_ParseTuple(args, "K:behind_applied", &n))
+        return NULL;
+    pvf_behind_applied(&self->f, n);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_behind_limit(SessionObject *self, PyObject *args)
+{
+    unsigned long long n;
+
+    if (!PyArg_ParseTuple(args, "K:behind_limit", &n))
+        return NULL;
+    pthread_mutex_lock(&self->f.lock);
+    self->f.behind_max = n;
+    pthread_mutex_unlock(&self->f.lock);
     Py_RETURN_NONE;
 }
 
@@ -551,6 +603,15 @@ static PyMethodDef Session_methods[] = {
       "tests: whether a worker answers a flush of (fh, ino)" },
     { "_written", (PyCFunction)pvf_py_written, METH_VARARGS,
       "tests: _written(ino, True) as a write does, (ino, False) as a forget" },
+    { "behind", (PyCFunction)Session_behind, METH_VARARGS,
+      "behind(fh): this handle's writes are answered in C once queued (OP_WROTE records, "
+      "applied by Python in order) while under behind_limit; until its release" },
+    { "behind_drop", (PyCFunction)Session_behind_drop, METH_VARARGS,
+      "behind_drop(fh) -> bool: its writes wait for Python again (whether it was marked)" },
+    { "behind_applied", (PyCFunction)Session_behind_applied, METH_VARARGS,
+      "behind_applied(nbytes): Python applied that many bytes of OP_WROTE records" },
+    { "behind_limit", (PyCFunction)Session_behind_limit, METH_VARARGS,
+      "behind_limit(nbytes): the bound on bytes answered in C and not yet applied (0: none)" },
     { "is_quiet", (PyCFunction)Session_is_quiet, METH_VARARGS,
       "is_quiet(fh, remove=False): whether fh is marked (tests)" },
     { "close", (PyCFunction)Session_close, METH_NOARGS,

@@ -413,6 +413,13 @@ class BlockCache:
         """Free clean blocks down to the low water mark (what the harvester task runs)."""
         return self.store.harvest()
 
+    def park_error(self, ino: int, exc: OSError) -> None:
+        """Report ``exc`` as a write-back error of ``ino``: raised once by its next
+        :meth:`flush` (unless an earlier one is parked already)."""
+        fs = self.store.file(ino)
+        if fs.error is None:
+            fs.error = exc
+
     def pending_error(self, ino: int) -> OSError | None:
         """The parked write-back error of ``ino`` without clearing it."""
         fs = self.store.files.get(ino)

@@ -1,0 +1,115 @@
+"""Writes answered by the C front end once queued (``OP_WROTE``; csrc/front/answers.c,
+fuse/cfront.py): which handles' writes are answered there, and that everything after such a
+write -- a read of another handle, an fsync, a close, another client after the close -- sees
+it."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from test_mount_support import Mount, needs_fuse
+
+from pvfs.fuse.cfront import available
+
+pytestmark = [pytest.mark.fuse, needs_fuse,
+              pytest.mark.skipif(not available(), reason="pvfs._fusefront not built")]
+
+KiB = 1024
+
+
+@pytest.fixture(scope="module")
+def cmount(pvfs_cluster):
+    base = Path(tempfile.mkdtemp(prefix="pvfs-cwrites-"))
+    base.chmod(0o755)
+    m = Mount(pvfs_cluster.config_path, base / "mnt", "")  # default options: frontend=c
+    m.start()
+    try:
+        yield m
+    finally:
+        m.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _front(m: Mount) -> dict:
+    return m.stats()["frontend"]
+
+
+def test_small_writes_are_answered_in_c_and_seen_by_what_follows(cmount, pvfs_cluster):
+    size = 1 << 20
+    model = bytearray(os.urandom(size))
+    p = cmount.path / "behind.bin"
+    p.write_bytes(bytes(model))
+    rng = random.Random(30)
+    before = _front(cmount)
+    fd = os.open(p, os.O_RDWR)
+    rd = os.open(p, os.O_RDONLY)
+    try:
+        for i in range(300):
+            off = rng.randrange(0, size // (4 * KiB)) * 4 * KiB + rng.choice((0, 100))
+            data = os.urandom(rng.choice((4 * KiB, 100, 9000)))
+            data = data[:size - off]
+            assert os.pwrite(fd, data, off) == len(data)
+            model[off:off + len(data)] = data
+            if i % 10 == 0:  # through another handle, the kernel's pages dropped: the mount
+                os.posix_fadvise(rd, 0, 0, os.POSIX_FADV_DONTNEED)
+                assert os.pread(rd, len(data), off) == data
+        os.fsync(fd)
+        after = _front(cmount)
+        assert after["wrote_here"] - before["wrote_here"] >= 300
+        os.posix_fadvise(rd, 0, 0, os.POSIX_FADV_DONTNEED)
+        assert os.pread(rd, size, 0) == bytes(model)
+    finally:
+        os.close(rd)
+        os.close(fd)
+    with pvfs_cluster.connect() as fs, fs.open("/behind.bin", "rb") as f:  # close-to-open
+        assert f.read() == bytes(model)
+    assert _front(cmount)["behind_handles"] <= before["behind_handles"]  # dropped at release
+
+
+def test_appends_and_growth_through_writes_answered_in_c(cmount, pvfs_cluster):
+    p = cmount.path / "grows.bin"
+    want = b""
+    with open(p, "ab", buffering=0) as f:
+        for i in range(200):
+            chunk = bytes([i % 251]) * (i + 1)
+            f.write(chunk)
+            want += chunk
+            if i % 50 == 0:
+                assert os.stat(p).st_size == len(want)
+    assert p.read_bytes() == want
+    with pvfs_cluster.connect() as fs:
+        assert fs.stat("/grows.bin").st_size == len(want)
+
+
+@pytest.mark.parametrize("flag", ["O_SYNC", "O_DSYNC"])
+def test_sync_handles_writes_wait_for_the_mount(cmount, pvfs_cluster, flag):
+    p = cmount.path / f"sync-{flag}.bin"
+    p.write_bytes(b"\0" * 8192)
+    before = _front(cmount)["wrote_here"]
+    fd = os.open(p, os.O_WRONLY | getattr(os, flag))
+    try:
+        for i in range(8):
+            os.pwrite(fd, b"s" * 1024, i * 1024)
+    finally:
+        os.close(fd)
+    assert _front(cmount)["wrote_here"] == before
+    with pvfs_cluster.connect() as fs, fs.open(f"/sync-{flag}.bin", "rb") as f:
+        assert f.read(8192) == b"s" * 8192
+
+
+def test_a_truncation_after_writes_answered_in_c_cuts_them(cmount):
+    p = cmount.path / "cut.bin"
+    with open(p, "wb", buffering=0) as f:
+        for i in range(64):
+            f.write(b"x" * 4096)
+        os.ftruncate(f.fileno(), 5000)
+        f.write(b"y")  # at 64 * 4096: a hole of zeros from 5000
+    data = p.read_bytes()
+    assert len(data) == 64 * 4096 + 1
+    assert data[:5000] == b"x" * 5000 and data[5000:-1] == bytes(len(data) - 5001)
+    assert data[-1:] == b"y"
