@@ -51,6 +51,7 @@ MAX_WRITE = 1 << 20   # 1 MiB requests (the kernel's max_pages follows)
 # Bytes of writes C may answer ahead of Python applying them (csrc/front/answers.c): past
 # this a write waits for Python as before, throttling the writer to Python's pace.
 BEHIND_BYTES = 16 << 20
+EXIT_TIMEOUT = 30.0  # seconds to apply the writes left at the end (each bounded by timeout)
 _XATTR_CREATE, _XATTR_REPLACE = os.XATTR_CREATE, os.XATTR_REPLACE
 
 
@@ -191,6 +192,11 @@ class CFront:
         self._handlers: dict[int, Callable[..., Awaitable[None]]] = {}
         self._nursery: trio.Nursery | None = None
         self.workers: WorkerCreates | None = None
+        self._behind = False  # writes answered in C (init(): when the extension has them)
+        self._wrote: collections.deque = collections.deque()  # OP_WROTE, not yet applied
+        self._wrote_in = self._wrote_done = 0   # OP_WROTE records drained, applied
+        self._applying = False
+        self._applied = trio.lowlevel.ParkingLot()  # requests waiting for writes before them
 
     # ------------------------------------------------------------------ life cycle
     def init(self, ops: Operations, mountpoint: str, options: set[str]) -> None:
@@ -218,6 +224,9 @@ class CFront:
             hasattr(self.ff, "OP_WROTE")
         if self._behind:
             self.session.behind_limit(BEHIND_BYTES)
+        probed = getattr(ops, "probed", None)
+        if probed is not None and hasattr(self.session, "caps_none"):
+            probed.mirror = self.session  # capability probes answered in C (xattrs.py)
 
     def _lend_creates(self, ops: Operations) -> None:
         """The workers answer creates in directories the mount creates ahead in
@@ -245,17 +254,32 @@ class CFront:
         self._reading = False
         self._ended = False
         self._workers = 0
-        self._wrote: collections.deque = collections.deque()  # OP_WROTE, not yet applied
-        self._wrote_in = self._wrote_done = 0   # OP_WROTE records drained, applied
-        self._applying = False
-        self._applied = trio.lowlevel.ParkingLot()  # requests waiting for writes before them
         async with trio.open_nursery() as nursery:
             self._scope = nursery.cancel_scope
             self._nursery = nursery
             if self._terminated:
                 nursery.cancel_scope.cancel()
             self._spawn()
+        await self._apply_left()
 
+    async def _apply_left(self) -> None:
+        """After serving ended (unmount, or terminate()): the writes C answered that are not
+        applied yet -- queued, or drained and not reached -- are applied before the mount
+        writes its cache back (no write the kernel was told is done may be lost)."""
+        if not self._behind or self.session is None:
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(EXIT_TIMEOUT):
+            self.session.behind_limit(0)
+            await trio.sleep(0.01)  # (a worker past its check queues its record first)
+            try:
+                reqs, _ = self.session.drain()
+            except ValueError:  # closed
+                reqs = []
+            wrote = getattr(self.ff, "OP_WROTE", -1)
+            self._wrote.extend(r for r in reqs if r.op == wrote)
+            if self._wrote and not self._applying:
+                self._applying = True
+                await self._apply_wrote()
     def _spawn(self) -> None:
         self._workers += 1
         self._nursery.start_soon(self._worker)
@@ -290,6 +314,9 @@ class CFront:
         if self._nursery is None:  # (not serving yet: nothing was made)
             return
         reqs, forgets = session.drain()
+        if session.ended:  # nothing is queued after the loop's end: take what came since
+            more, later = session.drain()
+            reqs, forgets = reqs + more, forgets + later
         if forgets:
             done = ops.forget(forgets)
             if inspect.isawaitable(done):  # pyfuse3 lets forget be async too
@@ -322,6 +349,8 @@ class CFront:
 
     def terminate(self) -> None:
         self._terminated = True
+        if self.session is not None and getattr(self, "_behind", False):
+            self.session.behind_limit(0)  # writes from now on wait (and fail at the unmount)
         if self._scope is not None:
             self._scope.cancel()
 
@@ -329,6 +358,8 @@ class CFront:
         if self.workers is not None:
             self.workers.close()
         if self.session is not None:
+            if getattr(getattr(self.ops, "probed", None), "mirror", None) is self.session:
+                self.ops.probed.mirror = None
             if getattr(self.ops, "delegations", None) is not None:
                 self.ops.delegations.mirror = None
             if getattr(self.ops, "leases", None) is not None:
@@ -357,7 +388,8 @@ class CFront:
                 req = self._wrote.popleft()
                 fh, off, data = req.args
                 try:
-                    await ops.write(fh, off, data)
+                    with trio.CancelScope(shield=True):  # answered: never dropped half-way
+                        await ops.write(fh, off, data)
                 except FUSEError as exc:
                     ops.files.park_write_error(fh, OSError(exc.errno, os.strerror(exc.errno)))
                 except Exception:  # (as _serve: logged; the file's next fsync says EIO)

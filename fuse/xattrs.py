@@ -54,11 +54,19 @@ class ProbedCache:
     Args:
         ttl: seconds an answer is kept (0: never cached).
         counters: the mount's counters; ``capability_hits`` counts answers from the cache.
+
+    Attributes:
+        mirror: the C front end's session (``caps_none(ino, until)``, ``caps_drop(ino)``),
+            or None: each ``security.capability`` absence stored here is stored there with
+            its expiry, and its workers answer the kernel's probe before each write(2)
+            without a trip through Python (csrc/front/answers.c); every drop here drops it
+            there first.
     """
 
     def __init__(self, ttl: float, counters: dict[str, int]) -> None:
         self.ttl = ttl
         self.counters = counters
+        self.mirror = None
         # (inode, name) -> (expiry, value or None for ENODATA)
         self._answers: dict[tuple[int, str], tuple[float, bytes | None]] = {}
         self._gen = 0
@@ -86,6 +94,8 @@ class ProbedCache:
         except OSError as exc:
             if exc.errno == errno.ENODATA and self.ttl > 0 and gen == self._gen:
                 self._answers[key] = (now + self.ttl, None)
+                if name == CAPS_XATTR and self.mirror is not None:
+                    self.mirror.caps_none(inode, now + self.ttl)
             raise
         if self.ttl > 0 and gen == self._gen:
             self._answers[key] = (now + self.ttl, value)
@@ -103,6 +113,8 @@ class ProbedCache:
         entry, the first write's ``security.capability``). Not if this node changed an xattr
         since ``gen`` was taken. Some (``secx`` True): absences cached earlier are dropped."""
         if a.get("secx"):
+            if self.mirror is not None:
+                self.mirror.caps_drop(a["ino"])
             for name in PROBED_XATTRS:
                 got = self._answers.get((a["ino"], name))
                 if got is not None and got[1] is None:
@@ -112,6 +124,8 @@ class ProbedCache:
             expiry = time.monotonic() + self.ttl
             for name in PROBED_XATTRS:
                 self._answers[(a["ino"], name)] = (expiry, None)
+            if self.mirror is not None:
+                self.mirror.caps_none(a["ino"], expiry)
 
     def _make_room(self) -> None:
         """Drop the oldest eighth of the answers when full (dicts keep insertion order)."""
@@ -122,6 +136,8 @@ class ProbedCache:
     def changed(self, inode: int) -> None:
         """Before and after this node changes an xattr of ``inode``: drop its cached answers,
         and keep a lookup in flight meanwhile from storing what it got."""
+        if self.mirror is not None:
+            self.mirror.caps_drop(inode)
         for name in PROBED_XATTRS:
             self._answers.pop((inode, name), None)
         self._gen += 1

@@ -69,6 +69,13 @@
  *   answered and not yet applied are bounded (`behind_max`): past it a write waits for
  *   Python as before, which throttles the writer to Python's pace.
  *
+ * - The kernel's `security.capability` probe before every write(2) to a file (FUSE never
+ *   sets SB_NOSEC, so file_remove_privs asks each time): answered ENODATA here while Python's
+ *   probe cache (fuse/xattrs.py, ProbedCache) holds that answer for the inode -- Python
+ *   mirrors each absence it stores, with its expiry (time.monotonic(), CLOCK_MONOTONIC), and
+ *   drops the inode before and after this node changes its xattrs and when the manager says
+ *   it has security names. Any other name, and an inode not held or expired, goes to Python.
+ *
  * The sets are open-addressing tables of u64 keys (0 is an empty slot), linear probing,
  * deletion by backward shift, grown at half full.
  */
@@ -492,4 +499,104 @@ void pvf_behind_applied(struct pvf_front *f, uint64_t bytes)
     pthread_mutex_lock(&f->lock);
     f->behind_bytes = bytes > f->behind_bytes ? 0 : f->behind_bytes - bytes;
     pthread_mutex_unlock(&f->lock);
+}
+
+/* ------------------------------------------------------------------ capability probes */
+#define PVF_CAPS_MAX (1u << 17)   /* as Python's bound: past it the table starts empty */
+
+static size_t caps_find(const struct pvf_caps *c, uint64_t ino)
+{
+    size_t j = slot_of(ino, c->cap);
+
+    while (c->slots[j].ino != 0 && c->slots[j].ino != ino)
+        j = (j + 1) & (c->cap - 1);
+    return j;
+}
+
+static int caps_grow(struct pvf_caps *c, double now)
+{
+    size_t cap = c->cap ? 2 * c->cap : 64;
+    struct pvf_capslot *old = c->slots, *grown;
+    size_t oldcap = c->cap;
+
+    grown = calloc(cap, sizeof(*grown));
+    if (grown == NULL)
+        return -1;
+    c->slots = grown;
+    c->cap = cap;
+    c->n = 0;
+    for (size_t i = 0; i < oldcap; i++) {   /* expired answers are left behind */
+        if (old[i].ino != 0 && old[i].until > now) {
+            size_t j = caps_find(c, old[i].ino);
+            c->slots[j] = old[i];
+            c->n++;
+        }
+    }
+    free(old);
+    return 0;
+}
+
+/* ino has no security.capability until `until` (monotonic seconds). */
+int pvf_caps_none(struct pvf_front *f, uint64_t ino, double until)
+{
+    struct pvf_caps *c = &f->caps;
+    double now = monotonic_now();
+    int ret = 0;
+
+    if (ino == 0)
+        return 0;
+    pthread_mutex_lock(&f->lock);
+    if (c->n >= PVF_CAPS_MAX) {
+        memset(c->slots, 0, c->cap * sizeof(*c->slots));
+        c->n = 0;
+    }
+    if ((c->n + 1) * 2 > c->cap && caps_grow(c, now) < 0) {
+        ret = -1;
+    } else {
+        size_t j = caps_find(c, ino);
+        if (c->slots[j].ino == 0)
+            c->n++;
+        c->slots[j].ino = ino;
+        c->slots[j].until = until;
+    }
+    pthread_mutex_unlock(&f->lock);
+    return ret;
+}
+
+/* Its probes go to Python again (kept as an expired slot: removal needs no shifting). */
+void pvf_caps_drop(struct pvf_front *f, uint64_t ino)
+{
+    struct pvf_caps *c = &f->caps;
+
+    pthread_mutex_lock(&f->lock);
+    if (c->cap > 0) {
+        size_t j = caps_find(c, ino);
+        if (c->slots[j].ino == ino)
+            c->slots[j].until = 0.0;
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+int pvf_caps_answer(struct pvf_front *f, uint64_t ino)
+{
+    struct pvf_caps *c = &f->caps;
+    int here = 0;
+
+    pthread_mutex_lock(&f->lock);
+    if (c->n > 0) {
+        size_t j = caps_find(c, ino);
+        if (c->slots[j].ino == ino && c->slots[j].until > monotonic_now()) {
+            f->c.caps_here++;
+            here = 1;
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+    return here;
+}
+
+void pvf_caps_free(struct pvf_front *f)
+{
+    free(f->caps.slots);
+    f->caps.slots = NULL;
+    f->caps.cap = f->caps.n = 0;
 }

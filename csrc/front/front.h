@@ -133,6 +133,7 @@ struct pvf_counters {
     uint64_t unlinked_here;  /* unlinks answered in C (unlinks.c) */
     uint64_t wrote_here;     /* writes answered in C, applied by Python after (answers.c) */
     uint64_t behind_full;    /* writes of a marked handle sent the slow way: bound reached */
+    uint64_t caps_here;      /* security.capability probes answered ENODATA in C */
 };
 
 #define PVF_NAME_MAX 255     /* longer names go to Python (the manager's ENAMETOOLONG) */
@@ -150,6 +151,17 @@ struct pvf_dirattr {
     uint64_t ino;                   /* 0: an empty slot */
     unsigned pending;               /* creates, unlinks made here Python has not applied */
     struct stat st;
+};
+
+/* Inodes known to have no security.capability until a CLOCK_MONOTONIC time (answers.c). */
+struct pvf_capslot {
+    uint64_t ino;                   /* 0: an empty slot */
+    double until;
+};
+
+struct pvf_caps {
+    struct pvf_capslot *slots;
+    size_t cap, n;
 };
 
 struct pvf_dirattrs {
@@ -177,6 +189,7 @@ struct pvf_front {
     struct pvf_fhset behind;        /* fh + 1 of handles whose writes are answered here */
     uint64_t behind_bytes;          /* bytes of writes answered here, not yet applied */
     uint64_t behind_max;            /* the bound on behind_bytes (0: none answered here) */
+    struct pvf_caps caps;           /* security.capability known absent (ProbedCache) */
     struct pvf_dirattrs dirs;       /* leased directories' attributes */
     double lease_until;             /* CLOCK_MONOTONIC end of the lease session (0: none) */
     double attr_floor;              /* the mount's attr_timeout */
@@ -227,6 +240,10 @@ int pvf_behind_add(struct pvf_front *f, uint64_t fh);               /* -1 with e
 int pvf_behind_has(struct pvf_front *f, uint64_t fh, int remove);   /* 1: it was there */
 int pvf_behind_take(struct pvf_front *f, uint64_t fh, size_t len);  /* 1: answer it here */
 void pvf_behind_applied(struct pvf_front *f, uint64_t bytes);
+int pvf_caps_none(struct pvf_front *f, uint64_t ino, double until);  /* -1: ENOMEM */
+void pvf_caps_drop(struct pvf_front *f, uint64_t ino);
+int pvf_caps_answer(struct pvf_front *f, uint64_t ino);             /* 1: ENODATA here */
+void pvf_caps_free(struct pvf_front *f);
 
 /* names.c */
 int pvf_names_dir(struct pvf_front *f, uint64_t parent, int complete);  /* -1 with errno */

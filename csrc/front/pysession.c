@@ -258,7 +258,7 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
     }
     return Py_BuildValue("{"
                          "sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsn"   /* ... unlinked_here, unlinkable */
-                         "sKsKsKsnsnsnsnsnsn}", "queued", c.queued,
+                         "sKsKsKsKsnsnsnsnsnsn}", "queued", c.queued,
                          "forgets", c.forgets, "wakeups", c.wakeups,
                          "reply_failures", c.reply_failures, "unanswered", c.unanswered,
                          "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
@@ -269,6 +269,7 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
                          "unlinked_here", c.unlinked_here,
                          "unlinkable", (Py_ssize_t)unlinkable,
                          "wrote_here", c.wrote_here, "behind_full", c.behind_full,
+                         "caps_here", c.caps_here,
                          "behind_bytes", (unsigned long long)behind_bytes,
                          "behind_handles", (Py_ssize_t)behind,
                          "numbers_here", (Py_ssize_t)numbers,
@@ -372,6 +373,39 @@ static PyObject *Session_behind_limit(SessionObject *self, PyObject *args)
     self->f.behind_max = n;
     pthread_mutex_unlock(&self->f.lock);
     Py_RETURN_NONE;
+}
+
+static PyObject *Session_caps_none(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+    double until;
+
+    if (!PyArg_ParseTuple(args, "Kd:caps_none", &ino, &until))
+        return NULL;
+    if (check_open(self) < 0)
+        return NULL;
+    if (pvf_caps_none(&self->f, ino, until) < 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_caps_drop(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+
+    if (!PyArg_ParseTuple(args, "K:caps_drop", &ino))
+        return NULL;
+    pvf_caps_drop(&self->f, ino);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Session_caps_here(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+
+    if (!PyArg_ParseTuple(args, "K:_caps_here", &ino))
+        return NULL;
+    return PyBool_FromLong(pvf_caps_answer(&self->f, ino));
 }
 
 static PyObject *Session_is_quiet(SessionObject *self, PyObject *args)
@@ -612,6 +646,13 @@ static PyMethodDef Session_methods[] = {
       "behind_applied(nbytes): Python applied that many bytes of OP_WROTE records" },
     { "behind_limit", (PyCFunction)Session_behind_limit, METH_VARARGS,
       "behind_limit(nbytes): the bound on bytes answered in C and not yet applied (0: none)" },
+    { "caps_none", (PyCFunction)Session_caps_none, METH_VARARGS,
+      "caps_none(ino, until): ino has no security.capability until time.monotonic() "
+      "reaches until: its probes are answered ENODATA in C" },
+    { "caps_drop", (PyCFunction)Session_caps_drop, METH_VARARGS,
+      "caps_drop(ino): its security.capability probes go to Python again" },
+    { "_caps_here", (PyCFunction)Session_caps_here, METH_VARARGS,
+      "tests: whether a worker answers ino's security.capability probe ENODATA" },
     { "is_quiet", (PyCFunction)Session_is_quiet, METH_VARARGS,
       "is_quiet(fh, remove=False): whether fh is marked (tests)" },
     { "close", (PyCFunction)Session_close, METH_NOARGS,

@@ -5,6 +5,7 @@ it."""
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import shutil
@@ -113,3 +114,64 @@ def test_a_truncation_after_writes_answered_in_c_cuts_them(cmount):
     assert len(data) == 64 * 4096 + 1
     assert data[:5000] == b"x" * 5000 and data[5000:-1] == bytes(len(data) - 5001)
     assert data[-1:] == b"y"
+
+
+def test_writes_answered_in_c_survive_a_sigterm_while_the_file_is_open(pvfs_cluster, tmp_path):
+    """SIGTERM right after the last write(2), the file still open: every write the kernel
+    was told is done reaches the I/O daemons (applied before the cache's write-back)."""
+    import signal
+
+    m = Mount(pvfs_cluster.config_path, tmp_path / "term", "").start()
+    want = bytearray(1024 * 4 * KiB)
+    try:
+        fd = os.open(m.path / "term.bin", os.O_RDWR | os.O_CREAT, 0o644)
+        before = _front(m)["wrote_here"]
+        for i in range(1024):
+            chunk = os.urandom(4 * KiB)
+            os.pwrite(fd, chunk, i * 4 * KiB)
+            want[i * 4 * KiB:(i + 1) * 4 * KiB] = chunk
+            if i == 255:  # (a request to the mount: the writes before it are applied)
+                assert _front(m)["wrote_here"] - before >= 200
+        for i in range(32):  # 1 MiB each: C answers them faster than they are applied
+            chunk = os.urandom(1 << 20)
+            os.pwrite(fd, chunk, (4 << 20) + (i << 20))
+            want += chunk
+        m.proc.send_signal(signal.SIGTERM)
+        assert m.proc.wait(30) == 0
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    finally:
+        m.stop()
+    with pvfs_cluster.connect() as fs, fs.open("/term.bin", "rb") as f:
+        assert f.read() == bytes(want)
+
+
+def test_capability_probes_are_answered_in_c_until_a_capability_is_set(cmount):
+    """The kernel's security.capability probe before each write(2) is answered ENODATA by C
+    while the mount's probe cache holds that; a capability set on the file drops it, so the
+    next write finds it and the kernel removes it (file_remove_privs)."""
+    import struct
+
+    p = cmount.path / "caps.bin"
+    p.write_bytes(b"\0" * 4096)
+    fd = os.open(p, os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"a", 0)  # (the first probe may go to the mount)
+        before = _front(cmount)["caps_here"]
+        for i in range(50):
+            os.pwrite(fd, b"b", i)
+        assert _front(cmount)["caps_here"] - before >= 50
+        if os.geteuid() != 0:
+            return
+        cap = struct.pack("<5I", 0x02000000, 1 << 10, 0, 0, 0)  # v2, cap_net_bind_service
+        os.setxattr(p, "security.capability", cap)
+        assert os.getxattr(p, "security.capability") == cap
+        os.pwrite(fd, b"c", 0)  # a write by root drops the file's capabilities
+        with pytest.raises(OSError) as err:
+            os.getxattr(p, "security.capability")
+        assert err.value.errno == errno.ENODATA
+    finally:
+        os.close(fd)
+    assert p.read_bytes()[:2] == b"cb"
