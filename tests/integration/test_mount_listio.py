@@ -104,6 +104,10 @@ def test_block_cache_over_client_backend_random_blocks(pvfs_cluster) -> None:
     trio.run(main)
 
 
+def _cap_hits(stats: dict) -> int:
+    return stats["capability_hits"] + stats.get("frontend", {}).get("caps_here", 0)
+
+
 @pytest.mark.fuse
 @needs_fuse
 def test_random_writes_through_mount(pvfs_cluster, tmp_path) -> None:
@@ -130,7 +134,8 @@ def test_random_writes_through_mount(pvfs_cluster, tmp_path) -> None:
         s1 = m.stats()
         assert s1["list_writes"] > s0["list_writes"]
         assert s1["backend_writes"] - s0["backend_writes"] < 20
-        assert s1["capability_hits"] - s0["capability_hits"] >= 150
+        # answered from the mount's cache: by Python, or (C front end) by its workers
+        assert _cap_hits(s1) - _cap_hits(s0) >= 150
         with open(p, "rb") as fh:
             assert fh.read() == model
         cap = struct.pack("<5I", 0x02000000, 1 << 10, 0, 0, 0)  # VFS_CAP_REVISION_2
