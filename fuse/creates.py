@@ -120,8 +120,10 @@ class CreatesAhead:
             return None
         above = leases.attrs[parent]
         owner = new_owner(above["mode"], above["gid"], mode, False, cred)
-        a = self._make_file(parent, name, mode, cred, self.numbers.pop(), time.time_ns(),
-                            owner)
+        ino = self.numbers.pop()
+        self.workers.unmark(ino)  # (a number back from a cancelled create: a new file now;
+        #                           a worker's create drops it itself, creates.c)
+        a = self._make_file(parent, name, mode, cred, ino, time.time_ns(), owner)
         self.workers.dir_on(parent)
         self._lend()
         return a
@@ -218,6 +220,8 @@ class CreatesAhead:
         leases = self.leases
         d = leases.dirs.get(parent)
         above = leases.attrs.get(parent)
+        if now is None and d is not None and d.names.get(name):
+            self.workers.unmark(d.names[name])  # (Python unlinks it: see WorkerCreates)
         if parent not in self.dirs or d is None or not d.complete or above is None or \
                 (now is None and not leases.valid()):
             return None
@@ -234,6 +238,7 @@ class CreatesAhead:
             self.pending = [i for i in self.pending
                             if i is not item and not (i["op"] == "setattr" and i["ino"] == ino)]
             del self.pending_inos[ino]
+            self.workers.unmark(ino)  # (before the number names another file)
             self.numbers.append(ino)
             self.counters["cancelled"] += 1
         else:

@@ -90,6 +90,8 @@ class Removals:
     # ------------------------------------------------------------------ unlink
     async def unlink(self, parent: int, name: str, cred: Cred) -> dict:
         """Remove ``name`` from ``parent``; the reply (the parent's new attributes)."""
+        if self.ahead is not None and (ino := self.names.get((parent, name))):
+            self.ahead.workers.unmark(ino)  # (unlinked by Python: creates.py unmarks the rest)
         reply = self._unlink_ahead(parent, name, cred) if self.ahead is not None else None
         if reply is None:
             reply = await self._unlink(parent, name, cred)

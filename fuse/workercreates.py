@@ -58,6 +58,9 @@ class NoWorkers:
     def left(self) -> int:
         return 0
 
+    def unmark(self, ino: int) -> None:
+        pass
+
 
 class WorkerCreates(NoWorkers):
     """The directories and numbers lent to the C workers (a ``_fusefront.Session``);
@@ -111,6 +114,14 @@ class WorkerCreates(NoWorkers):
     def left(self) -> int:
         """How many lent numbers the workers hold."""
         return 0 if self.closed else self.session.numbers_left()
+
+    def unmark(self, ino: int) -> None:
+        """The workers no longer take ``ino`` for a file closed and clean here: Python
+        unlinks a name of it itself, or gives its number to a new file (a number whose
+        create and unlink were never sent goes back to the pool: a mark left from the old
+        file would let a worker unlink the new one with its unwritten data)."""
+        if not self.closed:
+            self.session.unlinkable_drop(ino)
 
     def close(self) -> None:
         self.closed = True

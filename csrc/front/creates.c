@@ -219,6 +219,10 @@ static int take_locked(struct pvf_front *f, struct pvf_req *r, size_t len, int w
         return 0;   /* (the names table forgot the directory: Python answers for it) */
     }
     r->ino2 = f->numbers[--f->nnumbers];
+    /* a number may come back from a create and unlink never sent: a new file now, not
+     * the old one Python may have marked closed and clean (unlinks.c) */
+    pvf_set_has(&f->unlinkable, r->ino2, 1);
+    pvf_set_has(&f->releasing, r->ino2, 1);
     r->uid_set = perm;      /* (the record's: the file's permission bits and group) */
     r->gid_set = group;
     r->fh = *fh = f->next_fh++;

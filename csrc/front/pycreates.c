@@ -191,3 +191,15 @@ PyObject *pvf_py_unlink_here(SessionObject *self, PyObject *args)
     return PyBool_FromLong(pvf_unlink_try(&self->f, NULL, (uid_t)uid, (gid_t)gid, parent,
                                           name));
 }
+
+/* unlinkable_drop(ino): the workers no longer unlink ino (Python unlinks it itself, or its
+ * number names a new file: unlinks.c). */
+PyObject *pvf_py_unlinkable_drop(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+
+    if (!PyArg_ParseTuple(args, "K:unlinkable_drop", &ino))
+        return NULL;
+    pvf_unlinkable_drop(&self->f, ino);
+    Py_RETURN_NONE;
+}

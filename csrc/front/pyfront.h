@@ -90,6 +90,7 @@ PyObject *pvf_py_numbers_left(SessionObject *self, PyObject *ignored);
 PyObject *pvf_py_created_done(SessionObject *self, PyObject *args);
 PyObject *pvf_py_create_here(SessionObject *self, PyObject *args);
 PyObject *pvf_py_release_done(SessionObject *self, PyObject *args);
+PyObject *pvf_py_unlinkable_drop(SessionObject *self, PyObject *args);
 PyObject *pvf_py_kernel_sends(SessionObject *self, PyObject *args);
 PyObject *pvf_py_unlink_here(SessionObject *self, PyObject *args);
 

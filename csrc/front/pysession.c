@@ -621,6 +621,9 @@ static PyMethodDef Session_methods[] = {
     { "release_done", (PyCFunction)pvf_py_release_done, METH_VARARGS,
       "release_done(ino, closed_clean) -> bool: Python finished a release of ino; closed_clean:"
       " no handle left, nothing dirty -- then the workers may answer its unlink (unlinks.c)" },
+    { "unlinkable_drop", (PyCFunction)pvf_py_unlinkable_drop, METH_VARARGS,
+      "unlinkable_drop(ino): the workers no longer unlink ino (Python unlinks it, or its "
+      "number names a new file)" },
     { "_kernel_sends", (PyCFunction)pvf_py_kernel_sends, METH_VARARGS,
       "tests: _kernel_sends('release'|'open'|'setattr', ino) as the workers see that request" },
     { "_unlink_here", (PyCFunction)pvf_py_unlink_here, METH_VARARGS,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,29 @@ def test_a_file_reopened_is_not_unlinked_by_a_worker_until_closed_again(nodes):
     os.close(fd)
     assert _front(a)["unlinked_here"] == before
     assert os.listdir(d) == ["first"]
+
+
+def test_a_number_back_from_a_cancelled_create_carries_no_mark_to_its_new_file(nodes):
+    """git's pattern: a file made and removed before its create was sent gives its number
+    back, and the next file made gets it. A mark the old file left (closed and clean) must
+    not let a worker unlink the new one with its data unwritten (git's objects arrived
+    empty). Names that are not plain ASCII go to Python, which makes the order certain:
+    the probe is unlinked by Python, the new file created by Python under its number."""
+    a, _b = nodes
+    d = a.path / "git"
+    d.mkdir()
+    (d / "first").touch()
+    for i in range(5):
+        os.close(os.open(d / f"\u00e9probe{i}", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644))
+        time.sleep(0.3)  # (its release served: it is marked closed and clean)
+        os.unlink(d / f"\u00e9probe{i}")  # Python's: the create and unlink never sent
+        fd = os.open(d / f"\u00e9tmp{i}", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o444)
+        os.write(fd, bytes([65 + i]) * 21)  # kept here past the close: unwritten
+        os.close(fd)
+        os.link(d / f"\u00e9tmp{i}", d / f"plain{i}")
+        os.unlink(d / f"plain{i}")  # a plain name: a worker's to unlink, if marked
+        assert (d / f"\u00e9tmp{i}").read_bytes() == bytes([65 + i]) * 21, i
+    assert a.stats()["unlinked_mismatch"] == 0
 
 
 def test_worker_unlinks_go_with_worker_creates_switched_off(cluster, tmp_path):
