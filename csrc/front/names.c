@@ -10,7 +10,8 @@
  *
  * Not cached by the kernel: ENOENT carries no timeout, so no recall ever has to drop a
  * negative entry C gave (Python's own negative answers are cached and dropped at recalls).
- * Positive names stay Python's: their attributes (a file's size and times) are its.
+ * A name it holds is answered here only when answers.c keeps the inode's attributes too
+ * (pvf_names_found): those are Python's answer for it, mirrored; otherwise Python answers.
  *
  * Each directory has its own open-addressing table of names (hash and length compared
  * first), under the front's lock; the directories are a table of pointers by inode. If a
