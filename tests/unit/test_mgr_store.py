@@ -548,3 +548,13 @@ def test_xattrs(s):
     err(errno.EPERM, s.setxattr, sl, "user.k", b"v", ALICE)
     err(errno.ENODATA, s.getxattr, sl, "user.k", ALICE)
     s.setxattr(ROOT_INO, "user.dir", b"ok", ROOT)
+
+
+def test_child_ino_names_the_inode_a_change_will_touch(s):
+    d = home(s)
+    f = mkf(s, "f", d, cred=ALICE)
+    sub = mkd(s, "sub", d, cred=ALICE)
+    assert s.child_ino(d, "f") == f and s.child_ino(d, "sub") == sub
+    assert s.child_ino(d, "none") == 0 and s.child_ino(12345, "f") == 0
+    s.unlink(d, "f", ALICE)
+    assert s.child_ino(d, "f") == 0
