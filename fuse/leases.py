@@ -418,7 +418,7 @@ class LeaseCache:
     def changed_here(self, ino: int) -> None:
         """A write of ``ino`` was applied here (its size or mtime as this node shows them may
         have moved, its lease entry not): a copy of its answer kept beside the tables (the
-        C front end's, cfront.DirMirror) goes; the next getattr computes it again."""
+        C front end's, cmirrors.DirMirror) goes; the next getattr computes it again."""
         if self.attrs.mirror is not None:
             self.attrs.mirror.drop(ino)
 

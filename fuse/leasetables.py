@@ -4,7 +4,7 @@
 are dicts whose every change goes through the methods below, so a mirror sees them all: the
 C front end keeps the directories' attributes and names beside its worker threads, which
 answer a getattr of a leased directory and a lookup of a name a leased, complete directory
-does not hold without a trip through Python (``cfront.DirMirror``, csrc/front/answers.c and
+does not hold without a trip through Python (``cmirrors.DirMirror``, csrc/front/answers.c and
 names.c). The attribute dicts themselves are never changed in place (a change replaces
 them), and a directory's names change only through :meth:`_Dir.put` and :meth:`_Dir.pop`.
 """

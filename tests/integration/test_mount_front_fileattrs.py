@@ -1,5 +1,5 @@
 """Leased files' attributes answered by the C front end's workers (csrc/front/answers.c,
-cfront.DirMirror): a getattr of a file whose lease entry Python mirrored is answered in C,
+cmirrors.DirMirror): a getattr of a file whose lease entry Python mirrored is answered in C,
 and never with a size or mtime older than a write of this node or another's that returned
 before it (the workers drop the file at a write's queueing, Python after applying it, a
 recall before it is answered)."""

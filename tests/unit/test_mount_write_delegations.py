@@ -234,7 +234,7 @@ async def test_explicit_times_carried_by_the_data_are_not_set_again():
 
 # ---------------------------------------------------------------- the C front end's mark
 class FakeMirror:
-    """The C front end's set of files whose flush it answers (cfront.KeptFiles)."""
+    """The C front end's set of files whose flush it answers (cmirrors.KeptFiles)."""
 
     def __init__(self, log: list) -> None:
         self.kept: set[int] = set()
