@@ -113,6 +113,7 @@ async def _amain(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
         ops = Operations(client, opts)
         if ops.gbackend is not None:
             stack.callback(ops.gbackend.close)
+            await ops.gbackend.identify()  # a [gcache] address of another daemon fails here
         if ops.coherence is not None:
             stack.callback(ops.coherence.close)
         nursery = await stack.enter_async_context(trio.open_nursery())

@@ -121,6 +121,44 @@ def test_dead_gcache_degrades_and_keeps_fsynced_data(gcluster, tmp_path):
     up(cluster.config)  # the next test of this module finds it running again
 
 
+def test_a_gcache_address_of_another_daemon_fails_the_mount(gcluster, tmp_path):
+    """A config whose ``[gcache]`` address names an I/O daemon's port: the mount fails at
+    once, naming the address and what answered there (it used to mount, and then every
+    create failed EINVAL, with only "unknown operation 'flush'" in the mount's log)."""
+    import dataclasses
+    import subprocess
+
+    from pvfs.cluster.launch import write_config
+
+    cluster, _ = gcluster
+    iod = cluster.config.iods[0]
+    wrong = write_config(dataclasses.replace(cluster.config, extra={
+        **cluster.config.extra, "gcache": gcache_table([iod.address], capacity=4 << 20)}),
+        str(tmp_path / "wrong.toml"))
+    said = f"{iod.address} is not a pvfs global cache daemon (it answered as an I/O daemon)"
+    m = Mount(wrong.path, tmp_path / "w")
+    try:
+        with pytest.raises(RuntimeError) as failed:
+            m.start()
+        assert said in str(failed.value)
+        assert not m.listed()
+    finally:
+        m.stop()
+    # and as `pvfs-admin mount` says it (the daemonized mount's parent)
+    mp = tmp_path / "d"
+    mp.mkdir()
+    try:
+        done = subprocess.run([sys.executable, "-m", "pvfs.cli.main", "--config", wrong.path,
+                               "mount", str(mp)], capture_output=True, text=True, timeout=60,
+                              check=False)
+        assert done.returncode == 1, done
+        assert said in done.stderr
+        assert not os.path.ismount(mp)
+    finally:
+        if os.path.ismount(mp):
+            subprocess.run(["fusermount3", "-u", "-z", str(mp)], check=False)
+
+
 @pytest.fixture
 def slow_flush(tmp_path):
     """A global cache that writes back only when asked: dirty blocks wait there."""

@@ -32,13 +32,14 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from pvfs.cache import Bypass, BypassTable
-from pvfs.config import Config
+from pvfs.config import Config, ConfigError
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol import auth
+from pvfs.protocol.errors import ProtocolError
 
 from .channel import WholeReplyChannel
 from .config import GcacheConfig, gcache_index
-from .failover import Entry, Failover
+from .failover import Entry, Failover, daemon_said
 from .hints import RuntimeHints, via_global
 
 log = logging.getLogger("pvfs.gcache")
@@ -51,6 +52,8 @@ MAX_READ = 64 << 20
 MAX_LIST_REGIONS = 16384
 _RG, _WG = int(Bypass.READ_GLOBAL), int(Bypass.WRITE_GLOBAL)
 
+#: What the other daemons call themselves in a ``status`` reply (``identify``).
+_ROLES = {"iod": "an I/O daemon", "mgr": "the manager"}
 #: ``(offset, length)`` regions of a request on each route (True: via the global cache).
 Routes = dict[bool, list[tuple[int, int]]]
 
@@ -483,6 +486,43 @@ class GcacheBackend:
             return
         async with self.failover.guard(idx):
             await self._call(idx, header)
+
+    # ------------------------------------------------------------------ the daemons
+    async def identify(self) -> None:
+        """Ask every global cache what it is (``status``), all at once, before the first use.
+
+        An address of ``[gcache]`` that names another daemon (an I/O daemon's port, say)
+        would answer every request it does not know with EINVAL -- creates failing, and only
+        "unknown operation 'flush'" in the log. A daemon that does not answer is left to the
+        failover, as at any later request (it may start after this client).
+
+        Raises:
+            ConfigError: a peer answered, and it is no global cache daemon.
+        """
+        wrong: dict[int, str] = {}
+
+        async def one(idx: int) -> None:
+            try:
+                reply = await self._call(idx, {"op": "status"})
+            except (OSError, trio.TooSlowError) as exc:
+                if isinstance(exc, ProtocolError) or (daemon_said(exc) and
+                                                       not isinstance(exc, PermissionError)):
+                    wrong[idx] = f"it answered: {exc}"
+                else:
+                    log.warning("global cache %d (%s) does not answer yet: %s", idx,
+                                self.gconf.endpoints[idx].address, exc)
+                return
+            role = reply.get("role")
+            if role != "gcache":
+                wrong[idx] = f"it answered as {_ROLES.get(role, repr(role))}"
+
+        async with trio.open_nursery() as nursery:
+            for idx in range(len(self.channels)):
+                nursery.start_soon(one, idx)
+        if wrong:
+            idx, said = min(wrong.items())
+            raise ConfigError(f"{self.gconf.endpoints[idx].address} is not a pvfs global cache "
+                              f"daemon ({said}); see [gcache] addresses in {self.config.path}")
 
     def stats(self) -> dict:
         out = dict(self.counters)
