@@ -1,6 +1,6 @@
 """What the reactive selector's hooks cost the I/O daemon's trio thread per read request
 (issue 12), without a network: a synthetic driver that makes, for every request, the calls
-``IodServer._submit_read`` and ``on_done`` make around the engine (residency probe,
+``DataRequests._submit_read`` and ``IodServer.on_done`` make around the engine (residency probe,
 statistics record, ``on_read``, ``stats.end``), once with the selector off (a fixed
 algorithm) and once on (rs), and reports the CPU time per request of each, their
 difference, and the decisions made. ``--against DIR`` runs the daemons of another tree
@@ -128,7 +128,7 @@ def run(args, mods, active: bool, passes, idles) -> dict:
                     desc = contiguous(off, length)
                     pieces = pieces_for_rank(desc, stripe, 0)
                     job_id += 1
-                    # IodServer._submit_read: the probe before the job is submitted...
+                    # DataRequests._submit_read: the probe before the job is submitted...
                     resident = sel.resident(INO, pieces) if sel.active else None
                     # ..._begin (every setting)...
                     regions = desc.expand()

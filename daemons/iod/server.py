@@ -12,8 +12,8 @@ eventfd, so a request costs no trio task switch at all. Slow control calls (fsyn
 statistics that ask the manager) run as trio tasks and reply when done; a connection sends
 its next request only after the reply, so order per connection is kept.
 
-The trio thread makes no file system call in the request path. A read or write on a cached
-stripe-file descriptor is submitted at once; the engine examines the descriptor on its own
+The trio thread makes no file system call in the request path. A read or write (``data.py``,
+the part ``data``) on a cached stripe-file descriptor is submitted at once; the engine examines the descriptor on its own
 thread as the job starts (unlinked behind the cache: the job ends before moving a byte and
 the daemon reopens the file; a read's ``local_size`` and its clip at the stripe end come from
 that fstat). A cache miss opens the file in a worker thread first; so do size, create and
@@ -37,20 +37,20 @@ import trio
 
 from pvfs import _native, schedulers
 from pvfs.config import Config
-from pvfs.layout.intersect import pieces_for_rank, stream_length
 from pvfs.metrics import Metrics, render
 from pvfs.protocol import auth, schema
 from pvfs.protocol.errors import error_reply, from_exception
-from pvfs.protocol.framing import MAGIC, PREFIX, FrameError, decode_header, encode_header, frame
+from pvfs.protocol.framing import FrameError, decode_header, frame
 from pvfs.protocol.rpc import Channel
 from pvfs.protocol.schema import IOD_SCHEMAS
 
 from ..holders import HolderDirectory
 from .control import ControlRequests
+from .data import DataRequests, Job
 from .rs import ReactiveSelector
 from .sizewatch import SizeWatch
 from .smallwrites import SmallWrites
-from .stats import JobRecord, WorkloadStats
+from .stats import WorkloadStats
 from .storage import PosixStorage, open_storage
 
 log = logging.getLogger("pvfs.iod")
@@ -64,23 +64,6 @@ TASK = "task"  # may block on the disk (run in a worker thread) or wait on other
 #              async handler(fields) -> reply, as a trio task of its own
 
 
-class _Job:
-    """What the server remembers of a job until the engine reports it done."""
-
-    __slots__ = ("cid", "ino", "mtime", "op", "pinned", "record", "retry", "then")
-
-    def __init__(self, cid: int, ino: int = 0, op: str = "reply",
-                 record: JobRecord | None = None, pinned: bool = False,
-                 retry: tuple | None = None) -> None:
-        self.cid, self.ino, self.op, self.record, self.pinned = cid, ino, op, record, pinned
-        # (fields, bulk_len, pieces) of a job on a cached descriptor the engine checks.
-        self.retry = retry
-        # A write's (descriptor, mtime) to set once its bytes are in, before the reply.
-        self.mtime: tuple[int, int] | None = None
-        # A held job's continuation: ``then(err, answerable)`` once it is done (smallwrites).
-        self.then: Callable[[int, bool], None] | None = None
-
-
 class IodServer:
     """One I/O daemon: index ``index`` in the config's ordered list.
 
@@ -91,8 +74,8 @@ class IodServer:
     #: Every operation of ``IOD_SCHEMAS``: how it is served and the method that serves it
     #: (``control.op_*``: a method of the ``control`` part).
     OPS: ClassVar[dict[str, tuple[str, str]]] = {
-        "read": (STREAM, "start_read"),
-        "write": (STREAM, "start_write"),
+        "read": (STREAM, "data.start_read"),
+        "write": (STREAM, "data.start_write"),
         "writes": (STREAM, "smallwrites.start"),
         "cb_register": (STREAM, "start_callbacks"),
         "ping": (INLINE, "control.op_ping"),
@@ -153,9 +136,10 @@ class IodServer:
         self.conns: dict[int, trio.socket.SocketType] = {}
         # Jobs that touch no file (replies, zeros, drains) still name a descriptor.
         self.null_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-        self.jobs: dict[int, _Job] = {}
+        self.jobs: dict[int, Job] = {}
         self._ids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
+        self.data = DataRequests(self)  # read and write: each one engine job
         self.smallwrites = SmallWrites(self)  # many small files' writes in one request
         self.control = ControlRequests(
             index=index, started=self.started, storage=storage, engine=self.engine,
@@ -267,8 +251,8 @@ class IodServer:
                 result = handler(f)
                 self.metrics.request(op)
                 self.reply(cid, result)
-        except Exception as exc:  # noqa: BLE001 - _failed answers it and logs a bug
-            self._failed(cid, op, bulk_len, exc)
+        except Exception as exc:  # noqa: BLE001 - failed answers it and logs a bug
+            self.failed(cid, op, bulk_len, exc)
 
     def on_done(self, job_id: int, err: int, nbytes: int, t_submit: int, t_start: int,
                 t_done: int) -> None:
@@ -279,16 +263,16 @@ class IodServer:
             job.then(err, job.cid in self.conns and err not in CONNECTION_ERRORS)
             return
         if job.mtime is not None:
-            self._set_mtime(job, err, nbytes)
+            self.data.set_mtime(job, err, nbytes)
         if job.op == "write":
             self.sizewatch.changed(job.ino)
         if job.pinned:
-            self._close_later(self.storage.unpin(job.ino, defer=True))
+            self.close_later(self.storage.unpin(job.ino, defer=True))
         if err == _native.ERR_STALE and job.cid in self.conns:
             if job.record is not None:
                 self.stats.withdraw(job_id, job.ino)
             if job.retry is not None:
-                self._stale(job)
+                self.data.stale(job)
             else:
                 self.reply(job.cid, error_reply(errno.EIO, "stripe file cannot be examined"))
             return
@@ -301,22 +285,6 @@ class IodServer:
         if err and job.op == "write" and job.cid in self.conns and err not in CONNECTION_ERRORS:
             # A storage error: the engine drained the bulk; the connection awaits our reply.
             self.reply(job.cid, error_reply(err, f"writing stripe file: {os.strerror(err)}"))
-
-    def _set_mtime(self, job: _Job, err: int, nbytes: int) -> None:
-        """A write carrying the file's explicit mtime (a mount's write delegation,
-        fuse/delegations.py): set on the stripe file after its bytes, then the reply the
-        engine did not send. (A metadata-only call on an open descriptor: not worth a worker
-        thread.)"""
-        if err or job.cid not in self.conns:
-            return  # (an error is answered below, as for any write)
-        fd, mtime = job.mtime
-        try:
-            os.utime(fd, ns=(os.fstat(fd).st_atime_ns, mtime))
-        except OSError as exc:
-            self.reply(job.cid, error_reply(exc.errno or errno.EIO,
-                                            f"setting stripe file mtime: {exc}"))
-            return
-        self.reply(job.cid, {"nbytes": nbytes})
 
     def on_closed(self, cid: int, err: int) -> None:
         sock = self.conns.pop(cid, None)
@@ -331,9 +299,9 @@ class IodServer:
             self.engine.detach(cid)
             sock.close()
 
-    def _submit(self, cid: int, job: _Job, file_fd: int, op: int, accesses: bytes,
-                prefix: bytes = b"", suffix: bytes = b"", size_at: int = -1,
-                check: bool = False) -> int:
+    def submit(self, cid: int, job: Job, file_fd: int, op: int, accesses: bytes,
+               prefix: bytes = b"", suffix: bytes = b"", size_at: int = -1,
+               check: bool = False) -> int:
         job_id = next(self._ids)
         self.jobs[job_id] = job
         # (a write setting the mtime after its bytes holds the connection for its reply)
@@ -345,9 +313,9 @@ class IodServer:
     def submit_held(self, cid: int, op: str, file_fd: int, accesses: bytes,
                     then: Callable[[int, bool], None]) -> None:
         """A job whose reply is sent later: ``then(err, answerable)`` once it is done."""
-        job = _Job(cid, op=op)
+        job = Job(cid, op=op)
         job.then = then
-        self._submit(cid, job, file_fd, _native.OP_WRITE, accesses)
+        self.submit(cid, job, file_fd, _native.OP_WRITE, accesses)
 
     def spawn(self, fn: Callable[..., Awaitable], *args) -> None:
         self._nursery.start_soon(fn, *args)
@@ -355,7 +323,7 @@ class IodServer:
     def reply(self, cid: int, header: dict) -> None:
         """Send a small reply frame (a job with a prefix and no accesses)."""
         if cid in self.conns:
-            self._submit(cid, _Job(cid), self.null_fd, _native.OP_READ, b"", frame(header))
+            self.submit(cid, Job(cid), self.null_fd, _native.OP_READ, b"", frame(header))
 
     def refuse(self, cid: int, bulk_len: int, header: dict) -> None:
         """Answer a refused request, draining its bulk first so the connection stays usable."""
@@ -365,187 +333,14 @@ class IodServer:
             self.drop(cid)
         elif cid in self.conns:
             acc = array("q", (_native.ACC_DISCARD, 0, bulk_len)).tobytes()
-            self._submit(cid, _Job(cid, op="drain"), self.null_fd, _native.OP_WRITE, acc, b"",
+            self.submit(cid, Job(cid, op="drain"), self.null_fd, _native.OP_WRITE, acc, b"",
                          frame(header))
-
-    # ------------------------------------------------------------------ data path
-    def _rank(self, f: dict) -> int:
-        stripe = f["stripe"]
-        if stripe.pcount > self.config.niods or stripe.base >= self.config.niods:
-            raise ValueError("stripe does not fit this file system's I/O daemons")
-        rank = stripe.rank_of_iod(self.index, self.config.niods)
-        if rank is None:
-            raise ValueError(f"I/O daemon {self.index} holds no share of this file")
-        return rank
-
-    def _begin(self, job_id: int, ino: int, op: str, desc, nbytes: int) -> JobRecord:
-        regions = desc.expand()
-        lo = min((o for o, _ in regions), default=0)
-        hi = max((o + n for o, n in regions), default=0)
-        rec = JobRecord(ino, op, nbytes, len(regions), lo, hi, sum(n for _, n in regions))
-        self.stats.begin(job_id, rec)
-        return rec
-
-    def start_read(self, cid: int, f: dict, bulk_len: int) -> None:
-        pieces = pieces_for_rank(f["desc"], f["stripe"], self._rank(f))
-        # Pinned from the start: a worker thread's call may evict cached descriptors.
-        fd = self.storage.lookup(f["ino"])
-        if fd is None:
-            self._nursery.start_soon(self._open_then, self._submit_read, cid, f, bulk_len,
-                                     pieces, False)
-        else:
-            self._submit_read(cid, f, bulk_len, pieces, fd, True)
-
-    def start_write(self, cid: int, f: dict, bulk_len: int) -> None:
-        pieces = pieces_for_rank(f["desc"], f["stripe"], self._rank(f))
-        nbytes = stream_length(pieces)
-        if nbytes != bulk_len:
-            raise ValueError(f"write carries {bulk_len} bytes, description needs {nbytes}")
-        if nbytes == 0:
-            self.reply(cid, {"nbytes": 0})
-            return
-        fd = self.storage.lookup(f["ino"])
-        if fd is None:
-            self._nursery.start_soon(self._open_then, self._submit_write, cid, f, bulk_len,
-                                     pieces, True)
-        else:
-            self._submit_write(cid, f, bulk_len, pieces, fd, True)
-
-    async def _open_then(self, submit: Callable, cid: int, f: dict, bulk_len: int, pieces,
-                         create: bool, again: bool = False) -> None:
-        """A descriptor-cache miss (or, ``again``, a stale descriptor): open the stripe file
-        in a worker thread, as every call that may wait for the disk is made, then submit
-        the job."""
-        op = "write" if create else "read"
-        try:
-            fd = await trio.to_thread.run_sync(self.storage.acquire, f["ino"], create)
-        except Exception as exc:  # noqa: BLE001 - _failed answers it and logs a bug
-            self._failed(cid, op, bulk_len, exc)
-            return
-        if cid not in self.conns:  # the connection went away meanwhile
-            if fd is not None:
-                self._close_later(self.storage.unpin(f["ino"], defer=True))
-            return
-        try:
-            # No check: acquire just looked at the file (and serves a pinned, unlinked one
-            # on purpose, as before).
-            submit(cid, f, bulk_len, pieces, fd, False, again)
-        except Exception as exc:  # noqa: BLE001 - _failed answers it and logs a bug
-            self._failed(cid, op, bulk_len, exc)
-
-    def _submit_read(self, cid: int, f: dict, bulk_len: int, pieces, fd: int | None,
-                     check: bool, again: bool = False) -> None:
-        """Submit a read on ``fd`` (pinned; the job takes the pin) or, with None, on no
-        stripe file. The engine examines the descriptor as the job starts (check: unlinked
-        behind the cache) and writes the stripe file's size into the ack; bytes past it
-        (holes past the end) stream as zeros. ``again``: the request's first job found a
-        stale descriptor; the reactive selector has seen the request already."""
-        ino = f["ino"]
-        nbytes = stream_length(pieces)
-        try:
-            prefix = _read_ack(nbytes, sized=fd is not None)
-            if nbytes == 0 and fd is None:
-                self._submit(cid, _Job(cid), self.null_fd, _native.OP_READ, b"", prefix)
-                return
-            acc = array("q")
-            kind = _native.ACC_ZERO if fd is None else _native.ACC_FILE
-            for _, local, n in pieces:
-                acc.extend((kind, local, n))
-            # rs: what of the request is cached, asked before the engine can serve it. Its
-            # first step charges a miss to the (emulated) disk and makes the pages resident:
-            # asked after the submission, 156 of 1064 requests of uncached study cells
-            # looked more cached than they were (24 % of their bytes resident, not 15 %).
-            resident = None
-            if self.selector.active and nbytes and not again:
-                resident = self.selector.resident(ino, pieces)
-                self.selector.before_read(ino)  # a new operation starts under its last pick
-            job = _Job(cid, ino, "read", pinned=fd is not None,
-                       retry=(f, bulk_len, pieces) if check else None)
-            job_id = self._submit(cid, job, self.null_fd if fd is None else fd,
-                                  _native.OP_READ, acc.tobytes(), prefix,
-                                  size_at=-1 if fd is None else len(prefix) - 8, check=check)
-            fd = None  # the job holds the pin now; on_done releases it
-        finally:
-            if fd is not None:
-                self._close_later(self.storage.unpin(ino, defer=True))
-        if nbytes == 0:
-            return
-        job.record = self._begin(job_id, ino, "read", f["desc"], nbytes)
-        if not again:
-            # (the stripe's pcount as it is: _rank refused -1 and a pcount over niods)
-            self.selector.on_read(ino, pieces, f["stripe"].pcount, f.get("hint"), job.record,
-                                  resident)
-
-    def _submit_write(self, cid: int, f: dict, bulk_len: int, pieces, fd: int,
-                      check: bool, again: bool = False) -> None:
-        """Submit a write on ``fd`` (pinned; the job takes the pin). A stripe file whose
-        size the manager holds is first reported to it (sizewatch.py); the write is counted
-        as a change in progress until its job is done."""
-        ino = f["ino"]
-        if f.get("fresh"):
-            self.sizewatch.release_fresh(ino)
-        if self.sizewatch.must_wait(ino):
-            self._nursery.start_soon(self._report_then_write, cid, f, bulk_len, pieces, fd,
-                                     check, again)
-            return
-        nbytes = stream_length(pieces)
-        acc = array("q")
-        for _, local, n in pieces:
-            acc.extend((_native.ACC_FILE, local, n))
-        # rs decides writes too when its model has a write part (issue 31): residency asked
-        # before the engine can serve the request, as for reads
-        resident = None
-        if self.selector.active and nbytes and not again:
-            resident = self.selector.resident(ino, pieces)
-        self.sizewatch.changing[ino] += 1
-        try:
-            job = _Job(cid, ino, "write", pinned=True,
-                       retry=(f, bulk_len, pieces) if check else None)
-            if f.get("mtime_ns") is not None:  # the reply follows the mtime (_set_mtime)
-                job.mtime = (fd, f["mtime_ns"])
-            job_id = self._submit(cid, job, fd, _native.OP_WRITE, acc.tobytes(), b"",
-                                  b"" if job.mtime else frame({"nbytes": nbytes}),
-                                  check=check)
-        except BaseException:
-            self.sizewatch.changed(ino)
-            self._close_later(self.storage.unpin(ino, defer=True))
-            raise
-        job.record = self._begin(job_id, ino, "write", f["desc"], nbytes)
-        if nbytes and not again:
-            self.selector.on_write(ino, pieces, f["stripe"].pcount, f.get("hint"), job.record,
-                                   resident)
-
-    async def _report_then_write(self, cid: int, f: dict, bulk_len: int, pieces, fd: int,
-                                 check: bool, again: bool) -> None:
-        """The manager holds the stripe file's size: tell it, then submit the write (its
-        reply must not reach the client before the manager forgot the old size)."""
-        try:
-            await self.sizewatch.before_change(f["ino"])
-        except BaseException:
-            self._close_later(self.storage.unpin(f["ino"], defer=True))
-            raise
-        if cid not in self.conns:  # the connection went away meanwhile
-            self._close_later(self.storage.unpin(f["ino"], defer=True))
-            return
-        try:
-            self._submit_write(cid, f, bulk_len, pieces, fd, check, again)
-        except Exception as exc:  # noqa: BLE001 - _failed answers it and logs a bug
-            self._failed(cid, "write", bulk_len, exc)
 
     async def _sizes_changed(self, inos: list[int] | None) -> None:
         await self.mgr.call({"op": "sizes_changed", "inos": inos or [], "all": inos is None,
                              "iod": self.index, "cred": [0, 0, []]})
 
-    def _stale(self, job: _Job) -> None:
-        """The engine found the job's cached descriptor unlinked behind the cache (or not
-        examinable) before moving a byte: reopen in a worker thread and submit again."""
-        f, bulk_len, pieces = job.retry
-        write = job.op == "write"
-        self._nursery.start_soon(self._open_then,
-                                 self._submit_write if write else self._submit_read,
-                                 job.cid, f, bulk_len, pieces, write, True)
-
-    def _failed(self, cid: int, op: str, bulk_len: int, exc: Exception) -> None:
+    def failed(self, cid: int, op: str, bulk_len: int, exc: Exception) -> None:
         """Answer a request whose handler raised (counted, logged if it is a bug)."""
         self.metrics.request(op, error=True)
         if not isinstance(exc, (OSError, ValueError)):
@@ -555,7 +350,7 @@ class IodServer:
         else:
             self.reply(cid, from_exception(exc))
 
-    def _close_later(self, fd: int | None) -> None:
+    def close_later(self, fd: int | None) -> None:
         """Close a descriptor the cache let go of in a worker thread (see storage.unpin)."""
         if fd is not None:
             self._nursery.start_soon(trio.to_thread.run_sync, os.close, fd)
@@ -593,18 +388,6 @@ class IodServer:
     async def _callback_connection(self, f: dict, sock) -> None:
         with sock:
             await self.holders.serve_client(f["client"], f["block_size"], sock)
-
-
-def _read_ack(nbytes: int, sized: bool) -> bytes:
-    """A read's reply frame (sent ahead of its bulk). ``sized``: ``local_size`` is encoded
-    as a msgpack uint64 in the frame's last 8 bytes, which the engine fills with the stripe
-    file's size as the job starts (``size_at=len - 8``); else it is 0 (no stripe file)."""
-    if not sized:
-        return frame({"nbytes": nbytes, "local_size": 0}, nbytes)
-    body = encode_header({"nbytes": nbytes, "local_size": 0})
-    assert body.endswith(b"\x00")  # local_size, the map's last value, as a positive fixint
-    body = body[:-1] + b"\xcf" + bytes(8)
-    return PREFIX.pack(MAGIC, len(body), nbytes) + body
 
 
 # Engine errors that mean the connection itself broke (as opposed to the local file).

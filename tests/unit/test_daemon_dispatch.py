@@ -5,12 +5,14 @@ from __future__ import annotations
 import inspect
 
 from pvfs.daemons.iod.control import ControlRequests
+from pvfs.daemons.iod.data import DataRequests
 from pvfs.daemons.iod.server import INLINE, STREAM, TASK, IodServer
 from pvfs.daemons.iod.smallwrites import SmallWrites
 from pvfs.protocol.schema import IOD_SCHEMAS
 
 # The classes of the server's parts its dispatch table names (``control.op_ping``).
-IOD_PARTS = {"": IodServer, "control": ControlRequests, "smallwrites": SmallWrites}
+IOD_PARTS = {"": IodServer, "control": ControlRequests, "data": DataRequests,
+             "smallwrites": SmallWrites}
 
 
 def test_iod_table_covers_the_schema_exactly() -> None:
