@@ -152,7 +152,6 @@ class CFront:
         if dels is not None and not (opts is not None and opts.testing_lose_close_writes) \
                 and hasattr(self.session, "keep_file"):
             dels.mirror = KeptFiles(self.session)
-        self._lend_creates(ops)
         files = getattr(ops, "files", None)
         self._behind = hasattr(self.session, "behind") and hasattr(files, "behind_ok") and \
             hasattr(self.ff, "OP_WROTE")
@@ -161,6 +160,7 @@ class CFront:
         probed = getattr(ops, "probed", None)
         if probed is not None and hasattr(self.session, "caps_none"):
             probed.mirror = self.session  # capability probes answered in C (xattrs.py)
+        self._lend_creates(ops)
 
     def _lend_creates(self, ops: Operations) -> None:
         """The workers answer creates in directories the mount creates ahead in
@@ -170,7 +170,16 @@ class CFront:
         if ahead is None or opts is None or not opts.worker_creates or opts.direct_io or \
                 opts.testing_lose_close_writes:
             return
-        self.session.create_settings(float(opts.entry_timeout), WORKER_FH)
+        # A file a worker makes has no extended attribute: the kernel's capability probe
+        # before its first write(2) is answered in C as ProbedCache.learn would; and its
+        # writable handles are write-behind when FileOperations.behind_new_ok says the
+        # mount's are (the rest of behind_ok holds for a new file made so: not O_SYNC, no
+        # user.pvfs.sync).
+        probed = getattr(ops, "probed", None)
+        caps_ttl = float(probed.ttl) if probed is not None and probed.mirror is self.session \
+            else 0.0
+        behind = self._behind and ops.files.behind_new_ok()
+        self.session.create_settings(float(opts.entry_timeout), WORKER_FH, caps_ttl, behind)
         self.workers = WorkerCreates(self.session, self.catch_up)
         ahead.workers = self.workers
         ops.leases.stop_creates = self.workers.dirs_off

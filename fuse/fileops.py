@@ -232,13 +232,18 @@ class FileOperations:
         report nothing a later fsync or close does not -- a writable handle, not O_SYNC/
         O_DSYNC nor of a ``user.pvfs.sync`` file, with ``coherence=none``, the local cache on,
         no global caches, not ``direct_io``/``writeback_cache``/``testing_lose_close_writes``."""
-        opts = self.opts
-        if opts.coherence != "none" or not opts.cache or opts.direct_io or \
-                opts.writeback_cache or opts.testing_lose_close_writes or \
-                self.gbackend is not None or self.coherence is not None:
+        if not self.behind_new_ok():
             return False
         h = self.table.get(fh)
         return h.writable and not h.sync and not self.table.info(h.ino).sync
+
+    def behind_new_ok(self) -> bool:
+        """The mount's part of :meth:`behind_ok`: whether a writable handle of a new file
+        (not O_SYNC/O_DSYNC, no ``user.pvfs.sync`` yet) may have its writes answered early."""
+        opts = self.opts
+        return not (opts.coherence != "none" or not opts.cache or opts.direct_io or
+                    opts.writeback_cache or opts.testing_lose_close_writes or
+                    self.gbackend is not None or self.coherence is not None)
 
     def park_write_error(self, fh: int, exc: OSError) -> None:
         """A write answered before it was applied failed: its file's next fsync or close

@@ -45,10 +45,13 @@ off_t pvf_dir_size(size_t entries)
     return (off_t)PVF_DIR_BLOCK * (off_t)(1 + (entries + 2) / 128);
 }
 
-void pvf_create_settings(struct pvf_front *f, double entry_floor, uint64_t first_fh)
+void pvf_create_settings(struct pvf_front *f, double entry_floor, uint64_t first_fh,
+                         double caps_ttl, int behind)
 {
     pthread_mutex_lock(&f->lock);
     f->entry_floor = entry_floor;
+    f->caps_new_ttl = caps_ttl;
+    f->create_behind = behind;
     if (f->next_fh < first_fh)
         f->next_fh = first_fh;
     pthread_mutex_unlock(&f->lock);
@@ -257,7 +260,8 @@ int pvf_create_try(struct pvf_front *f, fuse_req_t fr, uid_t uid, gid_t gid, uin
 {
     size_t len = strlen(name), at = 0;
     struct pvf_req *r;
-    int here, writable = (flags & O_ACCMODE) != O_RDONLY;
+    int here, behind = 0, writable = (flags & O_ACCMODE) != O_RDONLY;
+    double caps_ttl = 0.0;
 
     if (f->nnumbers == 0 || !pvf_plain_name(name, len) || (flags & (O_SYNC | O_DSYNC)))
         return 0;   /* (an unlocked peek: the decision is made under the lock below) */
@@ -275,12 +279,30 @@ int pvf_create_try(struct pvf_front *f, fuse_req_t fr, uid_t uid, gid_t gid, uin
     r->flags = (uint32_t)flags;
     pthread_mutex_lock(&f->lock);
     here = take_locked(f, r, len, writable, e, fh);
-    if (here)
+    if (here) {
         pvf_enqueue_locked(f, r);
+        caps_ttl = f->caps_new_ttl;
+        behind = f->create_behind && writable;
+    }
     pthread_mutex_unlock(&f->lock);
-    if (!here)
+    if (!here) {
         pvf_req_free(r);
-    return here;
+        return 0;
+    }
+    /* Before the reply, so before any request about the file: a file made here has no
+     * extended attribute, so the kernel's security.capability probe before each write(2)
+     * is answered here (Python learns the same when it applies the record); and its
+     * handle's writes are write-behind, as Python marks a handle of a file it creates
+     * (fuse/cfront.py: _mark_behind). Neither is needed for correctness: a failure to
+     * mark leaves the request to Python. */
+    if (caps_ttl > 0.0) {
+        struct timespec mono;
+        clock_gettime(CLOCK_MONOTONIC, &mono);
+        (void)pvf_caps_none(f, e->ino, (double)mono.tv_sec + mono.tv_nsec * 1e-9 + caps_ttl);
+    }
+    if (behind)
+        (void)pvf_behind_add(f, *fh);
+    return 1;
 }
 
 /* A create answered here (1), or 0: the caller queues it for Python. */

@@ -200,6 +200,8 @@ struct pvf_front {
     size_t nnumbers, capnumbers;
     uint64_t next_fh;               /* the next handle of a file created here */
     double entry_floor;             /* the mount's entry_timeout */
+    double caps_new_ttl;            /* a file made here: no capability for this long (0: ask) */
+    int create_behind;              /* a writable handle made here: its writes answered here */
     struct pvf_fhset unlinkable;    /* files closed and clean, Python says (unlinks.c) */
     struct pvf_fhset releasing;     /* files whose release is on its way to Python */
     /* only on the Python thread (with the GIL) */
@@ -286,7 +288,8 @@ void pvf_close_wait_notifiers(struct pvf_front *f);
 /* creates.c */
 off_t pvf_dir_size(size_t entries);
 int pvf_plain_name(const char *name, size_t len);
-void pvf_create_settings(struct pvf_front *f, double entry_floor, uint64_t first_fh);
+void pvf_create_settings(struct pvf_front *f, double entry_floor, uint64_t first_fh,
+                         double caps_ttl, int behind);
 int pvf_create_dir(struct pvf_front *f, uint64_t parent, int on);  /* -1: ENOMEM */
 void pvf_create_dirs_off(struct pvf_front *f);
 int pvf_numbers_lend(struct pvf_front *f, const uint64_t *inos, size_t n);  /* -1: ENOMEM */

@@ -12,14 +12,17 @@
 
 PyObject *pvf_py_create_settings(SessionObject *self, PyObject *args)
 {
-    double entry_floor;
+    double entry_floor, caps_ttl = 0.0;
     unsigned long long first_fh;
+    int behind = 0;
 
-    if (!PyArg_ParseTuple(args, "dK:create_settings", &entry_floor, &first_fh))
+    if (!PyArg_ParseTuple(args, "dK|dp:create_settings", &entry_floor, &first_fh, &caps_ttl,
+                          &behind))
         return NULL;
-    if (!(entry_floor >= 0.0))
-        return PyErr_Format(PyExc_ValueError, "create_settings: entry_timeout >= 0");
-    pvf_create_settings(&self->f, entry_floor, first_fh);
+    if (!(entry_floor >= 0.0) || !(caps_ttl >= 0.0))
+        return PyErr_Format(PyExc_ValueError,
+                            "create_settings: entry_timeout and caps_ttl >= 0");
+    pvf_create_settings(&self->f, entry_floor, first_fh, caps_ttl, behind);
     Py_RETURN_NONE;
 }
 

@@ -600,8 +600,10 @@ static PyMethodDef Session_methods[] = {
     { "dirs_forget", (PyCFunction)pvf_py_dirs_forget, METH_NOARGS,
       "dirs_forget(): no directory's names are answered in C" },
     { "create_settings", (PyCFunction)pvf_py_create_settings, METH_VARARGS,
-      "create_settings(entry_timeout, first_fh): the mount's entry timeout and the first "
-      "handle number of files the workers create" },
+      "create_settings(entry_timeout, first_fh, caps_ttl=0, behind=False): the mount's "
+      "entry timeout, the first handle number of files the workers create, how long such a "
+      "file's security.capability probes are answered ENODATA here, and whether its "
+      "writable handles' writes are answered here (creates.c)" },
     { "create_dir", (PyCFunction)pvf_py_create_dir, METH_VARARGS,
       "create_dir(parent, on): whether the workers create in parent (creates.c)" },
     { "create_dirs_off", (PyCFunction)pvf_py_create_dirs_off, METH_NOARGS,

@@ -131,6 +131,35 @@ def test_a_file_the_workers_made_is_written_and_read_back_elsewhere(nodes):
         assert (b.path / "data" / f"w{i}").read_bytes() == bytes([i]) * (1000 + i)
 
 
+def test_writes_to_files_the_workers_made_are_answered_in_c_and_all_arrive(nodes):
+    """A file a worker made has no extended attribute and a write-behind handle
+    (creates.c): its capability probes and its writes are answered by the workers, and
+    what they answered is what another mount reads, after a close or an fsync."""
+    a, b = nodes
+    d = a.path / "behind"
+    d.mkdir()
+    (d / "first").touch()  # (the first asks the manager for numbers)
+    before = _front(a)
+    for i in range(20):
+        fd = os.open(d / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            for j in range(3):
+                os.write(fd, bytes([i + j]) * (1300 + i))
+            if i % 5 == 0:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    after = _front(a)
+    made = after["created_here"] - before["created_here"]
+    assert made >= 19, after
+    assert after["wrote_here"] - before["wrote_here"] >= 3 * made, after
+    assert after["caps_here"] - before["caps_here"] >= 3 * made, after
+    for i in range(20):
+        want = b"".join(bytes([i + j]) * (1300 + i) for j in range(3))
+        assert (b.path / "behind" / f"f{i}").read_bytes() == want
+        assert (d / f"f{i}").stat().st_size == len(want)
+
+
 def test_worker_creates_can_be_switched_off(cluster, tmp_path):
     m = Mount(cluster.config_path, tmp_path / "off", "leases,frontend=c,worker_creates=0")
     with m:

@@ -155,3 +155,30 @@ def test_turning_every_directory_off():
     s = ready()
     s.create_dirs_off()
     assert create(s) is None
+
+
+def test_a_file_made_here_has_its_capability_probes_answered_and_writes_behind_if_set():
+    # create_settings' caps_ttl and behind: a file a worker made has no extended attribute,
+    # and its writable handle's writes are write-behind (fuse/cfront.py says when).
+    s = ready()
+    s.create_settings(1.0, WORKER_FH, 5.0, True)
+    s.behind_limit(1 << 20)
+    entry, fh, *_ = create(s, b"w")
+    ino = entry[0]
+    assert s._caps_here(ino)  # the kernel's probe before the first write(2): answered
+    assert s.stats()["behind_handles"] == 1 and s.behind_drop(fh)  # marked, and only once
+    assert not s.behind_drop(fh)
+    entry, rfh, *_ = create(s, b"r", flags=os.O_RDONLY | os.O_CREAT)
+    assert s._caps_here(entry[0]) and not s.behind_drop(rfh)  # read-only: nothing to write
+
+
+def test_without_the_settings_a_file_made_here_leaves_probes_and_writes_to_python():
+    s = ready()  # create_settings(entry_timeout, first_fh): caps_ttl 0, behind off
+    entry, fh, *_ = create(s, b"w")
+    assert not s._caps_here(entry[0])
+    assert s.stats()["behind_handles"] == 0 and not s.behind_drop(fh)
+
+
+def test_create_settings_refuses_a_negative_capability_time():
+    with pytest.raises(ValueError):
+        ff.Session().create_settings(1.0, WORKER_FH, -1.0, False)
