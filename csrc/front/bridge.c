@@ -144,6 +144,42 @@ void pvf_enqueue(struct pvf_front *f, struct pvf_req *r)
     pthread_mutex_unlock(&f->lock);
 }
 
+/* A request a worker answers itself, made a record of `op` (PVF_CREATED, PVF_UNLINKED:
+ * `name` in `parent`) that Python applies and never replies to. take() -- creates.c's or
+ * unlinks.c's -- decides under the lock and makes there what the answer changes; the record
+ * is queued in the same hold, so nothing Python changes on its own comes between the
+ * decision and the record. uid/gid: the caller's, when there is no kernel request to carry
+ * them (the test bridge). 1: answered, its record queued; 0: not here, nothing changed (the
+ * caller queues it for Python). */
+int pvf_queue_answered(struct pvf_front *f, fuse_req_t fr, int op, uid_t uid, gid_t gid,
+                       uint64_t parent, const char *name, size_t len,
+                       int (*take)(struct pvf_front *f, struct pvf_req *r, size_t len,
+                                   void *arg),
+                       void *arg)
+{
+    size_t at = 0;
+    struct pvf_req *r = pvf_req_new(fr, op, len + 1);
+    int here;
+
+    if (r == NULL)
+        return 0;
+    r->fr = NULL;   /* answered here: Python never replies to it */
+    if (fr == NULL) {
+        r->uid = uid;
+        r->gid = gid;
+    }
+    r->ino = parent;
+    r->name = pvf_req_put(r, &at, name, len);
+    pthread_mutex_lock(&f->lock);
+    here = take(f, r, len, arg);
+    if (here)
+        pvf_enqueue_locked(f, r);
+    pthread_mutex_unlock(&f->lock);
+    if (!here)
+        pvf_req_free(r);
+    return here;
+}
+
 void pvf_forget(struct pvf_front *f, uint64_t ino, uint64_t nlookup)
 {
     pthread_mutex_lock(&f->lock);

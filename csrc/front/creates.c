@@ -197,10 +197,23 @@ static int new_owner(const struct stat *dir, mode_t mode, uid_t uid, gid_t gid,
     return 0;
 }
 
+/* What a create asks for besides its name: the record's mode and flags, and where its reply
+ * goes; and, made, the mount's settings for its file as they were in that hold of the lock. */
+struct create_ask {
+    mode_t mode;
+    int flags;
+    struct fuse_entry_param *e;
+    uint64_t *fh;
+    double caps_ttl;    /* f->caps_new_ttl */
+    int behind;         /* f->create_behind, for a writable handle */
+};
+
 /* Everything a create here needs, checked and taken under the lock; 0: not here. */
-static int take_locked(struct pvf_front *f, struct pvf_req *r, size_t len, int writable,
-                       struct fuse_entry_param *e, uint64_t *fh)
+static int take_locked(struct pvf_front *f, struct pvf_req *r, size_t len, void *arg)
 {
+    struct create_ask *ask = arg;
+    struct fuse_entry_param *e = ask->e;
+    int writable = (ask->flags & O_ACCMODE) != O_RDONLY;
     struct pvf_dirattr *slot;
     size_t entries;
     mode_t perm;
@@ -208,6 +221,8 @@ static int take_locked(struct pvf_front *f, struct pvf_req *r, size_t len, int w
     double left = pvf_lease_left(f);
     struct timespec now;
 
+    r->mode = ask->mode;
+    r->flags = (uint32_t)ask->flags;
     if (left <= 0.0 || f->nnumbers == 0 || !pvf_set_has(&f->create_dirs, r->ino, 0))
         return 0;
     slot = pvf_dir_slot_locked(f, r->ino);
@@ -228,7 +243,7 @@ static int take_locked(struct pvf_front *f, struct pvf_req *r, size_t len, int w
     pvf_set_has(&f->releasing, r->ino2, 1);
     r->uid_set = perm;      /* (the record's: the file's permission bits and group) */
     r->gid_set = group;
-    r->fh = *fh = f->next_fh++;
+    r->fh = *ask->fh = f->next_fh++;
     clock_gettime(CLOCK_REALTIME, &now);
     r->off = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
     /* the directory: new times and size (its blocks from the size, as Python's entry) */
@@ -249,6 +264,8 @@ static int take_locked(struct pvf_front *f, struct pvf_req *r, size_t len, int w
     e->attr.st_blksize = 1 << 20;
     e->attr.st_atim = e->attr.st_mtim = e->attr.st_ctim = now;
     f->c.created_here++;
+    ask->caps_ttl = f->caps_new_ttl;
+    ask->behind = f->create_behind && writable;
     return 1;
 }
 
@@ -258,49 +275,26 @@ int pvf_create_try(struct pvf_front *f, fuse_req_t fr, uid_t uid, gid_t gid, uin
                    const char *name, mode_t mode, int flags, struct fuse_entry_param *e,
                    uint64_t *fh)
 {
-    size_t len = strlen(name), at = 0;
-    struct pvf_req *r;
-    int here, behind = 0, writable = (flags & O_ACCMODE) != O_RDONLY;
-    double caps_ttl = 0.0;
+    size_t len = strlen(name);
+    struct create_ask ask = { .mode = mode, .flags = flags, .e = e, .fh = fh };
 
     if (f->nnumbers == 0 || !pvf_plain_name(name, len) || (flags & (O_SYNC | O_DSYNC)))
-        return 0;   /* (an unlocked peek: the decision is made under the lock below) */
-    r = pvf_req_new(fr, PVF_CREATED, len + 1);
-    if (r == NULL)
+        return 0;   /* (an unlocked peek: the decision is made under the lock) */
+    if (!pvf_queue_answered(f, fr, PVF_CREATED, uid, gid, parent, name, len, take_locked,
+                            &ask))
         return 0;
-    r->fr = NULL;   /* answered here: Python never replies to it */
-    if (fr == NULL) {
-        r->uid = uid;
-        r->gid = gid;
-    }
-    r->ino = parent;
-    r->name = pvf_req_put(r, &at, name, len);
-    r->mode = mode;
-    r->flags = (uint32_t)flags;
-    pthread_mutex_lock(&f->lock);
-    here = take_locked(f, r, len, writable, e, fh);
-    if (here) {
-        pvf_enqueue_locked(f, r);
-        caps_ttl = f->caps_new_ttl;
-        behind = f->create_behind && writable;
-    }
-    pthread_mutex_unlock(&f->lock);
-    if (!here) {
-        pvf_req_free(r);
-        return 0;
-    }
     /* Before the reply, so before any request about the file: a file made here has no
      * extended attribute, so the kernel's security.capability probe before each write(2)
      * is answered here (Python learns the same when it applies the record); and its
      * handle's writes are write-behind, as Python marks a handle of a file it creates
      * (fuse/cfront.py: _mark_behind). Neither is needed for correctness: a failure to
      * mark leaves the request to Python. */
-    if (caps_ttl > 0.0) {
+    if (ask.caps_ttl > 0.0) {
         struct timespec mono;
         clock_gettime(CLOCK_MONOTONIC, &mono);
-        (void)pvf_caps_none(f, e->ino, (double)mono.tv_sec + mono.tv_nsec * 1e-9 + caps_ttl);
+        (void)pvf_caps_none(f, e->ino, (double)mono.tv_sec + mono.tv_nsec * 1e-9 + ask.caps_ttl);
     }
-    if (behind)
+    if (ask.behind)
         (void)pvf_behind_add(f, *fh);
     return 1;
 }

@@ -7,7 +7,8 @@
  *   names.c    leased directories' names: "no such name" answered by the workers, and a
  *              name whose inode's attributes answers.c keeps
  *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
- *              wakes the mount's trio loop), the forgets answered in C, the in-flight list
+ *              wakes the mount's trio loop), the forgets answered in C, the in-flight list,
+ *              the records of requests the workers answer themselves (creates.c, unlinks.c)
  *   creates.c  creates answered by the workers in directories the mount creates ahead in,
  *              from numbers Python lends; each handed to Python as a record it applies
  *   unlinks.c  unlinks answered by the workers there, of files Python marked closed and
@@ -274,6 +275,11 @@ void pvf_req_free(struct pvf_req *r);
 char *pvf_req_put(struct pvf_req *r, size_t *at, const char *src, size_t n);
 void pvf_enqueue(struct pvf_front *f, struct pvf_req *r);
 void pvf_enqueue_locked(struct pvf_front *f, struct pvf_req *r);
+int pvf_queue_answered(struct pvf_front *f, fuse_req_t fr, int op, uid_t uid, gid_t gid,
+                       uint64_t parent, const char *name, size_t len,
+                       int (*take)(struct pvf_front *f, struct pvf_req *r, size_t len,
+                                   void *arg),
+                       void *arg);                                  /* 1: queued */
 void pvf_forget(struct pvf_front *f, uint64_t ino, uint64_t nlookup);
 void pvf_loop_ended(struct pvf_front *f, int result);
 void pvf_drain_wakeup(struct pvf_front *f);

@@ -84,13 +84,14 @@ void pvf_unlinks_free(struct pvf_front *f)
 
 /* ------------------------------------------------------------------ one unlink */
 /* Everything an unlink here needs, checked and changed under the lock; 0: not here. */
-static int take_locked(struct pvf_front *f, struct pvf_req *r, size_t len)
+static int take_locked(struct pvf_front *f, struct pvf_req *r, size_t len, void *unused)
 {
     struct pvf_dirattr *slot;
     uint64_t victim;
     size_t entries;
     struct timespec now;
 
+    (void)unused;
     if (pvf_lease_left(f) <= 0.0 || f->unlinkable.n == 0 ||
         !pvf_set_has(&f->create_dirs, r->ino, 0))
         return 0;
@@ -118,30 +119,12 @@ static int take_locked(struct pvf_front *f, struct pvf_req *r, size_t len)
 int pvf_unlink_try(struct pvf_front *f, fuse_req_t fr, uid_t uid, gid_t gid, uint64_t parent,
                    const char *name)
 {
-    size_t len = strlen(name), at = 0;
-    struct pvf_req *r;
-    int here;
+    size_t len = strlen(name);
 
     if (f->unlinkable.n == 0 || !pvf_plain_name(name, len))
-        return 0;   /* (an unlocked peek: the decision is made under the lock below) */
-    r = pvf_req_new(fr, PVF_UNLINKED, len + 1);
-    if (r == NULL)
-        return 0;
-    r->fr = NULL;   /* answered here: Python never replies to it */
-    if (fr == NULL) {
-        r->uid = uid;
-        r->gid = gid;
-    }
-    r->ino = parent;
-    r->name = pvf_req_put(r, &at, name, len);
-    pthread_mutex_lock(&f->lock);
-    here = take_locked(f, r, len);
-    if (here)
-        pvf_enqueue_locked(f, r);
-    pthread_mutex_unlock(&f->lock);
-    if (!here)
-        pvf_req_free(r);
-    return here;
+        return 0;   /* (an unlocked peek: the decision is made under the lock) */
+    return pvf_queue_answered(f, fr, PVF_UNLINKED, uid, gid, parent, name, len, take_locked,
+                              NULL);
 }
 
 /* An unlink answered here (1), or 0: the caller queues it for Python. The reply goes after
