@@ -484,6 +484,7 @@ int pvf_behind_take(struct pvf_front *f, uint64_t fh, size_t len)
     if (f->behind.n > 0 && pvf_set_has(&f->behind, fh + 1, 0)) {
         if (f->behind_bytes + len <= f->behind_max) {
             f->behind_bytes += len;
+            f->behind_taken++;
             f->c.wrote_here++;
             here = 1;
         } else {
@@ -498,6 +499,8 @@ void pvf_behind_applied(struct pvf_front *f, uint64_t bytes)
 {
     pthread_mutex_lock(&f->lock);
     f->behind_bytes = bytes > f->behind_bytes ? 0 : f->behind_bytes - bytes;
+    f->behind_done++;
+    pthread_cond_broadcast(&f->idle);   /* a flush may wait for it (ops.c) */
     pthread_mutex_unlock(&f->lock);
 }
 

@@ -190,6 +190,8 @@ struct pvf_front {
     struct pvf_fhset behind;        /* fh + 1 of handles whose writes are answered here */
     uint64_t behind_bytes;          /* bytes of writes answered here, not yet applied */
     uint64_t behind_max;            /* the bound on behind_bytes (0: none answered here) */
+    uint64_t behind_taken;          /* writes answered here so far ... */
+    uint64_t behind_done;           /* ... and applied by Python (`idle` broadcast at each) */
     struct pvf_caps caps;           /* security.capability known absent (ProbedCache) */
     struct pvf_dirattrs dirs;       /* leased directories' attributes */
     double lease_until;             /* CLOCK_MONOTONIC end of the lease session (0: none) */

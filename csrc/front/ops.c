@@ -348,13 +348,39 @@ static void op_handle(fuse_req_t fr, int op, fuse_ino_t ino, struct fuse_file_in
     queue(fr, r);
 }
 
+/* Wait (at most BEHIND_WAIT_NS) until Python applied every write answered here so far. */
+#define BEHIND_WAIT_NS 500000000L
+
+static void behind_wait(struct pvf_front *f)
+{
+    struct timespec until;
+
+    clock_gettime(CLOCK_REALTIME, &until);   /* (the condition variable's clock) */
+    until.tv_nsec += BEHIND_WAIT_NS;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&f->lock);
+    for (uint64_t taken = f->behind_taken;
+         f->behind_done < taken && f->behind_max > 0 && !f->closing;)
+        if (pthread_cond_timedwait(&f->idle, &f->lock, &until) != 0)
+            break;
+    pthread_mutex_unlock(&f->lock);
+}
+
 /* A handle Python marked quiet, or any handle of a file whose close its write delegation
  * keeps, has nothing to write back at close (answers.c says when): its flush is answered
- * here, without a trip through Python. */
+ * here, without a trip through Python. A handle whose writes were answered here waits for
+ * Python to apply them first (briefly, bounded): Python keeps the file when it applies its
+ * write, so the flush needs no trip either -- and through Python it would wait for the
+ * same (fuse/cfront.py serves nothing before the writes answered before it). */
 static void op_flush(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct pvf_front *f = front_of(fr);
 
+    if (pvf_behind_has(f, fi->fh, 0))
+        behind_wait(f);
     if (pvf_flush_here(f, fi->fh, ino)) {
         fuse_reply_err(fr, 0);
         return;

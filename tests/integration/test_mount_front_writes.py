@@ -175,3 +175,24 @@ def test_capability_probes_are_answered_in_c_until_a_capability_is_set(cmount):
     finally:
         os.close(fd)
     assert p.read_bytes()[:2] == b"cb"
+
+
+def test_a_new_files_close_after_writes_answered_in_c_needs_no_trip_through_python(cmount):
+    """A file the workers made, written through its write-behind handle (creates.c): the
+    flush of its close waits in C for Python to apply the writes (ops.c), which keeps the
+    file (write delegation), and is then answered in C -- the create, the writes, the
+    capability probes and the flush all without a request to Python; its data arrive."""
+    d = cmount.path / "kept-new"
+    d.mkdir()
+    (d / "first").write_bytes(b"1")  # (the first create asks the manager for numbers)
+    before = _front(cmount)
+    for i in range(30):
+        with open(d / f"f{i}", "wb", buffering=0) as f:
+            f.write(bytes([i]) * 3901)
+    after = _front(cmount)
+    made = after["created_here"] - before["created_here"]
+    assert made >= 25, after
+    assert after["wrote_here"] - before["wrote_here"] >= made, after
+    assert after["kept_flushes"] - before["kept_flushes"] >= made, after
+    for i in range(30):
+        assert (d / f"f{i}").read_bytes() == bytes([i]) * 3901
