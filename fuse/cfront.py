@@ -170,7 +170,7 @@ class CFront:
         if ahead is None or opts is None or not opts.worker_creates or opts.direct_io or \
                 opts.testing_lose_close_writes:
             return
-        # A file a worker makes has no extended attribute: the kernel's capability probe
+        # A file a worker makes has no security.capability: the kernel's capability probe
         # before its first write(2) is answered in C as ProbedCache.learn would; and its
         # writable handles are write-behind when FileOperations.behind_new_ok says the
         # mount's are (the rest of behind_ok holds for a new file made so: not O_SYNC, no

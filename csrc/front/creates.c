@@ -284,7 +284,7 @@ int pvf_create_try(struct pvf_front *f, fuse_req_t fr, uid_t uid, gid_t gid, uin
                             &ask))
         return 0;
     /* Before the reply, so before any request about the file: a file made here has no
-     * extended attribute, so the kernel's security.capability probe before each write(2)
+     * security.capability (nothing inherits one), so the kernel's probe before each write(2)
      * is answered here (Python learns the same when it applies the record); and its
      * handle's writes are write-behind, as Python marks a handle of a file it creates
      * (fuse/cfront.py: _mark_behind). Neither is needed for correctness: a failure to
