@@ -49,7 +49,7 @@ __all__ = ["CFront", "DirMirror", "SetattrFields", "available"]
 # thread at 0.95x pyfuse3). More pay off once C answers reads and lookups itself.
 WORKER_THREADS = 1
 MAX_WRITE = 1 << 20   # 1 MiB requests (the kernel's max_pages follows)
-# Bytes of writes C may answer ahead of Python applying them (csrc/front/answers.c): past
+# Bytes of writes C may answer ahead of Python applying them (csrc/front/writes.c): past
 # this a write waits for Python as before, throttling the writer to Python's pace.
 BEHIND_BYTES = 16 << 20
 EXIT_TIMEOUT = 30.0  # seconds to apply the writes left at the end (each bounded by timeout)
@@ -402,7 +402,7 @@ class CFront:
         file left dirty; here those go at their own close or fsync, or by the flusher
         (``dirty_age``) -- close-to-open holds for the handles that wrote. A writable handle
         while no write or truncation of its inode has passed the C workers since the kernel
-        learned it (csrc/front/answers.c; by inode, since the kernel's write-back of mmap'ed
+        learned it (csrc/front/writes.c; by inode, since the kernel's write-back of mmap'ed
         pages may go through any writable handle): then nothing of the file is dirty here
         either (``touch``, ``open(O_CREAT)`` + ``close``, mdtest's empty creates). Not with
         ``testing_lose_close_writes``, whose flush throws the file's dirty blocks away."""

@@ -1,7 +1,7 @@
 """What the Python side keeps in the C front end's tables for its workers (``-o frontend=c``):
 the leased directories' and files' answers and names (:class:`DirMirror`, the lease tables'
 mirror, ``leasetables.LeaseMirror``) and the files whose close a write delegation keeps
-(:class:`KeptFiles`). csrc/front/answers.c and names.c are the other side; cfront.py wires
+(:class:`KeptFiles`). csrc/front/answers.c, names.c and writes.c are the other side; cfront.py wires
 them to a session.
 """
 
@@ -75,7 +75,7 @@ class DirMirror:
 class KeptFiles:
     """The files held by write delegation whose close is kept (``delegations.KeptMirror``),
     marked in C: their flushes -- one per close(2), which Python's handler would return
-    from at once -- are answered there (csrc/front/answers.c says why that is safe)."""
+    from at once -- are answered there (csrc/front/writes.c says why that is safe)."""
 
     def __init__(self, session: Any) -> None:
         self.keep = session.keep_file

@@ -36,7 +36,7 @@ What keeps it correct:
   (others may see the file meanwhile: the one window, as in NFSv4 after a lost lease).
 
 With the C front end the flush of each close(2) of a file kept here is answered in C
-(csrc/front/answers.c): the mount marks it in the front end's ``kept`` set (``mirror``)
+(csrc/front/writes.c): the mount marks it in the front end's ``kept`` set (``mirror``)
 when a write of it is done and :meth:`keeps` would hold it, and takes the mark away before
 anything that could end or change that takes effect (the file leaves ``held``: its
 write-back begins, a recall's too, or it is dropped; the session ends; the files' bound is
@@ -152,7 +152,7 @@ class WriteDelegations:
 
     def wrote(self, ino: int) -> None:
         """A write of ``ino`` is done here (before its reply: the flush after it finds the
-        mark, answers.c; the C side dropped the mark when the write came in)."""
+        mark, writes.c; the C side dropped the mark when the write came in)."""
         self.drop_times(ino)  # (a write after explicit times moves the mtime on)
         if ino in self.held:
             self.held[ino] = now = time.time_ns()

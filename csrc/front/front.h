@@ -2,10 +2,13 @@
  *
  * Units, in calling order (each calls only the ones before it):
  *   answers.c  what the workers answer from state Python keeps there: leased directories'
- *              attributes (getattr), the session's end, the handles whose flush needs nothing,
- *              the files whose close a write delegation keeps
+ *              and files' attributes (getattr), the session's end, the security.capability
+ *              probes Python knows absent; the u64 sets
  *   names.c    leased directories' names: "no such name" answered by the workers, and a
  *              name whose inode's attributes answers.c keeps
+ *   writes.c   what they answer about this node's writes to open files: the handles whose
+ *              flush needs nothing, the files whose close a write delegation keeps, the
+ *              writes answered once queued (behind)
  *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
  *              wakes the mount's trio loop), the forgets answered in C, the in-flight list,
  *              the records of requests the workers answer themselves (creates.c, unlinks.c)
@@ -14,8 +17,8 @@
  *   unlinks.c  unlinks answered by the workers there, of files Python marked closed and
  *              clean; each handed to Python as a record it applies
  *   ops.c      the ops table: each request of the kernel answered in C (forgets, and what
- *              answers.c, names.c, creates.c and unlinks.c can answer) or copied into a record and
- *              queued
+ *              answers.c, names.c, writes.c, creates.c and unlinks.c can answer) or copied into
+ *              a record and queued
  *   session.c  the libfuse3 session: the ops table run by fuse_session_loop_mt on C worker
  *              threads (clone_fd); mounting, the loop thread, unmounting, the kernel
  *              notifications
@@ -23,6 +26,9 @@
  *   convert.c    pyfuse3's attribute objects as libfuse's structs (and back, for tests)
  *   pyrequest.c  the Request and DirBuf types; a drained record made a Request
  *   replies.c    the reply_* functions and readdir_reply: each answers a Request once
+ *   pyanswers.c  Session methods keeping answers.c's and names.c's state (and test hooks)
+ *   pywrites.c   Session methods keeping writes.c's state (and test hooks)
+ *   pycreates.c  Session methods keeping creates.c's and unlinks.c's state (and test hooks)
  *   pysession.c  the Session type: mount, drain, notifications, close, the test bridge
  *   module.c     the module: its state, the types and functions above, the constants
  *
@@ -75,7 +81,7 @@ enum pvf_op {
     PVF_CREATE,
     PVF_CREATED,    /* a create answered by a worker (creates.c): applied, never replied */
     PVF_UNLINKED,   /* an unlink answered by a worker (unlinks.c): applied, never replied */
-    PVF_WROTE,      /* a write answered by a worker (answers.c, `behind`): applied, never replied */
+    PVF_WROTE,      /* a write answered by a worker (writes.c, `behind`): applied, never replied */
     PVF_NOPS
 };
 
@@ -132,7 +138,7 @@ struct pvf_counters {
     uint64_t created_here;   /* creates answered in C (creates.c) */
     uint64_t created_mismatch; /* directories' attributes C and Python made differently */
     uint64_t unlinked_here;  /* unlinks answered in C (unlinks.c) */
-    uint64_t wrote_here;     /* writes answered in C, applied by Python after (answers.c) */
+    uint64_t wrote_here;     /* writes answered in C, applied by Python after (writes.c) */
     uint64_t behind_full;    /* writes of a marked handle sent the slow way: bound reached */
     uint64_t caps_here;      /* security.capability probes answered ENODATA in C */
 };
@@ -233,18 +239,6 @@ void pvf_lease_until(struct pvf_front *f, double until, double floor);
 double pvf_lease_left(const struct pvf_front *f);                  /* under the lock */
 int pvf_dir_answer(struct pvf_front *f, uint64_t ino, struct stat *st, double *timeout);
 struct pvf_dirattr *pvf_dir_slot_locked(struct pvf_front *f, uint64_t ino);
-int pvf_quiet_add(struct pvf_front *f, uint64_t fh, int writable);  /* -1 with errno */
-int pvf_quiet_has(struct pvf_front *f, uint64_t fh, int remove);    /* 1: it was there */
-int pvf_flush_here(struct pvf_front *f, uint64_t fh, uint64_t ino); /* 1: answer it */
-void pvf_written(struct pvf_front *f, uint64_t ino);
-void pvf_unwritten(struct pvf_front *f, uint64_t ino);
-int pvf_kept_mark(struct pvf_front *f, uint64_t ino);               /* -1: ENOMEM */
-void pvf_kept_unmark(struct pvf_front *f, uint64_t ino);
-void pvf_kept_clear(struct pvf_front *f);
-int pvf_behind_add(struct pvf_front *f, uint64_t fh);               /* -1 with errno */
-int pvf_behind_has(struct pvf_front *f, uint64_t fh, int remove);   /* 1: it was there */
-int pvf_behind_take(struct pvf_front *f, uint64_t fh, size_t len);  /* 1: answer it here */
-void pvf_behind_applied(struct pvf_front *f, uint64_t bytes);
 int pvf_caps_none(struct pvf_front *f, uint64_t ino, double until);  /* -1: ENOMEM */
 void pvf_caps_drop(struct pvf_front *f, uint64_t ino);
 int pvf_caps_answer(struct pvf_front *f, uint64_t ino);             /* 1: ENODATA here */
@@ -268,6 +262,20 @@ int pvf_names_put_locked(struct pvf_front *f, uint64_t parent, const char *name,
                          uint64_t ino);
 int pvf_names_get_locked(struct pvf_front *f, uint64_t parent, const char *name, size_t len,
                          uint64_t *ino, size_t *entries);
+
+/* writes.c */
+int pvf_quiet_add(struct pvf_front *f, uint64_t fh, int writable);  /* -1 with errno */
+int pvf_quiet_has(struct pvf_front *f, uint64_t fh, int remove);    /* 1: it was there */
+int pvf_flush_here(struct pvf_front *f, uint64_t fh, uint64_t ino); /* 1: answer it */
+void pvf_written(struct pvf_front *f, uint64_t ino);
+void pvf_unwritten(struct pvf_front *f, uint64_t ino);
+int pvf_kept_mark(struct pvf_front *f, uint64_t ino);               /* -1: ENOMEM */
+void pvf_kept_unmark(struct pvf_front *f, uint64_t ino);
+void pvf_kept_clear(struct pvf_front *f);
+int pvf_behind_add(struct pvf_front *f, uint64_t fh);               /* -1 with errno */
+int pvf_behind_has(struct pvf_front *f, uint64_t fh, int remove);   /* 1: it was there */
+int pvf_behind_take(struct pvf_front *f, uint64_t fh, size_t len);  /* 1: answer it here */
+void pvf_behind_applied(struct pvf_front *f, uint64_t bytes);
 
 /* bridge.c */
 int pvf_bridge_init(struct pvf_front *f);            /* -1 with errno */

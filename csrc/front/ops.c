@@ -1,7 +1,7 @@
 /* ops.c -- what each request of the kernel becomes: the ops table of the session.
  *
  * Every op runs on one of libfuse's C worker threads (session.c): it answers forgets itself,
- * and what answers.c, names.c, creates.c and unlinks.c can answer -- a leased directory's
+ * and what answers.c, names.c, writes.c, creates.c and unlinks.c can answer -- a leased directory's
  * attributes, a name a leased complete directory does not hold, the flush of a quiet handle
  * or of a file kept by its write delegation, a create or an unlink in a directory the mount
  * creates ahead in --, and copies every other request into a record for Python
@@ -169,7 +169,7 @@ static void op_setattr(fuse_req_t fr, fuse_ino_t ino, struct stat *attr, int to_
         set |= PVF_SET_GID;
     if (to_set & FUSE_SET_ATTR_SIZE) {
         set |= PVF_SET_SIZE;
-        pvf_written(front_of(fr), ino);   /* its flushes go to Python now (answers.c) */
+        pvf_written(front_of(fr), ino);   /* its flushes go to Python now (writes.c) */
     }
     if (to_set & FUSE_SET_ATTR_CTIME)
         set |= PVF_SET_CTIME;
@@ -317,7 +317,7 @@ static void op_write(fuse_req_t fr, fuse_ino_t ino, const char *buf, size_t size
     if (r == NULL)
         return;
     /* before Python applies it: the flush after it goes to Python (unless Python marks
-     * the file kept again once it is written, answers.c) */
+     * the file kept again once it is written, writes.c) */
     pvf_written(front_of(fr), ino);
     r->ino = ino;
     r->fh = fi->fh;
@@ -327,7 +327,7 @@ static void op_write(fuse_req_t fr, fuse_ino_t ino, const char *buf, size_t size
     r->data = pvf_req_put(r, &at, buf, size);
     r->len = size;
     if (pvf_behind_take(front_of(fr), fi->fh, size)) {
-        /* answered here once queued (answers.c): Python applies it before anything after */
+        /* answered here once queued (writes.c): Python applies it before anything after */
         r->op = PVF_WROTE;
         r->fr = NULL;
         queue(fr, r);
@@ -370,7 +370,7 @@ static void behind_wait(struct pvf_front *f)
 }
 
 /* A handle Python marked quiet, or any handle of a file whose close its write delegation
- * keeps, has nothing to write back at close (answers.c says when): its flush is answered
+ * keeps, has nothing to write back at close (writes.c says when): its flush is answered
  * here, without a trip through Python. A handle whose writes were answered here waits for
  * Python to apply them first (briefly, bounded): Python keeps the file when it applies its
  * write, so the flush needs no trip either -- and through Python it would wait for the

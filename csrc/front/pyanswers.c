@@ -1,6 +1,8 @@
-/* pyanswers.c -- the Session methods that keep answers.c's state: leased directories'
- * attributes and the session's end (fuse/cfront.py's mirror of fuse/leases.py), the files
- * whose close a write delegation keeps (its mirror of fuse/delegations.py), and the test hooks that ask what a worker would answer without a kernel.
+/* pyanswers.c -- the Session methods that keep answers.c's and names.c's state: leased
+ * directories' and files' attributes and the session's end (fuse/cfront.py's mirror of
+ * fuse/leases.py), the security.capability probes Python's cache knows absent
+ * (fuse/xattrs.py), leased directories' names, and the test hooks that ask what a worker
+ * would answer without a kernel.
  */
 #include "pyfront.h"
 
@@ -25,7 +27,7 @@ PyObject *pvf_py_keep_dir(SessionObject *self, PyObject *args)
 }
 
 /* A leased regular file's attributes (dropped by the workers at its next write or size
- * change, answers.c). */
+ * change, writes.c). */
 PyObject *pvf_py_keep_file_attrs(SessionObject *self, PyObject *args)
 {
     unsigned long long ino;
@@ -73,35 +75,6 @@ PyObject *pvf_py_lease_until(SessionObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* The files whose close a write delegation keeps (fuse/delegations.py's mirror): their
- * flushes answered in C. A mark that finds no memory is not made (returns False): its
- * flushes go to Python, as they may always. */
-PyObject *pvf_py_keep_file(SessionObject *self, PyObject *args)
-{
-    unsigned long long ino;
-
-    if (!PyArg_ParseTuple(args, "K:keep_file", &ino))
-        return NULL;
-    return PyBool_FromLong(ino != 0 && pvf_kept_mark(&self->f, ino) == 0);
-}
-
-PyObject *pvf_py_drop_file(SessionObject *self, PyObject *args)
-{
-    unsigned long long ino;
-
-    if (!PyArg_ParseTuple(args, "K:drop_file", &ino))
-        return NULL;
-    pvf_kept_unmark(&self->f, ino);
-    Py_RETURN_NONE;
-}
-
-PyObject *pvf_py_drop_files(SessionObject *self, PyObject *ignored)
-{
-    (void)ignored;
-    pvf_kept_clear(&self->f);
-    Py_RETURN_NONE;
-}
-
 /* Tests: what a worker would answer to getattr(ino): (mode, size, mtime_ns, timeout) or
  * None (queued for Python). */
 PyObject *pvf_py_getattr_here(SessionObject *self, PyObject *args)
@@ -119,29 +92,38 @@ PyObject *pvf_py_getattr_here(SessionObject *self, PyObject *args)
                          timeout);
 }
 
-/* Tests: what the workers do on a write (written=True) or a forget (False) of ino, and
- * whether a flush of (fh, ino) is answered in C. */
-PyObject *pvf_py_flush_here(SessionObject *self, PyObject *args)
-{
-    unsigned long long fh, ino;
-
-    if (!PyArg_ParseTuple(args, "KK:_flush_here", &fh, &ino))
-        return NULL;
-    return PyBool_FromLong(pvf_flush_here(&self->f, fh, ino));
-}
-
-PyObject *pvf_py_written(SessionObject *self, PyObject *args)
+/* ------------------------------------------------------------------ security.capability */
+PyObject *pvf_py_caps_none(SessionObject *self, PyObject *args)
 {
     unsigned long long ino;
-    int written;
+    double until;
 
-    if (!PyArg_ParseTuple(args, "Kp:_written", &ino, &written))
+    if (!PyArg_ParseTuple(args, "Kd:caps_none", &ino, &until))
         return NULL;
-    if (written)
-        pvf_written(&self->f, ino);
-    else
-        pvf_unwritten(&self->f, ino);
+    if (pvf_py_check_open(self) < 0)
+        return NULL;
+    if (pvf_caps_none(&self->f, ino, until) < 0)
+        return PyErr_NoMemory();
     Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_caps_drop(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+
+    if (!PyArg_ParseTuple(args, "K:caps_drop", &ino))
+        return NULL;
+    pvf_caps_drop(&self->f, ino);
+    Py_RETURN_NONE;
+}
+
+PyObject *pvf_py_caps_here(SessionObject *self, PyObject *args)
+{
+    unsigned long long ino;
+
+    if (!PyArg_ParseTuple(args, "K:_caps_here", &ino))
+        return NULL;
+    return PyBool_FromLong(pvf_caps_answer(&self->f, ino));
 }
 
 /* ------------------------------------------------------------------ names (names.c) */

@@ -28,6 +28,16 @@ typedef struct {
     int closed;
 } SessionObject;
 
+/* 0, or -1 with ValueError set: a method that needs a live session refuses a closed one. */
+static inline int pvf_py_check_open(SessionObject *self)
+{
+    if (self->closed) {
+        PyErr_SetString(PyExc_ValueError, "the session is closed");
+        return -1;
+    }
+    return 0;
+}
+
 typedef struct {
     PyObject_HEAD
     struct pvf_req *r;
@@ -65,12 +75,10 @@ PyObject *pvf_py_keep_file_attrs(SessionObject *self, PyObject *args);
 PyObject *pvf_py_drop_dir(SessionObject *self, PyObject *args);
 PyObject *pvf_py_drop_dirs(SessionObject *self, PyObject *ignored);
 PyObject *pvf_py_lease_until(SessionObject *self, PyObject *args);
-PyObject *pvf_py_keep_file(SessionObject *self, PyObject *args);
-PyObject *pvf_py_drop_file(SessionObject *self, PyObject *args);
-PyObject *pvf_py_drop_files(SessionObject *self, PyObject *ignored);
 PyObject *pvf_py_getattr_here(SessionObject *self, PyObject *args);
-PyObject *pvf_py_flush_here(SessionObject *self, PyObject *args);
-PyObject *pvf_py_written(SessionObject *self, PyObject *args);
+PyObject *pvf_py_caps_none(SessionObject *self, PyObject *args);
+PyObject *pvf_py_caps_drop(SessionObject *self, PyObject *args);
+PyObject *pvf_py_caps_here(SessionObject *self, PyObject *args);
 PyObject *pvf_py_dir_names(SessionObject *self, PyObject *args);
 PyObject *pvf_py_name_put(SessionObject *self, PyObject *args);
 PyObject *pvf_py_name_pop(SessionObject *self, PyObject *args);
@@ -79,6 +87,19 @@ PyObject *pvf_py_dir_forget(SessionObject *self, PyObject *args);
 PyObject *pvf_py_dirs_forget(SessionObject *self, PyObject *ignored);
 PyObject *pvf_py_missing_here(SessionObject *self, PyObject *args);
 PyObject *pvf_py_found_here(SessionObject *self, PyObject *args);
+
+/* pywrites.c: Session methods (pysession.c's table names them) */
+PyObject *pvf_py_quiet(SessionObject *self, PyObject *args);
+PyObject *pvf_py_is_quiet(SessionObject *self, PyObject *args);
+PyObject *pvf_py_keep_file(SessionObject *self, PyObject *args);
+PyObject *pvf_py_drop_file(SessionObject *self, PyObject *args);
+PyObject *pvf_py_drop_files(SessionObject *self, PyObject *ignored);
+PyObject *pvf_py_behind(SessionObject *self, PyObject *args);
+PyObject *pvf_py_behind_drop(SessionObject *self, PyObject *args);
+PyObject *pvf_py_behind_applied(SessionObject *self, PyObject *args);
+PyObject *pvf_py_behind_limit(SessionObject *self, PyObject *args);
+PyObject *pvf_py_flush_here(SessionObject *self, PyObject *args);
+PyObject *pvf_py_written(SessionObject *self, PyObject *args);
 
 /* pycreates.c: Session methods (pysession.c's table names them) */
 PyObject *pvf_py_create_settings(SessionObject *self, PyObject *args);

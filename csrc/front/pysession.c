@@ -1,10 +1,11 @@
 /* pysession.c -- the Session type: one mount's session as Python drives it.
  *
  *   Session   mount(), fileno() (an eventfd, readable when requests wait), drain() ->
- *             ([Request], [(ino, nlookup)]), the kernel notifications, the flushes marked
- *             quiet, the files kept by delegation, stats(), close(). Session() without a
- *             mount point is a bridge alone, for tests: _inject() queues fake requests from
- *             a C thread and their replies are kept.
+ *             ([Request], [(ino, nlookup)]), the kernel notifications, stats(), close().
+ *             Session() without a mount point is a bridge alone, for tests: _inject() queues
+ *             fake requests from a C thread and their replies are kept. The methods that keep
+ *             the workers' answers are pyanswers.c's, pywrites.c's and pycreates.c's; the
+ *             table below names them all.
  *
  * The Python face of session.c (the libfuse session, the loop thread) and bridge.c (the
  * queue): it owns struct pvf_front and hands each drained record to pyrequest.c as a
@@ -122,15 +123,6 @@ err:
     return NULL;
 }
 
-static int check_open(SessionObject *self)
-{
-    if (self->closed) {
-        PyErr_SetString(PyExc_ValueError, "the session is closed");
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *Session_mount(SessionObject *self, PyObject *args)
 {
     const char *mountpoint;
@@ -138,7 +130,7 @@ static PyObject *Session_mount(SessionObject *self, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "s:mount", &mountpoint))
         return NULL;
-    if (check_open(self) < 0)
+    if (pvf_py_check_open(self) < 0)
         return NULL;
     if (self->f.se == NULL)
         return PyErr_Format(PyExc_ValueError, "a bridge without a session cannot mount");
@@ -163,7 +155,7 @@ static PyObject *Session_mount(SessionObject *self, PyObject *args)
 static PyObject *Session_fileno(SessionObject *self, PyObject *ignored)
 {
     (void)ignored;
-    if (check_open(self) < 0)
+    if (pvf_py_check_open(self) < 0)
         return NULL;
     return PyLong_FromLong(self->f.efd);
 }
@@ -177,7 +169,7 @@ static PyObject *Session_drain(SessionObject *self, PyObject *ignored)
     size_t nf = 0;
 
     (void)ignored;
-    if (check_open(self) < 0)
+    if (pvf_py_check_open(self) < 0)
         return NULL;
     pvf_drain_wakeup(&self->f);
     r = pvf_take_all(&self->f, &fl, &nf);
@@ -286,7 +278,7 @@ static PyObject *Session_invalidate_inode(SessionObject *self, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "K|p:invalidate_inode", &ino, &attr_only))
         return NULL;
-    if (check_open(self) < 0)
+    if (pvf_py_check_open(self) < 0)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
     ret = pvf_notify_inval_inode(&self->f, ino, attr_only);
@@ -305,7 +297,7 @@ static PyObject *Session_invalidate_entry(SessionObject *self, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "Ky#:invalidate_entry", &parent, &name, &n))
         return NULL;
-    if (check_open(self) < 0)
+    if (pvf_py_check_open(self) < 0)
         return NULL;
     if (n == 0 || (size_t)n != strlen(name))
         return PyErr_Format(PyExc_ValueError, "a name is not empty and has no NUL bytes");
@@ -315,107 +307,6 @@ static PyObject *Session_invalidate_entry(SessionObject *self, PyObject *args)
     if (ret < 0)
         return raise_errno(-ret, "invalidate_entry");
     Py_RETURN_NONE;
-}
-
-static PyObject *Session_quiet(SessionObject *self, PyObject *args)
-{
-    unsigned long long fh;
-    int writable = 0;
-
-    if (!PyArg_ParseTuple(args, "K|p:quiet", &fh, &writable))
-        return NULL;
-    if (check_open(self) < 0)
-        return NULL;
-    if (pvf_quiet_add(&self->f, fh, writable) < 0)
-        return errno == ENOMEM ? PyErr_NoMemory() : PyErr_Format(PyExc_ValueError, "bad fh");
-    Py_RETURN_NONE;
-}
-
-static PyObject *Session_behind(SessionObject *self, PyObject *args)
-{
-    unsigned long long fh;
-
-    if (!PyArg_ParseTuple(args, "K:behind", &fh))
-        return NULL;
-    if (check_open(self) < 0)
-        return NULL;
-    if (pvf_behind_add(&self->f, fh) < 0)
-        return errno == ENOMEM ? PyErr_NoMemory() : PyErr_Format(PyExc_ValueError, "bad fh");
-    Py_RETURN_NONE;
-}
-
-static PyObject *Session_behind_drop(SessionObject *self, PyObject *args)
-{
-    unsigned long long fh;
-
-    if (!PyArg_ParseTuple(args, "K:behind_drop", &fh))
-        return NULL;
-    return PyBool_FromLong(pvf_behind_has(&self->f, fh, 1));
-}
-
-static PyObject *Session_behind_applied(SessionObject *self, PyObject *args)
-{
-    unsigned long long n;
-
-    if (!PyArg_ParseTuple(args, "K:behind_applied", &n))
-        return NULL;
-    pvf_behind_applied(&self->f, n);
-    Py_RETURN_NONE;
-}
-
-static PyObject *Session_behind_limit(SessionObject *self, PyObject *args)
-{
-    unsigned long long n;
-
-    if (!PyArg_ParseTuple(args, "K:behind_limit", &n))
-        return NULL;
-    pthread_mutex_lock(&self->f.lock);
-    self->f.behind_max = n;
-    pthread_mutex_unlock(&self->f.lock);
-    Py_RETURN_NONE;
-}
-
-static PyObject *Session_caps_none(SessionObject *self, PyObject *args)
-{
-    unsigned long long ino;
-    double until;
-
-    if (!PyArg_ParseTuple(args, "Kd:caps_none", &ino, &until))
-        return NULL;
-    if (check_open(self) < 0)
-        return NULL;
-    if (pvf_caps_none(&self->f, ino, until) < 0)
-        return PyErr_NoMemory();
-    Py_RETURN_NONE;
-}
-
-static PyObject *Session_caps_drop(SessionObject *self, PyObject *args)
-{
-    unsigned long long ino;
-
-    if (!PyArg_ParseTuple(args, "K:caps_drop", &ino))
-        return NULL;
-    pvf_caps_drop(&self->f, ino);
-    Py_RETURN_NONE;
-}
-
-static PyObject *Session_caps_here(SessionObject *self, PyObject *args)
-{
-    unsigned long long ino;
-
-    if (!PyArg_ParseTuple(args, "K:_caps_here", &ino))
-        return NULL;
-    return PyBool_FromLong(pvf_caps_answer(&self->f, ino));
-}
-
-static PyObject *Session_is_quiet(SessionObject *self, PyObject *args)
-{
-    unsigned long long fh;
-    int remove = 0;
-
-    if (!PyArg_ParseTuple(args, "K|p:is_quiet", &fh, &remove))
-        return NULL;
-    return PyBool_FromLong(pvf_quiet_has(&self->f, fh, remove));
 }
 
 /* Answer what is left (queued, or in flight in Python) so no request outlives the session. */
@@ -564,7 +455,7 @@ static PyMethodDef Session_methods[] = {
       "invalidate_inode(ino, attr_only=False): drop the kernel's attributes (and pages)" },
     { "invalidate_entry", (PyCFunction)Session_invalidate_entry, METH_VARARGS,
       "invalidate_entry(parent, name): drop the kernel's entry of a name" },
-    { "quiet", (PyCFunction)Session_quiet, METH_VARARGS,
+    { "quiet", (PyCFunction)pvf_py_quiet, METH_VARARGS,
       "quiet(fh, writable=False): this handle's flush needs nothing (writable: while no "
       "write or truncation names its inode); answered in C until its release" },
     { "keep_dir", (PyCFunction)pvf_py_keep_dir, METH_VARARGS,
@@ -642,23 +533,23 @@ static PyMethodDef Session_methods[] = {
       "tests: whether a worker answers a flush of (fh, ino)" },
     { "_written", (PyCFunction)pvf_py_written, METH_VARARGS,
       "tests: _written(ino, True) as a write does, (ino, False) as a forget" },
-    { "behind", (PyCFunction)Session_behind, METH_VARARGS,
+    { "behind", (PyCFunction)pvf_py_behind, METH_VARARGS,
       "behind(fh): this handle's writes are answered in C once queued (OP_WROTE records, "
       "applied by Python in order) while under behind_limit; until its release" },
-    { "behind_drop", (PyCFunction)Session_behind_drop, METH_VARARGS,
+    { "behind_drop", (PyCFunction)pvf_py_behind_drop, METH_VARARGS,
       "behind_drop(fh) -> bool: its writes wait for Python again (whether it was marked)" },
-    { "behind_applied", (PyCFunction)Session_behind_applied, METH_VARARGS,
+    { "behind_applied", (PyCFunction)pvf_py_behind_applied, METH_VARARGS,
       "behind_applied(nbytes): Python applied that many bytes of OP_WROTE records" },
-    { "behind_limit", (PyCFunction)Session_behind_limit, METH_VARARGS,
+    { "behind_limit", (PyCFunction)pvf_py_behind_limit, METH_VARARGS,
       "behind_limit(nbytes): the bound on bytes answered in C and not yet applied (0: none)" },
-    { "caps_none", (PyCFunction)Session_caps_none, METH_VARARGS,
+    { "caps_none", (PyCFunction)pvf_py_caps_none, METH_VARARGS,
       "caps_none(ino, until): ino has no security.capability until time.monotonic() "
       "reaches until: its probes are answered ENODATA in C" },
-    { "caps_drop", (PyCFunction)Session_caps_drop, METH_VARARGS,
+    { "caps_drop", (PyCFunction)pvf_py_caps_drop, METH_VARARGS,
       "caps_drop(ino): its security.capability probes go to Python again" },
-    { "_caps_here", (PyCFunction)Session_caps_here, METH_VARARGS,
+    { "_caps_here", (PyCFunction)pvf_py_caps_here, METH_VARARGS,
       "tests: whether a worker answers ino's security.capability probe ENODATA" },
-    { "is_quiet", (PyCFunction)Session_is_quiet, METH_VARARGS,
+    { "is_quiet", (PyCFunction)pvf_py_is_quiet, METH_VARARGS,
       "is_quiet(fh, remove=False): whether fh is marked (tests)" },
     { "close", (PyCFunction)Session_close, METH_NOARGS,
       "unmount, stop the loop, answer what is left ENODEV, free the session" },

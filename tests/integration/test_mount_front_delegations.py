@@ -1,6 +1,6 @@
 """The C front end and write delegations (``-o frontend=c``, fuse/delegations.py): the flush
 of each close(2) of a small file the mount writes alone is answered in C
-(csrc/front/answers.c), and nothing else changes. Another mount and a native client read
+(csrc/front/writes.c), and nothing else changes. Another mount and a native client read
 every byte; ``fsync``, a truncate and a rename over such a file behave as with pyfuse3; a
 recall takes the file out of C before its write-back, so a close after it is Python's."""
 

@@ -1,4 +1,4 @@
-"""Writes answered by the C front end once queued (``OP_WROTE``; csrc/front/answers.c,
+"""Writes answered by the C front end once queued (``OP_WROTE``; csrc/front/writes.c,
 fuse/cfront.py): which handles' writes are answered there, and that everything after such a
 write -- a read of another handle, an fsync, a close, another client after the close -- sees
 it."""

@@ -1,7 +1,8 @@
-"""What the C front end's workers answer themselves (csrc/front/answers.c), without a kernel:
-leased directories' attributes until the session's end, with the timeout Python would give,
-flushes of handles whose inode nothing was written to and of files kept by their write
-delegation; and the mirror of fuse/leases.py that keeps the directories' attributes there."""
+"""What the C front end's workers answer themselves (csrc/front/answers.c, writes.c), without
+a kernel: leased directories' attributes until the session's end, with the timeout Python
+would give, flushes of handles whose inode nothing was written to and of files kept by their
+write delegation; and the mirror of fuse/leases.py that keeps the directories' attributes
+there."""
 
 from __future__ import annotations
 
