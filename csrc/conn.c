@@ -310,6 +310,14 @@ static int prefix_check(struct pv_engine *e, struct pv_conn *c, struct pv_err *e
     return 0;
 }
 
+/* A job the loop made joins the loop at the end of this turn (engine.c, take_own). */
+static void own_push(struct pv_engine *e, struct pv_job *j)
+{
+    j->ev.kind = PV_EV_JOB;
+    pv_ev_append(&e->own_head, &e->own_tail, &j->ev);
+    atomic_fetch_add(&e->n_queued, 1);
+}
+
 /* Read c's next header until it is complete (FRAME posted), the socket is empty (AGAIN) or
  * the connection ended (CLOSED posted, c is gone). */
 static int conn_read(struct pv_engine *e, struct pv_conn *c)
@@ -346,12 +354,21 @@ static int conn_read(struct pv_engine *e, struct pv_conn *c)
             }
         } else if (c->got == PV_PREFIX_LEN + c->rec->len) {
             struct pv_record *r = c->rec;
+            struct pv_job *j;
             c->rec = NULL;
             c->got = 0;
             pv_ring_del(&c->partial);
             c->state = PV_CONN_WAIT;
-            pv_post(e, &r->ev);
             atomic_fetch_add_explicit(&e->n_frames, 1, memory_order_relaxed);
+            /* A granted read or write is served without Python (fast.c); anything else is
+             * Python's frame. */
+            j = pv_fast_take(&e->fast, c->fd, r->data, r->len, r->bulk_len);
+            if (j != NULL) {
+                j->rec = r;
+                own_push(e, j);
+            } else {
+                pv_post(e, &r->ev);
+            }
             return READ_FRAME;
         }
     }
@@ -479,4 +496,73 @@ void pv_conn_job_end(struct pv_engine *e, struct pv_job *j)
         return;
     }
     c->armed = r == READ_AGAIN;
+}
+
+/* -- jobs the loop made itself ----------------------------------------------------------- */
+
+/* The error reply a fast write whose storage failed gets (server.on_done's), or NULL. */
+static struct pv_job *error_reply(int sock, int code)
+{
+    unsigned char reply[PV_FAST_REPLY_MAX];
+    size_t len = pv_fast_error_reply(reply, code);
+    struct pv_err err;
+    struct pv_job *j = pv_job_new(0, sock, sock, PV_OP_READ, NULL, 0, reply, len, NULL, 0, 0,
+                                  &err);
+
+    if (j != NULL)
+        j->own = true;
+    return j;
+}
+
+/* An own job ended (finish_job posted nothing for it). A fast job leaves its record and
+ * gives its grant back; one that went stale, or never got its connection, has its frame
+ * posted to Python after all (nothing moved: the connection waits for Python's job). A fast
+ * write whose storage failed, the rest of its stream drained, is answered here as Python
+ * would. Then the connection goes on (pv_conn_job_end) and the job is freed. */
+void pv_conn_own_end(struct pv_engine *e, struct pv_job *j)
+{
+    struct pv_record *rec = j->rec;
+    struct pv_job *reply = NULL;
+    bool bound = j->conn != NULL;
+
+    j->rec = NULL;
+    if (!bound)
+        j->stale = true;              /* it never ran: Python serves the request */
+    if (j->fast != NULL) {
+        if (!j->stale && j->err != 0 && j->op == PV_OP_WRITE && pv_job_in_step(j)
+            && (reply = error_reply(j->sock, j->err)) == NULL)
+            j->err = ENOMEM;          /* no reply to give: the connection must go */
+        if (pv_fast_end(&e->fast, j))
+            pv_eventfd_signal(e->done_fd);
+    }
+    if (bound)
+        pv_conn_job_end(e, j);
+    if (rec != NULL) {
+        if (j->stale)
+            pv_post(e, &rec->ev);
+        else
+            rec_put(e, rec);
+    }
+    if (reply != NULL)
+        own_push(e, reply);
+    pv_job_free(j);
+}
+
+/* The loop ends: own jobs that never arrived go, their requests unserved. */
+void pv_conn_own_drop(struct pv_engine *e)
+{
+    struct pv_event *ev, *next;
+
+    for (ev = e->own_head; ev != NULL; ev = next) {
+        struct pv_job *j = pv_container_of(ev, struct pv_job, ev);
+        next = ev->next;
+        j->stale = true;
+        if (j->fast != NULL)
+            (void)pv_fast_end(&e->fast, j);
+        if (j->rec != NULL)
+            rec_free(j->rec);
+        atomic_fetch_sub(&e->n_queued, 1);
+        pv_job_free(j);
+    }
+    e->own_head = e->own_tail = NULL;
 }

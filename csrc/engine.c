@@ -116,6 +116,10 @@ static void finish_job(struct pv_engine *e, struct pv_job *j)
     else
         atomic_fetch_sub(&e->n_queued, 1);
     atomic_fetch_add(&e->n_completed, 1);
+    if (j->own) {
+        pv_conn_own_end(e, j);       /* no "done" for Python: the job is the loop's */
+        return;
+    }
     j->ev.kind = PV_EV_JOB;
     pv_post(e, &j->ev);
     /* After "done": the connection's "closed" or next "frame" follows it. */
@@ -400,6 +404,21 @@ static void serve_turn(struct pv_engine *e, struct pv_job *j)
     }
 }
 
+/* The jobs the loop made this turn (fast requests, their error replies) join it, in the
+ * order they were made. */
+static void take_own(struct pv_engine *e)
+{
+    while (e->own_head != NULL) {
+        struct pv_event *list = e->own_head, *next;
+
+        e->own_head = e->own_tail = NULL;
+        for (; list != NULL; list = next) {
+            next = list->next;
+            arrive(e, pv_container_of(list, struct pv_job, ev));
+        }
+    }
+}
+
 /* The loop thread's body (started by pv_engine_create, lifecycle.c). */
 void *pv_engine_main(void *arg)
 {
@@ -416,7 +435,7 @@ void *pv_engine_main(void *arg)
 
         disk_wake(e, pv_now_ns());
         j = next_job(e);
-        wait = (j != NULL && pv_job_runnable(j)) || pv_conn_pending(e) ? 0
+        wait = (j != NULL && pv_job_runnable(j)) || pv_conn_pending(e) || e->own_head != NULL ? 0
                                                                       : wait_ns(e, pv_now_ns());
         ts.tv_sec = wait / 1000000000;
         ts.tv_nsec = wait % 1000000000;
@@ -455,12 +474,15 @@ void *pv_engine_main(void *arg)
             serve_turn(e, j);
         /* Headers last: a job that just finished has its next header read in this turn. */
         pv_conn_serve(e);
+        take_own(e);
         flush_events(e);
     }
     /* Close or a dead loop: everything still in hand completes with code. */
     take_inbox(e);
+    pv_conn_own_drop(e);
     while (e->jobs_head != NULL)
         fail_job(e, e->jobs_head, code);
+    pv_conn_own_drop(e);
     pv_conn_close_all(e, code);
     flush_events(e);
     return NULL;

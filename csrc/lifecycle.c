@@ -49,6 +49,8 @@ struct pv_engine *pv_engine_create(const struct pv_engine_config *cfg, struct pv
     e->sched_gen = 1;                 /* no pick remembered (pick_gen 0) */
     pv_ring_init(&e->express);
 
+    if (pv_fast_init(&e->fast, err) < 0)
+        goto err;
     e->buf_len = PV_BUF_LEN;
     e->buf = malloc(e->buf_len);
     if (e->buf == NULL) {
@@ -139,6 +141,8 @@ void pv_engine_destroy(struct pv_engine *e)
         pv_event_free(ev);
     }
     pv_conn_fini(e);
+    if (e->fast.buckets != NULL)
+        pv_fast_fini(&e->fast);
     if (e->ops != NULL && e->ops->so_stop != NULL)
         e->ops->so_stop(e);
     /* close() of fds we own: nothing useful to do on failure while tearing down. */

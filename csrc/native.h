@@ -15,6 +15,7 @@
  *   writeback.c   its write-back: the flusher, writes, fsync, dropping the cache
  *   diskaccess.c  an access charged to it: a read's miss, or a write (writeback.c)
  *   stream.c      moving a job's bytes: sendfile or mmap+send, recv+pwrite or splice
+ *   fast.c        the fast path: a read/write header parsed, intersected, made a job
  *   conn.c        attached connections: reading frame headers between jobs
  *   sched.c       the scheduling policies opt1..opt4, one const ops table each
  *   engine.c      the service loop: events, the policy's pick, a turn, posting results
@@ -25,6 +26,7 @@
  *   pyerr.c       pv_raise: a struct pv_err as a Python exception
  *   pydisk.c      the Disk type
  *   pyconn.c      attach(), detach(), events()
+ *   pyfast.c      the fast path's grants and records, fast_plan()
  *   module.c      the module and the Engine type
  * Sharing goes down, never up or sideways: what two units both need lives in one below them
  * (base.c for the engine's units, disk.c for the disk's). The engine calls its policy
@@ -196,6 +198,13 @@ struct pv_job {
     bool stale;                   /* ended before moving a byte: the connection is in step */
     int64_t size_at;              /* read: the prefix's 8-byte slot for st_size, or -1 */
     int64_t file_end;             /* read: file bytes from here on are sent as zeros */
+
+    /* A job the engine made itself (fast.c, conn.c): no "done" event; it ends in
+     * pv_conn_own_end. A fast job holds a grant and the frame it came from. */
+    bool own;
+    struct pv_fast_entry *fast;   /* the grant whose descriptor it uses, or NULL */
+    struct pv_record *rec;        /* the frame, posted to Python if the job goes stale */
+    int64_t fast_want, fast_regions, fast_lo, fast_hi, fast_logical;   /* its record */
 };
 
 /* A job's err when its first turn found the descriptor unusable (unlinked, or fstat
@@ -326,6 +335,59 @@ void pv_disk__flush_due(struct pv_disk *d, int64_t now);
 int64_t pv_disk_access(struct pv_disk *d, uint64_t ino, int64_t off, int64_t len, bool write,
                        int64_t now, int64_t *done, int64_t *end_out);
 
+/* fast.c: requests served without Python (see fast.c). */
+struct pv_fast_req {                  /* a parsed read/write header */
+    int op;
+    uint64_t ino;
+    int64_t base, pcount, ssize;
+    int64_t *regions;                 /* (offset, length) pairs */
+    size_t nregions;
+};
+
+struct pv_fast_piece {                /* layout/intersect.py's (buf_off, local_off, length) */
+    int64_t buf, local, len;
+};
+
+struct pv_fast_plan {                 /* a request as this daemon serves it */
+    struct pv_fast_req rq;
+    struct pv_fast_piece *pieces;
+    size_t npieces;
+    int64_t nbytes;
+};
+
+struct pv_fast_entry {                /* a grant: an inode Python opened, on a dup of its fd */
+    struct pv_fast_entry *hnext;
+    uint64_t ino;
+    int fd, src_fd;                   /* our dup, Python's descriptor it was made from */
+    bool write_ok;                    /* no size promise: writes may go by */
+    bool dead;                        /* out of the table; closed by its last job */
+    int64_t refs, writes;             /* jobs holding it, writes among them */
+    uint64_t used;                    /* LRU clock */
+};
+
+struct pv_fast_rec {                  /* a finished fast job, for Python's statistics */
+    uint64_t ino;
+    int op, err;
+    int64_t nbytes, want, regions, lo, hi, logical, t_submit, t_start, t_done;
+};
+
+struct pv_fast_counts {
+    bool enabled;
+    int64_t grants, jobs, declined, pending;
+};
+
+struct pv_fast {
+    pthread_mutex_t lock;             /* everything below */
+    bool enabled;
+    int index, niods;                 /* this daemon's index, the file system's daemons */
+    struct pv_fast_entry **buckets;
+    size_t ngrants;
+    uint64_t clock;
+    struct pv_fast_rec *ring;
+    size_t ring_head, ring_len, inflight;
+    int64_t n_jobs, n_declined;
+};
+
 struct pv_engine;
 
 /* A scheduling policy (thesis §4.2), Lustre NRS style: one const table per algorithm.
@@ -454,6 +516,9 @@ struct pv_engine {
     struct pv_conn **conn_fd;     /* attached connections by fd */
     size_t conn_fd_len;
     struct pv_ring conn_ready, conn_partial;
+    struct pv_event *own_head, *own_tail;     /* jobs the loop made, to arrive this turn */
+
+    struct pv_fast fast;          /* its own lock; shared with the Python side */
 };
 
 /* The loop changed something a policy's pick depends on -- the job list, a job's readiness or
@@ -500,7 +565,31 @@ struct pv_pos pv_job_pos(const struct pv_job *j);
 enum pv_serve { PV_SERVE_DONE, PV_SERVE_BLOCKED, PV_SERVE_DISK, PV_SERVE_YIELD };
 enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress);
 
+/* fast.c */
+int pv_fast_parse(const void *hdr, size_t len, struct pv_fast_req *rq);   /* 0, or -1: not ours */
+void pv_fast_req_free(struct pv_fast_req *rq);
+int pv_fast_plan(const void *hdr, size_t len, uint64_t bulk_len, int index, int niods,
+                 struct pv_fast_plan *pl);
+void pv_fast_plan_free(struct pv_fast_plan *pl);
+#define PV_FAST_REPLY_MAX 256
+size_t pv_fast_read_ack(unsigned char *p, uint64_t nbytes, int64_t *size_at);
+size_t pv_fast_write_reply(unsigned char *p, uint64_t nbytes);
+size_t pv_fast_error_reply(unsigned char *p, int err);
+int pv_fast_init(struct pv_fast *f, struct pv_err *err);
+void pv_fast_fini(struct pv_fast *f);
+void pv_fast_set(struct pv_fast *f, bool enabled, int index, int niods);
+int pv_fast_grant(struct pv_fast *f, uint64_t ino, int fd, bool write, struct pv_err *err);
+void pv_fast_revoke(struct pv_fast *f, uint64_t ino);
+int64_t pv_fast_block_writes(struct pv_fast *f, uint64_t ino);
+struct pv_job *pv_fast_take(struct pv_fast *f, int sock, const void *hdr, size_t len,
+                            uint64_t bulk_len);
+bool pv_fast_end(struct pv_fast *f, const struct pv_job *j);
+size_t pv_fast_records(struct pv_fast *f, struct pv_fast_rec *out, size_t max);
+void pv_fast_counts(struct pv_fast *f, struct pv_fast_counts *c);
+
 /* conn.c */
+void pv_conn_own_end(struct pv_engine *e, struct pv_job *j);
+void pv_conn_own_drop(struct pv_engine *e);
 void pv_conn_attach(struct pv_engine *e, struct pv_conn *c);
 int pv_conn_detach(struct pv_engine *e, int64_t id, int fd, struct pv_err *err);
 void pv_conn_mark(struct pv_engine *e, struct pv_conn *c);

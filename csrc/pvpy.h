@@ -45,4 +45,15 @@ PyObject *pv_py_events(EngineObject *self, PyObject *ignored);
 PyObject *pv_py_done_tuple(PyObject *kind, const void *job);
 extern const char pv_attach_doc[], pv_detach_doc[], pv_events_doc[];
 
+/* pyfast.c */
+PyObject *pv_py_fast_setup(EngineObject *self, PyObject *args, PyObject *kwargs);
+PyObject *pv_py_fast_grant(EngineObject *self, PyObject *args, PyObject *kwargs);
+PyObject *pv_py_fast_revoke(EngineObject *self, PyObject *args, PyObject *kwargs);
+PyObject *pv_py_fast_block_writes(EngineObject *self, PyObject *args, PyObject *kwargs);
+PyObject *pv_py_fast_records(EngineObject *self, PyObject *ignored);
+PyObject *pv_py_fast_info(EngineObject *self, PyObject *ignored);
+PyObject *pv_py_fast_plan(PyObject *module, PyObject *args, PyObject *kwargs);
+extern const char pv_fast_setup_doc[], pv_fast_grant_doc[], pv_fast_revoke_doc[],
+    pv_fast_block_writes_doc[], pv_fast_records_doc[], pv_fast_info_doc[], pv_fast_plan_doc[];
+
 #endif

@@ -54,6 +54,7 @@ class ControlRequests:
         connections: how many client connections are attached to the engine now.
         nfile: N_file of some inodes, from the manager (``IodServer.nfile``).
         small_writes: the ``writes`` requests' counters (``SmallWrites.status``).
+        fast_served: take the engine's own jobs into the statistics (before a report).
     """
 
     def __init__(self, *, index: int, started: float, storage: PosixStorage,
@@ -61,18 +62,22 @@ class ControlRequests:
                  holders: HolderDirectory, sizewatch: SizeWatch, metrics: Metrics,
                  connections: Callable[[], int],
                  nfile: Callable[[list[int]], Awaitable[dict[int, int]]],
-                 small_writes: Callable[[], dict] = dict) -> None:
+                 small_writes: Callable[[], dict] = dict,
+                 fast_served: Callable[[], None] = lambda: None) -> None:
         self.index, self.started = index, started
         self.storage, self.engine, self.selector = storage, engine, selector
         self.stats, self.holders, self.sizewatch = stats, holders, sizewatch
         self.metrics, self.connections, self.nfile = metrics, connections, nfile
         self.small_writes = small_writes
+        self.fast_served = fast_served
 
     def op_ping(self, f: dict) -> dict:
         return {"version": __version__, "index": self.index, "uptime": time.time() - self.started}
 
     def op_status(self, f: dict) -> dict:
+        self.fast_served()
         info = self.engine.info()
+        info["fast"] = self.engine.fast_info()
         return {"version": __version__, "index": self.index, "role": "iod",
                 "uptime": time.time() - self.started, "pid": os.getpid(),
                 "open_files": len(self.storage._fds), "queued_jobs": self.stats.in_service(),
@@ -153,7 +158,7 @@ class ControlRequests:
     def op_sched_set(self, f: dict) -> dict:
         if f["algorithm"] not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {f['algorithm']!r}; one of {', '.join(ALGORITHMS)}")
-        self.selector.active = f["algorithm"] == "rs"
+        self.selector.active = f["algorithm"] == "rs"    # (the fast path off while rs)
         if not self.selector.active:
             self.engine.algorithm = f["algorithm"]
         if f["window"] is not None:
@@ -192,6 +197,7 @@ class ControlRequests:
         return {"inodes": inos}
 
     async def op_stats(self, f: dict) -> dict:
+        self.fast_served()
         snap = self.stats.snapshot(await self.nfile(list(self.stats.files)))
         snap["engine"] = self.engine.info()
         snap["coherence"] = self.holders.status()
@@ -213,6 +219,7 @@ class ControlRequests:
 
     # ------------------------------------------------------------------ operations
     def metrics_families(self) -> list[dict]:
+        self.fast_served()
         holders = self.holders.status()
         return self.metrics.families({
             "pvfs_uptime_seconds": ("Seconds since the daemon started.",

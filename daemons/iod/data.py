@@ -9,6 +9,13 @@ moving a byte and is submitted again on a descriptor opened anew, :meth:`DataReq
 a cache miss opens the file in a worker thread first. A write to a stripe file whose size the
 manager keeps is reported to it first (``sizewatch.py``); one carrying the file's mtime holds
 its reply until the mtime is set (:meth:`DataRequests.set_mtime`).
+
+The engine serves the common request itself (csrc/fast.c): a read or write of a region list
+on a stripe file granted to it, with nothing unusual in the header. Python grants a file once
+it has served a request on its cached descriptor (:meth:`DataRequests.grant`; writes only while
+no size promise is kept, ``sizewatch.py`` blocks them before it makes one) and takes the jobs'
+records into its statistics later (:meth:`DataRequests.fast_served`); every other request, and
+every miss, stale descriptor and error, still comes here.
 """
 
 from __future__ import annotations
@@ -54,6 +61,27 @@ class DataRequests:
 
     def __init__(self, server) -> None:
         self.server = server
+
+    # ------------------------------------------------------------------ the fast path
+    def grant(self, ino: int, fd: int) -> None:
+        """Let the engine serve ``ino``'s next requests on (a dup of) its cached descriptor
+        ``fd``, writes too while the manager holds no size of it (``watch`` blocks them
+        before it promises). A no-op while the fast path is off (rs decides per request)."""
+        s = self.server
+        if s.fast_path:
+            s.engine.fast_grant(ino, fd, not s.sizewatch.must_wait(ino))
+
+    def fast_served(self) -> None:
+        """The engine's own jobs done since the last call, into the workload statistics and
+        the metrics, as ``on_done`` records Python's."""
+        s = self.server
+        for (ino, op, err, nbytes, want, regions, lo, hi, logical, t_submit, t_start,
+             t_done) in s.engine.fast_records():
+            s.stats.served(JobRecord(ino, op, want, regions, lo, hi, logical), err, nbytes,
+                           (t_start - t_submit) / 1e9, (t_done - t_start) / 1e9)
+            s.metrics.request(op, (t_done - t_submit) / 1e9, error=bool(err))
+            if not err:
+                s.metrics.add_bytes("read" if op == "read" else "written", nbytes)
 
     def _rank(self, f: dict) -> int:
         stripe, s = f["stripe"], self.server
@@ -152,6 +180,8 @@ class DataRequests:
             job_id = s.submit(cid, job, s.null_fd if fd is None else fd,
                               _native.OP_READ, acc.tobytes(), prefix,
                               size_at=-1 if fd is None else len(prefix) - 8, check=check)
+            if fd is not None:
+                self.grant(ino, fd)
             fd = None  # the job holds the pin now; on_done releases it
         finally:
             if fd is not None:
@@ -194,6 +224,7 @@ class DataRequests:
             job_id = s.submit(cid, job, fd, _native.OP_WRITE, acc.tobytes(), b"",
                               b"" if job.mtime else frame({"nbytes": nbytes}),
                               check=check)
+            self.grant(ino, fd)
         except BaseException:
             s.sizewatch.changed(ino)
             s.close_later(s.storage.unpin(ino, defer=True))

@@ -123,6 +123,10 @@ class ReactiveSelector:
     def active(self, on: bool) -> None:
         self._active = on
         self._algorithm = self._gather = None     # what a control request set: read again
+        # The engine's fast path serves requests no selector sees: off while rs decides.
+        fast_path = getattr(self.server, "set_fast_path", None)
+        if fast_path is not None:
+            fast_path(not on)
 
     def _engine_algorithm(self) -> str:
         if self._algorithm is None:

@@ -120,6 +120,9 @@ class IodServer:
             else config.algorithm,
             window=config.window, idle_timeout=config.request_timeout, disk=storage.disk,
             gather=config.gather)
+        # The engine serves granted reads and writes itself (csrc/fast.c, data.py), except
+        # while rs decides per request: it must see each one (the selector's ``active``).
+        self.fast_path = False
         self.selector = ReactiveSelector(self)
         self.selector.active = config.algorithm == schedulers.SELECTOR
         self.stats = WorkloadStats()
@@ -133,6 +136,8 @@ class IodServer:
                            role=f"iod{index}")
         # Stripe files whose size the manager caches: it hears before they change.
         self.sizewatch = SizeWatch(self._sizes_changed)
+        self.sizewatch.block_writes = self.engine.fast_block_writes
+        storage.on_forget = self.engine.fast_revoke
         self.conns: dict[int, trio.socket.SocketType] = {}
         # Jobs that touch no file (replies, zeros, drains) still name a descriptor.
         self.null_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
@@ -145,7 +150,8 @@ class IodServer:
             index=index, started=self.started, storage=storage, engine=self.engine,
             selector=self.selector, stats=self.stats, holders=self.holders,
             sizewatch=self.sizewatch, metrics=self.metrics, small_writes=self.smallwrites.status,
-            connections=lambda: len(self.conns), nfile=self.nfile)
+            connections=lambda: len(self.conns), nfile=self.nfile,
+            fast_served=self.data.fast_served)
         self.ops: dict[str, tuple[str, Callable]] = {
             op: (kind, operator.attrgetter(method)(self))
             for op, (kind, method) in self.OPS.items()}
@@ -162,6 +168,7 @@ class IodServer:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._event_loop)
+                nursery.start_soon(self._fast_records)
                 nursery.start_soon(self.sizewatch.run)
                 nursery.start_soon(self._accept_loop, listener)
                 log.info("iod %d serving %s:%d, data in %s, scheduler %s (engine %s/%s)",
@@ -210,6 +217,17 @@ class IodServer:
             else:
                 sock.close()
 
+    def set_fast_path(self, on: bool) -> None:
+        self.fast_path = on
+        self.engine.fast_setup(on, self.index, self.config.niods)
+
+    async def _fast_records(self) -> None:
+        """The engine's own jobs into the statistics now and then (the engine also wakes
+        the event loop when its ring is half full; reports take them first)."""
+        while True:
+            await trio.sleep(FAST_RECORDS_S)
+            self.data.fast_served()
+
     async def _event_loop(self) -> None:
         fd = self.engine.fileno()
         while True:
@@ -226,6 +244,7 @@ class IodServer:
                             self.on_closed(ev[1], ev[2])
                     except Exception:  # a bug must not take the daemon down
                         log.exception("error handling engine event %s", kind)
+            self.data.fast_served()
 
     # ------------------------------------------------------------------ engine events
     def on_frame(self, cid: int, bulk_len: int, raw: bytes) -> None:
@@ -389,6 +408,8 @@ class IodServer:
         with sock:
             await self.holders.serve_client(f["client"], f["block_size"], sock)
 
+
+FAST_RECORDS_S = 0.2  # how often the engine's own jobs are taken into the statistics
 
 # Engine errors that mean the connection itself broke (as opposed to the local file).
 CONNECTION_ERRORS = {errno.ECONNRESET, errno.EPIPE, errno.ETIMEDOUT, errno.ECANCELED,

@@ -64,6 +64,10 @@ class SizeWatch:
         self._wake = trio.Event()
         self.notices = 0
         self.released = 0                            # pool promises a fresh write dropped
+        # The engine's fast path (csrc/fast.c): ``block_writes(ino)`` stops its writes of
+        # ``ino`` (0: of every file) and answers how many are in flight, changes in progress
+        # as ``changing`` counts Python's.
+        self.block_writes: Callable[[int], int] = lambda ino: 0
 
     async def run(self) -> None:
         """Tell the manager to forget what an earlier process of this daemon promised, then
@@ -108,6 +112,10 @@ class SizeWatch:
         """Promise to report the next change of ``ino`` (False: cannot now, don't cache).
         ``pool``: the promise of a precreated stripe file (see ``release_fresh``)."""
         if not self._ready.is_set() or self.changing[ino] or ino in self._unwatching:
+            return False
+        # From here on the engine's writes of ino wait for Python, which reports them; one
+        # already under way is a change in progress.
+        if self.block_writes(ino):
             return False
         self.watched.add(ino)
         if pool:
@@ -207,6 +215,7 @@ class SizeWatch:
         """Too many promises kept: have the manager forget them all, then start afresh."""
         if len(self.watched) > WATCH_MAX and self._ready.is_set():
             self._ready = trio.Event()
+            self.block_writes(0)    # every write waits for the ready, as Python's do
             try:
                 await self._tell(None)
                 self.watched.clear()

@@ -94,6 +94,13 @@ class WorkloadStats:
             self.counters["bytes_read" if rec.op == "read" else "bytes_written"] += nbytes
         self.service_times.append((ino, rec.op, nbytes, wait_s, service_s))
 
+    def served(self, rec: JobRecord, err: int, nbytes: int, wait_s: float,
+               service_s: float) -> None:
+        """A job the engine served without Python (csrc/fast.c), told once it is done:
+        ``begin`` and ``end`` in one step (it was never seen in service)."""
+        self.begin(0, rec)
+        self.end(0, rec.ino, err, nbytes, wait_s, service_s)
+
     def withdraw(self, job_id: int, ino: int) -> None:
         """Take back ``begin`` for a job that will be submitted again (its descriptor was
         stale): the request is counted once, by the job that serves it."""

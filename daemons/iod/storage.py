@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -100,6 +100,9 @@ class PosixStorage:
         # that run the slow calls (truncate, unlink, fsync, stat of many files); the lock
         # covers the cache only, never a syscall that may block on the disk.
         self._lock = threading.RLock()
+        # Told of every descriptor the cache forgets (the engine's fast path drops its
+        # grant: IodServer sets it).
+        self.on_forget: Callable[[int], None] | None = None
 
     def path(self, ino: int) -> str:
         if type(ino) is not int or ino <= 0:
@@ -164,6 +167,8 @@ class PosixStorage:
         """Close the cached descriptor (later, if a job still uses it); with ``defer`` the
         descriptor is returned unclosed instead (see ``unpin``)."""
         with self._lock:
+            if self.on_forget is not None:
+                self.on_forget(ino)
             if ino in self._pins:
                 self._doomed.add(ino)
                 return None
