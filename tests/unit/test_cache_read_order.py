@@ -6,6 +6,10 @@ dropped its pages (an mtime change seen by ``getattr``, the racer's ``fadvise``)
 of the same page. The stream read took the servers' old bytes, the kernel cached them, and a
 later mapped read returned zeros the write had replaced. The kernel sent the WRITE first, so
 the cache must answer the READ with it applied.
+
+A partial-block write no longer fetches (the block is cached partial); a write still waits
+while a fetch of its block holds the block's lock, and that is the in-progress write these
+tests hold.
 """
 
 from __future__ import annotations
@@ -47,8 +51,17 @@ def old_file(n: int) -> bytearray:
     return bytearray(b"o" * n)
 
 
-async def test_stream_read_waits_for_a_partial_write_in_its_fetch() -> None:
-    be = GatedBackend(3 * BS, BS)  # the write's read-modify-write fetch of block 3
+async def hold_block(cache: BlockCache, be: GatedBackend, nursery: trio.Nursery,
+                     blk: int) -> None:
+    """A reader of block ``blk`` that stays in its fetch (holding the block's lock) until
+    ``be.gate`` is set: a write to the block waits for the lock meanwhile (a partial-block
+    write no longer fetches, so this is how a write stays in progress)."""
+    nursery.start_soon(lambda: cache.read(1, blk * BS, 1, file_size=8 * BS))
+    await be.gated.wait()
+
+
+async def test_stream_read_waits_for_a_partial_write_waiting_for_a_fetch() -> None:
+    be = GatedBackend(3 * BS, BS)  # a fetch of block 3
     be.files[1] = old_file(8 * BS)
     cache = make(be)
     got: list[bytes] = []
@@ -60,8 +73,9 @@ async def test_stream_read_waits_for_a_partial_write_in_its_fetch() -> None:
         got.append(await cache.read(1, 0, 8 * BS, file_size=8 * BS))  # a stream read
 
     async with trio.open_nursery() as n:
+        await hold_block(cache, be, n, 3)
         n.start_soon(writer)
-        await be.gated.wait()
+        await trio.testing.wait_all_tasks_blocked()
         n.start_soon(reader)
         await trio.testing.wait_all_tasks_blocked()
         assert not got  # it waits for the write...
@@ -72,7 +86,7 @@ async def test_stream_read_waits_for_a_partial_write_in_its_fetch() -> None:
 
 
 async def test_block_read_of_a_later_block_waits_for_the_whole_write() -> None:
-    # blocks 2..3: block 2 needs a fetch first, block 3 (whole) is applied only after it
+    # blocks 2..3: block 2 waits for its lock, block 3 (whole) is applied only after it
     be = GatedBackend(2 * BS, BS)
     be.files[1] = old_file(8 * BS)
     cache = make(be)
@@ -85,10 +99,12 @@ async def test_block_read_of_a_later_block_waits_for_the_whole_write() -> None:
         got.append(await cache.read(1, 3 * BS, BS, file_size=8 * BS))  # block path
 
     async with trio.open_nursery() as n:
+        await hold_block(cache, be, n, 2)
         n.start_soon(writer)
-        await be.gated.wait()
+        await trio.testing.wait_all_tasks_blocked()
         n.start_soon(reader)
         await trio.testing.wait_all_tasks_blocked()
+        assert not got
         be.gate.set()
     assert got == [b"N" * BS]
 
@@ -103,8 +119,9 @@ async def test_read_elsewhere_does_not_wait() -> None:
         await cache.write(1, 2 * BS + 1, b"N", file_size=8 * BS)
 
     async with trio.open_nursery() as n:
+        await hold_block(cache, be, n, 2)
         n.start_soon(writer)
-        await be.gated.wait()
+        await trio.testing.wait_all_tasks_blocked()
         got.append(await cache.read(1, 5 * BS, BS, file_size=8 * BS))  # the write is stuck
         be.gate.set()
     assert got == [b"o" * BS]
@@ -139,9 +156,9 @@ async def test_write_registration_is_removed_on_error() -> None:
     be = MemoryBackend()
     be.files[1] = old_file(8 * BS)
     cache = make(be)
-    be.fail_reads = 5
+    be.fail_writes = 5
     with pytest.raises(OSError):
-        await cache.write(1, BS + 1, b"x", file_size=8 * BS)  # its fetch fails
+        await cache.write(1, BS + 1, b"x", file_size=8 * BS, sync=True)  # written through
     assert cache.store.file(1).writing == []
-    be.fail_reads = None
+    be.fail_writes = None
     assert await cache.read(1, BS, 2, file_size=8 * BS) == b"oo"

@@ -125,26 +125,29 @@ async def test_coalescing_splits_at_gaps_and_stripes() -> None:
     assert be2.writes == [(1, BS, BS), (1, 2 * BS, 2 * BS), (1, 4 * BS, 2 * BS), (1, 6 * BS, BS)]
 
 
-async def test_partial_write_rmw_only_when_needed() -> None:
+async def test_partial_write_never_fetches() -> None:
     cache, be = make()
     be.files[1] = bytearray(pattern(4 * BS))
-    await cache.write(1, 10, b"xx")  # partial, not cached: fetch old block
-    assert be.reads == [(1, 0, BS)]
-    await cache.write(1, 20, b"yy")  # cached now: no fetch
-    await cache.write(1, BS, bytes(BS))  # full block: no fetch
-    await cache.write(1, 4 * BS, b"tail", file_size=4 * BS)  # past known EOF: no fetch
+    await cache.write(1, 10, b"xx")  # partial, not cached: a partial block, no fetch
+    await cache.write(1, 20, b"yy")  # the same partial block
+    await cache.write(1, BS, bytes(BS))  # full block
+    await cache.write(1, 4 * BS, b"tail", file_size=4 * BS)  # past known EOF: whole
     be.files[2] = bytearray(b"q" * (BS + 2))
     await cache.write(2, BS, b"zz", file_size=BS + 2)  # covers all existing bytes of block 1
-    assert be.reads == [(1, 0, BS)]
+    assert be.reads == []
+    s = cache.stats()
+    assert s["partial_writes"] == 1 and s["partial_blocks"] == 1
     assert await cache.read(2, 0, 3 * BS, file_size=BS + 2) == b"q" * BS + b"zz"
+    assert be.reads == [(2, 0, BS)]  # block 0 of file 2; block 1 is whole
     be.reads.clear()
-    assert cache.stats()["rmw_reads"] == 1
     expect = bytearray(pattern(4 * BS))
     expect[10:12] = b"xx"
     expect[20:22] = b"yy"
     expect[BS:2 * BS] = bytes(BS)
     expect += b"tail"
     assert await cache.read(1, 0, 10 * BS, file_size=4 * BS) == bytes(expect)
+    assert (1, 0, BS) in be.reads  # the partial block, fetched for the read
+    assert cache.stats()["partial_fills"] == 1 and cache.stats()["partial_blocks"] == 0
     await cache.flush(1)
     assert be.files[1] == expect
 
@@ -297,11 +300,13 @@ async def test_read_error_propagates_and_caches_nothing() -> None:
     be.fail_reads = errno.ETIMEDOUT
     with pytest.raises(OSError):
         await cache.read(1, 0, BS, file_size=BS)
-    with pytest.raises(OSError):
-        await cache.write(1, 3, b"x")  # needs a read-modify-write fetch
     assert cache.stats()["blocks_cached"] == 0
+    await cache.write(1, 3, b"x")  # partial: no fetch, so no error
+    with pytest.raises(OSError):
+        await cache.read(1, 0, BS, file_size=BS)  # the unknown rest is fetched
+    assert cache.stats()["partial_blocks"] == 1  # still only what was written
     be.fail_reads = None
-    assert await cache.read(1, 0, BS, file_size=BS) == pattern(BS)
+    assert await cache.read(1, 0, BS, file_size=BS) == pattern(BS)[:3] + b"x" + pattern(BS)[4:]
 
 
 async def test_bad_arguments() -> None:
@@ -317,22 +322,25 @@ async def test_bad_arguments() -> None:
     assert await cache.write(1, 0, b"") == 0
 
 
-async def test_truncate_during_rmw_fetch_refetches() -> None:
+async def test_truncate_during_fetch_of_a_partial_block() -> None:
     be = MemoryBackend(delay=0.2)  # long, so the truncate surely lands while it is in flight
     cache = BlockCache(be, block_size=BS, capacity=16 * BS)
     be.files[1] = bytearray(b"o" * BS)
+    await cache.write(1, 10, b"x")  # a partial block
     fetching = fetch_started(be)
 
-    async def writer() -> None:
-        await cache.write(1, 10, b"x")  # partial block: read-modify-write
+    async def reader() -> None:
+        await cache.read(1, 0, BS, file_size=BS)  # fetches the rest of it
 
     async with trio.open_nursery() as n:
-        n.start_soon(writer)
+        n.start_soon(reader)
         await fetching.wait()
         await cache.truncate(1, 0)
         be.truncate(1, 0)
-    assert await cache.read(1, 0, BS, file_size=0) == bytes(10) + b"x"
-    assert be.reads == [(1, 0, BS), (1, 0, BS)]
+    assert cache.stats()["blocks_cached"] == 0  # the fetch did not put the old bytes back
+    await cache.write(1, 10, b"y", file_size=0)
+    assert await cache.read(1, 0, BS, file_size=0) == bytes(10) + b"y"
+    assert be.reads == [(1, 0, BS)]
 
 
 async def test_write_back_keeps_another_clients_bytes_in_the_same_block() -> None:

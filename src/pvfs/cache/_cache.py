@@ -177,11 +177,11 @@ class BlockCache:
             a, b = span(blk, offset, end)
             e = table.get(key)
             if self.bypass.bypass_read(ino, blk // self.segment_blocks):
-                if e is not None and e.dirty:
+                if e is not None and e.dirty and e.holds(a, b):
                     pieces[blk] = piece_of(e.buf, a, b)
                 else:
-                    bypassed.append(blk)
-            elif e is not None and not locks.busy(key) and store.covers(e, blk, eff):
+                    bypassed.append(blk)  # (a partial dirty block's ranges laid over below)
+            elif e is not None and not locks.busy(key) and store.covers(e, blk, eff, a, b):
                 # a view, copied once by the join below if no await comes first (else by
                 # bytes() just before it): a covering entry always has b - a bytes there
                 views[blk] = memoryview(e.buf)[a:b]
@@ -206,7 +206,11 @@ class BlockCache:
             data = await fetcher.bypassed(ino, start, n)
             for i in range(n):
                 a, b = span(start + i, offset, end)
-                pieces[start + i] = piece_of(data, i * bs + a, i * bs + b)
+                chunk = data[i * bs:(i + 1) * bs]
+                e = table.get((ino, start + i))
+                if e is not None and e.dirty:  # read-your-writes
+                    chunk = store.fill(ino, store.file(ino), start + i, chunk, False)
+                pieces[start + i] = piece_of(chunk, a, b)
         return b"".join(pieces[blk] for blk in range(first, last + 1))
 
     def _plain(self, ino: int, first: int, last: int, write: bool) -> bool:
@@ -226,8 +230,10 @@ class BlockCache:
         """Write ``data`` at ``offset`` of file ``ino``; returns ``len(data)``.
 
         Normally write-behind: the blocks are updated in the cache, marked dirty and written
-        back later by the flusher or :meth:`flush`. A partial block that is not cached is first
-        fetched (read-modify-write) unless the write covers all of its existing bytes. Blocks
+        back later by the flusher or :meth:`flush`. A block that is not cached and that the
+        write covers only partly, when it holds bytes of the file the write does not cover, is
+        not fetched: it is cached as a partial block that knows only the bytes written (a
+        read of the rest fetches it then and lays the written bytes over it). Blocks
         whose segment bypasses the local cache for writes, blocks for which no buffer is free
         (everything dirty: the writer is throttled to the backend's speed) and every block of a
         ``sync`` write go straight to the backend before this returns; cached copies of them are
@@ -238,12 +244,12 @@ class BlockCache:
             offset: byte offset (>= 0).
             data: the bytes.
             sync: write through (O_SYNC/O_DSYNC, the paper's sync_write).
-            file_size: the file's size if the caller knows it; blocks wholly past it need no
-                read-modify-write fetch.
+            file_size: the file's size if the caller knows it; a block the write covers up to
+                it (or wholly past it) is cached whole, not partial.
 
         Raises:
             ValueError: on a negative offset.
-            OSError: from the backend (read-modify-write fetch or write-through).
+            OSError: from the backend (write-through).
         """
         if offset < 0:
             raise ValueError("negative offset")
@@ -305,9 +311,10 @@ class BlockCache:
         if len(store.dirty) >= self.writeback.dirty_high * self.capacity_blocks:
             store.flush_wanted.set()
 
-    def _needs_fetch(self, blk: int, lo: int, hi: int, known: int | None) -> bool:
-        """Whether writing ``[lo, hi)`` of uncached block ``blk`` must read the old block first:
-        only if the block has existing bytes the write does not cover."""
+    def _partial(self, blk: int, lo: int, hi: int, known: int | None) -> bool:
+        """Whether writing ``[lo, hi)`` of uncached block ``blk`` leaves bytes of the file in
+        it unknown (the block is then cached partial, not fetched): only if the block has
+        existing bytes (by ``known``, the file's size, when given) the write does not cover."""
         bs = self.block_size
         existing = bs if known is None else max(0, min(bs, known - blk * bs))
         return existing > 0 and not (lo == 0 and hi >= existing)
@@ -315,62 +322,60 @@ class BlockCache:
     def _buffer_now(
         self, ino: int, blk: int, lo: int, piece: memoryview, known: int | None,
     ) -> bool | None:
-        """The no-await fast path of :meth:`_buffer_block`: the block is cached, or needs no
-        fetch, and nobody holds its lock. None when the slow path is needed."""
+        """The no-await fast path of :meth:`_buffer_block`: nobody holds the block's lock.
+        None when the slow path is needed."""
+        if self.store.locks.busy((ino, blk)):
+            return None
+        return self._apply(ino, blk, lo, piece, known)
+
+    def _apply(
+        self, ino: int, blk: int, lo: int, piece: memoryview, known: int | None,
+    ) -> bool | None:
+        """Write ``piece`` at ``lo`` into block ``blk``, cached whole or partial (a new block
+        is partial when :meth:`_partial` says so: no fetch). False when no buffer is free;
+        None when a new partial block would be made while a truncation of the file is in
+        progress (the caller waits for it, as a fetch for this write once did)."""
         store = self.store
         key = (ino, blk)
-        if store.locks.busy(key):
-            return None
         e = store.table.get(key)
         if e is None:
-            if self._needs_fetch(blk, lo, lo + len(piece), known):
+            fs = store.file(ino)
+            partial = self._partial(blk, lo, lo + len(piece), known)
+            if partial and fs.truncating:
                 return None
             buf = store.alloc()
             if buf is None:
                 return False
-            e = Entry(buf)
-            store.insert(key, store.file(ino), e)
+            e = Entry(buf, partial=partial)
+            store.insert(key, fs, e)
+            if partial:
+                store.counters["partial_writes"] += 1
         store.modify(key, e, lo, piece)
+        if e.known is not None and known is not None:
+            # whole once it knows every byte the file has in it (the rest are holes we made)
+            k = e.known[0]
+            if k[0] == 0 and k[1] >= known - blk * self.block_size:
+                e.known = None
         return True
 
     async def _buffer_block(
         self, ino: int, blk: int, lo: int, piece: memoryview, known: int | None,
     ) -> bool:
-        """Apply ``piece`` at ``lo`` in block ``blk`` in the cache; False if no buffer."""
+        """Apply ``piece`` at ``lo`` in block ``blk`` in the cache; False if no buffer. Waits
+        for the block's lock (a fetch of it in flight) and applies under it, or for a
+        truncation of the file in progress."""
         store = self.store
         key = (ino, blk)
         while True:
             done = self._buffer_now(ino, blk, lo, piece, known)
             if done is not None:
                 return done
-            async with store.locks.hold([key]):
-                fs = store.file(ino)
-                e = store.table.get(key)
-                if e is not None:
-                    store.modify(key, e, lo, piece)
-                    return True
-                buf = store.alloc()
-                if buf is None:
-                    return False
-                e = Entry(buf)
-                if self._needs_fetch(blk, lo, lo + len(piece), known):
-                    if fs.truncating:
-                        store.free.put(buf)
-                        await fs.wait_settled()
-                        continue
-                    try:
-                        old = await self.fetcher.old_block(ino, fs, blk)
-                    except BaseException:
-                        store.free.put(buf)
-                        raise
-                    if old is None:
-                        store.free.put(buf)
-                        continue
-                    buf[: len(old)] = old
-                    e.valid = len(old)
-                store.insert(key, fs, e)
-                store.modify(key, e, lo, piece)
-                return True
+            if store.locks.busy(key):
+                async with store.locks.hold([key]):
+                    done = self._apply(ino, blk, lo, piece, known)
+                if done is not None:
+                    return done
+            await store.file(ino).wait_settled()
 
     # ------------------------------------------------------------- flushing
 
@@ -565,7 +570,10 @@ class BlockCache:
         out = dict(store.counters)
         pending = self.streamer.pending_total
         out["dirty_blocks"] = len(store.dirty)
-        out["dirty_bytes"] = sum(store.table[k].valid for k in store.dirty) + pending
+        table = store.table
+        out["dirty_bytes"] = sum(hi - lo for k in store.dirty for lo, hi in table[k].ranges) \
+            + pending  # the bytes a write-back would send
+        out["partial_blocks"] = sum(1 for e in table.values() if e.known is not None)
         out["pending_stream_bytes"] = pending
         out["blocks_cached"] = len(store.table)
         out["blocks_in_use"] = store.blocks_in_use

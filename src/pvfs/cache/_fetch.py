@@ -3,7 +3,9 @@
 :class:`Fetcher` is the part of :class:`pvfs.cache.BlockCache` that fills the store on misses.
 A fetch holds the locks of the blocks it fetches, waits while a truncation of the file is in
 progress, re-checks the blocks, writes queued stream data of their ranges back first, and
-inserts what it read only if the file's generation did not move meanwhile. Scattered missing
+inserts what it read only if the file's generation did not move meanwhile. A partial block
+(one that knows only the ranges this node wrote) is fetched like a missing one, and its known
+ranges are laid over what the backend returned (``BlockStore.fill``). Scattered missing
 runs of one request go to the backend as one list-I/O call (``read_list``) when it has one.
 """
 
@@ -23,7 +25,7 @@ __all__ = ["Fetcher"]
 
 
 class Fetcher:
-    """Misses of one cache: whole runs, list-I/O batches, read-modify-write and bypassed reads.
+    """Misses of one cache: whole runs, list-I/O batches and bypassed reads.
 
     Args:
         store: the blocks fetched data goes into.
@@ -81,8 +83,8 @@ class Fetcher:
         still: list[int] = []
         for blk in blocks:
             e = table.get((ino, blk))
-            if e is not None and store.covers(e, blk, eff):
-                a, b = store.span(blk, offset, end)
+            a, b = store.span(blk, offset, end)
+            if e is not None and store.covers(e, blk, eff, a, b):
                 pieces[blk] = piece_of(e.buf, a, b)
                 store.policy.touched((ino, blk))
                 store.counters["hits"] += 1
@@ -120,26 +122,9 @@ class Fetcher:
             c["misses"] += m
             for i in range(m):
                 blk = s + i
-                chunk = data[i * bs:(i + 1) * bs]
+                chunk = store.fill(ino, fs, blk, data[i * bs:(i + 1) * bs], keep)
                 a, b = store.span(blk, offset, end)
                 pieces[blk] = piece_of(chunk, a, b)
-                if keep:
-                    store.install(ino, fs, blk, chunk)
-
-    async def old_block(self, ino: int, fs: FileState, blk: int) -> bytes | None:
-        """The backend's bytes of block ``blk`` for a read-modify-write, or None if the file's
-        generation moved while they were read (the caller retries). The caller holds the
-        block's lock and no truncation of the file is in progress."""
-        bs = self.store.block_size
-        await self.streamer.drain_overlap(ino, blk * bs, (blk + 1) * bs)
-        gen = fs.gen
-        old = await self.backend.read(ino, blk * bs, bs)
-        c = self.store.counters
-        c["rmw_reads"] += 1
-        c["backend_reads"] += 1
-        if self.store.files.get(ino) is not fs or fs.gen != gen:
-            return None
-        return old
 
     async def bypassed(self, ino: int, start: int, n: int) -> bytes:
         """Blocks ``start..start+n-1`` straight from the backend (read bypass): not cached."""

@@ -31,7 +31,7 @@ Key = tuple[int, int]
 # Every counter the cache keeps, zero at start (``BlockCache.stats``).
 COUNTERS = (
     "hits", "misses", "evictions", "flushed_bytes", "bypassed_reads", "bypassed_writes",
-    "sync_writes", "rmw_reads", "backend_reads", "backend_writes", "write_errors", "harvests",
+    "sync_writes", "partial_writes", "partial_fills", "backend_reads", "backend_writes", "write_errors", "harvests",
     "flushes", "stream_reads", "stream_writes", "stream_throttles", "readahead_hits",
     "readahead_bytes", "list_writes", "list_reads", "list_regions", "files_writes",
     "files_gathered",
@@ -112,12 +112,16 @@ class BlockStore:
         base = blk * self.block_size
         return max(start, base) - base, min(end, base + self.block_size) - base
 
-    def covers(self, e: Entry, blk: int, eff: int) -> bool:
-        """Whether entry ``e`` can answer for block ``blk`` of a file ``eff`` bytes long.
+    def covers(self, e: Entry, blk: int, eff: int, a: int, b: int) -> bool:
+        """Whether entry ``e`` can answer for bytes ``[a, b)`` of block ``blk`` of a file
+        ``eff`` bytes long.
 
-        A dirty block always can (its zeros past ``valid`` are holes we made). A clean block
-        fetched short at the old end of file cannot if the file has grown since: refetch it.
+        A partial block can if it knows all of ``[a, b)``. A whole dirty block always can (its
+        zeros past ``valid`` are holes we made). A whole clean block fetched short at the old
+        end of file cannot if the file has grown since: refetch it.
         """
+        if e.known is not None:
+            return e.holds(a, b)
         return e.dirty or e.valid >= min(self.block_size, eff - blk * self.block_size)
 
     @property
@@ -173,6 +177,34 @@ class BlockStore:
         e = Entry(buf)
         e.valid = len(chunk)
         self.insert(key, fs, e)
+
+    def fill(self, ino: int, fs: FileState, blk: int, chunk: bytes, keep: bool,
+             ) -> bytes | bytearray:
+        """A fetch of block ``blk`` returned ``chunk`` (short at the end of file): the block's
+        bytes as this cache answers for them, and, if ``keep`` (the file's generation did not
+        move during the fetch), the block installed.
+
+        A partial block's known ranges are laid over ``chunk`` — this node's writes are newer
+        than what the servers returned, even if they were written back while the fetch was in
+        flight — and, when kept, the block becomes whole with the same dirty ranges and the
+        same ``version`` (the bytes a write-back in flight copied did not change). Otherwise
+        ``chunk`` is installed as a clean block (:meth:`install`)."""
+        e = self.table.get((ino, blk))
+        if e is None or e.known is None:
+            if keep:
+                self.install(ino, fs, blk, chunk)
+            return chunk
+        merged = bytearray(self.block_size)
+        merged[: len(chunk)] = chunk
+        buf = e.buf
+        for lo, hi in e.known:
+            merged[lo:hi] = buf[lo:hi]
+        if keep:
+            buf[:] = merged
+            e.valid = max(len(chunk), e.valid)
+            e.known = None
+            self.counters["partial_fills"] += 1
+        return merged
 
     def modify(self, key: Key, e: Entry, lo: int, piece: memoryview | bytes) -> None:
         """Write ``piece`` into entry ``e`` at ``lo`` and put it on the dirty list."""
@@ -293,13 +325,15 @@ class BlockStore:
         if size % bs:
             e = self.table.get((ino, size // bs))
             cut = size % bs
-            if e is not None and e.valid > cut:
-                e.buf[cut:e.valid] = bytes(e.valid - cut)
-                e.valid = cut
-                e.version += 1
-            if e is not None and e.dirty:
+            if e is not None:
+                if e.valid > cut:
+                    e.buf[cut:e.valid] = bytes(e.valid - cut)
+                    e.valid = cut
+                    e.version += 1
                 e.clip(cut)
-                if not e.ranges:
+                if e.known is not None:  # a partial block knows only what is left of its ranges
+                    e.valid = e.known[-1][1] if e.known else 0
+                if e.dirty and not e.ranges:
                     self._clean((ino, size // bs), e)  # all it wrote was cut away
         fs.local_end = size
 

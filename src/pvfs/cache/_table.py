@@ -15,14 +15,26 @@ __all__ = ["Entry", "FileState", "FreeList", "KeyLocks", "gather", "merge_range"
 
 
 class Entry:
-    """One cached block.
+    """One cached block: either *whole* (``known is None``) or *partial*.
 
-    Invariant: ``buf[valid:]`` is all zeros, so a hole or a region past the end of file reads as
-    zeros without special cases.
+    A whole block knows its leading ``valid`` bytes (the backend returned them or this node
+    wrote them); past them it is zeros, so a hole or a region past the end of file reads as
+    zeros without special cases. A partial block knows only the byte ranges in ``known``:
+    what this node wrote into it (or wrote through, or queued as a stream write) without ever
+    reading the rest. A write that covers part of a block holding bytes of the file starts a
+    partial block instead of fetching the block first (no read-modify-write); a read that
+    needs an unknown byte fetches the block and lays the known ranges over what it read
+    (:meth:`BlockStore.fill`), which makes the block whole.
+
+    Invariants: ``buf[valid:]`` is all zeros; in a partial block ``valid`` is the end of its
+    last known range, ``buf`` is zeros outside the known ranges, and the dirty ``ranges``
+    lie inside them.
 
     Attributes:
         buf: the block's bytes (``block_size`` long, owned by the cache, reused via the free list).
-        valid: how many leading bytes are known (the backend returned them or we wrote them).
+        valid: whole: how many leading bytes are known; partial: the end of the last known range.
+        known: None for a whole block; for a partial one the sorted, merged ranges ``[lo, hi)``
+            it knows.
         dirty: modified since last written back.
         dirty_since: trio clock when the block became dirty (for the flusher's age rule).
         version: bumped on every modification; a write-back marks the block clean only if the
@@ -34,11 +46,12 @@ class Entry:
             keeps dirty ranges per page for the same reason).
     """
 
-    __slots__ = ("buf", "dirty", "dirty_since", "ranges", "valid", "version")
+    __slots__ = ("buf", "dirty", "dirty_since", "known", "ranges", "valid", "version")
 
-    def __init__(self, buf: bytearray) -> None:
+    def __init__(self, buf: bytearray, *, partial: bool = False) -> None:
         self.buf = buf
         self.valid = 0
+        self.known: list[tuple[int, int]] | None = [] if partial else None
         self.dirty = False
         self.dirty_since = 0.0
         self.version = 0
@@ -49,14 +62,39 @@ class Entry:
         self.buf[lo:hi] = data
         self.valid = max(self.valid, hi)
         self.version += 1
+        if self.known is not None:
+            self.learn(lo, hi)
+
+    def learn(self, lo: int, hi: int) -> None:
+        """A partial block now knows ``[lo, hi)`` too; knowing all of it makes it whole."""
+        known = self.known = merge_range(self.known or [], lo, hi)
+        if known[0] == (0, len(self.buf)):
+            self.known = None
+
+    def holds(self, a: int, b: int) -> bool:
+        """Whether ``[a, b)`` (inside the block, ``a < b``) is known. A whole block: always
+        (the caller decides, by ``valid`` and the file's size, whether it is current)."""
+        known = self.known
+        if known is None:
+            return True
+        for lo, hi in known:
+            if lo <= a:
+                if b <= hi:
+                    return True
+            else:
+                return False
+        return False
 
     def mark(self, lo: int, hi: int) -> None:
         """Add ``[lo, hi)`` to the dirty ranges (merging touching and overlapping ones)."""
         self.ranges = merge_range(self.ranges, lo, hi)
 
     def clip(self, size: int) -> None:
-        """Forget dirty ranges at or past ``size`` bytes into the block (truncation)."""
+        """Forget dirty (and, in a partial block, known) ranges at or past ``size`` bytes into
+        the block (truncation)."""
         self.ranges = [(a, min(b, size)) for a, b in self.ranges if a < size]
+        if self.known is not None:
+            self.known = [(a, min(b, size)) for a, b in self.known if a < size]
 
 
 class FileState:
