@@ -202,16 +202,25 @@ class BlockCache:
             for start, n in runs:
                 await fetcher.fetch(ino, list(range(start, start + n)), offset, end, eff,
                                     pieces, single=True)
-        for start, n in runs_of(bypassed):
-            data = await fetcher.bypassed(ino, start, n)
+        if bypassed:
+            await self._read_bypassed(ino, bypassed, offset, end, pieces)
+        return b"".join(pieces[blk] for blk in range(first, last + 1))
+
+    async def _read_bypassed(self, ino: int, blocks: list[int], offset: int, end: int,
+                             pieces: dict[int, bytes]) -> None:
+        """Read ``blocks`` (read bypass) straight from the backend into ``pieces``, a dirty
+        partial block's known bytes laid over them (read-your-writes)."""
+        store = self.store
+        bs = self.block_size
+        for start, n in runs_of(blocks):
+            data = await self.fetcher.bypassed(ino, start, n)
             for i in range(n):
-                a, b = span(start + i, offset, end)
+                a, b = store.span(start + i, offset, end)
                 chunk = data[i * bs:(i + 1) * bs]
-                e = table.get((ino, start + i))
-                if e is not None and e.dirty:  # read-your-writes
+                e = store.table.get((ino, start + i))
+                if e is not None and e.dirty:
                     chunk = store.fill(ino, store.file(ino), start + i, chunk, False)
                 pieces[start + i] = piece_of(chunk, a, b)
-        return b"".join(pieces[blk] for blk in range(first, last + 1))
 
     def _plain(self, ino: int, first: int, last: int, write: bool) -> bool:
         """Whether no segment of blocks ``first..last`` bypasses the local cache."""
