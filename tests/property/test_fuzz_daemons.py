@@ -180,5 +180,36 @@ def test_write_with_wrong_bulk_length_is_refused_and_connection_survives(pvfs_cl
     assert replies[0]["err"] == 22 and "version" in replies[1]
 
 
+@pytest.fixture(scope="module")
+def granted_file(pvfs_cluster):
+    """A file every daemon has open and has granted to its engine's fast path (csrc/fast.c):
+    headers naming it are read by C, not Python."""
+    data = os.urandom(256 * 1024)
+    with pvfs_cluster.connect() as fs, fs.open("/fuzz-granted", "w+b") as f:
+        f.pwrite(data, 0)
+        f.pread(len(data), 0)
+        return f.ino, f.stripe.to_wire()
+
+
+@given(cut=st.integers(0, 200), pos=st.integers(0, 200), byte=st.integers(0, 255),
+       op=st.sampled_from(["read", "write"]), claimed=st.integers(0, 70000))
+@SETTINGS
+def test_mutated_headers_of_a_granted_file_to_iods(pvfs_cluster, granted_file, cut, pos, byte,
+                                                   op, claimed):
+    """Headers of reads and writes of a granted file with one byte changed, or cut short:
+    the engine's reader declines what it does not read as Python would (the daemon answers
+    or closes); no daemon dies."""
+    ino, stripe = granted_file
+    body = bytearray(msgpack.packb({"op": op, "ino": ino, "stripe": stripe,
+                                    "desc": ["r", [0, 70000, 100000, 5]], "cred": [0, 0, []]}))
+    body[pos % len(body)] = byte
+    body = bytes(body[:len(body) - cut % len(body)] if cut % 3 == 0 else body)
+    raw = PREFIX.pack(MAGIC, len(body), claimed if op == "write" else 0) + body
+    for ep in pvfs_cluster.config.iods:
+        reply = exchange(ep, raw + (bytes(claimed) if op == "write" else b""))
+        assert reply is None or isinstance(reply, dict)
+        assert ping(ep, 2.0) is not None
+
+
 def test_daemons_survive_the_fuzzing(pvfs_cluster):
     assert all_alive(pvfs_cluster)
