@@ -270,7 +270,9 @@ class LeaseTable:
 
     def _written(self, h: _Holder, inos: list[int]) -> None:
         """``h``'s write-back of these delegated files is done: what waited goes on, and
-        their sizes are fetched again to push them to ``h`` (it kept its lease)."""
+        their sizes are fetched again (the I/O daemons' reports of this write-back leave
+        that to this call: server.op_sizes_changed) and pushed to ``h`` where it kept its
+        lease."""
         done = []
         for ino in inos:
             got = self.flushing.get(ino)
@@ -280,7 +282,7 @@ class LeaseTable:
                 self.counters["written"] += 1
                 if ino in h.inos:
                     self.reported.setdefault(ino, set()).add(h.name)
-                    done.append(ino)
+                done.append(ino)
         if done and self.on_written is not None:
             self.on_written(done)
 

@@ -212,7 +212,11 @@ class MgrServer:
         async with self.leases.changing(changed, report=True):  # their holders first
             pass
         if self.sizes.enabled:
-            self.refetch.add(changed)
+            # A delegated file its writer is writing back is fetched once the writer says
+            # ``written`` (leases.on_written, also at its session's end): a fetch now would
+            # be a second one, and would find the write still under way at the daemon.
+            flushing = self.leases.flushing
+            self.refetch.add([i for i in changed if i not in flushing])
         return {}
 
     async def op_resolve(self, f, cred) -> dict:

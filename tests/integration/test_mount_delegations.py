@@ -147,6 +147,32 @@ def test_the_flusher_writes_delegated_files_back_within_dirty_age(cluster, tmp_p
         assert _deleg(a)["recalled"] == 0  # nothing was left to recall
 
 
+def test_files_written_back_by_their_writer_are_fetched_once_and_stay_cached(cluster,
+                                                                             tmp_path):
+    """The manager fetches a delegated file's size once its writer says ``written``, not
+    also on the I/O daemons' reports of the same write-back (server.op_sizes_changed): a
+    fetch per file, and afterwards every file's size cached, so a stat elsewhere asks no
+    I/O daemon."""
+    a = Mount(cluster.config_path, tmp_path / "once", "leases,dirty_age=0.5")
+    with a, pvfs.connect(cluster.config_path) as fs:
+        _leasing(a)
+        d = _fresh_dir(a, "once")
+        names = [f"f{i}" for i in range(40)]
+        before = fs.meta("status")["size_cache"]
+        _kept(a, d, names)
+        deadline = time.monotonic() + 20
+        while _deleg(a)["held"] > 1 or _deleg(a)["flushing"]:  # ("warm" has no data)
+            assert time.monotonic() < deadline, _deleg(a)
+            time.sleep(0.1)
+        time.sleep(0.5)  # (the fetch follows ``written`` by the refetcher's delay)
+        after = fs.meta("status")["size_cache"]
+        assert after["refetched"] - before["refetched"] <= len(names) + 4, (before, after)
+        misses = after["misses"]
+        for n in names:
+            assert fs.stat(f"/once/{n}").st_size == len(DATA)
+        assert fs.meta("status")["size_cache"]["misses"] == misses  # all cached
+
+
 def test_a_truncate_writes_a_delegated_file_back_and_a_rename_over_one_drops_it(nodes,
                                                                                   cluster):
     a, b = nodes

@@ -256,6 +256,29 @@ async def test_others_wait_for_a_delegated_write_back_until_the_writer_says_writ
         nursery.cancel_scope.cancel()
 
 
+async def test_every_file_written_back_is_fetched_again_even_one_whose_lease_went():
+    """The daemons' reports of a delegated write-back leave the size fetch to ``written``
+    (server.op_sizes_changed), so ``written`` asks for every file written back -- also one
+    whose lease the writer gave up meanwhile (pushed to no one: it has no lease)."""
+    table = LeaseTable(term=10.0)
+    asked: list[list[int]] = []
+    table.on_written = asked.append
+    async with trio.open_nursery() as nursery:
+        ours, theirs = trio.socket.socketpair()
+        nursery.start_soon(table.serve_holder, "w", theirs)
+        await aio.recv_frame(ours, 5)
+        table.grant("w", [71, 72], table.now())
+        assert table.write_delegate("w", 71) and table.write_delegate("w", 72)
+        await aio.send_frame(ours, {"op": "writing", "inos": [71, 72]})
+        await aio.send_frame(ours, {"op": "release", "inos": [72]})  # (its lease forgotten)
+        await aio.send_frame(ours, {"op": "written", "inos": [71, 72]})
+        with trio.fail_after(5):
+            while table.flushing:  # (the three frames read in their order)
+                await trio.sleep(0.01)
+        assert asked == [[71, 72]]
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_writer_whose_session_ends_holds_no_one_up():
     table = LeaseTable(term=10.0)
     ours, theirs = trio.socket.socketpair()
