@@ -15,7 +15,8 @@
  *   writeback.c   its write-back: the flusher, writes, fsync, dropping the cache
  *   diskaccess.c  an access charged to it: a read's miss, or a write (writeback.c)
  *   stream.c      moving a job's bytes: sendfile or mmap+send, recv+pwrite or splice
- *   fast.c        the fast path: a read/write header parsed, intersected, made a job
+ *   fastwire.c    the fast path's wire: a read/write header parsed, the replies written
+ *   fast.c        the fast path: a parsed header intersected, made a job; grants, records
  *   conn.c        attached connections: reading frame headers between jobs
  *   sched.c       the scheduling policies opt1..opt4, one const ops table each
  *   engine.c      the service loop: events, the policy's pick, a turn, posting results
@@ -565,16 +566,18 @@ struct pv_pos pv_job_pos(const struct pv_job *j);
 enum pv_serve { PV_SERVE_DONE, PV_SERVE_BLOCKED, PV_SERVE_DISK, PV_SERVE_YIELD };
 enum pv_serve pv_serve_job(struct pv_engine *e, struct pv_job *j, bool *progress);
 
-/* fast.c */
+/* fastwire.c */
 int pv_fast_parse(const void *hdr, size_t len, struct pv_fast_req *rq);   /* 0, or -1: not ours */
 void pv_fast_req_free(struct pv_fast_req *rq);
-int pv_fast_plan(const void *hdr, size_t len, uint64_t bulk_len, int index, int niods,
-                 struct pv_fast_plan *pl);
-void pv_fast_plan_free(struct pv_fast_plan *pl);
 #define PV_FAST_REPLY_MAX 256
 size_t pv_fast_read_ack(unsigned char *p, uint64_t nbytes, int64_t *size_at);
 size_t pv_fast_write_reply(unsigned char *p, uint64_t nbytes);
 size_t pv_fast_error_reply(unsigned char *p, int err);
+
+/* fast.c */
+int pv_fast_plan(const void *hdr, size_t len, uint64_t bulk_len, int index, int niods,
+                 struct pv_fast_plan *pl);
+void pv_fast_plan_free(struct pv_fast_plan *pl);
 int pv_fast_init(struct pv_fast *f, struct pv_err *err);
 void pv_fast_fini(struct pv_fast *f);
 void pv_fast_set(struct pv_fast *f, bool enabled, int index, int niods);
