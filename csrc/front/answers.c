@@ -17,7 +17,10 @@
  *   size changes -- drops the file here: the worker at the request's queueing
  *   (pvf_written, writes.c: before Python can apply it), Python once it applied a write (a mirror
  *   made in between, from the state before the write, goes with it). A getattr answered
- *   here from before a write is thus one concurrent with that write.
+ *   here from before a write is thus one concurrent with that write -- but for a write
+ *   answered here (behind, writes.c): Python may mirror the file between its answer and
+ *   its application, so until every such write is applied its file's attributes are not
+ *   answered here (pvf_behind_pending_locked; nor by a lookup, names.c).
  *
  * - The kernel's `security.capability` probe before every write(2) to a file (FUSE never
  *   sets SB_NOSEC, so file_remove_privs asks each time): answered ENODATA here while Python's
@@ -268,7 +271,11 @@ struct pvf_dirattr *pvf_dir_slot_locked(struct pvf_front *f, uint64_t ino)
     if (f->dirs.n == 0 || ino == 0)
         return NULL;
     j = dirs_find(&f->dirs, ino);
-    return f->dirs.slots[j].ino == ino ? &f->dirs.slots[j] : NULL;
+    if (f->dirs.slots[j].ino != ino)
+        return NULL;
+    if (S_ISREG(f->dirs.slots[j].st.st_mode) && pvf_behind_pending_locked(f, ino))
+        return NULL;   /* a write answered here and not applied: Python says (writes.c) */
+    return &f->dirs.slots[j];
 }
 
 int pvf_dir_answer(struct pvf_front *f, uint64_t ino, struct stat *st, double *timeout)
@@ -279,9 +286,9 @@ int pvf_dir_answer(struct pvf_front *f, uint64_t ino, struct stat *st, double *t
     pthread_mutex_lock(&f->lock);
     left = pvf_lease_left(f);
     if (left > 0.0 && f->dirs.n > 0) {
-        size_t j = dirs_find(&f->dirs, ino);
-        if (f->dirs.slots[j].ino == ino) {
-            *st = f->dirs.slots[j].st;
+        struct pvf_dirattr *slot = pvf_dir_slot_locked(f, ino);
+        if (slot != NULL) {
+            *st = slot->st;
             *timeout = f->attr_floor == 0.0 ? 0.0 : (left > f->attr_floor ? left
                                                                          : f->attr_floor);
             if (S_ISREG(st->st_mode))

@@ -62,6 +62,7 @@ void pvf_bridge_fini(struct pvf_front *f)
     pvf_set_free(&f->written);
     pvf_set_free(&f->kept);
     pvf_set_free(&f->behind);
+    pvf_set_free(&f->behind_inos);
     pvf_caps_free(f);
     pvf_dir_free(f);
     pvf_names_free(f);

@@ -198,6 +198,7 @@ struct pvf_front {
     uint64_t behind_max;            /* the bound on behind_bytes (0: none answered here) */
     uint64_t behind_taken;          /* writes answered here so far ... */
     uint64_t behind_done;           /* ... and applied by Python (`idle` broadcast at each) */
+    struct pvf_fhset behind_inos;   /* inodes of those not applied (emptied when all are) */
     struct pvf_caps caps;           /* security.capability known absent (ProbedCache) */
     struct pvf_dirattrs dirs;       /* leased directories' attributes */
     double lease_until;             /* CLOCK_MONOTONIC end of the lease session (0: none) */
@@ -274,7 +275,8 @@ void pvf_kept_unmark(struct pvf_front *f, uint64_t ino);
 void pvf_kept_clear(struct pvf_front *f);
 int pvf_behind_add(struct pvf_front *f, uint64_t fh);               /* -1 with errno */
 int pvf_behind_has(struct pvf_front *f, uint64_t fh, int remove);   /* 1: it was there */
-int pvf_behind_take(struct pvf_front *f, uint64_t fh, size_t len);  /* 1: answer it here */
+int pvf_behind_take(struct pvf_front *f, uint64_t fh, uint64_t ino, size_t len); /* 1: here */
+int pvf_behind_pending_locked(struct pvf_front *f, uint64_t ino);  /* a write not applied */
 void pvf_behind_applied(struct pvf_front *f, uint64_t bytes);
 
 /* bridge.c */

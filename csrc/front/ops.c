@@ -326,7 +326,7 @@ static void op_write(fuse_req_t fr, fuse_ino_t ino, const char *buf, size_t size
     r->off = off;
     r->data = pvf_req_put(r, &at, buf, size);
     r->len = size;
-    if (pvf_behind_take(front_of(fr), fi->fh, size)) {
+    if (pvf_behind_take(front_of(fr), fi->fh, ino, size)) {
         /* answered here once queued (writes.c): Python applies it before anything after */
         r->op = PVF_WROTE;
         r->fr = NULL;

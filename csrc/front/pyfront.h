@@ -100,6 +100,7 @@ PyObject *pvf_py_behind_applied(SessionObject *self, PyObject *args);
 PyObject *pvf_py_behind_limit(SessionObject *self, PyObject *args);
 PyObject *pvf_py_flush_here(SessionObject *self, PyObject *args);
 PyObject *pvf_py_written(SessionObject *self, PyObject *args);
+PyObject *pvf_py_wrote(SessionObject *self, PyObject *args);
 
 /* pycreates.c: Session methods (pysession.c's table names them) */
 PyObject *pvf_py_create_settings(SessionObject *self, PyObject *args);

@@ -533,6 +533,8 @@ static PyMethodDef Session_methods[] = {
       "tests: whether a worker answers a flush of (fh, ino)" },
     { "_written", (PyCFunction)pvf_py_written, METH_VARARGS,
       "tests: _written(ino, True) as a write does, (ino, False) as a forget" },
+    { "_wrote", (PyCFunction)pvf_py_wrote, METH_VARARGS,
+      "tests: _wrote(fh, ino, len) -> bool: a worker's write of it, answered here (behind)?" },
     { "behind", (PyCFunction)pvf_py_behind, METH_VARARGS,
       "behind(fh): this handle's writes are answered in C once queued (OP_WROTE records, "
       "applied by Python in order) while under behind_limit; until its release" },

@@ -131,3 +131,15 @@ PyObject *pvf_py_written(SessionObject *self, PyObject *args)
         pvf_unwritten(&self->f, ino);
     Py_RETURN_NONE;
 }
+
+/* Tests: what a worker does on a write of len bytes of ino through fh (pvf_written, then
+ * whether it is answered here -- behind -- as op_write asks). */
+PyObject *pvf_py_wrote(SessionObject *self, PyObject *args)
+{
+    unsigned long long fh, ino, len;
+
+    if (!PyArg_ParseTuple(args, "KKK:_wrote", &fh, &ino, &len))
+        return NULL;
+    pvf_written(&self->f, ino);
+    return PyBool_FromLong(pvf_behind_take(&self->f, fh, ino, (size_t)len));
+}

@@ -52,7 +52,9 @@
  *   write(2) -- a read, getattr, fsync, flush, truncation -- sees it; an error applying one
  *   parks on the file as a write-back error (reported by its next fsync or close). The bytes
  *   answered and not yet applied are bounded (`behind_max`): past it a write waits for
- *   Python as before, which throttles the writer to Python's pace.
+ *   Python as before, which throttles the writer to Python's pace. Until every write
+ *   answered here is applied, the inodes they name (`behind_inos`) have no attributes
+ *   answered here (answers.c): a mirror Python made in between could be older than one.
  *
  * A write or a size change of an inode, as a worker queues it, ends what was answered for it
  * here and the attributes answers.c keeps of it (pvf_written). Each mark is a key of a u64
@@ -192,25 +194,35 @@ int pvf_behind_has(struct pvf_front *f, uint64_t fh, int remove)
     return found;
 }
 
-/* Whether a write of len bytes through fh is answered here: fh is marked and the bytes
- * fit under the bound (then counted until Python applies them). */
-int pvf_behind_take(struct pvf_front *f, uint64_t fh, size_t len)
+/* Whether a write of len bytes of ino through fh is answered here: fh is marked and the
+ * bytes fit under the bound (then counted, and ino noted, until Python applies them). */
+int pvf_behind_take(struct pvf_front *f, uint64_t fh, uint64_t ino, size_t len)
 {
     int here = 0;
 
     pthread_mutex_lock(&f->lock);
     if (f->behind.n > 0 && pvf_set_has(&f->behind, fh + 1, 0)) {
-        if (f->behind_bytes + len <= f->behind_max) {
+        if (f->behind_bytes + len > f->behind_max) {
+            f->c.behind_full++;
+        } else if (pvf_set_add(&f->behind_inos, ino) == 0) {   /* (no room: Python's) */
             f->behind_bytes += len;
             f->behind_taken++;
             f->c.wrote_here++;
             here = 1;
-        } else {
-            f->c.behind_full++;
         }
     }
     pthread_mutex_unlock(&f->lock);
     return here;
+}
+
+/* Under the lock: whether a write of ino answered here may not be applied yet. Its
+ * attributes kept here (answers.c) may then be from before it -- Python can mirror them
+ * between the write's answer and its application (a create's record applied, a lease
+ * entry changed) -- so a getattr or lookup answered from them could tell the kernel a
+ * size older than a write(2) that returned: it would shrink the file's i_size. */
+int pvf_behind_pending_locked(struct pvf_front *f, uint64_t ino)
+{
+    return f->behind_inos.n > 0 && pvf_set_has(&f->behind_inos, ino, 0);
 }
 
 void pvf_behind_applied(struct pvf_front *f, uint64_t bytes)
@@ -218,6 +230,8 @@ void pvf_behind_applied(struct pvf_front *f, uint64_t bytes)
     pthread_mutex_lock(&f->lock);
     f->behind_bytes = bytes > f->behind_bytes ? 0 : f->behind_bytes - bytes;
     f->behind_done++;
+    if (f->behind_done >= f->behind_taken)   /* every one applied: no inode waits */
+        pvf_set_clear(&f->behind_inos);
     pthread_cond_broadcast(&f->idle);   /* a flush may wait for it (ops.c) */
     pthread_mutex_unlock(&f->lock);
 }

@@ -298,3 +298,29 @@ def test_every_change_of_a_leased_directorys_names_reaches_the_mirror():
     assert m.calls[-7:] == [("name", 3, "b", 0), ("unname", 3, "a"), ("complete", 3, False),
                             ("dir", 4, False, {}), ("forget_dir", 4), ("forget_dir", 3),
                             ("forget_dirs",)]
+
+
+def test_a_file_with_a_write_answered_in_c_and_not_applied_has_no_attributes_answered_here():
+    # The stale size fsx's racing reader found (CI, stop 51): Python mirrored a file's
+    # attributes between a write C answered (behind) and its application; a getattr then
+    # answered here told the kernel the size from before a write(2) that had returned.
+    s = ff.Session()
+    s.create_settings(2.0, 1 << 48)
+    s.lease_until(time.monotonic() + 30, 1.0)
+    s.behind_limit(1 << 20)
+    s.behind(3)
+    s.dir_names(5, False, [(b"f", 10)])
+    f = dir_entry(10, size=100)
+    f.st_mode = 0o100644
+    assert s._wrote(3, 10, 50)  # answered here, not applied
+    s.keep_file_attrs(10, f)  # a mirror made before Python applied it
+    assert s._getattr_here(10) is None and s._found_here(5, b"f") is None
+    assert s._wrote(3, 11, 50)  # another file's, also pending
+    s.behind_applied(50)  # the first applied; the second not: 10 still waits (no per-write
+    s.keep_file_attrs(10, f)  # bookkeeping: the inodes go when every write is applied)
+    assert s._getattr_here(10) is None
+    s.behind_applied(50)
+    s.keep_file_attrs(10, f)  # mirrored after: answered here again
+    assert s._getattr_here(10)[1] == 100 and s._found_here(5, b"f")[0][0] == 10
+    assert not s._wrote(4, 10, 50)  # an unmarked handle: Python applies it before answering
+    assert s._getattr_here(10) is None  # (its queueing dropped the mirror, as before)
