@@ -99,7 +99,8 @@ int pvf_numbers_lend(struct pvf_front *f, const uint64_t *inos, size_t n)
         f->numbers = v;
         f->capnumbers = cap;
     }
-    memcpy(f->numbers + f->nnumbers, inos, n * sizeof(uint64_t));
+    if (n > 0)   /* (f->numbers is NULL before the first: memcpy wants a pointer) */
+        memcpy(f->numbers + f->nnumbers, inos, n * sizeof(uint64_t));
     f->nnumbers += n;
 out:
     pthread_mutex_unlock(&f->lock);
