@@ -69,6 +69,14 @@ def default_jobs(numjobs: tuple[int, ...] = (1, 4)) -> list[JobSpec]:
     return jobs
 
 
+def extra_jobs() -> list[JobSpec]:
+    """Jobs only ``--only`` runs (not in ``make bench``'s set). Issue 30's request rate: 64 KiB
+    random reads of pre-read files by 8 readers, which with ``--direct`` (``O_DIRECT``: every
+    request reaches the FUSE daemon) measures the requests a mount serves per second from
+    its own cache, against ``passthrough_hp``'s."""
+    return [JobSpec("randread-64k-cached-j8", "randread", 64 * KiB, 8, cached=True)]
+
+
 def fio_args(job: JobSpec, directory: str, size: int, runtime: float, *,
              direct: bool = False, ioengine: str = "psync") -> list[str]:
     """The fio command line (without the output options) for ``job`` on ``directory``."""

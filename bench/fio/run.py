@@ -34,6 +34,9 @@ of ``--size`` per job, ``--runtime`` seconds each, writes end with ``fsync``. Fo
 the targets run back to back, rotating which goes first each repeat (A/B/C, B/C/A, …); the
 median of the repeats is compared with the baseline.
 
+``--only`` may also name a job of :func:`bench.fio.jobs.extra_jobs`: ``randread-64k-cached-j8``
+(issue 30's request rate, with ``--direct``).
+
 Cache state: uncached reads start with the client's page cache for the files dropped (fio
 ``invalidate=1``; servers on this machine keep theirs), or with every cache dropped with
 ``--cold``. Cached 4 KiB random reads first read the files once and keep them cached
@@ -75,6 +78,7 @@ from pvfs.bench.fio.jobs import (
     JobResult,
     JobSpec,
     default_jobs,
+    extra_jobs,
     fio_args,
     layout_args,
     parse_fio_json,
@@ -414,7 +418,7 @@ def _chosen_jobs(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[
     """The job set for ``--numjobs``, cut to ``--only``'s names (none left: a usage error)."""
     jobs = default_jobs(tuple(args.numjobs))
     if args.only:
-        jobs = [j for j in jobs if j.name in args.only]
+        jobs = [j for j in jobs + extra_jobs() if j.name in args.only]
         if not jobs:
             ap.error("--only matched no job")
     return jobs

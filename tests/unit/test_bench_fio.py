@@ -5,6 +5,7 @@ No peer file system and no fio process is started here.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from pvfs.bench.fio.jobs import (
     fio_args,
     parse_fio_json,
 )
-from pvfs.bench.fio.run import build_report, format_report, parse_target
+from pvfs.bench.fio.run import _chosen_jobs, build_report, format_report, parse_target
 from pvfs.units import parse_size
 
 
@@ -125,6 +126,18 @@ def test_default_jobs_cover_issue_4() -> None:
         for rw, bs in (("write", MiB), ("read", MiB), ("randwrite", 4 * KiB),
                        ("randread", 4 * KiB))}
     assert [j.cached for j in jobs if j.rw == "randread"] == [False, True, False, True]
+
+
+def test_the_request_rate_job_runs_only_when_named() -> None:
+    # issue 30's request rate: 64 KiB reads of pre-read files, 8 readers (with --direct)
+    ap = argparse.ArgumentParser()
+    every = _chosen_jobs(ap, argparse.Namespace(numjobs=[1, 4], only=None))
+    assert "randread-64k-cached-j8" not in {j.name for j in every}  # (make bench's set)
+    (job,) = _chosen_jobs(ap, argparse.Namespace(numjobs=[1, 4],
+                                                 only=["randread-64k-cached-j8"]))
+    args = fio_args(job, "/d", 64 * MiB, 10, direct=True)
+    assert {"--rw=randread", "--bs=65536", "--numjobs=8", "--direct=1",
+            "--invalidate=0"} <= set(args)
 
 
 def test_fio_args_cache_and_fsync_options() -> None:
