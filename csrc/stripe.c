@@ -165,7 +165,6 @@ static int rank_request(struct xreq *x, struct rankio *r, int fd, int dir, const
 {
     x->fd = fd;
     x->dir = dir;
-    x->old_flags = -1;
     x->seg_total = r->total;
     x->reach = r->reach;
     memcpy(x->sprefix, "PV01", 4);

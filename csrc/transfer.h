@@ -17,12 +17,14 @@
 
 #define PV_PREFIX_LEN 16
 #define PV_MAX_HEADER (1u << 20)
+/* The reply's first recv takes up to this much past the prefix: the header, and for a read
+ * the first bulk bytes (copied into place), in the same call. */
+#define PV_STAGE_LEN 240
 
 enum phase { PH_SEND, PH_PREFIX, PH_HEADER, PH_BULK, PH_DONE };
 
 struct xreq {
     int fd, dir;
-    int old_flags;                    /* O_ flags to restore, -1 when left alone */
     Py_buffer head, buf;              /* .obj == NULL when not held */
     struct iovec *out;                /* head + (write) bulk segments */
     size_t nout, out_i;
@@ -33,7 +35,7 @@ struct xreq {
     int err;
     unsigned char sprefix[PV_PREFIX_LEN];   /* stripe_transfer: the prefix this request sends */
     uint64_t reach;                   /* stripe_transfer: end of its last byte in the share */
-    unsigned char prefix[PV_PREFIX_LEN];
+    unsigned char prefix[PV_PREFIX_LEN + PV_STAGE_LEN];   /* the reply's first bytes */
     size_t pdone;
     char *hdr;
     uint32_t hlen;

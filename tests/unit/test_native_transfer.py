@@ -190,6 +190,66 @@ def test_socket_mode_restored(blocking):
         assert nonblock is not blocking
 
 
+def test_socket_mode_left_alone_during_the_call():
+    # Every socket call of the exchange says MSG_DONTWAIT: a blocking socket is not made
+    # non-blocking while the call runs (no fcntl(2) round per socket and call), so nothing
+    # else holding the socket sees its mode change.
+    a, b = socket.socketpair()
+    seen = []
+
+    class Checking(FakeServer):
+        def run(self):
+            hlen, blen = parse_prefix(recv_exact(self.sock, 16))
+            recv_exact(self.sock, hlen + blen)
+            # The client has sent everything and waits for this reply.
+            seen.append(bool(fcntl.fcntl(a.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK))
+            self.sock.sendall(self.reply)
+
+    with a, b:
+        a.setblocking(True)
+        srv = Checking(b, frame({"ok": 1}))
+        assert nat.transfer([(a.fileno(), frame({}, 10), bytes(10), segs((0, 10)), 1)],
+                            5.0) == [(0, HDR)]
+        srv.join()
+    assert seen == [False]
+
+
+@pytest.mark.parametrize("hdr_fields", [1, 100])   # a header within the first recv, one past it
+@pytest.mark.parametrize("size", [1, 7, 150, 239, 240, 241, 5000])
+def test_header_and_first_bulk_bytes_in_one_recv(hdr_fields, size):
+    # The reply's first recv takes the header and the bulk's first bytes together; those
+    # are copied into their places across the segments.
+    hdr = {f"k{i}": i for i in range(hdr_fields)}
+    bulk = random.Random(size).randbytes(size)
+    cuts = sorted({0, size, *random.Random(size + 1).sample(range(size + 1), min(size, 4))})
+    sg = [(3 * o + 1, e - o) for o, e in zip(cuts, cuts[1:])]   # gaps between segments
+    buf = bytearray(3 * size + 8)
+    a, b = socket.socketpair()
+    with a, b:
+        srv = FakeServer(b, read_reply(hdr, bulk))
+        res = nat.transfer([(a.fileno(), frame({}), buf, segs(*sg), 0)], 5.0)
+        srv.join()
+    assert res == [(0, encode_header(hdr))]
+    expect, pos = bytearray(len(buf)), 0
+    for off, n in sg:
+        expect[off:off + n] = bulk[pos:pos + n]
+        pos += n
+    assert buf == expect
+
+
+@pytest.mark.parametrize("direction,bulk", [(1, b""), (0, b"abc")])
+def test_bytes_past_the_reply_are_eproto(direction, bulk):
+    # One request is in flight on a connection: bytes after its reply mean the stream is out
+    # of step, reported now rather than left for the next request on the pooled connection.
+    a, b = socket.socketpair()
+    with a, b:
+        srv = FakeServer(b, read_reply({"ok": 1}, bulk) + b"extra")
+        res = nat.transfer([(a.fileno(), frame({}, 0 if not direction else 3), bytearray(3),
+                             segs((0, 3)), direction)], 5.0)
+        srv.join()
+    assert res == [(errno.EPROTO, None)]
+
+
 def test_argument_validation():
     a, b = socket.socketpair()
     fd = a.fileno()
