@@ -11,7 +11,8 @@
  * fills), one recv for the reply's prefix, header and a read's first bulk bytes together,
  * and recvmsg calls for the rest of the bulk, beside one poll(2) per wake-up for all of
  * them; every call says MSG_DONTWAIT, so no socket's mode is changed (issue 30, thirty-eighth
- * session: 32 system calls per 1 MiB request over four daemons before, about 14 now).
+ * session: with datapath.py's poll per pooled connection gone too, a 1 MiB write over four
+ * daemons makes 10.5 system calls instead of 32, a read 14 instead of 37, strace -c).
  *
  * transfer() takes the requests ready-made (frame heads and segment lists built by Python).
  * stripe_transfer() builds them itself from a striped file's I/O description and runs them

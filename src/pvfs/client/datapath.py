@@ -144,9 +144,12 @@ class SocketPool:
             log.warning("%s: a request not waited for failed: %s", self.name(key),
                         reply.get("msg") or reply.get("err"))
 
-    def take_all(self, keys: list[int]) -> list[socket.socket]:
+    def take_all(self, keys: list[int], check: bool = True) -> list[socket.socket]:
         """A connection to each of ``keys`` (distinct): idle ones under one lock, then new ones;
-        if one cannot be had, none is kept."""
+        if one cannot be had, none is kept. ``check``: first ask (one poll for all) whether the
+        daemon closed an idle one; a caller whose request may be resent on a fresh connection
+        when a pooled one turns out dead (``DataPath._resending``: reads, writes) needs no
+        such question before every request."""
         socks: list[socket.socket | None] = [None] * len(keys)
         with self._lock:
             if self.closed:
@@ -155,10 +158,9 @@ class SocketPool:
                 idle = self._idle.get(key)
                 if idle:
                     socks[i] = idle.pop()
-        for i, sock in enumerate(socks):
-            if sock is not None and not _open_at_peer(sock):
-                sock.close()
-                socks[i] = None
+        for i in _closed_at_peer(socks) if check else ():
+            socks[i].close()  # type: ignore[union-attr]
+            socks[i] = None
         try:
             for i, key in enumerate(keys):
                 if socks[i] is None:
@@ -232,6 +234,24 @@ def _open_at_peer(sock: socket.socket) -> bool:
         return False
 
 
+def _closed_at_peer(socks: list[socket.socket | None]) -> list[int]:
+    """The indexes of the pooled connections (None: none taken) that ``_open_at_peer`` would
+    find closed, asked in one poll(2) for all of them instead of one per connection."""
+    p = select.poll()
+    where: dict[int, int] = {}
+    for i, sock in enumerate(socks):
+        if sock is not None:
+            fd = sock.fileno()
+            where[fd] = i
+            p.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+    if not where:
+        return []
+    try:
+        return [where[fd] for fd, _ in p.poll(0)]
+    except OSError:
+        return list(where.values())
+
+
 def recv_exactly(sock: socket.socket, n: int) -> bytes:
     buf = bytearray(n)
     view = memoryview(buf)
@@ -250,6 +270,9 @@ class DataPath:
     def __init__(self, config: Config, role: str = "client") -> None:
         self.config = config
         self.pool = SocketPool(config, role=role)
+        # Per stripe: its wire form and the daemon of each share rank (the per-request
+        # work of a read or write is kept small: issue 30, thirty-eighth session).
+        self._stripes: dict[Stripe, tuple[list, list[int]]] = {}
 
     def close(self) -> None:
         self.pool.close()
@@ -391,7 +414,14 @@ class DataPath:
                  ) -> list[tuple[int, dict, int]]:
         """One read or write through ``_native.stripe_transfer``: (rank, reply, reach) of
         every share rank it touched (reach: the end of its last byte in the stripe file)."""
-        header = {"op": op, "ino": ino, "stripe": stripe.to_wire(), "desc": desc.to_wire()}
+        known = self._stripes.get(stripe)
+        if known is None:
+            niods = self.config.niods
+            known = (stripe.to_wire(), [stripe.iod_of_rank(r, niods) for r in range(stripe.pcount)])
+            if len(self._stripes) < 4096:
+                self._stripes[stripe] = known
+        wire, iods = known
+        header = {"op": op, "ino": ino, "stripe": wire, "desc": desc.to_wire()}
         if hint is not None:
             header["hint"] = hint
         if mtime_ns is not None:
@@ -405,7 +435,7 @@ class DataPath:
         ranks = touched_ranks(regions, stripe)
         if not ranks:
             return []
-        keys = [stripe.iod_of_rank(rank, self.config.niods) for rank in ranks]
+        keys = iods if len(ranks) == len(iods) else [iods[rank] for rank in ranks]
         packed = pack_regions(regions)
         return self._resending(keys, [op] * len(keys), lambda: self._striped_once(
             stripe, ranks, keys, body, buf, packed, direction, op))
@@ -413,16 +443,36 @@ class DataPath:
     def _striped_once(self, stripe: Stripe, ranks: list[int], keys: list[int], body: bytes,
                       buf, packed: bytes, direction: int,
                       op: str) -> list[tuple[int, dict, int]]:
-        socks = self.pool.take_all(keys)
-        fds = [-1] * stripe.pcount
-        for rank, sock in zip(ranks, socks):
-            fds[rank] = sock.fileno()
+        socks = self.pool.take_all(keys, check=False)  # resent if a pooled one was dead
+        if len(ranks) == stripe.pcount:
+            fds = [sock.fileno() for sock in socks]
+        else:
+            fds = [-1] * stripe.pcount
+            for rank, sock in zip(ranks, socks):
+                fds[rank] = sock.fileno()
         results = _native.stripe_transfer(fds, body, buf, packed, stripe.ssize, direction,
                                           self.config.request_timeout)
         del buf  # the caller's buffer: not kept by a traceback (buffers.py)
         mine = [results[rank] for rank in ranks]
-        replies = self._collect(socks, keys, [op] * len(keys), [(e, raw) for e, raw, _ in mine])
+        replies = self._replies_ok(socks, keys, mine)
+        if replies is None:
+            replies = self._collect(socks, keys, [op] * len(keys),
+                                    [(e, raw) for e, raw, _ in mine])
         return [(rank, reply, reach) for rank, reply, (_, _, reach) in zip(ranks, replies, mine)]
+
+    def _replies_ok(self, socks: list[socket.socket], keys: list[int],
+                    results: list[tuple[int, bytes | None, int]]) -> list[dict] | None:
+        """The common case of ``_collect`` in short: every exchange ended and no reply
+        reports an error; the connections go back to the pool. None otherwise, with nothing
+        done (``_collect`` then decides)."""
+        try:
+            replies = [decode_header(raw) for err, raw, _ in results if not err]
+        except FrameError:
+            return None
+        if len(replies) != len(results) or any("err" in r for r in replies):
+            return None
+        self.pool.give_all(list(zip(keys, socks)))
+        return replies
 
     def size(self, ino: int, stripe: Stripe, known: dict[int, int] | None = None) -> int:
         """Logical file size from every share's stripe-file size."""
