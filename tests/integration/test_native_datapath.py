@@ -93,3 +93,44 @@ def test_a_dead_daemon_is_a_clear_errno_within_the_timeout(fresh_cluster):
             assert "iod2" in str(info.value)
         assert f.pread(4096, 0) == data[:4096]  # rank 0 only: iod0 answers
         assert f.pwrite(b"z" * 10, 4096 + 5) == 10  # rank 1 only
+
+
+def test_reads_and_writes_ask_no_poll_of_their_pooled_connections(fs, monkeypatch):
+    """A data request goes out on its pooled connections at once: a connection the daemon
+    closed meanwhile fails it and it is resent on a fresh one (next test), so no poll(2) per
+    connection is asked before every request (issue 30, thirty-eighth session)."""
+    import select
+
+    from pvfs.client import datapath
+
+    data = random.Random(38).randbytes(1 << 20)
+    with fs.open("/nopoll", "w+b", stripe=Stripe(0, 4, 65536)) as f:
+        f.pwrite(data, 0)
+        assert f.pread(len(data), 0) == data    # every daemon's connection is pooled now
+        polls = []
+        real = select.poll
+        monkeypatch.setattr(datapath.select, "poll", lambda: polls.append(1) or real())
+        for k in range(3):
+            f.pwrite(data, k << 20)
+            buf = bytearray(len(data))
+            assert f.preadinto(buf, k << 20) == len(data) and buf == data
+        assert polls == []
+
+
+def test_writes_go_on_over_restarted_daemons(fresh_cluster):
+    """Every pooled connection of a write is dead after its daemons restarted: the write
+    breaks on them and is sent again on fresh ones, once, and lands."""
+    import signal
+
+    from pvfs.cluster.launch import up
+
+    data = random.Random(39).randbytes(300_000)
+    with fresh_cluster.connect() as fs:
+        f = fs.open("/restarted", "w+b", stripe=Stripe(0, 4, 4096))
+        f.pwrite(b"x" * 300_000, 0)
+        for name in ("iod0", "iod1", "iod2", "iod3"):
+            fresh_cluster.kill(name, signal.SIGKILL)
+        up(fresh_cluster.config)
+        assert f.pwrite(data, 0) == len(data)
+        assert f.pread(len(data), 0) == data
+        f.close()
