@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import itertools
 import os
 import random
 import socket
@@ -222,7 +223,7 @@ def test_header_and_first_bulk_bytes_in_one_recv(hdr_fields, size):
     hdr = {f"k{i}": i for i in range(hdr_fields)}
     bulk = random.Random(size).randbytes(size)
     cuts = sorted({0, size, *random.Random(size + 1).sample(range(size + 1), min(size, 4))})
-    sg = [(3 * o + 1, e - o) for o, e in zip(cuts, cuts[1:])]   # gaps between segments
+    sg = [(3 * o + 1, e - o) for o, e in itertools.pairwise(cuts)]   # gaps between segments
     buf = bytearray(3 * size + 8)
     a, b = socket.socketpair()
     with a, b:
