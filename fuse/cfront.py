@@ -52,6 +52,9 @@ MAX_WRITE = 1 << 20   # 1 MiB requests (the kernel's max_pages follows)
 # Bytes of writes C may answer ahead of Python applying them (csrc/front/writes.c): past
 # this a write waits for Python as before, throttling the writer to Python's pace.
 BEHIND_BYTES = 16 << 20
+# Records of contiguous writes of one handle applied as one write, up to this many bytes
+# (CFront._apply_wrote): the kernel's largest write request.
+JOIN_BYTES = MAX_WRITE
 EXIT_TIMEOUT = 30.0  # seconds to apply the writes left at the end (each bounded by timeout)
 _XATTR_CREATE, _XATTR_REPLACE = os.XATTR_CREATE, os.XATTR_REPLACE
 
@@ -67,6 +70,24 @@ def available() -> bool:
 
 async def _awaited(aw: Awaitable[Any]) -> None:
     await aw
+
+
+def _joined(wrote: collections.deque) -> list[Any]:
+    """Take the next ``OP_WROTE`` record from ``wrote`` and those after it that continue it
+    (the same handle, each starting where the one before ended), up to ``JOIN_BYTES`` in
+    all: applied as one write (``CFront._apply_wrote``)."""
+    first = wrote.popleft()
+    fh, off, data = first.args
+    reqs = [first]
+    end, size = off + len(data), len(data)
+    while wrote:
+        nfh, noff, ndata = wrote[0].args
+        if nfh != fh or noff != end or size + len(ndata) > JOIN_BYTES:
+            break
+        reqs.append(wrote.popleft())
+        end += len(ndata)
+        size += len(ndata)
+    return reqs
 
 
 class SetattrFields:
@@ -322,27 +343,44 @@ class CFront:
             self._fail(req, errno.EIO)
 
     async def _apply_wrote(self) -> None:
-        """Apply the writes C answered (``OP_WROTE``), one at a time in their order, each as
-        the write handler would; an error parks on the file as a write-back error (its next
-        fsync or close reports it, as for the block cache's write-back)."""
+        """Apply the writes C answered (``OP_WROTE``) in their order, each as the write
+        handler would; an error parks on the file as a write-back error (its next fsync or
+        close reports it, as for the block cache's write-back).
+
+        Records that continue one another -- the same handle, each starting where the one
+        before ended, as the kernel cuts one write(2) at a page it must not mark up to date
+        (IOR hard's every transfer: two records) -- are applied as one write of their bytes
+        joined (:func:`_joined`), at most ``JOIN_BYTES``: one trip through the handler
+        instead of one per record. What a reader can see is the same: nothing drained after
+        a record is served before it is applied. One shield for the whole run (answered:
+        never dropped half-way), not one per record."""
         ops = self.ops
+        counters = getattr(getattr(ops, "files", None), "counters", None)
         try:
-            while self._wrote:
-                req = self._wrote.popleft()
-                fh, off, data = req.args
-                try:
-                    with trio.CancelScope(shield=True):  # answered: never dropped half-way
+            with trio.CancelScope(shield=True):
+                while self._wrote:
+                    reqs = _joined(self._wrote)
+                    fh, off, data = reqs[0].args
+                    if len(reqs) > 1:
+                        data = b"".join(r.args[2] for r in reqs)
+                        if counters is not None:  # (each record is a write request)
+                            counters["fuse_writes"] += len(reqs) - 1
+                            counters["writes_joined"] += len(reqs) - 1
+                    try:
                         await ops.write(fh, off, data)
-                except FUSEError as exc:
-                    ops.files.park_write_error(fh, OSError(exc.errno, os.strerror(exc.errno)))
-                except Exception:  # (as _serve: logged; the file's next fsync says EIO)
-                    log.exception("C front end: applying a write answered in C")
-                    ops.files.park_write_error(fh, OSError(errno.EIO, "write answered in C"))
-                finally:
-                    self.session.behind_applied(len(data))
-                    self._wrote_done += 1
-                    if len(self._applied):
-                        self._applied.unpark_all()
+                    except FUSEError as exc:
+                        ops.files.park_write_error(fh, OSError(exc.errno,
+                                                               os.strerror(exc.errno)))
+                    except Exception:  # (as _serve: logged; the file's next fsync says EIO)
+                        log.exception("C front end: applying a write answered in C")
+                        ops.files.park_write_error(fh, OSError(errno.EIO,
+                                                               "write answered in C"))
+                    finally:
+                        for r in reqs:
+                            self.session.behind_applied(len(r.args[2]))
+                        self._wrote_done += len(reqs)
+                        if len(self._applied):
+                            self._applied.unpark_all()
         finally:
             self._applying = False
             self._applied.unpark_all()

@@ -76,7 +76,7 @@ class Operations(pyfuse3.Operations):
                                                     readahead=options.cache_readahead))
         self.counters = dict.fromkeys(("backend_errors", "internal_errors", "opens",
                                        "kernel_invalidations", "reopen_invalidations",
-                                       "capability_hits", "fuse_writes",
+                                       "capability_hits", "fuse_writes", "writes_joined",
                                        "unlinked_mismatch"), 0)
         # What the kernel is told: entries from attributes, invalidations, through the front
         # end (kernelview.py; mount.py sets the C front end's kernel when -o frontend=c).
