@@ -34,6 +34,7 @@ from pyfuse3 import EntryAttributes, FUSEError
 from .cmirrors import DirMirror, KeptFiles
 from .handles import WORKER_FH
 from .workercreates import WorkerCreates, apply_made, apply_unlinked
+from .writerecords import joined
 
 if TYPE_CHECKING:
     from .operations import Operations
@@ -52,9 +53,6 @@ MAX_WRITE = 1 << 20   # 1 MiB requests (the kernel's max_pages follows)
 # Bytes of writes C may answer ahead of Python applying them (csrc/front/writes.c): past
 # this a write waits for Python as before, throttling the writer to Python's pace.
 BEHIND_BYTES = 16 << 20
-# Records of contiguous writes of one handle applied as one write, up to this many bytes
-# (CFront._apply_wrote): the kernel's largest write request.
-JOIN_BYTES = MAX_WRITE
 EXIT_TIMEOUT = 30.0  # seconds to apply the writes left at the end (each bounded by timeout)
 _XATTR_CREATE, _XATTR_REPLACE = os.XATTR_CREATE, os.XATTR_REPLACE
 
@@ -70,24 +68,6 @@ def available() -> bool:
 
 async def _awaited(aw: Awaitable[Any]) -> None:
     await aw
-
-
-def _joined(wrote: collections.deque) -> list[Any]:
-    """Take the next ``OP_WROTE`` record from ``wrote`` and those after it that continue it
-    (the same handle, each starting where the one before ended), up to ``JOIN_BYTES`` in
-    all: applied as one write (``CFront._apply_wrote``)."""
-    first = wrote.popleft()
-    fh, off, data = first.args
-    reqs = [first]
-    end, size = off + len(data), len(data)
-    while wrote:
-        nfh, noff, ndata = wrote[0].args
-        if nfh != fh or noff != end or size + len(ndata) > JOIN_BYTES:
-            break
-        reqs.append(wrote.popleft())
-        end += len(ndata)
-        size += len(ndata)
-    return reqs
 
 
 class SetattrFields:
@@ -350,7 +330,7 @@ class CFront:
         Records that continue one another -- the same handle, each starting where the one
         before ended, as the kernel cuts one write(2) at a page it must not mark up to date
         (IOR hard's every transfer: two records) -- are applied as one write of their bytes
-        joined (:func:`_joined`), at most ``JOIN_BYTES``: one trip through the handler
+        joined (``writerecords.joined``), at most ``JOIN_BYTES``: one trip through the handler
         instead of one per record. What a reader can see is the same: nothing drained after
         a record is served before it is applied. One shield for the whole run (answered:
         never dropped half-way), not one per record."""
@@ -359,7 +339,7 @@ class CFront:
         try:
             with trio.CancelScope(shield=True):
                 while self._wrote:
-                    reqs = _joined(self._wrote)
+                    reqs = joined(self._wrote)
                     fh, off, data = reqs[0].args
                     if len(reqs) > 1:
                         data = b"".join(r.args[2] for r in reqs)

@@ -321,10 +321,10 @@ def test_records_that_continue_one_another_are_applied_as_one_write():
     # The kernel cuts a write(2) that starts inside a page it must not mark up to date in
     # two requests (IOR hard: every 47,008-byte transfer); both arrive as OP_WROTE records
     # and were two trips through the write handler. Joined: one, the same bytes.
-    from pvfs.fuse import cfront
+    from pvfs.fuse import writerecords
 
     a, b, c = b"a" * 100, b"b" * 50, b"c" * 10
-    big = b"x" * (cfront.JOIN_BYTES - 60)
+    big = b"x" * (writerecords.JOIN_BYTES - 60)
     records = [_Wrote(1, 0, a), _Wrote(1, 100, b),      # joined
                _Wrote(2, 150, c),                       # another handle
                _Wrote(1, 150, c), _Wrote(1, 200, c),    # a gap: not joined
