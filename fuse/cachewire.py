@@ -367,6 +367,7 @@ class Controls:
         return self.cache.bypass.get_xattr(ino).encode()  # type: ignore[attr-defined]
 
     def set_bypass(self, ino: int, value: bytes) -> None:
+        self.cache.changing(ino)  # reads answered in C follow no bits
         self.cache.bypass.set_xattr(ino, value.decode("ascii"))  # type: ignore[attr-defined]
 
     def get_sync(self, ino: int) -> bytes:

@@ -128,6 +128,7 @@ class CFront:
         self._nursery: trio.Nursery | None = None
         self.workers: WorkerCreates | None = None
         self._behind = False  # writes answered in C (init(): when the extension has them)
+        self.served: Any = None  # reads answered in C (init(): cache.serve_reads)
         self._wrote: collections.deque = collections.deque()  # OP_WROTE, not yet applied
         self._wrote_in = self._wrote_done = 0   # OP_WROTE records drained, applied
         self._applying = False
@@ -158,6 +159,13 @@ class CFront:
             hasattr(self.ff, "OP_WROTE")
         if self._behind:
             self.session.behind_limit(BEHIND_BYTES)
+        cache = getattr(ops, "cache", None)
+        if cache is not None and hasattr(files, "serve_ok") and files.serve_ok() and \
+                hasattr(self.session, "serve_arena"):
+            # reads of cached blocks answered by the workers (src/pvfs/cache/_served.py);
+            # stream-sized ones stay Python's (the cache's stream path)
+            smin = ops.opts.stream_min
+            self.served = cache.serve_reads(self.session, smin - 1 if smin > 0 else MAX_WRITE)
         probed = getattr(ops, "probed", None)
         if probed is not None and hasattr(self.session, "caps_none"):
             probed.mirror = self.session  # capability probes answered in C (xattrs.py)

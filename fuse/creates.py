@@ -38,6 +38,7 @@ import errno
 import logging
 import stat
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -69,7 +70,7 @@ class CreatesAhead:
     """The numbers and directories delegated to this mount, and the creates not yet sent."""
 
     def __init__(self, client: AsyncClient, leases: LeaseCache, timeout: float,
-                 delay: float = DELAY) -> None:
+                 delay: float = DELAY, refused: Callable[[int], None] | None = None) -> None:
         self.client, self.leases, self.timeout, self.delay = client, leases, timeout, delay
         self.dirs: dict[int, list[int]] = {}   # directory -> new files' stripe
         self.numbers: list[int] = []
@@ -79,6 +80,8 @@ class CreatesAhead:
         self.pending_inos: dict[int, dict] = {}  # ino -> its queued create
         self._in_flight: set[int] = set()  # queued creates being sent now
         self.failed: dict[int, int] = {}       # ino -> errno of its refused create
+        # told of each refused create before its I/O is refused (reads answered in C stop)
+        self.refused = refused
         self._refused: dict[int, float] = {}   # directory -> until when not asked again
         self._lock = trio.Lock()
         self._work = trio.Event()
@@ -490,6 +493,8 @@ class CreatesAhead:
                 self.counters["not_leased"] += 1
                 return True
             return False
+        if self.refused is not None:
+            self.refused(ino)
         self.failed[ino] = r["errno"]
         if self.opens is not None:
             self.opens.cancel_opens(ino)

@@ -245,6 +245,15 @@ class FileOperations:
                     opts.writeback_cache or opts.testing_lose_close_writes or
                     self.gbackend is not None or self.coherence is not None)
 
+    def serve_ok(self) -> bool:
+        """Whether the C front end may answer reads of cached blocks itself (fuse/cfront.py,
+        ``serve_reads``): with the local cache on, ``coherence=none`` and no global caches
+        -- where a read served here is answered from those blocks alone, whatever the
+        handle (the cache drops what it published before any change, _served.py)."""
+        opts = self.opts
+        return bool(opts.serve_reads and opts.cache and opts.coherence == "none" and
+                    self.gbackend is None and self.coherence is None)
+
     def park_write_error(self, fh: int, exc: OSError) -> None:
         """A write answered before it was applied failed: its file's next fsync or close
         reports it, as a write-back error of the block cache."""

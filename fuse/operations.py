@@ -105,7 +105,8 @@ class Operations(pyfuse3.Operations):
         if self.leases is not None:
             self._wire_leases(self.leases)
         # Creates in a directory this mount leases alone, answered here (creates.py).
-        self.ahead = CreatesAhead(client, self.leases, options.timeout, options.ahead_delay) \
+        self.ahead = CreatesAhead(client, self.leases, options.timeout, options.ahead_delay,
+                                  self.cache.changing) \
             if self.leases is not None and options.create_ahead else None
         self.files.ahead = self.ahead
         # Files created ahead here whose data stay past close until written back
@@ -199,6 +200,8 @@ class Operations(pyfuse3.Operations):
             info = self.table.info(a["ino"])
             if a.get("stripe"):
                 info.stripe = Stripe(*a["stripe"])
+            if a["size"] != info.size:
+                self.cache.changing(a["ino"])  # reads answered in C had the old size
             info.size = a["size"]
             info.size_stale = False
         return a

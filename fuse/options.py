@@ -87,6 +87,10 @@ class MountOptions:
     # With create_ahead and the C front end: its worker threads answer those creates
     # themselves, each handed to Python afterwards (fuse/workercreates.py). 0: Python does.
     worker_creates: bool = True
+    # With the C front end and coherence=none: reads of blocks the local cache holds are
+    # answered by its worker threads from the cache's own buffers, without a trip through
+    # Python (src/pvfs/cache/_served.py, csrc/front/serve.c). 0: every read goes to Python.
+    serve_reads: bool = True
     read_ahead_kb: int = 1024
     attr_timeout: float = 1.0
     entry_timeout: float = 1.0
@@ -138,7 +142,7 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "ahead_delay": float,
             "stream_min": parse_size, "cache_readahead": parse_size}
 _BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "leases", "create_ahead",
-         "open_ahead", "write_delegations", "gather_writes", "worker_creates", "allow_other",
+         "open_ahead", "write_delegations", "gather_writes", "worker_creates", "serve_reads", "allow_other",
          "default_permissions", "debug",
          "testing_lose_close_writes"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",

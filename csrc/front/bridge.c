@@ -64,6 +64,7 @@ void pvf_bridge_fini(struct pvf_front *f)
     pvf_set_free(&f->behind);
     pvf_set_free(&f->behind_inos);
     pvf_caps_free(f);
+    pvf_serve_free(f);
     pvf_dir_free(f);
     pvf_names_free(f);
     pvf_numbers_free(f);
@@ -247,11 +248,15 @@ void pvf_inflight_add(struct pvf_front *f, struct pvf_req *r)
 }
 
 /* Take the request's fuse_req_t to answer it (NULL: answered already), off the list. */
-fuse_req_t pvf_inflight_take(struct pvf_req *r)
+fuse_req_t pvf_inflight_take(struct pvf_front *f, struct pvf_req *r)
 {
     fuse_req_t fr = r->fr;
 
     r->fr = NULL;
+    if (r->counted) {   /* a write or size change answered: reads of it may be served */
+        r->counted = 0;
+        pvf_mods_end(f, r->ino);
+    }
     if (r->prev != NULL) {
         r->prev->next = r->next;
         r->next->prev = r->prev;

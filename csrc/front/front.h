@@ -9,6 +9,8 @@
  *   writes.c   what they answer about this node's writes to open files: the handles whose
  *              flush needs nothing, the files whose close a write delegation keeps, the
  *              writes answered once queued (behind)
+ *   serve.c    reads answered from the block cache's arena: the blocks Python published,
+ *              the writes and size changes in flight that stop them
  *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
  *              wakes the mount's trio loop), the forgets answered in C, the in-flight list,
  *              the records of requests the workers answer themselves (creates.c, unlinks.c)
@@ -29,6 +31,7 @@
  *   pyanswers.c  Session methods keeping answers.c's and names.c's state (and test hooks)
  *   pywrites.c   Session methods keeping writes.c's state (and test hooks)
  *   pycreates.c  Session methods keeping creates.c's and unlinks.c's state (and test hooks)
+ *   pyserve.c    Session methods keeping serve.c's state: the arena, publications (and hooks)
  *   pysession.c  the Session type: mount, drain, notifications, close, the test bridge
  *   module.c     the module: its state, the types and functions above, the constants
  *
@@ -48,6 +51,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* The operations forwarded to Python (values are the Python module's OP_* constants). */
 enum pvf_op {
@@ -118,6 +122,7 @@ struct pvf_req {
     const char *name, *name2;       /* NUL-terminated, inside the allocation */
     const char *data;               /* write's bytes, setxattr's value */
     size_t len;
+    int counted;                    /* a write or size change counted in `mods` (serve.c) */
     char tail[];
 };
 
@@ -141,6 +146,10 @@ struct pvf_counters {
     uint64_t wrote_here;     /* writes answered in C, applied by Python after (writes.c) */
     uint64_t behind_full;    /* writes of a marked handle sent the slow way: bound reached */
     uint64_t caps_here;      /* security.capability probes answered ENODATA in C */
+    uint64_t reads_here;     /* reads answered from the arena in C (serve.c) */
+    uint64_t read_bytes_here;
+    uint64_t published;      /* publications of cached blocks Python made ... */
+    uint64_t publish_refused; /* ... and those refused: a change of the file in flight */
 };
 
 #define PVF_NAME_MAX 255     /* longer names go to Python (the manager's ENAMETOOLONG) */
@@ -175,6 +184,23 @@ struct pvf_dirattrs {
     struct pvf_dirattr *slots;
     size_t cap, n;
 };
+
+/* u64 -> u64, open addressing, 0 is an empty key (serve.c). Under the lock. */
+struct pvf_u64map {
+    uint64_t *keys, *vals;
+    size_t cap, n;
+};
+
+/* A file whose published blocks the workers answer reads from (serve.c). */
+struct pvf_served {
+    uint64_t ino;
+    uint64_t size;                  /* reads ending past it go to Python */
+    unsigned pins;                  /* workers replying from its blocks now */
+    int live;                       /* 0: a worker queued a change: nothing answered */
+    struct pvf_u64map blocks;       /* block + 1 -> its bytes in the arena */
+};
+
+#define PVF_SERVE_IOV 64             /* blocks of one read answered here, at most */
 
 struct pvf_front {
     struct fuse_session *se;        /* NULL in a bridge made for tests */
@@ -214,6 +240,12 @@ struct pvf_front {
     int create_behind;              /* a writable handle made here: its writes answered here */
     struct pvf_fhset unlinkable;    /* files closed and clean, Python says (unlinks.c) */
     struct pvf_fhset releasing;     /* files whose release is on its way to Python */
+    const char *arena;              /* the block cache's buffers (serve.c; NULL: none) */
+    size_t arena_len, block_size;
+    size_t serve_max;               /* reads this large at most answered here (0: none) */
+    struct pvf_u64map served;       /* ino -> struct pvf_served * */
+    struct pvf_u64map mods;         /* ino -> writes and size changes queued, unanswered */
+    struct pvf_fhset served_recent; /* inodes read here since Python last asked */
     /* only on the Python thread (with the GIL) */
     struct pvf_req inflight;        /* sentinel: drained, not yet answered */
     int efd;                        /* eventfd: Python waits for it to be readable */
@@ -279,6 +311,22 @@ int pvf_behind_take(struct pvf_front *f, uint64_t fh, uint64_t ino, size_t len);
 int pvf_behind_pending_locked(struct pvf_front *f, uint64_t ino);  /* a write not applied */
 void pvf_behind_applied(struct pvf_front *f, uint64_t bytes);
 
+/* serve.c */
+int pvf_serve_setup(struct pvf_front *f, const char *arena, size_t len, size_t block_size,
+                    size_t max_read);                               /* -1 with errno */
+int pvf_serve_in_arena(const struct pvf_front *f, const char *ptr);
+void pvf_serve_stop_locked(struct pvf_front *f, uint64_t ino);
+int pvf_serve_publish(struct pvf_front *f, uint64_t ino, uint64_t size, uint64_t first,
+                      size_t n, const char *const *ptrs);          /* 1, 0 refused, -1 */
+void pvf_serve_drop(struct pvf_front *f, uint64_t ino);
+int pvf_serve_take(struct pvf_front *f, uint64_t ino, uint64_t off, size_t size,
+                   struct iovec *iov, int *niov, struct pvf_served **pin);  /* 1: here */
+void pvf_serve_unpin(struct pvf_front *f, struct pvf_served *s);
+uint64_t *pvf_serve_recent(struct pvf_front *f, size_t *n);
+void pvf_mods_begin(struct pvf_front *f, uint64_t ino);
+void pvf_mods_end(struct pvf_front *f, uint64_t ino);
+void pvf_serve_free(struct pvf_front *f);
+
 /* bridge.c */
 int pvf_bridge_init(struct pvf_front *f);            /* -1 with errno */
 void pvf_bridge_fini(struct pvf_front *f);
@@ -297,7 +345,7 @@ void pvf_loop_ended(struct pvf_front *f, int result);
 void pvf_drain_wakeup(struct pvf_front *f);
 struct pvf_req *pvf_take_all(struct pvf_front *f, uint64_t **forgets, size_t *nforgets);
 void pvf_inflight_add(struct pvf_front *f, struct pvf_req *r);
-fuse_req_t pvf_inflight_take(struct pvf_req *r);
+fuse_req_t pvf_inflight_take(struct pvf_front *f, struct pvf_req *r);
 void pvf_counted_reply(struct pvf_front *f, int ret);
 int pvf_notify_begin(struct pvf_front *f);
 void pvf_notify_end(struct pvf_front *f);

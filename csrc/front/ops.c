@@ -16,6 +16,7 @@
 #include "front.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <time.h>
 
@@ -42,6 +43,14 @@ static struct pvf_req *req_new(fuse_req_t fr, int op, size_t tail)
 static void queue(fuse_req_t fr, struct pvf_req *r)
 {
     pvf_enqueue(front_of(fr), r);
+}
+
+/* A write or size change of r->ino goes to Python: until it is answered, no read of the
+ * file is answered from the arena (serve.c). */
+static void counted(fuse_req_t fr, struct pvf_req *r)
+{
+    pvf_mods_begin(front_of(fr), r->ino);
+    r->counted = 1;
 }
 
 /* A request naming one entry: (ino, name). */
@@ -192,6 +201,8 @@ static void op_setattr(fuse_req_t fr, fuse_ino_t ino, struct stat *attr, int to_
     r->uid_set = attr->st_uid;
     r->gid_set = attr->st_gid;
     r->size_set = attr->st_size;
+    if (set & PVF_SET_SIZE)
+        counted(fr, r);
     queue(fr, r);
 }
 
@@ -291,16 +302,30 @@ static void op_open(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
 
     pvf_unlinkable_drop(front_of(fr), ino);   /* (unlinks.c: before Python opens it) */
     r = plain(fr, PVF_OPEN, ino, fi);
-
-    if (r != NULL)
-        queue(fr, r);
+    if (r == NULL)
+        return;
+    if (fi->flags & O_TRUNC)
+        counted(fr, r);   /* (the kernel's atomic O_TRUNC: a size change) */
+    queue(fr, r);
 }
 
+/* A read of blocks Python published is answered from the arena (serve.c): one writev of
+ * the cached bytes to /dev/fuse, the file pinned meanwhile. */
 static void op_read(fuse_req_t fr, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    struct pvf_req *r = plain(fr, PVF_READ, ino, fi);
+    struct pvf_front *f = front_of(fr);
+    struct iovec iov[PVF_SERVE_IOV];
+    struct pvf_served *pin;
+    struct pvf_req *r;
+    int n;
 
+    if (off >= 0 && pvf_serve_take(f, ino, (uint64_t)off, size, iov, &n, &pin)) {
+        pvf_counted_reply(f, fuse_reply_iov(fr, iov, n));
+        pvf_serve_unpin(f, pin);
+        return;
+    }
+    r = plain(fr, PVF_READ, ino, fi);
     if (r == NULL)
         return;
     r->size = size;
@@ -334,6 +359,7 @@ static void op_write(fuse_req_t fr, fuse_ino_t ino, const char *buf, size_t size
         fuse_reply_write(fr, size);
         return;
     }
+    counted(fr, r);
     queue(fr, r);
 }
 

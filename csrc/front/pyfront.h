@@ -26,6 +26,8 @@ typedef struct {
     struct pvf_front f;
     int ready;      /* pvf_bridge_init done */
     int closed;
+    Py_buffer arena;    /* the block cache's arena (pyserve.c), while has_arena */
+    int has_arena;
 } SessionObject;
 
 /* 0, or -1 with ValueError set: a method that needs a live session refuses a closed one. */
@@ -115,6 +117,15 @@ PyObject *pvf_py_release_done(SessionObject *self, PyObject *args);
 PyObject *pvf_py_unlinkable_drop(SessionObject *self, PyObject *args);
 PyObject *pvf_py_kernel_sends(SessionObject *self, PyObject *args);
 PyObject *pvf_py_unlink_here(SessionObject *self, PyObject *args);
+
+/* pyserve.c: Session methods (pysession.c's table names them) */
+PyObject *pvf_py_serve_arena(SessionObject *self, PyObject *args);
+PyObject *pvf_py_publish(SessionObject *self, PyObject *args);
+PyObject *pvf_py_serve_drop(SessionObject *self, PyObject *args);
+PyObject *pvf_py_serve_recent(SessionObject *self, PyObject *ignored);
+PyObject *pvf_py_read_here(SessionObject *self, PyObject *args);
+PyObject *pvf_py_queued(SessionObject *self, PyObject *args);
+void pvf_py_arena_release(SessionObject *self);
 
 /* pysession.c */
 extern PyType_Spec pvf_py_session_spec;

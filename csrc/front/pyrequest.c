@@ -83,7 +83,7 @@ static void Request_dealloc(RequestObject *self)
     PyTypeObject *tp = Py_TYPE(self);
 
     if (self->r != NULL) {
-        fuse_req_t fr = pvf_inflight_take(self->r);
+        fuse_req_t fr = pvf_inflight_take(&self->session->f, self->r);
         if (fr != NULL && !self->fake) {
             pthread_mutex_lock(&self->session->f.lock);
             self->session->f.c.unanswered++;

@@ -234,6 +234,7 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
     Py_ssize_t inflight = 0;
     size_t kept, numbers, unlinkable, behind;
     uint64_t behind_bytes;
+    Py_ssize_t served;
 
     (void)ignored;
     pthread_mutex_lock(&self->f.lock);
@@ -243,6 +244,7 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
     behind = self->f.behind.n;
     behind_bytes = self->f.behind_bytes;
     numbers = self->f.nnumbers;
+    served = (Py_ssize_t)self->f.served.n;
     pthread_mutex_unlock(&self->f.lock);
     if (self->ready) {
         for (struct pvf_req *r = self->f.inflight.next; r != &self->f.inflight; r = r->next)
@@ -250,7 +252,8 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
     }
     return Py_BuildValue("{"
                          "sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsn"   /* ... unlinked_here, unlinkable */
-                         "sKsKsKsKsnsnsnsnsnsn}", "queued", c.queued,
+                         "sKsKsKsKsnsnsnsnsnsn"
+                         "sKsKsKsKsn}", "queued", c.queued,
                          "forgets", c.forgets, "wakeups", c.wakeups,
                          "reply_failures", c.reply_failures, "unanswered", c.unanswered,
                          "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
@@ -268,7 +271,10 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
                          "inflight", inflight,
                          "quiet_handles", (Py_ssize_t)(self->f.quiet.n + self->f.quiet_rw.n),
                          "kept_files", (Py_ssize_t)kept,
-                         "dirs_here", (Py_ssize_t)self->f.dirs.n);
+                         "dirs_here", (Py_ssize_t)self->f.dirs.n,
+                         "reads_here", c.reads_here, "read_bytes_here", c.read_bytes_here,
+                         "published", c.published, "publish_refused", c.publish_refused,
+                         "files_served", served);
 }
 
 static PyObject *Session_invalidate_inode(SessionObject *self, PyObject *args)
@@ -325,7 +331,7 @@ static void answer_leftovers(SessionObject *self)
     }
     while (self->f.inflight.next != &self->f.inflight) {
         r = self->f.inflight.next;
-        fuse_req_t fr = pvf_inflight_take(r);   /* its Request object frees the record */
+        fuse_req_t fr = pvf_inflight_take(&self->f, r);   /* its Request object frees the record */
         if (fr != NULL && fr != (fuse_req_t)r)
             fuse_reply_err(fr, ENODEV);
     }
@@ -343,6 +349,7 @@ static PyObject *Session_close(SessionObject *self, PyObject *ignored)
     Py_END_ALLOW_THREADS
     answer_leftovers(self);
     pvf_session_destroy(&self->f);
+    pvf_py_arena_release(self);
     Py_RETURN_NONE;
 }
 
@@ -551,6 +558,21 @@ static PyMethodDef Session_methods[] = {
       "caps_drop(ino): its security.capability probes go to Python again" },
     { "_caps_here", (PyCFunction)pvf_py_caps_here, METH_VARARGS,
       "tests: whether a worker answers ino's security.capability probe ENODATA" },
+    { "serve_arena", (PyCFunction)pvf_py_serve_arena, METH_VARARGS,
+      "serve_arena(buffer, block_size, max_read): the block cache's arena; reads of at most "
+      "max_read bytes of blocks published from it are answered in C (0: none)" },
+    { "publish", (PyCFunction)pvf_py_publish, METH_VARARGS,
+      "publish(ino, size, first, blocks) -> bool: blocks (arena blocks) are blocks first.. "
+      "of ino as Python answers them; reads ending within size are answered in C until "
+      "serve_drop(ino) or a write or size change of it. False: refused (one in flight)" },
+    { "serve_drop", (PyCFunction)pvf_py_serve_drop, METH_VARARGS,
+      "serve_drop(ino): no read of ino is answered in C, nor being answered, on return" },
+    { "serve_recent", (PyCFunction)pvf_py_serve_recent, METH_NOARGS,
+      "serve_recent() -> [ino]: the files read in C since the last call" },
+    { "_read_here", (PyCFunction)pvf_py_read_here, METH_VARARGS,
+      "tests: _read_here(ino, off, size) -> the bytes a worker would answer, or None" },
+    { "_queued", (PyCFunction)pvf_py_queued, METH_VARARGS,
+      "tests: _queued(ino, True) as a worker queueing a write of ino; False as its answer" },
     { "is_quiet", (PyCFunction)pvf_py_is_quiet, METH_VARARGS,
       "is_quiet(fh, remove=False): whether fh is marked (tests)" },
     { "close", (PyCFunction)Session_close, METH_NOARGS,

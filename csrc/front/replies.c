@@ -27,7 +27,7 @@ static fuse_req_t take(PyObject *module, PyObject *obj, RequestObject **req)
         return NULL;
     }
     self = (RequestObject *)obj;
-    fr = pvf_inflight_take(self->r);
+    fr = pvf_inflight_take(&self->session->f, self->r);
     if (fr == NULL) {
         PyErr_SetString(PyExc_ValueError, "the request was answered already");
         return NULL;

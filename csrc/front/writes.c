@@ -141,13 +141,15 @@ void pvf_kept_clear(struct pvf_front *f)
 }
 
 /* A write or a size change of ino is about to be queued: before Python can apply it, its
- * flushes stop being quiet and stop being kept (Python marks it again if it still fits). */
+ * flushes stop being quiet and stop being kept (Python marks it again if it still fits),
+ * and its reads stop being answered from the arena (serve.c). */
 void pvf_written(struct pvf_front *f, uint64_t ino)
 {
     struct pvf_dirattr *slot;
 
     pthread_mutex_lock(&f->lock);
     pvf_set_has(&f->kept, ino, 1);
+    pvf_serve_stop_locked(f, ino);   /* its reads are Python's until it publishes anew */
     slot = pvf_dir_slot_locked(f, ino);
     if (slot != NULL && S_ISREG(slot->st.st_mode))
         pvf_dir_drop_locked(f, ino);   /* its size and times are Python's to say again */

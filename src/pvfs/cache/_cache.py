@@ -35,6 +35,7 @@ from ._policy import (
     WaterMarks,
     WritebackPolicy,
 )
+from ._served import BlockServer, ServedFiles
 from ._store import BackendCaps, BlockStore, piece_of
 from ._stream import Streamer
 from ._table import Entry, FileState, runs_of
@@ -127,6 +128,20 @@ class BlockCache:
     def stream(self, policy: StreamPolicy) -> None:
         self._stream = self.streamer.policy = policy
 
+    def serve_reads(self, server: BlockServer, max_read: int) -> ServedFiles:
+        """Let ``server`` (the C front end) answer reads of up to ``max_read`` bytes from
+        this cache's blocks (_served.py). Before any block is allocated: the blocks then
+        live in the arena ``server`` reads from."""
+        if self.store.allocated:
+            raise RuntimeError("serve_reads: blocks are allocated already")
+        self.store.served = ServedFiles(server, self.block_size, self.capacity_blocks, max_read)
+        return self.store.served
+
+    def changing(self, ino: int) -> None:
+        """What this cache answers of ``ino`` is about to change outside it (the size the
+        caller passes, its bypass bits): reads of it answered elsewhere stop first."""
+        self.store.changing(ino)
+
     # ----------------------------------------------------------------- reads
 
     async def read(self, ino: int, offset: int, length: int, *, file_size: int) -> bytes:
@@ -190,6 +205,9 @@ class BlockCache:
             else:
                 missing.append(blk)
         if not missing and not bypassed:
+            if store.served is not None and not pieces and self._has_bits is not None \
+                    and not self._has_bits(ino):
+                store.served.publish(store, ino, fs, first, last, eff)  # later reads: in C
             return b"".join([views[blk] if blk in views else pieces[blk]
                              for blk in range(first, last + 1)])
         for blk, view in views.items():

@@ -23,6 +23,7 @@ from ._table import Entry, FileState, FreeList, KeyLocks
 
 if TYPE_CHECKING:
     from ._policy import Backend, ReplacementPolicy, WaterMarks
+    from ._served import ServedFiles
 
 __all__ = ["COUNTERS", "BackendCaps", "BlockStore", "Key", "piece_of"]
 
@@ -104,6 +105,16 @@ class BlockStore:
         # set when dirty data or a shortage of buffers wants the flusher / harvester now
         self.flush_wanted = trio.Event()
         self.harvest_wanted = trio.Event()
+        # a front end answering reads from these buffers (_served.py), or None
+        self.served: ServedFiles | None = None
+
+    def changing(self, ino: int) -> None:
+        """``ino``'s cached bytes, the blocks holding them or its size are about to change:
+        a front end answering reads from them stops first (every change below calls this
+        before it takes effect; _served.py says why)."""
+        served = self.served
+        if served is not None and ino in served.files:
+            served.drop(ino)
 
     # -------------------------------------------------------------- geometry
 
@@ -143,7 +154,8 @@ class BlockStore:
         if buf is None:
             if self.allocated < self.capacity_blocks:
                 self.allocated += 1
-                buf = bytearray(self.block_size)
+                buf = bytearray(self.block_size) if self.served is None \
+                    else self.served.buffer(self.allocated - 1)
             elif len(self.dirty) < len(self.table) and self.evict(1):
                 buf = self.free.get()
         if buf is None:
@@ -165,6 +177,7 @@ class BlockStore:
         if e is not None:
             if e.dirty:
                 return
+            self.changing(ino)
             e.buf[: len(chunk)] = chunk
             e.buf[len(chunk):] = bytes(self.block_size - len(chunk))
             e.valid = len(chunk)
@@ -200,6 +213,7 @@ class BlockStore:
         for lo, hi in e.known:
             merged[lo:hi] = buf[lo:hi]
         if keep:
+            self.changing(ino)
             buf[:] = merged
             e.valid = max(len(chunk), e.valid)
             e.known = None
@@ -208,6 +222,7 @@ class BlockStore:
 
     def modify(self, key: Key, e: Entry, lo: int, piece: memoryview | bytes) -> None:
         """Write ``piece`` into entry ``e`` at ``lo`` and put it on the dirty list."""
+        self.changing(key[0])
         e.apply(lo, piece)
         e.mark(lo, lo + len(piece))
         self.policy.touched(key)
@@ -237,8 +252,9 @@ class BlockStore:
         self.dirty.pop(key, None)
 
     def drop(self, key: Key, *, tell_policy: bool = True) -> None:
-        e = self.table.pop(key)
         ino, blk = key
+        self.changing(ino)
+        e = self.table.pop(key)
         fs = self.files.get(ino)
         if fs is not None:
             fs.blocks.discard(blk)
@@ -257,6 +273,8 @@ class BlockStore:
         return e is not None and not e.dirty and not self.locks.busy(key)
 
     def evict(self, n: int) -> int:
+        if self.served is not None:
+            self.served.touch_recent(self.policy)  # reads answered there count as uses
         victims = self.policy.select_victims(n, self._evictable)
         for key in victims:
             self.drop(key, tell_policy=False)
@@ -288,6 +306,7 @@ class BlockStore:
         Without this ``stat`` kept the lost bytes' size and reads returned zeros for them,
         while every other node saw the servers' size (a write cut off from an I/O daemon's
         host, issue 33)."""
+        self.changing(ino)
         end = 0
         for blk in fs.dirty:
             e = self.table.get((ino, blk))
@@ -300,6 +319,7 @@ class BlockStore:
     def invalidate(self, ino: int, offset: int = 0, length: int | None = None) -> int:
         """Drop the clean blocks of ``ino`` overlapping ``[offset, offset+length)``; fetches and
         read-ahead in flight keep nothing. Returns the number of blocks dropped."""
+        self.changing(ino)
         fs = self.files.get(ino)
         if fs is None:
             return 0
@@ -316,6 +336,7 @@ class BlockStore:
 
     def cut(self, ino: int, fs: FileState, size: int) -> None:
         """Drop the blocks of ``ino`` past ``size`` and zero the tail of the last one."""
+        self.changing(ino)
         if self.files.get(ino) is not fs:
             return  # forgotten meanwhile (unlinked): nothing of it is cached any more
         bs = self.block_size
@@ -339,6 +360,7 @@ class BlockStore:
 
     def forget(self, ino: int) -> FileState | None:
         """Remove file ``ino`` and all its blocks; returns its state (for the streamer)."""
+        self.changing(ino)
         fs = self.files.pop(ino, None)
         if fs is None:
             return None
@@ -375,6 +397,7 @@ class BlockStore:
 
     def update_cached(self, ino: int, fs: FileState, offset: int, data: bytes) -> None:
         """Copy the part of ``data`` over every cached block it overlaps (dirty stay dirty)."""
+        self.changing(ino)
         if not fs.blocks:
             return
         bs = self.block_size

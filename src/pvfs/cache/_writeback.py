@@ -169,10 +169,10 @@ class Flusher:
                 snap = [(blk, store.table[(ino, blk)]) for blk in sorted(sent)]
                 versions = [e.version for _, e in snap]
                 regions: list[tuple[int, int]] = []
-                parts: list[bytearray] = []
+                parts: list[memoryview] = []
                 for start, pieces in batch:
                     for blk, lo, hi in pieces:
-                        parts.append(store.table[(ino, blk)].buf[lo:hi])
+                        parts.append(memoryview(store.table[(ino, blk)].buf)[lo:hi])  # joined at once
                     regions.append((start, sum(hi - lo for _, lo, hi in pieces)))
                 data = b"".join(parts)
                 try:
@@ -345,6 +345,7 @@ class Flusher:
             fs.local_end = max(fs.local_end, end)
             if store.files.get(ino) is not fs:
                 return
+            store.changing(ino)
             for blk in range(offset // bs, (end - 1) // bs + 1):
                 a, b = store.span(blk, offset, end)
                 piece = data[blk * bs + a - offset:blk * bs + b - offset]

@@ -1,0 +1,108 @@
+"""Reads a front end answers from the cache's own buffers, without this Python (issue 30).
+
+The mount's C front end (``fuse/cfront.py``, ``csrc/front/serve.c``) can answer a read
+itself when every block it needs is cached: the blocks then live in one arena (an anonymous
+``mmap`` the front end holds), and the cache *publishes* the blocks of each read it answered
+wholly from them, with the file's size as it answered. The front end serves later reads of
+those blocks that end within that size, until the cache *drops* the file.
+
+The rule that keeps those answers the cache's own (docs/cache.md, "The data plane in C"):
+the store calls :meth:`ServedFiles.drop` BEFORE any change of a published file's cached
+bytes, of the blocks that hold them, or of its size takes effect (``BlockStore.changing``),
+and ``drop`` returns only when no reply from those blocks is still being sent. A file is
+published only in a state that holds every write answered before (no write of it in
+progress here, none queued or answered in C and not yet applied: the front end refuses the
+publication then), and only its whole blocks that know every byte up to the size.
+
+What the front end reads does not touch the replacement policy; :meth:`touch_recent` tells
+it, before each eviction, which published files were read there since.
+"""
+
+from __future__ import annotations
+
+import mmap
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ._policy import ReplacementPolicy
+    from ._store import BlockStore
+    from ._table import FileState
+
+__all__ = ["BlockServer", "ServedFiles"]
+
+
+class BlockServer(Protocol):
+    """What answers reads from published blocks (the C front end's Session)."""
+
+    def serve_arena(self, buffer: mmap.mmap, block_size: int, max_read: int) -> None: ...
+
+    def publish(self, ino: int, size: int, first: int, blocks: list[memoryview]) -> bool: ...
+
+    def serve_drop(self, ino: int) -> None: ...
+
+    def serve_recent(self) -> list[int]: ...
+
+
+class ServedFiles:
+    """The arena the cache's buffers come from, and the files published to ``server``.
+
+    Args:
+        server: the front end.
+        block_size: the cache's block size.
+        capacity_blocks: the cache's blocks at most (the arena's size).
+        max_read: reads this large at most are answered there (smaller than a stream
+            request: those take the cache's stream path).
+    """
+
+    def __init__(self, server: BlockServer, block_size: int, capacity_blocks: int,
+                 max_read: int) -> None:
+        self.server = server
+        self.block_size = block_size
+        # pages are only touched as blocks are used, as the bytearrays they replace
+        self._map = mmap.mmap(-1, max(1, capacity_blocks) * block_size,
+                              flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._arena = memoryview(self._map)
+        server.serve_arena(self._map, block_size, max_read)
+        # ino -> the blocks published (the front end keeps where they are)
+        self.files: dict[int, set[int]] = {}
+        self.counters = {"publications": 0, "refused": 0, "drops": 0}
+
+    def buffer(self, index: int) -> memoryview:
+        """Block buffer ``index`` of the arena (each index handed out once, by the store)."""
+        bs = self.block_size
+        return self._arena[index * bs:(index + 1) * bs]
+
+    def publish(self, store: BlockStore, ino: int, fs: FileState, first: int, last: int,
+                size: int) -> None:
+        """A read of blocks ``first..last`` of ``ino`` was answered from them, the file
+        ``size`` bytes long: publish those that are whole and know every byte up to it."""
+        if fs.writing or fs.truncating or (fs.stream is not None and fs.stream.pending):
+            return
+        bs = self.block_size
+        table = store.table
+        bufs = []
+        for blk in range(first, last + 1):
+            e = table.get((ino, blk))
+            if e is None or e.known is not None or store.locks.busy((ino, blk)) or not (
+                    e.dirty or e.valid >= min(bs, size - blk * bs)):
+                break
+            bufs.append(e.buf)
+        if not bufs:
+            return
+        if self.server.publish(ino, size, first, bufs):
+            self.files.setdefault(ino, set()).update(range(first, first + len(bufs)))
+            self.counters["publications"] += 1
+        else:
+            self.counters["refused"] += 1
+
+    def drop(self, ino: int) -> None:
+        """``ino`` is about to change here: the front end stops answering from it first."""
+        if self.files.pop(ino, None) is not None:
+            self.counters["drops"] += 1
+            self.server.serve_drop(ino)
+
+    def touch_recent(self, policy: ReplacementPolicy) -> None:
+        """Count the published blocks of files read in the front end as used."""
+        for ino in self.server.serve_recent():
+            for blk in self.files.get(ino, ()):
+                policy.touched((ino, blk))
