@@ -21,6 +21,7 @@ it, before each eviction, which published files were read there since.
 from __future__ import annotations
 
 import mmap
+import time
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
     from ._store import BlockStore
     from ._table import FileState
 
-__all__ = ["BlockServer", "ServedFiles"]
+__all__ = ["TOUCH_EVERY", "BlockServer", "ServedFiles"]
+
+TOUCH_EVERY = 0.05  # seconds between two passes telling the policy what the front end read
 
 
 class BlockServer(Protocol):
@@ -66,6 +69,7 @@ class ServedFiles:
         # ino -> the blocks published (the front end keeps where they are)
         self.files: dict[int, set[int]] = {}
         self.counters = {"publications": 0, "refused": 0, "drops": 0}
+        self._touched_at = -TOUCH_EVERY
 
     def buffer(self, index: int) -> memoryview:
         """Block buffer ``index`` of the arena (each index handed out once, by the store)."""
@@ -102,7 +106,14 @@ class ServedFiles:
             self.server.serve_drop(ino)
 
     def touch_recent(self, policy: ReplacementPolicy) -> None:
-        """Count the published blocks of files read in the front end as used."""
+        """Count the published blocks of files read in the front end as used -- at most
+        every ``TOUCH_EVERY`` seconds: a direct reclaim evicts one block per allocation,
+        and touching every block of a large file each time would cost more than the
+        recency is worth."""
+        now = time.monotonic()
+        if now - self._touched_at < TOUCH_EVERY:
+            return
+        self._touched_at = now
         for ino in self.server.serve_recent():
             for blk in self.files.get(ino, ()):
                 policy.touched((ino, blk))
