@@ -324,8 +324,30 @@ class CacheModel(RuleBasedStateMachine):
                 assert bytes(self.be.files.get(ino, b"")) == bytes(m)
 
 
+class ServedCacheModel(CacheModel):
+    """Always served, reads twice as often: publications, then changes, then the check."""
+
+    @precondition(lambda self: self.cache is None)
+    @rule(stripe=st.sampled_from([None, BS, 3 * BS]), lru=st.booleans(),
+          max_write=st.sampled_from([2 * BS, 1 << 20]), stream=st.booleans(),
+          listio=st.booleans(), budget=st.sampled_from([(3 * BS, 2), (8 << 20, 4096)]))
+    def setup(self, stripe: int | None, lru: bool, max_write: int, stream: bool,
+              listio: bool, budget: tuple[int, int]) -> None:
+        super().setup(stripe, lru, max_write, stream, listio, budget, True)
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS, offset=OFFSETS, length=SIZES)
+    def read_twice_more(self, ino: int, offset: int, length: int) -> None:
+        self.read_twice(ino, offset, length)
+
+
 CacheModel.TestCase.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestCacheModel = CacheModel.TestCase
+ServedCacheModel.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestServedCacheModel = ServedCacheModel.TestCase

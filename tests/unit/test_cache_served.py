@@ -51,7 +51,8 @@ def test_a_hit_publishes_a_miss_does_not_and_a_write_drops_first():
         assert await cache.read(1, 0, 3 * BS + 100, file_size=3 * BS + 100) == be.files[1]
         assert server.published == []  # fetched: not a hit
         await cache.read(1, 0, 2 * BS, file_size=3 * BS + 100)
-        assert server.published == [(1, 3 * BS + 100, 0, 2)]
+        # the blocks read and the cached ones after them, to the end of file
+        assert server.published == [(1, 3 * BS + 100, 0, 4)]
         await cache.write(1, 10, b"x")
         assert server.dropped == [1]  # before the write took effect
         await cache.write(1, 20, b"y")
@@ -60,6 +61,20 @@ def test_a_hit_publishes_a_miss_does_not_and_a_write_drops_first():
     trio.run(main)
     buf = cache.store.table[(1, 0)].buf
     assert isinstance(buf, memoryview) and len(buf) == BS  # a slice of the arena
+
+
+def test_a_publication_reaches_ahead_to_the_first_block_not_cached():
+    cache, server, be = make()
+    be.files[1] = bytearray(b"a" * 10 * BS)
+
+    async def main() -> None:
+        await cache.read(1, 0, 3 * BS, file_size=10 * BS)  # fetched: blocks 0-2
+        await cache.read(1, 5 * BS, BS, file_size=10 * BS)  # block 5
+        await cache.read(1, 0, BS, file_size=10 * BS)  # a hit: 0-2 published, not 5
+        await cache.read(1, 5 * BS, 10, file_size=10 * BS)  # 5 alone (6 not cached)
+
+    trio.run(main)
+    assert server.published == [(1, 10 * BS, 0, 3), (1, 10 * BS, 5, 1)]
 
 
 def test_a_refused_publication_is_not_dropped_later():

@@ -29,9 +29,10 @@ if TYPE_CHECKING:
     from ._store import BlockStore
     from ._table import FileState
 
-__all__ = ["TOUCH_EVERY", "BlockServer", "ServedFiles"]
+__all__ = ["AHEAD_BYTES", "TOUCH_EVERY", "BlockServer", "ServedFiles"]
 
 TOUCH_EVERY = 0.05  # seconds between two passes telling the policy what the front end read
+AHEAD_BYTES = 1 << 20  # a read answered here publishes this much of the file past it too
 
 
 class BlockServer(Protocol):
@@ -79,13 +80,16 @@ class ServedFiles:
     def publish(self, store: BlockStore, ino: int, fs: FileState, first: int, last: int,
                 size: int) -> None:
         """A read of blocks ``first..last`` of ``ino`` was answered from them, the file
-        ``size`` bytes long: publish those that are whole and know every byte up to it."""
+        ``size`` bytes long: publish the run of blocks from ``first`` on -- up to
+        ``AHEAD_BYTES`` past ``last``, so that the next reads of a sequential reader find
+        theirs published too -- that are cached whole and know every byte up to it."""
         if fs.writing or fs.truncating or (fs.stream is not None and fs.stream.pending):
             return
         bs = self.block_size
         table = store.table
         bufs = []
-        for blk in range(first, last + 1):
+        end = min(last + max(1, AHEAD_BYTES // bs), (size - 1) // bs)
+        for blk in range(first, end + 1):
             e = table.get((ino, blk))
             if e is None or e.known is not None or store.locks.busy((ino, blk)) or not (
                     e.dirty or e.valid >= min(bs, size - blk * bs)):
