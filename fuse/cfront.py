@@ -162,10 +162,9 @@ class CFront:
         cache = getattr(ops, "cache", None)
         if cache is not None and hasattr(files, "serve_ok") and files.serve_ok() and \
                 hasattr(self.session, "serve_arena"):
-            # reads of cached blocks answered by the workers (src/pvfs/cache/_served.py);
-            # stream-sized ones stay Python's (the cache's stream path)
-            smin = ops.opts.stream_min
-            self.served = cache.serve_reads(self.session, smin - 1 if smin > 0 else MAX_WRITE)
+            # reads of cached blocks answered by the workers (src/pvfs/cache/_served.py),
+            # up to the largest the kernel sends (its read-ahead asks 128 KiB and more)
+            self.served = cache.serve_reads(self.session, MAX_WRITE)
         probed = getattr(ops, "probed", None)
         if probed is not None and hasattr(self.session, "caps_none"):
             probed.mirror = self.session  # capability probes answered in C (xattrs.py)

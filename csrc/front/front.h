@@ -200,7 +200,8 @@ struct pvf_served {
     struct pvf_u64map blocks;       /* block + 1 -> its bytes in the arena */
 };
 
-#define PVF_SERVE_IOV 64             /* blocks of one read answered here, at most */
+#define PVF_SERVE_IOV 264            /* blocks of one read answered here, at most (1 MiB
+                                      * of 4 KiB blocks, unaligned) */
 
 struct pvf_front {
     struct fuse_session *se;        /* NULL in a bridge made for tests */

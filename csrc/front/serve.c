@@ -23,8 +23,9 @@
  * - A write answered here before Python applied it (behind, writes.c) keeps its file out
  *   until it is applied (pvf_behind_pending_locked), for the same reason, and a publication
  *   made meanwhile is refused: it is older than that write.
- * - Reads as large as a stream request (`stream_min`) and reads past the published size
- *   go to Python, which alone decides the end of a file and the stream path.
+ * - Reads past the published size go to Python, which alone decides the end of a file;
+ *   so do reads larger than `serve_max` (1 MiB, the largest the kernel sends) or spanning
+ *   more than PVF_SERVE_IOV blocks.
  *
  * Eviction is Python's (second-chance LRU): the inodes read here since it last asked are
  * handed to it (`serve_recent`) so it counts their blocks as used.

@@ -177,3 +177,27 @@ def test_blocks_evicted_and_reused_for_another_file_are_not_answered_for_the_fir
         st = m.stats()
         assert st["frontend"]["reads_here"] > 0
         assert st["evictions"] > 0
+
+
+def test_buffered_reads_the_kernel_reads_ahead_are_answered_by_the_workers(node):
+    """Buffered reads: the kernel asks in read-ahead sizes (128 KiB and more), above
+    ``stream_min``; cached, they are answered from the cache and then by the workers."""
+    p = node.path / "ahead"
+    data = random.Random(6).randbytes(4 << 20)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:  # writes below stream_min, backwards (not joined into one): into the block cache
+        for off in reversed(range(0, len(data), 47008)):
+            os.pwrite(fd, data[off:off + 47008], off)
+    finally:
+        os.close(fd)
+    before = _front(node)["reads_here"]
+    for _ in range(3):
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # the kernel's pages go
+            got = b"".join(os.pread(fd, 1 << 20, off) for off in range(0, len(data), 1 << 20))
+        finally:
+            os.close(fd)
+        assert got == data
+    st = _front(node)
+    assert st["reads_here"] - before >= 8, {k: v for k, v in st.items() if "read" in k or "publ" in k}

@@ -118,3 +118,39 @@ def test_the_arena_comes_before_any_block():
     trio.run(lambda: other.read(1, 0, BS, file_size=BS))
     with pytest.raises(RuntimeError):
         other.serve_reads(FakeServer(), 1 << 16)
+
+
+def test_a_stream_sized_read_of_cached_blocks_is_answered_from_them():
+    """The kernel's read-ahead asks 128 KiB and more: of blocks all cached whole, such a
+    read is answered (and published) here, not read anew by the stream path."""
+    from pvfs.cache import StreamPolicy
+
+    for served in (True, False):
+        be = MemoryBackend()
+        cache = BlockCache(be, block_size=BS, capacity=256 * BS,
+                           stream=StreamPolicy(min_bytes=16 * BS))
+        server = FakeServer()
+        if served:
+            cache.serve_reads(server, 1 << 20)
+        be.files[1] = bytearray(random_bytes(64 * BS))
+
+        async def main(cache=cache, be=be) -> list:
+            got = [await cache.read(1, off, 8 * BS, file_size=64 * BS)  # block by block
+                   for off in range(0, 64 * BS, 8 * BS)]
+            reads = len(be.reads)
+            got.append(await cache.read(1, 0, 32 * BS, file_size=64 * BS))  # stream-sized
+            got.append(len(be.reads) - reads)
+            return got
+
+        *parts, backend_reads = trio.run(main)
+        assert b"".join(parts[:-1]) == be.files[1] and parts[-1] == be.files[1][:32 * BS]
+        if served:
+            assert backend_reads == 0 and server.published[-1][2:] == (0, 64)
+        else:
+            assert backend_reads > 0  # the stream path, as before
+
+
+def random_bytes(n: int) -> bytes:
+    import random
+
+    return random.Random(n).randbytes(n)

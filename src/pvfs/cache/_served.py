@@ -54,8 +54,8 @@ class ServedFiles:
         server: the front end.
         block_size: the cache's block size.
         capacity_blocks: the cache's blocks at most (the arena's size).
-        max_read: reads this large at most are answered there (smaller than a stream
-            request: those take the cache's stream path).
+        max_read: reads this large at most are answered there (a stream-sized read of
+            blocks all cached whole is answered from them here too: ``BlockCache._cached``).
     """
 
     def __init__(self, server: BlockServer, block_size: int, capacity_blocks: int,
