@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["AHEAD_BYTES", "TOUCH_EVERY", "BlockServer", "ServedFiles"]
 
 TOUCH_EVERY = 0.05  # seconds between two passes telling the policy what the front end read
-AHEAD_BYTES = 1 << 20  # a read answered here publishes this much of the file past it too
+AHEAD_BYTES = 64 << 20  # a read answered here publishes this much of the file past it too
 
 
 class BlockServer(Protocol):
@@ -81,27 +81,34 @@ class ServedFiles:
                 size: int) -> None:
         """A read of blocks ``first..last`` of ``ino`` was answered from them, the file
         ``size`` bytes long: publish the run of blocks from ``first`` on -- up to
-        ``AHEAD_BYTES`` past ``last``, so that the next reads of a sequential reader find
-        theirs published too -- that are cached whole and know every byte up to it."""
+        ``AHEAD_BYTES`` past ``last``, so that the next reads of a sequential reader (and
+        the kernel's read-ahead, which asks before the last answer is out) find theirs
+        published too -- that are cached whole and know every byte up to it. Blocks
+        published already are not sent again (a change of the file drops them all)."""
         if fs.writing or fs.truncating or (fs.stream is not None and fs.stream.pending):
             return
         bs = self.block_size
         table = store.table
-        bufs = []
+        known = self.files.get(ino, ())
+        runs: list[tuple[int, list[memoryview]]] = []
         end = min(last + max(1, AHEAD_BYTES // bs), (size - 1) // bs)
         for blk in range(first, end + 1):
+            if blk in known:
+                continue
             e = table.get((ino, blk))
             if e is None or e.known is not None or store.locks.busy((ino, blk)) or not (
                     e.dirty or e.valid >= min(bs, size - blk * bs)):
                 break
-            bufs.append(e.buf)
-        if not bufs:
-            return
-        if self.server.publish(ino, size, first, bufs):
-            self.files.setdefault(ino, set()).update(range(first, first + len(bufs)))
+            if runs and runs[-1][0] + len(runs[-1][1]) == blk:
+                runs[-1][1].append(e.buf)
+            else:
+                runs.append((blk, [e.buf]))
+        for start, bufs in runs:
+            if not self.server.publish(ino, size, start, bufs):
+                self.counters["refused"] += 1
+                return
+            self.files.setdefault(ino, set()).update(range(start, start + len(bufs)))
             self.counters["publications"] += 1
-        else:
-            self.counters["refused"] += 1
 
     def drop(self, ino: int) -> None:
         """``ino`` is about to change here: the front end stops answering from it first."""
