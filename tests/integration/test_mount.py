@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -324,8 +325,18 @@ def test_dead_daemon_gives_eio_not_a_hang(fresh_cluster, tmp_path):
         fresh_cluster.kill("iod1")
         time.sleep(1.2)  # let the kernel's cached attributes expire
         t0 = time.monotonic()
+        # Not a stat alone: the manager may answer the size from its size cache without
+        # asking a daemon (CI at load 10 saw it). Then an open for writing, a write of a
+        # piece on every daemon and fsync: one of them must reach the dead daemon.
+        fd = None
         with pytest.raises(OSError) as ei:
-            os.stat(m.path / "f")  # the manager asks every daemon for the size
+            os.stat(m.path / "f")
+            fd = os.open(m.path / "f", os.O_WRONLY)
+            os.pwrite(fd, b"e" * 300_000, 0)
+            os.fsync(fd)
+        if fd is not None:
+            with contextlib.suppress(OSError):  # (the close may report the same error)
+                os.close(fd)
         assert ei.value.errno in (errno.EIO, errno.ETIMEDOUT)
         # Promised (docs/mount.md, timeout=S: "a dead daemon gives EIO or ETIMEDOUT after at
         # most this long per request"): a hang bound, not a speed.
