@@ -180,7 +180,7 @@ class BlockCache:
         bs = self.block_size
         first, last = offset // bs, (end - 1) // bs
         if self.stream.is_stream(end - offset) and self._plain(ino, first, last, False) \
-                and not (store.served is not None and self._cached(ino, first, last, eff)):
+                and not (store.served is not None and store.all_whole(ino, first, last, eff)):
             return await self.streamer.read(ino, fs, offset, end, eff)
         pieces: dict[int, bytes] = {}
         views: dict[int, memoryview] = {}
@@ -222,37 +222,8 @@ class BlockCache:
                 await fetcher.fetch(ino, list(range(start, start + n)), offset, end, eff,
                                     pieces, single=True)
         if bypassed:
-            await self._read_bypassed(ino, bypassed, offset, end, pieces)
+            await fetcher.read_bypassed(ino, bypassed, offset, end, pieces)
         return b"".join(pieces[blk] for blk in range(first, last + 1))
-
-    async def _read_bypassed(self, ino: int, blocks: list[int], offset: int, end: int,
-                             pieces: dict[int, bytes]) -> None:
-        """Read ``blocks`` (read bypass) straight from the backend into ``pieces``, a dirty
-        partial block's known bytes laid over them (read-your-writes)."""
-        store = self.store
-        bs = self.block_size
-        for start, n in runs_of(blocks):
-            data = await self.fetcher.bypassed(ino, start, n)
-            for i in range(n):
-                a, b = store.span(start + i, offset, end)
-                chunk = data[i * bs:(i + 1) * bs]
-                e = store.table.get((ino, start + i))
-                if e is not None and e.dirty:
-                    chunk = store.fill(ino, store.file(ino), start + i, chunk, False)
-                pieces[start + i] = piece_of(chunk, a, b)
-
-    def _cached(self, ino: int, first: int, last: int, eff: int) -> bool:
-        """Whether blocks ``first..last`` are all cached whole, knowing every byte up to
-        ``eff``: a stream-sized read of them is then answered here (and published for the
-        front end: the kernel's read-ahead asks in such sizes) rather than read anew."""
-        store = self.store
-        table, bs = store.table, self.block_size
-        for blk in range(first, last + 1):
-            e = table.get((ino, blk))
-            if e is None or e.known is not None or not (
-                    e.dirty or e.valid >= min(bs, eff - blk * bs)):
-                return False
-        return True
 
     def _plain(self, ino: int, first: int, last: int, write: bool) -> bool:
         """Whether no segment of blocks ``first..last`` bypasses the local cache."""

@@ -126,6 +126,22 @@ class Fetcher:
                 a, b = store.span(blk, offset, end)
                 pieces[blk] = piece_of(chunk, a, b)
 
+    async def read_bypassed(self, ino: int, blocks: list[int], offset: int, end: int,
+                            pieces: dict[int, bytes]) -> None:
+        """Read ``blocks`` (read bypass) straight from the backend into ``pieces``, a dirty
+        partial block's known bytes laid over them (read-your-writes)."""
+        store = self.store
+        bs = store.block_size
+        for start, n in runs_of(blocks):
+            data = await self.bypassed(ino, start, n)
+            for i in range(n):
+                a, b = store.span(start + i, offset, end)
+                chunk = data[i * bs:(i + 1) * bs]
+                e = store.table.get((ino, start + i))
+                if e is not None and e.dirty:
+                    chunk = store.fill(ino, store.file(ino), start + i, chunk, False)
+                pieces[start + i] = piece_of(chunk, a, b)
+
     async def bypassed(self, ino: int, start: int, n: int) -> bytes:
         """Blocks ``start..start+n-1`` straight from the backend (read bypass): not cached."""
         bs = self.store.block_size

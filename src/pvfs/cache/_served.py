@@ -96,8 +96,7 @@ class ServedFiles:
             if blk in known:
                 continue
             e = table.get((ino, blk))
-            if e is None or e.known is not None or store.locks.busy((ino, blk)) or not (
-                    e.dirty or e.valid >= min(bs, size - blk * bs)):
+            if e is None or store.locks.busy((ino, blk)) or not store.covers(e, blk, size, 0, bs):
                 break
             if runs and runs[-1][0] + len(runs[-1][1]) == blk:
                 runs[-1][1].append(e.buf)

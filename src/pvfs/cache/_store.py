@@ -135,6 +135,18 @@ class BlockStore:
             return e.holds(a, b)
         return e.dirty or e.valid >= min(self.block_size, eff - blk * self.block_size)
 
+    def all_whole(self, ino: int, first: int, last: int, eff: int) -> bool:
+        """Whether blocks ``first..last`` of ``ino`` are all cached and each can answer for
+        all of itself in a file ``eff`` bytes long (:meth:`covers`): a stream-sized read of
+        them is then answered from them (and published for the front end: the kernel's
+        read-ahead asks in such sizes) rather than read anew."""
+        table, bs = self.table, self.block_size
+        for blk in range(first, last + 1):
+            e = table.get((ino, blk))
+            if e is None or not self.covers(e, blk, eff, 0, bs):
+                return False
+        return True
+
     @property
     def blocks_in_use(self) -> int:
         return self.allocated - len(self.free)
