@@ -32,6 +32,7 @@
  *   pywrites.c   Session methods keeping writes.c's state (and test hooks)
  *   pycreates.c  Session methods keeping creates.c's and unlinks.c's state (and test hooks)
  *   pyserve.c    Session methods keeping serve.c's state: the arena, publications (and hooks)
+ *   pyinject.c   the test bridge's _inject: fake requests queued from a C thread
  *   pysession.c  the Session type: mount, drain, notifications, close, the test bridge
  *   module.c     the module: its state, the types and functions above, the constants
  *

@@ -127,6 +127,9 @@ PyObject *pvf_py_read_here(SessionObject *self, PyObject *args);
 PyObject *pvf_py_queued(SessionObject *self, PyObject *args);
 void pvf_py_arena_release(SessionObject *self);
 
+/* pyinject.c: the test bridge's Session._inject */
+PyObject *pvf_py_inject(SessionObject *self, PyObject *args, PyObject *kwargs);
+
 /* pysession.c */
 extern PyType_Spec pvf_py_session_spec;
 
