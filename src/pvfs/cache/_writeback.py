@@ -20,12 +20,14 @@ rest of a block may hold zeros or old bytes where another client has written sin
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
 
-from ._table import Entry, FileState, gather
+from ._table import Entry, FileState
 
 if TYPE_CHECKING:
     from ._policy import Backend, WritebackPolicy
@@ -100,8 +102,10 @@ class Flusher:
         if first is not None:
             raise first
 
-    def _runs(self, ino: int, blocks: list[int]) -> list[Run]:
-        """Cut the dirty ranges of sorted ``blocks`` into runs for single backend writes.
+    def _runs(self, ino: int, blocks: Iterable[int]) -> Iterator[Run]:
+        """Cut the dirty ranges of sorted ``blocks`` into runs for single backend writes, as
+        they are asked for (a write-back plans one call at a time: cutting all of a file's
+        blocks for each call made a large file's write-back quadratic).
 
         A run is contiguous in the file: it continues into the next block only if the block's
         last dirty range ends at the block's end and the next one's first starts at 0. It also
@@ -111,7 +115,6 @@ class Flusher:
         bs = self.store.block_size
         window = self.caps.window(ino, self.policy.max_write)
         limit = max(bs, self.policy.max_write, window)
-        runs: list[Run] = []
         start = end = -1
         pieces: list[tuple[int, int, int]] = []
         for blk in blocks:
@@ -119,24 +122,31 @@ class Flusher:
                 a, b = blk * bs + lo, blk * bs + hi
                 if pieces and (a != end or a // window != start // window
                                or b - start > limit):
-                    runs.append((start, pieces))
+                    yield start, pieces
                     pieces = []
                 if not pieces:
                     start = a
                 pieces.append((blk, lo, hi))
                 end = b
         if pieces:
-            runs.append((start, pieces))
-        return runs
+            yield start, pieces
 
-    def _batches(self, runs: list[Run]) -> list[list[Run]]:
-        """Group runs into backend calls: one run per call unless the backend has list I/O
-        (``write_list``), else as many as fit in ``max_list_bytes`` and ``max_regions``."""
+    def _first_batch(self, runs: Iterator[Run]) -> list[Run]:
+        """The runs of the next backend call, taken from ``runs``: one run unless the backend
+        has list I/O (``write_list``), else as many as fit in ``max_list_bytes`` and
+        ``max_regions`` (the first group :func:`gather` would cut)."""
         if self.caps.write_list is None:
-            return [[run] for run in runs]
+            return list(itertools.islice(runs, 1))
         p = self.policy
-        sizes = [sum(hi - lo for _, lo, hi in pieces) for _, pieces in runs]
-        return [runs[g] for g in gather(sizes, p.max_list_bytes, p.max_regions)]
+        batch: list[Run] = []
+        total = 0
+        for run in runs:
+            n = sum(hi - lo for _, lo, hi in run[1])
+            if batch and (total + n > p.max_list_bytes or len(batch) >= p.max_regions):
+                break
+            batch.append(run)
+            total += n
+        return batch
 
     async def write_back(self, ino: int, fs: FileState) -> int:
         """Write back the dirty ranges of one file's blocks, coalesced into runs and the runs
@@ -157,11 +167,17 @@ class Flusher:
                 return written
             c["flushes"] += 1
             todo = set(fs.dirty)
+            order = sorted(todo)
+            first = 0  # order[:first] are done
             while store.files.get(ino) is fs:
-                blocks = sorted(todo & fs.dirty)
-                if not blocks:
+                while first < len(order) and order[first] not in todo:
+                    first += 1
+                dirty = fs.dirty
+                blocks = (order[i] for i in range(first, len(order))
+                          if order[i] in todo and order[i] in dirty)
+                batch = self._first_batch(self._runs(ino, blocks))
+                if not batch:
                     break
-                batch = self._batches(self._runs(ino, blocks))[0]
                 sent: dict[int, list[tuple[int, int]]] = {}
                 for _, pieces in batch:
                     for blk, lo, hi in pieces:
@@ -237,7 +253,7 @@ class Flusher:
         if fs is None or not fs.dirty or fs.io_lock.locked() or \
                 (fs.stream is not None and fs.stream.pending):
             return None
-        runs = self._runs(ino, sorted(fs.dirty))
+        runs = list(itertools.islice(self._runs(ino, sorted(fs.dirty)), 2))
         if len(runs) != 1:
             return None
         start, pieces = runs[0]
