@@ -11,6 +11,7 @@
  *              writes answered once queued (behind)
  *   serve.c    reads answered from the block cache's arena: the blocks Python published,
  *              the writes and size changes in flight that stop them
+ *   warm.c     the arena's pages faulted in ahead of the cache's use, on a thread of their own
  *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
  *              wakes the mount's trio loop), the forgets answered in C, the in-flight list,
  *              the records of requests the workers answer themselves (creates.c, unlinks.c)
@@ -204,6 +205,16 @@ struct pvf_served {
 #define PVF_SERVE_IOV 264            /* blocks of one read answered here, at most (1 MiB
                                       * of 4 KiB blocks, unaligned) */
 
+/* The arena's pages faulted in ahead of use (warm.c): [0, done) is, [done, want) is asked. */
+struct pvf_warm {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    pthread_t thread;
+    char *base;
+    size_t len, done, want;
+    int started, stop, failed;   /* failed: the errno that ended it */
+};
+
 struct pvf_front {
     struct fuse_session *se;        /* NULL in a bridge made for tests */
     pthread_mutex_t lock;
@@ -248,6 +259,7 @@ struct pvf_front {
     struct pvf_u64map served;       /* ino -> struct pvf_served * */
     struct pvf_u64map mods;         /* ino -> writes and size changes queued, unanswered */
     struct pvf_fhset served_recent; /* inodes read here since Python last asked */
+    struct pvf_warm warm;           /* the arena's pages faulted in ahead (warm.c) */
     /* only on the Python thread (with the GIL) */
     struct pvf_req inflight;        /* sentinel: drained, not yet answered */
     int efd;                        /* eventfd: Python waits for it to be readable */
@@ -312,6 +324,12 @@ int pvf_behind_has(struct pvf_front *f, uint64_t fh, int remove);   /* 1: it was
 int pvf_behind_take(struct pvf_front *f, uint64_t fh, uint64_t ino, size_t len); /* 1: here */
 int pvf_behind_pending_locked(struct pvf_front *f, uint64_t ino);  /* a write not applied */
 void pvf_behind_applied(struct pvf_front *f, uint64_t bytes);
+
+/* warm.c */
+int pvf_warm_start(struct pvf_warm *w, char *base, size_t len);    /* -1 with errno */
+void pvf_warm_to(struct pvf_warm *w, size_t upto);
+size_t pvf_warm_done(struct pvf_warm *w, int *failed);
+void pvf_warm_stop(struct pvf_warm *w);
 
 /* serve.c */
 int pvf_serve_setup(struct pvf_front *f, const char *arena, size_t len, size_t block_size,

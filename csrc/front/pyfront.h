@@ -123,6 +123,7 @@ PyObject *pvf_py_serve_arena(SessionObject *self, PyObject *args);
 PyObject *pvf_py_publish(SessionObject *self, PyObject *args);
 PyObject *pvf_py_serve_drop(SessionObject *self, PyObject *args);
 PyObject *pvf_py_serve_recent(SessionObject *self, PyObject *ignored);
+PyObject *pvf_py_warm(SessionObject *self, PyObject *args);
 PyObject *pvf_py_read_here(SessionObject *self, PyObject *args);
 PyObject *pvf_py_queued(SessionObject *self, PyObject *args);
 void pvf_py_arena_release(SessionObject *self);

@@ -1,6 +1,7 @@
 /* pyserve.c -- the Session methods that keep serve.c's state: the arena the block cache's
- * buffers live in, the blocks Python publishes and drops, the inodes read in C since
- * Python last asked, and the test hooks that ask what a worker would answer.
+ * buffers live in (and warm.c's faulting of it ahead), the blocks Python publishes and
+ * drops, the inodes read in C since Python last asked, and the test hooks that ask what a
+ * worker would answer.
  */
 #include "pyfront.h"
 
@@ -32,6 +33,22 @@ PyObject *pvf_py_serve_arena(SessionObject *self, PyObject *args)
                             "the arena must be whole blocks of a power-of-two size");
     }
     self->has_arena = 1;
+    /* (a thread that cannot start: the pages are faulted in by the cache's writes instead) */
+    (void)pvf_warm_start(&self->f.warm, self->arena.buf, (size_t)self->arena.len);
+    Py_RETURN_NONE;
+}
+
+/* warm(upto): the arena's first upto bytes are faulted in, in the background (warm.c). */
+PyObject *pvf_py_warm(SessionObject *self, PyObject *args)
+{
+    Py_ssize_t upto;
+
+    if (!PyArg_ParseTuple(args, "n:warm", &upto))
+        return NULL;
+    if (!self->has_arena)
+        return PyErr_Format(PyExc_ValueError, "no arena (serve_arena first)");
+    if (upto > 0)
+        pvf_warm_to(&self->f.warm, (size_t)upto);
     Py_RETURN_NONE;
 }
 
@@ -40,6 +57,9 @@ void pvf_py_arena_release(SessionObject *self)
 {
     if (!self->has_arena)
         return;
+    Py_BEGIN_ALLOW_THREADS
+    pvf_warm_stop(&self->f.warm);
+    Py_END_ALLOW_THREADS
     pthread_mutex_lock(&self->f.lock);
     self->f.serve_max = 0;
     self->f.arena = NULL;

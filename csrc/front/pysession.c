@@ -235,8 +235,11 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
     size_t kept, numbers, unlinkable, behind;
     uint64_t behind_bytes;
     Py_ssize_t served;
+    size_t warmed;
+    int warm_failed;
 
     (void)ignored;
+    warmed = pvf_warm_done(&self->f.warm, &warm_failed);
     pthread_mutex_lock(&self->f.lock);
     c = self->f.c;
     kept = self->f.kept.n;
@@ -253,7 +256,7 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
     return Py_BuildValue("{"
                          "sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsn"   /* ... unlinked_here, unlinkable */
                          "sKsKsKsKsnsnsnsnsnsn"
-                         "sKsKsKsKsn}", "queued", c.queued,
+                         "sKsKsKsKsnsnsi}", "queued", c.queued,
                          "forgets", c.forgets, "wakeups", c.wakeups,
                          "reply_failures", c.reply_failures, "unanswered", c.unanswered,
                          "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
@@ -274,7 +277,8 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
                          "dirs_here", (Py_ssize_t)self->f.dirs.n,
                          "reads_here", c.reads_here, "read_bytes_here", c.read_bytes_here,
                          "published", c.published, "publish_refused", c.publish_refused,
-                         "files_served", served);
+                         "files_served", served, "warmed", (Py_ssize_t)warmed,
+                         "warm_failed", warm_failed);
 }
 
 static PyObject *Session_invalidate_inode(SessionObject *self, PyObject *args)
@@ -487,6 +491,8 @@ static PyMethodDef Session_methods[] = {
       "serve_drop(ino): no read of ino is answered in C, nor being answered, on return" },
     { "serve_recent", (PyCFunction)pvf_py_serve_recent, METH_NOARGS,
       "serve_recent() -> [ino]: the files read in C since the last call" },
+    { "warm", (PyCFunction)pvf_py_warm, METH_VARARGS,
+      "warm(upto): the arena's first upto bytes faulted in ahead, on a thread of the session's" },
     { "_read_here", (PyCFunction)pvf_py_read_here, METH_VARARGS,
       "tests: _read_here(ino, off, size) -> the bytes a worker would answer, or None" },
     { "_queued", (PyCFunction)pvf_py_queued, METH_VARARGS,

@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from pvfs.cache import LRU, BlockCache, _served
+from pvfs.cache._served import WARM_AHEAD
 from pvfs.cache.testing import MemoryBackend
 
 BS = 4096
@@ -33,6 +34,9 @@ class FakeServer:
     def serve_recent(self) -> list[int]:
         out, self.recent = self.recent, []
         return out
+
+    def warm(self, upto: int) -> None:
+        self.warmed = upto
 
 
 def make(capacity_blocks: int = 64) -> tuple[BlockCache, FakeServer, MemoryBackend]:
@@ -154,3 +158,25 @@ def random_bytes(n: int) -> bytes:
     import random
 
     return random.Random(n).randbytes(n)
+
+
+def test_the_arena_is_warmed_ahead_of_the_buffers_handed_out():
+    cache, server, _ = make(capacity_blocks=64)
+
+    async def main() -> None:
+        await cache.write(1, 0, b"x")
+        # the first buffer asks for WARM_AHEAD past it, and not again for the next ones
+        assert server.warmed == BS + WARM_AHEAD
+        server.warmed = None
+        await cache.write(1, BS, b"y" * (3 * BS))
+        assert server.warmed is None
+
+    trio.run(main)
+    # half of what was asked handed out: the next half is asked
+    served = _served.ServedFiles(server, BS, 2 * WARM_AHEAD // BS, 64 << 10)
+    served.buffer(0)
+    assert server.warmed == BS + WARM_AHEAD
+    served.buffer(WARM_AHEAD // 2 // BS)
+    assert server.warmed == BS + WARM_AHEAD
+    served.buffer(WARM_AHEAD // 2 // BS + 1)
+    assert server.warmed == WARM_AHEAD // 2 + 2 * BS + WARM_AHEAD

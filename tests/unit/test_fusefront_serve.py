@@ -1,11 +1,15 @@
 """Reads the C front end's workers answer from the block cache's arena (csrc/front/serve.c),
 without a kernel: only published blocks, only within the published size, never while a
 write or size change of the file is queued or answered in C and not applied, and never
-again once Python drops the file."""
+again once Python drops the file. The arena's pages faulted in ahead (warm.c) keep their
+bytes."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import mmap
+import time
 
 import pytest
 
@@ -123,3 +127,46 @@ def test_only_whole_blocks_of_the_arena_are_published():
     s.close()
     with pytest.raises(ValueError):
         ff.Session().serve_arena(mmap.mmap(-1, 3 * 1000), 1000, 100)  # not a power of two
+
+
+def _resident(arena: mmap.mmap) -> list[bool]:
+    """Which pages of ``arena`` are in memory (mincore(2))."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = mmap.PAGESIZE
+    n = (len(arena) + page - 1) // page
+    vec = (ctypes.c_ubyte * n)()
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(arena))
+    assert libc.mincore(ctypes.c_void_p(addr), ctypes.c_size_t(len(arena)), vec) == 0
+    return [bool(v & 1) for v in vec]
+
+
+def test_warm_faults_the_arena_in_ahead_and_changes_no_byte():
+    s = ff.Session()
+    size = 8 << 20
+    arena = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    s.serve_arena(arena, BS, 1 << 20)
+    view = memoryview(arena)
+    view[BS:2 * BS] = b"w" * BS  # a block the cache wrote already
+    assert sum(_resident(arena)) == 1
+    s.warm(5 << 20)
+    deadline = time.monotonic() + 30
+    while s.stats()["warmed"] < 5 << 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    st = s.stats()
+    if st["warm_failed"] == errno.EINVAL:
+        s.close()
+        pytest.skip("no MADV_POPULATE_WRITE in this kernel")
+    assert st["warmed"] == 5 << 20 and st["warm_failed"] == 0
+    resident = _resident(arena)
+    pages = (5 << 20) // mmap.PAGESIZE
+    assert all(resident[:pages])
+    assert bytes(view[BS:2 * BS]) == b"w" * BS and bytes(view[:BS]) == bytes(BS)
+    assert bytes(view[2 * BS:5 << 20]) == bytes((5 << 20) - 2 * BS)
+    s.warm(1 << 40)  # past the end: the whole arena, no more
+    deadline = time.monotonic() + 30
+    while s.stats()["warmed"] < size and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert s.stats()["warmed"] == size
+    s.close()  # the thread ends before the arena is let go
+    del view
+    arena.close()

@@ -16,6 +16,10 @@ publication then), and only its whole blocks that know every byte up to the size
 
 What the front end reads does not touch the replacement policy; :meth:`touch_recent` tells
 it, before each eviction, which published files were read there since.
+
+The arena's pages are faulted in by the front end's own thread ahead of the buffers the
+store hands out (``warm``, csrc/front/warm.c): each first write into a page of a fresh
+arena otherwise cost this thread a fault and the page's zeroing.
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ if TYPE_CHECKING:
     from ._store import BlockStore
     from ._table import FileState
 
-__all__ = ["AHEAD_BYTES", "TOUCH_EVERY", "BlockServer", "ServedFiles"]
+__all__ = ["AHEAD_BYTES", "TOUCH_EVERY", "WARM_AHEAD", "BlockServer", "ServedFiles"]
 
 TOUCH_EVERY = 0.05  # seconds between two passes telling the policy what the front end read
 AHEAD_BYTES = 64 << 20  # a read answered here publishes this much of the file past it too
+WARM_AHEAD = 64 << 20  # the arena's pages faulted in this far past the last buffer handed out
 
 
 class BlockServer(Protocol):
@@ -45,6 +50,8 @@ class BlockServer(Protocol):
     def serve_drop(self, ino: int) -> None: ...
 
     def serve_recent(self) -> list[int]: ...
+
+    def warm(self, upto: int) -> None: ...
 
 
 class ServedFiles:
@@ -71,11 +78,18 @@ class ServedFiles:
         self.files: dict[int, set[int]] = {}
         self.counters = {"publications": 0, "refused": 0, "drops": 0}
         self._touched_at = -TOUCH_EVERY
+        self._warm_asked = 0
 
     def buffer(self, index: int) -> memoryview:
-        """Block buffer ``index`` of the arena (each index handed out once, by the store)."""
+        """Block buffer ``index`` of the arena (each index handed out once, by the store, in
+        order); the front end is asked to fault in ``WARM_AHEAD`` past it, half of that at
+        a time."""
         bs = self.block_size
-        return self._arena[index * bs:(index + 1) * bs]
+        end = (index + 1) * bs
+        if end > self._warm_asked - WARM_AHEAD // 2:
+            self._warm_asked = end + WARM_AHEAD
+            self.server.warm(self._warm_asked)
+        return self._arena[index * bs:end]
 
     def publish(self, store: BlockStore, ino: int, fs: FileState, first: int, last: int,
                 size: int) -> None:
