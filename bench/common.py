@@ -130,6 +130,28 @@ def write_results(name: str, data: dict[str, Any], command: Sequence[str] | str 
     return path
 
 
+# --------------------------------------------------------------------------- CPU time
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot (``/proc/stat``: user, nice,
+    system, irq and softirq of every CPU; not idle, iowait or steal). The difference over a
+    run is what everything on the machine spent on it -- the benchmark's client, the file
+    system's processes and the kernel alike -- when nothing else runs."""
+    fields = _read_text("/proc/stat").split("\n", 1)[0].split()
+    if not fields or fields[0] != "cpu":
+        raise RuntimeError("unexpected /proc/stat")
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_gib(cpu_s: float | None, nbytes: float) -> float | None:
+    """CPU seconds per GiB moved (None without a measure or without bytes)."""
+    if cpu_s is None or nbytes <= 0:
+        return None
+    return cpu_s / (nbytes / (1 << 30))
+
+
 # --------------------------------------------------------------------------- statistics
 
 

@@ -40,6 +40,9 @@ targets rotated by the repetition (A B C D, then B C D A, ...). Reported per fig
 repetition's number, the median with a distribution-free interval (95 %, or the whole range
 and its real coverage when there are too few repetitions: 75 % with 3), the best peer, pvfs ÷
 best peer and pvfs ÷ ceiling (ratio of medians, interval from the per-repetition ratios).
+Beside each IOR figure: the median CPU seconds per GiB the phase moved, of the whole machine
+(``/proc/stat``: IOR, the target's processes and the kernel, as the targets run one at a
+time), less what an IOR run moving nothing costs at that rank count (``Runner.start_cpu``).
 ``--json NAME`` saves ``bench/results/NAME.json`` and, with matplotlib, ``NAME.png``.
 ``--show FILE.json`` prints a saved run's tables (text and Markdown) and redraws its plot.
 """
@@ -54,6 +57,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,8 +65,10 @@ from typing import Any
 
 from pvfs.bench.common import (
     SCRATCH_KINDS,
+    cpu_per_gib,
     drop_caches,
     exit_on_sigterm,
+    machine_cpu_seconds,
     scratch_workdir,
     write_results,
 )
@@ -80,6 +86,7 @@ from pvfs.bench.ior_build import (
 )
 from pvfs.bench.ior_tools import (
     CEILING,
+    CPU,
     FULL,
     PEERS,
     PHASES,
@@ -88,8 +95,11 @@ from pvfs.bench.ior_tools import (
     SUBJECT,
     Sizes,
     build_report,
+    cpu_report,
+    format_cpu,
     format_report,
     ior_argv,
+    ior_bytes,
     key,
     markdown_table,
     mdtest_argv,
@@ -112,6 +122,7 @@ class Runner:
         self.ior, self.mdtest, self.mpiexec = str(ior), str(mdtest), mpiexec
         self.sizes, self.cold, self.timeout = sizes, cold, timeout
         self.commands: dict[str, list[str]] = {}   # one example command line per step
+        self._start_cpu: dict[int, float] = {}      # ranks -> CPU seconds of IOR's start
 
     def _mpi(self, name: str, ranks: int, argv: list[str]) -> str:
         line = mpiexec_argv(self.mpiexec, ranks, argv)
@@ -135,18 +146,43 @@ class Runner:
         raise ValueError(f"unknown step {step!r}")
 
     def _ior(self, step: str, where: str, ranks: int) -> dict[str, float]:
+        """Both phases of an IOR step; each with the machine's CPU seconds per GiB it moved,
+        past what starting IOR costs alone (:meth:`start_cpu`)."""
         kind = step.split("-")[1]
         os.makedirs(os.path.join(where, "ior"), exist_ok=True)
         path = os.path.join(where, "ior", "file")
+        moved = ior_bytes(kind, self.sizes, ranks)
+        start = self.start_cpu(ranks)
+        cpu0 = machine_cpu_seconds()
         got = parse_ior(self._mpi(f"{step}-write", ranks,
                                   ior_argv(self.ior, path, kind, "write", self.sizes)))
+        got[f"write-{CPU}"] = cpu_per_gib(max(0.0, machine_cpu_seconds() - cpu0 - start), moved)
         if self.cold:
             drop_caches()
         else:
             fadvise_dontneed(os.path.join(where, "ior"))
+        cpu0 = machine_cpu_seconds()
         got.update(parse_ior(self._mpi(f"{step}-read", ranks,
                                        ior_argv(self.ior, path, kind, "read", self.sizes))))
+        got[f"read-{CPU}"] = cpu_per_gib(max(0.0, machine_cpu_seconds() - cpu0 - start), moved)
         return got
+
+    def start_cpu(self, ranks: int) -> float:
+        """CPU seconds the machine spends on an IOR run of ``ranks`` that moves (almost)
+        nothing -- MPI's start and IOR's own -- measured once per rank count (the median of
+        three runs writing one 4 KiB transfer per rank in a local temporary directory). At
+        4 ranks it is about half a CPU second, as much as a small phase's own work."""
+        if ranks not in self._start_cpu:
+            spent = []
+            for _ in range(3):
+                with tempfile.TemporaryDirectory(prefix="ior-start-") as d:
+                    cpu0 = machine_cpu_seconds()
+                    run_mpi(mpiexec_argv(self.mpiexec, ranks, [
+                        self.ior, "-a", "POSIX", "-t", "4k", "-b", "4k", "-w", "-o",
+                        os.path.join(d, "f")]), self.timeout)
+                    spent.append(machine_cpu_seconds() - cpu0)
+            self._start_cpu[ranks] = sorted(spent)[1]
+        return self._start_cpu[ranks]
 
 
 # ----------------------------------------------------------------------------- targets
@@ -230,11 +266,17 @@ def measure(runner: Runner, dirs: dict[str, str], ranks: list[int], repeats: int
             for phase in dict.fromkeys([*PHASES[step], *got]):
                 runs[t].setdefault(key(f"{step}-{phase}", n), []).append(got.get(phase))
             log.info("rep %d n=%d %-11s %-8s %s (%.0f s, load %.1f)", rep + 1, n, step, t,
-                     " ".join(f"{p}={v:,.0f}" for p, v in got.items()) or "failed",
+                     " ".join(_logged(p, v) for p, v in got.items() if v is not None)
+                     or "failed",
                      time.monotonic() - t0, load[-1])
     for t, d in dirs.items():
         if t not in targets.dead:
             shutil.rmtree(os.path.join(d, tag), ignore_errors=True)
+
+
+def _logged(phase: str, value: float) -> str:
+    """A phase's number as the progress line shows it (CPU seconds per GiB with decimals)."""
+    return f"{phase}={value:.2f}" if phase.endswith(f"-{CPU}") else f"{phase}={value:,.0f}"
 
 
 # ----------------------------------------------------------------------------- output
@@ -282,9 +324,13 @@ def plot(report: dict[str, Any], targets: list[str], path: str) -> bool:
 def show(doc: dict[str, Any], png: str | None) -> None:
     """Print a run's tables (the report rebuilt from its raw numbers) and plot it."""
     targets = list(doc["runs"])
-    report = build_report(doc["runs"], doc["params"]["ranks"],
-                          steps=doc["params"].get("steps", STEPS))
+    steps = doc["params"].get("steps", STEPS)
+    report = build_report(doc["runs"], doc["params"]["ranks"], steps=steps)
     print(format_report(report, targets))
+    cpu = cpu_report(doc["runs"], doc["params"]["ranks"], steps)
+    if any(v is not None for per in cpu.values() for v in per.values()):
+        print()
+        print(format_cpu(cpu, targets))
     print()
     print(markdown_table(report))
     print()
@@ -387,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
                       "wall_seconds": round(time.monotonic() - t0, 1)},
            "commands": runner.commands, "order": record["order"], "load": record["load"],
            "errors": record["errors"], "runs": record["runs"], "results": report,
+           "cpu_s_per_gib": cpu_report(record["runs"], args.ranks, args.steps),
            "geomeans": metadata_geomeans(report)}
     show(doc, None)
     if args.json:

@@ -67,6 +67,20 @@ FULL = Sizes(easy_files=1000, hard_files=500, easy_mib=128, hard_segments=1000)
 QUICK = Sizes(easy_files=200, hard_files=100, easy_mib=16, hard_segments=200)
 
 
+#: The suffix of the figure an IOR phase's CPU cost is kept under: ``ior-easy-write-cpu``
+#: holds, per repetition, the CPU seconds the whole machine spent per GiB the phase moved.
+CPU = "cpu"
+
+
+def ior_bytes(kind: str, sizes: Sizes, ranks: int) -> int:
+    """Bytes one IOR operation of ``kind`` moves over all ``ranks``."""
+    if kind == "easy":
+        return sizes.easy_mib * EASY_XFER * ranks
+    if kind == "hard":
+        return sizes.hard_segments * HARD_XFER * ranks
+    raise ValueError(f"IOR kind {kind!r}: want easy or hard")
+
+
 # ----------------------------------------------------------------------------- command lines
 def mpiexec_argv(mpiexec: str, ranks: int, argv: Sequence[str]) -> list[str]:
     """``mpiexec -n RANKS ARGV...`` (MPICH's hydra, every rank on this machine)."""
@@ -350,6 +364,19 @@ def metadata_geomeans(report: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def cpu_report(runs: dict[str, dict[str, list[float | None]]], ranks: Sequence[int],
+               steps: Sequence[str] = STEPS) -> dict[str, dict[str, float | None]]:
+    """Median CPU seconds per GiB of every IOR figure, per target (``key -> target ->
+    median``; figures of the other steps have none)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for fig, n in figure_names(ranks, steps):
+        if UNITS[_step_of(fig)] != "MiB/s":
+            continue
+        k = key(f"{fig}-{CPU}", n)
+        out[key(fig, n)] = {t: median(r.get(k, [])) for t, r in runs.items()}
+    return out
+
+
 # ----------------------------------------------------------------------------- tables
 def _num(v: float | None) -> str:
     if v is None:
@@ -370,6 +397,13 @@ def format_report(report: dict[str, Any], targets: Sequence[str]) -> str:
                        _x(c["ratio_vs_ceiling"])])
     return format_table(["figure@ranks", "unit", *targets, "best peer", "pvfs/best",
                          "pvfs/ceiling"], rows)
+
+
+def format_cpu(cpu: dict[str, dict[str, float | None]], targets: Sequence[str]) -> str:
+    """:func:`cpu_report` as a plain text table."""
+    rows = [[k] + ["-" if per.get(t) is None else f"{per[t]:.2f}" for t in targets]
+            for k, per in cpu.items()]
+    return format_table(["CPU s/GiB", *targets], rows)
 
 
 _LABELS = {"mdtest-easy": "mdtest easy", "mdtest-hard": "mdtest hard",

@@ -131,6 +131,8 @@ class JobResult:
         lat_p99_us: 99th percentile completion latency, microseconds (None if unknown).
         io_bytes: bytes moved.
         runtime_s: seconds measured.
+        cpu_s: CPU seconds the whole machine spent busy during the run (client, file system
+            and kernel; ``bench.common.machine_cpu_seconds``), None when not measured.
     """
 
     bw_bytes: float
@@ -139,6 +141,7 @@ class JobResult:
     lat_p99_us: float | None
     io_bytes: int
     runtime_s: float
+    cpu_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -42,6 +42,11 @@ Cache state: uncached reads start with the client's page cache for the files dro
 ``--cold``. Cached 4 KiB random reads first read the files once and keep them cached
 (``invalidate=0``), as issue 4's goal asks.
 
+CPU: every run records the CPU seconds the whole machine spent busy during its timed part
+(``/proc/stat``; fio, the target's processes and the kernel alike, since the targets run one
+at a time), and the report gives their median per GiB moved beside the figures
+(``CPU s/GiB``): what a target's throughput cost the machine.
+
 ``--json NAME`` saves ``bench/results/NAME.json`` (machine, command, timestamp, parameters,
 every run and the medians and ratios).
 """
@@ -50,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import logging
 import os
@@ -63,12 +69,14 @@ from pathlib import Path
 from typing import Any
 
 from pvfs.bench.common import (
+    cpu_per_gib,
     drop_caches,
     ensure_apt,
     exit_on_sigterm,
     format_bytes_rate,
     format_ratio,
     format_table,
+    machine_cpu_seconds,
     median,
     ratio,
     write_results,
@@ -255,23 +263,30 @@ def prepare(target: Target, size: int, numjobs: int) -> None:
 
 def run_one(target: Target, job: JobSpec, size: int, runtime: float, *, cold: bool = False,
             direct: bool = False) -> JobResult:
-    """One timed run of ``job`` on ``target`` (with the cache preparation it asks for)."""
+    """One timed run of ``job`` on ``target`` (with the cache preparation it asks for), with
+    the CPU time the machine spent on the timed part (``JobResult.cpu_s``)."""
     os.sync()
     if cold and job.is_read and not job.cached:
         drop_caches()
     if target.directory is None:
         assert target.opener is not None
-        return pyjobs.run_job(target.opener, job, size, runtime)
-    if job.cached:
-        _fio(preread_args(target.directory, size, job.numjobs), timeout=3600)
-    return _fio(fio_args(job, target.directory, size, runtime, direct=direct),
-                timeout=runtime * 4 + 600)
+        cpu0 = machine_cpu_seconds()
+        r = pyjobs.run_job(target.opener, job, size, runtime)
+    else:
+        if job.cached:
+            _fio(preread_args(target.directory, size, job.numjobs), timeout=3600)
+        cpu0 = machine_cpu_seconds()
+        r = _fio(fio_args(job, target.directory, size, runtime, direct=direct),
+                 timeout=runtime * 4 + 600)
+    return dataclasses.replace(r, cpu_s=machine_cpu_seconds() - cpu0)
 
 
 def summarize(runs: list[JobResult]) -> dict[str, float | None]:
-    """Median of every field over the repeats."""
+    """Median of every field over the repeats, and of the CPU seconds per GiB moved."""
     keys = ("bw_bytes", "iops", "lat_mean_us", "lat_p99_us")
-    return {k: median(getattr(r, k) for r in runs) for k in keys}
+    out = {k: median(getattr(r, k) for r in runs) for k in keys}
+    out["cpu_s_per_gib"] = median(cpu_per_gib(r.cpu_s, r.io_bytes) for r in runs)
+    return out
 
 
 def run_matrix(targets: list[Target], jobs: list[JobSpec], size: int, runtime: float,
@@ -340,6 +355,20 @@ def format_report(report: dict[str, Any], jobs: list[JobSpec], target_names: lis
     return format_table(headers, rows)
 
 
+def format_cpu(report: dict[str, Any], jobs: list[JobSpec], target_names: list[str]) -> str:
+    """Median CPU seconds per GiB moved, per job and target: the whole machine's busy time
+    over the timed run (fio, the file system's processes, the kernel) divided by the bytes
+    fio moved (issue 30: reported beside each figure)."""
+    rows = []
+    for job in jobs:
+        row: list[Any] = [job.name]
+        for n in target_names:
+            v = report[job.name][n]["median"].get("cpu_s_per_gib")
+            row.append("-" if v is None else f"{v:.2f}")
+        rows.append(row)
+    return format_table(["CPU s/GiB"] + target_names, rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
@@ -364,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     results = _run_on_targets(named, jobs, size, args)
     report = build_report(results, jobs, baseline)
     print(format_report(report, jobs, names, baseline))
+    print(format_cpu(report, jobs, names))
     if "pvfs" in names and len(names) > 1:
         print(format_subject_ratios(report, jobs, "pvfs", [n for n in names if n != "pvfs"]))
     if args.json:

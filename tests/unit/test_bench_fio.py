@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,7 +25,15 @@ from pvfs.bench.fio.jobs import (
     fio_args,
     parse_fio_json,
 )
-from pvfs.bench.fio.run import _chosen_jobs, build_report, format_report, parse_target
+from pvfs.bench.fio.run import (
+    Target,
+    _chosen_jobs,
+    build_report,
+    format_cpu,
+    format_report,
+    parse_target,
+    run_one,
+)
 from pvfs.units import parse_size
 
 
@@ -179,6 +188,30 @@ def test_build_report_medians_and_ratios() -> None:
     text = format_report(rep, jobs, ["a", "b"], "a")
     assert "b/a" in text and "0.50x" in text and "3.00x" in text and "15 IOPS" in text
     json.dumps(rep)  # the report is saved as JSON
+
+
+def test_cpu_per_gib_is_the_median_over_the_runs() -> None:
+    jobs = [JobSpec("seqwrite-1m-j1", "write", MiB, 1)]
+    gib = 1 << 30
+    runs = [JobResult(bw_bytes=1.0, iops=1.0, lat_mean_us=None, lat_p99_us=None,
+                      io_bytes=gib // 2, runtime_s=1.0, cpu_s=cpu) for cpu in (1.0, 3.0, 2.0)]
+    rep = build_report({"seqwrite-1m-j1": {"a": runs, "b": [_res(1, 1)]}}, jobs, "a")
+    assert rep["seqwrite-1m-j1"]["a"]["median"]["cpu_s_per_gib"] == pytest.approx(4.0)
+    assert rep["seqwrite-1m-j1"]["b"]["median"]["cpu_s_per_gib"] is None  # not measured
+    text = format_cpu(rep, jobs, ["a", "b"])
+    assert "CPU s/GiB" in text and "4.00" in text and "-" in text
+    json.dumps(rep)
+
+
+def test_a_run_records_the_machines_cpu_time(tmp_path: Path) -> None:
+    with pyjobs.local_opener(str(tmp_path)) as opener:
+        t = Target("pylocal", "pylocal", opener=opener)
+        pyjobs.layout(opener, 256 * KiB, 1)
+        r = run_one(t, JobSpec("w", "randwrite", 4096, 1), 256 * KiB, 0.2)
+    # the runner kept a CPU busy for 0.2 s at least in part: a positive measure, bounded by
+    # the CPUs the machine has over the run's time
+    assert r.cpu_s is not None and 0 < r.cpu_s
+    assert r.cpu_s < (os.cpu_count() or 1) * (r.runtime_s + 5)
 
 
 def test_python_runner_on_local_files(tmp_path: Path) -> None:

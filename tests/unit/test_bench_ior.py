@@ -17,9 +17,12 @@ from pvfs.bench.ior_tools import (
     STEPS,
     Sizes,
     build_report,
+    cpu_report,
     figure_names,
+    format_cpu,
     geomean,
     ior_argv,
+    ior_bytes,
     issue_target,
     markdown_table,
     mdtest_argv,
@@ -295,6 +298,25 @@ def test_build_report_has_every_figure_with_its_unit() -> None:
     assert rep["creates-1p-create@1"]["unit"] == "ops/s"
     assert rep["ior-hard-write@2"]["ratio_vs_best"] == pytest.approx(0.2)
     assert rep["mdtest-easy-create@1"]["ratio_vs_best"] is None
+
+
+def test_an_ior_phase_moves_its_shape_times_the_ranks() -> None:
+    sizes = Sizes(easy_files=1, hard_files=1, easy_mib=16, hard_segments=200)
+    assert ior_bytes("easy", sizes, 4) == 4 * 16 * (1 << 20)
+    assert ior_bytes("hard", sizes, 2) == 2 * 200 * 47008
+    with pytest.raises(ValueError):
+        ior_bytes("medium", sizes, 1)
+
+
+def test_the_cpu_report_has_the_median_per_ior_figure_and_target() -> None:
+    runs = {"pvfs": {"ior-hard-write-cpu@2": [3.0, 1.0, 2.0], "ior-hard-write@2": [40.0]},
+            "gluster": {"ior-hard-write-cpu@2": [None, 5.0]}}
+    cpu = cpu_report(runs, [2], steps=["mdtest-easy", "ior-hard"])
+    assert list(cpu) == ["ior-hard-write@2", "ior-hard-read@2"]  # no mdtest figure
+    assert cpu["ior-hard-write@2"] == {"pvfs": 2.0, "gluster": 5.0}
+    assert cpu["ior-hard-read@2"] == {"pvfs": None, "gluster": None}
+    text = format_cpu(cpu, ["pvfs", "gluster"])
+    assert "CPU s/GiB" in text and "2.00" in text and "5.00" in text
 
 
 def test_metadata_geomean_leaves_out_the_bandwidth_figures() -> None:
