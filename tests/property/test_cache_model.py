@@ -53,6 +53,9 @@ class ServedModel:
     def serve_recent(self) -> list[int]:
         return list(self.files)
 
+    def warm(self, upto: int) -> None:
+        pass
+
     def answers(self) -> list[tuple[int, int, int, bytes]]:
         """(ino, size, offset, bytes) of each published block, as a read of it would get."""
         out = []
