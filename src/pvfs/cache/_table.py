@@ -6,12 +6,15 @@ synchronously between awaits (the whole cache lives in one trio thread).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import trio
 
-__all__ = ["Entry", "FileState", "FreeList", "KeyLocks", "gather", "merge_range", "runs_of"]
+__all__ = ["Entry", "FileState", "FreeList", "KeyLocks", "gather", "groups", "merge_range",
+           "runs_of"]
+
+T = TypeVar("T")
 
 
 class Entry:
@@ -301,18 +304,27 @@ def runs_of(blocks: Iterable[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def gather(sizes: Iterable[int], max_bytes: int, max_items: int) -> list[slice]:
-    """Cut a sequence of items (given by their byte sizes) into consecutive groups of at most
-    ``max_items`` items and ``max_bytes`` bytes (an item larger than that forms its own group);
-    one ``slice`` per group (list-I/O calls, each under the policy's budget)."""
-    groups: list[slice] = []
-    start = count = total = 0
-    for i, n in enumerate(sizes):
-        if count and (total + n > max_bytes or count >= max_items):
-            groups.append(slice(start, i))
-            start, count, total = i, 0, 0
-        count += 1
+def groups(items: Iterable[T], size: Callable[[T], int], max_bytes: int,
+           max_items: int) -> Iterator[list[T]]:
+    """Cut ``items`` into consecutive groups of at most ``max_items`` items and ``max_bytes``
+    bytes by ``size`` (an item larger than that forms its own group), as they are asked for:
+    list-I/O calls, each under the policy's budget. A write-back takes only the first group
+    of the runs it is cutting (``Flusher._first_batch``)."""
+    group: list[T] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if group and (total + n > max_bytes or len(group) >= max_items):
+            yield group
+            group, total = [], 0
+        group.append(item)
         total += n
-    if count:
-        groups.append(slice(start, start + count))
-    return groups
+    if group:
+        yield group
+
+
+def gather(sizes: Iterable[int], max_bytes: int, max_items: int) -> list[slice]:
+    """:func:`groups` of a sequence of items given by their byte sizes, one ``slice`` per
+    group."""
+    return [slice(g[0][0], g[-1][0] + 1)
+            for g in groups(enumerate(sizes), lambda item: item[1], max_bytes, max_items)]

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._table import Entry, FileState
+from ._table import Entry, FileState, groups
 
 if TYPE_CHECKING:
     from ._policy import Backend, WritebackPolicy
@@ -38,6 +38,10 @@ __all__ = ["Flusher"]
 
 # A run of dirty bytes contiguous in the file: its offset and its pieces (block, lo, hi).
 Run = tuple[int, list[tuple[int, int, int]]]
+
+
+def _run_bytes(run: Run) -> int:
+    return sum(hi - lo for _, lo, hi in run[1])
 
 
 @dataclass
@@ -133,20 +137,12 @@ class Flusher:
 
     def _first_batch(self, runs: Iterator[Run]) -> list[Run]:
         """The runs of the next backend call, taken from ``runs``: one run unless the backend
-        has list I/O (``write_list``), else as many as fit in ``max_list_bytes`` and
-        ``max_regions`` (the first group :func:`gather` would cut)."""
+        has list I/O (``write_list``), else the first of their :func:`groups` under
+        ``max_list_bytes`` and ``max_regions``."""
         if self.caps.write_list is None:
             return list(itertools.islice(runs, 1))
         p = self.policy
-        batch: list[Run] = []
-        total = 0
-        for run in runs:
-            n = sum(hi - lo for _, lo, hi in run[1])
-            if batch and (total + n > p.max_list_bytes or len(batch) >= p.max_regions):
-                break
-            batch.append(run)
-            total += n
-        return batch
+        return next(groups(runs, _run_bytes, p.max_list_bytes, p.max_regions), [])
 
     async def write_back(self, ino: int, fs: FileState) -> int:
         """Write back the dirty ranges of one file's blocks, coalesced into runs and the runs
