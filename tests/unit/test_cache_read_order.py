@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from pvfs.cache import BlockCache, StreamPolicy
-from pvfs.cache.testing import MemoryBackend
+from pvfs.cache.testing import MemoryBackend, PlainBackend
 
 pytestmark = pytest.mark.trio
 
@@ -42,7 +42,7 @@ class GatedBackend(MemoryBackend):
         return await super().read(ino, offset, length)
 
 
-def make(be: MemoryBackend) -> BlockCache:
+def make(be: MemoryBackend | PlainBackend) -> BlockCache:
     return BlockCache(be, block_size=BS, capacity=64 * BS,
                       stream=StreamPolicy(min_bytes=BIG, readahead=0))
 
@@ -162,3 +162,67 @@ async def test_write_registration_is_removed_on_error() -> None:
     assert cache.store.file(1).writing == []
     be.fail_writes = None
     assert await cache.read(1, BS, 2, file_size=8 * BS) == b"oo"
+
+
+# ----------------------------------------------------------- and a write after a read
+
+async def test_a_read_of_a_hit_and_a_miss_is_not_torn_by_a_write_meanwhile() -> None:
+    # The cache model found it: blocks 3..5 read, block 4 a hit (copied at once), blocks 3
+    # and 5 missing and fetched one run at a time (no list I/O). A write of blocks 4..5 and
+    # its write-back landed during the fetch of block 3; block 5, fetched after, was new, so
+    # the read answered block 4 old and block 5 new. The write now waits for the read.
+    be = GatedBackend(3 * BS, BS)
+    be.files[1] = old_file(8 * BS)
+    cache = make(PlainBackend(be))
+    assert await cache.read(1, 4 * BS, 1, file_size=8 * BS) == b"o"  # block 4 cached
+    got: list[bytes] = []
+    wrote = trio.Event()
+
+    async def reader() -> None:
+        got.append(await cache.read(1, 3 * BS, 3 * BS, file_size=8 * BS))
+
+    async def writer() -> None:
+        await cache.write(1, 4 * BS + 10, b"N" * BS, file_size=8 * BS)
+        await cache.flush(1)
+        wrote.set()
+
+    async with trio.open_nursery() as n:
+        n.start_soon(reader)
+        await be.gated.wait()  # the read has its hit and waits in the fetch of block 3
+        n.start_soon(writer)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not wrote.is_set()  # the write waits for the read...
+        assert cache.store.file(1).writing
+        be.gate.set()
+    assert got == [b"o" * 3 * BS]  # ...which answers the file of one moment
+    want = old_file(8 * BS)
+    want[4 * BS + 10:5 * BS + 10] = b"N" * BS
+    assert await cache.read(1, 3 * BS, 3 * BS, file_size=8 * BS) == bytes(want[3 * BS:6 * BS])
+    assert be.files[1] == want
+
+
+async def test_a_write_elsewhere_does_not_wait_for_a_read() -> None:
+    be = GatedBackend(5 * BS, BS)
+    be.files[1] = old_file(8 * BS)
+    cache = make(be)
+    async with trio.open_nursery() as n:
+        n.start_soon(lambda: cache.read(1, 5 * BS, BS, file_size=8 * BS))
+        await be.gated.wait()
+        with trio.fail_after(1):  # a write of other bytes goes on (real time: no mock clock)
+            await cache.write(1, 6 * BS, b"N" * BS, file_size=8 * BS)
+        be.gate.set()
+    assert await cache.read(1, 6 * BS, BS, file_size=8 * BS) == b"N" * BS
+
+
+async def test_read_registration_is_removed_on_error() -> None:
+    be = MemoryBackend()
+    be.files[1] = old_file(8 * BS)
+    cache = make(be)
+    be.fail_reads = 5
+    with pytest.raises(OSError):
+        await cache.read(1, BS, 2, file_size=8 * BS)
+    assert cache.store.file(1).reading == []
+    be.fail_reads = None
+    with trio.fail_after(1):
+        await cache.write(1, BS, b"N", file_size=8 * BS)
+    assert await cache.read(1, BS, 2, file_size=8 * BS) == b"No"

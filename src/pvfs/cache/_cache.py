@@ -14,13 +14,14 @@ are therefore atomic; the only awaits are backend calls and lock waits, and ever
 the state after one (S3QL's habit). A fetch records its file's generation and does not insert
 its blocks if the generation moved meanwhile (truncate, invalidate or a write-through), no
 fetch starts while a truncation of its file is in progress (``truncation``), and a read waits
-for the writes of its bytes already in progress (``FileState.writing``).
+for the writes of its bytes already in progress (``FileState.writing``); a write waits for the
+reads of its bytes that await a fetch (``FileState.reading``), so no read mixes old and new.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import trio
 
@@ -38,7 +39,7 @@ from ._policy import (
 from ._served import BlockServer, ServedFiles
 from ._store import BackendCaps, BlockStore, piece_of
 from ._stream import Streamer
-from ._table import Entry, FileState, runs_of
+from ._table import Entry, FileState, overlapping, runs_of
 from ._writeback import Flusher
 
 __all__ = ["BlockCache"]
@@ -167,10 +168,11 @@ class BlockCache:
             raise ValueError("negative offset or length")
         store = self.store
         fs = store.files.get(ino)
-        if fs is not None and fs.writing:
+        while fs is not None and fs.writing and overlapping(fs.writing, offset, offset + length):
             # Writes of these bytes in progress here came first: the kernel sent this read
             # after it dropped its pages (a changed mtime, the racing fadvise of fsx), and it
-            # caches what we answer, so the answer must hold them.
+            # caches what we answer, so the answer must hold them. (Writes that arrive while
+            # it waits come first too; once none is left, later ones wait for this read.)
             await fs.after_writes(offset, offset + length)
             fs = store.files.get(ino)
         eff = max(file_size, fs.local_end if fs is not None else 0)
@@ -181,7 +183,8 @@ class BlockCache:
         first, last = offset // bs, (end - 1) // bs
         if self.stream.is_stream(end - offset) and self._plain(ino, first, last, False) \
                 and not (store.served is not None and store.all_whole(ino, first, last, eff)):
-            return await self.streamer.read(ino, fs, offset, end, eff)
+            with self._reading(ino, offset, end):
+                return await self.streamer.read(ino, fs, offset, end, eff)
         pieces: dict[int, bytes] = {}
         views: dict[int, memoryview] = {}
         missing: list[int] = []
@@ -213,6 +216,14 @@ class BlockCache:
                              for blk in range(first, last + 1)])
         for blk, view in views.items():
             pieces[blk] = bytes(view)
+        with self._reading(ino, offset, end):  # writes of these bytes wait: hits stay current
+            await self._fetch_into(ino, missing, bypassed, offset, end, eff, pieces)
+        return b"".join(pieces[blk] for blk in range(first, last + 1))
+
+    async def _fetch_into(self, ino: int, missing: list[int], bypassed: list[int], offset: int,
+                          end: int, eff: int, pieces: dict[int, bytes]) -> None:
+        """The read's missing blocks fetched (one list-I/O call for several runs when the
+        backend has one, else a call per run) and its bypassed blocks read, into ``pieces``."""
         runs = runs_of(missing)
         fetcher = self.fetcher
         if len(runs) > 1 and fetcher.caps.read_list is not None:
@@ -223,7 +234,19 @@ class BlockCache:
                                     pieces, single=True)
         if bypassed:
             await fetcher.read_bypassed(ino, bypassed, offset, end, pieces)
-        return b"".join(pieces[blk] for blk in range(first, last + 1))
+
+    @contextmanager
+    def _reading(self, ino: int, lo: int, hi: int) -> Iterator[None]:
+        """A read of ``[lo, hi)`` that awaits: writes of its bytes arriving meanwhile wait for
+        it (``FileState.reading``), so it answers the file of one moment."""
+        fs = self.store.file(ino)
+        op = (lo, hi, trio.Event())
+        fs.reading.append(op)
+        try:
+            yield
+        finally:
+            fs.reading.remove(op)
+            op[2].set()
 
     def _plain(self, ino: int, first: int, last: int, write: bool) -> bool:
         """Whether no segment of blocks ``first..last`` bypasses the local cache."""
@@ -273,6 +296,8 @@ class BlockCache:
         inflight = (offset, offset + n, trio.Event())
         fs.writing.append(inflight)  # reads of these bytes arriving meanwhile wait
         try:
+            if fs.reading:
+                await fs.after_reads(offset, offset + n)  # reads that came first answer first
             await self._write(ino, offset, data, mv, sync, file_size)
         finally:
             fs.writing.remove(inflight)

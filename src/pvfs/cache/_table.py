@@ -121,10 +121,13 @@ class FileState:
         settled: set when the last truncation in progress ends; fetches wait on it.
         writing: ``(lo, hi, done)`` of every write of the file in progress (received, not yet
             applied in full): a read that arrives meanwhile waits for the ones it overlaps.
+        reading: ``(lo, hi, done)`` of every read of the file that awaits (a miss to fetch): a
+            write that arrives meanwhile waits for the ones it overlaps, so the read's hits,
+            taken before the await, and its fetched blocks are of the same moment.
     """
 
-    __slots__ = ("blocks", "dirty", "error", "gen", "io_lock", "local_end", "settled", "stream",
-                 "truncating", "writing")
+    __slots__ = ("blocks", "dirty", "error", "gen", "io_lock", "local_end", "reading", "settled",
+                 "stream", "truncating", "writing")
 
     def __init__(self) -> None:
         self.blocks: set[int] = set()
@@ -138,21 +141,36 @@ class FileState:
         self.settled = trio.Event()
         self.settled.set()
         self.writing: list[tuple[int, int, trio.Event]] = []
+        self.reading: list[tuple[int, int, trio.Event]] = []
 
     def idle(self) -> bool:
         return (not self.blocks and self.error is None and not self.io_lock.locked()
-                and not self.truncating and not self.writing
+                and not self.truncating and not self.writing and not self.reading
                 and (self.stream is None or not self.stream.pending))
 
     async def after_writes(self, lo: int, hi: int) -> None:
         """Wait until the writes in progress now that overlap ``[lo, hi)`` are applied."""
-        for w in [w for w in self.writing if w[0] < hi and w[1] > lo]:
-            await w[2].wait()
+        await _after(self.writing, lo, hi)
+
+    async def after_reads(self, lo: int, hi: int) -> None:
+        """Wait until the reads in progress now that overlap ``[lo, hi)`` have their bytes."""
+        await _after(self.reading, lo, hi)
 
     async def wait_settled(self) -> None:
         """Wait until no truncation of this file is in progress (see ``truncating``)."""
         while self.truncating:
             await self.settled.wait()
+
+
+def overlapping(inflight: list[tuple[int, int, trio.Event]], lo: int, hi: int) -> bool:
+    """Whether an operation of ``inflight`` (``(lo, hi, done)`` each) overlaps ``[lo, hi)``."""
+    return any(op[0] < hi and op[1] > lo for op in inflight)
+
+
+async def _after(inflight: list[tuple[int, int, trio.Event]], lo: int, hi: int) -> None:
+    """Wait for the operations of ``inflight`` now that overlap ``[lo, hi)`` (not later ones)."""
+    for op in [op for op in inflight if op[0] < hi and op[1] > lo]:
+        await op[2].wait()
 
 
 class _Slot:
