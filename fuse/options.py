@@ -98,7 +98,10 @@ class MountOptions:
     flush_interval: float = 1.0  # the flusher's period (seconds)
     dirty_age: float = 5.0  # dirty blocks older than this are written back
     stream_min: int = 128 << 10  # requests this large move as one slice (0: block by block)
-    cache_readahead: int = 4 << 20  # read-ahead of sequential stream reads (0: off)
+    # The client's own read-ahead of sequential stream reads (0: off). Off by default: the
+    # kernel reads ahead in front of it, and a 4 MiB fetch that requests wait for cost
+    # 15-30 % of sequential read throughput (docs/benchmarks.md, forty-first session).
+    cache_readahead: int = 0
     allow_other: bool = True
     # The kernel checks mode bits too, so a name it has cached (entry_timeout) never skips a
     # permission check; the manager still checks every request (issue 9).

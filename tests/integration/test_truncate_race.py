@@ -41,7 +41,7 @@ mapread 0x4735 0x2eb1 0x3f769 *
 """.splitlines()
 
 # The mount modes the docs offer (docs/mount.md); each must keep the data intact.
-MODES = ["", "cache=0", "stream_min=0", "cache_readahead=0", "direct_io", "attr_timeout=0"]
+MODES = ["", "cache=0", "stream_min=0", "cache_readahead=4M", "direct_io", "attr_timeout=0"]
 
 
 def mounted(cluster, options: str) -> Mount:

@@ -208,6 +208,25 @@ async def test_streamer_and_readahead_with_workers() -> None:
         await cache.aclose()
 
 
+async def test_readahead_resumes_after_the_reader_starts_the_file_again() -> None:
+    # fio's time-based sequential read loops over its file: the chunks read ahead at the end
+    # of one pass sat past the next pass's reads, so it never read ahead again (one backend
+    # read per request for every pass after the first). A jump away drops them.
+    cache, be = make(readahead=8 * BS)
+    data = pattern(64 * BS)  # 16 requests of 4 blocks; read-ahead chunks of 8 blocks
+    be.files[1] = bytearray(data)  # written elsewhere: no state here before the first read
+    async with trio.open_nursery() as nursery:
+        await cache.start(nursery)
+        for _ in range(3):
+            be.reads.clear()
+            for off in range(0, len(data), BIG):
+                assert await cache.read(1, off, BIG, file_size=len(data)) == data[off:off + BIG]
+                await trio.testing.wait_all_tasks_blocked()
+            # the first two requests, then a chunk per two requests
+            assert [n for _, _, n in be.reads] == [BIG, BIG] + [8 * BS] * 7, be.reads
+        await cache.aclose()
+
+
 async def test_aclose_with_streamer_in_flight_loses_nothing() -> None:
     be = MemoryBackend(delay=0.01)
     cache = BlockCache(be, block_size=BS, capacity=64 * BS,

@@ -246,7 +246,9 @@ class Streamer:
         c = self.store.counters
         c["stream_reads"] += 1
         if fs is None:
-            return await self.read_direct(ino, offset, end - offset)
+            if self.policy.readahead <= 0:
+                return await self.read_direct(ino, offset, end - offset)
+            fs = self.store.file(ino)  # a file read before any write here reads ahead too
         # Under the file's io_lock: no write-back of it can complete while the servers' bytes
         # are read, so every block dirty when the read began is still dirty (or newer) when
         # its ranges are laid over them. Without it a write-back finishing mid-read marked a
@@ -297,6 +299,8 @@ class Streamer:
         window = self.policy.readahead
         near = st.next_off >= 0 and st.next_off - window <= offset <= st.next_off + window
         st.next_off = max(end, st.next_off) if near else end
+        if not near and st.ra:
+            st.drop_readahead()  # a jump (a loop back to the start): its chunks are elsewhere
         while st.ra and st.ra[0][0] + len(st.ra[0][1]) <= offset:
             st.ra.popleft()
         if not near or window <= 0 or self.nursery is None or st.ra_inflight is not None:
