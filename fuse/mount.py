@@ -13,6 +13,7 @@ config, options, cache counters; rewritten every ``STATUS_PERIOD`` seconds, remo
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import gc
 import json
@@ -246,6 +247,7 @@ def serve(config: cfgmod.Config, mountpoint: str, opts: MountOptions,
     thread must never make a system call on its own mount."""
     mountpoint = os.path.realpath(mountpoint)
     _tune_gc()
+    _tune_malloc()
     try:
         trio.run(_amain, config, mountpoint, opts, ready_fd)
     except KeyboardInterrupt:
@@ -270,6 +272,29 @@ def _tune_gc() -> None:
     collections at ``GC_THRESHOLDS``."""
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+# glibc's malloc in the mount: requests up to MMAP_THRESHOLD come from the heap (default: a
+# threshold that starts at 128 KiB), and the heap keeps up to TRIM_THRESHOLD free at its top
+# (default 128 KiB). Each 1 MiB request's buffers were fresh pages otherwise, mapped and
+# faulted in and given back per request; with these, fio's 1 MiB sequential write went
+# 1.0-1.1 -> 1.26-1.35 GiB/s (docs/benchmarks.md, forty-first session). Live memory, and so
+# the peak RSS, is unchanged: freed memory is kept for reuse, not returned at once.
+MALLOC_MMAP_THRESHOLD = 32 << 20
+MALLOC_TRIM_THRESHOLD = 128 << 20
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+
+
+def _tune_malloc() -> bool:
+    """Set the mount's malloc thresholds (above); False where the C library has no
+    ``mallopt`` or refuses (not glibc): the mount runs as before."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)) and \
+        bool(mallopt(_M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD))
 
 
 def _effective_config(config_path: str | None, opts: MountOptions) -> cfgmod.Config:
