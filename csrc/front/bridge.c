@@ -97,6 +97,7 @@ struct pvf_req *pvf_req_new(fuse_req_t fr, int op, size_t tail)
 
 void pvf_req_free(struct pvf_req *r)
 {
+    free(r->owned);
     free(r);
 }
 

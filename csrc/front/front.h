@@ -124,6 +124,8 @@ struct pvf_req {
     const char *name, *name2;       /* NUL-terminated, inside the allocation */
     const char *data;               /* write's bytes, setxattr's value */
     size_t len;
+    char *owned;                    /* a write's bytes, allocated apart from the record: the
+                                     * Python side takes them without a copy (pyrequest.c) */
     int counted;                    /* a write or size change counted in `mods` (serve.c) */
     char tail[];
 };

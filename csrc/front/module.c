@@ -58,7 +58,10 @@ static int module_exec(PyObject *m)
     st->session_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pvf_py_session_spec, NULL);
     st->request_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pvf_py_request_spec, NULL);
     st->dirbuf_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pvf_py_dirbuf_spec, NULL);
-    if (st->session_type == NULL || st->request_type == NULL || st->dirbuf_type == NULL)
+    st->writedata_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pvf_py_writedata_spec,
+                                                                  NULL);
+    if (st->session_type == NULL || st->request_type == NULL || st->dirbuf_type == NULL
+        || st->writedata_type == NULL)
         return -1;
     if (PyModule_AddType(m, st->session_type) < 0 || PyModule_AddType(m, st->request_type) < 0
         || PyModule_AddType(m, st->dirbuf_type) < 0)
@@ -77,6 +80,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->session_type);
     Py_VISIT(st->request_type);
     Py_VISIT(st->dirbuf_type);
+    Py_VISIT(st->writedata_type);
     return 0;
 }
 
@@ -87,6 +91,7 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->session_type);
     Py_CLEAR(st->request_type);
     Py_CLEAR(st->dirbuf_type);
+    Py_CLEAR(st->writedata_type);
     Py_CLEAR(st->n_ino);
     Py_CLEAR(st->n_generation);
     Py_CLEAR(st->n_entry_timeout);

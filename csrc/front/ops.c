@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -336,11 +337,24 @@ static void op_read(fuse_req_t fr, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t fr, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi)
 {
-    size_t at = 0;
-    struct pvf_req *r = req_new(fr, PVF_WRITE, size + 1);
+    /* The bytes in a block of their own, which Python takes over as they are (a WriteData,
+     * pyrequest.c): this worker's copy is the only one the mount makes of them. */
+    struct pvf_req *r = req_new(fr, PVF_WRITE, 0);
 
     if (r == NULL)
         return;
+    r->owned = malloc(size > 0 ? size : 1);
+    if (r->owned == NULL) {
+        struct pvf_front *f = front_of(fr);
+
+        pvf_req_free(r);
+        pthread_mutex_lock(&f->lock);
+        f->c.enomem++;
+        pthread_mutex_unlock(&f->lock);
+        fuse_reply_err(fr, ENOMEM);
+        return;
+    }
+    memcpy(r->owned, buf, size);
     /* before Python applies it: the flush after it goes to Python (unless Python marks
      * the file kept again once it is written, writes.c) */
     pvf_written(front_of(fr), ino);
@@ -349,7 +363,7 @@ static void op_write(fuse_req_t fr, fuse_ino_t ino, const char *buf, size_t size
     r->has_fh = 1;
     r->flags = (uint32_t)fi->flags;
     r->off = off;
-    r->data = pvf_req_put(r, &at, buf, size);
+    r->data = r->owned;
     r->len = size;
     if (pvf_behind_take(front_of(fr), fi->fh, ino, size)) {
         /* answered here once queued (writes.c): Python applies it before anything after */

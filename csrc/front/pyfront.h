@@ -14,7 +14,7 @@
 
 /* The module's state: its types, and attribute names interned once (convert.c reads them). */
 typedef struct {
-    PyTypeObject *session_type, *request_type, *dirbuf_type;
+    PyTypeObject *session_type, *request_type, *dirbuf_type, *writedata_type;
     PyObject *n_ino, *n_generation, *n_entry_timeout, *n_attr_timeout, *n_mode, *n_nlink,
         *n_uid, *n_gid, *n_rdev, *n_size, *n_blksize, *n_blocks, *n_atime, *n_mtime, *n_ctime,
         *n_fh, *n_direct_io, *n_keep_cache, *n_nonseekable, *n_bsize, *n_frsize,
@@ -56,6 +56,14 @@ typedef struct {
     Py_ssize_t entries;
 } DirBufObject;
 
+/* A write's bytes, taken over from its record (struct pvf_req.owned): Python sees them
+ * through a read-only memoryview, and they are freed with the last view. */
+typedef struct {
+    PyObject_HEAD
+    char *buf;
+    Py_ssize_t len;
+} WriteDataObject;
+
 /* convert.c: -1 (NULL) with an exception set */
 int pvf_py_get_u64(PyObject *obj, PyObject *name, uint64_t *out);
 int pvf_py_fill_entry(fstate *st, PyObject *obj, struct fuse_entry_param *e);
@@ -63,7 +71,7 @@ int pvf_py_fill_file_info(fstate *st, PyObject *obj, struct fuse_file_info *fi);
 PyObject *pvf_py_entry_tuple(const struct fuse_entry_param *e);
 
 /* pyrequest.c */
-extern PyType_Spec pvf_py_request_spec, pvf_py_dirbuf_spec;
+extern PyType_Spec pvf_py_request_spec, pvf_py_dirbuf_spec, pvf_py_writedata_spec;
 /* A drained record as a Request on the in-flight list. NULL with an exception set; when the
  * object was made but its args were not, its dealloc has answered the record EIO. */
 PyObject *pvf_py_request_wrap(SessionObject *session, fstate *st, struct pvf_req *r, int fake);

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Test hook: n fake requests of one op queued from a C thread, as a worker would. */
@@ -38,6 +39,16 @@ static void *inject_main(void *arg)
         r->name = r->name2 = pvf_req_put(r, &at, in->name, in->nlen);
         r->data = pvf_req_put(r, &at, in->data, in->dlen);
         r->len = in->dlen;
+        if (in->op == PVF_WRITE || in->op == PVF_WROTE) {   /* as op_write: a block apart */
+            r->owned = malloc(in->dlen > 0 ? in->dlen : 1);
+            if (r->owned == NULL) {
+                pvf_req_free(r);
+                in->failed = 1;
+                return NULL;
+            }
+            memcpy(r->owned, in->data, in->dlen);
+            r->data = r->owned;
+        }
         r->fr = (fuse_req_t)r;   /* fake: a non-NULL handle libfuse never sees */
         r->uid = 1000;
         r->gid = 1000;

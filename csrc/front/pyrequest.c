@@ -155,6 +155,57 @@ PyType_Spec pvf_py_dirbuf_spec = {
     .slots = DirBuf_slots,
 };
 
+/* ------------------------------------------------------------- WriteData */
+static void WriteData_dealloc(WriteDataObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+
+    free(self->buf);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static int WriteData_getbuffer(WriteDataObject *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->buf, self->len, 1, flags);
+}
+
+static PyType_Slot WriteData_slots[] = {
+    { Py_tp_dealloc, WriteData_dealloc },
+    { Py_bf_getbuffer, WriteData_getbuffer },
+    { Py_tp_doc, "A write's bytes, handed over by the worker that received them." },
+    { 0, NULL },
+};
+
+PyType_Spec pvf_py_writedata_spec = {
+    .name = "pvfs._fusefront.WriteData",
+    .basicsize = sizeof(WriteDataObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = WriteData_slots,
+};
+
+/* A write's bytes for Python: a read-only memoryview of the block the worker filled, taken
+ * from the record (no copy; freed with the last view), or a copy where the record holds
+ * them in its tail (requests the tests inject). */
+static PyObject *write_data(fstate *st, struct pvf_req *r)
+{
+    WriteDataObject *w;
+    PyObject *view;
+
+    if (r->owned == NULL)
+        return PyBytes_FromStringAndSize(r->data, (Py_ssize_t)r->len);
+    w = PyObject_New(WriteDataObject, st->writedata_type);
+    if (w == NULL)
+        return NULL;
+    w->buf = r->owned;
+    w->len = (Py_ssize_t)r->len;
+    r->owned = NULL;
+    r->data = NULL;
+    view = PyMemoryView_FromObject((PyObject *)w);
+    Py_DECREF(w);
+    return view;
+}
+
 static PyObject *dirbuf_new(fstate *st, size_t size)
 {
     DirBufObject *d = PyObject_New(DirBufObject, st->dirbuf_type);
@@ -221,8 +272,8 @@ static PyObject *request_args(fstate *st, struct pvf_req *r)
                              (unsigned long long)r->size);
     case PVF_WRITE:
     case PVF_WROTE:
-        return Py_BuildValue("(KLy#)", (unsigned long long)r->fh, (long long)r->off, r->data,
-                             (Py_ssize_t)r->len);
+        return Py_BuildValue("(KLN)", (unsigned long long)r->fh, (long long)r->off,
+                             write_data(st, r));
     case PVF_FLUSH:
     case PVF_RELEASE:
     case PVF_RELEASEDIR:

@@ -66,6 +66,26 @@ def test_arguments_of_each_op():
         ff.reply_err(q, errno.EIO)
 
 
+def test_a_writes_bytes_reach_python_without_a_copy_and_outlive_the_request():
+    # The worker's block itself (a WriteData), seen through a read-only memoryview: the
+    # bytes stay valid after the request is answered and gone, while a view holds them.
+    s = ff.Session()
+    s._inject(ff.OP_WRITE, ino=3, off=0, data=b"queued bytes")
+    s._inject(ff.OP_SETXATTR, ino=3, name=b"user.a", data=b"value")
+    (w, x), _ = s.drain()
+    data = w.args[2]
+    assert isinstance(data, memoryview) and data.readonly and data == b"queued bytes"
+    assert type(data.obj).__name__ == "WriteData"
+    assert x.args[2] == b"value" and isinstance(x.args[2], bytes)  # other ops: bytes
+    ff.reply_write(w, len(data))
+    ff.reply_err(x, 0)
+    del w, x
+    gc.collect()
+    assert bytes(data[7:]) == b"bytes"  # (freed with the last view: ASan would see a slip)
+    with pytest.raises(TypeError):
+        data[0] = 0
+
+
 def test_reply_conversions():
     s = ff.Session()
     s._inject(ff.OP_LOOKUP, n=6, name=b"x")
