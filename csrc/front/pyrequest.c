@@ -170,8 +170,22 @@ static int WriteData_getbuffer(WriteDataObject *self, Py_buffer *view, int flags
     return PyBuffer_FillInfo(view, (PyObject *)self, self->buf, self->len, 1, flags);
 }
 
+static PyObject *WriteData_get_frozen(WriteDataObject *self, void *c)
+{
+    (void)self;
+    (void)c;
+    Py_RETURN_TRUE;
+}
+
+static PyGetSetDef WriteData_getset[] = {
+    { "frozen", (getter)WriteData_get_frozen, NULL,
+      "True: nobody changes these bytes, so a view of them may be kept as they are", NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
 static PyType_Slot WriteData_slots[] = {
     { Py_tp_dealloc, WriteData_dealloc },
+    { Py_tp_getset, WriteData_getset },
     { Py_bf_getbuffer, WriteData_getbuffer },
     { Py_tp_doc, "A write's bytes, handed over by the worker that received them." },
     { 0, NULL },

@@ -9,6 +9,7 @@ import trio
 import trio.testing
 
 from pvfs.cache import BlockCache, StreamPolicy
+from pvfs.cache._stream import frozen
 from pvfs.cache.testing import MemoryBackend
 
 pytestmark = pytest.mark.trio
@@ -50,6 +51,42 @@ async def test_stream_writes_queue_then_coalesce_on_flush() -> None:
     assert be.writes == [(1, 0, 12 * BS)]
     assert bytes(be.files[1]) == data and not cache.has_dirty(1)
     assert cache.stats()["dirty_bytes"] == 0
+
+
+def write_block(data: bytes) -> memoryview:
+    """A write's bytes as the C front end hands them over (a view of its WriteData)."""
+    from pvfs import _fusefront as ff
+    s = ff.Session()
+    s._inject(ff.OP_WRITE, ino=1, data=data)
+    (req,), _ = s.drain()
+    ff.reply_write(req, len(data))
+    return req.args[2]
+
+
+async def test_frozen_keeps_only_bytes_nobody_can_change() -> None:
+    b = b"abc"
+    assert frozen(b) is b
+    v = memoryview(b)
+    assert frozen(v) is v
+    block = write_block(b"from the kernel")
+    assert frozen(block) is block
+    ba = bytearray(b"abc")
+    for mutable in (memoryview(ba), memoryview(ba).toreadonly()):
+        out = frozen(mutable)
+        assert type(out) is bytes and out == b"abc"
+        ba[0] = ord("X")  # the caller changes its buffer: the copy does not change
+        assert out == b"abc"
+        ba[0] = ord("a")
+
+
+async def test_a_front_end_write_is_queued_without_a_copy() -> None:
+    cache, be = make()
+    block = write_block(pattern(BIG))
+    await cache.write(1, 0, block, file_size=0)
+    queued = cache.store.files[1].stream.pending[0][1]
+    assert type(queued) is memoryview and queued.obj is block.obj
+    await cache.flush(1)
+    assert bytes(be.files[1]) == pattern(BIG)
 
 
 async def test_stream_writeback_cut_at_stripe_windows() -> None:

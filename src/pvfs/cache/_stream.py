@@ -39,6 +39,19 @@ if TYPE_CHECKING:
 __all__ = ["StreamState", "Streamer"]
 
 
+def frozen(data: bytes | memoryview) -> bytes | memoryview:
+    """``data`` itself when nobody can change its bytes -- ``bytes``, or a read-only view of
+    ``bytes`` or of a buffer whose type says ``frozen`` (the C front end's ``WriteData``, a
+    write's block handed over by the worker that received it) --, else a copy."""
+    if type(data) is bytes:
+        return data
+    if type(data) is memoryview and data.readonly:
+        obj = data.obj
+        if type(obj) is bytes or getattr(obj, "frozen", False) is True:
+            return data
+    return bytes(data)
+
+
 class StreamState:
     """Stream data of one file.
 
@@ -110,9 +123,9 @@ class Streamer:
                     data: bytes | memoryview) -> None:
         """Queue ``data`` at ``offset`` (write-behind as one slice); update cached blocks.
 
-        ``bytes`` are immutable and kept as they are (FUSE hands us one per request); other
-        buffers are copied once."""
-        buf = data if type(data) is bytes else bytes(data)
+        Bytes nobody can change are kept as they are (``frozen``: the C front end's blocks,
+        ``bytes``); other buffers are copied once."""
+        buf = frozen(data)
         end = offset + len(buf)
         self.store.update_cached(ino, fs, offset, buf)
         fs.gen += 1  # a fetch in flight read the servers' older bytes: it must not insert
