@@ -3,8 +3,8 @@
 :class:`Streamer` is the part of :class:`pvfs.cache.BlockCache` that moves them, over the
 cache's :class:`BlockStore`. Which requests come here is the :class:`StreamPolicy`'s call.
 
-A *stream write* is copied once (one ``bytes``) into the file's FIFO queue of pending writes
-and the call returns; cached blocks it overlaps are updated in place. A per-file streamer task
+A *stream write* goes into the file's FIFO queue of pending writes -- as it is when nobody can
+change its bytes (:func:`frozen`), else copied once -- and the call returns; cached blocks it overlaps are updated in place. A per-file streamer task
 (or ``flush``, the flusher, or a throttled writer) writes the queue back under the file's
 ``io_lock``, coalescing contiguous entries into stripe-aligned writes of up to
 ``StreamPolicy.max_write``. Entries leave the queue only once their write finished, so a
