@@ -20,8 +20,8 @@ reads of its bytes that await a fetch (``FileState.reading``), so no read mixes 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import trio
 
@@ -183,7 +183,7 @@ class BlockCache:
         first, last = offset // bs, (end - 1) // bs
         if self.stream.is_stream(end - offset) and self._plain(ino, first, last, False) \
                 and not (store.served is not None and store.all_whole(ino, first, last, eff)):
-            with self._reading(ino, offset, end):
+            with store.file(ino).read_in_progress(offset, end):
                 return await self.streamer.read(ino, fs, offset, end, eff)
         pieces: dict[int, bytes] = {}
         views: dict[int, memoryview] = {}
@@ -216,37 +216,9 @@ class BlockCache:
                              for blk in range(first, last + 1)])
         for blk, view in views.items():
             pieces[blk] = bytes(view)
-        with self._reading(ino, offset, end):  # writes of these bytes wait: hits stay current
-            await self._fetch_into(ino, missing, bypassed, offset, end, eff, pieces)
+        with store.file(ino).read_in_progress(offset, end):  # writes of these bytes wait
+            await self.fetcher.fetch_read(ino, missing, bypassed, offset, end, eff, pieces)
         return b"".join(pieces[blk] for blk in range(first, last + 1))
-
-    async def _fetch_into(self, ino: int, missing: list[int], bypassed: list[int], offset: int,
-                          end: int, eff: int, pieces: dict[int, bytes]) -> None:
-        """The read's missing blocks fetched (one list-I/O call for several runs when the
-        backend has one, else a call per run) and its bypassed blocks read, into ``pieces``."""
-        runs = runs_of(missing)
-        fetcher = self.fetcher
-        if len(runs) > 1 and fetcher.caps.read_list is not None:
-            await fetcher.fetch(ino, missing, offset, end, eff, pieces)
-        else:
-            for start, n in runs:
-                await fetcher.fetch(ino, list(range(start, start + n)), offset, end, eff,
-                                    pieces, single=True)
-        if bypassed:
-            await fetcher.read_bypassed(ino, bypassed, offset, end, pieces)
-
-    @contextmanager
-    def _reading(self, ino: int, lo: int, hi: int) -> Iterator[None]:
-        """A read of ``[lo, hi)`` that awaits: writes of its bytes arriving meanwhile wait for
-        it (``FileState.reading``), so it answers the file of one moment."""
-        fs = self.store.file(ino)
-        op = (lo, hi, trio.Event())
-        fs.reading.append(op)
-        try:
-            yield
-        finally:
-            fs.reading.remove(op)
-            op[2].set()
 
     def _plain(self, ino: int, first: int, last: int, write: bool) -> bool:
         """Whether no segment of blocks ``first..last`` bypasses the local cache."""

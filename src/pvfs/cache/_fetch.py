@@ -43,6 +43,20 @@ class Fetcher:
         self.limits = limits
         self.streamer = streamer
 
+    async def fetch_read(self, ino: int, missing: list[int], bypassed: list[int], offset: int,
+                         end: int, eff: int, pieces: dict[int, bytes]) -> None:
+        """A read's missing blocks fetched (one list-I/O call for several runs when the
+        backend has one, else a call per run) and its bypassed blocks read, into ``pieces``."""
+        runs = runs_of(missing)
+        if len(runs) > 1 and self.caps.read_list is not None:
+            await self.fetch(ino, missing, offset, end, eff, pieces)
+        else:
+            for start, n in runs:
+                await self.fetch(ino, list(range(start, start + n)), offset, end, eff, pieces,
+                                 single=True)
+        if bypassed:
+            await self.read_bypassed(ino, bypassed, offset, end, pieces)
+
     async def fetch(
         self, ino: int, blocks: list[int], offset: int, end: int, eff: int,
         pieces: dict[int, bytes], *, single: bool = False,

@@ -7,6 +7,7 @@ synchronously between awaits (the whole cache lives in one trio thread).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import trio
@@ -151,6 +152,18 @@ class FileState:
     async def after_writes(self, lo: int, hi: int) -> None:
         """Wait until the writes in progress now that overlap ``[lo, hi)`` are applied."""
         await _after(self.writing, lo, hi)
+
+    @contextmanager
+    def read_in_progress(self, lo: int, hi: int) -> Iterator[None]:
+        """A read of ``[lo, hi)`` that awaits: writes of its bytes arriving meanwhile wait for
+        it (``reading``), so it answers the file of one moment."""
+        op = (lo, hi, trio.Event())
+        self.reading.append(op)
+        try:
+            yield
+        finally:
+            self.reading.remove(op)
+            op[2].set()
 
     async def after_reads(self, lo: int, hi: int) -> None:
         """Wait until the reads in progress now that overlap ``[lo, hi)`` have their bytes."""
