@@ -52,9 +52,11 @@ def c_flags() -> tuple[list[str], list[str]]:
 
 
 cflags, ldflags = c_flags()
+# The client's exchange with the I/O daemons, plain C, built into both extensions.
+XFER = list(Path("csrc/xfer").glob("*.c"))
 native = Extension(
     "pvfs._native",
-    sources=sorted(str(p) for p in Path("csrc").glob("*.c")),
+    sources=sorted(str(p) for p in [*Path("csrc").glob("*.c"), *XFER]),
     include_dirs=["csrc"],
     extra_compile_args=cflags,
     extra_link_args=ldflags,
@@ -78,8 +80,8 @@ def fusefront() -> list[Extension]:
         return []
     return [Extension(
         "pvfs._fusefront",
-        sources=sorted(str(p) for p in Path("csrc/front").glob("*.c")),
-        include_dirs=["csrc/front"],
+        sources=sorted(str(p) for p in [*Path("csrc/front").glob("*.c"), *XFER]),
+        include_dirs=["csrc/front", "csrc"],
         extra_compile_args=cflags + cf + ["-pthread"],
         extra_link_args=ldflags + libs + ["-pthread"],
     )]

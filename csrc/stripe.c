@@ -1,10 +1,9 @@
 /* stripe.c -- pvfs._native.stripe_transfer(): one read or write of a striped file.
  *
- * It splits the I/O description over the share ranks itself (the stripe math of
- * layout/intersect.py), builds each daemon's prefix around one shared header, and runs the
- * exchange of transfer.c -- one call per request, no per-daemon Python work (issue 30).
- * Kept apart from transfer.c: that unit moves frames over sockets; this one only decides
- * which bytes of the caller's buffer go to which daemon, and frames them.
+ * It takes Python's arguments, splits the I/O description over the share ranks
+ * (xfer/split.c: the stripe math of layout/intersect.py, each daemon's prefix around one
+ * shared header) and runs the exchange (xfer/exchange.c, the GIL released) -- one call per
+ * request, no per-daemon Python work (issue 30).
  */
 #include "transfer.h"
 
@@ -13,9 +12,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#define PV_MAX_OFFSET ((uint64_t)1 << 62)   /* layout/describe.py MAX_OFFSET */
-#define PV_MAX_PCOUNT 4096                  /* layout/stripe.py MAX_PCOUNT */
-#define PV_MAX_SSIZE ((uint64_t)1 << 30)    /* layout/stripe.py MAX_SSIZE */
 
 const char pv_stripe_transfer_doc[] =
 "stripe_transfer(socks, head, buf, regions, ssize, direction, timeout)\n"
@@ -39,55 +35,6 @@ const char pv_stripe_transfer_doc[] =
 "Raises:\n"
 "    ValueError, TypeError: malformed arguments, or no socket for a touched rank (checked\n"
 "    before any I/O).";
-
-/* One share rank's part of the request while it is split. */
-struct rankio {
-    size_t npiece;                    /* pass 1 counts its pieces, pass 2 fills iov */
-    uint64_t total, reach, bufend;    /* stream length, local end, buffer end of last piece */
-    struct iovec *iov;                /* pass 2: where its pieces go */
-};
-
-struct split {
-    const unsigned char *regions;     /* packed LE int64 (file offset, length) pairs */
-    size_t nreg;
-    uint64_t ssize, pc;
-    char *base;                       /* the buffer: pass 2 fills iovecs into it, NULL in 1 */
-};
-
-/* Walk the regions unit by unit (layout/intersect.py split): each piece goes to its rank,
- * merged with the rank's previous piece when the two touch in the buffer. */
-static void split_walk(const struct split *sp, struct rankio *rk)
-{
-    uint64_t b = 0;
-
-    for (size_t k = 0; k < sp->nreg; k++) {
-        uint64_t pos = le64(sp->regions + 16 * k), end = pos + le64(sp->regions + 16 * k + 8);
-
-        while (pos < end) {
-            uint64_t unit = pos / sp->ssize, within = pos % sp->ssize;
-            uint64_t n = sp->ssize - within < end - pos ? sp->ssize - within : end - pos;
-            uint64_t local = unit / sp->pc * sp->ssize + within;
-            struct rankio *r = &rk[unit % sp->pc];
-
-            if (r->npiece > 0 && r->bufend == b) {
-                if (sp->base != NULL)
-                    r->iov[r->npiece - 1].iov_len += (size_t)n;
-            } else {
-                if (sp->base != NULL) {
-                    r->iov[r->npiece].iov_base = sp->base + b;
-                    r->iov[r->npiece].iov_len = (size_t)n;
-                }
-                r->npiece++;
-            }
-            r->total += n;
-            r->bufend = b + n;
-            if (local + n > r->reach)
-                r->reach = local + n;
-            pos += n;
-            b += n;
-        }
-    }
-}
 
 /* Check the regions against the buffer's length. -1 with ValueError set. */
 static int regions_check(const Py_buffer *rv, Py_ssize_t buflen, size_t *nreg)
@@ -144,45 +91,6 @@ static int socks_check(PyObject *seq, const struct rankio *rk, size_t pc, int *f
             }
         }
     }
-    return 0;
-}
-
-static void put_le32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_le64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-/* Make the request of one touched rank: its prefix, then head, then (write) its pieces; the
- * pieces' iovecs are filled by split_walk's second pass. -1 on ENOMEM. */
-static int rank_request(struct xreq *x, struct rankio *r, int fd, int dir, const Py_buffer *head)
-{
-    x->fd = fd;
-    x->dir = dir;
-    x->seg_total = r->total;
-    x->reach = r->reach;
-    memcpy(x->sprefix, "PV01", 4);
-    put_le32(x->sprefix + 4, (uint32_t)head->len);
-    put_le64(x->sprefix + 8, dir == 1 ? r->total : 0);
-    x->out = PyMem_Calloc(dir == 1 ? r->npiece + 2 : 2, sizeof(struct iovec));
-    x->in = PyMem_Calloc(dir == 1 ? 1 : r->npiece, sizeof(struct iovec));
-    if (x->out == NULL || x->in == NULL)
-        return -1;
-    x->out[0].iov_base = x->sprefix;
-    x->out[0].iov_len = PV_PREFIX_LEN;
-    x->out[1].iov_base = head->buf;
-    x->out[1].iov_len = (size_t)head->len;
-    x->nout = dir == 1 ? r->npiece + 2 : 2;
-    x->nin = dir == 1 ? 0 : r->npiece;
-    r->iov = dir == 1 ? x->out + 2 : x->in;
-    r->npiece = 0;                    /* pass 2 counts again as it fills */
-    r->total = r->reach = r->bufend = 0;
     return 0;
 }
 
@@ -275,7 +183,7 @@ static int stripe_plan(struct stripe_call *c, int dir)
         PyErr_NoMemory();
         return -1;
     }
-    split_walk(&c->sp, c->rk);        /* pass 1: count */
+    pv_split_walk(&c->sp, c->rk);        /* pass 1: count */
     if (socks_check(c->socks, c->rk, pc, c->fds) < 0)
         return -1;
     for (size_t r = 0; r < pc; r++) {
@@ -283,13 +191,14 @@ static int stripe_plan(struct stripe_call *c, int dir)
         if (c->rk[r].npiece == 0)
             continue;
         c->slot[r] = (int)c->n;
-        if (rank_request(&c->reqs[c->n++], &c->rk[r], c->fds[r], dir, &c->head) < 0) {
+        if (pv_rank_request(&c->reqs[c->n++], &c->rk[r], c->fds[r], dir, c->head.buf,
+                            (size_t)c->head.len) < 0) {
             PyErr_NoMemory();
             return -1;
         }
     }
     c->sp.base = c->buf.buf;
-    split_walk(&c->sp, c->rk);        /* pass 2: fill */
+    pv_split_walk(&c->sp, c->rk);        /* pass 2: fill */
     return 0;
 }
 
