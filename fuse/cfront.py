@@ -32,6 +32,7 @@ import trio
 from pyfuse3 import EntryAttributes, FUSEError
 
 from .cmirrors import DirMirror, KeptFiles
+from .cstreams import StreamReads
 from .handles import WORKER_FH
 from .workercreates import WorkerCreates, apply_made, apply_unlinked
 from .writerecords import joined
@@ -129,6 +130,7 @@ class CFront:
         self.workers: WorkerCreates | None = None
         self._behind = False  # writes answered in C (init(): when the extension has them)
         self.served: Any = None  # reads answered in C (init(): cache.serve_reads)
+        self.streams: StreamReads | None = None  # stream reads answered in C (cstreams.py)
         self._wrote: collections.deque = collections.deque()  # OP_WROTE, not yet applied
         self._wrote_in = self._wrote_done = 0   # OP_WROTE records drained, applied
         self._applying = False
@@ -165,10 +167,23 @@ class CFront:
             # reads of cached blocks answered by the workers (src/pvfs/cache/_served.py),
             # up to the largest the kernel sends (its read-ahead asks 128 KiB and more)
             self.served = cache.serve_reads(self.session, MAX_WRITE)
+            self._stream_reads(ops, cache)
         probed = getattr(ops, "probed", None)
         if probed is not None and hasattr(self.session, "caps_none"):
             probed.mirror = self.session  # capability probes answered in C (xattrs.py)
         self._lend_creates(ops)
+
+    def _stream_reads(self, ops: Operations, cache: Any) -> None:
+        """Stream-sized reads answered by the workers from the I/O daemons (cstreams.py) --
+        not with ``-o stream_reads=0``, the stream path off (``stream_min=0``) or the
+        cache's own read-ahead on (``cache_readahead``: its reads are Python's)."""
+        opts = getattr(ops, "opts", None)
+        if opts is None or not opts.stream_reads or not hasattr(self.session, "stream_setup") \
+                or cache.stream.min_bytes <= 0 or cache.stream.readahead > 0:
+            return
+        self.streams = StreamReads(self.session, ops.client, ops.table, cache.stream.min_bytes,
+                                   float(opts.timeout))
+        self.served.streams = self.streams
 
     def _lend_creates(self, ops: Operations) -> None:
         """The workers answer creates in directories the mount creates ahead in
@@ -208,6 +223,8 @@ class CFront:
         async with trio.open_nursery() as nursery:
             self._scope = nursery.cancel_scope
             self._nursery = nursery
+            if self.streams is not None:
+                self.streams.nursery = nursery
             if self._terminated:
                 nursery.cancel_scope.cancel()
             self._spawn()

@@ -91,6 +91,10 @@ class MountOptions:
     # answered by its worker threads from the cache's own buffers, without a trip through
     # Python (src/pvfs/cache/_served.py, csrc/front/serve.c). 0: every read goes to Python.
     serve_reads: bool = True
+    # Where reads are served in C: stream-sized ones (at least stream_min) of files with
+    # nothing newer here than the servers' bytes are answered by the workers from the I/O
+    # daemons themselves (fuse/cstreams.py, csrc/front/streams.c). 0: those go to Python.
+    stream_reads: bool = True
     read_ahead_kb: int = 1024
     attr_timeout: float = 1.0
     entry_timeout: float = 1.0
@@ -145,8 +149,8 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "ahead_delay": float,
             "stream_min": parse_size, "cache_readahead": parse_size}
 _BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "leases", "create_ahead",
-         "open_ahead", "write_delegations", "gather_writes", "worker_creates", "serve_reads", "allow_other",
-         "default_permissions", "debug",
+         "open_ahead", "write_delegations", "gather_writes", "worker_creates", "serve_reads",
+         "stream_reads", "allow_other", "default_permissions", "debug",
          "testing_lose_close_writes"}
 _ALIASES = {"bs": "block_size", "cachesize": "cache_size", "readahead": "read_ahead_kb",
             "directio": "direct_io"}

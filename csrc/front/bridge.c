@@ -65,6 +65,7 @@ void pvf_bridge_fini(struct pvf_front *f)
     pvf_set_free(&f->behind_inos);
     pvf_caps_free(f);
     pvf_serve_free(f);
+    pvf_stream_free(f);
     pvf_dir_free(f);
     pvf_names_free(f);
     pvf_numbers_free(f);

@@ -11,6 +11,8 @@
  *              writes answered once queued (behind)
  *   serve.c    reads answered from the block cache's arena: the blocks Python published,
  *              the writes and size changes in flight that stop them
+ *   streams.c  stream-sized reads the workers answer from the I/O daemons themselves, on
+ *              connections Python opened, of files Python marked (serve.c's rule)
  *   warm.c     the arena's pages faulted in ahead of the cache's use, on a thread of their own
  *   bridge.c   requests as C records, the queue handed to Python (a mutex, an eventfd that
  *              wakes the mount's trio loop), the forgets answered in C, the in-flight list,
@@ -33,6 +35,7 @@
  *   pywrites.c   Session methods keeping writes.c's state (and test hooks)
  *   pycreates.c  Session methods keeping creates.c's and unlinks.c's state (and test hooks)
  *   pyserve.c    Session methods keeping serve.c's state: the arena, publications (and hooks)
+ *   pystreams.c  Session methods keeping streams.c's state: connections, marks (and hooks)
  *   pyinject.c   the test bridge's _inject: fake requests queued from a C thread
  *   pysession.c  the Session type: mount, drain, notifications, close, the test bridge
  *   module.c     the module: its state, the types and functions above, the constants
@@ -154,6 +157,10 @@ struct pvf_counters {
     uint64_t read_bytes_here;
     uint64_t published;      /* publications of cached blocks Python made ... */
     uint64_t publish_refused; /* ... and those refused: a change of the file in flight */
+    uint64_t streams_here;   /* stream-sized reads answered from the daemons in C ... */
+    uint64_t stream_bytes_here;
+    uint64_t stream_failed;  /* ... and those whose exchange failed: sent to Python */
+    uint64_t stream_no_conn; /* ... or that found no connection to a daemon free */
 };
 
 #define PVF_NAME_MAX 255     /* longer names go to Python (the manager's ENAMETOOLONG) */
@@ -195,13 +202,37 @@ struct pvf_u64map {
     size_t cap, n;
 };
 
-/* A file whose published blocks the workers answer reads from (serve.c). */
+/* A file's stripe as the workers read it from the I/O daemons (streams.c). */
+struct pvf_stripe {
+    uint64_t ssize;
+    size_t pcount;
+    unsigned char *head;            /* a read's msgpack header up to its "desc" value */
+    size_t hlen;
+    unsigned iods[];                /* per share rank: the I/O daemon holding it */
+};
+
+/* A file whose published blocks the workers answer reads from (serve.c), and whose
+ * stream-sized reads they answer from the daemons when Python marked it (streams.c). */
 struct pvf_served {
     uint64_t ino;
     uint64_t size;                  /* reads ending past it go to Python */
     unsigned pins;                  /* workers replying from its blocks now */
     int live;                       /* 0: a worker queued a change: nothing answered */
     struct pvf_u64map blocks;       /* block + 1 -> its bytes in the arena */
+    struct pvf_stripe *stripe;      /* not NULL: marked for stream reads (streams.c) */
+};
+
+/* Idle connections to one I/O daemon the workers read on (streams.c). */
+struct pvf_conns {
+    int *fds;
+    size_t n, cap;
+};
+
+/* A stream read a worker fetched: its bytes, and the file pinned until they are sent. */
+struct pvf_fetched {
+    char *buf;
+    size_t n;
+    struct pvf_served *pin;
 };
 
 #define PVF_SERVE_IOV 264            /* blocks of one read answered here, at most (1 MiB
@@ -262,6 +293,10 @@ struct pvf_front {
     struct pvf_u64map mods;         /* ino -> writes and size changes queued, unanswered */
     struct pvf_fhset served_recent; /* inodes read here since Python last asked */
     struct pvf_warm warm;           /* the arena's pages faulted in ahead (warm.c) */
+    struct pvf_conns *conns;        /* per I/O daemon: connections for stream reads */
+    size_t nconns;
+    size_t stream_min;              /* stream reads: this large at least (0: none here) */
+    double stream_timeout;          /* seconds for one stream read's exchange */
     /* only on the Python thread (with the GIL) */
     struct pvf_req inflight;        /* sentinel: drained, not yet answered */
     int efd;                        /* eventfd: Python waits for it to be readable */
@@ -348,6 +383,19 @@ uint64_t *pvf_serve_recent(struct pvf_front *f, size_t *n);
 void pvf_mods_begin(struct pvf_front *f, uint64_t ino);
 void pvf_mods_end(struct pvf_front *f, uint64_t ino);
 void pvf_serve_free(struct pvf_front *f);
+struct pvf_served *pvf_served_open_locked(struct pvf_front *f, uint64_t ino);
+struct pvf_served *pvf_served_live_locked(struct pvf_front *f, uint64_t ino);
+
+/* streams.c */
+int pvf_stream_setup(struct pvf_front *f, size_t niods, size_t min_read, double timeout);
+int pvf_stream_give(struct pvf_front *f, size_t iod, int fd);      /* -1 with errno */
+size_t pvf_stream_conns(struct pvf_front *f, size_t iod);
+int pvf_stream_mark(struct pvf_front *f, uint64_t ino, uint64_t size, uint64_t ssize,
+                    const unsigned *iods, size_t pcount, const void *head, size_t hlen);
+int pvf_stream_fetch(struct pvf_front *f, uint64_t ino, uint64_t off, size_t size,
+                     struct pvf_fetched *out);                      /* 1: fetched here */
+void pvf_stream_done(struct pvf_front *f, struct pvf_fetched *got);
+void pvf_stream_free(struct pvf_front *f);
 
 /* bridge.c */
 int pvf_bridge_init(struct pvf_front *f);            /* -1 with errno */

@@ -311,19 +311,26 @@ static void op_open(fuse_req_t fr, fuse_ino_t ino, struct fuse_file_info *fi)
 }
 
 /* A read of blocks Python published is answered from the arena (serve.c): one writev of
- * the cached bytes to /dev/fuse, the file pinned meanwhile. */
+ * the cached bytes to /dev/fuse, the file pinned meanwhile. A stream-sized read of a file
+ * Python marked is answered from the I/O daemons (streams.c), pinned likewise. */
 static void op_read(fuse_req_t fr, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     struct pvf_front *f = front_of(fr);
     struct iovec iov[PVF_SERVE_IOV];
     struct pvf_served *pin;
+    struct pvf_fetched got;
     struct pvf_req *r;
     int n;
 
     if (off >= 0 && pvf_serve_take(f, ino, (uint64_t)off, size, iov, &n, &pin)) {
         pvf_counted_reply(f, fuse_reply_iov(fr, iov, n));
         pvf_serve_unpin(f, pin);
+        return;
+    }
+    if (off >= 0 && pvf_stream_fetch(f, ino, (uint64_t)off, size, &got)) {
+        pvf_counted_reply(f, fuse_reply_buf(fr, got.buf, got.n));
+        pvf_stream_done(f, &got);
         return;
     }
     r = plain(fr, PVF_READ, ino, fi);

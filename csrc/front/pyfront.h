@@ -135,6 +135,12 @@ PyObject *pvf_py_warm(SessionObject *self, PyObject *args);
 PyObject *pvf_py_read_here(SessionObject *self, PyObject *args);
 PyObject *pvf_py_queued(SessionObject *self, PyObject *args);
 void pvf_py_arena_release(SessionObject *self);
+/* pystreams.c */
+PyObject *pvf_py_stream_setup(SessionObject *self, PyObject *args);
+PyObject *pvf_py_stream_give(SessionObject *self, PyObject *args);
+PyObject *pvf_py_stream_conns(SessionObject *self, PyObject *args);
+PyObject *pvf_py_stream_mark(SessionObject *self, PyObject *args);
+PyObject *pvf_py_stream_here(SessionObject *self, PyObject *args);
 
 /* pyinject.c: the test bridge's Session._inject */
 PyObject *pvf_py_inject(SessionObject *self, PyObject *args, PyObject *kwargs);

@@ -119,14 +119,17 @@ fail:
 }
 
 /* serve_drop(ino): nothing of it is answered in C, and no worker replies from its blocks,
- * when this returns (it may wait for a reply being sent). */
+ * when this returns (it may wait for a reply being sent, or a stream read's exchange with
+ * the daemons: the GIL is let go meanwhile). */
 PyObject *pvf_py_serve_drop(SessionObject *self, PyObject *args)
 {
     unsigned long long ino;
 
     if (!PyArg_ParseTuple(args, "K:serve_drop", &ino))
         return NULL;
+    Py_BEGIN_ALLOW_THREADS
     pvf_serve_drop(&self->f, ino);
+    Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 

@@ -256,7 +256,8 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
     return Py_BuildValue("{"
                          "sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsn"   /* ... unlinked_here, unlinkable */
                          "sKsKsKsKsnsnsnsnsnsn"
-                         "sKsKsKsKsnsnsi}", "queued", c.queued,
+                         "sKsKsKsKsnsnsi"
+                         "sKsKsKsK}", "queued", c.queued,
                          "forgets", c.forgets, "wakeups", c.wakeups,
                          "reply_failures", c.reply_failures, "unanswered", c.unanswered,
                          "enomem", c.enomem, "quiet_flushes", c.quiet_flushes,
@@ -278,7 +279,10 @@ static PyObject *Session_stats(SessionObject *self, PyObject *ignored)
                          "reads_here", c.reads_here, "read_bytes_here", c.read_bytes_here,
                          "published", c.published, "publish_refused", c.publish_refused,
                          "files_served", served, "warmed", (Py_ssize_t)warmed,
-                         "warm_failed", warm_failed);
+                         "warm_failed", warm_failed,
+                         "streams_here", c.streams_here,
+                         "stream_bytes_here", c.stream_bytes_here,
+                         "stream_failed", c.stream_failed, "stream_no_conn", c.stream_no_conn);
 }
 
 static PyObject *Session_invalidate_inode(SessionObject *self, PyObject *args)
@@ -493,6 +497,21 @@ static PyMethodDef Session_methods[] = {
       "serve_recent() -> [ino]: the files read in C since the last call" },
     { "warm", (PyCFunction)pvf_py_warm, METH_VARARGS,
       "warm(upto): the arena's first upto bytes faulted in ahead, on a thread of the session's" },
+    { "stream_setup", (PyCFunction)pvf_py_stream_setup, METH_VARARGS,
+      "stream_setup(niods, min_read, timeout): workers may answer reads of at least min_read "
+      "bytes from the I/O daemons (0..niods-1), each exchange within timeout seconds" },
+    { "stream_give", (PyCFunction)pvf_py_stream_give, METH_VARARGS,
+      "stream_give(iod, fd): an open, authenticated connection to daemon iod, the workers' "
+      "now (they close it); on an exception the caller still owns it" },
+    { "stream_conns", (PyCFunction)pvf_py_stream_conns, METH_VARARGS,
+      "stream_conns(iod) -> int: the workers' idle connections to daemon iod" },
+    { "stream_mark", (PyCFunction)pvf_py_stream_mark, METH_VARARGS,
+      "stream_mark(ino, size, ssize, iods, head) -> bool: stream-sized reads of ino within "
+      "size are answered from the daemons (rank r on iods[r]; head: a read's msgpack header "
+      "up to its desc) until serve_drop(ino) or a write or size change of it. False: refused" },
+    { "_stream_here", (PyCFunction)pvf_py_stream_here, METH_VARARGS,
+      "_stream_here(ino, off, size) -> bytes | None: what a worker would answer from the "
+      "daemons (test hook)" },
     { "_read_here", (PyCFunction)pvf_py_read_here, METH_VARARGS,
       "tests: _read_here(ino, off, size) -> the bytes a worker would answer, or None" },
     { "_queued", (PyCFunction)pvf_py_queued, METH_VARARGS,

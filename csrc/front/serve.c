@@ -156,7 +156,58 @@ static struct pvf_served *served_get(struct pvf_front *f, uint64_t ino)
 static void served_free(struct pvf_served *s)
 {
     map_free(&s->blocks);
+    if (s->stripe != NULL)
+        free(s->stripe->head);
+    free(s->stripe);
     free(s);
+}
+
+/* Under the lock: ino's record for a publication or a stream mark (streams.c), made if
+ * new; one stopped by a worker since starts empty (what it kept is from before that change:
+ * Python dropped what it changed; this publication is current). NULL: refused (a write or
+ * size change of it in flight, or answered here and not applied; serving off), or ENOMEM
+ * (errno set). */
+struct pvf_served *pvf_served_open_locked(struct pvf_front *f, uint64_t ino)
+{
+    struct pvf_served *s;
+    uint64_t v;
+
+    if (f->serve_max == 0 || ino == 0 || map_get(&f->mods, ino, &v) ||
+        pvf_behind_pending_locked(f, ino)) {
+        errno = 0;
+        return NULL;
+    }
+    s = served_get(f, ino);
+    if (s == NULL) {
+        s = calloc(1, sizeof(*s));
+        if (s == NULL || map_put(&f->served, ino, (uint64_t)(uintptr_t)s) < 0) {
+            free(s);
+            errno = ENOMEM;
+            return NULL;
+        }
+        s->ino = ino;
+    } else if (!s->live) {
+        s->blocks.n = 0;
+        if (s->blocks.keys != NULL)
+            memset(s->blocks.keys, 0, s->blocks.cap * sizeof(uint64_t));
+        if (s->stripe != NULL)
+            free(s->stripe->head);
+        free(s->stripe);
+        s->stripe = NULL;
+    }
+    return s;
+}
+
+/* Under the lock: ino's record if reads of it may be answered here now. */
+struct pvf_served *pvf_served_live_locked(struct pvf_front *f, uint64_t ino)
+{
+    struct pvf_served *s;
+    uint64_t v;
+
+    if (f->served.n == 0 || (s = served_get(f, ino)) == NULL || !s->live ||
+        map_get(&f->mods, ino, &v) || pvf_behind_pending_locked(f, ino))
+        return NULL;
+    return s;
 }
 
 /* The arena's bytes, its block size and the largest read answered here (0: none). */
@@ -200,32 +251,18 @@ int pvf_serve_publish(struct pvf_front *f, uint64_t ino, uint64_t size, uint64_t
                       size_t n, const char *const *ptrs)
 {
     struct pvf_served *s;
-    uint64_t v;
     int ret = 1;
 
     pthread_mutex_lock(&f->lock);
-    if (f->serve_max == 0 || ino == 0 || map_get(&f->mods, ino, &v) ||
-        pvf_behind_pending_locked(f, ino)) {
-        f->c.publish_refused++;
-        pthread_mutex_unlock(&f->lock);
-        return 0;
-    }
-    s = served_get(f, ino);
+    s = pvf_served_open_locked(f, ino);
     if (s == NULL) {
-        s = calloc(1, sizeof(*s));
-        if (s == NULL || map_put(&f->served, ino, (uint64_t)(uintptr_t)s) < 0) {
-            free(s);
-            pthread_mutex_unlock(&f->lock);
+        ret = errno == ENOMEM ? -1 : 0;
+        if (ret == 0)
+            f->c.publish_refused++;
+        pthread_mutex_unlock(&f->lock);
+        if (ret < 0)
             errno = ENOMEM;
-            return -1;
-        }
-        s->ino = ino;
-    } else if (!s->live) {
-        /* stopped by a worker since: what it kept is from before that change (Python
-         * dropped what it changed; this publication is current) */
-        s->blocks.n = 0;
-        if (s->blocks.keys != NULL)
-            memset(s->blocks.keys, 0, s->blocks.cap * sizeof(uint64_t));
+        return ret;
     }
     for (size_t i = 0; i < n; i++) {
         if (map_put(&s->blocks, first + i + 1, (uint64_t)(uintptr_t)ptrs[i]) < 0) {
@@ -271,9 +308,8 @@ int pvf_serve_take(struct pvf_front *f, uint64_t ino, uint64_t off, size_t size,
     if (size == 0)
         return 0;
     pthread_mutex_lock(&f->lock);
-    if (f->served.n == 0 || size > f->serve_max || (s = served_get(f, ino)) == NULL ||
-        !s->live || off + size > s->size || off + size < off || map_get(&f->mods, ino, &v) ||
-        pvf_behind_pending_locked(f, ino))
+    if (size > f->serve_max || (s = pvf_served_live_locked(f, ino)) == NULL ||
+        off + size > s->size || off + size < off)
         goto miss;
     bs = f->block_size;
     first = off / bs;

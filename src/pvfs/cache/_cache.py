@@ -183,6 +183,8 @@ class BlockCache:
         first, last = offset // bs, (end - 1) // bs
         if self.stream.is_stream(end - offset) and self._plain(ino, first, last, False) \
                 and not (store.served is not None and store.all_whole(ino, first, last, eff)):
+            if store.served is not None and self._has_bits is not None:
+                store.served.mark_stream(ino, fs, eff)  # later ones: in C, from the servers
             with store.file(ino).read_in_progress(offset, end):
                 return await self.streamer.read(ino, fs, offset, end, eff)
         pieces: dict[int, bytes] = {}

@@ -14,6 +14,13 @@ published only in a state that holds every write answered before (no write of it
 progress here, none queued or answered in C and not yet applied: the front end refuses the
 publication then), and only its whole blocks that know every byte up to the size.
 
+Under the same rule the front end answers *stream-sized* reads of a file the cache *marks*
+from the I/O daemons itself (``csrc/front/streams.c``): the cache marks a file when it
+reads it as a stream in a state where its answer would be the servers' bytes alone -- no
+dirty block, no queued stream data, no write or truncation of it in progress -- with the
+size it answers with (:meth:`ServedFiles.mark_stream`); every change drops the mark with
+the file's publications.
+
 What the front end reads does not touch the replacement policy; :meth:`touch_recent` tells
 it, before each eviction, which published files were read there since.
 
@@ -33,7 +40,8 @@ if TYPE_CHECKING:
     from ._store import BlockStore
     from ._table import FileState
 
-__all__ = ["AHEAD_BYTES", "TOUCH_EVERY", "WARM_AHEAD", "BlockServer", "ServedFiles"]
+__all__ = ["AHEAD_BYTES", "TOUCH_EVERY", "WARM_AHEAD", "BlockServer", "ServedFiles",
+           "StreamMarker"]
 
 TOUCH_EVERY = 0.05  # seconds between two passes telling the policy what the front end read
 AHEAD_BYTES = 64 << 20  # a read answered here publishes this much of the file past it too
@@ -52,6 +60,15 @@ class BlockServer(Protocol):
     def serve_recent(self) -> list[int]: ...
 
     def warm(self, upto: int) -> None: ...
+
+
+class StreamMarker(Protocol):
+    """What lets the front end answer a file's stream reads from the servers (the mount's
+    ``fuse/cstreams.py``: it knows the file's stripe and the daemons' connections)."""
+
+    def mark(self, ino: int, size: int) -> bool: ...
+
+    def refill(self) -> None: ...
 
 
 class ServedFiles:
@@ -76,7 +93,10 @@ class ServedFiles:
         server.serve_arena(self._map, block_size, max_read)
         # ino -> the blocks published (the front end keeps where they are)
         self.files: dict[int, set[int]] = {}
-        self.counters = {"publications": 0, "refused": 0, "drops": 0}
+        self.counters = {"publications": 0, "refused": 0, "drops": 0, "stream_marks": 0}
+        # the front end answers stream reads from the servers through this (None: it does not)
+        self.streams: StreamMarker | None = None
+        self.streaming: set[int] = set()  # files marked (a subset of ``files``' keys)
         self._touched_at = -TOUCH_EVERY
         self._warm_asked = 0
 
@@ -123,8 +143,28 @@ class ServedFiles:
             self.files.setdefault(ino, set()).update(range(start, start + len(bufs)))
             self.counters["publications"] += 1
 
+    def mark_stream(self, ino: int, fs: FileState | None, size: int) -> None:
+        """A stream read of ``ino`` (``size`` bytes long) is answered here: the front end
+        answers the next ones from the servers if nothing here is newer than their bytes
+        -- no dirty block, no queued stream data, no write or truncation in progress. A
+        file marked already, whose read still came here, found no connection free: the
+        marker opens more."""
+        if self.streams is None:
+            return
+        if ino in self.streaming:
+            self.streams.refill()
+            return
+        if fs is not None and (fs.dirty or fs.writing or fs.truncating or
+                               (fs.stream is not None and fs.stream.pending)):
+            return
+        if self.streams.mark(ino, size):
+            self.files.setdefault(ino, set())
+            self.streaming.add(ino)
+            self.counters["stream_marks"] += 1
+
     def drop(self, ino: int) -> None:
         """``ino`` is about to change here: the front end stops answering from it first."""
+        self.streaming.discard(ino)
         if self.files.pop(ino, None) is not None:
             self.counters["drops"] += 1
             self.server.serve_drop(ino)

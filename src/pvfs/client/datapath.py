@@ -388,6 +388,11 @@ class DataPath:
             self.pool.owe(key, sock)
             return
 
+    def give_away(self, key: int) -> int:
+        """An open (authenticated) connection to daemon ``key``, detached: the caller owns
+        its descriptor (the C front end's workers read on it, csrc/front/streams.c)."""
+        return self.pool.take(key).detach()
+
     # ------------------------------------------------------------------ data
     def read(self, ino: int, stripe: Stripe, desc: Description, buf,
              hint: dict[str, int] | None = None) -> ReadResult:
@@ -495,6 +500,16 @@ class DataPath:
         self.run([(stripe.iod_of_rank(r, self.config.niods),
                    {"op": "utime", "ino": ino, "mtime_ns": mtime_ns}, None, b"", 0)
                   for r in range(stripe.pcount) if local_size(stripe, r, size)])
+
+
+def stream_read_head(ino: int, stripe: Stripe) -> bytes:
+    """A contiguous read's msgpack header up to its ``desc`` value: the C front end's workers
+    finish it with each read's description (``csrc/front/streams.c``, ``put_desc``), so a
+    read they send is the one :meth:`DataPath.read` sends."""
+    body = encode_header({"op": "read", "ino": ino, "stripe": stripe.to_wire()})
+    if body[0] != 0x83:  # a fixmap of the three fields
+        raise ValueError("unexpected msgpack map header")
+    return b"\x84" + body[1:] + encode_header("desc")
 
 
 def touched_ranks(regions: list[tuple[int, int]], stripe: Stripe) -> list[int]:
