@@ -6,7 +6,9 @@ read-modify-write and the second-chance scan all happen within a few steps.
 
 With ``served``, the cache's blocks live in an arena and it publishes them to a model of the
 C front end's reads (csrc/front/serve.c): after every step, whatever that front end would
-answer from what is published must be the file's bytes as the model has them.
+answer from what is published must be the file's bytes as the model has them; and for a
+file the cache marked for stream reads from the servers (csrc/front/streams.c), the
+backend's bytes up to the size marked must be the file's bytes too.
 """
 
 from __future__ import annotations
@@ -33,11 +35,19 @@ SIZES = st.integers(0, 5 * BS)
 class ServedModel:
     """What the C front end keeps of the cache's publications (serve.c) and would answer:
     blocks by file, each file's size; a publication adds blocks and sets the size, a drop
-    forgets the file."""
+    forgets the file (and its stream mark: ``mark`` as fuse/cstreams.py's)."""
 
     def __init__(self) -> None:
         self.files: dict[int, tuple[int, dict[int, memoryview]]] = {}
+        self.marks: dict[int, int] = {}  # ino -> size: stream reads answered from the backend
         self.arena: Any = None
+
+    def mark(self, ino: int, size: int) -> bool:
+        self.marks[ino] = size
+        return True
+
+    def refill(self) -> None:
+        pass
 
     def serve_arena(self, buffer: Any, block_size: int, max_read: int) -> None:
         self.arena = buffer
@@ -49,6 +59,7 @@ class ServedModel:
 
     def serve_drop(self, ino: int) -> None:
         self.files.pop(ino, None)
+        self.marks.pop(ino, None)
 
     def serve_recent(self) -> list[int]:
         return list(self.files)
@@ -101,7 +112,7 @@ class CacheModel(RuleBasedStateMachine):
         )
         if served:
             self.served = ServedModel()
-            self.cache.serve_reads(self.served, 2 * BS - 1)
+            self.cache.serve_reads(self.served, 2 * BS - 1).streams = self.served
 
     def size(self, ino: int) -> int:
         return len(self.be.files.get(ino, b""))
@@ -319,6 +330,11 @@ class CacheModel(RuleBasedStateMachine):
             m = self.expect(ino)
             assert size <= len(m), (ino, size, len(m))
             assert got == bytes(m[off:off + len(got)]), (ino, off)
+        for ino, size in self.served.marks.items():
+            m = self.expect(ino)
+            assert size <= len(m), (ino, size, len(m))
+            servers = bytes(self.be.files.get(ino, b""))[:size].ljust(size, b"\0")
+            assert servers == bytes(m[:size]), ino
 
     def teardown(self) -> None:
         if self.cache is not None:
