@@ -2,7 +2,8 @@
  *
  * Two halves live in this extension: the I/O daemon's engine (a service thread moving jobs'
  * bytes between sockets and files, in the order of a scheduling policy, optionally through
- * an emulated disk) and the client's scatter/gather, transfer.c and stripe.c. Nothing here
+ * an emulated disk) and the client's scatter/gather, transfer.c and stripe.c around the plain
+ * C of xfer/ (the exchange and the stripe split, shared with the front end). Nothing here
  * touches a Python object, so the engine's thread never needs the GIL; pvpy.h declares the
  * bindings.
  *
@@ -22,8 +23,9 @@
  *   engine.c      the service loop: events, the policy's pick, a turn, posting results
  *   lifecycle.c   making, stopping and freeing an engine
  *   handoff.c     what the Python thread calls: the inbox and the done list
- *   transfer.c    the client's exchange and transfer() (bindings of their own, transfer.h)
- *   stripe.c      the client's stripe_transfer(): a striped read or write split and framed
+ *   transfer.c    the client's transfer() and the exchange run without the GIL (transfer.h;
+ *                 the exchange itself is xfer/exchange.c)
+ *   stripe.c      the client's stripe_transfer(): a striped read or write split (xfer/split.c)
  *   pyerr.c       pv_raise: a struct pv_err as a Python exception
  *   pydisk.c      the Disk type
  *   pyconn.c      attach(), detach(), events()
