@@ -23,8 +23,7 @@
  *   engine.c      the service loop: events, the policy's pick, a turn, posting results
  *   lifecycle.c   making, stopping and freeing an engine
  *   handoff.c     what the Python thread calls: the inbox and the done list
- *   transfer.c    the client's transfer() and the exchange run without the GIL (transfer.h;
- *                 the exchange itself is xfer/exchange.c)
+ *   transfer.c    the client's transfer(): the exchange (xfer/exchange.c) without the GIL
  *   stripe.c      the client's stripe_transfer(): a striped read or write split (xfer/split.c)
  *   pyerr.c       pv_raise: a struct pv_err as a Python exception
  *   pydisk.c      the Disk type
