@@ -23,7 +23,8 @@ HOOK = ROOT / "tests" / "sanitized"
 RUNS = {
     "front end": ["tests/unit/test_fusefront.py", "tests/unit/test_fusefront_answers.py",
                   "tests/unit/test_fusefront_creates.py", "tests/unit/test_fusefront_unlinks.py",
-                  "tests/unit/test_fusefront_serve.py", "tests/property/test_fusefront_bridge.py"],
+                  "tests/unit/test_fusefront_serve.py", "tests/property/test_fusefront_bridge.py",
+                  "tests/integration/test_fusefront_streams.py"],
     "engine": ["tests/unit/test_native_fast.py", "tests/unit/test_native_engine.py",
                "tests/unit/test_native_transfer.py", "tests/unit/test_native_stripe.py",
                "tests/unit/test_native_conn_streams.py", "tests/property/test_native_model.py",
@@ -32,7 +33,8 @@ RUNS = {
                "tests/integration/test_mount_front_writes.py",
                "tests/integration/test_mount_worker_creates.py",
                "tests/integration/test_mount_worker_unlinks.py",
-               "tests/integration/test_mount_served_reads.py"],
+               "tests/integration/test_mount_served_reads.py",
+               "tests/integration/test_mount_stream_reads.py"],
 }
 
 
