@@ -251,6 +251,9 @@ class BlockStore:
         meanwhile. Returns whether dirty ranges that were not written remain."""
         if self.table.get(key) is not e or e.version != version or not e.dirty:
             return False
+        if e.ranges == ranges:  # all of them (the common case)
+            self._clean(key, e)
+            return False
         e.ranges = [r for r in e.ranges if r not in ranges]
         if e.ranges:
             return True

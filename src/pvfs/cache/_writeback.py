@@ -144,6 +144,36 @@ class Flusher:
         p = self.policy
         return next(groups(runs, _run_bytes, p.max_list_bytes, p.max_regions), [])
 
+    def _snapshot(self, ino: int, batch: list[Run]) -> tuple[
+            list[tuple[int, Entry]], list[int], list[list[tuple[int, int]]],
+            list[tuple[int, int]], bytes]:
+        """What one backend call of :meth:`write_back` carries: each block of ``batch`` once,
+        in block order (runs come in order and a block's pieces are consecutive), with its
+        version and the ranges sent; the call's regions; its bytes, joined at once."""
+        table = self.store.table
+        snap: list[tuple[int, Entry]] = []
+        versions: list[int] = []
+        sent: list[list[tuple[int, int]]] = []
+        regions: list[tuple[int, int]] = []
+        parts: list[bytearray | memoryview] = []
+        last = -1
+        for start, pieces in batch:
+            n = 0
+            for blk, lo, hi in pieces:
+                if blk != last:
+                    e = table[(ino, blk)]
+                    snap.append((blk, e))
+                    versions.append(e.version)
+                    sent.append([(lo, hi)])
+                    last = blk
+                else:
+                    sent[-1].append((lo, hi))
+                buf = e.buf  # a whole block as it is: no view to make
+                parts.append(buf if lo == 0 and hi == len(buf) else memoryview(buf)[lo:hi])
+                n += hi - lo
+            regions.append((start, n))
+        return snap, versions, sent, regions, b"".join(parts)
+
     async def write_back(self, ino: int, fs: FileState) -> int:
         """Write back the dirty ranges of one file's blocks, coalesced into runs and the runs
         gathered into list-I/O calls when the backend has them. Returns bytes written.
@@ -174,19 +204,7 @@ class Flusher:
                 batch = self._first_batch(self._runs(ino, blocks))
                 if not batch:
                     break
-                sent: dict[int, list[tuple[int, int]]] = {}
-                for _, pieces in batch:
-                    for blk, lo, hi in pieces:
-                        sent.setdefault(blk, []).append((lo, hi))
-                snap = [(blk, store.table[(ino, blk)]) for blk in sorted(sent)]
-                versions = [e.version for _, e in snap]
-                regions: list[tuple[int, int]] = []
-                parts: list[memoryview] = []
-                for start, pieces in batch:
-                    for blk, lo, hi in pieces:
-                        parts.append(memoryview(store.table[(ino, blk)].buf)[lo:hi])  # joined at once
-                    regions.append((start, sum(hi - lo for _, lo, hi in pieces)))
-                data = b"".join(parts)
+                snap, versions, sent, regions, data = self._snapshot(ino, batch)
                 try:
                     if len(regions) == 1:
                         await self.backend.write(ino, regions[0][0], data)
@@ -195,7 +213,7 @@ class Flusher:
                         await self.caps.write_list(ino, regions, data)
                 except OSError as exc:
                     self._failed(ino, fs, exc, snap)
-                    todo.difference_update(sent)
+                    todo.difference_update(blk for blk, _ in snap)
                     continue
                 c["backend_writes"] += 1
                 if len(regions) > 1:
@@ -205,10 +223,10 @@ class Flusher:
                 written += len(data)
                 if fs.stream is not None:
                     fs.stream.drop_readahead()  # fetched before these bytes reached the servers
-                for (blk, e), v in zip(snap, versions):
+                for (blk, e), v, rs in zip(snap, versions, sent):
                     # a block written in part (its other ranges are in a later call) stays to
                     # do; one modified meanwhile stays dirty for the next write-back
-                    if store.mark_written((ino, blk), e, v, sent[blk]):
+                    if store.mark_written((ino, blk), e, v, rs):
                         continue
                     todo.discard(blk)
         return written
