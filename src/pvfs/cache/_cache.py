@@ -25,11 +25,13 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from ._blockwrite import BlockWriter
 from ._bypass import BypassTable
 from ._fetch import Fetcher
 from ._policy import (
     Backend,
     BypassPolicy,
+    PlainCheck,
     ReplacementPolicy,
     SecondChanceLRU,
     StreamPolicy,
@@ -39,7 +41,7 @@ from ._policy import (
 from ._served import BlockServer, ServedFiles
 from ._store import BackendCaps, BlockStore, piece_of
 from ._stream import Streamer
-from ._table import Entry, FileState, merge_range, overlapping, runs_of
+from ._table import FileState, overlapping, runs_of
 from ._writeback import Flusher
 
 __all__ = ["BlockCache"]
@@ -107,8 +109,10 @@ class BlockCache:
         self.streamer = Streamer(self.store, backend, caps, self._stream)
         self.fetcher = Fetcher(self.store, backend, caps, self._writeback, self.streamer)
         self.flusher = Flusher(self.store, backend, caps, self._writeback, self.streamer)
+        self._plain = PlainCheck(self.bypass, segment_blocks)
+        self.writer = BlockWriter(self.store, self.streamer, self._plain)
         self._workers: trio.CancelScope | None = None
-        self._has_bits = getattr(self.bypass, "has_bits", None)
+        self._has_bits = self._plain.has_bits
         self._clear_bits = getattr(self.bypass, "clear", None)
 
     @property
@@ -222,14 +226,6 @@ class BlockCache:
             await self.fetcher.fetch_read(ino, missing, bypassed, offset, end, eff, pieces)
         return b"".join(pieces[blk] for blk in range(first, last + 1))
 
-    def _plain(self, ino: int, first: int, last: int, write: bool) -> bool:
-        """Whether no segment of blocks ``first..last`` bypasses the local cache."""
-        if self._has_bits is not None:
-            return not self._has_bits(ino)
-        check = self.bypass.bypass_write if write else self.bypass.bypass_read
-        sb = self.segment_blocks
-        return not any(check(ino, s) for s in range(first // sb, last // sb + 1))
-
     # ---------------------------------------------------------------- writes
 
     async def write(
@@ -295,8 +291,8 @@ class BlockCache:
         through: list[int] = []
         bypassed: set[int] = set()
         first = offset // bs
-        if not sync and not self.bypass.has_bits(ino):
-            first = await self._write_blocks(ino, offset, end, mv, known, through)
+        if not sync and self._plain(ino, first, (end - 1) // bs, True):
+            first = await self.writer.write_blocks(ino, offset, end, mv, known, through)
         for blk in range(first, (end - 1) // bs + 1):
             a, b = store.span(blk, offset, end)
             if self.bypass.bypass_write(ino, blk // self.segment_blocks):
@@ -310,9 +306,9 @@ class BlockCache:
             st = store.file(ino).stream
             if st is not None and st.pending and st.overlaps(blk * bs + a, blk * bs + b):
                 await self.streamer.drain(ino, store.file(ino))  # queued data is older
-            done = self._buffer_now(ino, blk, a, piece, known)
+            done = self.writer.buffer_now(ino, blk, a, piece, known)
             if done is None:
-                done = await self._buffer_block(ino, blk, a, piece, known)
+                done = await self.writer.buffer_block(ino, blk, a, piece, known)
             if not done:
                 through.append(blk)
             fs = store.file(ino)
@@ -324,149 +320,6 @@ class BlockCache:
                                              cache_full=sync and start not in bypassed)
         if len(store.dirty) >= self.writeback.dirty_high * self.capacity_blocks:
             store.flush_wanted.set()
-
-    async def _write_blocks(self, ino: int, offset: int, end: int, mv: memoryview,
-                            known: int | None, through: list[int]) -> int:
-        """The block loop of a write that neither bypasses nor writes through (no bypass bit
-        of the file, not sync): each block's piece applied as :meth:`_apply` would, with the
-        common cases -- a whole block cached, a new block the write makes whole or that holds
-        no byte of the file yet, nobody holding its lock -- done inline. IOR hard's
-        47,008-byte writes spend their time in this loop (``docs/benchmarks.md``, forty-fourth
-        session). Blocks no buffer was found for go to ``through`` (written through).
-        Returns the first block left to the general loop of :meth:`_write`: past the last,
-        unless a bypass bit of the file appeared during an await."""
-        store = self.store
-        bs = self.block_size
-        table, locks, policy, dirty_list = store.table, store.locks, store.policy, store.dirty
-        fs = store.file(ino)
-        store.changing(ino)  # (again after every await below: a read may publish meanwhile)
-        now = trio.current_time()
-        for blk in range(offset // bs, (end - 1) // bs + 1):
-            base = blk * bs
-            a = offset - base if offset > base else 0
-            b = end - base if end < base + bs else bs
-            piece = mv[base + a - offset:base + b - offset]
-            st = fs.stream
-            if st is not None and st.pending and st.overlaps(base + a, base + b):
-                await self.streamer.drain(ino, fs)  # queued data is older
-                if self.bypass.has_bits(ino):
-                    return blk
-                fs, now = self._resumed(ino)
-            key = (ino, blk)
-            e = table.get(key)
-            if locks.busy(key) or (e is not None and e.known is not None) or \
-                    (e is None and self._partial(blk, a, b, known)):
-                # a fetch in flight, or a partial block: the general path
-                done = self._buffer_now(ino, blk, a, piece, known)
-                if done is None:
-                    done = await self._buffer_block(ino, blk, a, piece, known)
-                    fs, now = self._resumed(ino)
-                if not done:
-                    through.append(blk)
-                fs.local_end = max(fs.local_end, base + b)
-                if self.bypass.has_bits(ino):
-                    return blk + 1
-                continue
-            if e is None:  # a new whole block (Entry, insert of _apply)
-                e = self._new_whole(key, fs)
-                if e is None:
-                    through.append(blk)
-                    fs.local_end = max(fs.local_end, base + b)
-                    continue
-            # BlockStore.modify with Entry.apply and Entry.mark, for a whole block
-            e.buf[a:b] = piece
-            e.valid = max(e.valid, b)
-            e.version += 1
-            e.ranges = merge_range(e.ranges, a, b) if e.ranges else [(a, b)]
-            policy.touched(key)
-            if not e.dirty:
-                e.dirty = True
-                e.dirty_since = now
-                dirty_list[key] = None
-                fs.dirty.add(blk)
-            fs.local_end = max(fs.local_end, base + b)
-        return (end - 1) // bs + 1
-
-    def _resumed(self, ino: int) -> tuple[FileState, float]:
-        """After an await of :meth:`_write_blocks`: the file's state, told changing again."""
-        self.store.changing(ino)
-        return self.store.file(ino), trio.current_time()
-
-    def _new_whole(self, key: tuple[int, int], fs: FileState) -> Entry | None:
-        """A new block in the table (no byte of it known to the file), or None: no buffer."""
-        store = self.store
-        buf = store.alloc()
-        if buf is None:
-            return None
-        e = Entry(buf)
-        store.insert(key, fs, e)
-        return e
-
-    def _partial(self, blk: int, lo: int, hi: int, known: int | None) -> bool:
-        """Whether writing ``[lo, hi)`` of uncached block ``blk`` leaves bytes of the file in
-        it unknown (the block is then cached partial, not fetched): only if the block has
-        existing bytes (by ``known``, the file's size, when given) the write does not cover."""
-        bs = self.block_size
-        existing = bs if known is None else max(0, min(bs, known - blk * bs))
-        return existing > 0 and not (lo == 0 and hi >= existing)
-
-    def _buffer_now(
-        self, ino: int, blk: int, lo: int, piece: memoryview, known: int | None,
-    ) -> bool | None:
-        """The no-await fast path of :meth:`_buffer_block`: nobody holds the block's lock.
-        None when the slow path is needed."""
-        if self.store.locks.busy((ino, blk)):
-            return None
-        return self._apply(ino, blk, lo, piece, known)
-
-    def _apply(
-        self, ino: int, blk: int, lo: int, piece: memoryview, known: int | None,
-    ) -> bool | None:
-        """Write ``piece`` at ``lo`` into block ``blk``, cached whole or partial (a new block
-        is partial when :meth:`_partial` says so: no fetch). False when no buffer is free;
-        None when a new partial block would be made while a truncation of the file is in
-        progress (the caller waits for it, as a fetch for this write once did)."""
-        store = self.store
-        key = (ino, blk)
-        e = store.table.get(key)
-        if e is None:
-            fs = store.file(ino)
-            partial = self._partial(blk, lo, lo + len(piece), known)
-            if partial and fs.truncating:
-                return None
-            buf = store.alloc()
-            if buf is None:
-                return False
-            e = Entry(buf, partial=partial)
-            store.insert(key, fs, e)
-            if partial:
-                store.counters["partial_writes"] += 1
-        store.modify(key, e, lo, piece)
-        if e.known is not None and known is not None:
-            # whole once it knows every byte the file has in it (the rest are holes we made)
-            k = e.known[0]
-            if k[0] == 0 and k[1] >= known - blk * self.block_size:
-                e.known = None
-        return True
-
-    async def _buffer_block(
-        self, ino: int, blk: int, lo: int, piece: memoryview, known: int | None,
-    ) -> bool:
-        """Apply ``piece`` at ``lo`` in block ``blk`` in the cache; False if no buffer. Waits
-        for the block's lock (a fetch of it in flight) and applies under it, or for a
-        truncation of the file in progress."""
-        store = self.store
-        key = (ino, blk)
-        while True:
-            done = self._buffer_now(ino, blk, lo, piece, known)
-            if done is not None:
-                return done
-            if store.locks.busy(key):
-                async with store.locks.hold([key]):
-                    done = self._apply(ino, blk, lo, piece, known)
-                if done is not None:
-                    return done
-            await store.file(ino).wait_settled()
 
     # ------------------------------------------------------------- flushing
 

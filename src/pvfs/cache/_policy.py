@@ -20,6 +20,7 @@ __all__ = [
     "Backend",
     "BypassPolicy",
     "ListBackend",
+    "PlainCheck",
     "ReplacementPolicy",
     "SecondChanceLRU",
     "StreamPolicy",
@@ -310,3 +311,24 @@ class BypassPolicy(Protocol):
     def bypass_read(self, ino: int, segment: int) -> bool: ...
 
     def bypass_write(self, ino: int, segment: int) -> bool: ...
+
+
+class PlainCheck:
+    """``check(ino, first, last, write)``: whether no segment of blocks ``first..last`` of
+    file ``ino`` bypasses the local cache (for writes or for reads), asked of a
+    :class:`BypassPolicy`. One with ``has_bits`` (:class:`pvfs.cache.BypassTable`) answers for
+    the whole file at once: no bits, no bypass. (An object of its own, not a method of the
+    cache, so the cache's parts can hold it without a reference cycle back to the cache.)
+    """
+
+    def __init__(self, bypass: BypassPolicy, segment_blocks: int) -> None:
+        self.bypass = bypass
+        self.segment_blocks = segment_blocks
+        self.has_bits = getattr(bypass, "has_bits", None)
+
+    def __call__(self, ino: int, first: int, last: int, write: bool) -> bool:
+        if self.has_bits is not None:
+            return not self.has_bits(ino)
+        check = self.bypass.bypass_write if write else self.bypass.bypass_read
+        sb = self.segment_blocks
+        return not any(check(ino, s) for s in range(first // sb, last // sb + 1))
