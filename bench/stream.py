@@ -10,6 +10,10 @@ daemons' page cache: the network path is what is measured). Clients start togeth
 barrier; bandwidth = total bytes / (last finish - start). Results: bench/results/stream.json
 (or ``--json NAME``).
 
+``--pipeline`` opens the written files with ``pipeline=True`` (``client/pipeline.py``: each
+write sent without waiting for its replies, read with the next). A phase is timed from the
+barrier to the file's close, so a pipelined write's last replies count.
+
 ``--ab TREE`` compares two trees in one run (issue 30): each round runs this script on
 ``TREE``'s code (a checkout with its own ``make setup``: its venv, its build) and on this tree's,
 alternating which goes first, each with its own iperf3 baseline, and saves every round's
@@ -41,13 +45,13 @@ MiB = 1 << 20
 
 
 def client(config_path: str, idx: int, op: str, req: int, total: int, barrier, out,
-           ssize: int) -> None:
+           ssize: int, pipeline: bool = False) -> None:
     import pvfs
 
     fs = pvfs.connect(config_path)
     path = f"/stream-{idx}"
     buf = bytearray(b"\xa5" * req)
-    with fs.open(path, "r+b" if op == "read" else "wb",
+    with fs.open(path, "r+b" if op == "read" else "wb", pipeline=pipeline,
                  stripe=pvfs.Stripe(0, -1, ssize).resolved(fs.config.niods)) as f:
         barrier.wait()
         t0, c0 = time.perf_counter(), time.process_time()
@@ -56,7 +60,8 @@ def client(config_path: str, idx: int, op: str, req: int, total: int, barrier, o
                 f.pwrite(buf, off)
             else:
                 f.preadinto(buf, off)
-        out.put((idx, t0, time.perf_counter(), time.process_time() - c0))
+    # timed to the close: a pipelined write's last replies are read there
+    out.put((idx, t0, time.perf_counter(), time.process_time() - c0))
     fs.close()
 
 
@@ -71,12 +76,14 @@ def daemons_cpu(pids: list[int]) -> float:
 
 
 def run_phase(config_path: str, nclients: int, op: str, req: int, total: int,
-              ssize: int, iod_pids: list[int]) -> tuple[float, float, float]:
+              ssize: int, iod_pids: list[int], pipeline: bool = False
+              ) -> tuple[float, float, float]:
     """Aggregate bytes/s, and the clients' and the I/O daemons' CPU seconds per GiB moved."""
     ctx = mp.get_context("fork")
     d0 = daemons_cpu(iod_pids)
     barrier, out = ctx.Barrier(nclients), ctx.Queue()
-    procs = [ctx.Process(target=client, args=(config_path, i, op, req, total, barrier, out, ssize))
+    procs = [ctx.Process(target=client, args=(config_path, i, op, req, total, barrier, out, ssize,
+                                              pipeline))
              for i in range(nclients)]
     for p in procs:
         p.start()
@@ -100,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--iperf-seconds", type=float, default=3.0)
     ap.add_argument("--ssize", type=int, default=65536, help="stripe unit of the files (bytes)")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="open the written files with pipeline=True (client/pipeline.py)")
     ap.add_argument("--json", metavar="NAME",
                     help="results file bench/results/NAME.json (default: stream, or "
                          "stream-ssizeN for another stripe unit)")
@@ -130,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                     for _ in range(args.repeats):  # interleave write/read runs
                         for op in ("write", "read"):
                             runs[op].append(run_phase(cfg.path, n, op, req, total, args.ssize,
-                                                      iod_pids))
+                                                      iod_pids, args.pipeline))
                     w, r = [x[0] for x in runs["write"]], [x[0] for x in runs["read"]]
                     mw, mr = median(w), median(r)
                     cpu = {f"{op}_{who}_cpu_s_per_gib": median(x[k] for x in runs[op])
@@ -150,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(["clients", "request", "write", "read", "iperf3", "write/iperf3",
                         "read/iperf3"], rows))
     name = args.json or ("stream" if args.ssize == 65536 else f"stream-ssize{args.ssize}")
-    path = write_results(name, {"iods": 4, "stripe_ssize": args.ssize,
+    path = write_results(name, {"iods": 4, "stripe_ssize": args.ssize, "pipeline": args.pipeline,
                                     "per_client_mib": args.per_client, "results": results})
     print(f"saved {path}")
     return 0

@@ -459,6 +459,8 @@ static PyMethodDef module_methods[] = {
       pv_transfer_doc },
     { "stripe_transfer", (PyCFunction)(void (*)(void))pv_py_stripe_transfer,
       METH_VARARGS | METH_KEYWORDS, pv_stripe_transfer_doc },
+    { "stripe_send", (PyCFunction)(void (*)(void))pv_py_stripe_send,
+      METH_VARARGS | METH_KEYWORDS, pv_stripe_send_doc },
     { "fast_plan", (PyCFunction)(void (*)(void))pv_py_fast_plan,
       METH_VARARGS | METH_KEYWORDS, pv_fast_plan_doc },
     { NULL, NULL, 0, NULL },

@@ -37,6 +37,8 @@ extern const char pv_transfer_doc[];
 /* stripe.c */
 PyObject *pv_py_stripe_transfer(PyObject *module, PyObject *args, PyObject *kwargs);
 extern const char pv_stripe_transfer_doc[];
+PyObject *pv_py_stripe_send(PyObject *module, PyObject *args, PyObject *kwargs);
+extern const char pv_stripe_send_doc[];
 
 /* pyconn.c */
 PyObject *pv_py_attach(EngineObject *self, PyObject *args, PyObject *kwargs);

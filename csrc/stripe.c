@@ -175,9 +175,10 @@ static int stripe_plan(struct stripe_call *c, int dir)
     c->rk = PyMem_Calloc(pc, sizeof(*c->rk));
     c->fds = PyMem_Calloc(pc, sizeof(*c->fds));
     c->slot = PyMem_Calloc(pc, sizeof(*c->slot));
-    c->reqs = PyMem_Calloc(pc, sizeof(*c->reqs));
-    c->pfds = PyMem_Calloc(pc, sizeof(*c->pfds));
-    c->map = PyMem_Calloc(pc, sizeof(*c->map));
+    /* room for a pipelined write's owed replies too (stripe_send): two per rank */
+    c->reqs = PyMem_Calloc(2 * pc, sizeof(*c->reqs));
+    c->pfds = PyMem_Calloc(2 * pc, sizeof(*c->pfds));
+    c->map = PyMem_Calloc(2 * pc, sizeof(*c->map));
     if (c->rk == NULL || c->fds == NULL || c->slot == NULL || c->reqs == NULL
         || c->pfds == NULL || c->map == NULL) {
         PyErr_NoMemory();
@@ -242,6 +243,138 @@ PyObject *pv_py_stripe_transfer(PyObject *module, PyObject *args, PyObject *kwar
         && stripe_plan(&c, dir) == 0
         && pv_xreq_exchange(c.reqs, c.n, c.pfds, c.map, timeout) == 0)
         out = stripe_results(c.reqs, c.slot, (size_t)c.sp.pc);
+    stripe_release(&c);
+    return out;
+}
+
+
+/* ------------------------------------------------------------------ pipelined writes */
+
+const char pv_stripe_send_doc[] =
+"stripe_send(socks, head, buf, regions, ssize, owed, timeout)\n"
+"    -> tuple[list[tuple[int, int] | None], list[tuple[int, bytes | None] | None]]\n\n"
+"A pipelined write of a striped file (client/pipeline.py): the write's request is sent\n"
+"to every rank it touches as stripe_transfer(direction=1) would, but its replies are not\n"
+"read: each connection owes its reply to a later call. In the same poll loop the reply\n"
+"each rank's connection owes from the write before (owed[r] true) is read -- only that\n"
+"reply: the next may follow it on the connection. With no regions, only the owed replies\n"
+"are read (settling the pipe).\n\n"
+"Args:\n"
+"    socks, head, buf, regions, ssize, timeout: as stripe_transfer's (buf is not written).\n"
+"    owed: one truth value per rank: whether socks[r] owes a reply.\n\n"
+"Returns:\n"
+"    (sent, replies): per rank, sent[r] is None if the write does not touch it, else\n"
+"    (err, reach); replies[r] is None if nothing was owed, else (0, reply header bytes) or\n"
+"    (errno, None).";
+
+/* The owed replies: one exact read-only request per rank that owes one. -1 with an
+ * exception set. */
+static int owed_plan(struct stripe_call *c, PyObject *owed, int *oslot)
+{
+    size_t pc = (size_t)c->sp.pc;
+    PyObject *seq = PySequence_Fast(owed, "owed must be a sequence of truth values");
+
+    if (seq == NULL)
+        return -1;
+    if ((size_t)PySequence_Fast_GET_SIZE(seq) != pc) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "owed has %zd entries for %zd ranks",
+                     PySequence_Fast_GET_SIZE(seq), (Py_ssize_t)pc);
+        return -1;
+    }
+    for (size_t r = 0; r < pc; r++) {
+        int t = PyObject_IsTrue(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)r));
+        struct xreq *x;
+
+        oslot[r] = -1;
+        if (t < 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        if (!t)
+            continue;
+        if (c->fds[r] < 0) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "rank %zd owes a reply but has no socket",
+                         (Py_ssize_t)r);
+            return -1;
+        }
+        oslot[r] = (int)c->n;
+        x = &c->reqs[c->n++];
+        x->fd = c->fds[r];
+        x->dir = 1;
+        x->exact = 1;
+        x->ph = PH_SEND;              /* nothing to send: straight to the reply */
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* (sent, replies) as stripe_send's doc says. NULL with an exception set. */
+static PyObject *send_results(const struct stripe_call *c, const int *oslot)
+{
+    size_t pc = (size_t)c->sp.pc;
+    PyObject *sent = PyList_New((Py_ssize_t)pc), *replies = PyList_New((Py_ssize_t)pc);
+
+    for (size_t r = 0; sent != NULL && replies != NULL && r < pc; r++) {
+        const struct xreq *x = c->slot[r] < 0 ? NULL : &c->reqs[c->slot[r]];
+        const struct xreq *o = oslot[r] < 0 ? NULL : &c->reqs[oslot[r]];
+        PyObject *a, *b;
+
+        a = x == NULL ? Py_NewRef(Py_None)
+            : Py_BuildValue("(iK)", x->err, (unsigned long long)x->reach);
+        if (o == NULL)
+            b = Py_NewRef(Py_None);
+        else if (o->err != 0)
+            b = Py_BuildValue("(iO)", o->err, Py_None);
+        else
+            b = Py_BuildValue("(iy#)", 0, o->hdr, (Py_ssize_t)o->hlen);
+        if (a == NULL || b == NULL) {
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            Py_CLEAR(sent);
+            break;
+        }
+        PyList_SET_ITEM(sent, (Py_ssize_t)r, a);
+        PyList_SET_ITEM(replies, (Py_ssize_t)r, b);
+    }
+    if (sent == NULL || replies == NULL) {
+        Py_XDECREF(sent);
+        Py_XDECREF(replies);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", sent, replies);
+}
+
+PyObject *pv_py_stripe_send(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = { "socks", "head", "buf", "regions", "ssize", "owed", "timeout",
+                              NULL };
+    PyObject *socks, *head, *buf, *regions, *owed, *out = NULL;
+    struct stripe_call c;
+    long long ssize;
+    double timeout;
+    int *oslot = NULL;
+    (void)module;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOLOd:stripe_send", kwlist, &socks,
+                                     &head, &buf, &regions, &ssize, &owed, &timeout))
+        return NULL;
+    if (!(timeout >= 0.0) || isnan(timeout))
+        return PyErr_Format(PyExc_ValueError, "timeout must be >= 0");
+    memset(&c, 0, sizeof(c));
+    if (stripe_parse(&c, socks, head, buf, regions, ssize, 1) == 0
+        && stripe_plan(&c, 1) == 0) {  /* (socks_check took every rank's fd) */
+        for (size_t i = 0; i < c.n; i++)
+            c.reqs[i].nowait = 1;
+        oslot = PyMem_Calloc((size_t)c.sp.pc, sizeof(*oslot));
+        if (oslot == NULL)
+            PyErr_NoMemory();
+        else if (owed_plan(&c, owed, oslot) == 0
+                 && pv_xreq_exchange(c.reqs, c.n, c.pfds, c.map, timeout) == 0)
+            out = send_results(&c, oslot);
+    }
+    PyMem_Free(oslot);
     stripe_release(&c);
     return out;
 }

@@ -13,6 +13,10 @@
  * session: a 1 MiB write over four daemons makes 10.5 system calls instead of 32, a read 14
  * instead of 37, strace -c).
  *
+ * A pipelined write (stripe.c: stripe_send) sends its request without waiting (nowait) and
+ * reads the reply the connection owes from the one before (exact: no byte past that
+ * reply's end is taken), both in the same poll loop.
+ *
  * Plain C on purpose: the sync client runs it with the GIL released (transfer.c, stripe.c),
  * libfuse's worker threads run it with no Python at all (front/streams.c).
  */
@@ -139,7 +143,7 @@ static void req_step(struct xreq *r)
             if (r->out_i == r->nout) {
                 /* Sent: the reply cannot be there yet, so no recv that would only say
                  * EAGAIN -- poll says when it is. */
-                r->ph = PH_PREFIX;
+                r->ph = r->nowait ? PH_DONE : PH_PREFIX;
                 return;
             }
             mh.msg_iov = r->out + r->out_i;
@@ -149,7 +153,8 @@ static void req_step(struct xreq *r)
             n = sendmsg(r->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
             break;
         case PH_PREFIX:
-            n = recv(r->fd, r->prefix + r->pdone, sizeof(r->prefix) - r->pdone, MSG_DONTWAIT);
+            n = recv(r->fd, r->prefix + r->pdone,
+                     (r->exact ? PV_PREFIX_LEN : sizeof(r->prefix)) - r->pdone, MSG_DONTWAIT);
             break;
         case PH_HEADER:
             n = recv(r->fd, r->hdr + r->hdone, r->hlen - r->hdone, MSG_DONTWAIT);

@@ -33,6 +33,10 @@ enum phase { PH_SEND, PH_PREFIX, PH_HEADER, PH_BULK, PH_DONE };
  * are the caller's. */
 struct xreq {
     int fd, dir;                      /* dir: 1 write (bulk sent), 0 read (bulk received) */
+    /* A pipelined write (stripe.c: stripe_send): nowait -- done once sent, its reply left
+     * on the connection for a later call; exact -- reads only its own reply (prefix, then
+     * header), since the reply of the request sent after it may follow it. */
+    int nowait, exact;
     struct iovec *out;                /* head + (write) bulk segments */
     size_t nout, out_i;
     struct iovec *in;                 /* (read) bulk segments */

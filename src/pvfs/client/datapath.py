@@ -419,6 +419,18 @@ class DataPath:
                  ) -> list[tuple[int, dict, int]]:
         """One read or write through ``_native.stripe_transfer``: (rank, reply, reach) of
         every share rank it touched (reach: the end of its last byte in the stripe file)."""
+        plan = self.plan(op, ino, stripe, desc, hint, mtime_ns, fresh)
+        if plan is None:
+            return []
+        body, ranks, keys, packed = plan
+        return self._resending(keys, [op] * len(keys), lambda: self._striped_once(
+            stripe, ranks, keys, body, buf, packed, direction, op))
+
+    def plan(self, op: str, ino: int, stripe: Stripe, desc: Description,
+             hint: dict[str, int] | None = None, mtime_ns: int | None = None,
+             fresh: bool = False) -> tuple[bytes, list[int], list[int], bytes] | None:
+        """A read's or write's request: (the header every daemon gets, the share ranks it
+        touches, their daemons, the packed regions); None if it touches none."""
         known = self._stripes.get(stripe)
         if known is None:
             niods = self.config.niods
@@ -439,11 +451,13 @@ class DataPath:
         regions = desc.expand()
         ranks = touched_ranks(regions, stripe)
         if not ranks:
-            return []
+            return None
         keys = iods if len(ranks) == len(iods) else [iods[rank] for rank in ranks]
-        packed = pack_regions(regions)
-        return self._resending(keys, [op] * len(keys), lambda: self._striped_once(
-            stripe, ranks, keys, body, buf, packed, direction, op))
+        return body, ranks, keys, pack_regions(regions)
+
+    def iods_of(self, stripe: Stripe) -> list[int]:
+        """The daemon of each share rank of ``stripe``."""
+        return [stripe.iod_of_rank(r, self.config.niods) for r in range(stripe.pcount)]
 
     def _striped_once(self, stripe: Stripe, ranks: list[int], keys: list[int], body: bytes,
                       buf, packed: bytes, direction: int,

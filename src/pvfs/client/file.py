@@ -16,6 +16,7 @@ from pvfs.client.buffers import byte_view, nbytes
 from pvfs.client.datapath import MGR, DataPath
 from pvfs.client.hints import AccessHint
 from pvfs.client.modes import readable, writable
+from pvfs.client.pipeline import WritePipe
 from pvfs.layout.describe import MAX_OFFSET, Regions, Strided, validate
 from pvfs.layout.stripe import Stripe
 
@@ -36,13 +37,16 @@ class Opener(Protocol):
 
     def behind(self, ino: int, stripe: Stripe, off: int, data) -> bool: ...
 
-    def settle(self, ino: int) -> None: ...
+    def settle(self, ino: int, keep: WritePipe | None = None) -> None: ...
+
+    def unpipe(self, pipe: WritePipe) -> None: ...
 
 
 class File:
     """Returned by ``FileSystem.open``; use as a context manager or call ``close``."""
 
-    def __init__(self, fs: Opener, path: str, attrs: dict, flags: int) -> None:
+    def __init__(self, fs: Opener, path: str, attrs: dict, flags: int,
+                 pipe: WritePipe | None = None) -> None:
         self.fs = fs
         self.path = path
         self.ino: int = attrs["ino"]
@@ -58,6 +62,7 @@ class File:
         self._fresh = bool(attrs.get("fresh"))
         self._writes = 0  # writes of a fresh handle in flight (its close waits for them)
         self._inflight = threading.Condition()
+        self._pipe = pipe  # pipelined writes (``open(..., pipeline=True)``, pipeline.py)
 
     # ------------------------------------------------------------------ state
     def _check(self, want_read: bool = False, want_write: bool = False) -> None:
@@ -68,6 +73,15 @@ class File:
         if want_write and not writable(self.flags):
             raise OSError(errno.EBADF, "file not open for writing", self.path)
         self._check_made()
+        if self._pipe is not None:
+            self._pipe.report()  # a pipelined write's error comes one call late
+
+    def _settle(self) -> None:
+        """The file's writes sent behind or pipelined answered first; a pipelined write's
+        error raised here."""
+        self.fs.settle(self.ino)
+        if self._pipe is not None:
+            self._pipe.report()
 
     def _check_made(self) -> None:
         """EIO once the manager refused this file's create made ahead (client/ahead.py)."""
@@ -78,7 +92,7 @@ class File:
 
     def size(self) -> int:
         """The file's current logical size (asks every daemon holding a share)."""
-        self.fs.settle(self.ino)
+        self._settle()
         return self.fs.data.size(self.ino, self.stripe)
 
     def fileno(self) -> int:
@@ -87,7 +101,8 @@ class File:
     def close(self) -> None:
         """Close the handle. The manager is told without waiting for its answer (nothing
         about a close can fail that the caller could act on); the writes of this handle
-        have all been answered before it is sent."""
+        have all been answered before it is sent (a pipelined write's error is raised
+        after it)."""
         with self._inflight:
             if self.closed:
                 return
@@ -97,10 +112,28 @@ class File:
         if self.fs.closing(self.ino):
             return  # its create made ahead goes unopened (client/ahead.py)
         self.fs.settle(self.ino)  # (the manager asks the size of a fresh file closed)
+        error = self._close_pipe()
         close = {"op": "close", "cred": self.fs.cred, "ino": self.ino}
         if self._fresh:
             close["fresh"] = True
         self.fs.data.send(MGR, close)
+        if error is not None:
+            try:
+                raise error
+            finally:
+                del error
+
+    def _close_pipe(self) -> OSError | None:
+        """Close the pipelined writes' connections; the error they had not reported."""
+        if self._pipe is None:
+            return None
+        try:
+            self._pipe.close()
+        except OSError as exc:
+            return exc
+        finally:
+            self.fs.unpipe(self._pipe)
+        return None
 
     def __enter__(self) -> Self:
         return self
@@ -114,7 +147,7 @@ class File:
         validate(desc)
         if desc.total() == 0:
             return None
-        self.fs.settle(self.ino)  # its own writes sent behind come first (behind.py)
+        self._settle()  # its own writes sent behind or pipelined come first
         if self._hint is None:
             result = self.fs.data.read(self.ino, self.stripe, desc, buf)
         else:
@@ -128,6 +161,9 @@ class File:
                 raise ValueError(f"data is {len(view)} bytes, the regions need {desc.total()}")
             if not len(view):
                 return 0
+            if self._pipe is not None:  # (its close settles it before the manager's)
+                self.fs.settle(self.ino, keep=self._pipe)  # other handles' writes first
+                return self._pipe.write(desc, view)
             if not self._fresh:
                 self.fs.settle(self.ino)  # (another handle's writes may wait: behind.py)
                 return self.fs.data.write(self.ino, self.stripe, desc, view)
@@ -221,14 +257,14 @@ class File:
     def fsync(self) -> None:
         """Data on every daemon of the file, and the metadata (its name, size changes)."""
         self._check()
-        self.fs.settle(self.ino)
+        self._settle()
         self.fs.data.fsync(self.ino, self.stripe)
         self.fs.meta("sync")  # (after the creates made ahead: client/ahead.py)
         self._check_made()
 
     def fdatasync(self) -> None:
         self._check()
-        self.fs.settle(self.ino)
+        self._settle()
         self.fs.data.fsync(self.ino, self.stripe, data_only=True)
 
     def truncate(self, size: int | None = None) -> int:

@@ -18,6 +18,7 @@ from pvfs.client.attrs import Stat
 from pvfs.client.datapath import MGR, DataPath
 from pvfs.client.file import File
 from pvfs.client.modes import parse_mode, writable
+from pvfs.client.pipeline import Pipes, WritePipe
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.cred import Cred
 
@@ -44,6 +45,7 @@ class FileSystem:
         self.cred = self.creds.to_wire()
         self.umask = _current_umask()
         self.ahead: CreatesAhead | None = None  # creates made ahead (``connect(ahead=True)``)
+        self.pipes = Pipes()  # the handles' pipelined writes (``open(..., pipeline=True)``)
 
     def create_ahead(self) -> bool:
         """Create files ahead of the manager from now on (``ahead.py``); False if the
@@ -57,10 +59,12 @@ class FileSystem:
 
     # ------------------------------------------------------------------ plumbing
     def meta(self, op: str, **fields) -> dict:
-        """One manager call (after the creates made ahead and the writes behind them);
-        OSError on failure."""
+        """One manager call (after the creates made ahead and the writes behind them, and
+        the pipelined writes' replies); OSError on failure."""
         if self.ahead is not None and (self.ahead.pending or self.ahead.behind):
             self.ahead.flush()
+        if self.pipes:
+            self.pipes.settle()
         return self.data.call(MGR, {"op": op, "cred": self.cred, **fields})
 
     def closing(self, ino: int) -> bool:
@@ -76,10 +80,17 @@ class FileSystem:
         """Whether a small write of a file made ahead was queued (``behind.py``)."""
         return self.ahead is not None and self.ahead.write_behind(ino, stripe, off, data)
 
-    def settle(self, ino: int) -> None:
-        """Return once no write of ``ino`` waits to be sent (``behind.py``)."""
+    def settle(self, ino: int, keep: WritePipe | None = None) -> None:
+        """Return once no write of ``ino`` waits to be sent (``behind.py``) or answered
+        (``pipeline.py``; but ``keep``'s)."""
         if self.ahead is not None:
             self.ahead.settle(ino)
+        if self.pipes:
+            self.pipes.settle(ino, keep)
+
+    def unpipe(self, pipe: WritePipe) -> None:
+        """A handle's pipelined writes ended (its close)."""
+        self.pipes.remove(pipe)
 
     def _path(self, path: str) -> str:
         if not isinstance(path, str):
@@ -140,8 +151,11 @@ class FileSystem:
 
     # ------------------------------------------------------------------ files
     def open(self, path: str, mode: str | int = "rb", stripe: Stripe | None = None,
-             perm: int = 0o666) -> File:
-        """Open (or create) a file; ``stripe`` sets the distribution of a new file."""
+             perm: int = 0o666, *, pipeline: bool = False) -> File:
+        """Open (or create) a file; ``stripe`` sets the distribution of a new file.
+        ``pipeline``: a writable handle's writes return once sent, their replies read with
+        the next call (``client/pipeline.py``: one write in flight per daemon; an error is
+        raised by the handle's next call)."""
         flags = parse_mode(mode)
         path = self._path(path)
         perm &= ~self.umask & 0o7777
@@ -165,7 +179,12 @@ class FileSystem:
         if attrs["type"] == "dir":
             self.meta("close", ino=attrs["ino"])
             raise IsADirectoryError(errno.EISDIR, "is a directory", path)
-        return File(self, path, attrs, flags)
+        pipe = None
+        if pipeline and writable(flags):
+            pipe = WritePipe(self.data, attrs["ino"], Stripe(*attrs["stripe"]), path,
+                             fresh=bool(attrs.get("fresh")))
+            self.pipes.add(pipe)
+        return File(self, path, attrs, flags, pipe)
 
     def stat(self, path: str, follow_symlinks: bool = True) -> Stat:
         return Stat.from_wire(self._attrs(path, follow_symlinks))

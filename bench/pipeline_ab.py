@@ -1,0 +1,94 @@
+"""Plain against pipelined writes of the native API, interleaved on one file system (issue 30).
+
+    python bench/pipeline_ab.py [--sizes 1 16] [--rounds 10] [--mib 256]
+
+One 4-daemon file system, one client: each round writes ``--mib`` MiB in requests of each
+size once with ``open(..., pipeline=False)`` and once with ``pipeline=True``
+(``client/pipeline.py``), alternating which goes first; each write is timed to its file's
+close (a pipelined write's last replies are read there). Medians, every round's ratio
+(pipelined ÷ plain) and the client's CPU per GiB. Results: bench/results/pipeline_ab.json (or
+``--json NAME``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from pvfs.bench.common import exit_on_sigterm, format_table, median, write_results
+
+MiB = 1 << 20
+
+
+def one_write(fs, path: str, req: int, total: int, pipeline: bool) -> tuple[float, float]:
+    """(MiB/s, client CPU seconds per GiB) of writing ``total`` bytes in ``req``-byte pwrites
+    over an existing file."""
+    buf = bytearray(b"\xa5" * req)
+    t0, c0 = time.perf_counter(), time.process_time()
+    with fs.open(path, "r+b", pipeline=pipeline) as f:
+        for off in range(0, total, req):
+            f.pwrite(buf, off)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return total / MiB / wall, cpu / (total / (1 << 30))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1, 16], help="request MiB")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--mib", type=int, default=256, help="MiB written per run")
+    ap.add_argument("--json", metavar="NAME", default="pipeline_ab")
+    args = ap.parse_args(argv)
+    exit_on_sigterm()
+
+    import pvfs
+    from pvfs.cluster.launch import down, make_config, up, write_config
+
+    results, rows = [], []
+    with tempfile.TemporaryDirectory(prefix="pvfs-bench-") as tmp:
+        cfg = write_config(make_config(tmp, iods=4), f"{tmp}/pvfs.toml")
+        up(cfg)
+        try:
+            with pvfs.connect(cfg.path) as fs:
+                for size in args.sizes:
+                    req, total = size * MiB, max(size, args.mib) * MiB
+                    for mode in ("plain", "pipelined"):  # the files exist before the rounds
+                        with fs.open(f"/ab-{mode}", "wb") as f:
+                            f.truncate(total)
+                    runs: dict[str, list[tuple[float, float]]] = {"plain": [], "pipelined": []}
+                    for r in range(args.rounds):
+                        order = ("plain", "pipelined") if r % 2 == 0 else ("pipelined", "plain")
+                        for mode in order:
+                            runs[mode].append(one_write(fs, f"/ab-{mode}", req, total,
+                                                        mode == "pipelined"))
+                    plain = [bw for bw, _ in runs["plain"]]
+                    piped = [bw for bw, _ in runs["pipelined"]]
+                    ratios = sorted(b / a for a, b in zip(plain, piped))
+                    cell = {"request_mib": size, "plain_MiBps": median(plain),
+                            "pipelined_MiBps": median(piped), "ratio_median": median(ratios),
+                            "ratios": ratios, "plain_runs": plain, "pipelined_runs": piped,
+                            "plain_cpu_s_per_gib": median(c for _, c in runs["plain"]),
+                            "pipelined_cpu_s_per_gib": median(c for _, c in runs["pipelined"]),
+                            "load": os.getloadavg()[0]}
+                    results.append(cell)
+                    rows.append([f"{size} MiB", f"{cell['plain_MiBps']:.0f}",
+                                 f"{cell['pipelined_MiBps']:.0f}", f"{cell['ratio_median']:.2f}",
+                                 f"{ratios[0]:.2f}-{ratios[-1]:.2f}"])
+                    print(format_table(["request", "plain MiB/s", "pipelined MiB/s",
+                                        "ratio (median)", "ratios"], rows[-1:]), flush=True)
+        finally:
+            down(cfg)
+    print()
+    print(format_table(["request", "plain MiB/s", "pipelined MiB/s", "ratio (median)",
+                        "ratios"], rows))
+    path = write_results(args.json, {"iods": 4, "rounds": args.rounds, "mib": args.mib,
+                                     "results": results})
+    print(f"saved {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
