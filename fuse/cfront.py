@@ -32,6 +32,7 @@ import trio
 from pyfuse3 import EntryAttributes, FUSEError
 
 from .cmirrors import DirMirror, KeptFiles
+from .csession import CKernel, SetattrFields
 from .cstreams import StreamReads
 from .handles import WORKER_FH
 from .workercreates import WorkerCreates, apply_made, apply_unlinked
@@ -71,48 +72,6 @@ async def _awaited(aw: Awaitable[Any]) -> None:
     await aw
 
 
-class SetattrFields:
-    """Which attributes a setattr changes (pyfuse3's ``SetattrFields`` cannot be made from
-    Python; the handlers read only these names)."""
-
-    __slots__ = ("update_atime", "update_ctime", "update_gid", "update_mode", "update_mtime",
-                 "update_size", "update_uid")
-
-    def __init__(self, bits: int, ff: Any) -> None:
-        self.update_mode = bool(bits & ff.SET_MODE)
-        self.update_uid = bool(bits & ff.SET_UID)
-        self.update_gid = bool(bits & ff.SET_GID)
-        self.update_size = bool(bits & ff.SET_SIZE)
-        self.update_atime = bool(bits & ff.SET_ATIME)
-        self.update_mtime = bool(bits & ff.SET_MTIME)
-        self.update_ctime = bool(bits & ff.SET_CTIME)
-
-
-class _CKernel:
-    """The notifications and readdir replies of one C session (``kernel.Kernel``)."""
-
-    def __init__(self, session: Any, ff: Any) -> None:
-        self.readdir_reply = ff.readdir_reply
-        self._session = session
-
-    # A notification after the session closed (the write-back at unmount gives leases up)
-    # finds no kernel to tell: ENOTCONN, as the notification of an ended session.
-    def invalidate_inode(self, ino: int, attr_only: bool = False) -> None:
-        try:
-            self._session.invalidate_inode(ino, attr_only)
-        except ValueError as exc:
-            raise OSError(errno.ENOTCONN, f"invalidate_inode: {exc}") from None
-
-    def invalidate_entry(self, parent: int, name: bytes) -> None:
-        try:
-            self._session.invalidate_entry(parent, name)
-        except ValueError as exc:
-            raise OSError(errno.ENOTCONN, f"invalidate_entry: {exc}") from None
-
-    def stats(self) -> dict:
-        return {"name": "c", **self._session.stats()}
-
-
 class CFront:
     """The libfuse3 low-level front end (``kernel.Front``)."""
 
@@ -143,7 +102,7 @@ class CFront:
             mountpoint, sorted(options), writeback_cache=bool(ops.enable_writeback_cache),
             export_support=bool(ops.supports_dot_lookup), posix_acl=bool(ops.enable_acl),
             max_threads=WORKER_THREADS, max_write=MAX_WRITE)
-        self.kernel = _CKernel(self.session, self.ff)
+        self.kernel = CKernel(self.session, self.ff)
         self._handlers = self._table()
         self.session.mount(mountpoint)
         if getattr(ops, "leases", None) is not None:
