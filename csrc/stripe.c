@@ -14,7 +14,7 @@
 
 
 const char pv_stripe_transfer_doc[] =
-"stripe_transfer(socks, head, buf, regions, ssize, direction, timeout)\n"
+"stripe_transfer(socks, head, buf, regions, ssize, direction, timeout, sent=False)\n"
 "    -> list[tuple[int, bytes | None, int] | None]\n\n"
 "One read or write of a striped file: split it over the share ranks, frame and run it.\n\n"
 "Args:\n"
@@ -28,7 +28,9 @@ const char pv_stripe_transfer_doc[] =
 "    ssize: the stripe unit; rank r holds units u with u % pcount == r, unit u at local\n"
 "        offset (u // pcount) * ssize (layout/stripe.py).\n"
 "    direction: 1 write (each rank's bytes gathered from buf), 0 read (scattered into it).\n"
-"    timeout: seconds for the whole call.\n\n"
+"    timeout: seconds for the whole call.\n"
+"    sent: a read's requests went out before (client/pipeline.py's read-ahead): only their\n"
+"        replies are received, each exactly (the next request's reply may follow it).\n\n"
 "Returns:\n"
 "    Per rank: None if the request does not touch it, else (0, reply_header_bytes, reach)\n"
 "    or (errno, None, reach); reach is the end of the rank's last byte in its stripe file.\n\n"
@@ -225,24 +227,31 @@ static void stripe_release(struct stripe_call *c)
 PyObject *pv_py_stripe_transfer(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = { "socks", "head", "buf", "regions", "ssize", "direction",
-                              "timeout", NULL };
+                              "timeout", "sent", NULL };
     PyObject *socks, *head, *buf, *regions, *out = NULL;
     struct stripe_call c;
     long long ssize;
     double timeout;
-    int dir;
+    int dir, sent = 0;
     (void)module;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOLid:stripe_transfer", kwlist, &socks,
-                                     &head, &buf, &regions, &ssize, &dir, &timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOLid|p:stripe_transfer", kwlist, &socks,
+                                     &head, &buf, &regions, &ssize, &dir, &timeout, &sent))
         return NULL;
     if (!(timeout >= 0.0) || isnan(timeout))
         return PyErr_Format(PyExc_ValueError, "timeout must be >= 0");
+    if (sent && dir != 0)
+        return PyErr_Format(PyExc_ValueError, "only a read's replies can be taken alone");
     memset(&c, 0, sizeof(c));
     if (stripe_parse(&c, socks, head, buf, regions, ssize, dir) == 0
-        && stripe_plan(&c, dir) == 0
-        && pv_xreq_exchange(c.reqs, c.n, c.pfds, c.map, timeout) == 0)
-        out = stripe_results(c.reqs, c.slot, (size_t)c.sp.pc);
+        && stripe_plan(&c, dir) == 0) {
+        for (size_t i = 0; sent && i < c.n; i++) {
+            c.reqs[i].out_i = c.reqs[i].nout;     /* sent before: only its reply, exactly */
+            c.reqs[i].exact = 1;
+        }
+        if (pv_xreq_exchange(c.reqs, c.n, c.pfds, c.map, timeout) == 0)
+            out = stripe_results(c.reqs, c.slot, (size_t)c.sp.pc);
+    }
     stripe_release(&c);
     return out;
 }

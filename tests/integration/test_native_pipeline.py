@@ -79,3 +79,55 @@ def test_a_daemon_that_dies_is_an_error_of_a_later_call(fresh_cluster):
         except OSError:
             pass
         assert f.closed
+
+
+def test_reads_in_order_are_read_ahead_into_the_callers_buffer(fs):
+    payload = os.urandom(6 * MiB + 5000)
+    with fs.open("/pipe-ra", "wb") as f:
+        f.write(payload)
+    with fs.open("/pipe-ra", "rb", pipeline=True) as f:
+        ahead = f._ahead
+        got = bytearray()
+        while chunk := f.read(MiB):              # in order: all but the first two read ahead
+            got += chunk
+        assert got == payload
+        assert ahead.hits >= 4
+        buf = bytearray(MiB)
+        assert f.preadinto(buf, 0) == MiB and buf == payload[:MiB]       # out of order
+        assert f.preadinto(buf, MiB) == MiB and buf == payload[MiB:2 * MiB]
+        assert ahead.owing                       # the next piece asked for
+        assert f.preadinto(buf, 4 * MiB) == MiB and buf == payload[4 * MiB:5 * MiB]
+        assert ahead.dropped >= 1                # the piece at 2 MiB was not wanted
+
+
+def test_a_write_of_this_client_drops_the_read_ahead_of_the_file(fs):
+    with fs.open("/pipe-ra-w", "wb") as f:
+        f.write(b"a" * (4 * MiB))
+    with fs.open("/pipe-ra-w", "rb", pipeline=True) as r:
+        buf = bytearray(MiB)
+        r.preadinto(buf, 0)
+        r.preadinto(buf, MiB)
+        assert r._ahead.owing                    # 2..3 MiB asked for, still "a"
+        with fs.open("/pipe-ra-w", "r+b") as w:
+            w.pwrite(b"b" * MiB, 2 * MiB)        # settles: the read-ahead is dropped
+        assert not r._ahead.owing
+        r.preadinto(buf, 2 * MiB)
+        assert buf == b"b" * MiB
+        fs.truncate("/pipe-ra-w", 3 * MiB)       # a manager call drops it too
+        assert not r._ahead.owing
+        assert r.preadinto(buf, 3 * MiB) == 0
+
+
+def test_a_read_ahead_that_fails_is_dropped_and_the_read_goes_the_plain_way(fresh_cluster):
+    with fresh_cluster.connect() as fs:
+        with fs.open("/pipe-ra-dead", "wb") as f:
+            f.write(b"z" * (4 * MiB))
+        r = fs.open("/pipe-ra-dead", "rb", pipeline=True)
+        buf = bytearray(MiB)
+        r.preadinto(buf, 0)
+        r.preadinto(buf, MiB)
+        for sock in r._ahead._socks:             # the connections break under it
+            if sock is not None:
+                sock.shutdown(2)
+        assert r.preadinto(buf, 2 * MiB) == MiB and buf == b"z" * MiB
+        r.close()

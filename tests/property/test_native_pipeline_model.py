@@ -1,7 +1,8 @@
 """A hypothesis state machine: pipelined writes (``open(..., pipeline=True)``) mixed with
-plain writes, reads, sizes, truncations and fsyncs of other handles of the same client,
-against an in-memory model. Every read or size must see every write whose ``pwrite``
-returned, whichever handle made it (``pvfs.client.pipeline``: settled first)."""
+plain writes, reads in order (read ahead), sizes, truncations and fsyncs of other handles of
+the same client, against an in-memory model. Every read or size must see every write whose
+``pwrite`` returned, whichever handle made it (``pvfs.client.pipeline``: settled first; a
+read-ahead dropped first, ``pvfs.client.readahead``)."""
 
 from __future__ import annotations
 
@@ -28,11 +29,12 @@ def make_machine(cluster):
             self.model: dict[str, bytearray] = {}
             self.pipes: dict[str, object] = {}
             self.readers: dict[str, object] = {}  # open throughout: no manager call first
+            self.resume: dict[str, tuple[int, int]] = {}  # where each reader's order goes on
             for i, name in enumerate(("f0", "f1")):
                 with self.fs.open(self.path(name), "wb", stripe=Stripe(i, 2 + i, 16384)):
                     pass
                 self.model[name] = bytearray()
-                self.readers[name] = self.fs.open(self.path(name), "rb")
+                self.readers[name] = self.fs.open(self.path(name), "rb", pipeline=True)
 
         def path(self, name: str) -> str:
             return f"{self.root}/{name}"
@@ -61,6 +63,7 @@ def make_machine(cluster):
             data = bytes([byte]) * size
             assert self.pipe(name).pwrite(data, off) == size
             self.put(name, off, data)
+            assert not self.readers[name]._ahead.owing  # dropped by the write
 
         @rule(name=FILES, off=OFFSETS, size=SIZES, byte=st.integers(1, 255))
         def plain_write(self, name, off, size, byte):
@@ -68,6 +71,7 @@ def make_machine(cluster):
             with self.fs.open(self.path(name), "r+b") as f:
                 f.pwrite(data, off)
             self.put(name, off, data)
+            assert not self.readers[name]._ahead.owing
 
         @rule(name=FILES, off=OFFSETS, size=SIZES)
         def read_elsewhere(self, name, off, size):
@@ -75,6 +79,24 @@ def make_machine(cluster):
             assert got == bytes(self.model[name][off:off + size])
             # (settled before the read, not merely fast enough: nothing owed any more)
             assert name not in self.pipes or not self.pipes[name]._pipe.owing
+
+        @rule(name=FILES, off=OFFSETS, size=st.integers(1, 100_000), count=st.integers(2, 4))
+        def read_in_order(self, name, off, size, count):
+            for i in range(count):  # the third and later pieces come from the read-ahead
+                at = off + i * size
+                got = self.readers[name].pread(size, at)
+                assert got == bytes(self.model[name][at:at + size])
+            self.resume[name] = (off + count * size, size)
+
+        @precondition(lambda self: self.resume)
+        @rule(data=st.data())
+        def read_on(self, data):
+            """The next piece in order: the read-ahead's, unless a change dropped it."""
+            name = data.draw(st.sampled_from(sorted(self.resume)))
+            at, size = self.resume[name]
+            got = self.readers[name].pread(size, at)
+            assert got == bytes(self.model[name][at:at + size])
+            self.resume[name] = (at + size, size)
 
         @precondition(lambda self: self.pipes)
         @rule(data=st.data())

@@ -17,6 +17,7 @@ from pvfs.client.datapath import MGR, DataPath
 from pvfs.client.hints import AccessHint
 from pvfs.client.modes import readable, writable
 from pvfs.client.pipeline import WritePipe
+from pvfs.client.readahead import ReadAhead
 from pvfs.layout.describe import MAX_OFFSET, Regions, Strided, validate
 from pvfs.layout.stripe import Stripe
 
@@ -37,16 +38,16 @@ class Opener(Protocol):
 
     def behind(self, ino: int, stripe: Stripe, off: int, data) -> bool: ...
 
-    def settle(self, ino: int, keep: WritePipe | None = None) -> None: ...
+    def settle(self, ino: int, keep: WritePipe | ReadAhead | None = None) -> None: ...
 
-    def unpipe(self, pipe: WritePipe) -> None: ...
+    def unpipe(self, pipe: WritePipe | ReadAhead) -> None: ...
 
 
 class File:
     """Returned by ``FileSystem.open``; use as a context manager or call ``close``."""
 
     def __init__(self, fs: Opener, path: str, attrs: dict, flags: int,
-                 pipe: WritePipe | None = None) -> None:
+                 pipe: WritePipe | None = None, ahead: ReadAhead | None = None) -> None:
         self.fs = fs
         self.path = path
         self.ino: int = attrs["ino"]
@@ -63,6 +64,7 @@ class File:
         self._writes = 0  # writes of a fresh handle in flight (its close waits for them)
         self._inflight = threading.Condition()
         self._pipe = pipe  # pipelined writes (``open(..., pipeline=True)``, pipeline.py)
+        self._ahead = ahead  # and reads (readahead.py)
 
     # ------------------------------------------------------------------ state
     def _check(self, want_read: bool = False, want_write: bool = False) -> None:
@@ -76,10 +78,10 @@ class File:
         if self._pipe is not None:
             self._pipe.report()  # a pipelined write's error comes one call late
 
-    def _settle(self) -> None:
-        """The file's writes sent behind or pipelined answered first; a pipelined write's
-        error raised here."""
-        self.fs.settle(self.ino)
+    def _settle(self, keep: ReadAhead | None = None) -> None:
+        """The file's writes sent behind or pipelined answered first (and read-aheads
+        dropped, but ``keep``); a pipelined write's error raised here."""
+        self.fs.settle(self.ino, keep)
         if self._pipe is not None:
             self._pipe.report()
 
@@ -124,7 +126,11 @@ class File:
                 del error
 
     def _close_pipe(self) -> OSError | None:
-        """Close the pipelined writes' connections; the error they had not reported."""
+        """Close the pipelined writes' and reads' connections; the error the writes had not
+        reported."""
+        if self._ahead is not None:
+            self._ahead.close()
+            self.fs.unpipe(self._ahead)
         if self._pipe is None:
             return None
         try:
@@ -147,8 +153,11 @@ class File:
         validate(desc)
         if desc.total() == 0:
             return None
-        self._settle()  # its own writes sent behind or pipelined come first
-        if self._hint is None:
+        self._settle(keep=self._ahead)  # its own writes sent behind or pipelined come first
+        if self._ahead is not None and self._hint is None and type(desc) is Regions \
+                and len(desc.regions) == 1:
+            result = self._ahead.read(desc.regions[0][0], buf)
+        elif self._hint is None:
             result = self.fs.data.read(self.ino, self.stripe, desc, buf)
         else:
             result = self.fs.data.read(self.ino, self.stripe, desc, buf, hint=self._hint)

@@ -17,8 +17,9 @@ from pvfs.client.ahead import CreatesAhead
 from pvfs.client.attrs import Stat
 from pvfs.client.datapath import MGR, DataPath
 from pvfs.client.file import File
-from pvfs.client.modes import parse_mode, writable
+from pvfs.client.modes import parse_mode, readable, writable
 from pvfs.client.pipeline import Pipes, WritePipe
+from pvfs.client.readahead import ReadAhead
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.cred import Cred
 
@@ -80,16 +81,17 @@ class FileSystem:
         """Whether a small write of a file made ahead was queued (``behind.py``)."""
         return self.ahead is not None and self.ahead.write_behind(ino, stripe, off, data)
 
-    def settle(self, ino: int, keep: WritePipe | None = None) -> None:
+    def settle(self, ino: int, keep: WritePipe | ReadAhead | None = None) -> None:
         """Return once no write of ``ino`` waits to be sent (``behind.py``) or answered
-        (``pipeline.py``; but ``keep``'s)."""
+        (``pipeline.py``), and no read-ahead of it is left (``readahead.py``); but
+        ``keep``'s."""
         if self.ahead is not None:
             self.ahead.settle(ino)
         if self.pipes:
             self.pipes.settle(ino, keep)
 
-    def unpipe(self, pipe: WritePipe) -> None:
-        """A handle's pipelined writes ended (its close)."""
+    def unpipe(self, pipe: WritePipe | ReadAhead) -> None:
+        """A handle's pipelined writes or reads ended (its close)."""
         self.pipes.remove(pipe)
 
     def _path(self, path: str) -> str:
@@ -155,7 +157,8 @@ class FileSystem:
         """Open (or create) a file; ``stripe`` sets the distribution of a new file.
         ``pipeline``: a writable handle's writes return once sent, their replies read with
         the next call (``client/pipeline.py``: one write in flight per daemon; an error is
-        raised by the handle's next call)."""
+        raised by the handle's next call); a readable one reads ahead once it reads in order
+        (``client/readahead.py``)."""
         flags = parse_mode(mode)
         path = self._path(path)
         perm &= ~self.umask & 0o7777
@@ -179,12 +182,15 @@ class FileSystem:
         if attrs["type"] == "dir":
             self.meta("close", ino=attrs["ino"])
             raise IsADirectoryError(errno.EISDIR, "is a directory", path)
-        pipe = None
+        pipe = ahead = None
         if pipeline and writable(flags):
             pipe = WritePipe(self.data, attrs["ino"], Stripe(*attrs["stripe"]), path,
                              fresh=bool(attrs.get("fresh")))
             self.pipes.add(pipe)
-        return File(self, path, attrs, flags, pipe)
+        if pipeline and readable(flags):
+            ahead = ReadAhead(self.data, attrs["ino"], Stripe(*attrs["stripe"]))
+            self.pipes.add(ahead)
+        return File(self, path, attrs, flags, pipe, ahead)
 
     def stat(self, path: str, follow_symlinks: bool = True) -> Stat:
         return Stat.from_wire(self._attrs(path, follow_symlinks))

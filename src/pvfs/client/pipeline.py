@@ -28,6 +28,7 @@ import errno
 import os
 import socket
 import threading
+from typing import Any
 
 from pvfs import _native
 from pvfs.client.datapath import DataPath
@@ -188,20 +189,22 @@ def _span(desc: Description) -> tuple[int, int]:
 
 
 class Pipes:
-    """The open pipes of one ``FileSystem``, per file: what ``settle`` reads first."""
+    """The open pipes of one ``FileSystem``, per file: what ``settle`` reads first -- each
+    handle's pipelined writes (:class:`WritePipe`) and read-ahead
+    (:class:`pvfs.client.readahead.ReadAhead`, whose settle drops it)."""
 
     def __init__(self) -> None:
-        self._by_ino: dict[int, list[WritePipe]] = {}
+        self._by_ino: dict[int, list[Any]] = {}
         self._lock = threading.Lock()
 
     def __bool__(self) -> bool:
         return bool(self._by_ino)
 
-    def add(self, pipe: WritePipe) -> None:
+    def add(self, pipe: Any) -> None:
         with self._lock:
             self._by_ino.setdefault(pipe.ino, []).append(pipe)
 
-    def remove(self, pipe: WritePipe) -> None:
+    def remove(self, pipe: Any) -> None:
         with self._lock:
             pipes = self._by_ino.get(pipe.ino, [])
             if pipe in pipes:
@@ -209,7 +212,7 @@ class Pipes:
             if not pipes:
                 self._by_ino.pop(pipe.ino, None)
 
-    def settle(self, ino: int | None = None, keep: WritePipe | None = None) -> None:
+    def settle(self, ino: int | None = None, keep: Any = None) -> None:
         """Read the replies the pipes of ``ino`` (None: of every file) owe, but ``keep``'s."""
         with self._lock:
             pipes = [p for i, ps in self._by_ino.items() if ino is None or i == ino
