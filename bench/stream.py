@@ -10,8 +10,9 @@ daemons' page cache: the network path is what is measured). Clients start togeth
 barrier; bandwidth = total bytes / (last finish - start). Results: bench/results/stream.json
 (or ``--json NAME``).
 
-``--pipeline`` opens the written files with ``pipeline=True`` (``client/pipeline.py``: each
-write sent without waiting for its replies, read with the next). A phase is timed from the
+``--pipeline`` opens the files with ``pipeline=True``: each write sent without waiting for
+its replies, read with the next (``client/pipeline.py``), and the reads in order read ahead
+(``client/readahead.py``). A phase is timed from the
 barrier to the file's close, so a pipelined write's last replies count.
 
 ``--ab TREE`` compares two trees in one run (issue 30): each round runs this script on
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iperf-seconds", type=float, default=3.0)
     ap.add_argument("--ssize", type=int, default=65536, help="stripe unit of the files (bytes)")
     ap.add_argument("--pipeline", action="store_true",
-                    help="open the written files with pipeline=True (client/pipeline.py)")
+                    help="open the files with pipeline=True (client/pipeline.py, readahead.py)")
     ap.add_argument("--json", metavar="NAME",
                     help="results file bench/results/NAME.json (default: stream, or "
                          "stream-ssizeN for another stripe unit)")
