@@ -151,3 +151,12 @@ def test_stripe_send_checks_its_arguments_before_any_io():
     with pytest.raises(ValueError, match="more than the buffer"):
         _native.stripe_send([3], b"h", bytes(5), regions, UNIT, [False], 1.0)
     assert _native.stripe_send([-1], b"h", b"", b"", UNIT, [False], 1.0) == ([None], [None])
+
+
+def test_only_a_reads_replies_are_taken_alone():
+    from pvfs import _native
+    from pvfs.client.datapath import pack_regions
+
+    with pytest.raises(ValueError, match="only a read's replies"):
+        _native.stripe_transfer([3], b"h", bytes(10), pack_regions([(0, 10)]), UNIT, 1, 1.0,
+                                sent=True)
