@@ -81,7 +81,10 @@ class File:
     def _settle(self, keep: ReadAhead | None = None) -> None:
         """The file's writes sent behind or pipelined answered first (and read-aheads
         dropped, but ``keep``); a pipelined write's error raised here."""
-        self.fs.settle(self.ino, keep)
+        if keep is None:
+            self.fs.settle(self.ino)
+        else:
+            self.fs.settle(self.ino, keep=keep)
         if self._pipe is not None:
             self._pipe.report()
 
