@@ -131,3 +131,16 @@ def test_a_read_ahead_that_fails_is_dropped_and_the_read_goes_the_plain_way(fres
                 sock.shutdown(2)
         assert r.preadinto(buf, 2 * MiB) == MiB and buf == b"z" * MiB
         r.close()
+
+
+def test_pieces_longer_than_max_ahead_are_not_read_ahead(fs):
+    from pvfs.client.readahead import MAX_AHEAD
+
+    n = 2 * MAX_AHEAD
+    with fs.open("/pipe-ra-big", "wb") as f:
+        f.write(b"q" * (3 * n))
+    with fs.open("/pipe-ra-big", "rb", pipeline=True) as f:
+        buf = bytearray(n)
+        for i in range(3):
+            assert f.preadinto(buf, i * n) == n
+            assert not f._ahead.owing

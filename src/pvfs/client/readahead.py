@@ -3,7 +3,8 @@
 
 A plain ``preadinto`` is one round trip, and a program reading a file in order waits for
 every one. Once a handle has read two pieces back to back, :class:`ReadAhead` sends the
-request for the next piece of the same length as soon as a read returns, on connections of
+request for the next piece of the same length (up to :data:`MAX_AHEAD`) as soon as a read
+returns, on connections of
 its own; the daemons serve it while the program works on what it got, and their replies wait
 in the sockets. When the program asks for exactly that piece, the replies are received
 straight into its buffer (``_native.stripe_transfer(..., sent=True)``: no extra copy);
@@ -30,7 +31,13 @@ from pvfs.layout.describe import Regions
 from pvfs.layout.stripe import Stripe
 from pvfs.protocol.framing import MAGIC, PREFIX, FrameError, decode_header
 
-__all__ = ["ReadAhead"]
+__all__ = ["MAX_AHEAD", "ReadAhead"]
+
+# Pieces read ahead at most this long. Measured (docs/benchmarks.md, forty-fifth session):
+# 1 MiB reads even with plain ones, 16 MiB reads 0.85x -- each daemon's 4 MiB share of a
+# read ahead outgrows the socket's buffer and waits, window by window, for the read that
+# takes it.
+MAX_AHEAD = 1 << 20
 
 
 class ReadAhead:
@@ -72,7 +79,7 @@ class ReadAhead:
             else:
                 in_order = True
             self._next = offset + n
-            if in_order and not result.needs_eof_check:
+            if in_order and n <= MAX_AHEAD and not result.needs_eof_check:
                 self._ask(offset + n, n)
             return result
 
