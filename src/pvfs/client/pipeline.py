@@ -91,12 +91,7 @@ class WritePipe:
     def settle(self) -> None:
         """Read every reply owed; an error in them is kept for the handle's next call."""
         with self._lock:
-            if self.owing:
-                _, replies = _native.stripe_send(
-                    [s.fileno() if s is not None else -1 for s in self._socks], b"\0", b"",
-                    b"", self.stripe.ssize, [w is not None for w in self._owed],
-                    self.data.config.request_timeout)
-                self._replies(replies)
+            self._read_owed()
 
     def report(self) -> None:
         """Raise the first error not reported yet (and forget it)."""
@@ -121,6 +116,16 @@ class WritePipe:
             socks = self.data.pool.take_all([k for _, k in missing])
             for (r, _), sock in zip(missing, socks):
                 self._socks[r] = sock
+
+    def _read_owed(self) -> bool:
+        """Read every reply owed (no write sent); True if one was lost."""
+        if not self.owing:
+            return False
+        _, replies = _native.stripe_send(
+            [s.fileno() if s is not None else -1 for s in self._socks], b"\0", b"", b"",
+            self.stripe.ssize, [w is not None for w in self._owed],
+            self.data.config.request_timeout)
+        return self._replies(replies)
 
     def _replies(self, replies: list) -> bool:
         """Take the owed replies read; True if one was lost (its connection broke)."""
@@ -155,12 +160,7 @@ class WritePipe:
         again the plain way -- unless an earlier write's fate is unknown (``lost``)."""
         for r in failed:
             self._drop(r)
-        if any(w is not None for w in self._owed):
-            _, replies = _native.stripe_send(
-                [s.fileno() if s is not None else -1 for s in self._socks], b"\0", b"", b"",
-                self.stripe.ssize, [w is not None for w in self._owed],
-                self.data.config.request_timeout)
-            lost = self._replies(replies) or lost
+        lost = self._read_owed() or lost
         if lost:
             self._fail(errno.EIO, f"the write of {what[1]} bytes at {what[0]} was cut off "
                        "after an earlier write's reply was lost")
