@@ -68,11 +68,11 @@ class Operations(pyfuse3.Operations):
         self.gbackend = make_gcache_backend(self.backend, client.config, self._stripe_of, bits,
                                             options)
         self.cache = BlockCache(self.gbackend or self.backend, block_size=options.block_size,
-                                capacity=options.cache_size,
-                                bypass=bits,
+                                capacity=options.cache_size, bypass=bits,
                                 writeback=WritebackPolicy(max_age=options.dirty_age,
                                                           interval=options.flush_interval),
                                 stream=StreamPolicy(min_bytes=options.stream_min,
+                                                    write_min_bytes=options.stream_write_min,
                                                     readahead=options.cache_readahead))
         self.counters = dict.fromkeys(("backend_errors", "internal_errors", "opens",
                                        "kernel_invalidations", "reopen_invalidations",

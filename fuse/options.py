@@ -102,6 +102,9 @@ class MountOptions:
     flush_interval: float = 1.0  # the flusher's period (seconds)
     dirty_age: float = 5.0  # dirty blocks older than this are written back
     stream_min: int = 128 << 10  # requests this large move as one slice (0: block by block)
+    # Writes this large move as one slice (while stream_min is not 0; 0: none do): queued,
+    # and written back gathered in list I/O (docs/cache.md, "Large requests").
+    stream_write_min: int = 32 << 10
     # The client's own read-ahead of sequential stream reads (0: off). Off by default: the
     # kernel reads ahead in front of it, and a 4 MiB fetch that requests wait for cost
     # 15-30 % of sequential read throughput (docs/benchmarks.md, forty-first session).
@@ -147,7 +150,8 @@ _NUMERIC = {"block_size": parse_size, "cache_size": parse_size, "read_ahead_kb":
             "attr_timeout": float, "entry_timeout": float, "timeout": float,
             "flush_interval": float, "dirty_age": float, "max_tasks": int,
             "ahead_delay": float,
-            "stream_min": parse_size, "cache_readahead": parse_size}
+            "stream_min": parse_size, "stream_write_min": parse_size,
+            "cache_readahead": parse_size}
 _BOOL = {"cache", "gcache", "direct_io", "writeback_cache", "leases", "create_ahead",
          "open_ahead", "write_delegations", "gather_writes", "worker_creates", "serve_reads",
          "stream_reads", "allow_other", "default_permissions", "debug",

@@ -8,6 +8,7 @@ import errno
 import os
 import random
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -151,5 +152,47 @@ def test_random_writes_through_mount(pvfs_cluster, tmp_path) -> None:
         with pytest.raises(OSError) as info:
             os.getxattr(p, "security.capability")
         assert info.value.errno == errno.ENODATA
+    finally:
+        m.stop()
+
+
+@pytest.mark.fuse
+@needs_fuse
+@pytest.mark.parametrize("opts", ["", "frontend=pyfuse3"])
+def test_writers_taking_turns_are_written_back_gathered(pvfs_cluster, tmp_path, opts) -> None:
+    """IOR hard's pattern: two writers of one file, 47,008-byte transfers in turns, one
+    behind the other. The transfers are stream writes (``stream_write_min``, 32 KiB) queued
+    out of the file's order, written back gathered when they queue faster than one write-back
+    (how many do is timing: the gathering itself is checked by tests/unit/
+    test_cache_stream_gather.py and the cache model's ``writes_in_turns``); the bytes on the
+    daemons are the file's either way."""
+    m = Mount(pvfs_cluster.config_path, tmp_path / "mnt", opts).start()
+    try:
+        p = m.path / "turns"
+        t, segs = 47008, 60
+        p.write_bytes(b"")
+        s0 = m.stats()
+        fds = [os.open(p, os.O_WRONLY) for _ in range(2)]
+        model = bytearray(2 * segs * t)
+        try:
+            order = [(s, 0) for s in range(5)]  # rank 1 starts five transfers late
+            order += [x for s in range(segs) for x in ((s + 5, 0), (s, 1)) if x[0] < segs]
+            for seg, rank in order:
+                data = bytes([(seg * 2 + rank) % 251 + 1]) * t
+                off = (seg * 2 + rank) * t
+                os.pwrite(fds[rank], data, off)
+                model[off:off + t] = data
+            for fd in fds:
+                os.fsync(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        s1 = m.stats()
+        assert s1["stream_writes"] - s0["stream_writes"] >= 2 * segs
+        out = tmp_path / "turns.copy"  # read from the daemons, not through the mount
+        subprocess.run([sys.executable, "-m", "pvfs.cli.main", "--config",
+                        pvfs_cluster.config_path,
+                        "cp", "pvfs:/turns", str(out)], check=True, capture_output=True)
+        assert out.read_bytes() == model
     finally:
         m.stop()

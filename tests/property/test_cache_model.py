@@ -101,13 +101,16 @@ class CacheModel(RuleBasedStateMachine):
         # listio=False: a backend without write_list/read_list (one call per run); budget:
         # list-I/O calls cut at (bytes, regions)
         # stream=True: requests of 2 blocks or more take the stream path (queued writes,
-        # coalesced and cut at 3 blocks, writers throttled past 5 blocks queued)
+        # coalesced and cut at 3 blocks -- or, with the large max_write, at 8, so that queued
+        # writes out of order are gathered into one call --, writers throttled past 5
+        # blocks queued)
         self.cache = BlockCache(
             self.be if listio else PlainBackend(self.be), block_size=BS, capacity=8 * BS, segment_blocks=2,
             low_water=0.5, high_water=0.75, policy=LRU() if lru else SecondChanceLRU(),
             writeback=WritebackPolicy(max_age=1.0, max_write=max_write,
                                       max_list_bytes=budget[0], max_regions=budget[1]),
-            stream=StreamPolicy(min_bytes=2 * BS if stream else 0, max_write=3 * BS,
+            stream=StreamPolicy(min_bytes=2 * BS if stream else 0,
+                                max_write=3 * BS if max_write == 2 * BS else 8 * BS,
                                 max_pending=5 * BS),
         )
         if served:
@@ -133,6 +136,31 @@ class CacheModel(RuleBasedStateMachine):
             if len(m) < offset:
                 m.extend(bytes(offset - len(m)))
             m[offset:offset + len(data)] = data
+
+    @precondition(lambda self: self.cache is not None)
+    @rule(ino=INOS, base=OFFSETS, length=st.integers(2 * BS, 3 * BS),
+          order=st.permutations(range(3)), overlap=st.sampled_from([0, 1, BS // 2]),
+          seed=st.integers(0, 255))
+    def writes_in_turns(self, ino: int, base: int, length: int, order: list[int],
+                        overlap: int, seed: int) -> None:
+        """Three transfers of writers taking turns (IOR hard's ranks), in a scrambled order,
+        each overlapping the next by ``overlap`` bytes: queued out of the file's order,
+        written back gathered (``Streamer._gather``), the newer bytes last."""
+        assert self.cache is not None
+        step = length - overlap
+        todo = [(base + k * step, bytes([(seed + 17 * k + j) % 256 for j in range(length)]))
+                for k in order]
+
+        async def go() -> None:
+            for off, data in todo:
+                await self.cache.write(ino, off, data)
+
+        self.run(go)
+        m = self.expect(ino)
+        for off, data in todo:
+            if len(m) < off:
+                m.extend(bytes(off - len(m)))
+            m[off:off + len(data)] = data
 
     @precondition(lambda self: self.cache is not None)
     @rule(ino=INOS, offset=OFFSETS, length=SIZES)

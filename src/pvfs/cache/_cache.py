@@ -283,7 +283,7 @@ class BlockCache:
         fs = store.file(ino)
         if fs.stream is not None:
             fs.stream.drop_readahead()
-        if not sync and self.stream.is_stream(n) and \
+        if not sync and self.stream.is_stream_write(n) and \
                 self._plain(ino, offset // bs, (end - 1) // bs, True):
             await self.streamer.write(ino, fs, offset, data if type(data) is bytes else mv)
             return

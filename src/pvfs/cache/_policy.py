@@ -269,12 +269,19 @@ class WritebackPolicy:
 class StreamPolicy:
     """Which requests skip the per-block machinery, and how streams are written and read ahead.
 
-    A read or write of at least ``min_bytes`` is a *stream* request: it moves as one slice
-    instead of block by block (see ``docs/cache.md``, "Large requests"). Bypass bits, sync
-    writes and ``min_bytes=0`` keep requests on the block path.
+    A read of at least ``min_bytes``, or a write of at least ``write_min_bytes``, is a
+    *stream* request: it moves as one slice instead of block by block (see
+    ``docs/cache.md``, "Large requests"). Bypass bits, sync writes and ``min_bytes=0`` keep
+    requests on the block path.
 
     Args:
         min_bytes: requests this large (bytes) take the stream path; 0 turns it off.
+        write_min_bytes: writes this large take it (while ``min_bytes`` is not 0); 0: no
+            stream writes; None: ``min_bytes``. The mount's is 32 KiB (``stream_write_min``),
+            below its reads' 128 KiB: a queued write costs one entry however long, and its
+            write-back gathers the queue (``Streamer._gather``), where blocks cost Python
+            per 4 KiB (IOR hard's 47,008-byte transfers); reads of that size stay cached
+            in blocks the C workers answer from.
         max_write: largest coalesced backend write of queued stream data; cut at the largest
             multiple of the file's stripe size not above it.
         max_pending: queued stream bytes (all files) above which a writer writes its own
@@ -285,20 +292,26 @@ class StreamPolicy:
     """
 
     min_bytes: int = 128 << 10
+    write_min_bytes: int | None = None
     max_write: int = 4 << 20
     max_pending: int = 16 << 20
     readahead: int = 4 << 20
     max_streams: int = 16
 
     def __post_init__(self) -> None:
-        if min(self.min_bytes, self.readahead) < 0 or min(self.max_write, self.max_pending,
-                                                            self.max_streams) <= 0:
-            raise ValueError("min_bytes, readahead must be >= 0; max_write, max_pending, "
-                             "max_streams > 0")
+        if min(self.min_bytes, self.write_min_bytes or 0, self.readahead) < 0 or \
+                min(self.max_write, self.max_pending, self.max_streams) <= 0:
+            raise ValueError("min_bytes, write_min_bytes, readahead must be >= 0; max_write, "
+                             "max_pending, max_streams > 0")
 
     def is_stream(self, length: int) -> bool:
-        """Whether a request of ``length`` bytes takes the stream path."""
+        """Whether a read of ``length`` bytes takes the stream path."""
         return 0 < self.min_bytes <= length
+
+    def is_stream_write(self, length: int) -> bool:
+        """Whether a write of ``length`` bytes takes the stream path."""
+        w = self.min_bytes if self.write_min_bytes is None else self.write_min_bytes
+        return self.min_bytes > 0 and 0 < w <= length
 
 
 class BypassPolicy(Protocol):
