@@ -185,9 +185,9 @@ def test_buffered_reads_the_kernel_reads_ahead_are_answered_by_the_workers(node)
     p = node.path / "ahead"
     data = random.Random(6).randbytes(4 << 20)
     fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:  # writes below stream_min, backwards (not joined into one): into the block cache
-        for off in reversed(range(0, len(data), 47008)):
-            os.pwrite(fd, data[off:off + 47008], off)
+    try:  # writes below stream_write_min, backwards (not joined): into the block cache
+        for off in reversed(range(0, len(data), 30000)):
+            os.pwrite(fd, data[off:off + 30000], off)
     finally:
         os.close(fd)
     before = _front(node)["reads_here"]
