@@ -133,3 +133,13 @@ async def test_the_mounts_write_threshold_option() -> None:
     assert MountOptions().stream_write_min == 32 << 10 < MountOptions().stream_min
     assert parse_options("stream_write_min=64k").stream_write_min == 64 << 10
     assert parse_options("stream_write_min=0").stream_write_min == 0
+
+
+async def test_a_head_cut_at_a_stripe_window_goes_alone_and_aligned() -> None:
+    cache, be = make(MemoryBackend(stripe=4 * BS))  # window: 64 blocks (max_write)
+    await cache.write(1, 60 * BS, b"h" * 8 * BS)  # crosses the window at block 64
+    await cache.write(1, 200 * BS, b"f" * T)
+    await cache.flush(1)
+    assert be.writes[0] == (1, 60 * BS, 4 * BS)  # the cut piece alone, ending on the window
+    assert be.list_writes == [(1, [(64 * BS, 4 * BS), (200 * BS, T)])]
+    assert bytes(be.files[1][60 * BS:68 * BS]) == b"h" * 8 * BS

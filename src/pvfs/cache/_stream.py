@@ -191,7 +191,7 @@ class Streamer:
                 batches -= 1
             offset, count = self._batch(ino, st)
             regions: list[tuple[int, int]] | None = None
-            if count == 1 and self.caps.write_list is not None and len(st.pending) > 1:
+            if count == 1 and self.caps.write_list is not None and self._scattered(st):
                 count, regions, parts = self._gather(st)
                 if len(regions) == 1:
                     offset, regions = regions[0][0], None
@@ -220,6 +220,13 @@ class Streamer:
             c["flushed_bytes"] += len(data)
             written += len(data)
         return written
+
+    @staticmethod
+    def _scattered(st: StreamState) -> bool:
+        """Whether the queue's second entry does not continue its first (``_batch`` cut
+        the first at a stripe window: that write stays alone and aligned)."""
+        q = st.pending
+        return len(q) > 1 and q[1][0] != q[0][0] + len(q[0][1])
 
     def _gather(self, st: StreamState) -> tuple[int, list[tuple[int, int]], list]:
         """The leading queue entries that overlap none before them, as one list write:
