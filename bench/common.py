@@ -242,6 +242,24 @@ def drop_caches() -> bool:
 
 
 @contextmanager
+def private_cluster(iods: int = 4) -> Iterator[Any]:
+    """A file system of its own for one benchmark: manager and ``iods`` I/O daemons in a
+    temporary directory, up for the block and down (and removed) after it; yields its
+    config (``.path`` is the config file)."""
+    import tempfile
+
+    from pvfs.cluster.launch import down, make_config, up, write_config
+
+    with tempfile.TemporaryDirectory(prefix="pvfs-bench-") as tmp:
+        cfg = write_config(make_config(tmp, iods=iods), f"{tmp}/pvfs.toml")
+        up(cfg)
+        try:
+            yield cfg
+        finally:
+            down(cfg)
+
+
+@contextmanager
 def journaled_scratch(size_gib: int = 8) -> Iterator[str | None]:
     """Temporary files (``tempfile``'s directory) on a journaled ext4 file system of their
     own, a loop device over a sparse image, for the block; None (and nothing changed) when

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
 
-from pvfs.bench.common import exit_on_sigterm, format_table, median, write_results
+from pvfs.bench.common import exit_on_sigterm, format_table, median, private_cluster, write_results
 
 MiB = 1 << 20
 
@@ -51,29 +50,22 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_sigterm()
 
     import pvfs
-    from pvfs.cluster.launch import down, make_config, up, write_config
 
     results, rows = [], []
-    with tempfile.TemporaryDirectory(prefix="pvfs-bench-") as tmp:
-        cfg = write_config(make_config(tmp, iods=4), f"{tmp}/pvfs.toml")
-        up(cfg)
-        try:
-            with pvfs.connect(cfg.path) as fs:
-                for size in args.sizes:
-                    req, total = size * MiB, max(size, args.mib) * MiB
-                    for mode in ("plain", "pipelined"):  # the files exist before the rounds
-                        with fs.open(f"/ab-{mode}", "wb") as f:
-                            f.truncate(total)
-                    for op in ("write", "read"):
-                        cell = _cell(fs, op, size, req, total, args.rounds)
-                        results.append(cell)
-                        rows.append([op, f"{size} MiB", f"{cell['plain_MiBps']:.0f}",
-                                     f"{cell['pipelined_MiBps']:.0f}",
-                                     f"{cell['ratio_median']:.2f}",
-                                     f"{cell['ratios'][0]:.2f}-{cell['ratios'][-1]:.2f}"])
-                        print(format_table(HEADERS, rows[-1:]), flush=True)
-        finally:
-            down(cfg)
+    with private_cluster() as cfg, pvfs.connect(cfg.path) as fs:
+        for size in args.sizes:
+            req, total = size * MiB, max(size, args.mib) * MiB
+            for mode in ("plain", "pipelined"):  # the files exist before the rounds
+                with fs.open(f"/ab-{mode}", "wb") as f:
+                    f.truncate(total)
+            for op in ("write", "read"):
+                cell = _cell(fs, op, size, req, total, args.rounds)
+                results.append(cell)
+                rows.append([op, f"{size} MiB", f"{cell['plain_MiBps']:.0f}",
+                             f"{cell['pipelined_MiBps']:.0f}",
+                             f"{cell['ratio_median']:.2f}",
+                             f"{cell['ratios'][0]:.2f}-{cell['ratios'][-1]:.2f}"])
+                print(format_table(HEADERS, rows[-1:]), flush=True)
     print()
     print(format_table(HEADERS, rows))
     path = write_results(args.json, {"iods": 4, "rounds": args.rounds, "mib": args.mib,

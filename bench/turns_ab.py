@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pvfs.bench.common import exit_on_sigterm, format_table, median, write_results
+from pvfs.bench.common import exit_on_sigterm, format_table, median, private_cluster, write_results
 from pvfs.bench.fio.pvfs_target import pvfs_mount
 
 TRANSFER = 47008
@@ -110,27 +110,20 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     exit_on_sigterm()
 
-    from pvfs.cluster.launch import down, make_config, up, write_config
-
     results, rows = [], []
-    with tempfile.TemporaryDirectory(prefix="pvfs-bench-") as tmp:
-        cfg = write_config(make_config(tmp, iods=4), f"{tmp}/pvfs.toml")
-        up(cfg)
-        try:
-            with pvfs_mount(cfg.path, f"{tmp}/a", args.a) as ma, \
-                    pvfs_mount(cfg.path, f"{tmp}/b", args.b) as mb:
-                mounts = {"a": ma, "b": mb}
-                pids = {k: _mount_pid(m) for k, m in mounts.items()}
-                for ranks in args.ranks:
-                    cell = _cell(mounts, pids, ranks, args.segments, args.rounds)
-                    results.append(cell)
-                    rows.append([ranks, f"{cell['a_MiBps']:.0f}", f"{cell['b_MiBps']:.0f}",
-                                 f"{cell['ratio_median']:.2f}",
-                                 f"{cell['ratios'][0]:.2f}-{cell['ratios'][-1]:.2f}",
-                                 f"{cell['a_cpu_s_per_gib']:.2f} / {cell['b_cpu_s_per_gib']:.2f}"])
-                    print(format_table(HEADERS, rows[-1:]), flush=True)
-        finally:
-            down(cfg)
+    with private_cluster() as cfg, tempfile.TemporaryDirectory(prefix="pvfs-mnt-") as tmp, \
+            pvfs_mount(cfg.path, f"{tmp}/a", args.a) as ma, \
+            pvfs_mount(cfg.path, f"{tmp}/b", args.b) as mb:
+        mounts = {"a": ma, "b": mb}
+        pids = {k: _mount_pid(m) for k, m in mounts.items()}
+        for ranks in args.ranks:
+            cell = _cell(mounts, pids, ranks, args.segments, args.rounds)
+            results.append(cell)
+            rows.append([ranks, f"{cell['a_MiBps']:.0f}", f"{cell['b_MiBps']:.0f}",
+                         f"{cell['ratio_median']:.2f}",
+                         f"{cell['ratios'][0]:.2f}-{cell['ratios'][-1]:.2f}",
+                         f"{cell['a_cpu_s_per_gib']:.2f} / {cell['b_cpu_s_per_gib']:.2f}"])
+            print(format_table(HEADERS, rows[-1:]), flush=True)
     print()
     print(format_table(HEADERS, rows))
     path = write_results(args.json, {"iods": 4, "a": args.a, "b": args.b,
